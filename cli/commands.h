@@ -1,0 +1,32 @@
+// The `sluice` command's subcommands, kept apart from main.cc so that
+// tests can call them. Each returns the process exit code: 0 on success,
+// 2 for bad input (a pipeline that does not load), 1 for a failure while
+// running.
+#ifndef SLUICE_CLI_COMMANDS_H_
+#define SLUICE_CLI_COMMANDS_H_
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace sluice::cli {
+
+struct RunOptions {
+  std::string pipeline_path;
+  int64_t limit = -1;                // at most this many elements; -1: all
+  std::vector<std::string> plugins;  // loaded before the pipeline
+};
+
+// `sluice run`: prints each element as one JSON line.
+int RunPipeline(const RunOptions& options, std::ostream& out, std::ostream& err);
+
+// `sluice inspect`: fingerprint, element spec, cardinality and steps.
+int InspectPipeline(const RunOptions& options, std::ostream& out, std::ostream& err);
+
+// `sluice functions`: the element functions in the registry.
+int ListFunctions(const std::vector<std::string>& plugins, std::ostream& out, std::ostream& err);
+
+}  // namespace sluice::cli
+
+#endif  // SLUICE_CLI_COMMANDS_H_

@@ -1,0 +1,17 @@
+# Per-target helpers, so warnings and sanitizers are set on Sluice's own
+# targets only and never leak into users' builds through exported targets.
+
+# sluice_configure_target(TARGET): warnings plus the SLUICE_SANITIZE choice.
+function(sluice_configure_target target)
+  target_compile_options(${target} PRIVATE -Wall -Wextra -Wno-unused-parameter
+                                           -Wno-missing-field-initializers)
+  if(SLUICE_SANITIZE STREQUAL "address")
+    target_compile_options(${target} PRIVATE -fsanitize=address,undefined -fno-omit-frame-pointer)
+    target_link_options(${target} PRIVATE -fsanitize=address,undefined)
+  elseif(SLUICE_SANITIZE STREQUAL "thread")
+    target_compile_options(${target} PRIVATE -fsanitize=thread -fno-omit-frame-pointer)
+    target_link_options(${target} PRIVATE -fsanitize=thread)
+  elseif(NOT SLUICE_SANITIZE STREQUAL "")
+    message(FATAL_ERROR "SLUICE_SANITIZE must be '', 'address' or 'thread', not '${SLUICE_SANITIZE}'")
+  endif()
+endfunction()

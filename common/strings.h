@@ -1,0 +1,23 @@
+// Small string helpers shared by the error paths.
+#ifndef SLUICE_COMMON_STRINGS_H_
+#define SLUICE_COMMON_STRINGS_H_
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace sluice {
+
+// Levenshtein distance, for "did you mean" suggestions.
+int EditDistance(std::string_view a, std::string_view b);
+
+// "; did you mean 'x'?" for the closest candidate, or "" when none is close
+// enough to be a plausible typo.
+std::string DidYouMean(std::string_view name, const std::vector<std::string>& candidates);
+
+// True when `bytes` is well-formed UTF-8.
+bool IsValidUtf8(std::string_view bytes);
+
+}  // namespace sluice
+
+#endif  // SLUICE_COMMON_STRINGS_H_

@@ -1,0 +1,302 @@
+#include "pipeline/builder.h"
+
+#include <dlfcn.h>
+#include <openssl/evp.h>
+
+#include <set>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "common/strings.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
+#include "pipeline/ops.h"
+#include "pipeline/random.h"
+
+namespace sluice {
+namespace {
+
+using google::protobuf::Descriptor;
+using google::protobuf::FieldDescriptor;
+
+const google::protobuf::OneofDescriptor* OpOneof() {
+  return proto::Step::descriptor()->FindOneofByName("op");
+}
+
+std::vector<std::string> FilesFromInput(const Element& input) {
+  std::vector<std::string> files;
+  for (const Tensor& t : input.components) {
+    if (t.dtype() != DType::kString) continue;
+    for (const std::string& f : t.values<std::string>()) files.push_back(f);
+  }
+  return files;
+}
+
+absl::StatusOr<FileSourceConfig> FileConfig(const proto::Step& step, const Element* input) {
+  FileSourceConfig config;
+  const google::protobuf::RepeatedPtrField<std::string>* files = nullptr;
+  switch (step.op_case()) {
+    case proto::Step::kTextLine:
+      config.format = RecordFormat::kTextLine;
+      files = &step.text_line().files();
+      config.compression_type = step.text_line().compression_type();
+      break;
+    case proto::Step::kTfrecord:
+      config.format = RecordFormat::kTFRecord;
+      files = &step.tfrecord().files();
+      config.compression_type = step.tfrecord().compression_type();
+      break;
+    default: {
+      const auto& op = step.fixed_length_record();
+      config.format = RecordFormat::kFixedLength;
+      files = &op.files();
+      config.compression_type = op.compression_type();
+      config.record_bytes = op.record_bytes();
+      config.header_bytes = op.header_bytes();
+      config.footer_bytes = op.footer_bytes();
+    }
+  }
+  config.files.assign(files->begin(), files->end());
+  if (config.files.empty() && input != nullptr) {
+    config.files = FilesFromInput(*input);
+    if (config.files.empty()) {
+      return absl::InvalidArgumentError("the interleaved element has no string component to read files from");
+    }
+  }
+  return config;
+}
+
+// A stand-in element of `spec`, for building an interleave's sub-pipeline
+// once at build time to learn its spec. Unknown dimensions become 0.
+Element PlaceholderElement(const ElementSpec& spec) {
+  Element element;
+  for (const TensorSpec& c : spec.components) {
+    Shape shape;
+    for (int64_t d : c.shape.dims) shape.push_back(d == kUnknownDim ? 0 : d);
+    element.components.emplace_back(c.dtype, shape);
+  }
+  element.names = MakeNames(spec.names);
+  return element;
+}
+
+absl::StatusOr<DatasetPtr> BuildSource(const proto::Step& step, const BuildOptions& options) {
+  switch (step.op_case()) {
+    case proto::Step::kRange: return MakeRangeDataset(step.range());
+    case proto::Step::kFromTensors: return MakeFromTensorsDataset(step.from_tensors());
+    case proto::Step::kFromTensorSlices: return MakeFromTensorSlicesDataset(step.from_tensor_slices());
+    case proto::Step::kListFiles: return MakeListFilesDataset(step.list_files());
+    case proto::Step::kTextLine:
+    case proto::Step::kTfrecord:
+    case proto::Step::kFixedLengthRecord: {
+      absl::StatusOr<FileSourceConfig> config = FileConfig(step, options.input);
+      if (!config.ok()) return config.status();
+      return MakeFileSourceDataset(*std::move(config));
+    }
+    case proto::Step::kZip: {
+      std::vector<DatasetPtr> inputs;
+      for (int i = 0; i < step.zip().datasets_size(); ++i) {
+        BuildOptions sub;
+        sub.input = options.input;
+        absl::StatusOr<DatasetPtr> input = BuildDataset(step.zip().datasets(i), sub);
+        if (!input.ok()) {
+          return absl::Status(input.status().code(),
+                              absl::StrCat("dataset ", i + 1, ": ", input.status().message()));
+        }
+        inputs.push_back(*std::move(input));
+      }
+      return MakeZipDataset(std::move(inputs));
+    }
+    default:
+      return absl::InvalidArgumentError("the first step must be a source");
+  }
+}
+
+absl::StatusOr<DatasetPtr> BuildTransform(DatasetPtr input, const proto::Step& step) {
+  switch (step.op_case()) {
+    case proto::Step::kMap: return MakeMapDataset(std::move(input), step.map());
+    case proto::Step::kFilter: return MakeFilterDataset(std::move(input), step.filter());
+    case proto::Step::kBatch: return MakeBatchDataset(std::move(input), step.batch());
+    case proto::Step::kPaddedBatch: return MakePaddedBatchDataset(std::move(input), step.padded_batch());
+    case proto::Step::kUnbatch: return MakeUnbatchDataset(std::move(input));
+    case proto::Step::kRebatch: return MakeRebatchDataset(std::move(input), step.rebatch());
+    case proto::Step::kShuffle: return MakeShuffleDataset(std::move(input), step.shuffle());
+    case proto::Step::kRepeat: return MakeRepeatDataset(std::move(input), step.repeat());
+    case proto::Step::kTake: return MakeTakeDataset(std::move(input), step.take());
+    case proto::Step::kSkip: return MakeSkipDataset(std::move(input), step.skip());
+    case proto::Step::kShard: return MakeShardDataset(std::move(input), step.shard());
+    case proto::Step::kEnumerate: return MakeEnumerateDataset(std::move(input), step.enumerate());
+    case proto::Step::kPrefetch: return MakePrefetchDataset(std::move(input), step.prefetch());
+    case proto::Step::kInterleave: {
+      const proto::DatasetDef sub_def = step.interleave().pipeline();
+      if (sub_def.steps().empty()) return absl::InvalidArgumentError("interleave: 'pipeline' has no steps");
+      const Element placeholder = PlaceholderElement(input->element_spec());
+      BuildOptions probe;
+      probe.input = &placeholder;
+      absl::StatusOr<DatasetPtr> probe_dataset = BuildDataset(sub_def, probe);
+      if (!probe_dataset.ok()) {
+        return absl::Status(probe_dataset.status().code(),
+                            absl::StrCat("interleave: ", probe_dataset.status().message()));
+      }
+      SubDatasetFactory factory = [sub_def](const Element& element) {
+        BuildOptions sub;
+        sub.input = &element;
+        return BuildDataset(sub_def, sub);
+      };
+      return MakeInterleaveDataset(std::move(input), step.interleave(), std::move(factory),
+                                   (*probe_dataset)->element_spec());
+    }
+    default:
+      return absl::InvalidArgumentError("a source can only be the first step");
+  }
+}
+
+}  // namespace
+
+std::string StepOpName(const proto::Step& step) {
+  const FieldDescriptor* field = step.GetReflection()->GetOneofFieldDescriptor(step, OpOneof());
+  return field == nullptr ? "" : field->name();
+}
+
+std::vector<std::string> AllOpNames() {
+  std::vector<std::string> names;
+  const auto* oneof = OpOneof();
+  for (int i = 0; i < oneof->field_count(); ++i) names.push_back(oneof->field(i)->name());
+  return names;
+}
+
+bool IsSourceOp(std::string_view op) {
+  static const std::set<std::string, std::less<>> kSources = {
+      "range", "from_tensors", "from_tensor_slices", "list_files", "text_line", "tfrecord",
+      "fixed_length_record", "zip"};
+  return kSources.contains(op);
+}
+
+absl::StatusOr<proto::Step> NewStep(std::string_view op) {
+  const FieldDescriptor* field = proto::Step::descriptor()->FindFieldByName(std::string(op));
+  if (field == nullptr || field->containing_oneof() != OpOneof()) {
+    return absl::InvalidArgumentError(absl::StrCat("unknown op '", std::string(op), "'", DidYouMean(op, AllOpNames())));
+  }
+  proto::Step step;
+  step.GetReflection()->MutableMessage(&step, field);
+  switch (step.op_case()) {
+    case proto::Step::kRange: step.mutable_range()->set_step(1); break;
+    case proto::Step::kListFiles: step.mutable_list_files()->set_shuffle(true); break;
+    case proto::Step::kMap: step.mutable_map()->set_deterministic(true); break;
+    case proto::Step::kBatch: step.mutable_batch()->set_deterministic(true); break;
+    case proto::Step::kShuffle: step.mutable_shuffle()->set_reshuffle_each_iteration(true); break;
+    case proto::Step::kRepeat: step.mutable_repeat()->set_count(-1); break;
+    case proto::Step::kTake: step.mutable_take()->set_count(-1); break;
+    case proto::Step::kPrefetch: step.mutable_prefetch()->set_buffer_size(-1); break;
+    case proto::Step::kInterleave:
+      step.mutable_interleave()->set_cycle_length(4);
+      step.mutable_interleave()->set_block_length(1);
+      step.mutable_interleave()->set_deterministic(true);
+      break;
+    default: break;
+  }
+  return step;
+}
+
+absl::StatusOr<DatasetPtr> BuildDataset(const proto::DatasetDef& def, const BuildOptions& options) {
+  for (const std::string& plugin : def.plugins()) {
+    if (absl::Status status = LoadPlugin(plugin); !status.ok()) return status;
+  }
+  if (def.steps().empty()) return absl::InvalidArgumentError("the pipeline has no steps");
+  DatasetPtr dataset;
+  for (int i = 0; i < def.steps_size(); ++i) {
+    const proto::Step& step = def.steps(i);
+    const std::string op = StepOpName(step);
+    absl::StatusOr<DatasetPtr> next;
+    if (op.empty()) {
+      next = absl::InvalidArgumentError("the step has no op");
+    } else if (i == 0) {
+      next = BuildSource(step, options);
+    } else {
+      next = BuildTransform(dataset, step);
+    }
+    if (!next.ok()) {
+      std::string where;
+      if (options.step_locations != nullptr && i < static_cast<int>(options.step_locations->size())) {
+        where = absl::StrCat((*options.step_locations)[i], ": ");
+      }
+      return absl::Status(next.status().code(),
+                          absl::StrCat(where, "step ", i + 1, " (", op, "): ", next.status().message()));
+    }
+    dataset = *std::move(next);
+  }
+  return dataset;
+}
+
+std::string DatasetFingerprint(const proto::DatasetDef& def) {
+  std::string bytes;
+  {
+    google::protobuf::io::StringOutputStream stream(&bytes);
+    google::protobuf::io::CodedOutputStream coded(&stream);
+    coded.SetSerializationDeterministic(true);
+    def.SerializeToCodedStream(&coded);
+  }
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int length = 0;
+  EVP_Digest(bytes.data(), bytes.size(), digest, &length, EVP_sha256(), nullptr);
+  return absl::BytesToHexString(absl::string_view(reinterpret_cast<const char*>(digest), 16));
+}
+
+absl::StatusOr<SourceSplitInfo> DescribeSourceSplits(const proto::Step& source) {
+  SourceSplitInfo info;
+  switch (source.op_case()) {
+    case proto::Step::kRange:
+    case proto::Step::kFromTensorSlices: {
+      absl::StatusOr<DatasetPtr> dataset = BuildSource(source, {});
+      if (!dataset.ok()) return dataset.status();
+      info.num_positions = (*dataset)->Cardinality();
+      return info;
+    }
+    case proto::Step::kListFiles: {
+      absl::StatusOr<DatasetPtr> dataset = MakeListFilesDataset(source.list_files());
+      if (!dataset.ok()) return dataset.status();
+      info.num_positions = (*dataset)->Cardinality();
+      info.per_file = true;
+      if (source.list_files().shuffle()) {
+        info.shuffle_seed = source.list_files().has_seed() ? static_cast<uint64_t>(source.list_files().seed())
+                                                           : RandomSeed();
+      }
+      return info;
+    }
+    case proto::Step::kTextLine:
+    case proto::Step::kTfrecord:
+    case proto::Step::kFixedLengthRecord: {
+      absl::StatusOr<FileSourceConfig> config = FileConfig(source, nullptr);
+      if (!config.ok()) return config.status();
+      if (config->files.empty()) {
+        return absl::FailedPreconditionError(
+            absl::StrCat(StepOpName(source), " without 'files' reads from its input and cannot be split"));
+      }
+      info.num_positions = static_cast<int64_t>(config->files.size());
+      info.per_file = true;
+      return info;
+    }
+    default:
+      return absl::FailedPreconditionError(absl::StrCat(
+          "a pipeline whose source is '", StepOpName(source),
+          "' cannot be split for distributed_epoch; start it with range, from_tensor_slices, list_files, "
+          "text_line, tfrecord or fixed_length_record"));
+  }
+}
+
+absl::Status LoadPlugin(const std::string& path) {
+  static absl::Mutex mu(absl::kConstInit);
+  static auto* loaded = new std::set<std::string>();
+  absl::MutexLock lock(&mu);
+  if (loaded->contains(path)) return absl::OkStatus();
+  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL);
+  if (handle == nullptr) {
+    const char* error = dlerror();
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot load plugin '", path, "': ", error != nullptr ? error : "unknown error"));
+  }
+  loaded->insert(path);  // never unloaded: its functions stay registered
+  return absl::OkStatus();
+}
+
+}  // namespace sluice

@@ -1,0 +1,64 @@
+// From a DatasetDef to a runnable dataset, and what the dispatcher needs to
+// know of a definition: its fingerprint and how its source splits.
+//
+//   proto::DatasetDef def = Dataset::Range(10).Map("square").Batch(4).def();
+//   absl::StatusOr<DatasetPtr> dataset = BuildDataset(def);
+//
+// Errors name the step: "step 3 (batch): batch_size must be > 0, got 0",
+// prefixed with "file:line:column: " when the definition came from YAML.
+#ifndef SLUICE_PIPELINE_BUILDER_H_
+#define SLUICE_PIPELINE_BUILDER_H_
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "pipeline/dataset.h"
+#include "sluice/dataset.pb.h"
+
+namespace sluice {
+
+struct BuildOptions {
+  // For interleave's sub-pipelines: the element being mapped. A file source
+  // without `files` reads the file names in it.
+  const Element* input = nullptr;
+  // One "file:line:column" per top-level step, for error messages.
+  const std::vector<std::string>* step_locations = nullptr;
+};
+
+absl::StatusOr<DatasetPtr> BuildDataset(const proto::DatasetDef& def, const BuildOptions& options = {});
+
+// The op name of a step ("range", "map", ...), or "" if none is set.
+std::string StepOpName(const proto::Step& step);
+// Every op name, sources first.
+std::vector<std::string> AllOpNames();
+bool IsSourceOp(std::string_view op);
+
+// A step of `op` with tf.data's defaults filled in (range step 1, repeat
+// count -1, shuffle reshuffle_each_iteration, map deterministic, ...), so
+// YAML and the C++ builder give identical definitions and fingerprints.
+// InvalidArgument for an unknown op, naming the closest one.
+absl::StatusOr<proto::Step> NewStep(std::string_view op);
+
+// A stable fingerprint of a definition: the same on every process and
+// machine for the same definition (32 hex digits of a SHA-256 over the
+// deterministic serialization).
+std::string DatasetFingerprint(const proto::DatasetDef& def);
+
+// What the split provider of a source step needs.
+struct SourceSplitInfo {
+  int64_t num_positions = 0;
+  bool per_file = false;  // positions are files: one per split
+  std::optional<uint64_t> shuffle_seed;
+};
+// FailedPrecondition when the source cannot be split.
+absl::StatusOr<SourceSplitInfo> DescribeSourceSplits(const proto::Step& source);
+
+// Loads a plugin library once per process; its static initializers
+// register its element functions. Errors name the path.
+absl::Status LoadPlugin(const std::string& path);
+
+}  // namespace sluice
+
+#endif  // SLUICE_PIPELINE_BUILDER_H_

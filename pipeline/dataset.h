@@ -1,0 +1,96 @@
+// The pipeline engine's runtime: datasets, iterators and source splits.
+//
+// A DatasetBase is an immutable node built from one step of a DatasetDef
+// (see builder.h); it knows its element spec and cardinality and makes
+// iterators. Iterators are single-threaded from the caller's side: one
+// thread calls GetNext at a time, though an op may run work on its own
+// threads behind it (parallel map, prefetch).
+//
+//   absl::StatusOr<DatasetPtr> dataset = BuildDataset(def);
+//   auto iterator = (*dataset)->MakeIterator(IteratorContext{});
+//   Element element;
+//   bool end = false;
+//   while ((*iterator)->GetNext(&element, &end).ok() && !end) Use(element);
+//
+// In distributed_epoch mode the pipeline's source does not walk its whole
+// input; it reads the splits that an outside SplitProvider hands it (the
+// dispatcher's, through the worker). IteratorContext carries that provider.
+#ifndef SLUICE_PIPELINE_DATASET_H_
+#define SLUICE_PIPELINE_DATASET_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "common/element.h"
+
+namespace sluice {
+
+// Cardinality values, as tf.data's.
+inline constexpr int64_t kInfiniteCardinality = -1;
+inline constexpr int64_t kUnknownCardinality = -2;
+
+// A half-open range of source positions: element indices for `range` and
+// `from_tensor_slices`, file indices for the file sources.
+struct Split {
+  int64_t begin = 0;
+  int64_t end = 0;
+  bool operator==(const Split& other) const = default;
+};
+
+// Hands out the splits of one source, in order. Not thread-safe: the
+// dispatcher and the worker each serialize access.
+class SplitProvider {
+ public:
+  virtual ~SplitProvider() = default;
+  // The next split, or *end_of_splits = true when there are no more.
+  virtual absl::Status GetNext(Split* split, bool* end_of_splits) = 0;
+  // Starts again from the first split.
+  virtual absl::Status Reset() = 0;
+  // The position, as opaque bytes that Restore accepts.
+  virtual std::string Save() const = 0;
+  virtual absl::Status Restore(const std::string& state) = 0;
+};
+
+struct IteratorContext {
+  // When set, the pipeline's source yields only the splits this provider
+  // hands out. Not owned; must outlive the iterator.
+  SplitProvider* split_provider = nullptr;
+};
+
+class IteratorBase {
+ public:
+  virtual ~IteratorBase() = default;
+  // The next element, or *end_of_sequence = true once the input is done.
+  // After end or an error, later calls keep returning end.
+  virtual absl::Status GetNext(Element* element, bool* end_of_sequence) = 0;
+};
+
+class DatasetBase {
+ public:
+  virtual ~DatasetBase() = default;
+  virtual const ElementSpec& element_spec() const = 0;
+  // Number of elements, or kInfiniteCardinality / kUnknownCardinality.
+  virtual int64_t Cardinality() const = 0;
+  virtual absl::StatusOr<std::unique_ptr<IteratorBase>> MakeIterator(
+      const IteratorContext& context) const = 0;
+  // The op name, for errors ("batch", "map(square)").
+  virtual std::string DebugName() const = 0;
+};
+
+using DatasetPtr = std::shared_ptr<const DatasetBase>;
+
+// Reads every element (for tests and `sluice run`); fails on an infinite
+// dataset unless `limit` >= 0 bounds it.
+absl::StatusOr<std::vector<Element>> CollectElements(const DatasetBase& dataset,
+                                                     const IteratorContext& context = {},
+                                                     int64_t limit = -1);
+
+// A cardinality as text: "10", "infinite", "unknown".
+std::string CardinalityString(int64_t cardinality);
+
+}  // namespace sluice
+
+#endif  // SLUICE_PIPELINE_DATASET_H_

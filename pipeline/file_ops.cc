@@ -1,0 +1,150 @@
+// The file sources: text_line, tfrecord and fixed_length_record. Each reads
+// its files in order; under a split provider, only the files of the splits
+// it is handed (one file per split).
+#include "absl/strings/str_cat.h"
+#include "pipeline/ops.h"
+#include "pipeline/record_io.h"
+#include "pipeline/split_provider.h"
+
+namespace sluice {
+namespace {
+
+const char* FormatName(RecordFormat format) {
+  switch (format) {
+    case RecordFormat::kTextLine: return "text_line";
+    case RecordFormat::kTFRecord: return "tfrecord";
+    case RecordFormat::kFixedLength: return "fixed_length_record";
+  }
+  return "?";
+}
+
+class FileSourceDataset : public DatasetBase {
+ public:
+  FileSourceDataset(FileSourceConfig config, Compression compression)
+      : config_(std::move(config)), compression_(compression) {
+    spec_.components.push_back({PartialShape::Known({}), DType::kString});
+  }
+  const ElementSpec& element_spec() const override { return spec_; }
+  int64_t Cardinality() const override { return kUnknownCardinality; }
+  std::string DebugName() const override { return FormatName(config_.format); }
+
+  absl::StatusOr<std::unique_ptr<IteratorBase>> MakeIterator(const IteratorContext& context) const override {
+    return std::make_unique<Iterator>(this, context.split_provider);
+  }
+
+ private:
+  class Iterator : public IteratorBase {
+   public:
+    Iterator(const FileSourceDataset* dataset, SplitProvider* provider)
+        : dataset_(dataset), files_(static_cast<int64_t>(dataset->config_.files.size()), provider) {}
+
+    absl::Status GetNext(Element* element, bool* end) override {
+      std::string record;
+      while (true) {
+        if (!file_open_) {
+          int64_t file_index = 0;
+          if (absl::Status status = files_.Next(&file_index, end); !status.ok() || *end) return status;
+          if (absl::Status status = OpenFile(dataset_->config_.files[file_index]); !status.ok()) return status;
+        }
+        absl::StatusOr<bool> got = ReadOne(&record);
+        if (!got.ok()) return got.status();
+        if (*got) break;
+        file_open_ = false;
+        owned_.reset();
+        tfrecord_.reset();
+      }
+      *element = Element({Tensor::StringScalar(std::move(record))});
+      *end = false;
+      return absl::OkStatus();
+    }
+
+   private:
+    absl::Status OpenFile(const std::string& path) {
+      absl::StatusOr<std::unique_ptr<InputStream>> stream = InputStream::Open(path, dataset_->compression_);
+      if (!stream.ok()) return stream.status();
+      const FileSourceConfig& config = dataset_->config_;
+      if (config.format == RecordFormat::kTFRecord) {
+        tfrecord_ = std::make_unique<TFRecordReader>(*std::move(stream));
+        file_open_ = true;
+        return absl::OkStatus();
+      }
+      owned_ = *std::move(stream);
+      file_open_ = true;
+      if (config.format == RecordFormat::kFixedLength && config.header_bytes > 0) {
+        std::string header;
+        if (absl::Status s = owned_->Read(config.header_bytes, &header); !s.ok()) return s;
+        if (static_cast<int64_t>(header.size()) < config.header_bytes) {
+          return absl::DataLossError(absl::StrCat("'", path, "' is shorter than its ", config.header_bytes,
+                                                  "-byte header"));
+        }
+      }
+      return absl::OkStatus();
+    }
+
+    // One record from the open file; false at its end.
+    absl::StatusOr<bool> ReadOne(std::string* record) {
+      const FileSourceConfig& config = dataset_->config_;
+      switch (config.format) {
+        case RecordFormat::kTFRecord:
+          return tfrecord_->ReadRecord(record);
+        case RecordFormat::kTextLine:
+          return owned_->ReadLine(record);
+        case RecordFormat::kFixedLength: {
+          // Reads one record plus the footer's length ahead, so the footer
+          // is never mistaken for a record.
+          const int64_t want = config.record_bytes + config.footer_bytes;
+          if (static_cast<int64_t>(lookahead_.size()) < want) {
+            std::string more;
+            if (absl::Status s = owned_->Read(want - lookahead_.size(), &more); !s.ok()) return s;
+            lookahead_ += more;
+          }
+          if (static_cast<int64_t>(lookahead_.size()) < want) {
+            if (static_cast<int64_t>(lookahead_.size()) != config.footer_bytes) {
+              return absl::DataLossError(absl::StrCat(
+                  "'", owned_->path(), "': ", lookahead_.size() - config.footer_bytes,
+                  " trailing bytes do not make a whole ", config.record_bytes, "-byte record (offset ",
+                  owned_->offset() - lookahead_.size(), ")"));
+            }
+            lookahead_.clear();
+            return false;
+          }
+          *record = lookahead_.substr(0, config.record_bytes);
+          lookahead_.erase(0, config.record_bytes);
+          return true;
+        }
+      }
+      return false;
+    }
+
+    const FileSourceDataset* const dataset_;
+    SourcePositions files_;
+    bool file_open_ = false;
+    std::unique_ptr<InputStream> owned_;        // text and fixed-length files
+    std::unique_ptr<TFRecordReader> tfrecord_;  // TFRecord files
+    std::string lookahead_;
+  };
+
+  const FileSourceConfig config_;
+  const Compression compression_;
+  ElementSpec spec_;
+};
+
+}  // namespace
+
+absl::StatusOr<DatasetPtr> MakeFileSourceDataset(FileSourceConfig config) {
+  const char* op = FormatName(config.format);
+  absl::StatusOr<Compression> compression = ParseCompression(config.compression_type);
+  if (!compression.ok()) return absl::InvalidArgumentError(absl::StrCat(op, ": ", compression.status().message()));
+  if (config.files.empty()) return absl::InvalidArgumentError(absl::StrCat(op, ": missing 'files'"));
+  if (config.format == RecordFormat::kFixedLength) {
+    if (config.record_bytes <= 0) {
+      return absl::InvalidArgumentError("fixed_length_record: record_bytes must be > 0");
+    }
+    if (config.header_bytes < 0 || config.footer_bytes < 0) {
+      return absl::InvalidArgumentError("fixed_length_record: header_bytes and footer_bytes must be >= 0");
+    }
+  }
+  return std::make_shared<FileSourceDataset>(std::move(config), *compression);
+}
+
+}  // namespace sluice

@@ -1,0 +1,63 @@
+// Factories for every op's dataset. Each validates its arguments and
+// returns InvalidArgument naming the argument when one is out of range.
+// The builder (builder.h) calls these; nothing else should need to.
+#ifndef SLUICE_PIPELINE_OPS_H_
+#define SLUICE_PIPELINE_OPS_H_
+
+#include <memory>
+#include <vector>
+
+#include "pipeline/dataset.h"
+#include "pipeline/function.h"
+#include "sluice/dataset.pb.h"
+
+namespace sluice {
+
+// Sources.
+absl::StatusOr<DatasetPtr> MakeRangeDataset(const proto::RangeOp& op);
+absl::StatusOr<DatasetPtr> MakeFromTensorsDataset(const proto::FromTensorsOp& op);
+absl::StatusOr<DatasetPtr> MakeFromTensorSlicesDataset(const proto::FromTensorSlicesOp& op);
+absl::StatusOr<DatasetPtr> MakeListFilesDataset(const proto::ListFilesOp& op);
+absl::StatusOr<DatasetPtr> MakeZipDataset(std::vector<DatasetPtr> inputs);
+
+// The files of a file source: listed in its op, or (when the op lists
+// none) the string component of `input`, the element an interleave maps.
+enum class RecordFormat { kTextLine, kTFRecord, kFixedLength };
+struct FileSourceConfig {
+  RecordFormat format = RecordFormat::kTextLine;
+  std::vector<std::string> files;
+  std::string compression_type;
+  int64_t record_bytes = 0;  // fixed length only
+  int64_t header_bytes = 0;
+  int64_t footer_bytes = 0;
+};
+absl::StatusOr<DatasetPtr> MakeFileSourceDataset(FileSourceConfig config);
+
+// Transforms.
+absl::StatusOr<DatasetPtr> MakeMapDataset(DatasetPtr input, const proto::MapOp& op);
+absl::StatusOr<DatasetPtr> MakeFilterDataset(DatasetPtr input, const proto::FilterOp& op);
+absl::StatusOr<DatasetPtr> MakeBatchDataset(DatasetPtr input, const proto::BatchOp& op);
+absl::StatusOr<DatasetPtr> MakePaddedBatchDataset(DatasetPtr input, const proto::PaddedBatchOp& op);
+absl::StatusOr<DatasetPtr> MakeUnbatchDataset(DatasetPtr input);
+absl::StatusOr<DatasetPtr> MakeRebatchDataset(DatasetPtr input, const proto::RebatchOp& op);
+absl::StatusOr<DatasetPtr> MakeShuffleDataset(DatasetPtr input, const proto::ShuffleOp& op);
+absl::StatusOr<DatasetPtr> MakeRepeatDataset(DatasetPtr input, const proto::RepeatOp& op);
+absl::StatusOr<DatasetPtr> MakeTakeDataset(DatasetPtr input, const proto::TakeOp& op);
+absl::StatusOr<DatasetPtr> MakeSkipDataset(DatasetPtr input, const proto::SkipOp& op);
+absl::StatusOr<DatasetPtr> MakeShardDataset(DatasetPtr input, const proto::ShardOp& op);
+absl::StatusOr<DatasetPtr> MakeEnumerateDataset(DatasetPtr input, const proto::EnumerateOp& op);
+absl::StatusOr<DatasetPtr> MakePrefetchDataset(DatasetPtr input, const proto::PrefetchOp& op);
+
+// An iterator that runs `input` on its own thread, up to `capacity`
+// elements ahead (prefetch, and parallel interleave's cycle elements).
+std::unique_ptr<IteratorBase> MakeBackgroundIterator(std::unique_ptr<IteratorBase> input, int64_t capacity);
+
+// Interleave builds `make_sub_dataset(element)` for each input element.
+using SubDatasetFactory = std::function<absl::StatusOr<DatasetPtr>(const Element& input)>;
+absl::StatusOr<DatasetPtr> MakeInterleaveDataset(DatasetPtr input, const proto::InterleaveOp& op,
+                                                 SubDatasetFactory make_sub_dataset,
+                                                 ElementSpec sub_spec);
+
+}  // namespace sluice
+
+#endif  // SLUICE_PIPELINE_OPS_H_

@@ -1,0 +1,398 @@
+// map, batch and interleave, which may run their work on a thread pool.
+//
+// map and batch share ParallelIterator: a unit of input (one element for
+// map, up to batch_size for batch) is pulled under the input lock, so units
+// keep input order, and transformed on the pool. At most
+// num_parallel_calls units are in flight or waiting to be consumed, which
+// bounds memory. With deterministic, results come out in input order;
+// without, in the order they finish.
+#include <deque>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "common/thread_pool.h"
+#include "pipeline/batch_util.h"
+#include "pipeline/ops.h"
+
+namespace sluice {
+namespace {
+
+using Unit = std::vector<Element>;
+// Pulls the next unit from the input; *end when there is none.
+using PullFn = std::function<absl::Status(IteratorBase* input, Unit* unit, bool* end)>;
+using TransformFn = std::function<absl::StatusOr<Element>(Unit unit)>;
+
+class SequentialIterator : public IteratorBase {
+ public:
+  SequentialIterator(std::unique_ptr<IteratorBase> input, PullFn pull, TransformFn transform)
+      : input_(std::move(input)), pull_(std::move(pull)), transform_(std::move(transform)) {}
+  absl::Status GetNext(Element* element, bool* end) override {
+    Unit unit;
+    if (absl::Status status = pull_(input_.get(), &unit, end); !status.ok() || *end) return status;
+    absl::StatusOr<Element> out = transform_(std::move(unit));
+    if (!out.ok()) return out.status();
+    *element = *std::move(out);
+    return absl::OkStatus();
+  }
+
+ private:
+  std::unique_ptr<IteratorBase> input_;
+  const PullFn pull_;
+  const TransformFn transform_;
+};
+
+class ParallelIterator : public IteratorBase {
+ public:
+  ParallelIterator(std::unique_ptr<IteratorBase> input, PullFn pull, TransformFn transform, int parallelism,
+                   bool deterministic)
+      : input_(std::move(input)),
+        pull_(std::move(pull)),
+        transform_(std::move(transform)),
+        parallelism_(parallelism),
+        deterministic_(deterministic),
+        pool_(std::make_unique<ThreadPool>(parallelism)) {}
+
+  ~ParallelIterator() override {
+    absl::MutexLock lock(&mu_);
+    cancelled_ = true;
+    mu_.Await(absl::Condition(
+        +[](int* in_flight) { return *in_flight == 0; }, &in_flight_));
+  }
+
+  absl::Status GetNext(Element* element, bool* end) override {
+    absl::MutexLock lock(&mu_);
+    while (true) {
+      ScheduleMore();
+      mu_.Await(absl::Condition(this, &ParallelIterator::ConsumerCanProceed));
+      std::shared_ptr<Slot> ready = TakeReadySlot();
+      if (ready != nullptr) {
+        if (!ready->status.ok()) {
+          failed_ = true;
+          return ready->status;
+        }
+        if (ready->end) continue;  // the unit that found the end of input
+        *element = std::move(ready->result);
+        *end = false;
+        return absl::OkStatus();
+      }
+      if (slots_.empty() && in_flight_ == 0 && (input_done_ || failed_)) {
+        *end = true;
+        return absl::OkStatus();
+      }
+    }
+  }
+
+ private:
+  struct Slot {
+    bool done = false;
+    bool end = false;
+    absl::Status status;
+    Element result;
+  };
+
+  void ScheduleMore() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    while (!input_done_ && !failed_ && static_cast<int>(slots_.size()) < parallelism_) {
+      auto slot = std::make_shared<Slot>();
+      slots_.push_back(slot);
+      unassigned_.push_back(slot);
+      ++in_flight_;
+      pool_->Schedule([this] { Run(); });
+    }
+  }
+
+  // Pulls and transforms one unit. The unit takes the oldest unassigned
+  // slot while holding the input lock, so slot order is input order.
+  void Run() {
+    Unit unit;
+    bool end = false;
+    absl::Status status;
+    std::shared_ptr<Slot> slot;
+    {
+      absl::MutexLock input_lock(&input_mu_);
+      bool skip;
+      {
+        absl::MutexLock lock(&mu_);
+        slot = unassigned_.front();
+        unassigned_.pop_front();
+        skip = cancelled_ || input_done_;
+      }
+      if (skip) {
+        end = true;
+      } else {
+        status = pull_(input_.get(), &unit, &end);
+        if (status.ok() && end) {
+          absl::MutexLock lock(&mu_);
+          input_done_ = true;
+        }
+      }
+    }
+    Element result;
+    if (status.ok() && !end) {
+      absl::StatusOr<Element> out = transform_(std::move(unit));
+      if (out.ok()) {
+        result = *std::move(out);
+      } else {
+        status = out.status();
+      }
+    }
+    absl::MutexLock lock(&mu_);
+    slot->done = true;
+    slot->end = end;
+    slot->status = status;
+    slot->result = std::move(result);
+    --in_flight_;
+  }
+
+  bool ConsumerCanProceed() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    // Every unit in flight has a slot, so no slots means nothing to wait for.
+    if (slots_.empty()) return true;
+    if (deterministic_) return slots_.front()->done;
+    for (const auto& slot : slots_) {
+      if (slot->done) return true;
+    }
+    return false;
+  }
+
+  std::shared_ptr<Slot> TakeReadySlot() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    for (auto it = slots_.begin(); it != slots_.end(); ++it) {
+      if ((*it)->done) {
+        std::shared_ptr<Slot> slot = *it;
+        slots_.erase(it);
+        return slot;
+      }
+      // Deterministic mode, and the first slot too when an error is
+      // waiting, keep input order.
+      if (deterministic_) break;
+    }
+    return nullptr;
+  }
+
+  absl::Mutex input_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  std::unique_ptr<IteratorBase> input_ ABSL_GUARDED_BY(input_mu_);
+  const PullFn pull_;
+  const TransformFn transform_;
+  const int parallelism_;
+  const bool deterministic_;
+
+  absl::Mutex mu_;
+  std::deque<std::shared_ptr<Slot>> slots_ ABSL_GUARDED_BY(mu_);       // in input order
+  std::deque<std::shared_ptr<Slot>> unassigned_ ABSL_GUARDED_BY(mu_);  // not yet pulled
+  int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  bool input_done_ ABSL_GUARDED_BY(mu_) = false;
+  bool failed_ ABSL_GUARDED_BY(mu_) = false;
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+
+  // Last, so that it is destroyed (and its threads joined) first.
+  std::unique_ptr<ThreadPool> pool_;
+};
+
+// A dataset whose iterator is a Sequential- or ParallelIterator.
+class PullTransformDataset : public DatasetBase {
+ public:
+  PullTransformDataset(DatasetPtr input, ElementSpec spec, std::string name, int64_t cardinality, PullFn pull,
+                       TransformFn transform, int64_t num_parallel_calls, bool deterministic)
+      : input_(std::move(input)),
+        spec_(std::move(spec)),
+        name_(std::move(name)),
+        cardinality_(cardinality),
+        pull_(std::move(pull)),
+        transform_(std::move(transform)),
+        num_parallel_calls_(num_parallel_calls),
+        deterministic_(deterministic) {}
+
+  const ElementSpec& element_spec() const override { return spec_; }
+  int64_t Cardinality() const override { return cardinality_; }
+  std::string DebugName() const override { return name_; }
+
+  absl::StatusOr<std::unique_ptr<IteratorBase>> MakeIterator(const IteratorContext& context) const override {
+    absl::StatusOr<std::unique_ptr<IteratorBase>> input = input_->MakeIterator(context);
+    if (!input.ok()) return input.status();
+    if (num_parallel_calls_ == 0 || num_parallel_calls_ == 1) {
+      return std::make_unique<SequentialIterator>(*std::move(input), pull_, transform_);
+    }
+    return std::make_unique<ParallelIterator>(*std::move(input), pull_, transform_,
+                                              ResolveParallelism(num_parallel_calls_), deterministic_);
+  }
+
+ private:
+  const DatasetPtr input_;
+  const ElementSpec spec_;
+  const std::string name_;
+  const int64_t cardinality_;
+  const PullFn pull_;
+  const TransformFn transform_;
+  const int64_t num_parallel_calls_;
+  const bool deterministic_;
+};
+
+absl::Status CheckParallelCalls(int64_t num_parallel_calls, const char* op) {
+  if (num_parallel_calls < -1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, ": num_parallel_calls must be >= 1, or -1 for autotune, got ", num_parallel_calls));
+  }
+  return absl::OkStatus();
+}
+
+// Interleave: cycles over up to cycle_length sub-iterators, taking
+// block_length elements from each in turn, in tf.data's order.
+class InterleaveDataset : public DatasetBase {
+ public:
+  InterleaveDataset(DatasetPtr input, ElementSpec spec, SubDatasetFactory factory, int64_t cycle_length,
+                    int64_t block_length, int64_t num_parallel_calls)
+      : input_(std::move(input)),
+        spec_(std::move(spec)),
+        factory_(std::move(factory)),
+        cycle_length_(cycle_length),
+        block_length_(block_length),
+        num_parallel_calls_(num_parallel_calls) {}
+
+  const ElementSpec& element_spec() const override { return spec_; }
+  int64_t Cardinality() const override {
+    return input_->Cardinality() == 0 ? 0 : kUnknownCardinality;
+  }
+  std::string DebugName() const override { return "interleave"; }
+
+  absl::StatusOr<std::unique_ptr<IteratorBase>> MakeIterator(const IteratorContext& context) const override {
+    absl::StatusOr<std::unique_ptr<IteratorBase>> input = input_->MakeIterator(context);
+    if (!input.ok()) return input.status();
+    return std::make_unique<Iterator>(this, *std::move(input));
+  }
+
+ private:
+  class Iterator : public IteratorBase {
+   public:
+    Iterator(const InterleaveDataset* dataset, std::unique_ptr<IteratorBase> input)
+        : dataset_(dataset), input_(std::move(input)), cycle_(dataset->cycle_length_) {}
+
+    absl::Status GetNext(Element* element, bool* end) override {
+      while (true) {
+        auto& current = cycle_[cycle_index_];
+        if (current == nullptr && !input_done_) {
+          if (absl::Status status = OpenNext(&current); !status.ok()) return status;
+        }
+        if (current != nullptr) {
+          bool sub_end = false;
+          if (absl::Status status = current->GetNext(element, &sub_end); !status.ok()) return status;
+          if (!sub_end) {
+            if (++block_index_ == dataset_->block_length_) Advance();
+            *end = false;
+            return absl::OkStatus();
+          }
+          current.reset();
+          --open_;
+        }
+        if (input_done_ && open_ == 0) {
+          *end = true;
+          return absl::OkStatus();
+        }
+        Advance();
+      }
+    }
+
+   private:
+    void Advance() {
+      block_index_ = 0;
+      cycle_index_ = (cycle_index_ + 1) % cycle_.size();
+    }
+
+    absl::Status OpenNext(std::unique_ptr<IteratorBase>* slot) {
+      Element input;
+      bool input_end = false;
+      if (absl::Status status = input_->GetNext(&input, &input_end); !status.ok()) return status;
+      if (input_end) {
+        input_done_ = true;
+        return absl::OkStatus();
+      }
+      absl::StatusOr<DatasetPtr> sub = dataset_->factory_(input);
+      if (!sub.ok()) return sub.status();
+      // Sub-pipelines read whole inputs: splits belong to the outer source.
+      absl::StatusOr<std::unique_ptr<IteratorBase>> it = (*sub)->MakeIterator(IteratorContext{});
+      if (!it.ok()) return it.status();
+      *slot = dataset_->num_parallel_calls_ > 1 || dataset_->num_parallel_calls_ == -1
+                  ? MakeBackgroundIterator(*std::move(it), 2 * dataset_->block_length_)
+                  : *std::move(it);
+      ++open_;
+      return absl::OkStatus();
+    }
+
+    const InterleaveDataset* const dataset_;
+    std::unique_ptr<IteratorBase> input_;
+    std::vector<std::unique_ptr<IteratorBase>> cycle_;
+    size_t cycle_index_ = 0;
+    int64_t block_index_ = 0;
+    int64_t open_ = 0;
+    bool input_done_ = false;
+  };
+
+  const DatasetPtr input_;
+  const ElementSpec spec_;
+  const SubDatasetFactory factory_;
+  const int64_t cycle_length_;
+  const int64_t block_length_;
+  const int64_t num_parallel_calls_;
+};
+
+}  // namespace
+
+absl::StatusOr<DatasetPtr> MakeMapDataset(DatasetPtr input, const proto::MapOp& op) {
+  if (absl::Status s = CheckParallelCalls(op.num_parallel_calls(), "map"); !s.ok()) return s;
+  absl::StatusOr<std::unique_ptr<ElementFunction>> fn = FunctionRegistry::Global().Create(op.fn());
+  if (!fn.ok()) return absl::Status(fn.status().code(), absl::StrCat("map: ", fn.status().message()));
+  absl::StatusOr<ElementSpec> spec = (*fn)->OutputSpec(input->element_spec());
+  if (!spec.ok()) return absl::Status(spec.status().code(), absl::StrCat("map: ", spec.status().message()));
+  std::shared_ptr<const ElementFunction> function = *std::move(fn);
+  PullFn pull = [](IteratorBase* in, Unit* unit, bool* end) {
+    unit->resize(1);
+    return in->GetNext(&(*unit)[0], end);
+  };
+  TransformFn transform = [function](Unit unit) { return function->Call(unit[0]); };
+  const int64_t cardinality = input->Cardinality();
+  return std::make_shared<PullTransformDataset>(std::move(input), *std::move(spec),
+                                                absl::StrCat("map(", op.fn().name(), ")"), cardinality,
+                                                std::move(pull), std::move(transform), op.num_parallel_calls(),
+                                                op.deterministic());
+}
+
+absl::StatusOr<DatasetPtr> MakeBatchDataset(DatasetPtr input, const proto::BatchOp& op) {
+  if (op.batch_size() <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat("batch: batch_size must be > 0, got ", op.batch_size()));
+  }
+  if (absl::Status s = CheckParallelCalls(op.num_parallel_calls(), "batch"); !s.ok()) return s;
+  const int64_t batch_size = op.batch_size();
+  const bool drop_remainder = op.drop_remainder();
+  PullFn pull = [batch_size, drop_remainder](IteratorBase* in, Unit* unit, bool* end) {
+    unit->clear();
+    while (static_cast<int64_t>(unit->size()) < batch_size) {
+      Element element;
+      bool input_end = false;
+      if (absl::Status status = in->GetNext(&element, &input_end); !status.ok()) return status;
+      if (input_end) break;
+      unit->push_back(std::move(element));
+    }
+    *end = unit->empty() || (drop_remainder && static_cast<int64_t>(unit->size()) < batch_size);
+    return absl::OkStatus();
+  };
+  TransformFn transform = [](Unit unit) { return StackElements(unit); };
+  const int64_t n = input->Cardinality();
+  int64_t cardinality = n;
+  if (n >= 0) cardinality = drop_remainder ? n / batch_size : (n + batch_size - 1) / batch_size;
+  ElementSpec spec = BatchedSpec(input->element_spec(), drop_remainder ? batch_size : kUnknownDim);
+  return std::make_shared<PullTransformDataset>(std::move(input), std::move(spec), "batch", cardinality,
+                                                std::move(pull), std::move(transform), op.num_parallel_calls(),
+                                                op.deterministic());
+}
+
+absl::StatusOr<DatasetPtr> MakeInterleaveDataset(DatasetPtr input, const proto::InterleaveOp& op,
+                                                 SubDatasetFactory make_sub_dataset, ElementSpec sub_spec) {
+  if (op.cycle_length() <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat("interleave: cycle_length must be > 0, got ", op.cycle_length()));
+  }
+  if (op.block_length() <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat("interleave: block_length must be > 0, got ", op.block_length()));
+  }
+  if (absl::Status s = CheckParallelCalls(op.num_parallel_calls(), "interleave"); !s.ok()) return s;
+  return std::make_shared<InterleaveDataset>(std::move(input), std::move(sub_spec), std::move(make_sub_dataset),
+                                             op.cycle_length(), op.block_length(), op.num_parallel_calls());
+}
+
+}  // namespace sluice

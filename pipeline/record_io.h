@@ -1,0 +1,90 @@
+// Reading and writing record files: byte streams with optional GZIP/ZLIB
+// compression (zlib), and the TFRecord framing:
+//
+//   uint64 length | uint32 masked_crc32c(length) | data | uint32 masked_crc32c(data)
+//
+// all little-endian. Offsets in errors are positions in the uncompressed
+// stream, so they match what `tf.data` would report.
+#ifndef SLUICE_PIPELINE_RECORD_IO_H_
+#define SLUICE_PIPELINE_RECORD_IO_H_
+
+#include <zlib.h>
+
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace sluice {
+
+enum class Compression { kNone, kGzip, kZlib };
+
+// "" / "NONE", "GZIP", "ZLIB"; anything else is InvalidArgument.
+absl::StatusOr<Compression> ParseCompression(const std::string& name);
+
+// A buffered, possibly decompressing, reader of one file.
+class InputStream {
+ public:
+  static absl::StatusOr<std::unique_ptr<InputStream>> Open(const std::string& path, Compression compression);
+  ~InputStream();
+
+  // Reads up to `n` bytes into `out` (replacing it). Fewer bytes means the
+  // end of the stream was reached.
+  absl::Status Read(size_t n, std::string* out);
+  // Reads one line without its "\n" (and "\r\n"); false at end of stream.
+  absl::StatusOr<bool> ReadLine(std::string* line);
+  // Bytes consumed so far (uncompressed).
+  uint64_t offset() const { return offset_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  InputStream(std::string path, FILE* file, Compression compression);
+  // Makes at least one byte available in buffer_, unless at end.
+  absl::Status Fill();
+
+  const std::string path_;
+  FILE* const file_;
+  const Compression compression_;
+  z_stream zstream_{};
+  bool zstream_ready_ = false;
+  bool stream_end_ = false;
+  std::vector<char> raw_;        // compressed bytes from the file
+  std::string buffer_;           // decompressed bytes not yet consumed
+  size_t buffer_pos_ = 0;
+  uint64_t offset_ = 0;
+};
+
+class TFRecordReader {
+ public:
+  explicit TFRecordReader(std::unique_ptr<InputStream> stream) : stream_(std::move(stream)) {}
+  // The next record, or false at a clean end of file. A truncated or
+  // corrupt record is DataLoss naming the file and the record's offset.
+  absl::StatusOr<bool> ReadRecord(std::string* record);
+
+ private:
+  std::unique_ptr<InputStream> stream_;
+};
+
+// Writes TFRecord files (for tests, benchmarks and tools).
+class TFRecordWriter {
+ public:
+  static absl::StatusOr<std::unique_ptr<TFRecordWriter>> Create(const std::string& path,
+                                                                Compression compression = Compression::kNone);
+  ~TFRecordWriter();
+  absl::Status Write(std::string_view record);
+  absl::Status Close();
+
+ private:
+  TFRecordWriter(std::string path, FILE* file, gzFile gz) : path_(std::move(path)), file_(file), gz_(gz) {}
+  absl::Status WriteBytes(const void* data, size_t size);
+
+  const std::string path_;
+  FILE* file_;
+  gzFile gz_;
+};
+
+}  // namespace sluice
+
+#endif  // SLUICE_PIPELINE_RECORD_IO_H_

@@ -1,0 +1,326 @@
+// Sources that need no files: range, from_tensors, from_tensor_slices,
+// list_files (which only lists names) and zip.
+#include <glob.h>
+
+#include <algorithm>
+#include <numeric>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "common/proto_convert.h"
+#include "pipeline/ops.h"
+#include "pipeline/random.h"
+#include "pipeline/split_provider.h"
+
+namespace sluice {
+namespace {
+
+class RangeDataset : public DatasetBase {
+ public:
+  RangeDataset(int64_t start, int64_t stop, int64_t step) : start_(start), stop_(stop), step_(step) {
+    spec_.components.push_back({PartialShape::Known({}), DType::kInt64});
+  }
+
+  const ElementSpec& element_spec() const override { return spec_; }
+  int64_t Cardinality() const override {
+    if (step_ > 0) return stop_ > start_ ? (stop_ - start_ + step_ - 1) / step_ : 0;
+    return start_ > stop_ ? (start_ - stop_ - step_ - 1) / -step_ : 0;
+  }
+  std::string DebugName() const override { return "range"; }
+
+  absl::StatusOr<std::unique_ptr<IteratorBase>> MakeIterator(const IteratorContext& context) const override {
+    return std::make_unique<Iterator>(this, context.split_provider);
+  }
+
+ private:
+  class Iterator : public IteratorBase {
+   public:
+    Iterator(const RangeDataset* dataset, SplitProvider* provider)
+        : dataset_(dataset), positions_(dataset->Cardinality(), provider) {}
+    absl::Status GetNext(Element* element, bool* end) override {
+      int64_t position = 0;
+      if (absl::Status status = positions_.Next(&position, end); !status.ok() || *end) return status;
+      *element = Element({Tensor::Scalar<int64_t>(dataset_->start_ + position * dataset_->step_)});
+      return absl::OkStatus();
+    }
+
+   private:
+    const RangeDataset* const dataset_;
+    SourcePositions positions_;
+  };
+
+  const int64_t start_, stop_, step_;
+  ElementSpec spec_;
+};
+
+absl::StatusOr<Element> ElementFromComponents(
+    const google::protobuf::RepeatedPtrField<proto::TensorProto>& components,
+    const google::protobuf::RepeatedPtrField<std::string>& names, const char* op) {
+  proto::ElementProto element_proto;
+  *element_proto.mutable_components() = components;
+  *element_proto.mutable_names() = names;
+  if (components.empty()) return absl::InvalidArgumentError(absl::StrCat(op, ": needs at least one tensor"));
+  absl::StatusOr<Element> element = ElementFromProto(element_proto);
+  if (!element.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(op, ": ", element.status().message()));
+  }
+  return element;
+}
+
+class FromTensorsDataset : public DatasetBase {
+ public:
+  explicit FromTensorsDataset(Element element) : element_(std::move(element)), spec_(ElementSpec::Of(element_)) {}
+  const ElementSpec& element_spec() const override { return spec_; }
+  int64_t Cardinality() const override { return 1; }
+  std::string DebugName() const override { return "from_tensors"; }
+
+  absl::StatusOr<std::unique_ptr<IteratorBase>> MakeIterator(const IteratorContext&) const override {
+    return std::make_unique<Iterator>(this);
+  }
+
+ private:
+  class Iterator : public IteratorBase {
+   public:
+    explicit Iterator(const FromTensorsDataset* dataset) : dataset_(dataset) {}
+    absl::Status GetNext(Element* element, bool* end) override {
+      *end = done_;
+      if (!done_) *element = dataset_->element_;
+      done_ = true;
+      return absl::OkStatus();
+    }
+
+   private:
+    const FromTensorsDataset* const dataset_;
+    bool done_ = false;
+  };
+
+  const Element element_;
+  const ElementSpec spec_;
+};
+
+class FromTensorSlicesDataset : public DatasetBase {
+ public:
+  FromTensorSlicesDataset(Element tensors, int64_t rows) : tensors_(std::move(tensors)), rows_(rows) {
+    for (const Tensor& t : tensors_.components) {
+      spec_.components.push_back({PartialShape::Known(Shape(t.shape().begin() + 1, t.shape().end())), t.dtype()});
+    }
+    if (tensors_.named()) spec_.names = *tensors_.names;
+  }
+  const ElementSpec& element_spec() const override { return spec_; }
+  int64_t Cardinality() const override { return rows_; }
+  std::string DebugName() const override { return "from_tensor_slices"; }
+
+  absl::StatusOr<std::unique_ptr<IteratorBase>> MakeIterator(const IteratorContext& context) const override {
+    return std::make_unique<Iterator>(this, context.split_provider);
+  }
+
+ private:
+  class Iterator : public IteratorBase {
+   public:
+    Iterator(const FromTensorSlicesDataset* dataset, SplitProvider* provider)
+        : dataset_(dataset), positions_(dataset->rows_, provider) {}
+    absl::Status GetNext(Element* element, bool* end) override {
+      int64_t row = 0;
+      if (absl::Status status = positions_.Next(&row, end); !status.ok() || *end) return status;
+      Element out;
+      out.names = dataset_->tensors_.names;
+      for (const Tensor& t : dataset_->tensors_.components) out.components.push_back(t.SubTensor(row));
+      *element = std::move(out);
+      return absl::OkStatus();
+    }
+
+   private:
+    const FromTensorSlicesDataset* const dataset_;
+    SourcePositions positions_;
+  };
+
+  const Element tensors_;
+  const int64_t rows_;
+  ElementSpec spec_;
+};
+
+class ListFilesDataset : public DatasetBase {
+ public:
+  ListFilesDataset(std::vector<std::string> files, bool shuffle, std::optional<int64_t> seed)
+      : files_(std::move(files)), shuffle_(shuffle), seed_(seed) {
+    spec_.components.push_back({PartialShape::Known({}), DType::kString});
+  }
+  const ElementSpec& element_spec() const override { return spec_; }
+  int64_t Cardinality() const override { return static_cast<int64_t>(files_.size()); }
+  std::string DebugName() const override { return "list_files"; }
+
+  absl::StatusOr<std::unique_ptr<IteratorBase>> MakeIterator(const IteratorContext& context) const override {
+    std::vector<int64_t> order(files_.size());
+    std::iota(order.begin(), order.end(), 0);
+    // Under a split provider the dispatcher already chose the order.
+    if (shuffle_ && context.split_provider == nullptr) {
+      const uint64_t seed = seed_.has_value()
+                                ? MixSeed(static_cast<uint64_t>(*seed_), iterations_.fetch_add(1))
+                                : RandomSeed();
+      std::mt19937_64 rng(seed);
+      for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[UniformBelow(rng, i)]);
+    }
+    return std::make_unique<Iterator>(this, std::move(order), context.split_provider);
+  }
+
+ private:
+  class Iterator : public IteratorBase {
+   public:
+    Iterator(const ListFilesDataset* dataset, std::vector<int64_t> order, SplitProvider* provider)
+        : dataset_(dataset), order_(std::move(order)), positions_(static_cast<int64_t>(order_.size()), provider) {}
+    absl::Status GetNext(Element* element, bool* end) override {
+      int64_t position = 0;
+      if (absl::Status status = positions_.Next(&position, end); !status.ok() || *end) return status;
+      *element = Element({Tensor::StringScalar(dataset_->files_[order_[position]])});
+      return absl::OkStatus();
+    }
+
+   private:
+    const ListFilesDataset* const dataset_;
+    const std::vector<int64_t> order_;
+    SourcePositions positions_;
+  };
+
+  const std::vector<std::string> files_;
+  const bool shuffle_;
+  const std::optional<int64_t> seed_;
+  mutable std::atomic<uint64_t> iterations_{0};
+  ElementSpec spec_;
+};
+
+class ZipDataset : public DatasetBase {
+ public:
+  ZipDataset(std::vector<DatasetPtr> inputs, ElementSpec spec) : inputs_(std::move(inputs)), spec_(std::move(spec)) {
+    if (!spec_.names.empty()) names_ = MakeNames(spec_.names);
+  }
+  const ElementSpec& element_spec() const override { return spec_; }
+  int64_t Cardinality() const override {
+    int64_t result = kInfiniteCardinality;
+    for (const DatasetPtr& input : inputs_) {
+      const int64_t c = input->Cardinality();
+      if (c == kUnknownCardinality) {
+        if (result == kInfiniteCardinality) result = kUnknownCardinality;
+      } else if (c != kInfiniteCardinality) {
+        result = (result < 0) ? c : std::min(result, c);
+      }
+    }
+    return result;
+  }
+  std::string DebugName() const override { return "zip"; }
+
+  absl::StatusOr<std::unique_ptr<IteratorBase>> MakeIterator(const IteratorContext&) const override {
+    std::vector<std::unique_ptr<IteratorBase>> iterators;
+    for (const DatasetPtr& input : inputs_) {
+      // Sub-pipelines never read splits: zip is not splittable.
+      absl::StatusOr<std::unique_ptr<IteratorBase>> it = input->MakeIterator(IteratorContext{});
+      if (!it.ok()) return it.status();
+      iterators.push_back(*std::move(it));
+    }
+    return std::make_unique<Iterator>(this, std::move(iterators));
+  }
+
+ private:
+  class Iterator : public IteratorBase {
+   public:
+    Iterator(const ZipDataset* dataset, std::vector<std::unique_ptr<IteratorBase>> inputs)
+        : dataset_(dataset), inputs_(std::move(inputs)) {}
+    absl::Status GetNext(Element* element, bool* end) override {
+      Element out;
+      out.names = dataset_->names_;
+      for (auto& input : inputs_) {
+        Element part;
+        if (absl::Status status = input->GetNext(&part, end); !status.ok() || *end) return status;
+        for (Tensor& t : part.components) out.components.push_back(std::move(t));
+      }
+      *element = std::move(out);
+      return absl::OkStatus();
+    }
+
+   private:
+    const ZipDataset* const dataset_;
+    std::vector<std::unique_ptr<IteratorBase>> inputs_;
+  };
+
+  const std::vector<DatasetPtr> inputs_;
+  const ElementSpec spec_;
+  ComponentNames names_;
+};
+
+}  // namespace
+
+absl::StatusOr<DatasetPtr> MakeRangeDataset(const proto::RangeOp& op) {
+  if (op.step() == 0) return absl::InvalidArgumentError("range: step must not be 0");
+  return std::make_shared<RangeDataset>(op.start(), op.stop(), op.step());
+}
+
+absl::StatusOr<DatasetPtr> MakeFromTensorsDataset(const proto::FromTensorsOp& op) {
+  absl::StatusOr<Element> element = ElementFromComponents(op.components(), op.names(), "from_tensors");
+  if (!element.ok()) return element.status();
+  return std::make_shared<FromTensorsDataset>(*std::move(element));
+}
+
+absl::StatusOr<DatasetPtr> MakeFromTensorSlicesDataset(const proto::FromTensorSlicesOp& op) {
+  absl::StatusOr<Element> tensors = ElementFromComponents(op.components(), op.names(), "from_tensor_slices");
+  if (!tensors.ok()) return tensors.status();
+  int64_t rows = -1;
+  for (size_t c = 0; c < tensors->size(); ++c) {
+    const Tensor& t = tensors->components[c];
+    if (t.rank() == 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("from_tensor_slices: component ", c, " is a scalar; it needs a dimension to slice"));
+    }
+    if (rows >= 0 && t.dim(0) != rows) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "from_tensor_slices: components have different first dimensions, ", rows, " and ", t.dim(0)));
+    }
+    rows = t.dim(0);
+  }
+  return std::make_shared<FromTensorSlicesDataset>(*std::move(tensors), rows);
+}
+
+absl::StatusOr<DatasetPtr> MakeListFilesDataset(const proto::ListFilesOp& op) {
+  if (op.pattern().empty()) return absl::InvalidArgumentError("list_files: missing 'pattern'");
+  std::set<std::string> matched;  // sorted and deduplicated, as tf's
+  for (const std::string& pattern : op.pattern()) {
+    glob_t result{};
+    const int rc = glob(pattern.c_str(), GLOB_ERR, nullptr, &result);
+    if (rc == 0) {
+      for (size_t i = 0; i < result.gl_pathc; ++i) matched.insert(result.gl_pathv[i]);
+    }
+    globfree(&result);
+    if (rc != 0 && rc != GLOB_NOMATCH) {
+      return absl::InvalidArgumentError(absl::StrCat("list_files: cannot read pattern '", pattern, "'"));
+    }
+  }
+  if (matched.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("list_files: no files match '", op.pattern(0), "'",
+                     op.pattern_size() > 1 ? absl::StrCat(" or ", op.pattern_size() - 1, " more") : ""));
+  }
+  std::optional<int64_t> seed;
+  if (op.has_seed()) seed = op.seed();
+  return std::make_shared<ListFilesDataset>(std::vector<std::string>(matched.begin(), matched.end()),
+                                            op.shuffle(), seed);
+}
+
+absl::StatusOr<DatasetPtr> MakeZipDataset(std::vector<DatasetPtr> inputs) {
+  if (inputs.size() < 2) return absl::InvalidArgumentError("zip: needs at least two datasets");
+  ElementSpec spec;
+  bool all_named = true;
+  for (const DatasetPtr& input : inputs) all_named = all_named && !input->element_spec().names.empty();
+  std::set<std::string> seen;
+  for (const DatasetPtr& input : inputs) {
+    const ElementSpec& part = input->element_spec();
+    spec.components.insert(spec.components.end(), part.components.begin(), part.components.end());
+    if (!all_named) continue;
+    for (const std::string& name : part.names) {
+      if (!seen.insert(name).second) {
+        return absl::InvalidArgumentError(absl::StrCat("zip: component name '", name, "' appears twice"));
+      }
+      spec.names.push_back(name);
+    }
+  }
+  return std::make_shared<ZipDataset>(std::move(inputs), std::move(spec));
+}
+
+}  // namespace sluice

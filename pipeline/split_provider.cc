@@ -1,0 +1,159 @@
+#include "pipeline/split_provider.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "pipeline/builder.h"
+#include "pipeline/random.h"
+
+namespace sluice {
+
+IndexSplitProvider::IndexSplitProvider(int64_t num_positions, int64_t positions_per_split,
+                                       std::optional<uint64_t> shuffle_seed)
+    : num_positions_(num_positions),
+      positions_per_split_(std::max<int64_t>(1, positions_per_split)),
+      shuffle_seed_(shuffle_seed) {
+  MakeOrder();
+}
+
+void IndexSplitProvider::MakeOrder() {
+  if (!shuffle_seed_.has_value()) return;
+  const int64_t num_splits = (num_positions_ + positions_per_split_ - 1) / positions_per_split_;
+  order_.resize(num_splits);
+  std::iota(order_.begin(), order_.end(), 0);
+  std::mt19937_64 rng(MixSeed(*shuffle_seed_, static_cast<uint64_t>(epoch_)));
+  for (int64_t i = num_splits - 1; i > 0; --i) {
+    std::swap(order_[i], order_[UniformBelow(rng, static_cast<uint64_t>(i) + 1)]);
+  }
+}
+
+absl::Status IndexSplitProvider::GetNext(Split* split, bool* end_of_splits) {
+  const int64_t num_splits = (num_positions_ + positions_per_split_ - 1) / positions_per_split_;
+  if (next_split_ >= num_splits) {
+    *end_of_splits = true;
+    return absl::OkStatus();
+  }
+  const int64_t index = shuffle_seed_.has_value() ? order_[next_split_] : next_split_;
+  ++next_split_;
+  split->begin = index * positions_per_split_;
+  split->end = std::min(num_positions_, split->begin + positions_per_split_);
+  *end_of_splits = false;
+  return absl::OkStatus();
+}
+
+absl::Status IndexSplitProvider::Reset() {
+  next_split_ = 0;
+  ++epoch_;
+  MakeOrder();
+  return absl::OkStatus();
+}
+
+std::string IndexSplitProvider::Save() const { return absl::StrCat(next_split_, ":", epoch_); }
+
+absl::Status IndexSplitProvider::Restore(const std::string& state) {
+  std::vector<std::string> parts = absl::StrSplit(state, ':');
+  int64_t next = 0;
+  int64_t epoch = 0;
+  if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &next) || !absl::SimpleAtoi(parts[1], &epoch) ||
+      next < 0 || epoch < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("malformed split provider state '", state, "'"));
+  }
+  next_split_ = next;
+  epoch_ = epoch;
+  MakeOrder();
+  return absl::OkStatus();
+}
+
+RepeatSplitProvider::RepeatSplitProvider(std::unique_ptr<SplitProvider> input, int64_t count)
+    : input_(std::move(input)), count_(count) {}
+
+absl::Status RepeatSplitProvider::GetNext(Split* split, bool* end_of_splits) {
+  while (count_ < 0 || repetition_ < count_) {
+    bool end = false;
+    if (absl::Status status = input_->GetNext(split, &end); !status.ok()) return status;
+    if (!end) {
+      repetition_empty_ = false;
+      *end_of_splits = false;
+      return absl::OkStatus();
+    }
+    // An empty input would otherwise repeat forever.
+    if (repetition_empty_) break;
+    ++repetition_;
+    repetition_empty_ = true;
+    if (absl::Status status = input_->Reset(); !status.ok()) return status;
+  }
+  *end_of_splits = true;
+  return absl::OkStatus();
+}
+
+absl::Status RepeatSplitProvider::Reset() {
+  repetition_ = 0;
+  repetition_empty_ = true;
+  return input_->Reset();
+}
+
+std::string RepeatSplitProvider::Save() const {
+  return absl::StrCat(repetition_, ":", repetition_empty_ ? 1 : 0, "/", input_->Save());
+}
+
+absl::Status RepeatSplitProvider::Restore(const std::string& state) {
+  const size_t slash = state.find('/');
+  std::vector<std::string> own = absl::StrSplit(state.substr(0, slash), ':');
+  int64_t repetition = 0;
+  int empty = 0;
+  if (slash == std::string::npos || own.size() != 2 || !absl::SimpleAtoi(own[0], &repetition) ||
+      !absl::SimpleAtoi(own[1], &empty)) {
+    return absl::InvalidArgumentError(absl::StrCat("malformed repeat split state '", state, "'"));
+  }
+  repetition_ = repetition;
+  repetition_empty_ = empty != 0;
+  return input_->Restore(state.substr(slash + 1));
+}
+
+absl::StatusOr<std::unique_ptr<SplitProvider>> MakeSplitProvider(const proto::DatasetDef& def,
+                                                                 const SplitOptions& options) {
+  if (def.steps().empty()) return absl::InvalidArgumentError("the pipeline has no steps");
+  const proto::Step& source = def.steps(0);
+  absl::StatusOr<SourceSplitInfo> info = DescribeSourceSplits(source);
+  if (!info.ok()) return info.status();
+  const int64_t per_split = info->per_file ? 1 : options.elements_per_split;
+  std::unique_ptr<SplitProvider> provider =
+      std::make_unique<IndexSplitProvider>(info->num_positions, per_split, info->shuffle_seed);
+  for (int i = 1; i < def.steps_size(); ++i) {
+    if (def.steps(i).has_repeat()) {
+      provider = std::make_unique<RepeatSplitProvider>(std::move(provider), def.steps(i).repeat().count());
+    }
+  }
+  return provider;
+}
+
+absl::Status SourcePositions::Next(int64_t* position, bool* end) {
+  while (next_ >= limit_) {
+    if (provider_ == nullptr) {
+      *end = true;
+      return absl::OkStatus();
+    }
+    Split split;
+    bool no_more = false;
+    if (absl::Status status = provider_->GetNext(&split, &no_more); !status.ok()) return status;
+    if (no_more) {
+      *end = true;
+      return absl::OkStatus();
+    }
+    if (split.begin < 0 || split.end > count_ || split.begin > split.end) {
+      return absl::InvalidArgumentError(absl::StrCat("split [", split.begin, ", ", split.end,
+                                                     ") is out of range for a source of ", count_,
+                                                     " positions"));
+    }
+    next_ = split.begin;
+    limit_ = split.end;
+  }
+  *position = next_++;
+  *end = false;
+  return absl::OkStatus();
+}
+
+}  // namespace sluice

@@ -1,0 +1,86 @@
+// Split providers for distributed_epoch mode.
+//
+// A source's positions (elements, or files) are cut into splits of
+// `positions_per_split`; a RepeatSplitProvider replays its input `count`
+// times (forever for -1), which is how a `repeat` after the source reaches
+// the dispatcher. MakeSplitProvider derives the provider for a whole
+// pipeline, or says why the pipeline cannot be split.
+#ifndef SLUICE_PIPELINE_SPLIT_PROVIDER_H_
+#define SLUICE_PIPELINE_SPLIT_PROVIDER_H_
+
+#include <memory>
+#include <optional>
+
+#include "pipeline/dataset.h"
+#include "sluice/dataset.pb.h"
+
+namespace sluice {
+
+// Splits [0, n) into consecutive ranges of at most `positions_per_split`.
+// With a seed, whole splits come in a seeded random order that changes
+// with each Reset (for list_files with shuffle).
+class IndexSplitProvider : public SplitProvider {
+ public:
+  IndexSplitProvider(int64_t num_positions, int64_t positions_per_split,
+                     std::optional<uint64_t> shuffle_seed = std::nullopt);
+  absl::Status GetNext(Split* split, bool* end_of_splits) override;
+  absl::Status Reset() override;
+  std::string Save() const override;
+  absl::Status Restore(const std::string& state) override;
+
+ private:
+  void MakeOrder();
+
+  const int64_t num_positions_;
+  const int64_t positions_per_split_;
+  const std::optional<uint64_t> shuffle_seed_;
+  int64_t next_split_ = 0;
+  int64_t epoch_ = 0;
+  std::vector<int64_t> order_;  // split order when shuffled
+};
+
+class RepeatSplitProvider : public SplitProvider {
+ public:
+  RepeatSplitProvider(std::unique_ptr<SplitProvider> input, int64_t count);
+  absl::Status GetNext(Split* split, bool* end_of_splits) override;
+  absl::Status Reset() override;
+  std::string Save() const override;
+  absl::Status Restore(const std::string& state) override;
+
+ private:
+  std::unique_ptr<SplitProvider> input_;
+  const int64_t count_;
+  int64_t repetition_ = 0;
+  bool repetition_empty_ = true;  // no split yet in this repetition
+};
+
+struct SplitOptions {
+  // Elements per split for `range` and `from_tensor_slices`. File sources
+  // always use one file per split.
+  int64_t elements_per_split = 64;
+};
+
+// The provider for a pipeline's source, or FailedPrecondition naming the
+// step that prevents splitting (for example `zip`, or `from_tensors`).
+absl::StatusOr<std::unique_ptr<SplitProvider>> MakeSplitProvider(const proto::DatasetDef& def,
+                                                                 const SplitOptions& options = {});
+
+// Yields a source's positions in order: all of [0, count), or only those of
+// the splits an outside provider hands out.
+class SourcePositions {
+ public:
+  SourcePositions(int64_t count, SplitProvider* provider) : count_(count), provider_(provider) {
+    if (provider_ == nullptr) limit_ = count_;
+  }
+  absl::Status Next(int64_t* position, bool* end);
+
+ private:
+  const int64_t count_;
+  SplitProvider* const provider_;
+  int64_t next_ = 0;
+  int64_t limit_ = 0;
+};
+
+}  // namespace sluice
+
+#endif  // SLUICE_PIPELINE_SPLIT_PROVIDER_H_

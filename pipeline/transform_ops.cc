@@ -1,0 +1,711 @@
+// Element-order transforms that run on the caller's thread (and prefetch,
+// which runs its input on one background thread).
+#include <deque>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "common/proto_convert.h"
+#include "pipeline/batch_util.h"
+#include "pipeline/ops.h"
+#include "pipeline/random.h"
+
+namespace sluice {
+namespace {
+
+// A dataset with one input whose spec it may change; subclasses give the
+// iterator and the cardinality.
+class UnaryDataset : public DatasetBase {
+ public:
+  UnaryDataset(DatasetPtr input, ElementSpec spec, std::string name)
+      : input_(std::move(input)), spec_(std::move(spec)), name_(std::move(name)) {}
+  const ElementSpec& element_spec() const override { return spec_; }
+  std::string DebugName() const override { return name_; }
+  const DatasetPtr& input() const { return input_; }
+
+ private:
+  const DatasetPtr input_;
+  const ElementSpec spec_;
+  const std::string name_;
+};
+
+// An iterator over one input iterator, made from the same context.
+class UnaryIterator : public IteratorBase {
+ public:
+  explicit UnaryIterator(std::unique_ptr<IteratorBase> input) : input_(std::move(input)) {}
+
+ protected:
+  std::unique_ptr<IteratorBase> input_;
+};
+
+template <typename IteratorType, typename DatasetType>
+absl::StatusOr<std::unique_ptr<IteratorBase>> MakeUnaryIterator(const DatasetType* dataset,
+                                                                const IteratorContext& context) {
+  absl::StatusOr<std::unique_ptr<IteratorBase>> input = dataset->input()->MakeIterator(context);
+  if (!input.ok()) return input.status();
+  return std::make_unique<IteratorType>(dataset, *std::move(input));
+}
+
+class FilterDataset : public UnaryDataset {
+ public:
+  FilterDataset(DatasetPtr input, std::unique_ptr<ElementFunction> predicate, std::string name)
+      : UnaryDataset(input, input->element_spec(), std::move(name)), predicate_(std::move(predicate)) {}
+  int64_t Cardinality() const override {
+    return input()->Cardinality() == kInfiniteCardinality ? kInfiniteCardinality : kUnknownCardinality;
+  }
+  absl::StatusOr<std::unique_ptr<IteratorBase>> MakeIterator(const IteratorContext& context) const override {
+    return MakeUnaryIterator<Iterator>(this, context);
+  }
+
+ private:
+  class Iterator : public UnaryIterator {
+   public:
+    Iterator(const FilterDataset* dataset, std::unique_ptr<IteratorBase> input)
+        : UnaryIterator(std::move(input)), dataset_(dataset) {}
+    absl::Status GetNext(Element* element, bool* end) override {
+      while (true) {
+        if (absl::Status status = input_->GetNext(element, end); !status.ok() || *end) return status;
+        absl::StatusOr<Element> keep = dataset_->predicate_->Call(*element);
+        if (!keep.ok()) return keep.status();
+        if (keep->size() != 1 || keep->components[0].dtype() != DType::kBool ||
+            keep->components[0].num_elements() != 1) {
+          return absl::InvalidArgumentError("filter: the predicate must return one bool scalar");
+        }
+        if (keep->components[0].data<bool>()[0]) return absl::OkStatus();
+      }
+    }
+
+   private:
+    const FilterDataset* const dataset_;
+  };
+
+  const std::unique_ptr<ElementFunction> predicate_;
+};
+
+class TakeDataset : public UnaryDataset {
+ public:
+  TakeDataset(DatasetPtr input, int64_t count) : UnaryDataset(input, input->element_spec(), "take"), count_(count) {}
+  int64_t Cardinality() const override {
+    const int64_t n = input()->Cardinality();
+    if (count_ < 0) return n;
+    if (n == kInfiniteCardinality) return count_;
+    if (n == kUnknownCardinality) return kUnknownCardinality;
+    return std::min(n, count_);
+  }
+  absl::StatusOr<std::unique_ptr<IteratorBase>> MakeIterator(const IteratorContext& context) const override {
+    return MakeUnaryIterator<Iterator>(this, context);
+  }
+
+ private:
+  class Iterator : public UnaryIterator {
+   public:
+    Iterator(const TakeDataset* dataset, std::unique_ptr<IteratorBase> input)
+        : UnaryIterator(std::move(input)), remaining_(dataset->count_) {}
+    absl::Status GetNext(Element* element, bool* end) override {
+      if (remaining_ == 0) {
+        *end = true;
+        return absl::OkStatus();
+      }
+      absl::Status status = input_->GetNext(element, end);
+      if (status.ok() && !*end && remaining_ > 0) --remaining_;
+      return status;
+    }
+
+   private:
+    int64_t remaining_;  // negative: unlimited
+  };
+
+  const int64_t count_;
+};
+
+class SkipDataset : public UnaryDataset {
+ public:
+  SkipDataset(DatasetPtr input, int64_t count) : UnaryDataset(input, input->element_spec(), "skip"), count_(count) {}
+  int64_t Cardinality() const override {
+    const int64_t n = input()->Cardinality();
+    if (n < 0) return count_ < 0 && n == kInfiniteCardinality ? 0 : n;
+    return count_ < 0 ? 0 : std::max<int64_t>(0, n - count_);
+  }
+  absl::StatusOr<std::unique_ptr<IteratorBase>> MakeIterator(const IteratorContext& context) const override {
+    return MakeUnaryIterator<Iterator>(this, context);
+  }
+
+ private:
+  class Iterator : public UnaryIterator {
+   public:
+    Iterator(const SkipDataset* dataset, std::unique_ptr<IteratorBase> input)
+        : UnaryIterator(std::move(input)), to_skip_(dataset->count_) {}
+    absl::Status GetNext(Element* element, bool* end) override {
+      while (to_skip_ != 0) {  // negative skips everything
+        if (absl::Status status = input_->GetNext(element, end); !status.ok() || *end) return status;
+        if (to_skip_ > 0) --to_skip_;
+      }
+      return input_->GetNext(element, end);
+    }
+
+   private:
+    int64_t to_skip_;
+  };
+
+  const int64_t count_;
+};
+
+class RepeatDataset : public UnaryDataset {
+ public:
+  RepeatDataset(DatasetPtr input, int64_t count)
+      : UnaryDataset(input, input->element_spec(), "repeat"), count_(count) {}
+  int64_t Cardinality() const override {
+    const int64_t n = input()->Cardinality();
+    if (count_ == 0 || n == 0) return 0;
+    if (count_ < 0) return n == kUnknownCardinality ? kUnknownCardinality : kInfiniteCardinality;
+    if (n < 0) return n;
+    return n * count_;
+  }
+  absl::StatusOr<std::unique_ptr<IteratorBase>> MakeIterator(const IteratorContext& context) const override {
+    return std::make_unique<Iterator>(this, context);
+  }
+
+ private:
+  class Iterator : public IteratorBase {
+   public:
+    Iterator(const RepeatDataset* dataset, IteratorContext context) : dataset_(dataset), context_(context) {}
+    absl::Status GetNext(Element* element, bool* end) override {
+      while (dataset_->count_ < 0 || repetition_ < dataset_->count_) {
+        if (input_ == nullptr) {
+          absl::StatusOr<std::unique_ptr<IteratorBase>> input = dataset_->input()->MakeIterator(context_);
+          if (!input.ok()) return input.status();
+          input_ = *std::move(input);
+          epoch_empty_ = true;
+        }
+        if (absl::Status status = input_->GetNext(element, end); !status.ok()) return status;
+        if (!*end) {
+          epoch_empty_ = false;
+          return absl::OkStatus();
+        }
+        input_.reset();
+        ++repetition_;
+        // An empty epoch would repeat forever, as in tf.data it ends instead.
+        if (epoch_empty_) break;
+      }
+      *end = true;
+      return absl::OkStatus();
+    }
+
+   private:
+    const RepeatDataset* const dataset_;
+    const IteratorContext context_;
+    std::unique_ptr<IteratorBase> input_;
+    int64_t repetition_ = 0;
+    bool epoch_empty_ = true;
+  };
+
+  const int64_t count_;
+};
+
+class ShardDataset : public UnaryDataset {
+ public:
+  ShardDataset(DatasetPtr input, int64_t num_shards, int64_t index)
+      : UnaryDataset(input, input->element_spec(), "shard"), num_shards_(num_shards), index_(index) {}
+  int64_t Cardinality() const override {
+    const int64_t n = input()->Cardinality();
+    if (n < 0) return n;
+    return n / num_shards_ + (index_ < n % num_shards_ ? 1 : 0);
+  }
+  absl::StatusOr<std::unique_ptr<IteratorBase>> MakeIterator(const IteratorContext& context) const override {
+    return MakeUnaryIterator<Iterator>(this, context);
+  }
+
+ private:
+  class Iterator : public UnaryIterator {
+   public:
+    Iterator(const ShardDataset* dataset, std::unique_ptr<IteratorBase> input)
+        : UnaryIterator(std::move(input)), dataset_(dataset) {}
+    absl::Status GetNext(Element* element, bool* end) override {
+      while (true) {
+        if (absl::Status status = input_->GetNext(element, end); !status.ok() || *end) return status;
+        if (position_++ % dataset_->num_shards_ == dataset_->index_) return absl::OkStatus();
+      }
+    }
+
+   private:
+    const ShardDataset* const dataset_;
+    int64_t position_ = 0;
+  };
+
+  const int64_t num_shards_, index_;
+};
+
+class EnumerateDataset : public UnaryDataset {
+ public:
+  EnumerateDataset(DatasetPtr input, ElementSpec spec, int64_t start)
+      : UnaryDataset(input, std::move(spec), "enumerate"), start_(start) {
+    if (!element_spec().names.empty()) names_ = MakeNames(element_spec().names);
+  }
+  int64_t Cardinality() const override { return input()->Cardinality(); }
+  absl::StatusOr<std::unique_ptr<IteratorBase>> MakeIterator(const IteratorContext& context) const override {
+    return MakeUnaryIterator<Iterator>(this, context);
+  }
+
+ private:
+  class Iterator : public UnaryIterator {
+   public:
+    Iterator(const EnumerateDataset* dataset, std::unique_ptr<IteratorBase> input)
+        : UnaryIterator(std::move(input)), dataset_(dataset), next_(dataset->start_) {}
+    absl::Status GetNext(Element* element, bool* end) override {
+      Element input;
+      if (absl::Status status = input_->GetNext(&input, end); !status.ok() || *end) return status;
+      Element out;
+      out.names = dataset_->names_;
+      out.components.reserve(input.size() + 1);
+      out.components.push_back(Tensor::Scalar<int64_t>(next_++));
+      for (Tensor& t : input.components) out.components.push_back(std::move(t));
+      *element = std::move(out);
+      return absl::OkStatus();
+    }
+
+   private:
+    const EnumerateDataset* const dataset_;
+    int64_t next_;
+  };
+
+  const int64_t start_;
+  ComponentNames names_;
+};
+
+class ShuffleDataset : public UnaryDataset {
+ public:
+  ShuffleDataset(DatasetPtr input, int64_t buffer_size, std::optional<int64_t> seed, bool reshuffle)
+      : UnaryDataset(input, input->element_spec(), "shuffle"),
+        buffer_size_(buffer_size),
+        seed_(seed),
+        reshuffle_(reshuffle),
+        fixed_random_seed_(RandomSeed()) {}
+  int64_t Cardinality() const override { return input()->Cardinality(); }
+  absl::StatusOr<std::unique_ptr<IteratorBase>> MakeIterator(const IteratorContext& context) const override {
+    return MakeUnaryIterator<Iterator>(this, context);
+  }
+
+ private:
+  // Each iterator (each epoch, under repeat) draws from its own stream: a
+  // fixed one without reshuffling, a new one per iterator with it.
+  uint64_t NextSeed() const {
+    const uint64_t base = seed_.has_value() ? static_cast<uint64_t>(*seed_) : fixed_random_seed_;
+    const uint64_t iteration = reshuffle_ ? iterations_.fetch_add(1) : 0;
+    return MixSeed(base, iteration);
+  }
+
+  class Iterator : public UnaryIterator {
+   public:
+    Iterator(const ShuffleDataset* dataset, std::unique_ptr<IteratorBase> input)
+        : UnaryIterator(std::move(input)), dataset_(dataset), rng_(dataset->NextSeed()) {}
+    absl::Status GetNext(Element* element, bool* end) override {
+      while (!input_done_ && static_cast<int64_t>(buffer_.size()) < dataset_->buffer_size_) {
+        Element next;
+        bool input_end = false;
+        if (absl::Status status = input_->GetNext(&next, &input_end); !status.ok()) return status;
+        if (input_end) {
+          input_done_ = true;
+          break;
+        }
+        buffer_.push_back(std::move(next));
+      }
+      if (buffer_.empty()) {
+        *end = true;
+        return absl::OkStatus();
+      }
+      const size_t pick = UniformBelow(rng_, buffer_.size());
+      *element = std::move(buffer_[pick]);
+      buffer_[pick] = std::move(buffer_.back());
+      buffer_.pop_back();
+      *end = false;
+      return absl::OkStatus();
+    }
+
+   private:
+    const ShuffleDataset* const dataset_;
+    std::mt19937_64 rng_;
+    std::vector<Element> buffer_;
+    bool input_done_ = false;
+  };
+
+  const int64_t buffer_size_;
+  const std::optional<int64_t> seed_;
+  const bool reshuffle_;
+  const uint64_t fixed_random_seed_;
+  mutable std::atomic<uint64_t> iterations_{0};
+};
+
+class UnbatchDataset : public UnaryDataset {
+ public:
+  UnbatchDataset(DatasetPtr input, ElementSpec spec) : UnaryDataset(input, std::move(spec), "unbatch") {}
+  int64_t Cardinality() const override {
+    const int64_t n = input()->Cardinality();
+    return n == kInfiniteCardinality || n == 0 ? n : kUnknownCardinality;
+  }
+  absl::StatusOr<std::unique_ptr<IteratorBase>> MakeIterator(const IteratorContext& context) const override {
+    return MakeUnaryIterator<Iterator>(this, context);
+  }
+
+ private:
+  class Iterator : public UnaryIterator {
+   public:
+    Iterator(const UnbatchDataset*, std::unique_ptr<IteratorBase> input) : UnaryIterator(std::move(input)) {}
+    absl::Status GetNext(Element* element, bool* end) override {
+      while (next_row_ >= rows_) {
+        if (absl::Status status = input_->GetNext(&batch_, end); !status.ok() || *end) return status;
+        absl::StatusOr<int64_t> rows = BatchRows(batch_, "unbatch");
+        if (!rows.ok()) return rows.status();
+        rows_ = *rows;
+        next_row_ = 0;
+      }
+      Element out;
+      out.names = batch_.names;
+      for (const Tensor& t : batch_.components) out.components.push_back(t.SubTensor(next_row_));
+      ++next_row_;
+      *element = std::move(out);
+      *end = false;
+      return absl::OkStatus();
+    }
+
+   private:
+    Element batch_;
+    int64_t rows_ = 0;
+    int64_t next_row_ = 0;
+  };
+};
+
+// Regroups the rows of input batches into batches of `batch_size` rows,
+// slicing without a copy when a whole output batch lies in one input batch.
+class RebatchDataset : public UnaryDataset {
+ public:
+  RebatchDataset(DatasetPtr input, ElementSpec spec, int64_t batch_size, bool drop_remainder)
+      : UnaryDataset(input, std::move(spec), "rebatch"), batch_size_(batch_size), drop_remainder_(drop_remainder) {}
+  int64_t Cardinality() const override {
+    const int64_t n = input()->Cardinality();
+    return n == kInfiniteCardinality || n == 0 ? n : kUnknownCardinality;
+  }
+  absl::StatusOr<std::unique_ptr<IteratorBase>> MakeIterator(const IteratorContext& context) const override {
+    return MakeUnaryIterator<Iterator>(this, context);
+  }
+
+ private:
+  class Iterator : public UnaryIterator {
+   public:
+    Iterator(const RebatchDataset* dataset, std::unique_ptr<IteratorBase> input)
+        : UnaryIterator(std::move(input)), dataset_(dataset) {}
+    absl::Status GetNext(Element* element, bool* end) override {
+      const int64_t want = dataset_->batch_size_;
+      std::vector<Element> pieces;
+      int64_t have = 0;
+      while (have < want) {
+        if (offset_ >= rows_) {
+          bool input_end = false;
+          if (absl::Status status = input_->GetNext(&current_, &input_end); !status.ok()) return status;
+          if (input_end) break;
+          absl::StatusOr<int64_t> rows = BatchRows(current_, "rebatch");
+          if (!rows.ok()) return rows.status();
+          rows_ = *rows;
+          offset_ = 0;
+          continue;
+        }
+        const int64_t take = std::min(want - have, rows_ - offset_);
+        pieces.push_back(SliceBatch(current_, offset_, offset_ + take));
+        offset_ += take;
+        have += take;
+      }
+      if (have == 0 || (have < want && dataset_->drop_remainder_)) {
+        *end = true;
+        return absl::OkStatus();
+      }
+      absl::StatusOr<Element> batch = ConcatBatches(pieces);
+      if (!batch.ok()) return batch.status();
+      *element = *std::move(batch);
+      *end = false;
+      return absl::OkStatus();
+    }
+
+   private:
+    const RebatchDataset* const dataset_;
+    Element current_;
+    int64_t rows_ = 0;
+    int64_t offset_ = 0;
+  };
+
+  const int64_t batch_size_;
+  const bool drop_remainder_;
+};
+
+class PaddedBatchDataset : public UnaryDataset {
+ public:
+  PaddedBatchDataset(DatasetPtr input, ElementSpec spec, int64_t batch_size, bool drop_remainder,
+                     std::vector<PartialShape> padded_shapes, std::vector<Tensor> padding_values)
+      : UnaryDataset(input, std::move(spec), "padded_batch"),
+        batch_size_(batch_size),
+        drop_remainder_(drop_remainder),
+        padded_shapes_(std::move(padded_shapes)),
+        padding_values_(std::move(padding_values)) {}
+  int64_t Cardinality() const override {
+    const int64_t n = input()->Cardinality();
+    if (n < 0) return n;
+    return drop_remainder_ ? n / batch_size_ : (n + batch_size_ - 1) / batch_size_;
+  }
+  absl::StatusOr<std::unique_ptr<IteratorBase>> MakeIterator(const IteratorContext& context) const override {
+    return MakeUnaryIterator<Iterator>(this, context);
+  }
+
+ private:
+  class Iterator : public UnaryIterator {
+   public:
+    Iterator(const PaddedBatchDataset* dataset, std::unique_ptr<IteratorBase> input)
+        : UnaryIterator(std::move(input)), dataset_(dataset) {}
+    absl::Status GetNext(Element* element, bool* end) override {
+      std::vector<Element> rows;
+      while (static_cast<int64_t>(rows.size()) < dataset_->batch_size_) {
+        Element row;
+        bool input_end = false;
+        if (absl::Status status = input_->GetNext(&row, &input_end); !status.ok()) return status;
+        if (input_end) break;
+        rows.push_back(std::move(row));
+      }
+      if (rows.empty() || (dataset_->drop_remainder_ && static_cast<int64_t>(rows.size()) < dataset_->batch_size_)) {
+        *end = true;
+        return absl::OkStatus();
+      }
+      absl::StatusOr<Element> batch = PaddedStackElements(rows, dataset_->padded_shapes_, dataset_->padding_values_);
+      if (!batch.ok()) return batch.status();
+      *element = *std::move(batch);
+      *end = false;
+      return absl::OkStatus();
+    }
+
+   private:
+    const PaddedBatchDataset* const dataset_;
+  };
+
+  const int64_t batch_size_;
+  const bool drop_remainder_;
+  const std::vector<PartialShape> padded_shapes_;
+  const std::vector<Tensor> padding_values_;
+};
+
+// Runs its input on a background thread, up to `capacity` elements ahead.
+class BackgroundIterator : public UnaryIterator {
+ public:
+  BackgroundIterator(std::unique_ptr<IteratorBase> input, int64_t capacity)
+      : UnaryIterator(std::move(input)), capacity_(capacity) {
+    producer_ = std::thread([this] { Produce(); });
+  }
+  ~BackgroundIterator() override {
+    {
+      absl::MutexLock lock(&mu_);
+      cancelled_ = true;
+    }
+    producer_.join();
+  }
+
+  absl::Status GetNext(Element* element, bool* end) override {
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(this, &BackgroundIterator::ReadyForConsumer));
+    if (!buffer_.empty()) {
+      *element = std::move(buffer_.front());
+      buffer_.pop_front();
+      *end = false;
+      return absl::OkStatus();
+    }
+    *end = true;
+    return status_;
+  }
+
+ private:
+  bool ReadyForConsumer() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !buffer_.empty() || done_; }
+  bool ReadyForProducer() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return cancelled_ || static_cast<int64_t>(buffer_.size()) < capacity_;
+  }
+
+  void Produce() {
+    while (true) {
+      {
+        absl::MutexLock lock(&mu_);
+        mu_.Await(absl::Condition(this, &BackgroundIterator::ReadyForProducer));
+        if (cancelled_) break;
+      }
+      Element element;
+      bool end = false;
+      absl::Status status = input_->GetNext(&element, &end);
+      absl::MutexLock lock(&mu_);
+      if (!status.ok() || end) {
+        status_ = status;
+        break;
+      }
+      buffer_.push_back(std::move(element));
+    }
+    absl::MutexLock lock(&mu_);
+    done_ = true;
+  }
+
+  const int64_t capacity_;
+  absl::Mutex mu_;
+  std::deque<Element> buffer_ ABSL_GUARDED_BY(mu_);
+  absl::Status status_ ABSL_GUARDED_BY(mu_);
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread producer_;
+};
+
+
+// Runs the input on a background thread, `buffer_size` elements ahead.
+class PrefetchDataset : public UnaryDataset {
+ public:
+  PrefetchDataset(DatasetPtr input, int64_t buffer_size)
+      : UnaryDataset(input, input->element_spec(), "prefetch"), buffer_size_(buffer_size) {}
+  int64_t Cardinality() const override { return input()->Cardinality(); }
+  absl::StatusOr<std::unique_ptr<IteratorBase>> MakeIterator(const IteratorContext& context) const override {
+    absl::StatusOr<std::unique_ptr<IteratorBase>> input = this->input()->MakeIterator(context);
+    if (!input.ok()) return input.status();
+    return MakeBackgroundIterator(*std::move(input), buffer_size_);
+  }
+
+ private:
+  const int64_t buffer_size_;
+};
+
+absl::Status RequirePositive(int64_t value, const char* op, const char* arg) {
+  if (value > 0) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(op, ": ", arg, " must be > 0, got ", value));
+}
+
+}  // namespace
+
+std::unique_ptr<IteratorBase> MakeBackgroundIterator(std::unique_ptr<IteratorBase> input, int64_t capacity) {
+  return std::make_unique<BackgroundIterator>(std::move(input), capacity);
+}
+
+absl::StatusOr<DatasetPtr> MakeFilterDataset(DatasetPtr input, const proto::FilterOp& op) {
+  absl::StatusOr<std::unique_ptr<ElementFunction>> fn = FunctionRegistry::Global().Create(op.fn());
+  if (!fn.ok()) return absl::Status(fn.status().code(), absl::StrCat("filter: ", fn.status().message()));
+  absl::StatusOr<ElementSpec> out = (*fn)->OutputSpec(input->element_spec());
+  if (!out.ok()) return absl::Status(out.status().code(), absl::StrCat("filter: ", out.status().message()));
+  if (out->components.size() != 1 || out->components[0].dtype != DType::kBool ||
+      !(out->components[0].shape.unknown_rank || out->components[0].shape.dims.empty())) {
+    return absl::InvalidArgumentError(absl::StrCat("filter: predicate '", op.fn().name(),
+                                                   "' must return one bool scalar, but returns ",
+                                                   out->DebugString()));
+  }
+  return std::make_shared<FilterDataset>(std::move(input), *std::move(fn),
+                                         absl::StrCat("filter(", op.fn().name(), ")"));
+}
+
+absl::StatusOr<DatasetPtr> MakeTakeDataset(DatasetPtr input, const proto::TakeOp& op) {
+  return std::make_shared<TakeDataset>(std::move(input), op.count());
+}
+
+absl::StatusOr<DatasetPtr> MakeSkipDataset(DatasetPtr input, const proto::SkipOp& op) {
+  return std::make_shared<SkipDataset>(std::move(input), op.count());
+}
+
+absl::StatusOr<DatasetPtr> MakeRepeatDataset(DatasetPtr input, const proto::RepeatOp& op) {
+  if (op.count() < -1) return absl::InvalidArgumentError("repeat: count must be >= -1 (-1 repeats forever)");
+  return std::make_shared<RepeatDataset>(std::move(input), op.count());
+}
+
+absl::StatusOr<DatasetPtr> MakeShardDataset(DatasetPtr input, const proto::ShardOp& op) {
+  if (absl::Status s = RequirePositive(op.num_shards(), "shard", "num_shards"); !s.ok()) return s;
+  if (op.index() < 0 || op.index() >= op.num_shards()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("shard: index must be in [0, ", op.num_shards(), "), got ", op.index()));
+  }
+  return std::make_shared<ShardDataset>(std::move(input), op.num_shards(), op.index());
+}
+
+absl::StatusOr<DatasetPtr> MakeEnumerateDataset(DatasetPtr input, const proto::EnumerateOp& op) {
+  ElementSpec spec;
+  spec.components.push_back({PartialShape::Known({}), DType::kInt64});
+  const ElementSpec& in = input->element_spec();
+  spec.components.insert(spec.components.end(), in.components.begin(), in.components.end());
+  if (!in.names.empty()) {
+    spec.names.push_back("index");
+    spec.names.insert(spec.names.end(), in.names.begin(), in.names.end());
+  }
+  return std::make_shared<EnumerateDataset>(std::move(input), std::move(spec), op.start());
+}
+
+absl::StatusOr<DatasetPtr> MakeShuffleDataset(DatasetPtr input, const proto::ShuffleOp& op) {
+  if (absl::Status s = RequirePositive(op.buffer_size(), "shuffle", "buffer_size"); !s.ok()) return s;
+  std::optional<int64_t> seed;
+  if (op.has_seed()) seed = op.seed();
+  return std::make_shared<ShuffleDataset>(std::move(input), op.buffer_size(), seed, op.reshuffle_each_iteration());
+}
+
+absl::StatusOr<DatasetPtr> MakeUnbatchDataset(DatasetPtr input) {
+  absl::StatusOr<ElementSpec> spec = UnbatchedSpec(input->element_spec(), "unbatch");
+  if (!spec.ok()) return spec.status();
+  return std::make_shared<UnbatchDataset>(std::move(input), *std::move(spec));
+}
+
+absl::StatusOr<DatasetPtr> MakeRebatchDataset(DatasetPtr input, const proto::RebatchOp& op) {
+  if (absl::Status s = RequirePositive(op.batch_size(), "rebatch", "batch_size"); !s.ok()) return s;
+  absl::StatusOr<ElementSpec> row = UnbatchedSpec(input->element_spec(), "rebatch");
+  if (!row.ok()) return row.status();
+  ElementSpec spec = BatchedSpec(*row, op.drop_remainder() ? op.batch_size() : kUnknownDim);
+  return std::make_shared<RebatchDataset>(std::move(input), std::move(spec), op.batch_size(), op.drop_remainder());
+}
+
+absl::StatusOr<DatasetPtr> MakePaddedBatchDataset(DatasetPtr input, const proto::PaddedBatchOp& op) {
+  if (absl::Status s = RequirePositive(op.batch_size(), "padded_batch", "batch_size"); !s.ok()) return s;
+  const ElementSpec& in = input->element_spec();
+  const size_t n = in.components.size();
+  if (op.padded_shapes_size() != 0 && static_cast<size_t>(op.padded_shapes_size()) != n) {
+    return absl::InvalidArgumentError(absl::StrCat("padded_batch: padded_shapes has ", op.padded_shapes_size(),
+                                                   " shapes for ", n, " components"));
+  }
+  if (op.padding_values_size() != 0 && static_cast<size_t>(op.padding_values_size()) != n) {
+    return absl::InvalidArgumentError(absl::StrCat("padded_batch: padding_values has ", op.padding_values_size(),
+                                                   " values for ", n, " components"));
+  }
+  std::vector<PartialShape> shapes;
+  ElementSpec row = in;
+  for (int c = 0; c < op.padded_shapes_size(); ++c) {
+    PartialShape shape = PartialShapeFromProto(op.padded_shapes(c));
+    const PartialShape& have = in.components[c].shape;
+    if (!have.unknown_rank && have.dims.size() != shape.dims.size()) {
+      return absl::InvalidArgumentError(absl::StrCat("padded_batch: padded shape ", shape.DebugString(),
+                                                     " of component ", c, " does not match its shape ",
+                                                     have.DebugString()));
+    }
+    row.components[c].shape = shape;
+    shapes.push_back(std::move(shape));
+  }
+  if (shapes.empty()) {
+    for (TensorSpec& c : row.components) {
+      for (int64_t& d : c.shape.dims) d = kUnknownDim;
+    }
+  }
+  std::vector<Tensor> values;
+  for (int c = 0; c < op.padding_values_size(); ++c) {
+    absl::StatusOr<Tensor> value = TensorFromProto(op.padding_values(c));
+    if (!value.ok()) return value.status();
+    absl::StatusOr<Tensor> cast = value->dtype() == in.components[c].dtype || value->dtype() == DType::kString
+                                      ? absl::StatusOr<Tensor>(*value)
+                                      : CastTensor(*value, in.components[c].dtype);
+    if (!cast.ok() || cast->dtype() != in.components[c].dtype || cast->rank() != 0) {
+      return absl::InvalidArgumentError(absl::StrCat("padded_batch: padding value of component ", c,
+                                                     " must be a ", DTypeName(in.components[c].dtype),
+                                                     " scalar"));
+    }
+    values.push_back(*std::move(cast));
+  }
+  ElementSpec spec = BatchedSpec(row, op.drop_remainder() ? op.batch_size() : kUnknownDim);
+  return std::make_shared<PaddedBatchDataset>(std::move(input), std::move(spec), op.batch_size(),
+                                              op.drop_remainder(), std::move(shapes), std::move(values));
+}
+
+absl::StatusOr<DatasetPtr> MakePrefetchDataset(DatasetPtr input, const proto::PrefetchOp& op) {
+  if (op.buffer_size() == 0 || op.buffer_size() < -1) {
+    return absl::InvalidArgumentError("prefetch: buffer_size must be > 0, or -1 for autotune");
+  }
+  // Autotune picks a fixed depth; it covers one slow element behind another.
+  const int64_t size = op.buffer_size() == -1 ? 8 : op.buffer_size();
+  return std::make_shared<PrefetchDataset>(std::move(input), size);
+}
+
+}  // namespace sluice

@@ -1,0 +1,549 @@
+#include "pipeline/yaml_loader.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "common/proto_convert.h"
+#include "common/strings.h"
+#include "pipeline/builder.h"
+#include "pipeline/function.h"
+
+namespace sluice {
+namespace {
+
+using google::protobuf::FieldDescriptor;
+using google::protobuf::Message;
+
+// The argument a scalar or list stands for, as in `range: 10`.
+const std::map<std::string, std::string, std::less<>> kShorthand = {
+    {"range", "stop"},          {"repeat", "count"},       {"take", "count"},
+    {"skip", "count"},          {"shuffle", "buffer_size"}, {"batch", "batch_size"},
+    {"rebatch", "batch_size"},  {"padded_batch", "batch_size"}, {"prefetch", "buffer_size"},
+    {"enumerate", "start"},     {"list_files", "pattern"}, {"text_line", "files"},
+    {"tfrecord", "files"},      {"fixed_length_record", "files"}, {"zip", "datasets"},
+    {"interleave", "pipeline"},
+};
+
+class Loader {
+ public:
+  Loader(std::string source_name, std::string base_dir)
+      : source_name_(std::move(source_name)), base_dir_(std::move(base_dir)) {}
+
+  absl::StatusOr<LoadedPipeline> Load(const YAML::Node& root) {
+    LoadedPipeline result;
+    YAML::Node steps;
+    if (root.IsSequence()) {
+      steps.reset(root);
+    } else if (root.IsMap()) {
+      for (const auto& entry : root) {
+        const std::string key = entry.first.Scalar();
+        if (key == "pipeline") {
+          steps.reset(entry.second);
+        } else if (key == "plugins") {
+          if (absl::Status s = LoadPlugins(entry.second, &result.def); !s.ok()) return s;
+        } else {
+          return Error(entry.first, absl::StrCat("unknown top-level key '", key, "'",
+                                                 DidYouMean(key, {"pipeline", "plugins"}),
+                                                 " (valid: pipeline, plugins)"));
+        }
+      }
+      if (!steps.IsDefined()) return Error(root, "missing 'pipeline': the list of steps");
+    } else {
+      return Error(root, "expected a map with a 'pipeline' list");
+    }
+    if (absl::Status s = ParseSteps(steps, &result.def, &result.step_locations); !s.ok()) return s;
+    return result;
+  }
+
+ private:
+  std::string Location(const YAML::Node& node) const {
+    const YAML::Mark mark = node.Mark();
+    if (mark.line < 0) return source_name_;
+    return absl::StrCat(source_name_, ":", mark.line + 1, ":", mark.column + 1);
+  }
+
+  absl::Status Error(const YAML::Node& node, absl::string_view message) const {
+    return absl::InvalidArgumentError(absl::StrCat(Location(node), ": ", message));
+  }
+
+  absl::Status LoadPlugins(const YAML::Node& node, proto::DatasetDef* def) {
+    std::vector<YAML::Node> items;
+    if (node.IsSequence()) {
+      for (const auto& item : node) items.push_back(item);
+    } else {
+      items.push_back(node);
+    }
+    for (const YAML::Node& item : items) {
+      if (!item.IsScalar()) return Error(item, "plugins: expected a library path");
+      std::filesystem::path path(item.Scalar());
+      if (path.is_relative()) path = std::filesystem::path(base_dir_) / path;
+      const std::string resolved = path.lexically_normal().string();
+      if (absl::Status s = LoadPlugin(resolved); !s.ok()) return Error(item, s.message());
+      def->add_plugins(resolved);
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status ParseSteps(const YAML::Node& node, proto::DatasetDef* def, std::vector<std::string>* locations) {
+    if (!node.IsSequence()) return Error(node, "expected a list of steps");
+    if (node.size() == 0) return Error(node, "the pipeline has no steps");
+    for (const auto& item : node) {
+      if (locations != nullptr) locations->push_back(Location(item));
+      if (absl::Status s = ParseStep(item, def->add_steps()); !s.ok()) return s;
+    }
+    return absl::OkStatus();
+  }
+
+  // A sub-pipeline: a list of steps, or a map with a `pipeline` list.
+  absl::Status ParseDatasetDef(const YAML::Node& node, proto::DatasetDef* def) {
+    if (node.IsMap() && node["pipeline"]) return ParseSteps(node["pipeline"], def, nullptr);
+    return ParseSteps(node, def, nullptr);
+  }
+
+  absl::Status ParseStep(const YAML::Node& node, proto::Step* step) {
+    YAML::Node name_node;
+    YAML::Node args;
+    if (node.IsScalar()) {
+      name_node.reset(node);
+    } else if (node.IsMap() && node.size() == 1) {
+      name_node.reset(node.begin()->first);
+      args.reset(node.begin()->second);
+    } else {
+      return Error(node, "a step must be a map with one key, the op name (as in '- batch: {batch_size: 4}')");
+    }
+    const std::string op = name_node.Scalar();
+    absl::StatusOr<proto::Step> fresh = NewStep(op);
+    if (!fresh.ok()) return Error(name_node, fresh.status().message());
+    *step = *std::move(fresh);
+    const FieldDescriptor* field = proto::Step::descriptor()->FindFieldByName(op);
+    Message* message = step->GetReflection()->MutableMessage(step, field);
+    if (!args.IsDefined() || args.IsNull()) return absl::OkStatus();
+    if (op == "map" || op == "filter") return ParseFunctionOp(op, args, message);
+    if (op == "from_tensors" || op == "from_tensor_slices") return ParseTensorsOp(op, args, message);
+    if (!args.IsMap()) {
+      auto shorthand = kShorthand.find(op);
+      if (shorthand == kShorthand.end()) {
+        return Error(args, absl::StrCat("'", op, "' takes a map of arguments"));
+      }
+      return SetField(message, message->GetDescriptor()->FindFieldByName(shorthand->second), args, op);
+    }
+    return SetFields(message, args, op, {});
+  }
+
+  // Sets each key of `args` on `message`; keys in `skip` are handled by the
+  // caller.
+  absl::Status SetFields(Message* message, const YAML::Node& args, const std::string& op,
+                         const std::vector<std::string>& skip) {
+    const auto* descriptor = message->GetDescriptor();
+    for (const auto& entry : args) {
+      const std::string key = entry.first.Scalar();
+      if (std::find(skip.begin(), skip.end(), key) != skip.end()) continue;
+      const FieldDescriptor* field = descriptor->FindFieldByName(key);
+      if (field == nullptr) {
+        std::vector<std::string> valid;
+        for (int i = 0; i < descriptor->field_count(); ++i) valid.push_back(descriptor->field(i)->name());
+        return Error(entry.first, absl::StrCat("unknown argument '", key, "' for op '", op, "'",
+                                               DidYouMean(key, valid)));
+      }
+      if (absl::Status s = SetField(message, field, entry.second, op); !s.ok()) return s;
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status SetField(Message* message, const FieldDescriptor* field, const YAML::Node& value,
+                        const std::string& op) {
+    const auto* reflection = message->GetReflection();
+    const std::string what = absl::StrCat(op, ": argument '", field->name(), "'");
+    if (field->is_repeated()) {
+      std::vector<YAML::Node> items;
+      // A list of steps is one DatasetDef, so only a list of lists is many.
+      const bool many = value.IsSequence() &&
+                        !(field->message_type() == proto::DatasetDef::descriptor() && value.size() > 0 &&
+                          !value[0].IsSequence() && !(value[0].IsMap() && value[0]["pipeline"]));
+      if (many) {
+        for (const auto& item : value) items.push_back(item);
+      } else {
+        items.push_back(value);
+      }
+      for (const YAML::Node& item : items) {
+        if (absl::Status s = AddValue(message, field, item, what); !s.ok()) return s;
+      }
+      return absl::OkStatus();
+    }
+    if (!value.IsScalar() && field->cpp_type() != FieldDescriptor::CPPTYPE_MESSAGE) {
+      return Error(value, absl::StrCat(what, " must be a single value"));
+    }
+    switch (field->cpp_type()) {
+      case FieldDescriptor::CPPTYPE_INT64: {
+        absl::StatusOr<int64_t> v = ParseInt(value, what);
+        if (!v.ok()) return v.status();
+        reflection->SetInt64(message, field, *v);
+        return absl::OkStatus();
+      }
+      case FieldDescriptor::CPPTYPE_BOOL: {
+        absl::StatusOr<bool> v = ParseBool(value, what);
+        if (!v.ok()) return v.status();
+        reflection->SetBool(message, field, *v);
+        return absl::OkStatus();
+      }
+      case FieldDescriptor::CPPTYPE_STRING:
+        reflection->SetString(message, field, value.Scalar());
+        return absl::OkStatus();
+      case FieldDescriptor::CPPTYPE_MESSAGE:
+        return ParseMessage(reflection->MutableMessage(message, field), value, what);
+      default:
+        return Error(value, absl::StrCat(what, " has a type the YAML loader does not handle"));
+    }
+  }
+
+  absl::Status AddValue(Message* message, const FieldDescriptor* field, const YAML::Node& item,
+                        const std::string& what) {
+    const auto* reflection = message->GetReflection();
+    switch (field->cpp_type()) {
+      case FieldDescriptor::CPPTYPE_STRING:
+        if (!item.IsScalar()) return Error(item, absl::StrCat(what, ": expected a string"));
+        reflection->AddString(message, field, item.Scalar());
+        return absl::OkStatus();
+      case FieldDescriptor::CPPTYPE_MESSAGE:
+        return ParseMessage(reflection->AddMessage(message, field), item, what);
+      default:
+        return Error(item, absl::StrCat(what, " has a type the YAML loader does not handle"));
+    }
+  }
+
+  absl::Status ParseMessage(Message* message, const YAML::Node& value, const std::string& what) {
+    if (auto* def = dynamic_cast<proto::DatasetDef*>(message)) return ParseDatasetDef(value, def);
+    if (auto* shape = dynamic_cast<proto::PartialShapeProto*>(message)) return ParseShape(value, shape, what);
+    if (auto* tensor = dynamic_cast<proto::TensorProto*>(message)) {
+      absl::StatusOr<Tensor> t = ParseTensorLiteral(value, what);
+      if (!t.ok()) return t.status();
+      TensorToProto(*t, tensor);
+      return absl::OkStatus();
+    }
+    return Error(value, absl::StrCat(what, " has a type the YAML loader does not handle"));
+  }
+
+  absl::Status ParseShape(const YAML::Node& value, proto::PartialShapeProto* shape, const std::string& what) {
+    if (!value.IsSequence()) return Error(value, absl::StrCat(what, ": a shape is a list of sizes, -1 for unknown"));
+    for (const auto& d : value) {
+      if (d.IsNull()) {
+        shape->add_dims(kUnknownDim);
+        continue;
+      }
+      absl::StatusOr<int64_t> size = ParseInt(d, what);
+      if (!size.ok()) return size.status();
+      if (*size < kUnknownDim) return Error(d, absl::StrCat(what, ": sizes must be >= -1"));
+      shape->add_dims(*size);
+    }
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<int64_t> ParseInt(const YAML::Node& node, const std::string& what) {
+    int64_t v = 0;
+    if (!node.IsScalar() || !absl::SimpleAtoi(node.Scalar(), &v)) {
+      return Error(node, absl::StrCat(what, " must be an integer, got '", Describe(node), "'"));
+    }
+    return v;
+  }
+
+  absl::StatusOr<bool> ParseBool(const YAML::Node& node, const std::string& what) {
+    if (node.IsScalar()) {
+      const std::string& s = node.Scalar();
+      if (s == "true" || s == "True" || s == "TRUE") return true;
+      if (s == "false" || s == "False" || s == "FALSE") return false;
+    }
+    return Error(node, absl::StrCat(what, " must be true or false, got '", Describe(node), "'"));
+  }
+
+  static std::string Describe(const YAML::Node& node) {
+    if (node.IsScalar()) return node.Scalar();
+    if (node.IsSequence()) return "a list";
+    if (node.IsMap()) return "a map";
+    return "nothing";
+  }
+
+  // map and filter: `{fn: NAME, ...}` where the keys that are not the op's
+  // own arguments are the function's.
+  absl::Status ParseFunctionOp(const std::string& op, const YAML::Node& args, Message* message) {
+    proto::FunctionDef* fn = op == "map" ? static_cast<proto::MapOp*>(message)->mutable_fn()
+                                         : static_cast<proto::FilterOp*>(message)->mutable_fn();
+    YAML::Node fn_node;
+    fn_node.reset(args);
+    std::map<std::string, YAML::Node> arg_keys;
+    if (args.IsScalar()) {
+      fn->set_name(args.Scalar());
+    } else if (args.IsMap()) {
+      fn_node.reset(args["fn"]);
+      if (!fn_node) return Error(args, absl::StrCat(op, ": missing 'fn', the element function to apply"));
+      if (!fn_node.IsScalar()) return Error(fn_node, absl::StrCat(op, ": 'fn' must be a function name"));
+      fn->set_name(fn_node.Scalar());
+      const auto* descriptor = message->GetDescriptor();
+      for (const auto& entry : args) {
+        const std::string key = entry.first.Scalar();
+        if (key == "fn") continue;
+        const FieldDescriptor* field = descriptor->FindFieldByName(key);
+        if (field != nullptr) {
+          if (absl::Status s = SetField(message, field, entry.second, op); !s.ok()) return s;
+          continue;
+        }
+        absl::StatusOr<proto::AttrValue> value = ToAttr(entry.second);
+        if (!value.ok()) return value.status();
+        (*fn->mutable_args())[key] = *std::move(value);
+        arg_keys[key] = entry.first;
+      }
+    } else {
+      return Error(args, absl::StrCat(op, ": expected {fn: NAME, ...} or a function name"));
+    }
+    // Checked here, where the YAML positions are known.
+    absl::StatusOr<std::unique_ptr<ElementFunction>> created = FunctionRegistry::Global().Create(*fn);
+    if (!created.ok()) {
+      YAML::Node where;
+      where.reset(fn_node);
+      for (const auto& [key, node] : arg_keys) {
+        if (absl::StrContains(created.status().message(), absl::StrCat("argument '", key, "'"))) where.reset(node);
+      }
+      return Error(where, absl::StrCat(op, ": ", created.status().message()));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<proto::AttrValue> ToAttr(const YAML::Node& node) {
+    proto::AttrValue value;
+    if (node.IsSequence()) {
+      for (const auto& item : node) {
+        absl::StatusOr<proto::AttrValue> v = ToAttr(item);
+        if (!v.ok()) return v.status();
+        *value.mutable_list()->add_values() = *std::move(v);
+      }
+    } else if (node.IsMap()) {
+      for (const auto& entry : node) {
+        absl::StatusOr<proto::AttrValue> v = ToAttr(entry.second);
+        if (!v.ok()) return v.status();
+        (*value.mutable_map()->mutable_entries())[entry.first.Scalar()] = *std::move(v);
+      }
+    } else if (node.IsScalar()) {
+      const std::string& s = node.Scalar();
+      int64_t i = 0;
+      double f = 0;
+      if (node.Tag() == "!") {
+        value.set_s(s);  // quoted: always a string
+      } else if (absl::SimpleAtoi(s, &i)) {
+        value.set_i(i);
+      } else if (LooksNumeric(s) && absl::SimpleAtod(s, &f)) {
+        value.set_f(f);
+      } else if (s == "true" || s == "false") {
+        value.set_b(s == "true");
+      } else {
+        value.set_s(s);
+      }
+    } else {
+      return Error(node, "expected a value");
+    }
+    return value;
+  }
+
+  static bool LooksNumeric(const std::string& s) {
+    return !s.empty() && (std::isdigit(static_cast<unsigned char>(s[0])) || s[0] == '-' || s[0] == '+' ||
+                          s[0] == '.' || s == "inf" || s == "nan");
+  }
+
+  // from_tensors / from_tensor_slices: a tensor literal, a map of named
+  // tensor literals, or {tuple: [literal, ...]}.
+  absl::Status ParseTensorsOp(const std::string& op, const YAML::Node& args, Message* message) {
+    auto* components = message->GetReflection()->MutableRepeatedPtrField<proto::TensorProto>(
+        message, message->GetDescriptor()->FindFieldByName("components"));
+    auto* names = message->GetReflection()->MutableRepeatedPtrField<std::string>(
+        message, message->GetDescriptor()->FindFieldByName("names"));
+    auto add = [&](const YAML::Node& literal, const std::string& what) -> absl::Status {
+      absl::StatusOr<Tensor> t = ParseTensorLiteral(literal, what);
+      if (!t.ok()) return t.status();
+      TensorToProto(*t, components->Add());
+      return absl::OkStatus();
+    };
+    if (!args.IsMap() || IsTypedLiteral(args)) return add(args, op);
+    if (args.size() == 1 && args["tuple"]) {
+      const YAML::Node tuple = args["tuple"];
+      if (!tuple.IsSequence()) return Error(tuple, absl::StrCat(op, ": 'tuple' must be a list of tensors"));
+      for (const auto& item : tuple) {
+        if (absl::Status s = add(item, op); !s.ok()) return s;
+      }
+      return absl::OkStatus();
+    }
+    for (const auto& entry : args) {
+      const std::string name = entry.first.Scalar();
+      if (absl::Status s = add(entry.second, absl::StrCat(op, ": component '", name, "'")); !s.ok()) return s;
+      names->Add()->assign(name);
+    }
+    return absl::OkStatus();
+  }
+
+  static bool IsTypedLiteral(const YAML::Node& node) {
+    if (!node.IsMap() || !node["values"]) return false;
+    for (const auto& entry : node) {
+      const std::string key = entry.first.Scalar();
+      if (key != "values" && key != "dtype") return false;
+    }
+    return true;
+  }
+
+  // A tensor literal: a scalar, nested lists, or {values: ..., dtype: ...}.
+  // Integers become int64, numbers with a fraction float32, as tf.constant
+  // does for Python floats.
+  absl::StatusOr<Tensor> ParseTensorLiteral(const YAML::Node& node, const std::string& what) {
+    std::optional<DType> wanted;
+    YAML::Node values;
+    values.reset(node);
+    if (IsTypedLiteral(node)) {
+      values.reset(node["values"]);
+      if (node["dtype"]) {
+        absl::StatusOr<DType> dtype = ParseDType(node["dtype"].Scalar());
+        if (!dtype.ok()) return Error(node["dtype"], absl::StrCat(what, ": ", dtype.status().message()));
+        wanted = *dtype;
+      }
+    } else if (node.IsMap()) {
+      return Error(node, absl::StrCat(what, ": expected a value, a list, or {values, dtype}"));
+    }
+    Shape shape;
+    std::vector<YAML::Node> leaves;
+    if (absl::Status s = Flatten(values, 0, &shape, &leaves, what); !s.ok()) return s;
+    // Infer the narrowest kind that holds every leaf.
+    enum Kind { kInt, kFloat, kBool, kString, kNone } kind = kNone;
+    for (const YAML::Node& leaf : leaves) {
+      Kind k;
+      int64_t i;
+      double f;
+      const std::string& s = leaf.Scalar();
+      if (leaf.Tag() == "!") k = kString;
+      else if (absl::SimpleAtoi(s, &i)) k = kInt;
+      else if (LooksNumeric(s) && absl::SimpleAtod(s, &f)) k = kFloat;
+      else if (s == "true" || s == "false") k = kBool;
+      else k = kString;
+      if (kind == kNone || (kind == kInt && k == kFloat)) kind = k;
+      else if (!(kind == kFloat && k == kInt) && kind != k) {
+        return Error(leaf, absl::StrCat(what, ": mixes value kinds ('", s, "' does not match the others)"));
+      }
+    }
+    DType dtype = kind == kInt ? DType::kInt64 : kind == kBool ? DType::kBool : kind == kString ? DType::kString
+                                                                                                 : DType::kFloat32;
+    if (wanted.has_value() && *wanted == DType::kString && kind != kString && kind != kNone) {
+      return Error(values, absl::StrCat(what, ": string tensors need string values"));
+    }
+    if (wanted.has_value() && *wanted != DType::kString && kind == kString) {
+      return Error(values, absl::StrCat(what, ": ", DTypeName(*wanted), " tensors need numeric values"));
+    }
+    if (wanted == DType::kFloat64 || wanted == DType::kInt64 || wanted == DType::kUInt64) {
+      dtype = *wanted;  // parse at full width, not through float32/int64
+      if (kind == kFloat && *wanted != DType::kFloat64) dtype = DType::kFloat64;
+    }
+    Tensor tensor(dtype, shape);
+    for (size_t i = 0; i < leaves.size(); ++i) {
+      const std::string& s = leaves[i].Scalar();
+      switch (dtype) {
+        case DType::kInt64: {
+          int64_t v = 0;
+          if (!absl::SimpleAtoi(s, &v)) return Error(leaves[i], absl::StrCat(what, ": '", s, "' is not an integer"));
+          tensor.mutable_data<int64_t>()[i] = v;
+          break;
+        }
+        case DType::kUInt64: {
+          uint64_t v = 0;
+          if (!absl::SimpleAtoi(s, &v)) {
+            return Error(leaves[i], absl::StrCat(what, ": '", s, "' is not an unsigned integer"));
+          }
+          tensor.mutable_data<uint64_t>()[i] = v;
+          break;
+        }
+        case DType::kFloat32:
+        case DType::kFloat64: {
+          double v = 0;
+          absl::SimpleAtod(s, &v);
+          if (dtype == DType::kFloat32) tensor.mutable_data<float>()[i] = static_cast<float>(v);
+          else tensor.mutable_data<double>()[i] = v;
+          break;
+        }
+        case DType::kBool: tensor.mutable_data<bool>()[i] = s == "true"; break;
+        default: tensor.mutable_data<std::string>()[i] = s;
+      }
+    }
+    if (wanted.has_value() && *wanted != tensor.dtype()) {
+      absl::StatusOr<Tensor> cast = CastTensor(tensor, *wanted);
+      if (!cast.ok()) return Error(values, absl::StrCat(what, ": ", cast.status().message()));
+      return cast;
+    }
+    return tensor;
+  }
+
+  // Walks nested lists, checking they are rectangular. The shape comes from
+  // the first item at each depth.
+  absl::Status Flatten(const YAML::Node& node, size_t depth, Shape* shape, std::vector<YAML::Node>* leaves,
+                       const std::string& what) {
+    if (depth == 0) {
+      // reset(), not operator=: assigning a YAML::Node writes through to
+      // the document.
+      for (YAML::Node probe = node; probe.IsSequence();) {
+        shape->push_back(static_cast<int64_t>(probe.size()));
+        if (probe.size() == 0) break;
+        probe.reset(probe[0]);
+      }
+    }
+    if (depth == shape->size()) {
+      if (!node.IsScalar()) return Error(node, absl::StrCat(what, ": nested lists are ragged"));
+      leaves->push_back(node);
+      return absl::OkStatus();
+    }
+    if (!node.IsSequence() || static_cast<int64_t>(node.size()) != (*shape)[depth]) {
+      return Error(node, absl::StrCat(what, ": nested lists are ragged"));
+    }
+    for (const auto& item : node) {
+      if (absl::Status s = Flatten(item, depth + 1, shape, leaves, what); !s.ok()) return s;
+    }
+    return absl::OkStatus();
+  }
+
+  const std::string source_name_;
+  const std::string base_dir_;
+};
+
+}  // namespace
+
+absl::StatusOr<LoadedPipeline> ParsePipelineYaml(std::string_view text, const std::string& source_name,
+                                                 const std::string& base_dir, const YamlLoadOptions& options) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(std::string(text));
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(source_name, ":", e.mark.line + 1, ":", e.mark.column + 1, ": invalid YAML: ", e.msg));
+  }
+  absl::StatusOr<LoadedPipeline> loaded;
+  try {
+    loaded = Loader(source_name, base_dir).Load(root);
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(source_name, ":", e.mark.line + 1, ":", e.mark.column + 1, ": ", e.msg));
+  }
+  if (!loaded.ok() || !options.validate) return loaded;
+  BuildOptions build;
+  build.step_locations = &loaded->step_locations;
+  absl::StatusOr<DatasetPtr> dataset = BuildDataset(loaded->def, build);
+  if (!dataset.ok()) return dataset.status();
+  return loaded;
+}
+
+absl::StatusOr<LoadedPipeline> LoadPipelineFile(const std::string& path, const YamlLoadOptions& options) {
+  std::ifstream file(path);
+  if (!file) return absl::NotFoundError(absl::StrCat("cannot read pipeline file '", path, "'"));
+  std::stringstream text;
+  text << file.rdbuf();
+  const std::string base_dir = std::filesystem::path(path).parent_path().string();
+  return ParsePipelineYaml(text.str(), path, base_dir.empty() ? "." : base_dir, options);
+}
+
+}  // namespace sluice
