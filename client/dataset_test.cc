@@ -1,1 +1,48 @@
-// Tests are being written.
+#include "sluice/dataset.h"
+
+#include <catch2/catch.hpp>
+
+#include "tests/testing/test_util.h"
+
+namespace sluice {
+namespace {
+
+TEST_CASE("The fluent builder runs the issue's example", "[client]") {
+  absl::StatusOr<std::vector<Element>> batches = Dataset::Range(10).Map("square").Batch(4).Collect();
+  REQUIRE(batches.ok());
+  REQUIRE(batches->size() == 3);
+  CHECK(ElementToJson((*batches)[0]) == "[0, 1, 4, 9]");
+  CHECK(ElementToJson((*batches)[1]) == "[16, 25, 36, 49]");
+  CHECK(ElementToJson((*batches)[2]) == "[64, 81]");
+}
+
+TEST_CASE("Builder datasets are values: each call returns a new one", "[client]") {
+  Dataset base = Dataset::Range(6);
+  Dataset evens = base.Filter("equal", {{"value", 0}}).Take(1);
+  CHECK(base.def().steps_size() == 1);
+  CHECK(evens.def().steps_size() == 3);
+  CHECK(testing::Int64Values(*base.Collect()) == std::vector<int64_t>{0, 1, 2, 3, 4, 5});
+  CHECK(testing::Int64Values(*Dataset::Range(6).Map("mod", {{"value", 3}}).Collect()) ==
+        std::vector<int64_t>{0, 1, 2, 0, 1, 2});
+}
+
+TEST_CASE("Builder errors surface at Build with the step", "[client]") {
+  absl::StatusOr<std::vector<Element>> result = Dataset::Range(4).Map("squares").Collect();
+  CHECK(result.status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK(result.status().message() == "step 2 (map): map: unknown function 'squares'; did you mean 'square'?");
+  CHECK(Dataset::Range(4).Repeat().Collect().status().message() ==
+        "cannot collect an infinite dataset without a limit");
+  CHECK(Dataset::Range(4).Repeat().Collect(6)->size() == 6);
+}
+
+TEST_CASE("Named slices, zip and enumerate compose", "[client]") {
+  Dataset named = Dataset::FromTensorSlices(
+      {Tensor::FromVector<int64_t>({1, 2}), Tensor::FromVector<std::string>({"a", "b"})}, {"id", "tag"});
+  std::vector<std::string> lines = *testing::JsonLines(**named.Build());
+  CHECK(lines == std::vector<std::string>{"{\"id\": 1, \"tag\": \"a\"}", "{\"id\": 2, \"tag\": \"b\"}"});
+  Dataset zipped = Dataset::Zip({Dataset::Range(3), Dataset::Range(10, 20, 5)}).Enumerate(100);
+  CHECK(*testing::JsonLines(**zipped.Build()) == std::vector<std::string>{"[100, 0, 10]", "[101, 1, 15]"});
+}
+
+}  // namespace
+}  // namespace sluice

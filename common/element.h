@@ -27,6 +27,15 @@ struct Element {
   explicit Element(std::vector<Tensor> components_in, ComponentNames names_in = nullptr)
       : components(std::move(components_in)), names(std::move(names_in)) {}
 
+  // A one-component element. Prefer it to Element({t}), whose
+  // initializer_list copies the tensor.
+  static Element Of(Tensor tensor) {
+    Element element;
+    element.components.reserve(1);
+    element.components.push_back(std::move(tensor));
+    return element;
+  }
+
   size_t size() const { return components.size(); }
   bool named() const { return names != nullptr; }
   bool operator==(const Element& other) const;

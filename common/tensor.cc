@@ -20,7 +20,7 @@ std::string ShapeDebugString(const Shape& shape) {
   return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
 }
 
-std::shared_ptr<TensorBuffer> TensorBuffer::Allocate(DType dtype, int64_t num_elements) {
+std::shared_ptr<TensorBuffer> TensorBuffer::Allocate(DType dtype, int64_t num_elements, bool zeroed) {
   const size_t bytes = static_cast<size_t>(num_elements) * DTypeSize(dtype);
   // aligned_alloc needs a size that is a multiple of the alignment.
   const size_t rounded = (bytes + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment;
@@ -29,10 +29,10 @@ std::shared_ptr<TensorBuffer> TensorBuffer::Allocate(DType dtype, int64_t num_el
   if (dtype == DType::kString) {
     auto* strings = static_cast<std::string*>(data);
     for (int64_t i = 0; i < num_elements; ++i) new (strings + i) std::string();
-  } else {
+  } else if (zeroed) {
     std::memset(data, 0, bytes);
   }
-  return std::shared_ptr<TensorBuffer>(new TensorBuffer(dtype, num_elements, data));
+  return std::make_shared<TensorBuffer>(PassKey{}, dtype, num_elements, data);
 }
 
 TensorBuffer::~TensorBuffer() {
@@ -48,6 +48,11 @@ Tensor::Tensor(DType dtype, Shape shape)
       shape_(std::move(shape)),
       num_elements_(NumElements(shape_)),
       buffer_(TensorBuffer::Allocate(dtype, num_elements_)) {}
+
+Tensor Tensor::Uninitialized(DType dtype, Shape shape) {
+  const int64_t n = NumElements(shape);
+  return Tensor(dtype, std::move(shape), TensorBuffer::Allocate(dtype, n, /*zeroed=*/false), 0);
+}
 
 Tensor::Tensor(DType dtype, Shape shape, std::shared_ptr<TensorBuffer> buffer, int64_t offset)
     : dtype_(dtype),

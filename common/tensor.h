@@ -34,7 +34,14 @@ std::string ShapeDebugString(const Shape& shape);
 // buffers start zeroed; string buffers hold empty strings.
 class TensorBuffer {
  public:
-  static std::shared_ptr<TensorBuffer> Allocate(DType dtype, int64_t num_elements);
+  // `zeroed` false leaves numeric bytes unset, for producers that write
+  // every element anyway.
+  static std::shared_ptr<TensorBuffer> Allocate(DType dtype, int64_t num_elements, bool zeroed = true);
+  // Use Allocate; public only for std::make_shared, which saves an
+  // allocation per tensor.
+  struct PassKey {};
+  TensorBuffer(PassKey, DType dtype, int64_t num_elements, void* data)
+      : dtype_(dtype), num_elements_(num_elements), data_(data) {}
   ~TensorBuffer();
   TensorBuffer(const TensorBuffer&) = delete;
   TensorBuffer& operator=(const TensorBuffer&) = delete;
@@ -44,9 +51,6 @@ class TensorBuffer {
   int64_t num_elements() const { return num_elements_; }
 
  private:
-  TensorBuffer(DType dtype, int64_t num_elements, void* data)
-      : dtype_(dtype), num_elements_(num_elements), data_(data) {}
-
   const DType dtype_;
   const int64_t num_elements_;
   void* const data_;
@@ -58,6 +62,8 @@ class Tensor {
   Tensor() = default;
   // A new zeroed tensor (empty strings for kString).
   Tensor(DType dtype, Shape shape);
+  // A new tensor whose numeric elements are unset: the caller writes them all.
+  static Tensor Uninitialized(DType dtype, Shape shape);
 
   template <typename T>
   static Tensor Scalar(T value) {

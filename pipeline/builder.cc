@@ -11,6 +11,7 @@
 #include "common/strings.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
+#include "pipeline/function.h"
 #include "pipeline/ops.h"
 #include "pipeline/random.h"
 
@@ -151,6 +152,13 @@ absl::StatusOr<DatasetPtr> BuildTransform(DatasetPtr input, const proto::Step& s
   }
 }
 
+// Whether `map_step` followed by `batch_step` may run as batch then map.
+bool MapCanFollowBatch(const proto::Step& map_step, const proto::Step& batch_step) {
+  if (!map_step.has_map() || !batch_step.has_batch()) return false;
+  absl::StatusOr<std::unique_ptr<ElementFunction>> fn = FunctionRegistry::Global().Create(map_step.map().fn());
+  return fn.ok() && (*fn)->IsElementwise();
+}
+
 }  // namespace
 
 std::string StepOpName(const proto::Step& step) {
@@ -212,6 +220,17 @@ absl::StatusOr<DatasetPtr> BuildDataset(const proto::DatasetDef& def, const Buil
       next = absl::InvalidArgumentError("the step has no op");
     } else if (i == 0) {
       next = BuildSource(step, options);
+    } else if (i + 1 < def.steps_size() && MapCanFollowBatch(step, def.steps(i + 1))) {
+      // map(f) -> batch == batch -> map(f) for an elementwise f, and the
+      // second runs f once per batch. Errors still name the map's step.
+      absl::StatusOr<DatasetPtr> batched = BuildTransform(dataset, def.steps(i + 1));
+      if (batched.ok()) next = BuildTransform(*std::move(batched), step);
+      if (batched.ok() && next.ok()) {
+        dataset = *std::move(next);
+        ++i;
+        continue;
+      }
+      next = BuildTransform(dataset, step);  // report errors in step order
     } else {
       next = BuildTransform(dataset, step);
     }

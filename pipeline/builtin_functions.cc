@@ -46,9 +46,34 @@ class ComponentwiseFunction : public ElementFunction {
     return output;
   }
 
+  absl::StatusOr<Element> CallOwned(Element input) const override {
+    if (selector_.all()) {  // the common case, without a selection vector
+      for (Tensor& component : input.components) {
+        absl::StatusOr<Tensor> tensor = TransformOwned(std::move(component));
+        if (!tensor.ok()) return tensor.status();
+        component = *std::move(tensor);
+      }
+      return input;
+    }
+    static const std::vector<std::string> kNoNames;
+    absl::StatusOr<std::vector<int>> selected =
+        selector_.Resolve(input.size(), input.named() ? *input.names : kNoNames);
+    if (!selected.ok()) return selected.status();
+    for (int i : *selected) {
+      absl::StatusOr<Tensor> tensor = TransformOwned(std::move(input.components[i]));
+      if (!tensor.ok()) return tensor.status();
+      input.components[i] = *std::move(tensor);
+    }
+    return input;
+  }
+
+  bool IsElementwise() const override { return true; }
+
  protected:
   virtual absl::StatusOr<TensorSpec> TransformSpec(const TensorSpec& input) const = 0;
   virtual absl::StatusOr<Tensor> Transform(const Tensor& input) const = 0;
+  // Transform of a tensor the caller gives up; may write into its buffer.
+  virtual absl::StatusOr<Tensor> TransformOwned(Tensor input) const { return Transform(input); }
 
  private:
   ComponentSelector selector_;
@@ -178,14 +203,30 @@ class ArithmeticFunction : public ComponentwiseFunction {
   }
 
   absl::StatusOr<Tensor> Transform(const Tensor& input) const override {
-    if (absl::StatusOr<TensorSpec> check = TransformSpec({PartialShape::Known(input.shape()), input.dtype()});
+    Tensor output = Tensor::Uninitialized(input.dtype(), input.shape());
+    if (absl::Status status = Apply(input, &output); !status.ok()) return status;
+    return output;
+  }
+
+  // In place when no one else holds the buffer.
+  absl::StatusOr<Tensor> TransformOwned(Tensor input) const override {
+    if (input.buffer().use_count() != 1) return Transform(input);
+    if (absl::Status status = Apply(input, &input); !status.ok()) return status;
+    return input;
+  }
+
+ private:
+  // out[i] = op(in[i], value); `out` may be `in`.
+  absl::Status Apply(const Tensor& input, Tensor* output) const {
+    // Only the dtype matters to TransformSpec; an unknown-rank spec avoids
+    // copying the shape on this per-call path.
+    if (absl::StatusOr<TensorSpec> check = TransformSpec({PartialShape::UnknownRank(), input.dtype()});
         !check.ok()) {
       return check.status();
     }
-    Tensor output(input.dtype(), input.shape());
     VisitNumericDType(input.dtype(), [&]<typename T>() {
       const T* in = input.data<T>();
-      T* out = output.mutable_data<T>();
+      T* out = output->mutable_data<T>();
       const int64_t n = input.num_elements();
       if constexpr (kIsHalf<T>) {
         const float b = static_cast<float>(float_value_);
@@ -198,10 +239,9 @@ class ArithmeticFunction : public ComponentwiseFunction {
         for (int64_t i = 0; i < n; ++i) out[i] = IntegerArithmetic(op_, in[i], b);
       }
     });
-    return output;
+    return absl::OkStatus();
   }
 
- private:
   const Arithmetic op_;
   const bool value_is_integer_;
   const int64_t int_value_;
@@ -311,8 +351,10 @@ class PredicateFunction : public ElementFunction {
       const int64_t b = value_.value_case() == proto::AttrValue::kB ? value_.b() : value_.i();
       for (int64_t i = 0; i < n; ++i) result[i] = Compare(op_, NumericValueAsInt64(in, i), b);
     }
-    return Element({std::move(out)});
+    return Element::Of(std::move(out));
   }
+
+  bool IsElementwise() const override { return true; }
 
  private:
   absl::StatusOr<int> Component(size_t num_components, const std::vector<std::string>& names) const {
@@ -383,6 +425,8 @@ class SelectFunction : public ElementFunction {
     return output;
   }
 
+  bool IsElementwise() const override { return true; }
+
  private:
   absl::StatusOr<std::vector<int>> Indices(size_t num_components,
                                            const std::vector<std::string>& names) const {
@@ -414,6 +458,9 @@ class DecodeRawFunction : public ComponentwiseFunction {
  public:
   DecodeRawFunction(ComponentSelector selector, DType dtype, bool little_endian)
       : ComponentwiseFunction(std::move(selector)), dtype_(dtype), little_endian_(little_endian) {}
+
+  // Rows of one batch may have different lengths; only separate rows may.
+  bool IsElementwise() const override { return false; }
 
  protected:
   absl::StatusOr<TensorSpec> TransformSpec(const TensorSpec& input) const override {
@@ -477,7 +524,10 @@ class ParseExampleFunction : public ElementFunction {
 
   explicit ParseExampleFunction(std::vector<Feature> features) : features_(std::move(features)) {
     std::vector<std::string> names;
-    for (const Feature& f : features_) names.push_back(f.name);
+    for (const Feature& f : features_) {
+      names.push_back(f.name);
+      all_fixed_ = all_fixed_ && f.shape.IsFullyDefined();
+    }
     names_ = MakeNames(std::move(names));
   }
 
@@ -499,46 +549,68 @@ class ParseExampleFunction : public ElementFunction {
     return std::make_unique<ParseExampleFunction>(std::move(features));
   }
 
+  // A vector of serialized Examples (a batch) parses into batched features
+  // when every feature has a fixed shape.
+  bool IsElementwise() const override { return all_fixed_; }
+
   absl::StatusOr<ElementSpec> OutputSpec(const ElementSpec& input) const override {
-    if (input.components.size() != 1 || input.components[0].dtype != DType::kString ||
-        !(input.components[0].shape.dims.empty() && !input.components[0].shape.unknown_rank)) {
+    const bool scalar = input.components.size() == 1 && input.components[0].dtype == DType::kString &&
+                        !input.components[0].shape.unknown_rank && input.components[0].shape.dims.empty();
+    const bool vector = all_fixed_ && input.components.size() == 1 &&
+                        input.components[0].dtype == DType::kString &&
+                        !input.components[0].shape.unknown_rank && input.components[0].shape.dims.size() == 1;
+    if (!scalar && !vector) {
       return absl::InvalidArgumentError(absl::StrCat(
           "parse_example: needs elements of one scalar string (a serialized Example), got ",
           input.DebugString()));
     }
     ElementSpec output;
     for (const Feature& f : features_) {
-      output.components.push_back({f.shape, f.dtype});
+      PartialShape shape = f.shape;
+      if (vector) shape.dims.insert(shape.dims.begin(), input.components[0].shape.dims[0]);
+      output.components.push_back({shape, f.dtype});
       output.names.push_back(f.name);
     }
     return output;
   }
 
   absl::StatusOr<Element> Call(const Element& input) const override {
-    if (input.size() != 1 || input.components[0].dtype() != DType::kString ||
-        input.components[0].rank() != 0) {
-      return absl::InvalidArgumentError("parse_example: needs a scalar string");
-    }
-    proto::example::Example example;
-    if (!example.ParseFromString(input.components[0].data<std::string>()[0])) {
-      return absl::DataLossError("parse_example: the record is not a valid tf.train.Example");
-    }
-    const auto& map = example.features().feature();
+    const bool ok_input = input.size() == 1 && input.components[0].dtype() == DType::kString &&
+                          (input.components[0].rank() == 0 || (all_fixed_ && input.components[0].rank() == 1));
+    if (!ok_input) return absl::InvalidArgumentError("parse_example: needs a scalar string");
+    const Tensor& records = input.components[0];
+    // Reused across calls on a thread: parsing into a cleared message keeps
+    // its allocations.
+    thread_local proto::example::Example example;
     Element output;
     output.names = names_;
+    if (records.rank() == 1) {
+      const int64_t rows = records.dim(0);
+      for (const Feature& f : features_) {
+        Shape shape = f.shape.dims;
+        shape.insert(shape.begin(), rows);
+        output.components.push_back(f.dtype == DType::kString ? Tensor(f.dtype, shape)
+                                                              : Tensor::Uninitialized(f.dtype, shape));
+      }
+      for (int64_t row = 0; row < rows; ++row) {
+        if (absl::Status s = ParseInto(records.data<std::string>()[row], row, &example, &output); !s.ok()) return s;
+      }
+      return output;
+    }
+    if (!example.ParseFromString(records.data<std::string>()[0])) return NotAnExample();
+    const auto& map = example.features().feature();
     for (const Feature& f : features_) {
       auto it = map.find(f.name);
       if (it == map.end()) {
-        if (!f.default_value.has_value()) {
-          return absl::InvalidArgumentError(absl::StrCat("parse_example: feature '", f.name,
-                                                         "' is missing and has no default"));
-        }
+        if (!f.default_value.has_value()) return MissingFeature(f);
         output.components.push_back(*f.default_value);
         continue;
       }
-      absl::StatusOr<Tensor> tensor = FeatureTensor(f, it->second);
-      if (!tensor.ok()) return tensor.status();
-      output.components.push_back(*std::move(tensor));
+      absl::StatusOr<int64_t> count = ValueCount(f, it->second);
+      if (!count.ok()) return count.status();
+      Tensor tensor(f.dtype, f.shape.IsFullyDefined() ? f.shape.dims : Shape{*count});
+      CopyValues(f, it->second, *count, &tensor, 0);
+      output.components.push_back(std::move(tensor));
     }
     return output;
   }
@@ -618,7 +690,39 @@ class ParseExampleFunction : public ElementFunction {
     return feature;
   }
 
-  static absl::StatusOr<Tensor> FeatureTensor(const Feature& f, const proto::example::Feature& value) {
+  // Parses one record into row `row` of the batched outputs.
+  absl::Status ParseInto(const std::string& record, int64_t row, proto::example::Example* example,
+                         Element* output) const {
+    if (!example->ParseFromString(record)) return NotAnExample();
+    const auto& map = example->features().feature();
+    for (size_t i = 0; i < features_.size(); ++i) {
+      const Feature& f = features_[i];
+      Tensor& out = output->components[i];
+      const int64_t row_size = NumElements(f.shape.dims);
+      auto it = map.find(f.name);
+      if (it == map.end()) {
+        if (!f.default_value.has_value()) return MissingFeature(f);
+        const Tensor& fallback = *f.default_value;
+        for (int64_t k = 0; k < row_size; ++k) {
+          if (f.dtype == DType::kString) {
+            out.mutable_data<std::string>()[row * row_size + k] = fallback.data<std::string>()[k];
+          } else if (f.dtype == DType::kInt64) {
+            out.mutable_data<int64_t>()[row * row_size + k] = fallback.data<int64_t>()[k];
+          } else {
+            out.mutable_data<float>()[row * row_size + k] = fallback.data<float>()[k];
+          }
+        }
+        continue;
+      }
+      absl::StatusOr<int64_t> count = ValueCount(f, it->second);
+      if (!count.ok()) return count.status();
+      CopyValues(f, it->second, *count, &out, row * row_size);
+    }
+    return absl::OkStatus();
+  }
+
+  // The number of values of a feature, checked against its dtype and shape.
+  static absl::StatusOr<int64_t> ValueCount(const Feature& f, const proto::example::Feature& value) {
     int64_t count = 0;
     switch (f.dtype) {
       case DType::kInt64:
@@ -633,26 +737,34 @@ class ParseExampleFunction : public ElementFunction {
         if (value.kind_case() != proto::example::Feature::kBytesList) return KindMismatch(f);
         count = value.bytes_list().value_size();
     }
-    Shape shape = f.shape.dims;
-    if (!f.shape.IsFullyDefined()) {
-      shape = {count};
-    } else if (NumElements(shape) != count) {
-      return absl::InvalidArgumentError(absl::StrCat("parse_example: feature '", f.name, "' has ",
-                                                     count, " values but shape ",
-                                                     ShapeDebugString(shape), " needs ",
-                                                     NumElements(shape)));
+    if (f.shape.IsFullyDefined() && NumElements(f.shape.dims) != count) {
+      return absl::InvalidArgumentError(absl::StrCat("parse_example: feature '", f.name, "' has ", count,
+                                                     " values but shape ", ShapeDebugString(f.shape.dims),
+                                                     " needs ", NumElements(f.shape.dims)));
     }
-    Tensor tensor(f.dtype, shape);
-    for (int64_t i = 0; i < count; ++i) {
-      if (f.dtype == DType::kInt64) {
-        tensor.mutable_data<int64_t>()[i] = value.int64_list().value(static_cast<int>(i));
-      } else if (f.dtype == DType::kFloat32) {
-        tensor.mutable_data<float>()[i] = value.float_list().value(static_cast<int>(i));
-      } else {
-        tensor.mutable_data<std::string>()[i] = value.bytes_list().value(static_cast<int>(i));
+    return count;
+  }
+
+  static void CopyValues(const Feature& f, const proto::example::Feature& value, int64_t count, Tensor* out,
+                         int64_t offset) {
+    if (f.dtype == DType::kInt64) {
+      std::copy_n(value.int64_list().value().data(), count, out->mutable_data<int64_t>() + offset);
+    } else if (f.dtype == DType::kFloat32) {
+      std::copy_n(value.float_list().value().data(), count, out->mutable_data<float>() + offset);
+    } else {
+      for (int64_t i = 0; i < count; ++i) {
+        out->mutable_data<std::string>()[offset + i] = value.bytes_list().value(static_cast<int>(i));
       }
     }
-    return tensor;
+  }
+
+  static absl::Status NotAnExample() {
+    return absl::DataLossError("parse_example: the record is not a valid tf.train.Example");
+  }
+
+  static absl::Status MissingFeature(const Feature& f) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("parse_example: feature '", f.name, "' is missing and has no default"));
   }
 
   static absl::Status KindMismatch(const Feature& f) {
@@ -662,6 +774,7 @@ class ParseExampleFunction : public ElementFunction {
 
   std::vector<Feature> features_;
   ComponentNames names_;
+  bool all_fixed_ = true;
 };
 
 // Registration of the built-ins.

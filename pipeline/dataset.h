@@ -66,6 +66,15 @@ class IteratorBase {
   // The next element, or *end_of_sequence = true once the input is done.
   // After end or an error, later calls keep returning end.
   virtual absl::Status GetNext(Element* element, bool* end_of_sequence) = 0;
+
+  // Up to `max_rows` next elements at once, stacked along a new first
+  // dimension, for sources that can produce rows in bulk far more cheaply
+  // than one at a time (batch uses it). *rows is how many; 0 with
+  // *end_of_sequence at the end. Iterators without a bulk path return
+  // Unimplemented and have consumed nothing.
+  virtual absl::Status GetNextBatch(int64_t max_rows, Element* batch, int64_t* rows, bool* end_of_sequence) {
+    return absl::UnimplementedError("no bulk path");
+  }
 };
 
 class DatasetBase {

@@ -53,8 +53,37 @@ class FileSourceDataset : public DatasetBase {
         owned_.reset();
         tfrecord_.reset();
       }
-      *element = Element({Tensor::StringScalar(std::move(record))});
+      *element = Element::Of(Tensor::StringScalar(std::move(record)));
       *end = false;
+      return absl::OkStatus();
+    }
+
+    // Reads records straight into the batch's strings: no per-record tensor.
+    absl::Status GetNextBatch(int64_t max_rows, Element* batch, int64_t* rows, bool* end) override {
+      Tensor records(DType::kString, {max_rows});
+      std::string* out = records.mutable_data<std::string>();
+      *rows = 0;
+      while (*rows < max_rows) {
+        if (!file_open_) {
+          int64_t file_index = 0;
+          bool no_more = false;
+          if (absl::Status status = files_.Next(&file_index, &no_more); !status.ok()) return status;
+          if (no_more) break;
+          if (absl::Status status = OpenFile(dataset_->config_.files[file_index]); !status.ok()) return status;
+        }
+        absl::StatusOr<bool> got = ReadOne(&out[*rows]);
+        if (!got.ok()) return got.status();
+        if (*got) {
+          ++*rows;
+          continue;
+        }
+        file_open_ = false;
+        owned_.reset();
+        tfrecord_.reset();
+      }
+      *end = *rows == 0;
+      if (*rows < max_rows) records = records.Slice(0, *rows);
+      *batch = Element::Of(std::move(records));
       return absl::OkStatus();
     }
 

@@ -39,6 +39,14 @@ class ElementFunction {
   // Applies the function. Must be thread-safe: parallel map calls it from
   // several threads at once.
   virtual absl::StatusOr<Element> Call(const Element& input) const = 0;
+  // Call on an element the caller gives up, so that a function may reuse
+  // its buffers when nothing else holds them.
+  virtual absl::StatusOr<Element> CallOwned(Element input) const { return Call(input); }
+  // True when applying the function to a batch equals batching its results
+  // on the rows (arithmetic, casts, comparisons). The builder then runs
+  // `map` after `batch` rather than before, once per batch instead of once
+  // per element, as tf.data's map vectorization does.
+  virtual bool IsElementwise() const { return false; }
 };
 
 // A function's arguments, with typed getters that record which keys were

@@ -17,19 +17,24 @@
 namespace sluice {
 namespace {
 
-using Unit = std::vector<Element>;
+// What one pull takes from the input: the elements of one map call or one
+// batch, or a batch that the input already stacked (its bulk path).
+struct Unit {
+  std::vector<Element> elements;
+  bool stacked = false;
+};
 // Pulls the next unit from the input; *end when there is none.
 using PullFn = std::function<absl::Status(IteratorBase* input, Unit* unit, bool* end)>;
-using TransformFn = std::function<absl::StatusOr<Element>(Unit unit)>;
+// Transforms a pulled unit, which it may consume; the caller reuses it.
+using TransformFn = std::function<absl::StatusOr<Element>(Unit& unit)>;
 
 class SequentialIterator : public IteratorBase {
  public:
   SequentialIterator(std::unique_ptr<IteratorBase> input, PullFn pull, TransformFn transform)
       : input_(std::move(input)), pull_(std::move(pull)), transform_(std::move(transform)) {}
   absl::Status GetNext(Element* element, bool* end) override {
-    Unit unit;
-    if (absl::Status status = pull_(input_.get(), &unit, end); !status.ok() || *end) return status;
-    absl::StatusOr<Element> out = transform_(std::move(unit));
+    if (absl::Status status = pull_(input_.get(), &unit_, end); !status.ok() || *end) return status;
+    absl::StatusOr<Element> out = transform_(unit_);
     if (!out.ok()) return out.status();
     *element = *std::move(out);
     return absl::OkStatus();
@@ -39,6 +44,7 @@ class SequentialIterator : public IteratorBase {
   std::unique_ptr<IteratorBase> input_;
   const PullFn pull_;
   const TransformFn transform_;
+  Unit unit_;  // reused, so its vector keeps its capacity
 };
 
 class ParallelIterator : public IteratorBase {
@@ -128,7 +134,7 @@ class ParallelIterator : public IteratorBase {
     }
     Element result;
     if (status.ok() && !end) {
-      absl::StatusOr<Element> out = transform_(std::move(unit));
+      absl::StatusOr<Element> out = transform_(unit);
       if (out.ok()) {
         result = *std::move(out);
       } else {
@@ -342,10 +348,10 @@ absl::StatusOr<DatasetPtr> MakeMapDataset(DatasetPtr input, const proto::MapOp& 
   if (!spec.ok()) return absl::Status(spec.status().code(), absl::StrCat("map: ", spec.status().message()));
   std::shared_ptr<const ElementFunction> function = *std::move(fn);
   PullFn pull = [](IteratorBase* in, Unit* unit, bool* end) {
-    unit->resize(1);
-    return in->GetNext(&(*unit)[0], end);
+    unit->elements.resize(1);
+    return in->GetNext(&unit->elements[0], end);
   };
-  TransformFn transform = [function](Unit unit) { return function->Call(unit[0]); };
+  TransformFn transform = [function](Unit& unit) { return function->CallOwned(std::move(unit.elements[0])); };
   const int64_t cardinality = input->Cardinality();
   return std::make_shared<PullTransformDataset>(std::move(input), *std::move(spec),
                                                 absl::StrCat("map(", op.fn().name(), ")"), cardinality,
@@ -361,18 +367,33 @@ absl::StatusOr<DatasetPtr> MakeBatchDataset(DatasetPtr input, const proto::Batch
   const int64_t batch_size = op.batch_size();
   const bool drop_remainder = op.drop_remainder();
   PullFn pull = [batch_size, drop_remainder](IteratorBase* in, Unit* unit, bool* end) {
-    unit->clear();
-    while (static_cast<int64_t>(unit->size()) < batch_size) {
+    unit->elements.clear();
+    unit->stacked = false;
+    Element stacked;
+    int64_t rows = 0;
+    bool input_end = false;
+    absl::Status bulk = in->GetNextBatch(batch_size, &stacked, &rows, &input_end);
+    if (bulk.ok()) {
+      *end = rows == 0 || (drop_remainder && rows < batch_size);
+      unit->elements.push_back(std::move(stacked));
+      unit->stacked = true;
+      return absl::OkStatus();
+    }
+    if (!absl::IsUnimplemented(bulk)) return bulk;
+    while (static_cast<int64_t>(unit->elements.size()) < batch_size) {
       Element element;
-      bool input_end = false;
       if (absl::Status status = in->GetNext(&element, &input_end); !status.ok()) return status;
       if (input_end) break;
-      unit->push_back(std::move(element));
+      unit->elements.push_back(std::move(element));
     }
-    *end = unit->empty() || (drop_remainder && static_cast<int64_t>(unit->size()) < batch_size);
+    const auto rows_pulled = static_cast<int64_t>(unit->elements.size());
+    *end = rows_pulled == 0 || (drop_remainder && rows_pulled < batch_size);
     return absl::OkStatus();
   };
-  TransformFn transform = [](Unit unit) { return StackElements(unit); };
+  TransformFn transform = [](Unit& unit) -> absl::StatusOr<Element> {
+    if (unit.stacked) return std::move(unit.elements[0]);
+    return StackElements(unit.elements);
+  };
   const int64_t n = input->Cardinality();
   int64_t cardinality = n;
   if (n >= 0) cardinality = drop_remainder ? n / batch_size : (n + batch_size - 1) / batch_size;

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/proto_convert.h"
+#include "pipeline/batch_util.h"
 #include "pipeline/ops.h"
 #include "pipeline/random.h"
 #include "pipeline/split_provider.h"
@@ -40,7 +41,29 @@ class RangeDataset : public DatasetBase {
     absl::Status GetNext(Element* element, bool* end) override {
       int64_t position = 0;
       if (absl::Status status = positions_.Next(&position, end); !status.ok() || *end) return status;
-      *element = Element({Tensor::Scalar<int64_t>(dataset_->start_ + position * dataset_->step_)});
+      *element = Element::Of(Tensor::Scalar<int64_t>(dataset_->start_ + position * dataset_->step_));
+      return absl::OkStatus();
+    }
+
+    absl::Status GetNextBatch(int64_t max_rows, Element* batch, int64_t* rows, bool* end) override {
+      Tensor values = Tensor::Uninitialized(DType::kInt64, {max_rows});
+      int64_t* out = values.mutable_data<int64_t>();
+      *rows = 0;
+      while (*rows < max_rows) {
+        int64_t begin = 0;
+        int64_t count = 0;
+        bool no_more = false;
+        if (absl::Status status = positions_.NextRun(max_rows - *rows, &begin, &count, &no_more); !status.ok()) {
+          return status;
+        }
+        if (no_more) break;
+        const int64_t first = dataset_->start_ + begin * dataset_->step_;
+        for (int64_t i = 0; i < count; ++i) out[*rows + i] = first + i * dataset_->step_;
+        *rows += count;
+      }
+      *end = *rows == 0;
+      if (*rows < max_rows) values = values.Slice(0, *rows);
+      *batch = Element::Of(std::move(values));
       return absl::OkStatus();
     }
 
@@ -129,6 +152,29 @@ class FromTensorSlicesDataset : public DatasetBase {
       return absl::OkStatus();
     }
 
+    // Whole runs of rows are slices of the source tensors: no copy.
+    absl::Status GetNextBatch(int64_t max_rows, Element* batch, int64_t* rows, bool* end) override {
+      std::vector<Element> runs;
+      *rows = 0;
+      while (*rows < max_rows) {
+        int64_t begin = 0;
+        int64_t count = 0;
+        bool no_more = false;
+        if (absl::Status status = positions_.NextRun(max_rows - *rows, &begin, &count, &no_more); !status.ok()) {
+          return status;
+        }
+        if (no_more) break;
+        runs.push_back(SliceBatch(dataset_->tensors_, begin, begin + count));
+        *rows += count;
+      }
+      *end = *rows == 0;
+      if (*end) return absl::OkStatus();
+      absl::StatusOr<Element> stacked = ConcatBatches(runs);
+      if (!stacked.ok()) return stacked.status();
+      *batch = *std::move(stacked);
+      return absl::OkStatus();
+    }
+
    private:
     const FromTensorSlicesDataset* const dataset_;
     SourcePositions positions_;
@@ -171,7 +217,7 @@ class ListFilesDataset : public DatasetBase {
     absl::Status GetNext(Element* element, bool* end) override {
       int64_t position = 0;
       if (absl::Status status = positions_.Next(&position, end); !status.ok() || *end) return status;
-      *element = Element({Tensor::StringScalar(dataset_->files_[order_[position]])});
+      *element = Element::Of(Tensor::StringScalar(dataset_->files_[order_[position]]));
       return absl::OkStatus();
     }
 

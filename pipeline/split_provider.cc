@@ -131,6 +131,11 @@ absl::StatusOr<std::unique_ptr<SplitProvider>> MakeSplitProvider(const proto::Da
 }
 
 absl::Status SourcePositions::Next(int64_t* position, bool* end) {
+  int64_t count = 0;
+  return NextRun(1, position, &count, end);
+}
+
+absl::Status SourcePositions::NextRun(int64_t max, int64_t* begin, int64_t* count, bool* end) {
   while (next_ >= limit_) {
     if (provider_ == nullptr) {
       *end = true;
@@ -151,7 +156,9 @@ absl::Status SourcePositions::Next(int64_t* position, bool* end) {
     next_ = split.begin;
     limit_ = split.end;
   }
-  *position = next_++;
+  *begin = next_;
+  *count = std::min(max, limit_ - next_);
+  next_ += *count;
   *end = false;
   return absl::OkStatus();
 }

@@ -73,6 +73,8 @@ class SourcePositions {
     if (provider_ == nullptr) limit_ = count_;
   }
   absl::Status Next(int64_t* position, bool* end);
+  // The next run of consecutive positions, at most `max` long.
+  absl::Status NextRun(int64_t max, int64_t* begin, int64_t* count, bool* end);
 
  private:
   const int64_t count_;
