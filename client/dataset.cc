@@ -6,10 +6,12 @@
 namespace sluice {
 
 FunctionArg::FunctionArg(std::vector<FunctionArg> values) {
+  proto_.mutable_list();  // an empty list is still a list
   for (const FunctionArg& v : values) *proto_.mutable_list()->add_values() = v.proto();
 }
 
 FunctionArg::FunctionArg(std::map<std::string, FunctionArg> entries) {
+  proto_.mutable_map();
   auto* map = proto_.mutable_map()->mutable_entries();
   for (const auto& [key, value] : entries) (*map)[key] = value.proto();
 }

@@ -29,7 +29,7 @@ TEST_CASE("Builder datasets are values: each call returns a new one", "[client]"
 TEST_CASE("Builder errors surface at Build with the step", "[client]") {
   absl::StatusOr<std::vector<Element>> result = Dataset::Range(4).Map("squares").Collect();
   CHECK(result.status().code() == absl::StatusCode::kInvalidArgument);
-  CHECK(result.status().message() == "step 2 (map): map: unknown function 'squares'; did you mean 'square'?");
+  CHECK(result.status().message() == "step 2 (map): unknown function 'squares'; did you mean 'square'?");
   CHECK(Dataset::Range(4).Repeat().Collect().status().message() ==
         "cannot collect an infinite dataset without a limit");
   CHECK(Dataset::Range(4).Repeat().Collect(6)->size() == 6);

@@ -171,6 +171,12 @@ absl::StatusOr<Element> PaddedStackElements(const std::vector<Element>& elements
 absl::StatusOr<Element> ConcatBatches(const std::vector<Element>& batches) {
   if (batches.empty()) return absl::InvalidArgumentError("rebatch: nothing to concatenate");
   if (batches.size() == 1) return batches[0];
+  for (const Element& b : batches) {
+    if (b.size() != batches[0].size()) {
+      return absl::InvalidArgumentError(absl::StrCat("rebatch: batches have ", batches[0].size(), " and ",
+                                                     b.size(), " components"));
+    }
+  }
   Element out;
   out.names = batches[0].names;
   for (size_t c = 0; c < batches[0].size(); ++c) {
@@ -179,7 +185,11 @@ absl::StatusOr<Element> ConcatBatches(const std::vector<Element>& batches) {
     shape[0] = 0;
     for (const Element& b : batches) {
       const Tensor& t = b.components[c];
-      if (t.dtype() != first.dtype() || t.rank() != first.rank() ||
+      if (t.dtype() != first.dtype()) {
+        return absl::InvalidArgumentError(absl::StrCat("rebatch: component ", c, " has dtypes ",
+                                                       DTypeName(first.dtype()), " and ", DTypeName(t.dtype())));
+      }
+      if (t.rank() != first.rank() ||
           !std::equal(t.shape().begin() + 1, t.shape().end(), first.shape().begin() + 1)) {
         return absl::InvalidArgumentError(absl::StrCat(
             "rebatch: component ", c, " has rows of shapes ", ShapeDebugString(first.shape()), " and ",

@@ -7,6 +7,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "common/strings.h"
 #include "google/protobuf/io/coded_stream.h"
@@ -239,8 +240,11 @@ absl::StatusOr<DatasetPtr> BuildDataset(const proto::DatasetDef& def, const Buil
       if (options.step_locations != nullptr && i < static_cast<int>(options.step_locations->size())) {
         where = absl::StrCat((*options.step_locations)[i], ": ");
       }
-      return absl::Status(next.status().code(),
-                          absl::StrCat(where, "step ", i + 1, " (", op, "): ", next.status().message()));
+      // Op factories start their messages with the op's name, which the
+      // step prefix already gives.
+      absl::string_view message = next.status().message();
+      absl::ConsumePrefix(&message, absl::StrCat(op, ": "));
+      return absl::Status(next.status().code(), absl::StrCat(where, "step ", i + 1, " (", op, "): ", message));
     }
     dataset = *std::move(next);
   }

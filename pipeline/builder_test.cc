@@ -102,3 +102,38 @@ TEST_CASE("Element specs and cardinalities follow tf.data", "[builder]") {
 
 }  // namespace
 }  // namespace sluice
+
+namespace sluice {
+namespace {
+
+TEST_CASE("Elementwise maps run after the batch, with the same output", "[builder]") {
+  Dataset pipeline = Dataset::Range(10).Map("add", {{"value", 1}}).Batch(4);
+  DatasetPtr built = *pipeline.Build();
+  CHECK(built->DebugName() == "map(add)");  // batch -> map(add)
+  CHECK(built->element_spec().DebugString() == "TensorSpec(shape=[?], dtype=int64)");
+  CHECK(*testing::JsonLines(*built) == std::vector<std::string>{"[1, 2, 3, 4]", "[5, 6, 7, 8]", "[9, 10]"});
+  CHECK((*Dataset::Range(10).Map("add", {{"value", 1}}).Batch(4, true).Build())->Cardinality() == 2);
+}
+
+TEST_CASE("Maps that drop components stay before the batch", "[builder]") {
+  // Component 1 is ragged (1, 2 and 3 bytes): batching it would fail, but
+  // select drops it first.
+  Dataset ragged = Dataset::FromTensorSlices({Tensor::FromVector<std::string>({"a", "bb", "ccc"})})
+                       .Map("decode_raw", {{"dtype", "uint8"}})
+                       .Enumerate();
+  DatasetPtr selected = *ragged.Map("select", {{"components", 0}}).Batch(3).Build();
+  CHECK(selected->DebugName() == "batch");
+  CHECK(*testing::JsonLines(*selected) == std::vector<std::string>{"[0, 1, 2]"});
+  DatasetPtr compared = *ragged.Map("less", {{"value", 2}, {"component", 0}}).Batch(3).Build();
+  CHECK(*testing::JsonLines(*compared) == std::vector<std::string>{"[true, true, false]"});
+  // decode_raw itself is per element: batching strings of unequal length first would fail.
+  DatasetPtr decoded = *Dataset::FromTensorSlices({Tensor::FromVector<std::string>({"a", "b", "cc"})})
+                            .Map("decode_raw", {{"dtype", "uint8"}})
+                            .Batch(2)
+                            .Build();
+  CHECK(decoded->DebugName() == "batch");
+  CHECK(*testing::JsonLines(*decoded) == std::vector<std::string>{"[[97], [98]]", "[[99, 99]]"});
+}
+
+}  // namespace
+}  // namespace sluice

@@ -354,8 +354,6 @@ class PredicateFunction : public ElementFunction {
     return Element::Of(std::move(out));
   }
 
-  bool IsElementwise() const override { return true; }
-
  private:
   absl::StatusOr<int> Component(size_t num_components, const std::vector<std::string>& names) const {
     absl::StatusOr<std::vector<int>> selected = selector_.Resolve(num_components, names);
@@ -424,8 +422,6 @@ class SelectFunction : public ElementFunction {
     output.names = MakeNames(std::move(output_names));
     return output;
   }
-
-  bool IsElementwise() const override { return true; }
 
  private:
   absl::StatusOr<std::vector<int>> Indices(size_t num_components,

@@ -63,8 +63,11 @@ struct IteratorContext {
 class IteratorBase {
  public:
   virtual ~IteratorBase() = default;
-  // The next element, or *end_of_sequence = true once the input is done.
-  // After end or an error, later calls keep returning end.
+  // The next element, or *end_of_sequence = true once the input is done,
+  // after which later calls keep returning end. An error belongs to that
+  // call: as in tf.data, a map or filter whose function failed on one
+  // element goes on with the next, while a source that failed to read (a
+  // corrupt record) reports the error again or ends.
   virtual absl::Status GetNext(Element* element, bool* end_of_sequence) = 0;
 
   // Up to `max_rows` next elements at once, stacked along a new first

@@ -128,9 +128,16 @@ class FileSourceDataset : public DatasetBase {
             lookahead_ += more;
           }
           if (static_cast<int64_t>(lookahead_.size()) < want) {
-            if (static_cast<int64_t>(lookahead_.size()) != config.footer_bytes) {
+            const auto left = static_cast<int64_t>(lookahead_.size());
+            if (left < config.footer_bytes) {
+              return absl::DataLossError(absl::StrCat("'", owned_->path(), "': ", left,
+                                                      " bytes after the last record are fewer than the ",
+                                                      config.footer_bytes, "-byte footer (offset ",
+                                                      owned_->offset() - lookahead_.size(), ")"));
+            }
+            if (left != config.footer_bytes) {
               return absl::DataLossError(absl::StrCat(
-                  "'", owned_->path(), "': ", lookahead_.size() - config.footer_bytes,
+                  "'", owned_->path(), "': ", left - config.footer_bytes,
                   " trailing bytes do not make a whole ", config.record_bytes, "-byte record (offset ",
                   owned_->offset() - lookahead_.size(), ")"));
             }

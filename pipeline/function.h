@@ -43,9 +43,10 @@ class ElementFunction {
   // its buffers when nothing else holds them.
   virtual absl::StatusOr<Element> CallOwned(Element input) const { return Call(input); }
   // True when applying the function to a batch equals batching its results
-  // on the rows (arithmetic, casts, comparisons). The builder then runs
-  // `map` after `batch` rather than before, once per batch instead of once
-  // per element, as tf.data's map vectorization does.
+  // on the rows, and the function keeps every component (so batching before
+  // it cannot fail where batching after it would not): arithmetic, casts.
+  // The builder then runs `map` after `batch` rather than before, once per
+  // batch instead of once per element, as tf.data's map vectorization does.
   virtual bool IsElementwise() const { return false; }
 };
 

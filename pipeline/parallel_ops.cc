@@ -72,16 +72,15 @@ class ParallelIterator : public IteratorBase {
       mu_.Await(absl::Condition(this, &ParallelIterator::ConsumerCanProceed));
       std::shared_ptr<Slot> ready = TakeReadySlot();
       if (ready != nullptr) {
-        if (!ready->status.ok()) {
-          failed_ = true;
-          return ready->status;
-        }
+        // An error belongs to its unit; the next call goes on with the
+        // next one, as the sequential iterator and tf.data do.
+        if (!ready->status.ok()) return ready->status;
         if (ready->end) continue;  // the unit that found the end of input
         *element = std::move(ready->result);
         *end = false;
         return absl::OkStatus();
       }
-      if (slots_.empty() && in_flight_ == 0 && (input_done_ || failed_)) {
+      if (slots_.empty() && in_flight_ == 0 && input_done_) {
         *end = true;
         return absl::OkStatus();
       }
@@ -97,7 +96,7 @@ class ParallelIterator : public IteratorBase {
   };
 
   void ScheduleMore() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    while (!input_done_ && !failed_ && static_cast<int>(slots_.size()) < parallelism_) {
+    while (!input_done_ && static_cast<int>(slots_.size()) < parallelism_) {
       auto slot = std::make_shared<Slot>();
       slots_.push_back(slot);
       unassigned_.push_back(slot);
@@ -185,7 +184,6 @@ class ParallelIterator : public IteratorBase {
   std::deque<std::shared_ptr<Slot>> unassigned_ ABSL_GUARDED_BY(mu_);  // not yet pulled
   int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   bool input_done_ ABSL_GUARDED_BY(mu_) = false;
-  bool failed_ ABSL_GUARDED_BY(mu_) = false;
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
 
   // Last, so that it is destroyed (and its threads joined) first.
@@ -270,6 +268,8 @@ class InterleaveDataset : public DatasetBase {
     Iterator(const InterleaveDataset* dataset, std::unique_ptr<IteratorBase> input)
         : dataset_(dataset), input_(std::move(input)), cycle_(dataset->cycle_length_) {}
 
+
+
     absl::Status GetNext(Element* element, bool* end) override {
       while (true) {
         auto& current = cycle_[cycle_index_];
@@ -285,6 +285,7 @@ class InterleaveDataset : public DatasetBase {
             return absl::OkStatus();
           }
           current.reset();
+          sub_datasets_[cycle_index_].reset();
           --open_;
         }
         if (input_done_ && open_ == 0) {
@@ -311,6 +312,8 @@ class InterleaveDataset : public DatasetBase {
       }
       absl::StatusOr<DatasetPtr> sub = dataset_->factory_(input);
       if (!sub.ok()) return sub.status();
+      // The iterator points into its dataset, which must live as long.
+      sub_datasets_[cycle_index_] = *sub;
       // Sub-pipelines read whole inputs: splits belong to the outer source.
       absl::StatusOr<std::unique_ptr<IteratorBase>> it = (*sub)->MakeIterator(IteratorContext{});
       if (!it.ok()) return it.status();
@@ -323,6 +326,7 @@ class InterleaveDataset : public DatasetBase {
 
     const InterleaveDataset* const dataset_;
     std::unique_ptr<IteratorBase> input_;
+    std::vector<DatasetPtr> sub_datasets_ = std::vector<DatasetPtr>(dataset_->cycle_length_);
     std::vector<std::unique_ptr<IteratorBase>> cycle_;
     size_t cycle_index_ = 0;
     int64_t block_index_ = 0;

@@ -23,9 +23,21 @@ class RangeDataset : public DatasetBase {
   }
 
   const ElementSpec& element_spec() const override { return spec_; }
+  // In unsigned arithmetic, which cannot overflow between INT64_MIN and
+  // INT64_MAX; a count past INT64_MAX is reported as INT64_MAX.
   int64_t Cardinality() const override {
-    if (step_ > 0) return stop_ > start_ ? (stop_ - start_ + step_ - 1) / step_ : 0;
-    return start_ > stop_ ? (start_ - stop_ - step_ - 1) / -step_ : 0;
+    const bool ascending = step_ > 0;
+    if (ascending ? stop_ <= start_ : stop_ >= start_) return 0;
+    const uint64_t span = ascending ? static_cast<uint64_t>(stop_) - static_cast<uint64_t>(start_)
+                                    : static_cast<uint64_t>(start_) - static_cast<uint64_t>(stop_);
+    const uint64_t stride = ascending ? static_cast<uint64_t>(step_) : uint64_t{0} - static_cast<uint64_t>(step_);
+    const uint64_t count = (span - 1) / stride + 1;
+    return count > static_cast<uint64_t>(INT64_MAX) ? INT64_MAX : static_cast<int64_t>(count);
+  }
+
+  int64_t ValueAt(int64_t position) const {
+    return static_cast<int64_t>(static_cast<uint64_t>(start_) +
+                                static_cast<uint64_t>(position) * static_cast<uint64_t>(step_));
   }
   std::string DebugName() const override { return "range"; }
 
@@ -41,7 +53,7 @@ class RangeDataset : public DatasetBase {
     absl::Status GetNext(Element* element, bool* end) override {
       int64_t position = 0;
       if (absl::Status status = positions_.Next(&position, end); !status.ok() || *end) return status;
-      *element = Element::Of(Tensor::Scalar<int64_t>(dataset_->start_ + position * dataset_->step_));
+      *element = Element::Of(Tensor::Scalar<int64_t>(dataset_->ValueAt(position)));
       return absl::OkStatus();
     }
 
@@ -57,8 +69,7 @@ class RangeDataset : public DatasetBase {
           return status;
         }
         if (no_more) break;
-        const int64_t first = dataset_->start_ + begin * dataset_->step_;
-        for (int64_t i = 0; i < count; ++i) out[*rows + i] = first + i * dataset_->step_;
+        for (int64_t i = 0; i < count; ++i) out[*rows + i] = dataset_->ValueAt(begin + i);
         *rows += count;
       }
       *end = *rows == 0;
@@ -240,15 +251,13 @@ class ZipDataset : public DatasetBase {
     if (!spec_.names.empty()) names_ = MakeNames(spec_.names);
   }
   const ElementSpec& element_spec() const override { return spec_; }
+  // The shortest input, as tf.data: any unknown input makes it unknown.
   int64_t Cardinality() const override {
     int64_t result = kInfiniteCardinality;
     for (const DatasetPtr& input : inputs_) {
       const int64_t c = input->Cardinality();
-      if (c == kUnknownCardinality) {
-        if (result == kInfiniteCardinality) result = kUnknownCardinality;
-      } else if (c != kInfiniteCardinality) {
-        result = (result < 0) ? c : std::min(result, c);
-      }
+      if (c == kUnknownCardinality) return kUnknownCardinality;
+      if (c != kInfiniteCardinality) result = result == kInfiniteCardinality ? c : std::min(result, c);
     }
     return result;
   }

@@ -123,7 +123,7 @@ class SkipDataset : public UnaryDataset {
   SkipDataset(DatasetPtr input, int64_t count) : UnaryDataset(input, input->element_spec(), "skip"), count_(count) {}
   int64_t Cardinality() const override {
     const int64_t n = input()->Cardinality();
-    if (n < 0) return count_ < 0 && n == kInfiniteCardinality ? 0 : n;
+    if (n < 0) return n;  // as tf.data: skipping from an infinite input leaves it infinite
     return count_ < 0 ? 0 : std::max<int64_t>(0, n - count_);
   }
   absl::StatusOr<std::unique_ptr<IteratorBase>> MakeIterator(const IteratorContext& context) const override {

@@ -39,13 +39,16 @@ class Loader {
   absl::StatusOr<LoadedPipeline> Load(const YAML::Node& root) {
     LoadedPipeline result;
     YAML::Node steps;
+    bool has_steps = false;
     if (root.IsSequence()) {
       steps.reset(root);
+      has_steps = true;
     } else if (root.IsMap()) {
       for (const auto& entry : root) {
         const std::string key = entry.first.Scalar();
         if (key == "pipeline") {
           steps.reset(entry.second);
+          has_steps = true;
         } else if (key == "plugins") {
           if (absl::Status s = LoadPlugins(entry.second, &result.def); !s.ok()) return s;
         } else {
@@ -54,7 +57,7 @@ class Loader {
                                                  " (valid: pipeline, plugins)"));
         }
       }
-      if (!steps.IsDefined()) return Error(root, "missing 'pipeline': the list of steps");
+      if (!has_steps) return Error(root, "missing 'pipeline': the list of steps");
     } else {
       return Error(root, "expected a map with a 'pipeline' list");
     }
@@ -253,11 +256,15 @@ class Loader {
     return v;
   }
 
+  // YAML 1.2's core-schema spellings of booleans.
+  static bool IsBoolWord(const std::string& s) {
+    return s == "true" || s == "True" || s == "TRUE" || s == "false" || s == "False" || s == "FALSE";
+  }
+
   absl::StatusOr<bool> ParseBool(const YAML::Node& node, const std::string& what) {
-    if (node.IsScalar()) {
-      const std::string& s = node.Scalar();
-      if (s == "true" || s == "True" || s == "TRUE") return true;
-      if (s == "false" || s == "False" || s == "FALSE") return false;
+    if (node.IsScalar() && IsBoolWord(node.Scalar())) {
+      const char first = node.Scalar()[0];
+      return first == 't' || first == 'T';
     }
     return Error(node, absl::StrCat(what, " must be true or false, got '", Describe(node), "'"));
   }
@@ -280,8 +287,9 @@ class Loader {
     if (args.IsScalar()) {
       fn->set_name(args.Scalar());
     } else if (args.IsMap()) {
-      fn_node.reset(args["fn"]);
-      if (!fn_node) return Error(args, absl::StrCat(op, ": missing 'fn', the element function to apply"));
+      const YAML::Node fn_value = args["fn"];
+      if (!fn_value) return Error(args, absl::StrCat(op, ": missing 'fn', the element function to apply"));
+      fn_node.reset(fn_value);
       if (!fn_node.IsScalar()) return Error(fn_node, absl::StrCat(op, ": 'fn' must be a function name"));
       fn->set_name(fn_node.Scalar());
       const auto* descriptor = message->GetDescriptor();
@@ -317,12 +325,14 @@ class Loader {
   absl::StatusOr<proto::AttrValue> ToAttr(const YAML::Node& node) {
     proto::AttrValue value;
     if (node.IsSequence()) {
+      value.mutable_list();  // an empty list is still a list
       for (const auto& item : node) {
         absl::StatusOr<proto::AttrValue> v = ToAttr(item);
         if (!v.ok()) return v.status();
         *value.mutable_list()->add_values() = *std::move(v);
       }
     } else if (node.IsMap()) {
+      value.mutable_map();
       for (const auto& entry : node) {
         absl::StatusOr<proto::AttrValue> v = ToAttr(entry.second);
         if (!v.ok()) return v.status();
@@ -338,8 +348,8 @@ class Loader {
         value.set_i(i);
       } else if (LooksNumeric(s) && absl::SimpleAtod(s, &f)) {
         value.set_f(f);
-      } else if (s == "true" || s == "false") {
-        value.set_b(s == "true");
+      } else if (IsBoolWord(s)) {
+        value.set_b(s[0] == 't' || s[0] == 'T');
       } else {
         value.set_s(s);
       }
@@ -420,8 +430,9 @@ class Loader {
       int64_t i;
       double f;
       const std::string& s = leaf.Scalar();
+      uint64_t u;
       if (leaf.Tag() == "!") k = kString;
-      else if (absl::SimpleAtoi(s, &i)) k = kInt;
+      else if (absl::SimpleAtoi(s, &i) || absl::SimpleAtoi(s, &u)) k = kInt;  // u: past INT64_MAX
       else if (LooksNumeric(s) && absl::SimpleAtod(s, &f)) k = kFloat;
       else if (s == "true" || s == "false") k = kBool;
       else k = kString;
@@ -448,7 +459,9 @@ class Loader {
       switch (dtype) {
         case DType::kInt64: {
           int64_t v = 0;
-          if (!absl::SimpleAtoi(s, &v)) return Error(leaves[i], absl::StrCat(what, ": '", s, "' is not an integer"));
+          if (!absl::SimpleAtoi(s, &v)) {
+            return Error(leaves[i], absl::StrCat(what, ": '", s, "' does not fit in int64; give dtype: uint64"));
+          }
           tensor.mutable_data<int64_t>()[i] = v;
           break;
         }
