@@ -35,8 +35,8 @@ double BestSeconds(int repeats, int64_t expected, const std::function<int64_t()>
     const int64_t n = body();
     const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
     if (n != expected) {
-      std::fprintf(stderr, "pipeline_bench: expected %lld elements, got %lld\n", static_cast<long long>(expected),
-                   static_cast<long long>(n));
+      std::fprintf(stderr, "pipeline_bench: expected %lld elements, got %lld\n",
+                   static_cast<long long>(expected), static_cast<long long>(n));
       std::exit(1);
     }
     best = std::min(best, seconds);
@@ -47,8 +47,8 @@ double BestSeconds(int repeats, int64_t expected, const std::function<int64_t()>
 void Report(const char* name, int64_t elements, double engine_seconds, double loop_seconds) {
   const double engine_rate = elements / engine_seconds;
   const double loop_rate = elements / loop_seconds;
-  std::printf("%-40s engine %12.0f elem/s   loop %12.0f elem/s   overhead %6.1f%%\n", name, engine_rate, loop_rate,
-              (loop_rate / engine_rate - 1.0) * 100.0);
+  std::printf("%-40s engine %12.0f elem/s   loop %12.0f elem/s   overhead %6.1f%%\n", name, engine_rate,
+              loop_rate, (loop_rate / engine_rate - 1.0) * 100.0);
 }
 
 int64_t DrainBatches(const sluice::Dataset& dataset) {
@@ -108,11 +108,10 @@ std::string WriteExamples(int64_t records) {
 void TFRecordParseBatch(int64_t records, int repeats) {
   const std::string path = WriteExamples(records);
   const sluice::FunctionArgMap features = {
-      {"features",
-       std::map<std::string, sluice::FunctionArg>{
-           {"id", std::map<std::string, sluice::FunctionArg>{{"dtype", "int64"}}},
-           {"x", std::map<std::string, sluice::FunctionArg>{
-                     {"dtype", "float32"}, {"shape", std::vector<sluice::FunctionArg>{16}}}}}}};
+      {"features", std::map<std::string, sluice::FunctionArg>{
+                       {"id", std::map<std::string, sluice::FunctionArg>{{"dtype", "int64"}}},
+                       {"x", std::map<std::string, sluice::FunctionArg>{
+                                 {"dtype", "float32"}, {"shape", std::vector<sluice::FunctionArg>{16}}}}}}};
   const double engine = BestSeconds(repeats, records, [&] {
     return DrainBatches(sluice::Dataset::TFRecord({path}).Map("parse_example", features).Batch(256));
   });
@@ -132,7 +131,8 @@ void TFRecordParseBatch(int64_t records, int repeats) {
         parsed.ParseFromString(record);
         const auto& map = parsed.features().feature();
         ids.mutable_data<int64_t>()[n] = map.at("id").int64_list().value(0);
-        std::memcpy(xs.mutable_data<float>() + n * 16, map.at("x").float_list().value().data(), 16 * sizeof(float));
+        std::memcpy(xs.mutable_data<float>() + n * 16, map.at("x").float_list().value().data(),
+                    16 * sizeof(float));
         ++n;
       }
       rows += n;
@@ -152,9 +152,12 @@ int main(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     const int64_t value = std::atoll(argv[i + 1]);
-    if (flag == "--elements") elements = value;
-    else if (flag == "--records") records = value;
-    else if (flag == "--repeats") repeats = static_cast<int>(value);
+    if (flag == "--elements")
+      elements = value;
+    else if (flag == "--records")
+      records = value;
+    else if (flag == "--repeats")
+      repeats = static_cast<int>(value);
     else {
       std::fprintf(stderr, "usage: pipeline_bench [--elements N] [--records N] [--repeats R]\n");
       return 2;

@@ -73,7 +73,8 @@ int InspectPipeline(const RunOptions& options, std::ostream& out, std::ostream& 
   out << "element_spec: " << loaded->dataset->element_spec().DebugString() << "\n";
   out << "cardinality:  " << CardinalityString(loaded->dataset->Cardinality()) << "\n";
   absl::StatusOr<std::unique_ptr<SplitProvider>> splits = MakeSplitProvider(def);
-  out << "splittable:   " << (splits.ok() ? "yes" : absl::StrCat("no (", splits.status().message(), ")")) << "\n";
+  out << "splittable:   " << (splits.ok() ? "yes" : absl::StrCat("no (", splits.status().message(), ")"))
+      << "\n";
   out << "steps:\n";
   for (int i = 0; i < def.steps_size(); ++i) {
     const proto::Step& step = def.steps(i);

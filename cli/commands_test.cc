@@ -1,8 +1,10 @@
 // Tests of the `sluice` subcommands (cli/commands.cc), called with string
 // streams, and one end-to-end run of the real binary.
-#include <catch2/catch.hpp>
+#include "cli/commands.h"
+
 #include <sys/wait.h>
 
+#include <catch2/catch.hpp>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -10,7 +12,6 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "cli/commands.h"
 #include "pipeline/builder.h"
 #include "pipeline/record_io.h"
 #include "sluice/dataset.h"
@@ -136,7 +137,8 @@ TEST_CASE("cli: run: a pipeline that does not load exits 2", "[cli]") {
   WriteFile(path, "pipeline:\n  - map: {fn: sqaure}\n");
   result = Run(path);
   CHECK(result.code == 2);
-  CHECK_THAT(result.err, Equals("sluice: " + path + ":2:15: map: unknown function 'sqaure'; did you mean 'square'?\n"));
+  CHECK_THAT(result.err,
+             Equals("sluice: " + path + ":2:15: map: unknown function 'sqaure'; did you mean 'square'?\n"));
 
   const std::string missing = dir.File("missing.yaml");
   result = Run(missing);
@@ -183,7 +185,8 @@ TEST_CASE("cli: run: a failure while running exits 1", "[cli]") {
   const Result missing = Run(path);
   CHECK(missing.code == 1);
   CHECK_THAT(missing.out, Equals(""));
-  CHECK_THAT(missing.err, Equals("sluice: cannot open '" + dir.File("nope.txt") + "': No such file or directory\n"));
+  CHECK_THAT(missing.err,
+             Equals("sluice: cannot open '" + dir.File("nope.txt") + "': No such file or directory\n"));
 }
 
 TEST_CASE("cli: run with --plugin", "[cli]") {
@@ -240,18 +243,20 @@ TEST_CASE("cli: inspect of other pipelines", "[cli]") {
   result = Inspect(path);
   CHECK(result.code == 0);
   CHECK_THAT(result.err, Equals(""));
-  CHECK_THAT(result.out,
-             Equals("pipeline:     " + path + "\n" +
-                    "fingerprint:  " + Dataset::Zip({Dataset::Range(3), Dataset::Range(2)}).Repeat().Fingerprint() +
-                    "\n"
-                    "element_spec: (TensorSpec(shape=[], dtype=int64), TensorSpec(shape=[], dtype=int64))\n"
-                    "cardinality:  infinite\n"
-                    "splittable:   no (a pipeline whose source is 'zip' cannot be split for distributed_epoch; start "
-                    "it with range, from_tensor_slices, list_files, text_line, tfrecord or fixed_length_record)\n"
-                    "steps:\n"
-                    "  1. zip { datasets { steps { range { stop: 3 step: 1 } } } datasets { steps { range { stop: 2 "
-                    "step: 1 } } } }\n"
-                    "  2. repeat { count: -1 }\n"));
+  CHECK_THAT(
+      result.out,
+      Equals(
+          "pipeline:     " + path + "\n" +
+          "fingerprint:  " + Dataset::Zip({Dataset::Range(3), Dataset::Range(2)}).Repeat().Fingerprint() +
+          "\n"
+          "element_spec: (TensorSpec(shape=[], dtype=int64), TensorSpec(shape=[], dtype=int64))\n"
+          "cardinality:  infinite\n"
+          "splittable:   no (a pipeline whose source is 'zip' cannot be split for distributed_epoch; start "
+          "it with range, from_tensor_slices, list_files, text_line, tfrecord or fixed_length_record)\n"
+          "steps:\n"
+          "  1. zip { datasets { steps { range { stop: 3 step: 1 } } } datasets { steps { range { stop: 2 "
+          "step: 1 } } } }\n"
+          "  2. repeat { count: -1 }\n"));
 }
 
 TEST_CASE("cli: inspect: a pipeline that does not load exits 2", "[cli]") {
@@ -262,7 +267,8 @@ TEST_CASE("cli: inspect: a pipeline that does not load exits 2", "[cli]") {
   CHECK(result.code == 2);
   CHECK_THAT(result.out, Equals(""));
   CHECK_THAT(result.err,
-             Equals("sluice: " + path + ":3:13: unknown argument 'batch_sise' for op 'batch'; did you mean 'batch_size'?\n"));
+             Equals("sluice: " + path +
+                    ":3:13: unknown argument 'batch_sise' for op 'batch'; did you mean 'batch_size'?\n"));
 }
 
 // ---------------------------------------------------------------------------
@@ -320,7 +326,8 @@ TEST_CASE("cli: the sluice binary runs a pipeline end to end", "[cli]") {
   CHECK(result.code == 2);
   CHECK_THAT(result.out, Equals("sluice: " + bad + ":3:5: unknown op 'bach'; did you mean 'batch'?\n"));
 
-  result = Shell(absl::StrCat("'", SLUICE_CLI, "' run --plugin '", kPlugin, "' '", dir.File("plugin.yaml"), "' 2>&1"));
+  result = Shell(
+      absl::StrCat("'", SLUICE_CLI, "' run --plugin '", kPlugin, "' '", dir.File("plugin.yaml"), "' 2>&1"));
   CHECK(result.code == 2);
   CHECK_THAT(result.out, Equals("sluice: cannot read pipeline file '" + dir.File("plugin.yaml") + "'\n"));
 }

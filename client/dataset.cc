@@ -35,7 +35,8 @@ void AddTensors(const std::vector<Tensor>& components, const std::vector<std::st
   for (const std::string& name : names) *out_names->Add() = name;
 }
 
-void AddStrings(const std::vector<std::string>& values, google::protobuf::RepeatedPtrField<std::string>* out) {
+void AddStrings(const std::vector<std::string>& values,
+                google::protobuf::RepeatedPtrField<std::string>* out) {
   for (const std::string& v : values) *out->Add() = v;
 }
 
@@ -159,7 +160,8 @@ Dataset Dataset::Rebatch(int64_t batch_size, bool drop_remainder) const {
   });
 }
 
-Dataset Dataset::Shuffle(int64_t buffer_size, std::optional<int64_t> seed, bool reshuffle_each_iteration) const {
+Dataset Dataset::Shuffle(int64_t buffer_size, std::optional<int64_t> seed,
+                         bool reshuffle_each_iteration) const {
   return With("shuffle", [&](proto::Step& s) {
     s.mutable_shuffle()->set_buffer_size(buffer_size);
     if (seed.has_value()) s.mutable_shuffle()->set_seed(*seed);

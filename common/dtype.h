@@ -58,39 +58,109 @@ inline bool IsNumericDType(DType dtype) {
 template <typename Visitor>
 bool VisitNumericDType(DType dtype, Visitor&& visitor) {
   switch (dtype) {
-    case DType::kBool: visitor.template operator()<bool>(); return true;
-    case DType::kInt8: visitor.template operator()<int8_t>(); return true;
-    case DType::kInt16: visitor.template operator()<int16_t>(); return true;
-    case DType::kInt32: visitor.template operator()<int32_t>(); return true;
-    case DType::kInt64: visitor.template operator()<int64_t>(); return true;
-    case DType::kUInt8: visitor.template operator()<uint8_t>(); return true;
-    case DType::kUInt16: visitor.template operator()<uint16_t>(); return true;
-    case DType::kUInt32: visitor.template operator()<uint32_t>(); return true;
-    case DType::kUInt64: visitor.template operator()<uint64_t>(); return true;
-    case DType::kFloat16: visitor.template operator()<Float16>(); return true;
-    case DType::kBFloat16: visitor.template operator()<BFloat16>(); return true;
-    case DType::kFloat32: visitor.template operator()<float>(); return true;
-    case DType::kFloat64: visitor.template operator()<double>(); return true;
-    default: return false;
+    case DType::kBool:
+      visitor.template operator()<bool>();
+      return true;
+    case DType::kInt8:
+      visitor.template operator()<int8_t>();
+      return true;
+    case DType::kInt16:
+      visitor.template operator()<int16_t>();
+      return true;
+    case DType::kInt32:
+      visitor.template operator()<int32_t>();
+      return true;
+    case DType::kInt64:
+      visitor.template operator()<int64_t>();
+      return true;
+    case DType::kUInt8:
+      visitor.template operator()<uint8_t>();
+      return true;
+    case DType::kUInt16:
+      visitor.template operator()<uint16_t>();
+      return true;
+    case DType::kUInt32:
+      visitor.template operator()<uint32_t>();
+      return true;
+    case DType::kUInt64:
+      visitor.template operator()<uint64_t>();
+      return true;
+    case DType::kFloat16:
+      visitor.template operator()<Float16>();
+      return true;
+    case DType::kBFloat16:
+      visitor.template operator()<BFloat16>();
+      return true;
+    case DType::kFloat32:
+      visitor.template operator()<float>();
+      return true;
+    case DType::kFloat64:
+      visitor.template operator()<double>();
+      return true;
+    default:
+      return false;
   }
 }
 
 // The dtype whose storage type is T.
-template <typename T> constexpr DType DTypeOf();
-template <> constexpr DType DTypeOf<bool>() { return DType::kBool; }
-template <> constexpr DType DTypeOf<int8_t>() { return DType::kInt8; }
-template <> constexpr DType DTypeOf<int16_t>() { return DType::kInt16; }
-template <> constexpr DType DTypeOf<int32_t>() { return DType::kInt32; }
-template <> constexpr DType DTypeOf<int64_t>() { return DType::kInt64; }
-template <> constexpr DType DTypeOf<uint8_t>() { return DType::kUInt8; }
-template <> constexpr DType DTypeOf<uint16_t>() { return DType::kUInt16; }
-template <> constexpr DType DTypeOf<uint32_t>() { return DType::kUInt32; }
-template <> constexpr DType DTypeOf<uint64_t>() { return DType::kUInt64; }
-template <> constexpr DType DTypeOf<Float16>() { return DType::kFloat16; }
-template <> constexpr DType DTypeOf<BFloat16>() { return DType::kBFloat16; }
-template <> constexpr DType DTypeOf<float>() { return DType::kFloat32; }
-template <> constexpr DType DTypeOf<double>() { return DType::kFloat64; }
-template <> constexpr DType DTypeOf<std::string>() { return DType::kString; }
+template <typename T>
+constexpr DType DTypeOf();
+template <>
+constexpr DType DTypeOf<bool>() {
+  return DType::kBool;
+}
+template <>
+constexpr DType DTypeOf<int8_t>() {
+  return DType::kInt8;
+}
+template <>
+constexpr DType DTypeOf<int16_t>() {
+  return DType::kInt16;
+}
+template <>
+constexpr DType DTypeOf<int32_t>() {
+  return DType::kInt32;
+}
+template <>
+constexpr DType DTypeOf<int64_t>() {
+  return DType::kInt64;
+}
+template <>
+constexpr DType DTypeOf<uint8_t>() {
+  return DType::kUInt8;
+}
+template <>
+constexpr DType DTypeOf<uint16_t>() {
+  return DType::kUInt16;
+}
+template <>
+constexpr DType DTypeOf<uint32_t>() {
+  return DType::kUInt32;
+}
+template <>
+constexpr DType DTypeOf<uint64_t>() {
+  return DType::kUInt64;
+}
+template <>
+constexpr DType DTypeOf<Float16>() {
+  return DType::kFloat16;
+}
+template <>
+constexpr DType DTypeOf<BFloat16>() {
+  return DType::kBFloat16;
+}
+template <>
+constexpr DType DTypeOf<float>() {
+  return DType::kFloat32;
+}
+template <>
+constexpr DType DTypeOf<double>() {
+  return DType::kFloat64;
+}
+template <>
+constexpr DType DTypeOf<std::string>() {
+  return DType::kString;
+}
 
 }  // namespace sluice
 

@@ -24,7 +24,7 @@ struct Float16 {
       return static_cast<uint16_t>(sign | 0x7c00u | (abs > 0x7f800000u ? 0x200u : 0u));
     }
     if (abs >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // overflow
-    if (abs < 0x38800000u) {  // subnormal or zero in half
+    if (abs < 0x38800000u) {                                               // subnormal or zero in half
       if (abs < 0x33000000u) return static_cast<uint16_t>(sign);
       const uint32_t exponent = abs >> 23;
       const uint32_t mantissa = (abs & 0x7fffffu) | 0x800000u;

@@ -41,17 +41,16 @@ absl::StatusOr<Tensor> TensorFromProto(const proto::TensorProto& proto) {
   Tensor tensor(*dtype, shape);
   if (*dtype == DType::kString) {
     if (proto.string_values_size() != tensor.num_elements()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("string tensor of shape ", ShapeDebugString(shape), " has ",
-                       proto.string_values_size(), " values"));
+      return absl::InvalidArgumentError(absl::StrCat("string tensor of shape ", ShapeDebugString(shape),
+                                                     " has ", proto.string_values_size(), " values"));
     }
     std::string* out = tensor.mutable_data<std::string>();
     for (int i = 0; i < proto.string_values_size(); ++i) out[i] = proto.string_values(i);
   } else {
     if (proto.content().size() != tensor.ByteSize()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(DTypeName(*dtype), " tensor of shape ", ShapeDebugString(shape), " needs ",
-                       tensor.ByteSize(), " bytes, got ", proto.content().size()));
+      return absl::InvalidArgumentError(absl::StrCat(DTypeName(*dtype), " tensor of shape ",
+                                                     ShapeDebugString(shape), " needs ", tensor.ByteSize(),
+                                                     " bytes, got ", proto.content().size()));
     }
     if (!proto.content().empty()) {
       std::memcpy(tensor.mutable_raw_data(), proto.content().data(), proto.content().size());
@@ -71,8 +70,7 @@ void ElementToProto(const Element& element, proto::ElementProto* out) {
 absl::StatusOr<Element> ElementFromProto(const proto::ElementProto& proto) {
   if (proto.names_size() != 0 && proto.names_size() != proto.components_size()) {
     return absl::InvalidArgumentError(absl::StrCat("element proto has ", proto.components_size(),
-                                                   " components but ", proto.names_size(),
-                                                   " names"));
+                                                   " components but ", proto.names_size(), " names"));
   }
   Element element;
   for (const proto::TensorProto& component : proto.components()) {

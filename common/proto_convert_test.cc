@@ -43,7 +43,8 @@ TEST_CASE("Elements and specs round-trip with their names", "[proto]") {
   CHECK(*back->names == std::vector<std::string>{"id", "text"});
 
   ElementSpec spec;
-  spec.components = {{PartialShape{{kUnknownDim, 4}}, DType::kFloat32}, {PartialShape::UnknownRank(), DType::kString}};
+  spec.components = {{PartialShape{{kUnknownDim, 4}}, DType::kFloat32},
+                     {PartialShape::UnknownRank(), DType::kString}};
   spec.names = {"a", "b"};
   proto::ElementSpecProto sp;
   ElementSpecToProto(spec, &sp);

@@ -83,8 +83,8 @@ Tensor Tensor::SubTensor(int64_t index) const {
 
 absl::StatusOr<Tensor> Tensor::Reshaped(Shape shape) const {
   if (NumElements(shape) != num_elements_) {
-    return absl::InvalidArgumentError(absl::StrCat("cannot reshape ", ShapeDebugString(shape_),
-                                                   " to ", ShapeDebugString(shape)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot reshape ", ShapeDebugString(shape_), " to ", ShapeDebugString(shape)));
   }
   return Tensor(dtype_, std::move(shape), buffer_, offset_);
 }
@@ -180,8 +180,8 @@ int64_t NumericValueAsInt64(const Tensor& t, int64_t index) {
 absl::StatusOr<Tensor> CastTensor(const Tensor& t, DType dtype) {
   if (t.dtype() == dtype) return t;
   if (!IsNumericDType(t.dtype()) || !IsNumericDType(dtype)) {
-    return absl::InvalidArgumentError(absl::StrCat("cannot cast ", DTypeName(t.dtype()), " to ",
-                                                   DTypeName(dtype)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot cast ", DTypeName(t.dtype()), " to ", DTypeName(dtype)));
   }
   Tensor out(dtype, t.shape());
   VisitNumericDType(t.dtype(), [&]<typename From>() {

@@ -106,9 +106,7 @@ class Tensor {
   const void* raw_data() const {
     return static_cast<const char*>(buffer_->data()) + offset_ * DTypeSize(dtype_);
   }
-  void* mutable_raw_data() {
-    return static_cast<char*>(buffer_->data()) + offset_ * DTypeSize(dtype_);
-  }
+  void* mutable_raw_data() { return static_cast<char*>(buffer_->data()) + offset_ * DTypeSize(dtype_); }
 
   // Rows [begin, end) along the first dimension, sharing this buffer.
   // Requires rank >= 1 and 0 <= begin <= end <= dim(0).

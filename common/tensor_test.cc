@@ -82,7 +82,7 @@ TEST_CASE("CastTensor converts with C++ rules and 16-bit floats round", "[tensor
 }
 
 TEST_CASE("Float16 handles subnormals, overflow and NaN", "[tensor]") {
-  CHECK(Float16(65520.0f).bits == 0x7c00);    // rounds up to infinity
+  CHECK(Float16(65520.0f).bits == 0x7c00);       // rounds up to infinity
   CHECK(Float16(5.9604645e-8f).bits == 0x0001);  // smallest subnormal
   CHECK(Float16::ToFloat(0x0001) == 5.9604644775390625e-8f);
   CHECK(Float16(-2.0f).bits == 0xc000);
@@ -91,7 +91,8 @@ TEST_CASE("Float16 handles subnormals, overflow and NaN", "[tensor]") {
 }
 
 TEST_CASE("DType names parse back, and unknown names suggest one", "[tensor]") {
-  for (DType d : {DType::kBool, DType::kInt8, DType::kUInt64, DType::kFloat16, DType::kBFloat16, DType::kString}) {
+  for (DType d :
+       {DType::kBool, DType::kInt8, DType::kUInt64, DType::kFloat16, DType::kBFloat16, DType::kString}) {
     CHECK(*ParseDType(DTypeName(d)) == d);
   }
   CHECK(*ParseDType("float") == DType::kFloat32);
@@ -111,8 +112,7 @@ TEST_CASE("Element specs print and merge partial shapes", "[tensor]") {
   CHECK_FALSE(PartialShape{{kUnknownDim, 3}}.IsCompatibleWith({7, 4}));
   ElementSpec spec;
   spec.components = {{PartialShape{{kUnknownDim}}, DType::kInt64}, {PartialShape{{}}, DType::kString}};
-  CHECK(spec.DebugString() ==
-        "(TensorSpec(shape=[?], dtype=int64), TensorSpec(shape=[], dtype=string))");
+  CHECK(spec.DebugString() == "(TensorSpec(shape=[?], dtype=int64), TensorSpec(shape=[], dtype=string))");
   spec.names = {"ids", "text"};
   CHECK(spec.DebugString() ==
         "{ids: TensorSpec(shape=[?], dtype=int64), text: TensorSpec(shape=[], dtype=string)}");

@@ -28,9 +28,8 @@ void ThreadPool::WorkerLoop() {
     {
       absl::MutexLock lock(&mu_);
       mu_.Await(absl::Condition(
-          +[](ThreadPool* pool) ABSL_EXCLUSIVE_LOCKS_REQUIRED(pool->mu_) {
-            return pool->stopping_ || !pool->tasks_.empty();
-          },
+          +[](ThreadPool* pool)
+               ABSL_EXCLUSIVE_LOCKS_REQUIRED(pool->mu_) { return pool->stopping_ || !pool->tasks_.empty(); },
           this));
       if (tasks_.empty()) return;  // stopping, and nothing left to run
       task = std::move(tasks_.front());

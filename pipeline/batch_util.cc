@@ -63,14 +63,14 @@ void CopyRows(const Tensor& src, int64_t dst_row, Tensor* dst) {
 absl::Status CheckSameStructure(const std::vector<Element>& elements, const char* op) {
   for (size_t i = 1; i < elements.size(); ++i) {
     if (elements[i].size() != elements[0].size()) {
-      return absl::InvalidArgumentError(absl::StrCat(op, ": elements have ", elements[0].size(),
-                                                     " and ", elements[i].size(), " components"));
+      return absl::InvalidArgumentError(absl::StrCat(op, ": elements have ", elements[0].size(), " and ",
+                                                     elements[i].size(), " components"));
     }
     for (size_t c = 0; c < elements[0].size(); ++c) {
       if (elements[i].components[c].dtype() != elements[0].components[c].dtype()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(op, ": component ", c, " has dtypes ", DTypeName(elements[0].components[c].dtype()),
-                         " and ", DTypeName(elements[i].components[c].dtype())));
+        return absl::InvalidArgumentError(absl::StrCat(op, ": component ", c, " has dtypes ",
+                                                       DTypeName(elements[0].components[c].dtype()), " and ",
+                                                       DTypeName(elements[i].components[c].dtype())));
       }
     }
   }
@@ -89,9 +89,9 @@ absl::StatusOr<Element> StackElements(const std::vector<Element>& elements) {
     const Tensor& first = elements[0].components[c];
     for (const Element& e : elements) {
       if (e.components[c].shape() != first.shape()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "batch: cannot batch component ", c, " of shapes ", ShapeDebugString(first.shape()),
-            " and ", ShapeDebugString(e.components[c].shape()), "; use padded_batch"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("batch: cannot batch component ", c, " of shapes ", ShapeDebugString(first.shape()),
+                         " and ", ShapeDebugString(e.components[c].shape()), "; use padded_batch"));
       }
     }
     Shape shape = first.shape();
@@ -127,8 +127,8 @@ absl::StatusOr<Element> PaddedStackElements(const std::vector<Element>& elements
     for (const Element& e : elements) {
       const Tensor& t = e.components[c];
       if (t.rank() != rank) {
-        return absl::InvalidArgumentError(absl::StrCat("padded_batch: component ", c,
-                                                       " has ranks ", rank, " and ", t.rank()));
+        return absl::InvalidArgumentError(
+            absl::StrCat("padded_batch: component ", c, " has ranks ", rank, " and ", t.rank()));
       }
       for (int d = 0; d < rank; ++d) longest[d] = std::max(longest[d], t.dim(d));
     }
@@ -142,9 +142,9 @@ absl::StatusOr<Element> PaddedStackElements(const std::vector<Element>& elements
       for (int d = 0; d < rank; ++d) {
         if (wanted.dims[d] == kUnknownDim) continue;
         if (wanted.dims[d] < longest[d]) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              "padded_batch: component ", c, " has size ", longest[d], " in dimension ", d,
-              ", larger than its padded shape ", wanted.DebugString()));
+          return absl::InvalidArgumentError(
+              absl::StrCat("padded_batch: component ", c, " has size ", longest[d], " in dimension ", d,
+                           ", larger than its padded shape ", wanted.DebugString()));
         }
         target[d] = wanted.dims[d];
       }
@@ -173,8 +173,8 @@ absl::StatusOr<Element> ConcatBatches(const std::vector<Element>& batches) {
   if (batches.size() == 1) return batches[0];
   for (const Element& b : batches) {
     if (b.size() != batches[0].size()) {
-      return absl::InvalidArgumentError(absl::StrCat("rebatch: batches have ", batches[0].size(), " and ",
-                                                     b.size(), " components"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("rebatch: batches have ", batches[0].size(), " and ", b.size(), " components"));
     }
   }
   Element out;
@@ -187,13 +187,14 @@ absl::StatusOr<Element> ConcatBatches(const std::vector<Element>& batches) {
       const Tensor& t = b.components[c];
       if (t.dtype() != first.dtype()) {
         return absl::InvalidArgumentError(absl::StrCat("rebatch: component ", c, " has dtypes ",
-                                                       DTypeName(first.dtype()), " and ", DTypeName(t.dtype())));
+                                                       DTypeName(first.dtype()), " and ",
+                                                       DTypeName(t.dtype())));
       }
       if (t.rank() != first.rank() ||
           !std::equal(t.shape().begin() + 1, t.shape().end(), first.shape().begin() + 1)) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "rebatch: component ", c, " has rows of shapes ", ShapeDebugString(first.shape()), " and ",
-            ShapeDebugString(t.shape())));
+        return absl::InvalidArgumentError(absl::StrCat("rebatch: component ", c, " has rows of shapes ",
+                                                       ShapeDebugString(first.shape()), " and ",
+                                                       ShapeDebugString(t.shape())));
       }
       shape[0] += t.dim(0);
     }
@@ -225,8 +226,8 @@ absl::StatusOr<int64_t> BatchRows(const Element& batch, const char* op) {
       return absl::InvalidArgumentError(absl::StrCat(op, ": component ", c, " is a scalar, not a batch"));
     }
     if (rows >= 0 && t.dim(0) != rows) {
-      return absl::InvalidArgumentError(absl::StrCat(op, ": components have ", rows, " and ", t.dim(0),
-                                                     " rows"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(op, ": components have ", rows, " and ", t.dim(0), " rows"));
     }
     rows = t.dim(0);
   }

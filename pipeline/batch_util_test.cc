@@ -1,10 +1,9 @@
 #include "pipeline/batch_util.h"
 
+#include <catch2/catch.hpp>
 #include <cstdint>
 #include <string>
 #include <vector>
-
-#include <catch2/catch.hpp>
 
 #include "absl/status/status.h"
 #include "common/json.h"
@@ -31,8 +30,8 @@ std::string Json(const absl::StatusOr<Element>& element) {
 // ---------------------------------------------------------------- StackElements
 
 TEST_CASE("batch_util: StackElements stacks scalars into a vector", "[ops][batch_util]") {
-  absl::StatusOr<Element> batch =
-      StackElements({One(Tensor::Scalar<int64_t>(4)), One(Tensor::Scalar<int64_t>(5)), One(Tensor::Scalar<int64_t>(6))});
+  absl::StatusOr<Element> batch = StackElements(
+      {One(Tensor::Scalar<int64_t>(4)), One(Tensor::Scalar<int64_t>(5)), One(Tensor::Scalar<int64_t>(6))});
   REQUIRE(batch.ok());
   REQUIRE(batch->size() == 1);
   CHECK(batch->components[0] == Ints({4, 5, 6}));
@@ -44,13 +43,14 @@ TEST_CASE("batch_util: StackElements stacks tensors along a new first dimension"
   REQUIRE(batch.ok());
   CHECK(batch->components[0] == Ints({1, 2, 3, 4, 5, 6}, {3, 2}));
 
-  absl::StatusOr<Element> matrices = StackElements({One(Ints({1, 2, 3, 4}, {2, 2})), One(Ints({5, 6, 7, 8}, {2, 2}))});
+  absl::StatusOr<Element> matrices =
+      StackElements({One(Ints({1, 2, 3, 4}, {2, 2})), One(Ints({5, 6, 7, 8}, {2, 2}))});
   REQUIRE(matrices.ok());
   CHECK(matrices->components[0].shape() == Shape{2, 2, 2});
   CHECK(Json(matrices) == "[[[1, 2], [3, 4]], [[5, 6], [7, 8]]]");
 
-  absl::StatusOr<Element> floats =
-      StackElements({One(Tensor::FromVector<float>({0.5f, 1.5f})), One(Tensor::FromVector<float>({2.5f, -1.0f}))});
+  absl::StatusOr<Element> floats = StackElements(
+      {One(Tensor::FromVector<float>({0.5f, 1.5f})), One(Tensor::FromVector<float>({2.5f, -1.0f}))});
   CHECK(Json(floats) == "[[0.5, 1.5], [2.5, -1]]");
 }
 
@@ -85,14 +85,17 @@ TEST_CASE("batch_util: StackElements errors", "[ops][batch_util]") {
 
   absl::StatusOr<Element> shapes = StackElements({One(Ints({1, 2})), One(Ints({1, 2, 3}))});
   CHECK(shapes.status().code() == absl::StatusCode::kInvalidArgument);
-  CHECK(shapes.status().message() == "batch: cannot batch component 0 of shapes [2] and [3]; use padded_batch");
+  CHECK(shapes.status().message() ==
+        "batch: cannot batch component 0 of shapes [2] and [3]; use padded_batch");
 
   absl::StatusOr<Element> second = StackElements({Element({Tensor::Scalar<int64_t>(1), Ints({1})}),
                                                   Element({Tensor::Scalar<int64_t>(2), Ints({1, 2})})});
   CHECK(second.status().code() == absl::StatusCode::kInvalidArgument);
-  CHECK(second.status().message() == "batch: cannot batch component 1 of shapes [1] and [2]; use padded_batch");
+  CHECK(second.status().message() ==
+        "batch: cannot batch component 1 of shapes [1] and [2]; use padded_batch");
 
-  absl::StatusOr<Element> dtypes = StackElements({One(Tensor::Scalar<int64_t>(1)), One(Tensor::Scalar<float>(1))});
+  absl::StatusOr<Element> dtypes =
+      StackElements({One(Tensor::Scalar<int64_t>(1)), One(Tensor::Scalar<float>(1))});
   CHECK(dtypes.status().code() == absl::StatusCode::kInvalidArgument);
   CHECK(dtypes.status().message() == "batch: component 0 has dtypes int64 and float32");
 
@@ -120,7 +123,8 @@ TEST_CASE("batch_util: PaddedStackElements pads each dimension of matrices", "[o
   CHECK(Json(PaddedStackElements(rows, {}, {})) == "[[[1, 2], [0, 0]], [[3, 0], [4, 0]]]");
   CHECK(Json(PaddedStackElements(rows, {PartialShape::Known({kUnknownDim, 3})}, {})) ==
         "[[[1, 2, 0], [0, 0, 0]], [[3, 0, 0], [4, 0, 0]]]");
-  CHECK(Json(PaddedStackElements(rows, {PartialShape::Known({3, kUnknownDim})}, {Tensor::Scalar<int64_t>(9)})) ==
+  CHECK(Json(PaddedStackElements(rows, {PartialShape::Known({3, kUnknownDim})},
+                                 {Tensor::Scalar<int64_t>(9)})) ==
         "[[[1, 2], [9, 9], [9, 9]], [[3, 9], [4, 9], [9, 9]]]");
   const std::vector<Element> cubes = {One(Ints({1, 2, 3, 4}, {1, 2, 2})), One(Ints({5, 6}, {2, 1, 1}))};
   CHECK(Json(PaddedStackElements(cubes, {}, {})) ==
@@ -140,10 +144,12 @@ TEST_CASE("batch_util: PaddedStackElements of strings and tuples", "[ops][batch_
   const ComponentNames names = MakeNames({"n", "words"});
   const std::vector<Element> rows = {Element({Tensor::Scalar<int64_t>(1), Strings({"a"})}, names),
                                      Element({Tensor::Scalar<int64_t>(2), Strings({"b", "c", "d"})}, names)};
-  CHECK(Json(PaddedStackElements(rows, {}, {})) == "{\"n\": [1, 2], \"words\": [[\"a\", \"\", \"\"], [\"b\", \"c\", \"d\"]]}");
+  CHECK(Json(PaddedStackElements(rows, {}, {})) ==
+        "{\"n\": [1, 2], \"words\": [[\"a\", \"\", \"\"], [\"b\", \"c\", \"d\"]]}");
   CHECK(Json(PaddedStackElements(rows, {PartialShape::Known({}), PartialShape::Known({4})},
                                  {Tensor::Scalar<int64_t>(0), Tensor::StringScalar("<pad>")})) ==
-        "{\"n\": [1, 2], \"words\": [[\"a\", \"<pad>\", \"<pad>\", \"<pad>\"], [\"b\", \"c\", \"d\", \"<pad>\"]]}");
+        "{\"n\": [1, 2], \"words\": [[\"a\", \"<pad>\", \"<pad>\", \"<pad>\"], [\"b\", \"c\", \"d\", "
+        "\"<pad>\"]]}");
 }
 
 TEST_CASE("batch_util: PaddedStackElements errors", "[ops][batch_util]") {
@@ -171,9 +177,11 @@ TEST_CASE("batch_util: PaddedStackElements errors", "[ops][batch_util]") {
 
   absl::StatusOr<Element> vector_value = PaddedStackElements(rows, {}, {Ints({1})});
   CHECK(vector_value.status().code() == absl::StatusCode::kInvalidArgument);
-  CHECK(vector_value.status().message() == "padded_batch: padding value of component 0 must be a int64 scalar");
+  CHECK(vector_value.status().message() ==
+        "padded_batch: padding value of component 0 must be a int64 scalar");
 
-  absl::StatusOr<Element> dtypes = PaddedStackElements({One(Ints({1})), One(Tensor::FromVector<float>({1}))}, {}, {});
+  absl::StatusOr<Element> dtypes =
+      PaddedStackElements({One(Ints({1})), One(Tensor::FromVector<float>({1}))}, {}, {});
   CHECK(dtypes.status().code() == absl::StatusCode::kInvalidArgument);
   CHECK(dtypes.status().message() == "padded_batch: component 0 has dtypes int64 and float32");
 }
@@ -187,8 +195,8 @@ TEST_CASE("batch_util: ConcatBatches concatenates along the first dimension", "[
   CHECK(out->components[0] == Ints({1, 2, 3, 4, 5, 6}, {3, 2}));
 
   const ComponentNames names = MakeNames({"x", "s"});
-  absl::StatusOr<Element> named = ConcatBatches({Element({Ints({1}), Strings({"a"})}, names),
-                                                 Element({Ints({2, 3}), Strings({"b", "c"})}, names)});
+  absl::StatusOr<Element> named = ConcatBatches(
+      {Element({Ints({1}), Strings({"a"})}, names), Element({Ints({2, 3}), Strings({"b", "c"})}, names)});
   CHECK(Json(named) == "{\"x\": [1, 2, 3], \"s\": [\"a\", \"b\", \"c\"]}");
 }
 
@@ -210,7 +218,8 @@ TEST_CASE("batch_util: ConcatBatches errors", "[ops][batch_util]") {
   CHECK(none.status().code() == absl::StatusCode::kInvalidArgument);
   CHECK(none.status().message() == "rebatch: nothing to concatenate");
 
-  absl::StatusOr<Element> rows = ConcatBatches({One(Ints({1, 2, 3, 4}, {2, 2})), One(Ints({1, 2, 3}, {1, 3}))});
+  absl::StatusOr<Element> rows =
+      ConcatBatches({One(Ints({1, 2, 3, 4}, {2, 2})), One(Ints({1, 2, 3}, {1, 3}))});
   CHECK(rows.status().code() == absl::StatusCode::kInvalidArgument);
   CHECK(rows.status().message() == "rebatch: component 0 has rows of shapes [2, 2] and [1, 3]");
 
@@ -243,7 +252,8 @@ TEST_CASE("batch_util: SliceBatch shares the batch's buffers", "[ops][batch_util
 // ---------------------------------------------------------------- BatchRows
 
 TEST_CASE("batch_util: BatchRows", "[ops][batch_util]") {
-  absl::StatusOr<int64_t> rows = BatchRows(Element({Ints({1, 2, 3}), Ints({1, 2, 3, 4, 5, 6}, {3, 2})}), "op");
+  absl::StatusOr<int64_t> rows =
+      BatchRows(Element({Ints({1, 2, 3}), Ints({1, 2, 3, 4, 5, 6}, {3, 2})}), "op");
   REQUIRE(rows.ok());
   CHECK(*rows == 3);
 

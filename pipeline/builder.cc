@@ -84,10 +84,14 @@ Element PlaceholderElement(const ElementSpec& spec) {
 
 absl::StatusOr<DatasetPtr> BuildSource(const proto::Step& step, const BuildOptions& options) {
   switch (step.op_case()) {
-    case proto::Step::kRange: return MakeRangeDataset(step.range());
-    case proto::Step::kFromTensors: return MakeFromTensorsDataset(step.from_tensors());
-    case proto::Step::kFromTensorSlices: return MakeFromTensorSlicesDataset(step.from_tensor_slices());
-    case proto::Step::kListFiles: return MakeListFilesDataset(step.list_files());
+    case proto::Step::kRange:
+      return MakeRangeDataset(step.range());
+    case proto::Step::kFromTensors:
+      return MakeFromTensorsDataset(step.from_tensors());
+    case proto::Step::kFromTensorSlices:
+      return MakeFromTensorSlicesDataset(step.from_tensor_slices());
+    case proto::Step::kListFiles:
+      return MakeListFilesDataset(step.list_files());
     case proto::Step::kTextLine:
     case proto::Step::kTfrecord:
     case proto::Step::kFixedLengthRecord: {
@@ -116,19 +120,32 @@ absl::StatusOr<DatasetPtr> BuildSource(const proto::Step& step, const BuildOptio
 
 absl::StatusOr<DatasetPtr> BuildTransform(DatasetPtr input, const proto::Step& step) {
   switch (step.op_case()) {
-    case proto::Step::kMap: return MakeMapDataset(std::move(input), step.map());
-    case proto::Step::kFilter: return MakeFilterDataset(std::move(input), step.filter());
-    case proto::Step::kBatch: return MakeBatchDataset(std::move(input), step.batch());
-    case proto::Step::kPaddedBatch: return MakePaddedBatchDataset(std::move(input), step.padded_batch());
-    case proto::Step::kUnbatch: return MakeUnbatchDataset(std::move(input));
-    case proto::Step::kRebatch: return MakeRebatchDataset(std::move(input), step.rebatch());
-    case proto::Step::kShuffle: return MakeShuffleDataset(std::move(input), step.shuffle());
-    case proto::Step::kRepeat: return MakeRepeatDataset(std::move(input), step.repeat());
-    case proto::Step::kTake: return MakeTakeDataset(std::move(input), step.take());
-    case proto::Step::kSkip: return MakeSkipDataset(std::move(input), step.skip());
-    case proto::Step::kShard: return MakeShardDataset(std::move(input), step.shard());
-    case proto::Step::kEnumerate: return MakeEnumerateDataset(std::move(input), step.enumerate());
-    case proto::Step::kPrefetch: return MakePrefetchDataset(std::move(input), step.prefetch());
+    case proto::Step::kMap:
+      return MakeMapDataset(std::move(input), step.map());
+    case proto::Step::kFilter:
+      return MakeFilterDataset(std::move(input), step.filter());
+    case proto::Step::kBatch:
+      return MakeBatchDataset(std::move(input), step.batch());
+    case proto::Step::kPaddedBatch:
+      return MakePaddedBatchDataset(std::move(input), step.padded_batch());
+    case proto::Step::kUnbatch:
+      return MakeUnbatchDataset(std::move(input));
+    case proto::Step::kRebatch:
+      return MakeRebatchDataset(std::move(input), step.rebatch());
+    case proto::Step::kShuffle:
+      return MakeShuffleDataset(std::move(input), step.shuffle());
+    case proto::Step::kRepeat:
+      return MakeRepeatDataset(std::move(input), step.repeat());
+    case proto::Step::kTake:
+      return MakeTakeDataset(std::move(input), step.take());
+    case proto::Step::kSkip:
+      return MakeSkipDataset(std::move(input), step.skip());
+    case proto::Step::kShard:
+      return MakeShardDataset(std::move(input), step.shard());
+    case proto::Step::kEnumerate:
+      return MakeEnumerateDataset(std::move(input), step.enumerate());
+    case proto::Step::kPrefetch:
+      return MakePrefetchDataset(std::move(input), step.prefetch());
     case proto::Step::kInterleave: {
       const proto::DatasetDef sub_def = step.interleave().pipeline();
       if (sub_def.steps().empty()) return absl::InvalidArgumentError("interleave: 'pipeline' has no steps");
@@ -156,7 +173,8 @@ absl::StatusOr<DatasetPtr> BuildTransform(DatasetPtr input, const proto::Step& s
 // Whether `map_step` followed by `batch_step` may run as batch then map.
 bool MapCanFollowBatch(const proto::Step& map_step, const proto::Step& batch_step) {
   if (!map_step.has_map() || !batch_step.has_batch()) return false;
-  absl::StatusOr<std::unique_ptr<ElementFunction>> fn = FunctionRegistry::Global().Create(map_step.map().fn());
+  absl::StatusOr<std::unique_ptr<ElementFunction>> fn =
+      FunctionRegistry::Global().Create(map_step.map().fn());
   return fn.ok() && (*fn)->IsElementwise();
 }
 
@@ -176,33 +194,51 @@ std::vector<std::string> AllOpNames() {
 
 bool IsSourceOp(std::string_view op) {
   static const std::set<std::string, std::less<>> kSources = {
-      "range", "from_tensors", "from_tensor_slices", "list_files", "text_line", "tfrecord",
-      "fixed_length_record", "zip"};
+      "range",     "from_tensors", "from_tensor_slices",  "list_files",
+      "text_line", "tfrecord",     "fixed_length_record", "zip"};
   return kSources.contains(op);
 }
 
 absl::StatusOr<proto::Step> NewStep(std::string_view op) {
   const FieldDescriptor* field = proto::Step::descriptor()->FindFieldByName(std::string(op));
   if (field == nullptr || field->containing_oneof() != OpOneof()) {
-    return absl::InvalidArgumentError(absl::StrCat("unknown op '", std::string(op), "'", DidYouMean(op, AllOpNames())));
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown op '", std::string(op), "'", DidYouMean(op, AllOpNames())));
   }
   proto::Step step;
   step.GetReflection()->MutableMessage(&step, field);
   switch (step.op_case()) {
-    case proto::Step::kRange: step.mutable_range()->set_step(1); break;
-    case proto::Step::kListFiles: step.mutable_list_files()->set_shuffle(true); break;
-    case proto::Step::kMap: step.mutable_map()->set_deterministic(true); break;
-    case proto::Step::kBatch: step.mutable_batch()->set_deterministic(true); break;
-    case proto::Step::kShuffle: step.mutable_shuffle()->set_reshuffle_each_iteration(true); break;
-    case proto::Step::kRepeat: step.mutable_repeat()->set_count(-1); break;
-    case proto::Step::kTake: step.mutable_take()->set_count(-1); break;
-    case proto::Step::kPrefetch: step.mutable_prefetch()->set_buffer_size(-1); break;
+    case proto::Step::kRange:
+      step.mutable_range()->set_step(1);
+      break;
+    case proto::Step::kListFiles:
+      step.mutable_list_files()->set_shuffle(true);
+      break;
+    case proto::Step::kMap:
+      step.mutable_map()->set_deterministic(true);
+      break;
+    case proto::Step::kBatch:
+      step.mutable_batch()->set_deterministic(true);
+      break;
+    case proto::Step::kShuffle:
+      step.mutable_shuffle()->set_reshuffle_each_iteration(true);
+      break;
+    case proto::Step::kRepeat:
+      step.mutable_repeat()->set_count(-1);
+      break;
+    case proto::Step::kTake:
+      step.mutable_take()->set_count(-1);
+      break;
+    case proto::Step::kPrefetch:
+      step.mutable_prefetch()->set_buffer_size(-1);
+      break;
     case proto::Step::kInterleave:
       step.mutable_interleave()->set_cycle_length(4);
       step.mutable_interleave()->set_block_length(1);
       step.mutable_interleave()->set_deterministic(true);
       break;
-    default: break;
+    default:
+      break;
   }
   return step;
 }
@@ -244,7 +280,8 @@ absl::StatusOr<DatasetPtr> BuildDataset(const proto::DatasetDef& def, const Buil
       // step prefix already gives.
       absl::string_view message = next.status().message();
       absl::ConsumePrefix(&message, absl::StrCat(op, ": "));
-      return absl::Status(next.status().code(), absl::StrCat(where, "step ", i + 1, " (", op, "): ", message));
+      return absl::Status(next.status().code(),
+                          absl::StrCat(where, "step ", i + 1, " (", op, "): ", message));
     }
     dataset = *std::move(next);
   }
@@ -281,8 +318,8 @@ absl::StatusOr<SourceSplitInfo> DescribeSourceSplits(const proto::Step& source) 
       info.num_positions = (*dataset)->Cardinality();
       info.per_file = true;
       if (source.list_files().shuffle()) {
-        info.shuffle_seed = source.list_files().has_seed() ? static_cast<uint64_t>(source.list_files().seed())
-                                                           : RandomSeed();
+        info.shuffle_seed =
+            source.list_files().has_seed() ? static_cast<uint64_t>(source.list_files().seed()) : RandomSeed();
       }
       return info;
     }

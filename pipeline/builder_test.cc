@@ -54,10 +54,8 @@ TEST_CASE("Builder and YAML give the same definition", "[builder]") {
       "  - batch: 3\n",
       "test.yaml");
   REQUIRE(loaded.ok());
-  Dataset built = Dataset::Range(10)
-                      .Map("add", {{"value", 1}}, {.num_parallel_calls = 2})
-                      .Shuffle(4, 7)
-                      .Batch(3);
+  Dataset built =
+      Dataset::Range(10).Map("add", {{"value", 1}}, {.num_parallel_calls = 2}).Shuffle(4, 7).Batch(3);
   CHECK(DatasetFingerprint(loaded->def) == built.Fingerprint());
 }
 
@@ -74,10 +72,12 @@ TEST_CASE("Build errors name the step and its YAML position", "[builder]") {
   CHECK(BuildDataset(proto::DatasetDef()).status().message() == "the pipeline has no steps");
   proto::DatasetDef source_later = Dataset::Range(3).def();
   *source_later.add_steps() = Dataset::Range(2).def().steps(0);
-  CHECK(BuildDataset(source_later).status().message() == "step 2 (range): a source can only be the first step");
+  CHECK(BuildDataset(source_later).status().message() ==
+        "step 2 (range): a source can only be the first step");
   proto::DatasetDef transform_first;
   *transform_first.add_steps() = *NewStep("batch");
-  CHECK(BuildDataset(transform_first).status().message() == "step 1 (batch): the first step must be a source");
+  CHECK(BuildDataset(transform_first).status().message() ==
+        "step 1 (batch): the first step must be a source");
 }
 
 TEST_CASE("Element specs and cardinalities follow tf.data", "[builder]") {
@@ -86,7 +86,8 @@ TEST_CASE("Element specs and cardinalities follow tf.data", "[builder]") {
   CHECK(spec_of(Dataset::Range(10).Batch(4)) == "TensorSpec(shape=[?], dtype=int64)");
   CHECK(spec_of(Dataset::Range(10).Batch(4, true)) == "TensorSpec(shape=[4], dtype=int64)");
   CHECK(spec_of(Dataset::Range(10).Batch(4).Unbatch()) == "TensorSpec(shape=[], dtype=int64)");
-  CHECK(spec_of(Dataset::Range(3).Map("cast", {{"dtype", "float32"}})) == "TensorSpec(shape=[], dtype=float32)");
+  CHECK(spec_of(Dataset::Range(3).Map("cast", {{"dtype", "float32"}})) ==
+        "TensorSpec(shape=[], dtype=float32)");
   CHECK(cardinality_of(Dataset::Range(10).Batch(4)) == 3);
   CHECK(cardinality_of(Dataset::Range(10).Batch(4, true)) == 2);
   CHECK(cardinality_of(Dataset::Range(10).Repeat()) == kInfiniteCardinality);

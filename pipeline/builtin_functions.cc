@@ -83,13 +83,20 @@ enum class Arithmetic { kAdd, kSubtract, kMultiply, kFloorDiv, kMod, kSquare, kN
 
 const char* ArithmeticName(Arithmetic op) {
   switch (op) {
-    case Arithmetic::kAdd: return "add";
-    case Arithmetic::kSubtract: return "subtract";
-    case Arithmetic::kMultiply: return "multiply";
-    case Arithmetic::kFloorDiv: return "floordiv";
-    case Arithmetic::kMod: return "mod";
-    case Arithmetic::kSquare: return "square";
-    case Arithmetic::kNegate: return "negate";
+    case Arithmetic::kAdd:
+      return "add";
+    case Arithmetic::kSubtract:
+      return "subtract";
+    case Arithmetic::kMultiply:
+      return "multiply";
+    case Arithmetic::kFloorDiv:
+      return "floordiv";
+    case Arithmetic::kMod:
+      return "mod";
+    case Arithmetic::kSquare:
+      return "square";
+    case Arithmetic::kNegate:
+      return "negate";
   }
   return "?";
 }
@@ -100,11 +107,16 @@ template <typename T>
 T IntegerArithmetic(Arithmetic op, T a, T b) {
   using U = std::make_unsigned_t<T>;
   switch (op) {
-    case Arithmetic::kAdd: return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
-    case Arithmetic::kSubtract: return static_cast<T>(static_cast<U>(a) - static_cast<U>(b));
-    case Arithmetic::kMultiply: return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
-    case Arithmetic::kSquare: return static_cast<T>(static_cast<U>(a) * static_cast<U>(a));
-    case Arithmetic::kNegate: return static_cast<T>(U{0} - static_cast<U>(a));
+    case Arithmetic::kAdd:
+      return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
+    case Arithmetic::kSubtract:
+      return static_cast<T>(static_cast<U>(a) - static_cast<U>(b));
+    case Arithmetic::kMultiply:
+      return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
+    case Arithmetic::kSquare:
+      return static_cast<T>(static_cast<U>(a) * static_cast<U>(a));
+    case Arithmetic::kNegate:
+      return static_cast<T>(U{0} - static_cast<U>(a));
     case Arithmetic::kFloorDiv: {
       if constexpr (std::is_signed_v<T>) {
         if (b == -1) return static_cast<T>(U{0} - static_cast<U>(a));  // avoids MIN / -1
@@ -132,12 +144,18 @@ T IntegerArithmetic(Arithmetic op, T a, T b) {
 template <typename T>
 T FloatArithmetic(Arithmetic op, T a, T b) {
   switch (op) {
-    case Arithmetic::kAdd: return a + b;
-    case Arithmetic::kSubtract: return a - b;
-    case Arithmetic::kMultiply: return a * b;
-    case Arithmetic::kSquare: return a * a;
-    case Arithmetic::kNegate: return -a;
-    case Arithmetic::kFloorDiv: return std::floor(a / b);
+    case Arithmetic::kAdd:
+      return a + b;
+    case Arithmetic::kSubtract:
+      return a - b;
+    case Arithmetic::kMultiply:
+      return a * b;
+    case Arithmetic::kSquare:
+      return a * a;
+    case Arithmetic::kNegate:
+      return -a;
+    case Arithmetic::kFloorDiv:
+      return std::floor(a / b);
     case Arithmetic::kMod: {
       T r = std::fmod(a, b);
       if (r != 0 && ((r < 0) != (b < 0))) r += b;
@@ -150,8 +168,8 @@ T FloatArithmetic(Arithmetic op, T a, T b) {
 // add, subtract, multiply, floordiv, mod (with `value`), square, negate.
 class ArithmeticFunction : public ComponentwiseFunction {
  public:
-  ArithmeticFunction(ComponentSelector selector, Arithmetic op, bool value_is_integer,
-                     int64_t int_value, double float_value)
+  ArithmeticFunction(ComponentSelector selector, Arithmetic op, bool value_is_integer, int64_t int_value,
+                     double float_value)
       : ComponentwiseFunction(std::move(selector)),
         op_(op),
         value_is_integer_(value_is_integer),
@@ -184,15 +202,14 @@ class ArithmeticFunction : public ComponentwiseFunction {
         return absl::InvalidArgumentError(absl::StrCat(ArithmeticName(op), ": division by zero"));
       }
     }
-    return std::make_unique<ArithmeticFunction>(*std::move(selector), op, is_integer, int_value,
-                                                float_value);
+    return std::make_unique<ArithmeticFunction>(*std::move(selector), op, is_integer, int_value, float_value);
   }
 
  protected:
   absl::StatusOr<TensorSpec> TransformSpec(const TensorSpec& input) const override {
     if (!IsIntegerDType(input.dtype) && !IsFloatingDType(input.dtype)) {
-      return absl::InvalidArgumentError(absl::StrCat(ArithmeticName(op_), ": needs a numeric component, got ",
-                                                     DTypeName(input.dtype)));
+      return absl::InvalidArgumentError(
+          absl::StrCat(ArithmeticName(op_), ": needs a numeric component, got ", DTypeName(input.dtype)));
     }
     if (IsIntegerDType(input.dtype) && !value_is_integer_) {
       return absl::InvalidArgumentError(absl::StrCat(ArithmeticName(op_), ": value ", float_value_,
@@ -256,14 +273,12 @@ class CastFunction : public ComponentwiseFunction {
  protected:
   absl::StatusOr<TensorSpec> TransformSpec(const TensorSpec& input) const override {
     if (!IsNumericDType(input.dtype) || !IsNumericDType(dtype_)) {
-      return absl::InvalidArgumentError(absl::StrCat("cast: cannot cast ", DTypeName(input.dtype),
-                                                     " to ", DTypeName(dtype_)));
+      return absl::InvalidArgumentError(
+          absl::StrCat("cast: cannot cast ", DTypeName(input.dtype), " to ", DTypeName(dtype_)));
     }
     return TensorSpec{input.shape, dtype_};
   }
-  absl::StatusOr<Tensor> Transform(const Tensor& input) const override {
-    return CastTensor(input, dtype_);
-  }
+  absl::StatusOr<Tensor> Transform(const Tensor& input) const override { return CastTensor(input, dtype_); }
 
  private:
   const DType dtype_;
@@ -274,12 +289,18 @@ enum class Comparison { kLess, kLessEqual, kGreater, kGreaterEqual, kEqual, kNot
 template <typename T>
 bool Compare(Comparison op, const T& a, const T& b) {
   switch (op) {
-    case Comparison::kLess: return a < b;
-    case Comparison::kLessEqual: return a <= b;
-    case Comparison::kGreater: return a > b;
-    case Comparison::kGreaterEqual: return a >= b;
-    case Comparison::kEqual: return a == b;
-    case Comparison::kNotEqual: return a != b;
+    case Comparison::kLess:
+      return a < b;
+    case Comparison::kLessEqual:
+      return a <= b;
+    case Comparison::kGreater:
+      return a > b;
+    case Comparison::kGreaterEqual:
+      return a >= b;
+    case Comparison::kEqual:
+      return a == b;
+    case Comparison::kNotEqual:
+      return a != b;
   }
   return false;
 }
@@ -336,9 +357,9 @@ class PredicateFunction : public ElementFunction {
       }
       for (int64_t i = 0; i < n; ++i) result[i] = Compare(op_, in.data<std::string>()[i], value_.s());
     } else if (IsFloatingDType(in.dtype()) || value_.value_case() == proto::AttrValue::kF) {
-      const double b = value_.value_case() == proto::AttrValue::kF ? value_.f()
+      const double b = value_.value_case() == proto::AttrValue::kF   ? value_.f()
                        : value_.value_case() == proto::AttrValue::kB ? (value_.b() ? 1.0 : 0.0)
-                                                                      : static_cast<double>(value_.i());
+                                                                     : static_cast<double>(value_.i());
       for (int64_t i = 0; i < n; ++i) result[i] = Compare(op_, NumericValueAsDouble(in, i), b);
     } else if (in.dtype() == DType::kUInt64) {
       // Compared as unsigned, so that values past INT64_MAX stay in order.
@@ -359,9 +380,9 @@ class PredicateFunction : public ElementFunction {
     absl::StatusOr<std::vector<int>> selected = selector_.Resolve(num_components, names);
     if (!selected.ok()) return selected.status();
     if (selected->size() != 1) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          name_, ": the element has ", num_components,
-          " components; pick the one to compare with the 'component' argument"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(name_, ": the element has ", num_components,
+                       " components; pick the one to compare with the 'component' argument"));
     }
     return selected->front();
   }
@@ -483,9 +504,8 @@ class DecodeRawFunction : public ComponentwiseFunction {
       }
     }
     if (length % width != 0) {
-      return absl::InvalidArgumentError(absl::StrCat("decode_raw: ", length,
-                                                     " bytes is not a multiple of the ", width,
-                                                     "-byte ", DTypeName(dtype_)));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "decode_raw: ", length, " bytes is not a multiple of the ", width, "-byte ", DTypeName(dtype_)));
     }
     Shape shape = input.shape();
     shape.push_back(static_cast<int64_t>(length / width));
@@ -514,7 +534,7 @@ class ParseExampleFunction : public ElementFunction {
   struct Feature {
     std::string name;
     DType dtype;
-    PartialShape shape;                // dims fixed, or [-1] for variable length
+    PartialShape shape;                   // dims fixed, or [-1] for variable length
     std::optional<Tensor> default_value;  // used when the feature is absent
   };
 
@@ -556,9 +576,9 @@ class ParseExampleFunction : public ElementFunction {
                         input.components[0].dtype == DType::kString &&
                         !input.components[0].shape.unknown_rank && input.components[0].shape.dims.size() == 1;
     if (!scalar && !vector) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "parse_example: needs elements of one scalar string (a serialized Example), got ",
-          input.DebugString()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("parse_example: needs elements of one scalar string (a serialized Example), got ",
+                       input.DebugString()));
     }
     ElementSpec output;
     for (const Feature& f : features_) {
@@ -571,8 +591,9 @@ class ParseExampleFunction : public ElementFunction {
   }
 
   absl::StatusOr<Element> Call(const Element& input) const override {
-    const bool ok_input = input.size() == 1 && input.components[0].dtype() == DType::kString &&
-                          (input.components[0].rank() == 0 || (all_fixed_ && input.components[0].rank() == 1));
+    const bool ok_input =
+        input.size() == 1 && input.components[0].dtype() == DType::kString &&
+        (input.components[0].rank() == 0 || (all_fixed_ && input.components[0].rank() == 1));
     if (!ok_input) return absl::InvalidArgumentError("parse_example: needs a scalar string");
     const Tensor& records = input.components[0];
     // Reused across calls on a thread: parsing into a cleared message keeps
@@ -589,7 +610,8 @@ class ParseExampleFunction : public ElementFunction {
                                                               : Tensor::Uninitialized(f.dtype, shape));
       }
       for (int64_t row = 0; row < rows; ++row) {
-        if (absl::Status s = ParseInto(records.data<std::string>()[row], row, &example, &output); !s.ok()) return s;
+        if (absl::Status s = ParseInto(records.data<std::string>()[row], row, &example, &output); !s.ok())
+          return s;
       }
       return output;
     }
@@ -655,14 +677,14 @@ class ParseExampleFunction : public ElementFunction {
       }
       const auto unknown = std::count(feature.shape.dims.begin(), feature.shape.dims.end(), kUnknownDim);
       if (unknown > 0 && !(unknown == 1 && feature.shape.dims.size() == 1)) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "parse_example: feature '", name, "': only a 1-D shape [-1] may have an unknown size"));
+        return absl::InvalidArgumentError(absl::StrCat("parse_example: feature '", name,
+                                                       "': only a 1-D shape [-1] may have an unknown size"));
       }
     }
     if (auto default_it = entries.find("default"); default_it != entries.end()) {
       if (!feature.shape.IsFullyDefined()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "parse_example: feature '", name, "': a default needs a fully known shape"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("parse_example: feature '", name, "': a default needs a fully known shape"));
       }
       Tensor value(feature.dtype, feature.shape.dims);
       const proto::AttrValue& d = default_it->second;
@@ -764,8 +786,8 @@ class ParseExampleFunction : public ElementFunction {
   }
 
   static absl::Status KindMismatch(const Feature& f) {
-    return absl::InvalidArgumentError(absl::StrCat("parse_example: feature '", f.name,
-                                                   "' is not stored as ", DTypeName(f.dtype)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("parse_example: feature '", f.name, "' is not stored as ", DTypeName(f.dtype)));
   }
 
   std::vector<Feature> features_;
@@ -793,19 +815,18 @@ SLUICE_REGISTER_ELEMENT_FUNCTION("negate", "-x", ArithmeticFactory(Arithmetic::k
 SLUICE_REGISTER_ELEMENT_FUNCTION("less", "x < value", PredicateFactory(Comparison::kLess));
 SLUICE_REGISTER_ELEMENT_FUNCTION("less_equal", "x <= value", PredicateFactory(Comparison::kLessEqual));
 SLUICE_REGISTER_ELEMENT_FUNCTION("greater", "x > value", PredicateFactory(Comparison::kGreater));
-SLUICE_REGISTER_ELEMENT_FUNCTION("greater_equal", "x >= value",
-                                 PredicateFactory(Comparison::kGreaterEqual));
+SLUICE_REGISTER_ELEMENT_FUNCTION("greater_equal", "x >= value", PredicateFactory(Comparison::kGreaterEqual));
 SLUICE_REGISTER_ELEMENT_FUNCTION("equal", "x == value", PredicateFactory(Comparison::kEqual));
 SLUICE_REGISTER_ELEMENT_FUNCTION("not_equal", "x != value", PredicateFactory(Comparison::kNotEqual));
-SLUICE_REGISTER_ELEMENT_FUNCTION(
-    "cast", "converts to dtype",
-    [](FunctionArgs& args) -> absl::StatusOr<std::unique_ptr<ElementFunction>> {
-      absl::StatusOr<ComponentSelector> selector = ComponentSelector::FromArgs(args);
-      if (!selector.ok()) return selector.status();
-      absl::StatusOr<DType> dtype = args.GetDType("dtype");
-      if (!dtype.ok()) return dtype.status();
-      return std::make_unique<CastFunction>(*std::move(selector), *dtype);
-    });
+SLUICE_REGISTER_ELEMENT_FUNCTION("cast", "converts to dtype",
+                                 [](FunctionArgs& args) -> absl::StatusOr<std::unique_ptr<ElementFunction>> {
+                                   absl::StatusOr<ComponentSelector> selector =
+                                       ComponentSelector::FromArgs(args);
+                                   if (!selector.ok()) return selector.status();
+                                   absl::StatusOr<DType> dtype = args.GetDType("dtype");
+                                   if (!dtype.ok()) return dtype.status();
+                                   return std::make_unique<CastFunction>(*std::move(selector), *dtype);
+                                 });
 SLUICE_REGISTER_ELEMENT_FUNCTION("select", "keeps the listed components", SelectFunction::Make);
 SLUICE_REGISTER_ELEMENT_FUNCTION(
     "decode_raw", "reinterprets string bytes as a vector of dtype",

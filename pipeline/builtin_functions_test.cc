@@ -1,7 +1,6 @@
 // Tests of the built-in element functions (pipeline/builtin_functions.cc)
 // and of the function registry's argument checking (pipeline/function.cc).
 #include <catch2/catch.hpp>
-
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -33,7 +32,8 @@ proto::FunctionDef Def(const std::string& name, const FunctionArgMap& args = {})
   return def;
 }
 
-absl::StatusOr<std::unique_ptr<ElementFunction>> Make(const std::string& name, const FunctionArgMap& args = {}) {
+absl::StatusOr<std::unique_ptr<ElementFunction>> Make(const std::string& name,
+                                                      const FunctionArgMap& args = {}) {
   return FunctionRegistry::Global().Create(Def(name, args));
 }
 
@@ -338,20 +338,20 @@ TEST_CASE("functions: predicate type mismatches are errors", "[functions]") {
   absl::StatusOr<std::string> result = Apply("equal", {{"value", "3"}}, Vec<int64_t>({3}));
   REQUIRE_FALSE(result.ok());
   CHECK(result.status().code() == absl::StatusCode::kInvalidArgument);
-  CHECK_THAT(std::string(result.status().message()), Equals("equal: cannot compare a int64 component with a string"));
+  CHECK_THAT(std::string(result.status().message()),
+             Equals("equal: cannot compare a int64 component with a string"));
 
   result = Apply("less", {{"value", 3}}, Str("abc"));
   REQUIRE_FALSE(result.ok());
-  CHECK_THAT(std::string(result.status().message()), Equals("less: cannot compare a string component with a number"));
+  CHECK_THAT(std::string(result.status().message()),
+             Equals("less: cannot compare a string component with a number"));
 
   absl::StatusOr<std::unique_ptr<ElementFunction>> fn = Make("greater");
   REQUIRE_FALSE(fn.ok());
   CHECK_THAT(std::string(fn.status().message()), Equals("greater: missing required argument 'value'"));
 }
 
-Element TwoComponents() {
-  return Element({Tensor::Scalar<int64_t>(1), Tensor::Scalar<int64_t>(5)});
-}
+Element TwoComponents() { return Element({Tensor::Scalar<int64_t>(1), Tensor::Scalar<int64_t>(5)}); }
 
 Element NamedXY() {
   return Element({Tensor::Scalar<int64_t>(1), Tensor::Scalar<int64_t>(5)}, MakeNames({"x", "y"}));
@@ -361,16 +361,18 @@ TEST_CASE("functions: a predicate on a multi-component element needs `component`
   absl::StatusOr<std::string> result = Apply("less", {{"value", 3}}, TwoComponents());
   REQUIRE_FALSE(result.ok());
   CHECK(result.status().code() == absl::StatusCode::kInvalidArgument);
-  CHECK_THAT(std::string(result.status().message()),
-             Equals("less: the element has 2 components; pick the one to compare with the 'component' argument"));
+  CHECK_THAT(
+      std::string(result.status().message()),
+      Equals("less: the element has 2 components; pick the one to compare with the 'component' argument"));
 
   const Dataset pairs = Dataset::FromTensorSlices(
       {Tensor::FromVector<int64_t>({1, 2, 3, 4}), Tensor::FromVector<int64_t>({40, 30, 20, 10})});
   const absl::Status status = BuildError(pairs.Filter("less", {{"value", 3}}));
   CHECK(status.code() == absl::StatusCode::kInvalidArgument);
   CHECK_THAT(std::string(status.message()), StartsWith("step 2 (filter): "));
-  CHECK_THAT(std::string(status.message()),
-             EndsWith("less: the element has 2 components; pick the one to compare with the 'component' argument"));
+  CHECK_THAT(
+      std::string(status.message()),
+      EndsWith("less: the element has 2 components; pick the one to compare with the 'component' argument"));
 
   // With `component`, by index.
   CHECK(Lines(pairs.Filter("less", {{"value", 3}, {"component", 0}})) ==
@@ -410,11 +412,13 @@ TEST_CASE("functions: `component` errors", "[functions]") {
   result = Apply("less", {{"value", 3}, {"component", "yy"}}, NamedXY());
   REQUIRE_FALSE(result.ok());
   CHECK(result.status().code() == absl::StatusCode::kInvalidArgument);
-  CHECK_THAT(std::string(result.status().message()), Equals("less: no component named 'yy'; did you mean 'y'?"));
+  CHECK_THAT(std::string(result.status().message()),
+             Equals("less: no component named 'yy'; did you mean 'y'?"));
 
   absl::StatusOr<std::unique_ptr<ElementFunction>> fn = Make("negate", {{"component", 1.5}});
   REQUIRE_FALSE(fn.ok());
-  CHECK_THAT(std::string(fn.status().message()), Equals("negate: argument 'component' must be an index or a name"));
+  CHECK_THAT(std::string(fn.status().message()),
+             Equals("negate: argument 'component' must be an index or a name"));
 }
 
 // ---------------------------------------------------------------------------
@@ -436,7 +440,8 @@ TEST_CASE("functions: select by index and by name", "[functions]") {
 }
 
 TEST_CASE("functions: select errors", "[functions]") {
-  absl::StatusOr<std::string> result = Apply("select", {{"components", std::vector<FunctionArg>{0, 5}}}, TwoComponents());
+  absl::StatusOr<std::string> result =
+      Apply("select", {{"components", std::vector<FunctionArg>{0, 5}}}, TwoComponents());
   REQUIRE_FALSE(result.ok());
   CHECK(result.status().code() == absl::StatusCode::kInvalidArgument);
   CHECK_THAT(std::string(result.status().message()),
@@ -457,7 +462,8 @@ TEST_CASE("functions: select errors", "[functions]") {
   CHECK_THAT(std::string(fn.status().message()), Equals("select: 'components' is empty"));
   fn = Make("select", {{"components", std::vector<FunctionArg>{1.5}}});
   REQUIRE_FALSE(fn.ok());
-  CHECK_THAT(std::string(fn.status().message()), Equals("select: each of 'components' must be an index or a name"));
+  CHECK_THAT(std::string(fn.status().message()),
+             Equals("select: each of 'components' must be an index or a name"));
 }
 
 // ---------------------------------------------------------------------------
@@ -466,13 +472,15 @@ TEST_CASE("functions: select errors", "[functions]") {
 TEST_CASE("functions: decode_raw little and big endian", "[functions]") {
   const std::string bytes("\x01\x02\x00\x00\x00\x00\x01\x02", 8);
   CHECK(ApplyOk("decode_raw", {{"dtype", "int32"}}, Str(bytes)) == "[513, 33619968]");
-  CHECK(ApplyOk("decode_raw", {{"dtype", "int32"}, {"little_endian", true}}, Str(bytes)) == "[513, 33619968]");
-  CHECK(ApplyOk("decode_raw", {{"dtype", "int32"}, {"little_endian", false}}, Str(bytes)) == "[16908288, 258]");
+  CHECK(ApplyOk("decode_raw", {{"dtype", "int32"}, {"little_endian", true}}, Str(bytes)) ==
+        "[513, 33619968]");
+  CHECK(ApplyOk("decode_raw", {{"dtype", "int32"}, {"little_endian", false}}, Str(bytes)) ==
+        "[16908288, 258]");
   CHECK(ApplyOk("decode_raw", {{"dtype", "uint8"}}, Str(bytes)) == "[1, 2, 0, 0, 0, 0, 1, 2]");
   CHECK(ApplyOk("decode_raw", {{"dtype", "uint8"}, {"little_endian", false}}, Str(bytes)) ==
         "[1, 2, 0, 0, 0, 0, 1, 2]");
-  CHECK(ApplyOk("decode_raw", {{"dtype", "int16"}, {"little_endian", false}}, Str(std::string("\xff\xfe", 2))) ==
-        "[-2]");
+  CHECK(ApplyOk("decode_raw", {{"dtype", "int16"}, {"little_endian", false}},
+                Str(std::string("\xff\xfe", 2))) == "[-2]");
 
   float value = 1.5f;
   std::string little(reinterpret_cast<const char*>(&value), 4);
@@ -509,7 +517,8 @@ TEST_CASE("functions: decode_raw errors", "[functions]") {
 
   result = Apply("decode_raw", {{"dtype", "int32"}}, Vec<int64_t>({1}));
   REQUIRE_FALSE(result.ok());
-  CHECK_THAT(std::string(result.status().message()), Equals("decode_raw: needs a string component, got int64"));
+  CHECK_THAT(std::string(result.status().message()),
+             Equals("decode_raw: needs a string component, got int64"));
 
   absl::StatusOr<std::unique_ptr<ElementFunction>> fn = Make("decode_raw", {{"dtype", "string"}});
   REQUIRE_FALSE(fn.ok());
@@ -544,10 +553,13 @@ proto::example::Example SampleExample() {
 
 FunctionArg Shape1(int64_t d) { return FunctionArg(std::vector<FunctionArg>{FunctionArg(d)}); }
 
-FunctionArgMap FeatureArgs(FunctionArgMap features) { return {{"features", FunctionArg(std::move(features))}}; }
+FunctionArgMap FeatureArgs(FunctionArgMap features) {
+  return {{"features", FunctionArg(std::move(features))}};
+}
 
 FunctionArg WithDefault(const std::string& dtype, FunctionArg shape, FunctionArg value) {
-  return FunctionArg(FunctionArgMap{{"dtype", dtype}, {"shape", std::move(shape)}, {"default", std::move(value)}});
+  return FunctionArg(
+      FunctionArgMap{{"dtype", dtype}, {"shape", std::move(shape)}, {"default", std::move(value)}});
 }
 
 // A scalar feature (no shape) with a default.
@@ -585,9 +597,9 @@ TEST_CASE("functions: parse_example with a 2-D fixed shape", "[functions]") {
   proto::example::Example example;
   auto* values = (*example.mutable_features()->mutable_feature())["m"].mutable_int64_list();
   for (int64_t v : {1, 2, 3, 4, 5, 6}) values->add_value(v);
-  const FunctionArgMap args = FeatureArgs({{"m", FunctionArg(FunctionArgMap{
-                                                     {"dtype", "int64"},
-                                                     {"shape", FunctionArg(std::vector<FunctionArg>{2, 3})}})}});
+  const FunctionArgMap args =
+      FeatureArgs({{"m", FunctionArg(FunctionArgMap{
+                             {"dtype", "int64"}, {"shape", FunctionArg(std::vector<FunctionArg>{2, 3})}})}});
   CHECK(ApplyOk("parse_example", args, Str(Serialize(example))) == "{\"m\": [[1, 2, 3], [4, 5, 6]]}");
 }
 
@@ -617,8 +629,10 @@ TEST_CASE("functions: parse_example errors on the data", "[functions]") {
   CHECK_THAT(std::string(result.status().message()),
              Equals("parse_example: feature 'missing' is missing and has no default"));
 
-  result = Apply("parse_example", FeatureArgs({{"scores", FunctionArg(FunctionArgMap{{"dtype", "float32"}, {"shape", Shape1(2)}})}}),
-                 Str(Serialize(SampleExample())));
+  result = Apply(
+      "parse_example",
+      FeatureArgs({{"scores", FunctionArg(FunctionArgMap{{"dtype", "float32"}, {"shape", Shape1(2)}})}}),
+      Str(Serialize(SampleExample())));
   REQUIRE_FALSE(result.ok());
   CHECK(result.status().code() == absl::StatusCode::kInvalidArgument);
   CHECK_THAT(std::string(result.status().message()),
@@ -640,7 +654,9 @@ TEST_CASE("functions: parse_example errors on the data", "[functions]") {
   // Bytes that are not a serialized Example (a truncated length-delimited
   // field) are data loss.
   result = Apply("parse_example", FeatureArgs({{"label", FunctionArg(FunctionArgMap{{"dtype", "int64"}})}}),
-                 Str(std::string("\x0a\x05" "ab", 4)));
+                 Str(std::string("\x0a\x05"
+                                 "ab",
+                                 4)));
   REQUIRE_FALSE(result.ok());
   CHECK(result.status().code() == absl::StatusCode::kDataLoss);
   CHECK_THAT(std::string(result.status().message()),
@@ -659,7 +675,8 @@ TEST_CASE("functions: parse_example argument errors", "[functions]") {
   CHECK_THAT(std::string(fn.status().message()),
              Equals("parse_example: feature 'x' must be int64, float32 or string, as in tf.train.Example"));
 
-  fn = Make("parse_example", FeatureArgs({{"x", FunctionArg(FunctionArgMap{{"dtype", "int64"}, {"shap", Shape1(2)}})}}));
+  fn = Make("parse_example",
+            FeatureArgs({{"x", FunctionArg(FunctionArgMap{{"dtype", "int64"}, {"shap", Shape1(2)}})}}));
   REQUIRE_FALSE(fn.ok());
   CHECK_THAT(std::string(fn.status().message()),
              Equals("parse_example: feature 'x' has unknown key 'shap' (valid: dtype, shape, default)"));
@@ -693,16 +710,20 @@ TEST_CASE("functions: parse_example over a TFRecord file in a YAML pipeline", "[
       proto::example::Example example;
       auto& features = *example.mutable_features()->mutable_feature();
       features["id"].mutable_int64_list()->add_value(i);
-      for (int64_t k = 0; k < i; ++k) features["tokens"].mutable_bytes_list()->add_value(absl::StrCat("t", k));
+      for (int64_t k = 0; k < i; ++k)
+        features["tokens"].mutable_bytes_list()->add_value(absl::StrCat("t", k));
       if (i == 0) features["tokens"].mutable_bytes_list();
       REQUIRE((*writer)->Write(Serialize(example)).ok());
     }
     REQUIRE((*writer)->Close().ok());
   }
-  absl::StatusOr<std::vector<std::string>> lines = testing::RunYaml(absl::StrCat(
-      "pipeline:\n"
-      "  - tfrecord: ", path, "\n"
-      "  - map: {fn: parse_example, features: {id: {dtype: int64}, tokens: {dtype: string, shape: [-1]}}}\n"));
+  absl::StatusOr<std::vector<std::string>> lines =
+      testing::RunYaml(absl::StrCat("pipeline:\n"
+                                    "  - tfrecord: ",
+                                    path,
+                                    "\n"
+                                    "  - map: {fn: parse_example, features: {id: {dtype: int64}, tokens: "
+                                    "{dtype: string, shape: [-1]}}}\n"));
   REQUIRE(lines.ok());
   CHECK(*lines == std::vector<std::string>{"{\"id\": 0, \"tokens\": []}", "{\"id\": 1, \"tokens\": [\"t0\"]}",
                                            "{\"id\": 2, \"tokens\": [\"t0\", \"t1\"]}"});
@@ -725,7 +746,9 @@ TEST_CASE("functions: parse_example accepts shape [] for a scalar feature (YAML)
   }
   absl::StatusOr<std::vector<std::string>> lines = testing::RunYaml(absl::StrCat(
       "pipeline:\n"
-      "  - tfrecord: ", path, "\n"
+      "  - tfrecord: ",
+      path,
+      "\n"
       "  - map: {fn: parse_example, features: {id: {dtype: int64, shape: []}, w: {dtype: float32, shape: [], "
       "default: 1}}}\n"));
   if (!lines.ok()) FAIL(lines.status().message());
@@ -734,13 +757,15 @@ TEST_CASE("functions: parse_example accepts shape [] for a scalar feature (YAML)
 
 TEST_CASE("functions: an empty FunctionArg list is a list", "[functions]") {
   CHECK(FunctionArg(std::vector<FunctionArg>{}).proto().value_case() == proto::AttrValue::kList);
-  absl::StatusOr<std::unique_ptr<ElementFunction>> fn = Make("select", {{"components", std::vector<FunctionArg>{}}});
+  absl::StatusOr<std::unique_ptr<ElementFunction>> fn =
+      Make("select", {{"components", std::vector<FunctionArg>{}}});
   REQUIRE_FALSE(fn.ok());
   CHECK_THAT(std::string(fn.status().message()), Equals("select: 'components' is empty"));
   CHECK(ApplyOk("parse_example",
-               FeatureArgs({{"label", FunctionArg(FunctionArgMap{{"dtype", "int64"},
-                                                              {"shape", FunctionArg(std::vector<FunctionArg>{})}})}}),
-               Str(Serialize(SampleExample()))) == "{\"label\": 7}");
+                FeatureArgs({{"label",
+                              FunctionArg(FunctionArgMap{
+                                  {"dtype", "int64"}, {"shape", FunctionArg(std::vector<FunctionArg>{})}})}}),
+                Str(Serialize(SampleExample()))) == "{\"label\": 7}");
 }
 
 // ---------------------------------------------------------------------------
@@ -752,8 +777,9 @@ TEST_CASE("functions: an unknown argument names the closest valid one", "[functi
   CHECK(fn.status().code() == absl::StatusCode::kInvalidArgument);
   CHECK_THAT(std::string(fn.status().message()),
              StartsWith("unknown argument 'valeu' for function 'add'; did you mean 'value'?"));
-  CHECK_THAT(std::string(fn.status().message()),
-             Equals("unknown argument 'valeu' for function 'add'; did you mean 'value'? (valid: component, value)"));
+  CHECK_THAT(
+      std::string(fn.status().message()),
+      Equals("unknown argument 'valeu' for function 'add'; did you mean 'value'? (valid: component, value)"));
 
   // Also next to a valid `value`.
   fn = Make("less", {{"value", 1}, {"compnent", 0}});
@@ -785,9 +811,9 @@ TEST_CASE("functions: an unknown function names the closest one", "[functions]")
 
 TEST_CASE("functions: the registry lists the built-ins and refuses duplicates", "[functions]") {
   const FunctionRegistry& global = FunctionRegistry::Global();
-  for (const char* name : {"add", "subtract", "multiply", "floordiv", "mod", "square", "negate", "less", "less_equal",
-                           "greater", "greater_equal", "equal", "not_equal", "cast", "select", "decode_raw",
-                           "parse_example"}) {
+  for (const char* name :
+       {"add", "subtract", "multiply", "floordiv", "mod", "square", "negate", "less", "less_equal", "greater",
+        "greater_equal", "equal", "not_equal", "cast", "select", "decode_raw", "parse_example"}) {
     INFO(name);
     CHECK(global.Contains(name));
   }

@@ -3,8 +3,7 @@
 namespace sluice {
 
 absl::StatusOr<std::vector<Element>> CollectElements(const DatasetBase& dataset,
-                                                     const IteratorContext& context,
-                                                     int64_t limit) {
+                                                     const IteratorContext& context, int64_t limit) {
   if (limit < 0 && dataset.Cardinality() == kInfiniteCardinality) {
     return absl::InvalidArgumentError("cannot collect an infinite dataset without a limit");
   }

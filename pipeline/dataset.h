@@ -97,8 +97,7 @@ using DatasetPtr = std::shared_ptr<const DatasetBase>;
 // Reads every element (for tests and `sluice run`); fails on an infinite
 // dataset unless `limit` >= 0 bounds it.
 absl::StatusOr<std::vector<Element>> CollectElements(const DatasetBase& dataset,
-                                                     const IteratorContext& context = {},
-                                                     int64_t limit = -1);
+                                                     const IteratorContext& context = {}, int64_t limit = -1);
 
 // A cardinality as text: "10", "infinite", "unknown".
 std::string CardinalityString(int64_t cardinality);

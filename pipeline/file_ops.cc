@@ -11,9 +11,12 @@ namespace {
 
 const char* FormatName(RecordFormat format) {
   switch (format) {
-    case RecordFormat::kTextLine: return "text_line";
-    case RecordFormat::kTFRecord: return "tfrecord";
-    case RecordFormat::kFixedLength: return "fixed_length_record";
+    case RecordFormat::kTextLine:
+      return "text_line";
+    case RecordFormat::kTFRecord:
+      return "tfrecord";
+    case RecordFormat::kFixedLength:
+      return "fixed_length_record";
   }
   return "?";
 }
@@ -44,7 +47,8 @@ class FileSourceDataset : public DatasetBase {
         if (!file_open_) {
           int64_t file_index = 0;
           if (absl::Status status = files_.Next(&file_index, end); !status.ok() || *end) return status;
-          if (absl::Status status = OpenFile(dataset_->config_.files[file_index]); !status.ok()) return status;
+          if (absl::Status status = OpenFile(dataset_->config_.files[file_index]); !status.ok())
+            return status;
         }
         absl::StatusOr<bool> got = ReadOne(&record);
         if (!got.ok()) return got.status();
@@ -69,7 +73,8 @@ class FileSourceDataset : public DatasetBase {
           bool no_more = false;
           if (absl::Status status = files_.Next(&file_index, &no_more); !status.ok()) return status;
           if (no_more) break;
-          if (absl::Status status = OpenFile(dataset_->config_.files[file_index]); !status.ok()) return status;
+          if (absl::Status status = OpenFile(dataset_->config_.files[file_index]); !status.ok())
+            return status;
         }
         absl::StatusOr<bool> got = ReadOne(&out[*rows]);
         if (!got.ok()) return got.status();
@@ -103,8 +108,8 @@ class FileSourceDataset : public DatasetBase {
         std::string header;
         if (absl::Status s = owned_->Read(config.header_bytes, &header); !s.ok()) return s;
         if (static_cast<int64_t>(header.size()) < config.header_bytes) {
-          return absl::DataLossError(absl::StrCat("'", path, "' is shorter than its ", config.header_bytes,
-                                                  "-byte header"));
+          return absl::DataLossError(
+              absl::StrCat("'", path, "' is shorter than its ", config.header_bytes, "-byte header"));
         }
       }
       return absl::OkStatus();
@@ -130,16 +135,15 @@ class FileSourceDataset : public DatasetBase {
           if (static_cast<int64_t>(lookahead_.size()) < want) {
             const auto left = static_cast<int64_t>(lookahead_.size());
             if (left < config.footer_bytes) {
-              return absl::DataLossError(absl::StrCat("'", owned_->path(), "': ", left,
-                                                      " bytes after the last record are fewer than the ",
-                                                      config.footer_bytes, "-byte footer (offset ",
-                                                      owned_->offset() - lookahead_.size(), ")"));
+              return absl::DataLossError(absl::StrCat(
+                  "'", owned_->path(), "': ", left, " bytes after the last record are fewer than the ",
+                  config.footer_bytes, "-byte footer (offset ", owned_->offset() - lookahead_.size(), ")"));
             }
             if (left != config.footer_bytes) {
-              return absl::DataLossError(absl::StrCat(
-                  "'", owned_->path(), "': ", left - config.footer_bytes,
-                  " trailing bytes do not make a whole ", config.record_bytes, "-byte record (offset ",
-                  owned_->offset() - lookahead_.size(), ")"));
+              return absl::DataLossError(absl::StrCat("'", owned_->path(), "': ", left - config.footer_bytes,
+                                                      " trailing bytes do not make a whole ",
+                                                      config.record_bytes, "-byte record (offset ",
+                                                      owned_->offset() - lookahead_.size(), ")"));
             }
             lookahead_.clear();
             return false;
@@ -170,7 +174,8 @@ class FileSourceDataset : public DatasetBase {
 absl::StatusOr<DatasetPtr> MakeFileSourceDataset(FileSourceConfig config) {
   const char* op = FormatName(config.format);
   absl::StatusOr<Compression> compression = ParseCompression(config.compression_type);
-  if (!compression.ok()) return absl::InvalidArgumentError(absl::StrCat(op, ": ", compression.status().message()));
+  if (!compression.ok())
+    return absl::InvalidArgumentError(absl::StrCat(op, ": ", compression.status().message()));
   if (config.files.empty()) return absl::InvalidArgumentError(absl::StrCat(op, ": missing 'files'"));
   if (config.format == RecordFormat::kFixedLength) {
     if (config.record_bytes <= 0) {

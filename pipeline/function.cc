@@ -18,8 +18,7 @@ const proto::AttrValue* FunctionArgs::Get(const std::string& key) {
   return it == args_.end() ? nullptr : &it->second;
 }
 
-absl::StatusOr<const proto::AttrValue*> FunctionArgs::Require(const std::string& key,
-                                                              bool has_fallback) {
+absl::StatusOr<const proto::AttrValue*> FunctionArgs::Require(const std::string& key, bool has_fallback) {
   const proto::AttrValue* value = Get(key);
   if (value == nullptr && !has_fallback) {
     return absl::InvalidArgumentError(
@@ -33,8 +32,7 @@ absl::Status FunctionArgs::WrongType(const std::string& key, const char* expecte
       absl::StrCat(function_name_, ": argument '", key, "' must be ", expected));
 }
 
-absl::StatusOr<int64_t> FunctionArgs::GetInt(const std::string& key,
-                                             std::optional<int64_t> fallback) {
+absl::StatusOr<int64_t> FunctionArgs::GetInt(const std::string& key, std::optional<int64_t> fallback) {
   absl::StatusOr<const proto::AttrValue*> value = Require(key, fallback.has_value());
   if (!value.ok()) return value.status();
   if (*value == nullptr) return *fallback;
@@ -42,8 +40,7 @@ absl::StatusOr<int64_t> FunctionArgs::GetInt(const std::string& key,
   return (*value)->i();
 }
 
-absl::StatusOr<double> FunctionArgs::GetDouble(const std::string& key,
-                                               std::optional<double> fallback) {
+absl::StatusOr<double> FunctionArgs::GetDouble(const std::string& key, std::optional<double> fallback) {
   absl::StatusOr<const proto::AttrValue*> value = Require(key, fallback.has_value());
   if (!value.ok()) return value.status();
   if (*value == nullptr) return *fallback;
@@ -86,11 +83,11 @@ absl::Status FunctionArgs::CheckAllUsed() const {
   std::vector<std::string> known(known_.begin(), known_.end());
   for (const auto& [key, value] : args_) {
     if (!known_.contains(key)) {
-      std::string valid = known.empty() ? "it takes no arguments"
-                                        : absl::StrCat("valid: ", absl::StrJoin(known, ", "));
-      return absl::InvalidArgumentError(absl::StrCat("unknown argument '", key,
-                                                     "' for function '", function_name_, "'",
-                                                     DidYouMean(key, known), " (", valid, ")"));
+      std::string valid =
+          known.empty() ? "it takes no arguments" : absl::StrCat("valid: ", absl::StrJoin(known, ", "));
+      return absl::InvalidArgumentError(absl::StrCat("unknown argument '", key, "' for function '",
+                                                     function_name_, "'", DidYouMean(key, known), " (", valid,
+                                                     ")"));
     }
   }
   return absl::OkStatus();
@@ -105,8 +102,7 @@ absl::Status FunctionRegistry::Register(const std::string& name, const std::stri
                                         FunctionFactory factory) {
   absl::MutexLock lock(&mu_);
   if (entries_.contains(name)) {
-    return absl::AlreadyExistsError(absl::StrCat("element function '", name,
-                                                 "' is already registered"));
+    return absl::AlreadyExistsError(absl::StrCat("element function '", name, "' is already registered"));
   }
   entries_[name] = Entry{description, std::move(factory)};
   return absl::OkStatus();
@@ -157,8 +153,7 @@ std::string FunctionRegistry::Description(const std::string& name) const {
 }
 
 namespace internal {
-FunctionRegistrar::FunctionRegistrar(const char* name, const char* description,
-                                     FunctionFactory factory) {
+FunctionRegistrar::FunctionRegistrar(const char* name, const char* description, FunctionFactory factory) {
   absl::Status status = FunctionRegistry::Global().Register(name, description, std::move(factory));
   if (!status.ok()) {
     // Registration runs before main, where nothing can report a Status.
@@ -183,14 +178,14 @@ absl::StatusOr<ComponentSelector> ComponentSelector::FromArgs(FunctionArgs& args
   return selector;
 }
 
-absl::StatusOr<std::vector<int>> ComponentSelector::Resolve(
-    size_t num_components, const std::vector<std::string>& names) const {
+absl::StatusOr<std::vector<int>> ComponentSelector::Resolve(size_t num_components,
+                                                            const std::vector<std::string>& names) const {
   std::vector<int> result;
   if (index_.has_value()) {
     if (*index_ < 0 || *index_ >= static_cast<int64_t>(num_components)) {
       return absl::InvalidArgumentError(absl::StrCat(function_name_, ": component ", *index_,
-                                                     " is out of range for an element of ",
-                                                     num_components, " components"));
+                                                     " is out of range for an element of ", num_components,
+                                                     " components"));
     }
     result.push_back(static_cast<int>(*index_));
   } else if (name_.has_value()) {
@@ -198,8 +193,8 @@ absl::StatusOr<std::vector<int>> ComponentSelector::Resolve(
       if (names[i] == *name_) result.push_back(static_cast<int>(i));
     }
     if (result.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(function_name_, ": no component named '",
-                                                     *name_, "'", DidYouMean(*name_, names)));
+      return absl::InvalidArgumentError(
+          absl::StrCat(function_name_, ": no component named '", *name_, "'", DidYouMean(*name_, names)));
     }
   } else {
     for (size_t i = 0; i < num_components; ++i) result.push_back(static_cast<int>(i));

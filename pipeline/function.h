@@ -54,8 +54,7 @@ class ElementFunction {
 // used. Messages name the function, for example "add: argument 'value' ...".
 class FunctionArgs {
  public:
-  FunctionArgs(std::string function_name,
-               const google::protobuf::Map<std::string, proto::AttrValue>& args);
+  FunctionArgs(std::string function_name, const google::protobuf::Map<std::string, proto::AttrValue>& args);
 
   const std::string& function_name() const { return function_name_; }
   bool Has(const std::string& key) const;
@@ -63,8 +62,7 @@ class FunctionArgs {
   absl::StatusOr<int64_t> GetInt(const std::string& key, std::optional<int64_t> fallback = {});
   absl::StatusOr<double> GetDouble(const std::string& key, std::optional<double> fallback = {});
   absl::StatusOr<bool> GetBool(const std::string& key, std::optional<bool> fallback = {});
-  absl::StatusOr<std::string> GetString(const std::string& key,
-                                        std::optional<std::string> fallback = {});
+  absl::StatusOr<std::string> GetString(const std::string& key, std::optional<std::string> fallback = {});
   absl::StatusOr<DType> GetDType(const std::string& key, std::optional<DType> fallback = {});
   // The raw value, or nullptr when absent.
   const proto::AttrValue* Get(const std::string& key);
@@ -81,8 +79,7 @@ class FunctionArgs {
   std::set<std::string> known_;  // every key a getter asked for
 };
 
-using FunctionFactory =
-    std::function<absl::StatusOr<std::unique_ptr<ElementFunction>>(FunctionArgs& args)>;
+using FunctionFactory = std::function<absl::StatusOr<std::unique_ptr<ElementFunction>>(FunctionArgs& args)>;
 
 class FunctionRegistry {
  public:
@@ -90,8 +87,7 @@ class FunctionRegistry {
   static FunctionRegistry& Global();
 
   // Fails on a duplicate name.
-  absl::Status Register(const std::string& name, const std::string& description,
-                        FunctionFactory factory);
+  absl::Status Register(const std::string& name, const std::string& description, FunctionFactory factory);
   // Makes a function from a FunctionDef. An unknown name or argument is
   // InvalidArgument with the closest valid name.
   absl::StatusOr<std::unique_ptr<ElementFunction>> Create(const proto::FunctionDef& def) const;
@@ -117,9 +113,8 @@ struct FunctionRegistrar {
 #define SLUICE_FUNCTION_CONCAT_INNER(a, b) a##b
 #define SLUICE_FUNCTION_CONCAT(a, b) SLUICE_FUNCTION_CONCAT_INNER(a, b)
 // Registers an element function when the enclosing library is loaded.
-#define SLUICE_REGISTER_ELEMENT_FUNCTION(name, description, factory)                         \
-  static ::sluice::internal::FunctionRegistrar SLUICE_FUNCTION_CONCAT(sluice_function_,      \
-                                                                      __COUNTER__)(          \
+#define SLUICE_REGISTER_ELEMENT_FUNCTION(name, description, factory)                                  \
+  static ::sluice::internal::FunctionRegistrar SLUICE_FUNCTION_CONCAT(sluice_function_, __COUNTER__)( \
       name, description, factory)
 
 // Which components a function acts on: the optional `component` argument

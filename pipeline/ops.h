@@ -55,8 +55,7 @@ std::unique_ptr<IteratorBase> MakeBackgroundIterator(std::unique_ptr<IteratorBas
 // Interleave builds `make_sub_dataset(element)` for each input element.
 using SubDatasetFactory = std::function<absl::StatusOr<DatasetPtr>(const Element& input)>;
 absl::StatusOr<DatasetPtr> MakeInterleaveDataset(DatasetPtr input, const proto::InterleaveOp& op,
-                                                 SubDatasetFactory make_sub_dataset,
-                                                 ElementSpec sub_spec);
+                                                 SubDatasetFactory make_sub_dataset, ElementSpec sub_spec);
 
 }  // namespace sluice
 

@@ -251,9 +251,7 @@ class InterleaveDataset : public DatasetBase {
         num_parallel_calls_(num_parallel_calls) {}
 
   const ElementSpec& element_spec() const override { return spec_; }
-  int64_t Cardinality() const override {
-    return input_->Cardinality() == 0 ? 0 : kUnknownCardinality;
-  }
+  int64_t Cardinality() const override { return input_->Cardinality() == 0 ? 0 : kUnknownCardinality; }
   std::string DebugName() const override { return "interleave"; }
 
   absl::StatusOr<std::unique_ptr<IteratorBase>> MakeIterator(const IteratorContext& context) const override {
@@ -267,8 +265,6 @@ class InterleaveDataset : public DatasetBase {
    public:
     Iterator(const InterleaveDataset* dataset, std::unique_ptr<IteratorBase> input)
         : dataset_(dataset), input_(std::move(input)), cycle_(dataset->cycle_length_) {}
-
-
 
     absl::Status GetNext(Element* element, bool* end) override {
       while (true) {
@@ -357,10 +353,9 @@ absl::StatusOr<DatasetPtr> MakeMapDataset(DatasetPtr input, const proto::MapOp& 
   };
   TransformFn transform = [function](Unit& unit) { return function->CallOwned(std::move(unit.elements[0])); };
   const int64_t cardinality = input->Cardinality();
-  return std::make_shared<PullTransformDataset>(std::move(input), *std::move(spec),
-                                                absl::StrCat("map(", op.fn().name(), ")"), cardinality,
-                                                std::move(pull), std::move(transform), op.num_parallel_calls(),
-                                                op.deterministic());
+  return std::make_shared<PullTransformDataset>(
+      std::move(input), *std::move(spec), absl::StrCat("map(", op.fn().name(), ")"), cardinality,
+      std::move(pull), std::move(transform), op.num_parallel_calls(), op.deterministic());
 }
 
 absl::StatusOr<DatasetPtr> MakeBatchDataset(DatasetPtr input, const proto::BatchOp& op) {
@@ -403,21 +398,24 @@ absl::StatusOr<DatasetPtr> MakeBatchDataset(DatasetPtr input, const proto::Batch
   if (n >= 0) cardinality = drop_remainder ? n / batch_size : (n + batch_size - 1) / batch_size;
   ElementSpec spec = BatchedSpec(input->element_spec(), drop_remainder ? batch_size : kUnknownDim);
   return std::make_shared<PullTransformDataset>(std::move(input), std::move(spec), "batch", cardinality,
-                                                std::move(pull), std::move(transform), op.num_parallel_calls(),
-                                                op.deterministic());
+                                                std::move(pull), std::move(transform),
+                                                op.num_parallel_calls(), op.deterministic());
 }
 
 absl::StatusOr<DatasetPtr> MakeInterleaveDataset(DatasetPtr input, const proto::InterleaveOp& op,
                                                  SubDatasetFactory make_sub_dataset, ElementSpec sub_spec) {
   if (op.cycle_length() <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat("interleave: cycle_length must be > 0, got ", op.cycle_length()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("interleave: cycle_length must be > 0, got ", op.cycle_length()));
   }
   if (op.block_length() <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat("interleave: block_length must be > 0, got ", op.block_length()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("interleave: block_length must be > 0, got ", op.block_length()));
   }
   if (absl::Status s = CheckParallelCalls(op.num_parallel_calls(), "interleave"); !s.ok()) return s;
-  return std::make_shared<InterleaveDataset>(std::move(input), std::move(sub_spec), std::move(make_sub_dataset),
-                                             op.cycle_length(), op.block_length(), op.num_parallel_calls());
+  return std::make_shared<InterleaveDataset>(std::move(input), std::move(sub_spec),
+                                             std::move(make_sub_dataset), op.cycle_length(),
+                                             op.block_length(), op.num_parallel_calls());
 }
 
 }  // namespace sluice

@@ -1,12 +1,11 @@
 // Tests of map, batch and interleave, sequential and on a thread pool.
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cstdint>
 #include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <catch2/catch.hpp>
 
 #include "absl/status/status.h"
 #include "pipeline/dataset.h"
@@ -108,7 +107,8 @@ std::string WithCalls(const std::string& text, int calls) {
 
 TEST_CASE("parallel_ops: sequential map", "[ops][map]") {
   CHECK(IntsOf(Dataset::Range(1000).Map("square")) == Squares(1000));
-  CHECK(Yaml("pipeline:\n  - range: 5\n  - map: {fn: add, value: 10}\n") == Lines{"10", "11", "12", "13", "14"});
+  CHECK(Yaml("pipeline:\n  - range: 5\n  - map: {fn: add, value: 10}\n") ==
+        Lines{"10", "11", "12", "13", "14"});
   CHECK(Yaml("pipeline:\n  - range: 4\n  - map: negate\n") == Lines{"0", "-1", "-2", "-3"});
   CHECK(Yaml("pipeline:\n"
              "  - from_tensor_slices: {x: [1, 2], y: [3, 4]}\n"
@@ -214,7 +214,8 @@ TEST_CASE("parallel_ops: map argument errors", "[ops][map]") {
   CHECK(calls.code() == absl::StatusCode::kInvalidArgument);
   CHECK(calls.message() == "step 2 (map): num_parallel_calls must be >= 1, or -1 for autotune, got -2");
 
-  absl::Status type = BuildError(Dataset::FromTensorSlices({Tensor::FromVector<std::string>({"a"})}).Map("square"));
+  absl::Status type =
+      BuildError(Dataset::FromTensorSlices({Tensor::FromVector<std::string>({"a"})}).Map("square"));
   CHECK(type.code() == absl::StatusCode::kInvalidArgument);
   CHECK(type.message() == "step 2 (map): square: needs a numeric component, got string");
 }
@@ -222,7 +223,8 @@ TEST_CASE("parallel_ops: map argument errors", "[ops][map]") {
 // ---------------------------------------------------------------- batch
 
 TEST_CASE("parallel_ops: batch", "[ops][batch]") {
-  CHECK(JsonOf(Dataset::Range(10).Map("square").Batch(4)) == Lines{"[0, 1, 4, 9]", "[16, 25, 36, 49]", "[64, 81]"});
+  CHECK(JsonOf(Dataset::Range(10).Map("square").Batch(4)) ==
+        Lines{"[0, 1, 4, 9]", "[16, 25, 36, 49]", "[64, 81]"});
   CHECK(Yaml("pipeline:\n  - range: 10\n  - map: {fn: square}\n  - batch: {batch_size: 4}\n") ==
         Lines{"[0, 1, 4, 9]", "[16, 25, 36, 49]", "[64, 81]"});
   CHECK(JsonOf(Dataset::Range(4).Batch(4)) == Lines{"[0, 1, 2, 3]"});
@@ -286,7 +288,8 @@ TEST_CASE("parallel_ops: batch of mismatched shapes points to padded_batch", "[o
         std::to_string(calls) + "}\n");
     REQUIRE_FALSE(lines.ok());
     CHECK(lines.status().code() == absl::StatusCode::kInvalidArgument);
-    CHECK(lines.status().message() == "batch: cannot batch component 0 of shapes [1] and [2]; use padded_batch");
+    CHECK(lines.status().message() ==
+          "batch: cannot batch component 0 of shapes [1] and [2]; use padded_batch");
   }
 }
 
@@ -341,12 +344,18 @@ void CheckCycleOrders(const TextFiles& files, int64_t calls) {
   const Dataset lines = Dataset::TextLine({});
   // cycle 2, block 1: when b runs out, its slot is skipped until the cycle
   // comes back to it; c opens there only after a runs out too.
-  CHECK(JsonOf(abc.Interleave(lines, 2, 1, calls)) == Quote({"a0", "b0", "a1", "b1", "a2", "c0", "c1", "c2", "c3"}));
-  CHECK(JsonOf(abc.Interleave(lines, 2, 2, calls)) == Quote({"a0", "a1", "b0", "b1", "a2", "c0", "c1", "c2", "c3"}));
-  CHECK(JsonOf(abc.Interleave(lines, 3, 1, calls)) == Quote({"a0", "b0", "c0", "a1", "b1", "c1", "a2", "c2", "c3"}));
-  CHECK(JsonOf(abc.Interleave(lines, 3, 2, calls)) == Quote({"a0", "a1", "b0", "b1", "c0", "c1", "a2", "c2", "c3"}));
-  CHECK(JsonOf(abc.Interleave(lines, 1, 1, calls)) == Quote({"a0", "a1", "a2", "b0", "b1", "c0", "c1", "c2", "c3"}));
-  CHECK(JsonOf(abc.Interleave(lines, 4, 3, calls)) == Quote({"a0", "a1", "a2", "b0", "b1", "c0", "c1", "c2", "c3"}));
+  CHECK(JsonOf(abc.Interleave(lines, 2, 1, calls)) ==
+        Quote({"a0", "b0", "a1", "b1", "a2", "c0", "c1", "c2", "c3"}));
+  CHECK(JsonOf(abc.Interleave(lines, 2, 2, calls)) ==
+        Quote({"a0", "a1", "b0", "b1", "a2", "c0", "c1", "c2", "c3"}));
+  CHECK(JsonOf(abc.Interleave(lines, 3, 1, calls)) ==
+        Quote({"a0", "b0", "c0", "a1", "b1", "c1", "a2", "c2", "c3"}));
+  CHECK(JsonOf(abc.Interleave(lines, 3, 2, calls)) ==
+        Quote({"a0", "a1", "b0", "b1", "c0", "c1", "a2", "c2", "c3"}));
+  CHECK(JsonOf(abc.Interleave(lines, 1, 1, calls)) ==
+        Quote({"a0", "a1", "a2", "b0", "b1", "c0", "c1", "c2", "c3"}));
+  CHECK(JsonOf(abc.Interleave(lines, 4, 3, calls)) ==
+        Quote({"a0", "a1", "a2", "b0", "b1", "c0", "c1", "c2", "c3"}));
   // An empty file ends at once and the next file takes its slot.
   CHECK(JsonOf(files.Files({"a.txt", "empty.txt", "b.txt", "c.txt"}).Interleave(lines, 2, 1, calls)) ==
         Quote({"a0", "a1", "b0", "a2", "b1", "c0", "c1", "c2", "c3"}));
@@ -365,17 +374,18 @@ TEST_CASE("parallel_ops: parallel interleave gives the same order", "[ops][inter
 
 TEST_CASE("parallel_ops: interleave from YAML", "[ops][interleave]") {
   TextFiles files;
-  const std::string input = "  - from_tensor_slices: [\"" + files.Path("a.txt") + "\", \"" + files.Path("b.txt") +
-                            "\", \"" + files.Path("c.txt") + "\"]\n";
-  CHECK(Yaml("pipeline:\n" + input + "  - interleave: {cycle_length: 2, block_length: 1, pipeline: [text_line]}\n") ==
+  const std::string input = "  - from_tensor_slices: [\"" + files.Path("a.txt") + "\", \"" +
+                            files.Path("b.txt") + "\", \"" + files.Path("c.txt") + "\"]\n";
+  CHECK(Yaml("pipeline:\n" + input +
+             "  - interleave: {cycle_length: 2, block_length: 1, pipeline: [text_line]}\n") ==
         Quote({"a0", "b0", "a1", "b1", "a2", "c0", "c1", "c2", "c3"}));
   // The sub-pipeline may have transforms of its own.
   CHECK(Yaml("pipeline:\n" + input +
              "  - interleave: {cycle_length: 3, pipeline: [text_line, {skip: 1}, {take: 2}]}\n") ==
         Quote({"a1", "b1", "c1", "a2", "c2"}));
   CHECK(Yaml("pipeline:\n" + input +
-             "  - interleave: {cycle_length: 2, block_length: 1, num_parallel_calls: 2, pipeline: [text_line]}\n") ==
-        Quote({"a0", "b0", "a1", "b1", "a2", "c0", "c1", "c2", "c3"}));
+             "  - interleave: {cycle_length: 2, block_length: 1, num_parallel_calls: 2, pipeline: "
+             "[text_line]}\n") == Quote({"a0", "b0", "a1", "b1", "a2", "c0", "c1", "c2", "c3"}));
 }
 
 TEST_CASE("parallel_ops: interleave of list_files", "[ops][interleave]") {
@@ -387,8 +397,8 @@ TEST_CASE("parallel_ops: interleave of list_files", "[ops][interleave]") {
 
 TEST_CASE("parallel_ops: destroying a parallel interleave iterator mid-stream", "[ops][interleave]") {
   TextFiles files;
-  DatasetPtr interleaved =
-      MustBuild(files.Files({"a.txt", "b.txt", "c.txt"}).Interleave(Dataset::TextLine({}), 2, 1, 2).Prefetch(1));
+  DatasetPtr interleaved = MustBuild(
+      files.Files({"a.txt", "b.txt", "c.txt"}).Interleave(Dataset::TextLine({}), 2, 1, 2).Prefetch(1));
   {
     std::unique_ptr<IteratorBase> it = MustIterate(interleaved);
     CHECK(NextJson(*it) == "\"a0\"");

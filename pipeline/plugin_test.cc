@@ -2,7 +2,6 @@
 // (pipeline/plugin_example) from YAML and with LoadPlugin, and the errors
 // for libraries that do not load.
 #include <catch2/catch.hpp>
-
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -60,7 +59,8 @@ TEST_CASE("plugin: the example plugin from a YAML plugins entry", "[plugin]") {
   CHECK(loaded->def.steps(1).map().fn().args().at("offset").i() == 1);
 
   // A single path without a list works too.
-  CHECK(Run(absl::StrCat("plugins: ", kPlugin, "\npipeline:\n  - range: 3\n  - map: {fn: example.affine, offset: -1}\n")) ==
+  CHECK(Run(absl::StrCat("plugins: ", kPlugin,
+                         "\npipeline:\n  - range: 3\n  - map: {fn: example.affine, offset: -1}\n")) ==
         Lines{"-1", "0", "1"});
 }
 
@@ -84,13 +84,15 @@ TEST_CASE("plugin: the example plugin with LoadPlugin", "[plugin]") {
 }
 
 TEST_CASE("plugin: example.is_even in filter", "[plugin]") {
-  CHECK(Run(absl::StrCat("plugins: [", kPlugin, "]\npipeline:\n  - range: 7\n  - filter: {fn: example.is_even}\n")) ==
+  CHECK(Run(absl::StrCat("plugins: [", kPlugin,
+                         "]\npipeline:\n  - range: 7\n  - filter: {fn: example.is_even}\n")) ==
         Lines{"0", "2", "4", "6"});
   CHECK(Run(absl::StrCat("plugins: [", kPlugin,
                          "]\npipeline:\n  - range: 5\n  - map: {fn: example.affine, scale: 3, offset: 1}\n"
                          "  - filter: example.is_even\n")) == Lines{"4", "10"});
   // Through the builder, which loads the plugin when built.
-  CHECK(Collect(Dataset::Range(10).WithPlugin(kPlugin).Filter("example.is_even").Take(3)) == Lines{"0", "2", "4"});
+  CHECK(Collect(Dataset::Range(10).WithPlugin(kPlugin).Filter("example.is_even").Take(3)) ==
+        Lines{"0", "2", "4"});
 }
 
 TEST_CASE("plugin: plugin functions get the registry's argument checks", "[plugin]") {
@@ -102,7 +104,8 @@ TEST_CASE("plugin: plugin functions get the registry's argument checks", "[plugi
   REQUIRE_FALSE(fn.ok());
   CHECK(fn.status().code() == absl::StatusCode::kInvalidArgument);
   CHECK_THAT(std::string(fn.status().message()),
-             Equals("unknown argument 'scal' for function 'example.affine'; did you mean 'scale'? (valid: offset, scale)"));
+             Equals("unknown argument 'scal' for function 'example.affine'; did you mean 'scale'? (valid: "
+                    "offset, scale)"));
 
   def.clear_args();
   def.set_name("example.is_even");
@@ -113,8 +116,10 @@ TEST_CASE("plugin: plugin functions get the registry's argument checks", "[plugi
              Equals("unknown argument 'value' for function 'example.is_even' (it takes no arguments)"));
 
   // And its own output-spec checks, at build time.
-  absl::StatusOr<DatasetPtr> built =
-      Dataset::FromTensorSlices({Tensor::FromVector<float>({1.0f})}).WithPlugin(kPlugin).Filter("example.is_even").Build();
+  absl::StatusOr<DatasetPtr> built = Dataset::FromTensorSlices({Tensor::FromVector<float>({1.0f})})
+                                         .WithPlugin(kPlugin)
+                                         .Filter("example.is_even")
+                                         .Build();
   REQUIRE_FALSE(built.ok());
   CHECK(built.status().code() == absl::StatusCode::kInvalidArgument);
   CHECK_THAT(std::string(built.status().message()), StartsWith("step 2 (filter): "));
@@ -128,7 +133,8 @@ TEST_CASE("plugin: a relative plugin path is resolved against the pipeline file"
   const std::string path = dir.File("pipeline.yaml");
   {
     std::ofstream file(path);
-    file << "plugins: [" << relative.string() << "]\npipeline:\n  - range: 2\n  - map: {fn: example.affine, scale: 5}\n";
+    file << "plugins: [" << relative.string()
+         << "]\npipeline:\n  - range: 2\n  - map: {fn: example.affine, scale: 5}\n";
   }
   absl::StatusOr<LoadedPipeline> loaded = LoadPipelineFile(path);
   REQUIRE(loaded.ok());
@@ -163,7 +169,8 @@ TEST_CASE("plugin: a plugin that does not load", "[plugin]") {
       ParsePipelineYaml(absl::StrCat("plugins: [", missing, "]\npipeline:\n  - range: 3\n"), "test.yaml");
   REQUIRE_FALSE(loaded.ok());
   CHECK(loaded.status().code() == absl::StatusCode::kInvalidArgument);
-  CHECK_THAT(std::string(loaded.status().message()), StartsWith("test.yaml:1:11: cannot load plugin '" + missing + "': "));
+  CHECK_THAT(std::string(loaded.status().message()),
+             StartsWith("test.yaml:1:11: cannot load plugin '" + missing + "': "));
 
   // A relative path names the resolved path.
   loaded = ParsePipelineYaml("plugins: [libnope.so]\npipeline:\n  - range: 3\n", "test.yaml", dir.path());
@@ -179,7 +186,8 @@ TEST_CASE("plugin: a plugin that does not load", "[plugin]") {
 
   loaded = ParsePipelineYaml("plugins: [{a: b}]\npipeline:\n  - range: 3\n", "test.yaml");
   REQUIRE_FALSE(loaded.ok());
-  CHECK_THAT(std::string(loaded.status().message()), Equals("test.yaml:1:11: plugins: expected a library path"));
+  CHECK_THAT(std::string(loaded.status().message()),
+             Equals("test.yaml:1:11: plugins: expected a library path"));
 }
 
 }  // namespace

@@ -32,7 +32,8 @@ absl::StatusOr<Compression> ParseCompression(const std::string& name) {
       absl::StrCat("unknown compression_type '", name, "' (valid: \"\", GZIP, ZLIB)"));
 }
 
-absl::StatusOr<std::unique_ptr<InputStream>> InputStream::Open(const std::string& path, Compression compression) {
+absl::StatusOr<std::unique_ptr<InputStream>> InputStream::Open(const std::string& path,
+                                                               Compression compression) {
   FILE* file = std::fopen(path.c_str(), "rb");
   if (file == nullptr) {
     const int error = errno;
@@ -141,8 +142,8 @@ absl::StatusOr<bool> TFRecordReader::ReadRecord(std::string* record) {
   if (absl::Status status = stream_->Read(12, &header); !status.ok()) return status;
   if (header.empty()) return false;
   auto corrupt = [&](const std::string& what) {
-    return absl::DataLossError(absl::StrCat("corrupt TFRecord in '", stream_->path(), "' at offset ", start,
-                                            ": ", what));
+    return absl::DataLossError(
+        absl::StrCat("corrupt TFRecord in '", stream_->path(), "' at offset ", start, ": ", what));
   };
   if (header.size() < 12) return corrupt("truncated record header");
   const uint64_t length = DecodeFixed64(header.data());

@@ -50,8 +50,8 @@ class InputStream {
   z_stream zstream_{};
   bool zstream_ready_ = false;
   bool stream_end_ = false;
-  std::vector<char> raw_;        // compressed bytes from the file
-  std::string buffer_;           // decompressed bytes not yet consumed
+  std::vector<char> raw_;  // compressed bytes from the file
+  std::string buffer_;     // decompressed bytes not yet consumed
   size_t buffer_pos_ = 0;
   uint64_t offset_ = 0;
 };

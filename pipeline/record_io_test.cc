@@ -1,9 +1,11 @@
 // Tests of record files (pipeline/record_io.cc) and the file sources that
 // read them (pipeline/file_ops.cc): TFRecord framing and its corruption
 // checks, compression, text lines and fixed-length records.
-#include <catch2/catch.hpp>
+#include "pipeline/record_io.h"
+
 #include <zlib.h>
 
+#include <catch2/catch.hpp>
 #include <cstdint>
 #include <cstring>
 #include <fstream>
@@ -15,7 +17,6 @@
 #include "absl/strings/str_cat.h"
 #include "common/crc32c.h"
 #include "pipeline/ops.h"
-#include "pipeline/record_io.h"
 #include "sluice/dataset.h"
 #include "tests/testing/test_util.h"
 
@@ -44,7 +45,8 @@ void WriteFile(const std::string& path, const std::string& contents) {
 void WriteGzip(const std::string& path, const std::string& contents) {
   gzFile gz = gzopen(path.c_str(), "wb");
   REQUIRE(gz != nullptr);
-  REQUIRE(gzwrite(gz, contents.data(), static_cast<unsigned>(contents.size())) == static_cast<int>(contents.size()));
+  REQUIRE(gzwrite(gz, contents.data(), static_cast<unsigned>(contents.size())) ==
+          static_cast<int>(contents.size()));
   REQUIRE(gzclose(gz) == Z_OK);
 }
 
@@ -52,12 +54,14 @@ void WriteZlib(const std::string& path, const std::string& contents) {
   uLongf size = compressBound(contents.size());
   std::string compressed(size, '\0');
   REQUIRE(compress2(reinterpret_cast<Bytef*>(compressed.data()), &size,
-                    reinterpret_cast<const Bytef*>(contents.data()), contents.size(), Z_BEST_COMPRESSION) == Z_OK);
+                    reinterpret_cast<const Bytef*>(contents.data()), contents.size(),
+                    Z_BEST_COMPRESSION) == Z_OK);
   compressed.resize(size);
   WriteFile(path, compressed);
 }
 
-void WriteRecords(const std::string& path, const Records& records, Compression compression = Compression::kNone) {
+void WriteRecords(const std::string& path, const Records& records,
+                  Compression compression = Compression::kNone) {
   absl::StatusOr<std::unique_ptr<TFRecordWriter>> writer = TFRecordWriter::Create(path, compression);
   REQUIRE(writer.ok());
   for (const std::string& record : records) REQUIRE((*writer)->Write(record).ok());
@@ -235,7 +239,8 @@ TEST_CASE("records: TFRecord with ZLIB compression", "[records]") {
       TFRecordWriter::Create(dir.File("out.tfrecord.z"), Compression::kZlib);
   REQUIRE_FALSE(writer.ok());
   CHECK(writer.status().code() == absl::StatusCode::kUnimplemented);
-  CHECK_THAT(std::string(writer.status().message()), Equals("TFRecordWriter writes uncompressed or GZIP files only"));
+  CHECK_THAT(std::string(writer.status().message()),
+             Equals("TFRecordWriter writes uncompressed or GZIP files only"));
 }
 
 TEST_CASE("records: a flipped data byte is a data checksum mismatch at the record's offset", "[records]") {
@@ -315,8 +320,9 @@ TEST_CASE("records: a truncated TFRecord file", "[records]") {
     size_t keep;
     const char* what;
   };
-  for (const Case& c : {Case{21 + 5, "truncated record header"}, Case{21 + 12 + 3, "truncated record data"},
-                        Case{21 + 12 + 5, "truncated record checksum"}, Case{21 + 12 + 5 + 3, "truncated record checksum"}}) {
+  for (const Case& c :
+       {Case{21 + 5, "truncated record header"}, Case{21 + 12 + 3, "truncated record data"},
+        Case{21 + 12 + 5, "truncated record checksum"}, Case{21 + 12 + 5 + 3, "truncated record checksum"}}) {
     INFO(c.keep);
     WriteFile(path, bytes.substr(0, c.keep));
     const Drained read = ReadTFRecords(path);
@@ -334,7 +340,8 @@ TEST_CASE("records: a truncated TFRecord file", "[records]") {
   const Drained cut = ReadTFRecords(gz, "GZIP");
   CHECK(cut.records.empty());
   CHECK(cut.status.code() == absl::StatusCode::kDataLoss);
-  CHECK_THAT(std::string(cut.status.message()), Equals("'" + gz + "': compressed stream ends early at offset 0"));
+  CHECK_THAT(std::string(cut.status.message()),
+             Equals("'" + gz + "': compressed stream ends early at offset 0"));
 }
 
 // ---------------------------------------------------------------------------
@@ -460,9 +467,9 @@ TEST_CASE("records: fixed_length_record with header and footer bytes", "[records
   // From YAML, with GZIP.
   const std::string gz = dir.File("fixed.bin.gz");
   WriteGzip(gz, "HDRaaaabbbbFT");
-  absl::StatusOr<std::vector<std::string>> lines = testing::RunYaml(absl::StrCat(
-      "pipeline:\n  - fixed_length_record: {files: [", gz,
-      "], record_bytes: 4, header_bytes: 3, footer_bytes: 2, compression_type: GZIP}\n"));
+  absl::StatusOr<std::vector<std::string>> lines = testing::RunYaml(
+      absl::StrCat("pipeline:\n  - fixed_length_record: {files: [", gz,
+                   "], record_bytes: 4, header_bytes: 3, footer_bytes: 2, compression_type: GZIP}\n"));
   REQUIRE(lines.ok());
   CHECK(*lines == std::vector<std::string>{"\"aaaa\"", "\"bbbb\""});
 }
@@ -500,7 +507,8 @@ TEST_CASE("records: fixed_length_record argument errors", "[records]") {
   absl::StatusOr<DatasetPtr> dataset = MakeFileSourceDataset(config);
   REQUIRE_FALSE(dataset.ok());
   CHECK(dataset.status().code() == absl::StatusCode::kInvalidArgument);
-  CHECK_THAT(std::string(dataset.status().message()), Equals("fixed_length_record: record_bytes must be > 0"));
+  CHECK_THAT(std::string(dataset.status().message()),
+             Equals("fixed_length_record: record_bytes must be > 0"));
 
   config.record_bytes = 4;
   config.footer_bytes = -1;
@@ -525,8 +533,9 @@ TEST_CASE("records: a file too short for its footer is reported sanely", "[recor
   const Drained read = Drain(Dataset::FixedLengthRecord({path}, 4, 3, 2));
   CHECK(read.records.empty());
   CHECK(read.status.code() == absl::StatusCode::kDataLoss);
-  CHECK_THAT(std::string(read.status.message()),
-             Equals("'" + path + "': 1 bytes after the last record are fewer than the 2-byte footer (offset 3)"));
+  CHECK_THAT(
+      std::string(read.status.message()),
+      Equals("'" + path + "': 1 bytes after the last record are fewer than the 2-byte footer (offset 3)"));
 }
 
 TEST_CASE("records: data that is not compressed as declared", "[records]") {
@@ -551,11 +560,12 @@ TEST_CASE("records: data that is not compressed as declared", "[records]") {
 TEST_CASE("records: a missing file is NotFound naming the path", "[records]") {
   testing::TempDir dir;
   const std::string path = dir.File("nope.tfrecord");
-  for (const Drained& read : {ReadTFRecords(path), ReadLines(path), Drain(Dataset::FixedLengthRecord({path}, 4)),
-                              ReadTFRecords(path, "GZIP")}) {
+  for (const Drained& read : {ReadTFRecords(path), ReadLines(path),
+                              Drain(Dataset::FixedLengthRecord({path}, 4)), ReadTFRecords(path, "GZIP")}) {
     CHECK(read.records.empty());
     CHECK(read.status.code() == absl::StatusCode::kNotFound);
-    CHECK_THAT(std::string(read.status.message()), Equals("cannot open '" + path + "': No such file or directory"));
+    CHECK_THAT(std::string(read.status.message()),
+               Equals("cannot open '" + path + "': No such file or directory"));
   }
   // After the files before it.
   const std::string good = dir.File("good.txt");

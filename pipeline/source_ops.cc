@@ -30,7 +30,8 @@ class RangeDataset : public DatasetBase {
     if (ascending ? stop_ <= start_ : stop_ >= start_) return 0;
     const uint64_t span = ascending ? static_cast<uint64_t>(stop_) - static_cast<uint64_t>(start_)
                                     : static_cast<uint64_t>(start_) - static_cast<uint64_t>(stop_);
-    const uint64_t stride = ascending ? static_cast<uint64_t>(step_) : uint64_t{0} - static_cast<uint64_t>(step_);
+    const uint64_t stride =
+        ascending ? static_cast<uint64_t>(step_) : uint64_t{0} - static_cast<uint64_t>(step_);
     const uint64_t count = (span - 1) / stride + 1;
     return count > static_cast<uint64_t>(INT64_MAX) ? INT64_MAX : static_cast<int64_t>(count);
   }
@@ -65,7 +66,8 @@ class RangeDataset : public DatasetBase {
         int64_t begin = 0;
         int64_t count = 0;
         bool no_more = false;
-        if (absl::Status status = positions_.NextRun(max_rows - *rows, &begin, &count, &no_more); !status.ok()) {
+        if (absl::Status status = positions_.NextRun(max_rows - *rows, &begin, &count, &no_more);
+            !status.ok()) {
           return status;
         }
         if (no_more) break;
@@ -103,7 +105,8 @@ absl::StatusOr<Element> ElementFromComponents(
 
 class FromTensorsDataset : public DatasetBase {
  public:
-  explicit FromTensorsDataset(Element element) : element_(std::move(element)), spec_(ElementSpec::Of(element_)) {}
+  explicit FromTensorsDataset(Element element)
+      : element_(std::move(element)), spec_(ElementSpec::Of(element_)) {}
   const ElementSpec& element_spec() const override { return spec_; }
   int64_t Cardinality() const override { return 1; }
   std::string DebugName() const override { return "from_tensors"; }
@@ -136,7 +139,8 @@ class FromTensorSlicesDataset : public DatasetBase {
  public:
   FromTensorSlicesDataset(Element tensors, int64_t rows) : tensors_(std::move(tensors)), rows_(rows) {
     for (const Tensor& t : tensors_.components) {
-      spec_.components.push_back({PartialShape::Known(Shape(t.shape().begin() + 1, t.shape().end())), t.dtype()});
+      spec_.components.push_back(
+          {PartialShape::Known(Shape(t.shape().begin() + 1, t.shape().end())), t.dtype()});
     }
     if (tensors_.named()) spec_.names = *tensors_.names;
   }
@@ -171,7 +175,8 @@ class FromTensorSlicesDataset : public DatasetBase {
         int64_t begin = 0;
         int64_t count = 0;
         bool no_more = false;
-        if (absl::Status status = positions_.NextRun(max_rows - *rows, &begin, &count, &no_more); !status.ok()) {
+        if (absl::Status status = positions_.NextRun(max_rows - *rows, &begin, &count, &no_more);
+            !status.ok()) {
           return status;
         }
         if (no_more) break;
@@ -211,9 +216,8 @@ class ListFilesDataset : public DatasetBase {
     std::iota(order.begin(), order.end(), 0);
     // Under a split provider the dispatcher already chose the order.
     if (shuffle_ && context.split_provider == nullptr) {
-      const uint64_t seed = seed_.has_value()
-                                ? MixSeed(static_cast<uint64_t>(*seed_), iterations_.fetch_add(1))
-                                : RandomSeed();
+      const uint64_t seed =
+          seed_.has_value() ? MixSeed(static_cast<uint64_t>(*seed_), iterations_.fetch_add(1)) : RandomSeed();
       std::mt19937_64 rng(seed);
       for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[UniformBelow(rng, i)]);
     }
@@ -224,7 +228,9 @@ class ListFilesDataset : public DatasetBase {
   class Iterator : public IteratorBase {
    public:
     Iterator(const ListFilesDataset* dataset, std::vector<int64_t> order, SplitProvider* provider)
-        : dataset_(dataset), order_(std::move(order)), positions_(static_cast<int64_t>(order_.size()), provider) {}
+        : dataset_(dataset),
+          order_(std::move(order)),
+          positions_(static_cast<int64_t>(order_.size()), provider) {}
     absl::Status GetNext(Element* element, bool* end) override {
       int64_t position = 0;
       if (absl::Status status = positions_.Next(&position, end); !status.ok() || *end) return status;
@@ -247,7 +253,8 @@ class ListFilesDataset : public DatasetBase {
 
 class ZipDataset : public DatasetBase {
  public:
-  ZipDataset(std::vector<DatasetPtr> inputs, ElementSpec spec) : inputs_(std::move(inputs)), spec_(std::move(spec)) {
+  ZipDataset(std::vector<DatasetPtr> inputs, ElementSpec spec)
+      : inputs_(std::move(inputs)), spec_(std::move(spec)) {
     if (!spec_.names.empty()) names_ = MakeNames(spec_.names);
   }
   const ElementSpec& element_spec() const override { return spec_; }

@@ -1,13 +1,12 @@
 // Tests of the sources without files: range, from_tensors,
 // from_tensor_slices, list_files and zip.
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cstdint>
 #include <fstream>
 #include <limits>
 #include <string>
 #include <vector>
-
-#include <catch2/catch.hpp>
 
 #include "absl/status/status.h"
 #include "pipeline/dataset.h"
@@ -93,8 +92,8 @@ TEST_CASE("source_ops: range with a negative step counts down", "[ops][range]") 
 TEST_CASE("source_ops: empty ranges yield nothing", "[ops][range]") {
   CHECK(JsonOf(Dataset::Range(0)).empty());
   CHECK(JsonOf(Dataset::Range(5, 5)).empty());
-  CHECK(JsonOf(Dataset::Range(5, 2)).empty());        // positive step, stop < start
-  CHECK(JsonOf(Dataset::Range(0, 5, -1)).empty());    // negative step, stop > start
+  CHECK(JsonOf(Dataset::Range(5, 2)).empty());      // positive step, stop < start
+  CHECK(JsonOf(Dataset::Range(0, 5, -1)).empty());  // negative step, stop > start
   CHECK(JsonOf(Dataset::Range(-4)).empty());
   CHECK(MustBuild(Dataset::Range(0))->Cardinality() == 0);
   CHECK(MustBuild(Dataset::Range(5, 2))->Cardinality() == 0);
@@ -145,7 +144,8 @@ TEST_CASE("source_ops: from_tensors yields its tensors once", "[ops][from_tensor
   CHECK(Yaml("pipeline:\n  - from_tensors: [[1, 2], [3, 4]]\n") == Lines{"[[1, 2], [3, 4]]"});
   CHECK(Yaml("pipeline:\n  - from_tensors: 7\n") == Lines{"7"});
   CHECK(Yaml("pipeline:\n  - from_tensors: {tuple: [1, [2, 3]]}\n") == Lines{"[1, [2, 3]]"});
-  CHECK(Yaml("pipeline:\n  - from_tensors: {x: 1, y: [a, b]}\n") == Lines{"{\"x\": 1, \"y\": [\"a\", \"b\"]}"});
+  CHECK(Yaml("pipeline:\n  - from_tensors: {x: 1, y: [a, b]}\n") ==
+        Lines{"{\"x\": 1, \"y\": [\"a\", \"b\"]}"});
 
   DatasetPtr dataset = MustBuild(Dataset::FromTensors({*Tensor::FromVector<int64_t>({1, 2, 3, 4}, {2, 2})}));
   CHECK(dataset->Cardinality() == 1);
@@ -216,7 +216,8 @@ TEST_CASE("source_ops: from_tensor_slices with named components", "[ops][from_te
   CHECK(Yaml("pipeline:\n  - from_tensor_slices: {x: [1, 2, 3], y: [a, b, c]}\n") ==
         Lines{"{\"x\": 1, \"y\": \"a\"}", "{\"x\": 2, \"y\": \"b\"}", "{\"x\": 3, \"y\": \"c\"}"});
   DatasetPtr dataset = MustBuild(Dataset::FromTensorSlices(
-      {Tensor::FromVector<int64_t>({1, 2}), *Tensor::FromVector<int64_t>({5, 6, 7, 8}, {2, 2})}, {"id", "v"}));
+      {Tensor::FromVector<int64_t>({1, 2}), *Tensor::FromVector<int64_t>({5, 6, 7, 8}, {2, 2})},
+      {"id", "v"}));
   CHECK(dataset->element_spec().names == std::vector<std::string>{"id", "v"});
   absl::StatusOr<Lines> lines = testing::JsonLines(*dataset);
   REQUIRE(lines.ok());
@@ -254,8 +255,8 @@ TEST_CASE("source_ops: from_tensor_slices of zero rows is empty", "[ops][from_te
 
 TEST_CASE("source_ops: from_tensor_slices with mismatched first dimensions is an error",
           "[ops][from_tensor_slices]") {
-  absl::Status status = BuildError(
-      Dataset::FromTensorSlices({Tensor::FromVector<int64_t>({1, 2}), Tensor::FromVector<int64_t>({1, 2, 3})}));
+  absl::Status status = BuildError(Dataset::FromTensorSlices(
+      {Tensor::FromVector<int64_t>({1, 2}), Tensor::FromVector<int64_t>({1, 2, 3})}));
   CHECK(status.code() == absl::StatusCode::kInvalidArgument);
   CHECK(status.message() ==
         "step 1 (from_tensor_slices): components have different first dimensions, 2 and 3");
@@ -273,15 +274,14 @@ TEST_CASE("source_ops: from_tensor_slices of a scalar is an error", "[ops][from_
         "step 1 (from_tensor_slices): component 0 is a scalar; it needs a dimension to "
         "slice");
 
-  absl::Status second = BuildError(
-      Dataset::FromTensorSlices({Tensor::FromVector<int64_t>({1, 2}), Tensor::StringScalar("s")}));
+  absl::Status second =
+      BuildError(Dataset::FromTensorSlices({Tensor::FromVector<int64_t>({1, 2}), Tensor::StringScalar("s")}));
   CHECK(second.code() == absl::StatusCode::kInvalidArgument);
   CHECK_THAT(std::string(second.message()), Contains("component 1 is a scalar"));
 
   absl::Status yaml = YamlError("pipeline:\n  - from_tensor_slices: 5\n");
   CHECK(yaml.code() == absl::StatusCode::kInvalidArgument);
-  CHECK_THAT(std::string(yaml.message()),
-             Contains("step 1 (from_tensor_slices): component 0 is a scalar"));
+  CHECK_THAT(std::string(yaml.message()), Contains("step 1 (from_tensor_slices): component 0 is a scalar"));
 }
 
 // ---------------------------------------------------------------- list_files
@@ -308,7 +308,8 @@ class FileTree {
 
 TEST_CASE("source_ops: list_files without shuffle is sorted", "[ops][list_files]") {
   FileTree tree;
-  const Lines sorted = tree.QuotedFiles({"a.txt", "b.txt", "c.txt", "d.txt", "e.txt", "f.txt", "g.txt", "h.txt"});
+  const Lines sorted =
+      tree.QuotedFiles({"a.txt", "b.txt", "c.txt", "d.txt", "e.txt", "f.txt", "g.txt", "h.txt"});
   CHECK(JsonOf(Dataset::ListFiles({tree.Pattern("*.txt")}, /*shuffle=*/false)) == sorted);
   CHECK(Yaml("pipeline:\n  - list_files: {pattern: \"" + tree.Pattern("*.txt") + "\", shuffle: false}\n") ==
         sorted);
@@ -328,7 +329,8 @@ TEST_CASE("source_ops: list_files merges and deduplicates patterns", "[ops][list
 
 TEST_CASE("source_ops: list_files with a seed shuffles deterministically", "[ops][list_files]") {
   FileTree tree;
-  const Lines sorted = tree.QuotedFiles({"a.txt", "b.txt", "c.txt", "d.txt", "e.txt", "f.txt", "g.txt", "h.txt"});
+  const Lines sorted =
+      tree.QuotedFiles({"a.txt", "b.txt", "c.txt", "d.txt", "e.txt", "f.txt", "g.txt", "h.txt"});
   const Lines first = JsonOf(Dataset::ListFiles({tree.Pattern("*.txt")}, true, 42));
   const Lines second = JsonOf(Dataset::ListFiles({tree.Pattern("*.txt")}, true, 42));
   CHECK(first == second);
@@ -376,9 +378,9 @@ TEST_CASE("source_ops: zip pairs elements and stops at the shortest input", "[op
 }
 
 TEST_CASE("source_ops: zip of three inputs flattens their components", "[ops][zip]") {
-  const Dataset zipped =
-      Dataset::Zip({Dataset::Range(2), Dataset::FromTensorSlices({Tensor::FromVector<std::string>({"a", "b", "c"})}),
-                    Dataset::Range(5).Map("square")});
+  const Dataset zipped = Dataset::Zip(
+      {Dataset::Range(2), Dataset::FromTensorSlices({Tensor::FromVector<std::string>({"a", "b", "c"})}),
+       Dataset::Range(5).Map("square")});
   CHECK(JsonOf(zipped) == Lines{"[0, \"a\", 0]", "[1, \"b\", 1]"});
   DatasetPtr dataset = MustBuild(zipped);
   CHECK(dataset->Cardinality() == 2);

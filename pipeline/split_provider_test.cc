@@ -111,8 +111,7 @@ TEST_CASE("MakeSplitProvider follows the source and its repeats", "[splits]") {
   options.elements_per_split = 4;
   auto provider = MakeSplitProvider(Dataset::Range(10).Map("square").Repeat(2).def(), options);
   REQUIRE(provider.ok());
-  CHECK(Drain(**provider) ==
-        std::vector<Split>{{0, 4}, {4, 8}, {8, 10}, {0, 4}, {4, 8}, {8, 10}});
+  CHECK(Drain(**provider) == std::vector<Split>{{0, 4}, {4, 8}, {8, 10}, {0, 4}, {4, 8}, {8, 10}});
 
   auto zip = MakeSplitProvider(Dataset::Zip({Dataset::Range(3), Dataset::Range(3)}).def());
   CHECK(zip.status().code() == absl::StatusCode::kFailedPrecondition);
@@ -144,9 +143,8 @@ TEST_CASE("A pipeline fed splits from outside reads only those positions", "[spl
 TEST_CASE("Splits of a shared provider cover a repeated epoch exactly once", "[splits]") {
   // Two readers of one provider (as two workers of one job) see every
   // element of both epochs exactly once between them.
-  proto::DatasetDef def = Dataset::FromTensorSlices({Tensor::FromVector<int64_t>({0, 1, 2, 3, 4, 5, 6})})
-                              .Repeat(2)
-                              .def();
+  proto::DatasetDef def =
+      Dataset::FromTensorSlices({Tensor::FromVector<int64_t>({0, 1, 2, 3, 4, 5, 6})}).Repeat(2).def();
   SplitOptions options;
   options.elements_per_split = 2;
   std::unique_ptr<SplitProvider> provider = *MakeSplitProvider(def, options);

@@ -84,7 +84,8 @@ class FilterDataset : public UnaryDataset {
 
 class TakeDataset : public UnaryDataset {
  public:
-  TakeDataset(DatasetPtr input, int64_t count) : UnaryDataset(input, input->element_spec(), "take"), count_(count) {}
+  TakeDataset(DatasetPtr input, int64_t count)
+      : UnaryDataset(input, input->element_spec(), "take"), count_(count) {}
   int64_t Cardinality() const override {
     const int64_t n = input()->Cardinality();
     if (count_ < 0) return n;
@@ -120,7 +121,8 @@ class TakeDataset : public UnaryDataset {
 
 class SkipDataset : public UnaryDataset {
  public:
-  SkipDataset(DatasetPtr input, int64_t count) : UnaryDataset(input, input->element_spec(), "skip"), count_(count) {}
+  SkipDataset(DatasetPtr input, int64_t count)
+      : UnaryDataset(input, input->element_spec(), "skip"), count_(count) {}
   int64_t Cardinality() const override {
     const int64_t n = input()->Cardinality();
     if (n < 0) return n;  // as tf.data: skipping from an infinite input leaves it infinite
@@ -379,7 +381,9 @@ class UnbatchDataset : public UnaryDataset {
 class RebatchDataset : public UnaryDataset {
  public:
   RebatchDataset(DatasetPtr input, ElementSpec spec, int64_t batch_size, bool drop_remainder)
-      : UnaryDataset(input, std::move(spec), "rebatch"), batch_size_(batch_size), drop_remainder_(drop_remainder) {}
+      : UnaryDataset(input, std::move(spec), "rebatch"),
+        batch_size_(batch_size),
+        drop_remainder_(drop_remainder) {}
   int64_t Cardinality() const override {
     const int64_t n = input()->Cardinality();
     return n == kInfiniteCardinality || n == 0 ? n : kUnknownCardinality;
@@ -467,11 +471,13 @@ class PaddedBatchDataset : public UnaryDataset {
         if (input_end) break;
         rows.push_back(std::move(row));
       }
-      if (rows.empty() || (dataset_->drop_remainder_ && static_cast<int64_t>(rows.size()) < dataset_->batch_size_)) {
+      if (rows.empty() ||
+          (dataset_->drop_remainder_ && static_cast<int64_t>(rows.size()) < dataset_->batch_size_)) {
         *end = true;
         return absl::OkStatus();
       }
-      absl::StatusOr<Element> batch = PaddedStackElements(rows, dataset_->padded_shapes_, dataset_->padding_values_);
+      absl::StatusOr<Element> batch =
+          PaddedStackElements(rows, dataset_->padded_shapes_, dataset_->padding_values_);
       if (!batch.ok()) return batch.status();
       *element = *std::move(batch);
       *end = false;
@@ -551,7 +557,6 @@ class BackgroundIterator : public UnaryIterator {
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
   std::thread producer_;
 };
-
 
 // Runs the input on a background thread, `buffer_size` elements ahead.
 class PrefetchDataset : public UnaryDataset {
@@ -633,7 +638,8 @@ absl::StatusOr<DatasetPtr> MakeShuffleDataset(DatasetPtr input, const proto::Shu
   if (absl::Status s = RequirePositive(op.buffer_size(), "shuffle", "buffer_size"); !s.ok()) return s;
   std::optional<int64_t> seed;
   if (op.has_seed()) seed = op.seed();
-  return std::make_shared<ShuffleDataset>(std::move(input), op.buffer_size(), seed, op.reshuffle_each_iteration());
+  return std::make_shared<ShuffleDataset>(std::move(input), op.buffer_size(), seed,
+                                          op.reshuffle_each_iteration());
 }
 
 absl::StatusOr<DatasetPtr> MakeUnbatchDataset(DatasetPtr input) {
@@ -647,7 +653,8 @@ absl::StatusOr<DatasetPtr> MakeRebatchDataset(DatasetPtr input, const proto::Reb
   absl::StatusOr<ElementSpec> row = UnbatchedSpec(input->element_spec(), "rebatch");
   if (!row.ok()) return row.status();
   ElementSpec spec = BatchedSpec(*row, op.drop_remainder() ? op.batch_size() : kUnknownDim);
-  return std::make_shared<RebatchDataset>(std::move(input), std::move(spec), op.batch_size(), op.drop_remainder());
+  return std::make_shared<RebatchDataset>(std::move(input), std::move(spec), op.batch_size(),
+                                          op.drop_remainder());
 }
 
 absl::StatusOr<DatasetPtr> MakePaddedBatchDataset(DatasetPtr input, const proto::PaddedBatchOp& op) {
@@ -655,12 +662,12 @@ absl::StatusOr<DatasetPtr> MakePaddedBatchDataset(DatasetPtr input, const proto:
   const ElementSpec& in = input->element_spec();
   const size_t n = in.components.size();
   if (op.padded_shapes_size() != 0 && static_cast<size_t>(op.padded_shapes_size()) != n) {
-    return absl::InvalidArgumentError(absl::StrCat("padded_batch: padded_shapes has ", op.padded_shapes_size(),
-                                                   " shapes for ", n, " components"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "padded_batch: padded_shapes has ", op.padded_shapes_size(), " shapes for ", n, " components"));
   }
   if (op.padding_values_size() != 0 && static_cast<size_t>(op.padding_values_size()) != n) {
-    return absl::InvalidArgumentError(absl::StrCat("padded_batch: padding_values has ", op.padding_values_size(),
-                                                   " values for ", n, " components"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "padded_batch: padding_values has ", op.padding_values_size(), " values for ", n, " components"));
   }
   std::vector<PartialShape> shapes;
   ElementSpec row = in;

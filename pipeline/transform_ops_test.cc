@@ -1,12 +1,11 @@
 // Tests of the element-order transforms: filter, take, skip, repeat, shard,
 // enumerate, shuffle, unbatch, rebatch, padded_batch and prefetch.
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cstdint>
 #include <numeric>
 #include <string>
 #include <vector>
-
-#include <catch2/catch.hpp>
 
 #include "absl/status/status.h"
 #include "pipeline/dataset.h"
@@ -254,8 +253,9 @@ TEST_CASE("transform_ops: shuffle reshuffles for each new iterator", "[ops][shuf
 }
 
 TEST_CASE("transform_ops: shuffle without reshuffling repeats the same order", "[ops][shuffle]") {
-  for (const Dataset& dataset : {Dataset::Range(10).Shuffle(10, 5, /*reshuffle_each_iteration=*/false).Repeat(3),
-                                 Dataset::Range(10).Shuffle(10, std::nullopt, false).Repeat(3)}) {
+  for (const Dataset& dataset :
+       {Dataset::Range(10).Shuffle(10, 5, /*reshuffle_each_iteration=*/false).Repeat(3),
+        Dataset::Range(10).Shuffle(10, std::nullopt, false).Repeat(3)}) {
     const Ints values = IntsOf(dataset);
     REQUIRE(values.size() == 30);
     const Ints epoch1(values.begin(), values.begin() + 10);
@@ -313,9 +313,9 @@ TEST_CASE("transform_ops: unbatch errors", "[ops][unbatch]") {
 // ---------------------------------------------------------------- rebatch
 
 TEST_CASE("transform_ops: rebatch regroups rows across input batches", "[ops][rebatch]") {
-  CHECK(JsonOf(Dataset::Range(10).Batch(3).Rebatch(4)) ==
-        Lines{"[0, 1, 2, 3]", "[4, 5, 6, 7]", "[8, 9]"});
-  CHECK(JsonOf(Dataset::Range(10).Batch(3).Rebatch(2)) == Lines{"[0, 1]", "[2, 3]", "[4, 5]", "[6, 7]", "[8, 9]"});
+  CHECK(JsonOf(Dataset::Range(10).Batch(3).Rebatch(4)) == Lines{"[0, 1, 2, 3]", "[4, 5, 6, 7]", "[8, 9]"});
+  CHECK(JsonOf(Dataset::Range(10).Batch(3).Rebatch(2)) ==
+        Lines{"[0, 1]", "[2, 3]", "[4, 5]", "[6, 7]", "[8, 9]"});
   CHECK(JsonOf(Dataset::Range(10).Batch(3).Rebatch(10)) == Lines{"[0, 1, 2, 3, 4, 5, 6, 7, 8, 9]"});
   CHECK(JsonOf(Dataset::Range(10).Batch(3).Rebatch(20)) == Lines{"[0, 1, 2, 3, 4, 5, 6, 7, 8, 9]"});
   CHECK(JsonOf(Dataset::Range(4).Batch(3).Rebatch(1)) == Lines{"[0]", "[1]", "[2]", "[3]"});
@@ -355,7 +355,8 @@ TEST_CASE("transform_ops: padded_batch pads to the longest by default", "[ops][p
         Lines{"[[97, 0], [98, 98]]", "[[99, 99, 99], [100, 0, 0]]"});
   CHECK(Yaml(std::string(kRagged) + "  - padded_batch: {batch_size: 3}\n") ==
         Lines{"[[97, 0, 0], [98, 98, 0], [99, 99, 99]]", "[[100]]"});
-  absl::StatusOr<DatasetPtr> dataset = testing::DatasetFromYaml(std::string(kRagged) + "  - padded_batch: 2\n");
+  absl::StatusOr<DatasetPtr> dataset =
+      testing::DatasetFromYaml(std::string(kRagged) + "  - padded_batch: 2\n");
   REQUIRE(dataset.ok());
   CHECK((*dataset)->element_spec().components[0].shape == PartialShape::Known({kUnknownDim, kUnknownDim}));
   CHECK((*dataset)->element_spec().components[0].dtype == DType::kUInt8);
@@ -371,7 +372,8 @@ TEST_CASE("transform_ops: padded_batch with explicit sizes", "[ops][padded_batch
   CHECK(Yaml(std::string(kRagged) + "  - padded_batch: {batch_size: 2, padded_shapes: [[4]]}\n") ==
         Lines{"[[97, 0, 0, 0], [98, 98, 0, 0]]", "[[99, 99, 99, 0], [100, 0, 0, 0]]"});
   absl::StatusOr<DatasetPtr> dataset = testing::DatasetFromYaml(
-      std::string(kRagged) + "  - padded_batch: {batch_size: 2, padded_shapes: [[4]], drop_remainder: true}\n");
+      std::string(kRagged) +
+      "  - padded_batch: {batch_size: 2, padded_shapes: [[4]], drop_remainder: true}\n");
   REQUIRE(dataset.ok());
   CHECK((*dataset)->element_spec().components[0].shape == PartialShape::Known({2, 4}));
 }
@@ -389,23 +391,25 @@ TEST_CASE("transform_ops: padded_batch of tuples pads each component", "[ops][pa
       "pipeline:\n"
       "  - from_tensor_slices: {tuple: [[a, bb, ccc], [1, 2, 3]]}\n"
       "  - map: {fn: decode_raw, dtype: uint8, component: 0}\n";
-  CHECK(Yaml(source + "  - padded_batch: 2\n") == Lines{"[[[97, 0], [98, 98]], [1, 2]]", "[[[99, 99, 99]], [3]]"});
-  CHECK(Yaml(source + "  - padded_batch: {batch_size: 3, padded_shapes: [[3], []], padding_values: [5, 0]}\n") ==
+  CHECK(Yaml(source + "  - padded_batch: 2\n") ==
+        Lines{"[[[97, 0], [98, 98]], [1, 2]]", "[[[99, 99, 99]], [3]]"});
+  CHECK(Yaml(source +
+             "  - padded_batch: {batch_size: 3, padded_shapes: [[3], []], padding_values: [5, 0]}\n") ==
         Lines{"[[[97, 5, 5], [98, 98, 5], [99, 99, 99]], [1, 2, 3]]"});
 }
 
 TEST_CASE("transform_ops: padded_batch with drop_remainder", "[ops][padded_batch]") {
   CHECK(Yaml(std::string(kRagged) + "  - padded_batch: {batch_size: 3, drop_remainder: true}\n") ==
         Lines{"[[97, 0, 0], [98, 98, 0], [99, 99, 99]]"});
-  absl::StatusOr<DatasetPtr> dataset =
-      testing::DatasetFromYaml(std::string(kRagged) + "  - padded_batch: {batch_size: 3, drop_remainder: true}\n");
+  absl::StatusOr<DatasetPtr> dataset = testing::DatasetFromYaml(
+      std::string(kRagged) + "  - padded_batch: {batch_size: 3, drop_remainder: true}\n");
   REQUIRE(dataset.ok());
   CHECK((*dataset)->Cardinality() == 1);
 }
 
 TEST_CASE("transform_ops: padded_batch with a too small padded shape fails", "[ops][padded_batch]") {
-  absl::StatusOr<DatasetPtr> dataset =
-      testing::DatasetFromYaml(std::string(kRagged) + "  - padded_batch: {batch_size: 2, padded_shapes: [[2]]}\n");
+  absl::StatusOr<DatasetPtr> dataset = testing::DatasetFromYaml(
+      std::string(kRagged) + "  - padded_batch: {batch_size: 2, padded_shapes: [[2]]}\n");
   REQUIRE(dataset.ok());
   absl::StatusOr<std::unique_ptr<IteratorBase>> it = (*dataset)->MakeIterator(IteratorContext{});
   REQUIRE(it.ok());
@@ -416,22 +420,26 @@ TEST_CASE("transform_ops: padded_batch with a too small padded shape fails", "[o
   CHECK(ElementToJson(element) == "[[97, 0], [98, 98]]");
   absl::Status status = (*it)->GetNext(&element, &end);
   CHECK(status.code() == absl::StatusCode::kInvalidArgument);
-  CHECK(status.message() == "padded_batch: component 0 has size 3 in dimension 0, larger than its padded shape [2]");
+  CHECK(status.message() ==
+        "padded_batch: component 0 has size 3 in dimension 0, larger than its padded shape [2]");
 }
 
 TEST_CASE("transform_ops: padded_batch argument errors", "[ops][padded_batch]") {
-  absl::Status rank = YamlError(std::string(kRagged) + "  - padded_batch: {batch_size: 2, padded_shapes: [[2, 2]]}\n");
+  absl::Status rank =
+      YamlError(std::string(kRagged) + "  - padded_batch: {batch_size: 2, padded_shapes: [[2, 2]]}\n");
   CHECK(rank.code() == absl::StatusCode::kInvalidArgument);
   CHECK_THAT(std::string(rank.message()),
              Contains("step 3 (padded_batch): padded shape [2, 2] of component 0 does not match its "
                       "shape [?]"));
 
-  absl::Status count = YamlError(std::string(kRagged) + "  - padded_batch: {batch_size: 2, padded_shapes: [[2], [2]]}\n");
+  absl::Status count =
+      YamlError(std::string(kRagged) + "  - padded_batch: {batch_size: 2, padded_shapes: [[2], [2]]}\n");
   CHECK(count.code() == absl::StatusCode::kInvalidArgument);
   CHECK_THAT(std::string(count.message()),
              Contains("step 3 (padded_batch): padded_shapes has 2 shapes for 1 components"));
 
-  absl::Status value = YamlError(std::string(kRagged) + "  - padded_batch: {batch_size: 2, padding_values: [x]}\n");
+  absl::Status value =
+      YamlError(std::string(kRagged) + "  - padded_batch: {batch_size: 2, padding_values: [x]}\n");
   CHECK(value.code() == absl::StatusCode::kInvalidArgument);
   CHECK_THAT(std::string(value.message()),
              Contains("step 3 (padded_batch): padding value of component 0 must be a uint8 scalar"));

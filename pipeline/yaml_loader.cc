@@ -23,12 +23,14 @@ using google::protobuf::Message;
 
 // The argument a scalar or list stands for, as in `range: 10`.
 const std::map<std::string, std::string, std::less<>> kShorthand = {
-    {"range", "stop"},          {"repeat", "count"},       {"take", "count"},
-    {"skip", "count"},          {"shuffle", "buffer_size"}, {"batch", "batch_size"},
-    {"rebatch", "batch_size"},  {"padded_batch", "batch_size"}, {"prefetch", "buffer_size"},
-    {"enumerate", "start"},     {"list_files", "pattern"}, {"text_line", "files"},
-    {"tfrecord", "files"},      {"fixed_length_record", "files"}, {"zip", "datasets"},
-    {"interleave", "pipeline"},
+    {"range", "stop"},           {"repeat", "count"},
+    {"take", "count"},           {"skip", "count"},
+    {"shuffle", "buffer_size"},  {"batch", "batch_size"},
+    {"rebatch", "batch_size"},   {"padded_batch", "batch_size"},
+    {"prefetch", "buffer_size"}, {"enumerate", "start"},
+    {"list_files", "pattern"},   {"text_line", "files"},
+    {"tfrecord", "files"},       {"fixed_length_record", "files"},
+    {"zip", "datasets"},         {"interleave", "pipeline"},
 };
 
 class Loader {
@@ -52,9 +54,9 @@ class Loader {
         } else if (key == "plugins") {
           if (absl::Status s = LoadPlugins(entry.second, &result.def); !s.ok()) return s;
         } else {
-          return Error(entry.first, absl::StrCat("unknown top-level key '", key, "'",
-                                                 DidYouMean(key, {"pipeline", "plugins"}),
-                                                 " (valid: pipeline, plugins)"));
+          return Error(entry.first,
+                       absl::StrCat("unknown top-level key '", key, "'",
+                                    DidYouMean(key, {"pipeline", "plugins"}), " (valid: pipeline, plugins)"));
         }
       }
       if (!has_steps) return Error(root, "missing 'pipeline': the list of steps");
@@ -94,7 +96,8 @@ class Loader {
     return absl::OkStatus();
   }
 
-  absl::Status ParseSteps(const YAML::Node& node, proto::DatasetDef* def, std::vector<std::string>* locations) {
+  absl::Status ParseSteps(const YAML::Node& node, proto::DatasetDef* def,
+                          std::vector<std::string>* locations) {
     if (!node.IsSequence()) return Error(node, "expected a list of steps");
     if (node.size() == 0) return Error(node, "the pipeline has no steps");
     for (const auto& item : node) {
@@ -152,8 +155,8 @@ class Loader {
       if (field == nullptr) {
         std::vector<std::string> valid;
         for (int i = 0; i < descriptor->field_count(); ++i) valid.push_back(descriptor->field(i)->name());
-        return Error(entry.first, absl::StrCat("unknown argument '", key, "' for op '", op, "'",
-                                               DidYouMean(key, valid)));
+        return Error(entry.first,
+                     absl::StrCat("unknown argument '", key, "' for op '", op, "'", DidYouMean(key, valid)));
       }
       if (absl::Status s = SetField(message, field, entry.second, op); !s.ok()) return s;
     }
@@ -234,7 +237,8 @@ class Loader {
   }
 
   absl::Status ParseShape(const YAML::Node& value, proto::PartialShapeProto* shape, const std::string& what) {
-    if (!value.IsSequence()) return Error(value, absl::StrCat(what, ": a shape is a list of sizes, -1 for unknown"));
+    if (!value.IsSequence())
+      return Error(value, absl::StrCat(what, ": a shape is a list of sizes, -1 for unknown"));
     for (const auto& d : value) {
       if (d.IsNull()) {
         shape->add_dims(kUnknownDim);
@@ -315,7 +319,8 @@ class Loader {
       YAML::Node where;
       where.reset(fn_node);
       for (const auto& [key, node] : arg_keys) {
-        if (absl::StrContains(created.status().message(), absl::StrCat("argument '", key, "'"))) where.reset(node);
+        if (absl::StrContains(created.status().message(), absl::StrCat("argument '", key, "'")))
+          where.reset(node);
       }
       return Error(where, absl::StrCat(op, ": ", created.status().message()));
     }
@@ -431,18 +436,26 @@ class Loader {
       double f;
       const std::string& s = leaf.Scalar();
       uint64_t u;
-      if (leaf.Tag() == "!") k = kString;
-      else if (absl::SimpleAtoi(s, &i) || absl::SimpleAtoi(s, &u)) k = kInt;  // u: past INT64_MAX
-      else if (LooksNumeric(s) && absl::SimpleAtod(s, &f)) k = kFloat;
-      else if (s == "true" || s == "false") k = kBool;
-      else k = kString;
-      if (kind == kNone || (kind == kInt && k == kFloat)) kind = k;
+      if (leaf.Tag() == "!")
+        k = kString;
+      else if (absl::SimpleAtoi(s, &i) || absl::SimpleAtoi(s, &u))
+        k = kInt;  // u: past INT64_MAX
+      else if (LooksNumeric(s) && absl::SimpleAtod(s, &f))
+        k = kFloat;
+      else if (s == "true" || s == "false")
+        k = kBool;
+      else
+        k = kString;
+      if (kind == kNone || (kind == kInt && k == kFloat))
+        kind = k;
       else if (!(kind == kFloat && k == kInt) && kind != k) {
         return Error(leaf, absl::StrCat(what, ": mixes value kinds ('", s, "' does not match the others)"));
       }
     }
-    DType dtype = kind == kInt ? DType::kInt64 : kind == kBool ? DType::kBool : kind == kString ? DType::kString
-                                                                                                 : DType::kFloat32;
+    DType dtype = kind == kInt      ? DType::kInt64
+                  : kind == kBool   ? DType::kBool
+                  : kind == kString ? DType::kString
+                                    : DType::kFloat32;
     if (wanted.has_value() && *wanted == DType::kString && kind != kString && kind != kNone) {
       return Error(values, absl::StrCat(what, ": string tensors need string values"));
     }
@@ -460,7 +473,8 @@ class Loader {
         case DType::kInt64: {
           int64_t v = 0;
           if (!absl::SimpleAtoi(s, &v)) {
-            return Error(leaves[i], absl::StrCat(what, ": '", s, "' does not fit in int64; give dtype: uint64"));
+            return Error(leaves[i],
+                         absl::StrCat(what, ": '", s, "' does not fit in int64; give dtype: uint64"));
           }
           tensor.mutable_data<int64_t>()[i] = v;
           break;
@@ -477,12 +491,17 @@ class Loader {
         case DType::kFloat64: {
           double v = 0;
           absl::SimpleAtod(s, &v);
-          if (dtype == DType::kFloat32) tensor.mutable_data<float>()[i] = static_cast<float>(v);
-          else tensor.mutable_data<double>()[i] = v;
+          if (dtype == DType::kFloat32)
+            tensor.mutable_data<float>()[i] = static_cast<float>(v);
+          else
+            tensor.mutable_data<double>()[i] = v;
           break;
         }
-        case DType::kBool: tensor.mutable_data<bool>()[i] = s == "true"; break;
-        default: tensor.mutable_data<std::string>()[i] = s;
+        case DType::kBool:
+          tensor.mutable_data<bool>()[i] = s == "true";
+          break;
+        default:
+          tensor.mutable_data<std::string>()[i] = s;
       }
     }
     if (wanted.has_value() && *wanted != tensor.dtype()) {
@@ -527,7 +546,8 @@ class Loader {
 }  // namespace
 
 absl::StatusOr<LoadedPipeline> ParsePipelineYaml(std::string_view text, const std::string& source_name,
-                                                 const std::string& base_dir, const YamlLoadOptions& options) {
+                                                 const std::string& base_dir,
+                                                 const YamlLoadOptions& options) {
   YAML::Node root;
   try {
     root = YAML::Load(std::string(text));

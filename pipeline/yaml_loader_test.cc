@@ -1,16 +1,16 @@
 // Tests of the YAML pipeline loader (pipeline/yaml_loader.cc): the accepted
 // forms, and error messages with their "file:line:column: " positions
 // (1-based, computed from the YAML text in each test).
-#include <catch2/catch.hpp>
+#include "pipeline/yaml_loader.h"
 
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <fstream>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "pipeline/builder.h"
-#include "pipeline/yaml_loader.h"
 #include "sluice/dataset.h"
 #include "tests/testing/test_util.h"
 
@@ -120,7 +120,10 @@ TEST_CASE("yaml: YAML and the C++ builder give the same fingerprint", "[yaml]") 
 
   const LoadedPipeline shuffled = Load(kShuffleExample);
   CHECK(DatasetFingerprint(shuffled.def) ==
-        Dataset::FromTensorSlices({Tensor::FromVector<int64_t>({1, 2, 3, 4})}).Repeat(2).Shuffle(8, 42).Fingerprint());
+        Dataset::FromTensorSlices({Tensor::FromVector<int64_t>({1, 2, 3, 4})})
+            .Repeat(2)
+            .Shuffle(8, 42)
+            .Fingerprint());
   CHECK(DatasetFingerprint(Load("pipeline:\n  - range: {start: 0, stop: 10, step: 1}\n  - map: square\n"
                                 "  - batch: 4\n")
                                .def) == fingerprint);
@@ -130,9 +133,11 @@ TEST_CASE("yaml: YAML and the C++ builder give the same fingerprint", "[yaml]") 
 // Errors, each with its position.
 
 TEST_CASE("yaml: an unknown op names the closest one", "[yaml]") {
-  CheckLoadError("pipeline:\n  - range: 10\n  - bach: 4\n", "test.yaml:3:5: unknown op 'bach'; did you mean 'batch'?");
+  CheckLoadError("pipeline:\n  - range: 10\n  - bach: 4\n",
+                 "test.yaml:3:5: unknown op 'bach'; did you mean 'batch'?");
   CheckLoadError("pipeline:\n  - rnage: 10\n", "test.yaml:2:5: unknown op 'rnage'; did you mean 'range'?");
-  CheckLoadError("pipeline:\n  - range: 10\n  - unbach\n", "test.yaml:3:5: unknown op 'unbach'; did you mean 'unbatch'?");
+  CheckLoadError("pipeline:\n  - range: 10\n  - unbach\n",
+                 "test.yaml:3:5: unknown op 'unbach'; did you mean 'unbatch'?");
   CheckLoadError("pipeline:\n  - range: 10\n  - frobnicate: 4\n", "test.yaml:3:5: unknown op 'frobnicate'");
 }
 
@@ -160,8 +165,9 @@ TEST_CASE("yaml: an unknown function names the closest one", "[yaml]") {
 }
 
 TEST_CASE("yaml: an unknown dtype names the closest one", "[yaml]") {
-  CheckLoadError("pipeline:\n  - range: 10\n  - map: {fn: cast, dtype: flaot32}\n",
-                 "test.yaml:3:21: map: cast: argument 'dtype': unknown dtype 'flaot32'; did you mean 'float32'?");
+  CheckLoadError(
+      "pipeline:\n  - range: 10\n  - map: {fn: cast, dtype: flaot32}\n",
+      "test.yaml:3:21: map: cast: argument 'dtype': unknown dtype 'flaot32'; did you mean 'float32'?");
   CheckLoadError("pipeline:\n  - from_tensor_slices: {values: [1, 2], dtype: flaot32}\n",
                  "test.yaml:2:49: from_tensor_slices: unknown dtype 'flaot32'; did you mean 'float32'?");
 }
@@ -175,7 +181,8 @@ TEST_CASE("yaml: an argument of the wrong type", "[yaml]") {
                  "test.yaml:3:44: batch: argument 'drop_remainder' must be true or false, got 'maybe'");
   CheckLoadError("pipeline:\n  - range: 10\n  - batch: {batch_size: [1, 2]}\n",
                  "test.yaml:3:25: batch: argument 'batch_size' must be a single value");
-  CheckLoadError("pipeline:\n  - range: 10\n  - unbatch: 3\n", "test.yaml:3:14: 'unbatch' takes a map of arguments");
+  CheckLoadError("pipeline:\n  - range: 10\n  - unbatch: 3\n",
+                 "test.yaml:3:14: 'unbatch' takes a map of arguments");
 }
 
 TEST_CASE("yaml: a step that is not a one-key map", "[yaml]") {
@@ -187,8 +194,9 @@ TEST_CASE("yaml: a step that is not a one-key map", "[yaml]") {
 }
 
 TEST_CASE("yaml: the top level: unknown keys and wrong shapes", "[yaml]") {
-  CheckLoadError("pipline:\n  - range: 3\n",
-                 "test.yaml:1:1: unknown top-level key 'pipline'; did you mean 'pipeline'? (valid: pipeline, plugins)");
+  CheckLoadError(
+      "pipline:\n  - range: 3\n",
+      "test.yaml:1:1: unknown top-level key 'pipline'; did you mean 'pipeline'? (valid: pipeline, plugins)");
   CheckLoadError("pipeline:\n  - range: 3\nseed: 4\n",
                  "test.yaml:3:1: unknown top-level key 'seed' (valid: pipeline, plugins)");
   CheckLoadError("just words\n", "test.yaml:1:1: expected a map with a 'pipeline' list");
@@ -200,7 +208,8 @@ TEST_CASE("yaml: invalid YAML syntax", "[yaml]") {
   // An unclosed flow map: yaml-cpp reports it where the document ends.
   CheckLoadError("pipeline:\n  - range: 10\n  - map: {fn: square\n",
                  "test.yaml:4:1: invalid YAML: end of map flow not found");
-  CheckLoadError("pipeline:\n  - range: [1, 2\n", "test.yaml:3:1: invalid YAML: end of sequence flow not found");
+  CheckLoadError("pipeline:\n  - range: [1, 2\n",
+                 "test.yaml:3:1: invalid YAML: end of sequence flow not found");
   // "key: value: more" is an illegal map value at the second ':'.
   CheckLoadError("pipeline:\n  - range: 10: 3\n", "test.yaml:2:14: invalid YAML: illegal map value");
 }
@@ -224,7 +233,8 @@ TEST_CASE("yaml: build-time value errors carry the step's position", "[yaml]") {
   CHECK_THAT(std::string(status.message()), StartsWith("test.yaml:3:5: step 2 (batch): "));
   CHECK_THAT(std::string(status.message()), EndsWith("batch_size must be > 0, got 0"));
 
-  CheckLoadError("pipeline:\n  - batch: 4\n  - range: 10\n", "test.yaml:2:5: step 1 (batch): the first step must be a source");
+  CheckLoadError("pipeline:\n  - batch: 4\n  - range: 10\n",
+                 "test.yaml:2:5: step 1 (batch): the first step must be a source");
   CheckLoadError("pipeline:\n  - range: 10\n  - range: 10\n",
                  "test.yaml:3:5: step 2 (range): a source can only be the first step");
 
@@ -233,7 +243,8 @@ TEST_CASE("yaml: build-time value errors carry the step's position", "[yaml]") {
   CHECK_THAT(std::string(shuffle.message()), StartsWith("test.yaml:4:5: step 3 (shuffle): "));
   CHECK_THAT(std::string(shuffle.message()), EndsWith("buffer_size must be > 0, got 0"));
 
-  const absl::Status spec = LoadError("pipeline:\n  - from_tensor_slices: [a, b]\n  - map: {fn: add, value: 1}\n");
+  const absl::Status spec =
+      LoadError("pipeline:\n  - from_tensor_slices: [a, b]\n  - map: {fn: add, value: 1}\n");
   CHECK(spec.code() == absl::StatusCode::kInvalidArgument);
   CHECK_THAT(std::string(spec.message()), StartsWith("test.yaml:3:5: step 2 (map): "));
   CHECK_THAT(std::string(spec.message()), EndsWith("add: needs a numeric component, got string"));
@@ -340,7 +351,8 @@ TEST_CASE("yaml: typed literals", "[yaml]") {
 }
 
 TEST_CASE("yaml: inferred literal dtypes", "[yaml]") {
-  absl::StatusOr<DatasetPtr> dataset = testing::DatasetFromYaml("pipeline:\n  - from_tensor_slices: [1, 2.5]\n");
+  absl::StatusOr<DatasetPtr> dataset =
+      testing::DatasetFromYaml("pipeline:\n  - from_tensor_slices: [1, 2.5]\n");
   REQUIRE(dataset.ok());
   CHECK((*dataset)->element_spec().DebugString() == "TensorSpec(shape=[], dtype=float32)");
   CHECK(*testing::JsonLines(**dataset) == Lines{"1", "2.5"});
@@ -363,12 +375,13 @@ TEST_CASE("yaml: quoted strings stay strings", "[yaml]") {
   CHECK(*testing::JsonLines(**dataset) == Lines{"\"1\"", "\"2\"", "\"true\"", "\"x\""});
 
   // Also as function arguments: "3" compares with strings, not numbers.
-  CHECK(Run("pipeline:\n  - from_tensor_slices: [\"10\", \"3\", \"30\"]\n  - filter: {fn: equal, value: \"3\"}\n") ==
-        Lines{"\"3\""});
+  CHECK(Run("pipeline:\n  - from_tensor_slices: [\"10\", \"3\", \"30\"]\n  - filter: {fn: equal, value: "
+            "\"3\"}\n") == Lines{"\"3\""});
   const absl::Status status = LoadError("pipeline:\n  - range: 5\n  - filter: {fn: equal, value: \"3\"}\n");
   CHECK(status.code() == absl::StatusCode::kInvalidArgument);
   CHECK_THAT(std::string(status.message()), StartsWith("test.yaml:3:5: step 2 (filter): "));
-  CHECK_THAT(std::string(status.message()), EndsWith("equal: cannot compare a int64 component with a string"));
+  CHECK_THAT(std::string(status.message()),
+             EndsWith("equal: cannot compare a int64 component with a string"));
 }
 
 TEST_CASE("yaml: named from_tensor_slices", "[yaml]") {
@@ -379,7 +392,8 @@ TEST_CASE("yaml: named from_tensor_slices", "[yaml]") {
   CHECK(loaded.def.steps(0).from_tensor_slices().names(0) == "x");
   CHECK(loaded.def.steps(0).from_tensor_slices().names(1) == "y");
   // Names follow the YAML order, not alphabetical order.
-  CHECK(Run("pipeline:\n  - from_tensor_slices: {b: [1], a: [\"s\"]}\n") == Lines{"{\"b\": 1, \"a\": \"s\"}"});
+  CHECK(Run("pipeline:\n  - from_tensor_slices: {b: [1], a: [\"s\"]}\n") ==
+        Lines{"{\"b\": 1, \"a\": \"s\"}"});
   // Typed literals inside named ones.
   CHECK(Run("pipeline:\n  - from_tensor_slices: {x: {values: [1, 2], dtype: float32}, y: [3, 4]}\n"
             "  - map: {fn: multiply, value: 0.5, component: x}\n") ==
@@ -391,18 +405,21 @@ TEST_CASE("yaml: named from_tensor_slices", "[yaml]") {
   const absl::Status scalar = LoadError("pipeline:\n  - from_tensor_slices: 5\n");
   CHECK(scalar.code() == absl::StatusCode::kInvalidArgument);
   CHECK_THAT(std::string(scalar.message()), StartsWith("test.yaml:2:5: step 1 (from_tensor_slices): "));
-  CHECK_THAT(std::string(scalar.message()), EndsWith("component 0 is a scalar; it needs a dimension to slice"));
+  CHECK_THAT(std::string(scalar.message()),
+             EndsWith("component 0 is a scalar; it needs a dimension to slice"));
 }
 
 TEST_CASE("yaml: tuple form", "[yaml]") {
   CHECK(Run("pipeline:\n  - from_tensor_slices: {tuple: [[1, 2], [a, b]]}\n") ==
         Lines{"[1, \"a\"]", "[2, \"b\"]"});
   CHECK(Run("pipeline:\n  - from_tensors: {tuple: [1, [2, 3]]}\n") == Lines{"[1, [2, 3]]"});
-  CheckLoadError("pipeline:\n  - from_tensors: {tuple: 5}\n", "test.yaml:2:27: from_tensors: 'tuple' must be a list of tensors");
+  CheckLoadError("pipeline:\n  - from_tensors: {tuple: 5}\n",
+                 "test.yaml:2:27: from_tensors: 'tuple' must be a list of tensors");
 }
 
 TEST_CASE("yaml: zip with sub-pipelines", "[yaml]") {
-  const std::string text = "pipeline:\n  - zip: {datasets: [[{range: 3}], [{range: 5}, {map: {fn: square}}]]}\n";
+  const std::string text =
+      "pipeline:\n  - zip: {datasets: [[{range: 3}], [{range: 5}, {map: {fn: square}}]]}\n";
   CHECK(Run(text) == Lines{"[0, 0]", "[1, 1]", "[2, 4]"});
   const LoadedPipeline loaded = Load(text);
   REQUIRE(loaded.def.steps(0).zip().datasets_size() == 2);
@@ -413,15 +430,16 @@ TEST_CASE("yaml: zip with sub-pipelines", "[yaml]") {
   // Shorthand, and sub-pipelines as {pipeline: [...]} maps.
   CHECK(Run("pipeline:\n  - zip: [[{range: 2}], {pipeline: [{range: 4}, {skip: 2}]}]\n") ==
         Lines{"[0, 2]", "[1, 3]"});
-  CHECK(Run("pipeline:\n  - zip: [[{from_tensor_slices: {a: [1, 2]}}], [{from_tensor_slices: {b: [3, 4]}}]]\n") ==
-        Lines{"{\"a\": 1, \"b\": 3}", "{\"a\": 2, \"b\": 4}"});
+  CHECK(Run("pipeline:\n  - zip: [[{from_tensor_slices: {a: [1, 2]}}], [{from_tensor_slices: {b: [3, "
+            "4]}}]]\n") == Lines{"{\"a\": 1, \"b\": 3}", "{\"a\": 2, \"b\": 4}"});
 }
 
 TEST_CASE("yaml: interleave sub-pipeline definition", "[yaml]") {
   const std::string text =
       "pipeline:\n"
       "  - from_tensor_slices: [a.txt, b.txt]\n"
-      "  - interleave: {pipeline: [text_line, {map: {fn: equal, value: b2}}], cycle_length: 2, block_length: 3}\n";
+      "  - interleave: {pipeline: [text_line, {map: {fn: equal, value: b2}}], cycle_length: 2, block_length: "
+      "3}\n";
   const LoadedPipeline loaded = Load(text);
   REQUIRE(loaded.def.steps_size() == 2);
   const proto::InterleaveOp& op = loaded.def.steps(1).interleave();
@@ -439,7 +457,8 @@ TEST_CASE("yaml: interleave sub-pipeline definition", "[yaml]") {
   CHECK((*dataset)->element_spec().DebugString() == "TensorSpec(shape=[], dtype=bool)");
 
   // Defaults, and the shorthand: the sub-pipeline alone.
-  const LoadedPipeline shorthand = Load("pipeline:\n  - from_tensor_slices: [a.txt, b.txt]\n  - interleave: [text_line]\n");
+  const LoadedPipeline shorthand =
+      Load("pipeline:\n  - from_tensor_slices: [a.txt, b.txt]\n  - interleave: [text_line]\n");
   CHECK(shorthand.def.steps(1).interleave().cycle_length() == 4);
   CHECK(shorthand.def.steps(1).interleave().block_length() == 1);
   CHECK(DatasetFingerprint(shorthand.def) ==
@@ -470,9 +489,10 @@ TEST_CASE("yaml: interleave sub-pipeline", "[yaml]") {
   CHECK(Run(absl::StrCat("pipeline:\n  - from_tensor_slices: ", files,
                          "\n  - interleave: {pipeline: [text_line], cycle_length: 2}\n")) ==
         Lines{"\"a1\"", "\"b1\"", "\"a2\"", "\"b2\""});
-  CHECK(Run(absl::StrCat("pipeline:\n  - from_tensor_slices: ", files,
-                         "\n  - interleave: {pipeline: [text_line, {map: {fn: equal, value: b2}}], cycle_length: 2, "
-                         "block_length: 2}\n")) == Lines{"false", "false", "false", "true"});
+  CHECK(Run(absl::StrCat(
+            "pipeline:\n  - from_tensor_slices: ", files,
+            "\n  - interleave: {pipeline: [text_line, {map: {fn: equal, value: b2}}], cycle_length: 2, "
+            "block_length: 2}\n")) == Lines{"false", "false", "false", "true"});
   CHECK(Run(absl::StrCat("pipeline:\n  - from_tensor_slices: ", files,
                          "\n  - interleave: {pipeline: [text_line], cycle_length: 1}\n")) ==
         Lines{"\"a1\"", "\"a2\"", "\"b1\"", "\"b2\""});
@@ -487,7 +507,8 @@ TEST_CASE("yaml: interleave sub-pipeline", "[yaml]") {
 TEST_CASE("yaml: map and filter forms", "[yaml]") {
   CHECK(Run("pipeline:\n  - range: 6\n  - filter: {fn: greater, value: 3}\n") == Lines{"4", "5"});
   CHECK(Run("pipeline:\n  - range: 4\n  - map: negate\n") == Lines{"0", "-1", "-2", "-3"});
-  const std::string parallel = "pipeline:\n  - range: 6\n  - map: {fn: add, value: 10, num_parallel_calls: 2}\n";
+  const std::string parallel =
+      "pipeline:\n  - range: 6\n  - map: {fn: add, value: 10, num_parallel_calls: 2}\n";
   CHECK(Run(parallel) == Lines{"10", "11", "12", "13", "14", "15"});
   const LoadedPipeline loaded = Load(parallel);
   CHECK(loaded.def.steps(1).map().num_parallel_calls() == 2);
@@ -519,7 +540,8 @@ TEST_CASE("yaml: LoadPipelineFile", "[yaml]") {
   loaded = LoadPipelineFile(bad);
   REQUIRE_FALSE(loaded.ok());
   CHECK(loaded.status().code() == absl::StatusCode::kInvalidArgument);
-  CHECK_THAT(std::string(loaded.status().message()), Equals(bad + ":3:5: unknown op 'bach'; did you mean 'batch'?"));
+  CHECK_THAT(std::string(loaded.status().message()),
+             Equals(bad + ":3:5: unknown op 'bach'; did you mean 'batch'?"));
 }
 
 // The loader parses uint64 literals "at full width", but a value past

@@ -36,9 +36,14 @@ class Affine : public sluice::ElementFunction {
       for (int64_t i = 0; i < t.num_elements(); ++i) {
         const double y = sluice::NumericValueAsDouble(t, i) * scale_ + offset_;
         switch (t.dtype()) {
-          case sluice::DType::kInt64: result.mutable_data<int64_t>()[i] = static_cast<int64_t>(y); break;
-          case sluice::DType::kFloat32: result.mutable_data<float>()[i] = static_cast<float>(y); break;
-          default: result.mutable_data<double>()[i] = y;
+          case sluice::DType::kInt64:
+            result.mutable_data<int64_t>()[i] = static_cast<int64_t>(y);
+            break;
+          case sluice::DType::kFloat32:
+            result.mutable_data<float>()[i] = static_cast<float>(y);
+            break;
+          default:
+            result.mutable_data<double>()[i] = y;
         }
       }
       t = std::move(result);
@@ -65,25 +70,26 @@ class IsEven : public sluice::ElementFunction {
   absl::StatusOr<sluice::Element> Call(const sluice::Element& input) const override {
     const sluice::Tensor& t = input.components[0];
     sluice::Tensor result(sluice::DType::kBool, t.shape());
-    for (int64_t i = 0; i < t.num_elements(); ++i) result.mutable_data<bool>()[i] = t.data<int64_t>()[i] % 2 == 0;
+    for (int64_t i = 0; i < t.num_elements(); ++i)
+      result.mutable_data<bool>()[i] = t.data<int64_t>()[i] % 2 == 0;
     return sluice::Element({std::move(result)});
   }
 };
 
-SLUICE_REGISTER_ELEMENT_FUNCTION(
-    "example.affine", "x * scale + offset (example plugin)",
-    [](sluice::FunctionArgs& args) -> absl::StatusOr<std::unique_ptr<sluice::ElementFunction>> {
-      absl::StatusOr<double> scale = args.GetDouble("scale", 1.0);
-      if (!scale.ok()) return scale.status();
-      absl::StatusOr<double> offset = args.GetDouble("offset", 0.0);
-      if (!offset.ok()) return offset.status();
-      return std::make_unique<Affine>(*scale, *offset);
-    });
+SLUICE_REGISTER_ELEMENT_FUNCTION("example.affine", "x * scale + offset (example plugin)",
+                                 [](sluice::FunctionArgs& args)
+                                     -> absl::StatusOr<std::unique_ptr<sluice::ElementFunction>> {
+                                   absl::StatusOr<double> scale = args.GetDouble("scale", 1.0);
+                                   if (!scale.ok()) return scale.status();
+                                   absl::StatusOr<double> offset = args.GetDouble("offset", 0.0);
+                                   if (!offset.ok()) return offset.status();
+                                   return std::make_unique<Affine>(*scale, *offset);
+                                 });
 
-SLUICE_REGISTER_ELEMENT_FUNCTION(
-    "example.is_even", "true for even int64 values (example plugin)",
-    [](sluice::FunctionArgs&) -> absl::StatusOr<std::unique_ptr<sluice::ElementFunction>> {
-      return std::make_unique<IsEven>();
-    });
+SLUICE_REGISTER_ELEMENT_FUNCTION("example.is_even", "true for even int64 values (example plugin)",
+                                 [](sluice::FunctionArgs&)
+                                     -> absl::StatusOr<std::unique_ptr<sluice::ElementFunction>> {
+                                   return std::make_unique<IsEven>();
+                                 });
 
 }  // namespace
