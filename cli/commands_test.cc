@@ -20,6 +20,8 @@
 namespace sluice {
 namespace {
 
+using testing::WriteFile;
+
 using Catch::Matchers::Contains;
 using Catch::Matchers::Equals;
 using Catch::Matchers::StartsWith;
@@ -31,13 +33,6 @@ constexpr char kIssueExample[] =
     "  - range: 10                 # shorthand for {start: 0, stop: 10, step: 1}\n"
     "  - map: {fn: square}\n"
     "  - batch: {batch_size: 4}\n";
-
-void WriteFile(const std::string& path, const std::string& contents) {
-  std::ofstream file(path, std::ios::binary | std::ios::trunc);
-  file << contents;
-  file.close();
-  REQUIRE(file.good());
-}
 
 struct Result {
   int code;

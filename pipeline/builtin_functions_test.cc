@@ -20,6 +20,8 @@
 namespace sluice {
 namespace {
 
+using testing::BuildError;
+
 using Catch::Matchers::Contains;
 using Catch::Matchers::EndsWith;
 using Catch::Matchers::Equals;
@@ -76,12 +78,6 @@ std::vector<std::string> Lines(const Dataset& dataset) {
   absl::StatusOr<std::vector<std::string>> lines = testing::JsonLines(**built);
   REQUIRE(lines.ok());
   return *lines;
-}
-
-absl::Status BuildError(const Dataset& dataset) {
-  absl::StatusOr<DatasetPtr> built = dataset.Build();
-  REQUIRE_FALSE(built.ok());
-  return built.status();
 }
 
 constexpr int64_t kMax = std::numeric_limits<int64_t>::max();

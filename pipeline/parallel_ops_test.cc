@@ -15,51 +15,16 @@
 namespace sluice {
 namespace {
 
+using testing::BuildError;
+using testing::IntsOf;
+using testing::JsonOf;
+using testing::MustBuild;
+using testing::MustIterate;
+using testing::Yaml;
+
 using Catch::Matchers::Contains;
 using Lines = std::vector<std::string>;
 using Ints = std::vector<int64_t>;
-
-DatasetPtr MustBuild(const Dataset& dataset) {
-  absl::StatusOr<DatasetPtr> built = dataset.Build();
-  INFO(built.status().ToString());
-  REQUIRE(built.ok());
-  return *built;
-}
-
-Lines JsonOf(const Dataset& dataset, int64_t limit = -1) {
-  DatasetPtr built = MustBuild(dataset);
-  absl::StatusOr<Lines> lines = testing::JsonLines(*built, limit);
-  INFO(lines.status().ToString());
-  REQUIRE(lines.ok());
-  return *lines;
-}
-
-Ints IntsOf(const Dataset& dataset, int64_t limit = -1) {
-  absl::StatusOr<std::vector<Element>> elements = dataset.Collect(limit);
-  INFO(elements.status().ToString());
-  REQUIRE(elements.ok());
-  return testing::Int64Values(*elements);
-}
-
-Lines Yaml(const std::string& text, int64_t limit = -1) {
-  absl::StatusOr<Lines> lines = testing::RunYaml(text, limit);
-  INFO(lines.status().ToString());
-  REQUIRE(lines.ok());
-  return *lines;
-}
-
-absl::Status BuildError(const Dataset& dataset) {
-  absl::StatusOr<DatasetPtr> built = dataset.Build();
-  REQUIRE_FALSE(built.ok());
-  return built.status();
-}
-
-std::unique_ptr<IteratorBase> MustIterate(const DatasetPtr& dataset) {
-  absl::StatusOr<std::unique_ptr<IteratorBase>> it = dataset->MakeIterator(IteratorContext{});
-  INFO(it.status().ToString());
-  REQUIRE(it.ok());
-  return *std::move(it);
-}
 
 // The JSON of the next element; fails the test on an error or the end.
 std::string NextJson(IteratorBase& it) {

@@ -23,6 +23,8 @@
 namespace sluice {
 namespace {
 
+using testing::WriteFile;
+
 using Catch::Matchers::EndsWith;
 using Catch::Matchers::Equals;
 using Catch::Matchers::StartsWith;
@@ -33,13 +35,6 @@ std::string ReadFile(const std::string& path) {
   std::ifstream file(path, std::ios::binary);
   REQUIRE(file.good());
   return std::string(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
-}
-
-void WriteFile(const std::string& path, const std::string& contents) {
-  std::ofstream file(path, std::ios::binary | std::ios::trunc);
-  file.write(contents.data(), static_cast<std::streamsize>(contents.size()));
-  file.close();
-  REQUIRE(file.good());
 }
 
 void WriteGzip(const std::string& path, const std::string& contents) {

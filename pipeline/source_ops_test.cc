@@ -16,48 +16,20 @@
 namespace sluice {
 namespace {
 
+using testing::BuildError;
+using testing::JsonOf;
+using testing::MustBuild;
+using testing::WriteFile;
+using testing::Yaml;
+
 using Catch::Matchers::Contains;
 using Catch::Matchers::StartsWith;
 using Lines = std::vector<std::string>;
-
-DatasetPtr MustBuild(const Dataset& dataset) {
-  absl::StatusOr<DatasetPtr> built = dataset.Build();
-  INFO(built.status().ToString());
-  REQUIRE(built.ok());
-  return *built;
-}
-
-Lines JsonOf(const Dataset& dataset, int64_t limit = -1) {
-  DatasetPtr built = MustBuild(dataset);
-  absl::StatusOr<Lines> lines = testing::JsonLines(*built, limit);
-  INFO(lines.status().ToString());
-  REQUIRE(lines.ok());
-  return *lines;
-}
-
-Lines Yaml(const std::string& text, int64_t limit = -1) {
-  absl::StatusOr<Lines> lines = testing::RunYaml(text, limit);
-  INFO(lines.status().ToString());
-  REQUIRE(lines.ok());
-  return *lines;
-}
 
 absl::Status YamlError(const std::string& text) {
   absl::StatusOr<Lines> lines = testing::RunYaml(text);
   REQUIRE_FALSE(lines.ok());
   return lines.status();
-}
-
-absl::Status BuildError(const Dataset& dataset) {
-  absl::StatusOr<DatasetPtr> built = dataset.Build();
-  REQUIRE_FALSE(built.ok());
-  return built.status();
-}
-
-void WriteFile(const std::string& path, const std::string& contents) {
-  std::ofstream out(path, std::ios::binary);
-  out << contents;
-  REQUIRE(out.good());
 }
 
 std::string Quoted(const std::string& s) { return "\"" + s + "\""; }

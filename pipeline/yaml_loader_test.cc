@@ -17,6 +17,8 @@
 namespace sluice {
 namespace {
 
+using testing::WriteFile;
+
 using Catch::Matchers::Contains;
 using Catch::Matchers::EndsWith;
 using Catch::Matchers::Equals;
@@ -64,12 +66,6 @@ Lines Run(const std::string& text) {
   absl::StatusOr<Lines> lines = RunYaml(text);
   if (!lines.ok()) FAIL(lines.status().message());
   return *std::move(lines);
-}
-
-void WriteFile(const std::string& path, const std::string& contents) {
-  std::ofstream file(path, std::ios::binary);
-  file << contents;
-  REQUIRE(file.good());
 }
 
 // ---------------------------------------------------------------------------

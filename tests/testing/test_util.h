@@ -3,7 +3,9 @@
 #ifndef SLUICE_TESTS_TESTING_TEST_UTIL_H_
 #define SLUICE_TESTS_TESTING_TEST_UTIL_H_
 
+#include <catch2/catch.hpp>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -13,6 +15,7 @@
 #include "pipeline/builder.h"
 #include "pipeline/dataset.h"
 #include "pipeline/yaml_loader.h"
+#include "sluice/dataset.h"
 
 namespace sluice::testing {
 
@@ -65,6 +68,59 @@ class TempDir {
  private:
   std::string path_;
 };
+
+// Catch2-asserting shorthands: each fails the current test (with the
+// status in the report) instead of returning an error.
+
+inline DatasetPtr MustBuild(const Dataset& dataset) {
+  absl::StatusOr<DatasetPtr> built = dataset.Build();
+  INFO(built.status().ToString());
+  REQUIRE(built.ok());
+  return *built;
+}
+
+inline std::unique_ptr<IteratorBase> MustIterate(const DatasetPtr& dataset) {
+  absl::StatusOr<std::unique_ptr<IteratorBase>> it = dataset->MakeIterator(IteratorContext{});
+  INFO(it.status().ToString());
+  REQUIRE(it.ok());
+  return *std::move(it);
+}
+
+inline std::vector<std::string> JsonOf(const Dataset& dataset, int64_t limit = -1) {
+  DatasetPtr built = MustBuild(dataset);
+  absl::StatusOr<std::vector<std::string>> lines = JsonLines(*built, limit);
+  INFO(lines.status().ToString());
+  REQUIRE(lines.ok());
+  return *lines;
+}
+
+inline std::vector<int64_t> IntsOf(const Dataset& dataset, int64_t limit = -1) {
+  absl::StatusOr<std::vector<Element>> elements = dataset.Collect(limit);
+  INFO(elements.status().ToString());
+  REQUIRE(elements.ok());
+  return Int64Values(*elements);
+}
+
+inline std::vector<std::string> Yaml(const std::string& text, int64_t limit = -1) {
+  absl::StatusOr<std::vector<std::string>> lines = RunYaml(text, limit);
+  INFO(lines.status().ToString());
+  REQUIRE(lines.ok());
+  return *lines;
+}
+
+// The error of a definition that must fail to build.
+inline absl::Status BuildError(const Dataset& dataset) {
+  absl::StatusOr<DatasetPtr> built = dataset.Build();
+  REQUIRE_FALSE(built.ok());
+  return built.status();
+}
+
+inline void WriteFile(const std::string& path, const std::string& contents) {
+  std::ofstream file(path, std::ios::binary | std::ios::trunc);
+  file.write(contents.data(), static_cast<std::streamsize>(contents.size()));
+  file.close();
+  REQUIRE(file.good());
+}
 
 }  // namespace sluice::testing
 
