@@ -165,6 +165,42 @@ T FloatArithmetic(Arithmetic op, T a, T b) {
   return a;
 }
 
+template <Arithmetic kOp, typename T>
+T Compute(T a, T b) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return FloatArithmetic(kOp, a, b);
+  } else {
+    return IntegerArithmetic(kOp, a, b);
+  }
+}
+
+// One loop per op, so the op's switch is resolved outside the loop and the
+// compiler can vectorize the body.
+template <Arithmetic kOp, typename T>
+void Kernel(const T* in, T* out, int64_t n, T b) {
+  for (int64_t i = 0; i < n; ++i) out[i] = Compute<kOp>(in[i], b);
+}
+
+template <typename T>
+void RunKernel(Arithmetic op, const T* in, T* out, int64_t n, T b) {
+  switch (op) {
+    case Arithmetic::kAdd:
+      return Kernel<Arithmetic::kAdd>(in, out, n, b);
+    case Arithmetic::kSubtract:
+      return Kernel<Arithmetic::kSubtract>(in, out, n, b);
+    case Arithmetic::kMultiply:
+      return Kernel<Arithmetic::kMultiply>(in, out, n, b);
+    case Arithmetic::kFloorDiv:
+      return Kernel<Arithmetic::kFloorDiv>(in, out, n, b);
+    case Arithmetic::kMod:
+      return Kernel<Arithmetic::kMod>(in, out, n, b);
+    case Arithmetic::kSquare:
+      return Kernel<Arithmetic::kSquare>(in, out, n, b);
+    case Arithmetic::kNegate:
+      return Kernel<Arithmetic::kNegate>(in, out, n, b);
+  }
+}
+
 // add, subtract, multiply, floordiv, mod (with `value`), square, negate.
 class ArithmeticFunction : public ComponentwiseFunction {
  public:
@@ -248,12 +284,9 @@ class ArithmeticFunction : public ComponentwiseFunction {
       if constexpr (kIsHalf<T>) {
         const float b = static_cast<float>(float_value_);
         for (int64_t i = 0; i < n; ++i) out[i] = T(FloatArithmetic(op_, static_cast<float>(in[i]), b));
-      } else if constexpr (std::is_floating_point_v<T>) {
-        const T b = static_cast<T>(float_value_);
-        for (int64_t i = 0; i < n; ++i) out[i] = FloatArithmetic(op_, in[i], b);
       } else if constexpr (!std::is_same_v<T, bool>) {
-        const T b = static_cast<T>(int_value_);
-        for (int64_t i = 0; i < n; ++i) out[i] = IntegerArithmetic(op_, in[i], b);
+        const T b = std::is_floating_point_v<T> ? static_cast<T>(float_value_) : static_cast<T>(int_value_);
+        RunKernel(op_, in, out, n, b);
       }
     });
     return absl::OkStatus();
