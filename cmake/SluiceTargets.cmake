@@ -9,7 +9,11 @@ function(sluice_configure_target target)
     target_compile_options(${target} PRIVATE -fsanitize=address,undefined -fno-omit-frame-pointer)
     target_link_options(${target} PRIVATE -fsanitize=address,undefined)
   elseif(SLUICE_SANITIZE STREQUAL "thread")
-    target_compile_options(${target} PRIVATE -fsanitize=thread -fno-omit-frame-pointer)
+    # -U__SANITIZE_THREAD__: protobuf's and abseil's headers change class
+    # layouts under that macro (protobuf's MapFieldBase gains two fields),
+    # which breaks the ABI with Debian's uninstrumented libraries. Our code
+    # is still instrumented; the headers just match the prebuilt libraries.
+    target_compile_options(${target} PRIVATE -fsanitize=thread -fno-omit-frame-pointer -U__SANITIZE_THREAD__)
     target_link_options(${target} PRIVATE -fsanitize=thread)
   elseif(NOT SLUICE_SANITIZE STREQUAL "")
     message(FATAL_ERROR "SLUICE_SANITIZE must be '', 'address' or 'thread', not '${SLUICE_SANITIZE}'")
