@@ -1,6 +1,7 @@
 #include "cli/commands.h"
 
 #include "absl/strings/str_cat.h"
+#include "client/data_service_dataset.h"
 #include "common/json.h"
 #include "google/protobuf/text_format.h"
 #include "pipeline/builder.h"
@@ -40,15 +41,12 @@ absl::StatusOr<Loaded> Load(const RunOptions& options) {
   return Loaded{*std::move(pipeline), *std::move(dataset)};
 }
 
-}  // namespace
-
-int RunPipeline(const RunOptions& options, std::ostream& out, std::ostream& err) {
-  absl::StatusOr<Loaded> loaded = Load(options);
-  if (!loaded.ok()) return Fail(loaded.status(), err, true);
-  absl::StatusOr<std::unique_ptr<IteratorBase>> iterator = loaded->dataset->MakeIterator(IteratorContext{});
+// Prints up to `limit` elements (all for -1) as JSON lines.
+int PrintElements(const DatasetBase& dataset, int64_t limit, std::ostream& out, std::ostream& err) {
+  absl::StatusOr<std::unique_ptr<IteratorBase>> iterator = dataset.MakeIterator(IteratorContext{});
   if (!iterator.ok()) return Fail(iterator.status(), err, false);
   std::string line;
-  for (int64_t count = 0; options.limit < 0 || count < options.limit; ++count) {
+  for (int64_t count = 0; limit < 0 || count < limit; ++count) {
     Element element;
     bool end = false;
     if (absl::Status status = (*iterator)->GetNext(&element, &end); !status.ok()) {
@@ -62,6 +60,49 @@ int RunPipeline(const RunOptions& options, std::ostream& out, std::ostream& err)
   }
   out.flush();
   return 0;
+}
+
+}  // namespace
+
+int RunPipeline(const RunOptions& options, std::ostream& out, std::ostream& err) {
+  absl::StatusOr<Loaded> loaded = Load(options);
+  if (!loaded.ok()) return Fail(loaded.status(), err, true);
+  return PrintElements(*loaded->dataset, options.limit, out, err);
+}
+
+int ReadPipeline(const ReadOptions& options, std::ostream& out, std::ostream& err) {
+  EnableDataService();
+  if (absl::Status status = LoadPlugins(options.run.plugins); !status.ok()) return Fail(status, err, true);
+  // Not validated on load: the steps before `distribute` may read files
+  // that only the workers have.
+  absl::StatusOr<LoadedPipeline> pipeline = LoadPipelineFile(options.run.pipeline_path, {.validate = false});
+  if (!pipeline.ok()) return Fail(pipeline.status(), err, true);
+  proto::DistributeOp* distribute = nullptr;
+  for (proto::Step& step : *pipeline->def.mutable_steps()) {
+    if (step.has_distribute()) distribute = step.mutable_distribute();
+  }
+  if (distribute == nullptr) {
+    if (options.service.empty()) {
+      return Fail(absl::InvalidArgumentError(absl::StrCat(options.run.pipeline_path,
+                                                          ": the pipeline has no distribute step; add one or "
+                                                          "pass --service grpc://HOST:PORT")),
+                  err, true);
+    }
+    distribute = pipeline->def.add_steps()->mutable_distribute();
+    pipeline->step_locations.push_back("--service");
+  }
+  if (!options.service.empty()) distribute->set_service(options.service);
+  if (!options.job_name.empty()) distribute->set_job_name(options.job_name);
+  if (!options.processing_mode.empty()) distribute->set_processing_mode(options.processing_mode);
+  BuildOptions build;
+  build.step_locations = &pipeline->step_locations;
+  absl::StatusOr<DatasetPtr> dataset = BuildDataset(pipeline->def, build);
+  if (!dataset.ok()) {
+    // Refusals by the service (a bad definition) are the user's to fix;
+    // an unreachable service is a failure to run.
+    return Fail(dataset.status(), err, dataset.status().code() != absl::StatusCode::kUnavailable);
+  }
+  return PrintElements(**dataset, options.run.limit, out, err);
 }
 
 int InspectPipeline(const RunOptions& options, std::ostream& out, std::ostream& err) {

@@ -21,6 +21,19 @@ struct RunOptions {
 // `sluice run`: prints each element as one JSON line.
 int RunPipeline(const RunOptions& options, std::ostream& out, std::ostream& err);
 
+struct ReadOptions {
+  RunOptions run;
+  // Override the pipeline's `distribute` step; with no such step, --service
+  // adds one at the end.
+  std::string service;
+  std::string job_name;
+  std::string processing_mode;
+};
+
+// `sluice read`: runs a pipeline whose `distribute` step reads from the
+// service, printing elements as `sluice run` does.
+int ReadPipeline(const ReadOptions& options, std::ostream& out, std::ostream& err);
+
 // `sluice inspect`: fingerprint, element spec, cardinality and steps.
 int InspectPipeline(const RunOptions& options, std::ostream& out, std::ostream& err);
 

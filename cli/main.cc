@@ -18,6 +18,17 @@ int main(int argc, char** argv) {
   CLI::App* run = app.add_subcommand("run", "Run a pipeline locally and print its elements as JSON lines");
   add_pipeline_flags(run);
   run->add_option("--limit", options.limit, "Print at most this many elements (-1: all)");
+  sluice::cli::ReadOptions read_options;
+  CLI::App* read =
+      app.add_subcommand("read", "Read a pipeline's elements from the data service as JSON lines");
+  read->add_option("pipeline", read_options.run.pipeline_path, "Pipeline YAML file")->required();
+  read->add_option("--service", read_options.service, "Dispatcher, grpc://HOST:PORT (overrides the YAML)");
+  read->add_option("--job-name", read_options.job_name, "Share the job of this name (overrides the YAML)");
+  read->add_option("--processing-mode", read_options.processing_mode,
+                   "parallel_epochs or distributed_epoch (overrides the YAML)");
+  read->add_option("--limit", read_options.run.limit, "Print at most this many elements (-1: all)");
+  read->add_option("--plugin", read_options.run.plugins,
+                   "Element-function plugin library to load (repeatable)");
   CLI::App* inspect = app.add_subcommand("inspect", "Show a pipeline's fingerprint, element spec and steps");
   add_pipeline_flags(inspect);
   CLI::App* functions = app.add_subcommand("functions", "List the element functions for map and filter");
@@ -26,9 +37,11 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);  // prints usage; exit code 2 for bad usage
+    const int code = app.exit(e);  // prints usage, or --help
+    return code == 0 ? 0 : 2;
   }
   if (run->parsed()) return sluice::cli::RunPipeline(options, std::cout, std::cerr);
+  if (read->parsed()) return sluice::cli::ReadPipeline(read_options, std::cout, std::cerr);
   if (inspect->parsed()) return sluice::cli::InspectPipeline(options, std::cout, std::cerr);
   return sluice::cli::ListFunctions(options.plugins, std::cout, std::cerr);
 }

@@ -1,5 +1,6 @@
 #include "sluice/dataset.h"
 
+#include "client/data_service_dataset.h"
 #include "common/proto_convert.h"
 #include "pipeline/builder.h"
 
@@ -207,6 +208,17 @@ Dataset Dataset::Prefetch(int64_t buffer_size) const {
   return With("prefetch", [&](proto::Step& s) { s.mutable_prefetch()->set_buffer_size(buffer_size); });
 }
 
+Dataset Dataset::Distribute(const std::string& service, const std::string& mode, const std::string& job_name,
+                            int64_t max_outstanding_requests) const {
+  return With("distribute", [&](proto::Step& s) {
+    auto* op = s.mutable_distribute();
+    op->set_service(service);
+    op->set_processing_mode(mode);
+    op->set_job_name(job_name);
+    op->set_max_outstanding_requests(max_outstanding_requests);
+  });
+}
+
 Dataset Dataset::WithPlugin(const std::string& library_path) const {
   proto::DatasetDef def = def_;
   def.add_plugins(library_path);
@@ -215,7 +227,10 @@ Dataset Dataset::WithPlugin(const std::string& library_path) const {
 
 std::string Dataset::Fingerprint() const { return DatasetFingerprint(def_); }
 
-absl::StatusOr<DatasetPtr> Dataset::Build() const { return BuildDataset(def_); }
+absl::StatusOr<DatasetPtr> Dataset::Build() const {
+  EnableDataService();
+  return BuildDataset(def_);
+}
 
 absl::StatusOr<std::vector<Element>> Dataset::Collect(int64_t limit) const {
   absl::StatusOr<DatasetPtr> dataset = Build();

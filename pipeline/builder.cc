@@ -243,18 +243,70 @@ absl::StatusOr<proto::Step> NewStep(std::string_view op) {
   return step;
 }
 
+namespace {
+
+absl::Mutex distribute_mu(absl::kConstInit);
+DistributeFactory* distribute_factory ABSL_GUARDED_BY(distribute_mu) = nullptr;
+
+absl::StatusOr<DatasetPtr> BuildDistribute(const proto::DatasetDef& def, int index) {
+  DistributeFactory factory;
+  {
+    absl::MutexLock lock(&distribute_mu);
+    if (distribute_factory == nullptr) {
+      return absl::FailedPreconditionError(
+          "this program cannot read from the data service (it does not link the Sluice client library)");
+    }
+    factory = *distribute_factory;
+  }
+  proto::DatasetDef worker_part;
+  *worker_part.mutable_plugins() = def.plugins();
+  for (int i = 0; i < index; ++i) *worker_part.add_steps() = def.steps(i);
+  if (worker_part.steps().empty())
+    return absl::InvalidArgumentError("nothing before it to run on the workers");
+  return factory(worker_part, def.steps(index).distribute());
+}
+
+}  // namespace
+
+void SetDistributeFactory(DistributeFactory factory) {
+  absl::MutexLock lock(&distribute_mu);
+  delete distribute_factory;
+  distribute_factory = new DistributeFactory(std::move(factory));
+}
+
+proto::DatasetDef WorkerPart(const proto::DatasetDef& def) {
+  proto::DatasetDef part;
+  *part.mutable_plugins() = def.plugins();
+  for (const proto::Step& step : def.steps()) {
+    if (step.has_distribute()) break;
+    *part.add_steps() = step;
+  }
+  return part;
+}
+
 absl::StatusOr<DatasetPtr> BuildDataset(const proto::DatasetDef& def, const BuildOptions& options) {
   for (const std::string& plugin : def.plugins()) {
     if (absl::Status status = LoadPlugin(plugin); !status.ok()) return status;
   }
   if (def.steps().empty()) return absl::InvalidArgumentError("the pipeline has no steps");
-  DatasetPtr dataset;
+  // Everything before a `distribute` runs remotely; build from it on.
+  int first = 0;
   for (int i = 0; i < def.steps_size(); ++i) {
+    if (!def.steps(i).has_distribute()) continue;
+    if (first > 0)
+      return absl::InvalidArgumentError(
+          absl::StrCat("step ", i + 1, " (distribute): a pipeline has one distribute step at most"));
+    first = i;
+  }
+  DatasetPtr dataset;
+  for (int i = first; i < def.steps_size(); ++i) {
     const proto::Step& step = def.steps(i);
     const std::string op = StepOpName(step);
     absl::StatusOr<DatasetPtr> next;
     if (op.empty()) {
       next = absl::InvalidArgumentError("the step has no op");
+    } else if (step.has_distribute()) {
+      next = BuildDistribute(def, i);
     } else if (i == 0) {
       next = BuildSource(step, options);
     } else if (i + 1 < def.steps_size() && MapCanFollowBatch(step, def.steps(i + 1))) {

@@ -9,6 +9,7 @@
 #ifndef SLUICE_PIPELINE_BUILDER_H_
 #define SLUICE_PIPELINE_BUILDER_H_
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -28,6 +29,17 @@ struct BuildOptions {
 };
 
 absl::StatusOr<DatasetPtr> BuildDataset(const proto::DatasetDef& def, const BuildOptions& options = {});
+
+// How a `distribute` step becomes a dataset: the client library registers
+// a factory that reads `worker_part` from the service. Without one, a
+// pipeline with `distribute` fails to build, saying so.
+using DistributeFactory = std::function<absl::StatusOr<DatasetPtr>(const proto::DatasetDef& worker_part,
+                                                                   const proto::DistributeOp& op)>;
+void SetDistributeFactory(DistributeFactory factory);
+
+// The steps before the first `distribute` (with the plugins), or the whole
+// definition when there is none.
+proto::DatasetDef WorkerPart(const proto::DatasetDef& def);
 
 // The op name of a step ("range", "map", ...), or "" if none is set.
 std::string StepOpName(const proto::Step& step);

@@ -90,6 +90,12 @@ class Dataset {
   Dataset Interleave(const Dataset& per_element, int64_t cycle_length = 4, int64_t block_length = 1,
                      int64_t num_parallel_calls = 0) const;
   Dataset Prefetch(int64_t buffer_size = -1) const;
+  // Runs the steps so far on the data service at `service`
+  // (grpc://HOST:PORT); the steps after run in this process. `mode` is
+  // "parallel_epochs" or "distributed_epoch"; consumers of the same
+  // `job_name` share its elements.
+  Dataset Distribute(const std::string& service, const std::string& mode = "parallel_epochs",
+                     const std::string& job_name = "", int64_t max_outstanding_requests = 0) const;
   // Loads element functions from a plugin library when built.
   Dataset WithPlugin(const std::string& library_path) const;
 

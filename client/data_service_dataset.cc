@@ -1,0 +1,329 @@
+#include "client/data_service_dataset.h"
+
+#include <atomic>
+#include <deque>
+#include <map>
+#include <set>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "common/grpc_util.h"
+#include "common/proto_convert.h"
+#include "pipeline/builder.h"
+#include "sluice/service.grpc.pb.h"
+
+namespace sluice {
+namespace {
+
+constexpr auto kRpcTimeout = std::chrono::seconds(10);
+// How long a client waits for a dispatcher that is not up yet.
+constexpr auto kDispatcherDeadline = std::chrono::seconds(60);
+constexpr absl::Duration kHeartbeatInterval = absl::Milliseconds(100);
+constexpr int64_t kDefaultMaxOutstanding = 64;
+// Elements asked of a worker in one request, at most.
+constexpr int kMaxElementsPerRequest = 64;
+
+absl::StatusOr<proto::ProcessingMode> ParseMode(const std::string& mode) {
+  if (mode == "parallel_epochs" || mode.empty()) return proto::PARALLEL_EPOCHS;
+  if (mode == "distributed_epoch") return proto::DISTRIBUTED_EPOCH;
+  return absl::InvalidArgumentError(absl::StrCat("distribute: unknown processing_mode '", mode,
+                                                 "' (valid: parallel_epochs, distributed_epoch)"));
+}
+
+struct ServiceHandle {
+  std::string address;
+  std::shared_ptr<grpc::Channel> channel;
+  std::unique_ptr<proto::DispatcherService::Stub> dispatcher;
+};
+
+class DataServiceDataset : public DatasetBase {
+ public:
+  DataServiceDataset(std::shared_ptr<ServiceHandle> service, proto::JobParams params, ElementSpec spec,
+                     int64_t cardinality, int64_t max_outstanding)
+      : service_(std::move(service)),
+        params_(std::move(params)),
+        spec_(std::move(spec)),
+        cardinality_(cardinality),
+        max_outstanding_(max_outstanding) {}
+
+  const ElementSpec& element_spec() const override { return spec_; }
+  int64_t Cardinality() const override {
+    // One repetition of a shared job may be split between consumers.
+    return params_.job_name().empty() && params_.processing_mode() == proto::DISTRIBUTED_EPOCH
+               ? cardinality_
+               : kUnknownCardinality;
+  }
+  std::string DebugName() const override { return "distribute"; }
+  absl::StatusOr<std::unique_ptr<IteratorBase>> MakeIterator(const IteratorContext&) const override;
+
+ private:
+  class Iterator;
+
+  const std::shared_ptr<ServiceHandle> service_;
+  const proto::JobParams params_;
+  const ElementSpec spec_;
+  const int64_t cardinality_;
+  const int64_t max_outstanding_;
+  mutable std::atomic<int64_t> repetitions_{0};
+};
+
+// Reads one iteration: a heartbeat thread learns the tasks, a fetch thread
+// per task pulls elements into one buffer. Buffered plus requested elements
+// never exceed max_outstanding, which bounds memory.
+class DataServiceDataset::Iterator : public IteratorBase {
+ public:
+  Iterator(std::shared_ptr<ServiceHandle> service, int64_t max_outstanding, int64_t iteration_client_id)
+      : service_(std::move(service)), max_outstanding_(max_outstanding), client_id_(iteration_client_id) {
+    heartbeat_ = std::thread([this] { HeartbeatLoop(); });
+  }
+
+  ~Iterator() override {
+    {
+      absl::MutexLock lock(&mu_);
+      cancelled_ = true;
+    }
+    heartbeat_.join();
+    for (auto& [id, task] : tasks_) {
+      if (task.thread.joinable()) task.thread.join();
+    }
+    proto::ReleaseIterationClientRequest request;
+    *request.mutable_version() = CurrentVersion();
+    request.set_iteration_client_id(client_id_);
+    proto::ReleaseIterationClientResponse response;
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    (void)service_->dispatcher->ReleaseIterationClient(&context, request, &response);
+  }
+
+  absl::Status GetNext(Element* element, bool* end) override {
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(this, &Iterator::CanReturn));
+    if (!buffer_.empty()) {
+      *element = std::move(buffer_.front());
+      buffer_.pop_front();
+      *end = false;
+      return absl::OkStatus();
+    }
+    if (!status_.ok()) return status_;
+    *end = true;
+    return absl::OkStatus();
+  }
+
+ private:
+  struct TaskState {
+    std::string worker_address;
+    std::thread thread;
+    bool ended = false;
+    bool removed = false;  // no longer listed by the dispatcher
+  };
+
+  bool CanReturn() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return !buffer_.empty() || !status_.ok() || Finished();
+  }
+
+  bool Finished() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (!iteration_finished_) return false;
+    for (const auto& [id, task] : tasks_) {
+      if (!task.ended && !task.removed) return false;
+    }
+    return true;
+  }
+
+  bool HasRoom() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return cancelled_ || static_cast<int64_t>(buffer_.size()) + outstanding_ < max_outstanding_;
+  }
+
+  void HeartbeatLoop() {
+    while (true) {
+      proto::ClientHeartbeatRequest request;
+      *request.mutable_version() = CurrentVersion();
+      request.set_iteration_client_id(client_id_);
+      proto::ClientHeartbeatResponse response;
+      grpc::ClientContext context;
+      context.set_deadline(std::chrono::system_clock::now() + kRpcTimeout);
+      absl::Status status =
+          FromGrpcStatus(service_->dispatcher->ClientHeartbeat(&context, request, &response));
+      absl::MutexLock lock(&mu_);
+      if (cancelled_) return;
+      if (status.ok()) {
+        std::set<int64_t> listed;
+        for (const proto::TaskInfo& info : response.tasks()) {
+          listed.insert(info.task_id());
+          if (tasks_.contains(info.task_id())) continue;
+          TaskState& task = tasks_[info.task_id()];
+          task.worker_address = info.worker_address();
+          const int64_t task_id = info.task_id();
+          task.thread =
+              std::thread([this, task_id, address = info.worker_address()] { FetchLoop(task_id, address); });
+        }
+        for (auto& [id, task] : tasks_) {
+          if (!listed.contains(id)) task.removed = true;
+        }
+        iteration_finished_ = response.iteration_finished();
+      } else if (status.code() != absl::StatusCode::kUnavailable &&
+                 status.code() != absl::StatusCode::kDeadlineExceeded) {
+        status_ = status;  // the dispatcher refused us: nothing to wait for
+      }
+      mu_.AwaitWithTimeout(absl::Condition(&cancelled_), kHeartbeatInterval);
+      if (cancelled_) return;
+    }
+  }
+
+  void FetchLoop(int64_t task_id, const std::string& address) {
+    auto worker = proto::WorkerService::NewStub(MakeChannel(address));
+    std::chrono::milliseconds backoff(10);
+    while (true) {
+      int want = 0;
+      {
+        absl::MutexLock lock(&mu_);
+        mu_.Await(absl::Condition(this, &Iterator::HasRoom));
+        TaskState& task = tasks_[task_id];
+        if (cancelled_ || task.removed || !status_.ok()) return;
+        want = static_cast<int>(std::min<int64_t>(
+            kMaxElementsPerRequest, max_outstanding_ - static_cast<int64_t>(buffer_.size()) - outstanding_));
+        outstanding_ += want;
+      }
+      proto::GetElementsRequest request;
+      *request.mutable_version() = CurrentVersion();
+      request.set_task_id(task_id);
+      request.set_max_elements(want);
+      proto::GetElementsResponse response;
+      grpc::ClientContext context;
+      context.set_deadline(std::chrono::system_clock::now() + kRpcTimeout);
+      absl::Status status = FromGrpcStatus(worker->GetElements(&context, request, &response));
+      std::vector<Element> elements;
+      absl::Status decode;
+      for (const proto::ElementProto& p : response.elements()) {
+        absl::StatusOr<Element> e = ElementFromProto(p);
+        if (!e.ok()) {
+          decode = e.status();
+          break;
+        }
+        elements.push_back(*std::move(e));
+      }
+      absl::MutexLock lock(&mu_);
+      outstanding_ -= want;
+      TaskState& task = tasks_[task_id];
+      if (!decode.ok()) status = decode;
+      if (status.ok()) {
+        for (Element& e : elements) buffer_.push_back(std::move(e));
+        backoff = std::chrono::milliseconds(10);
+        // A finished iteration whose worker no longer knows the task has
+        // nothing more to give.
+        if (response.end_of_sequence() || (elements.empty() && iteration_finished_)) {
+          task.ended = true;
+          return;
+        }
+        if (!elements.empty()) continue;
+      } else if (status.code() != absl::StatusCode::kUnavailable &&
+                 status.code() != absl::StatusCode::kDeadlineExceeded) {
+        status_ = absl::Status(status.code(),
+                               absl::StrCat("reading from worker ", address, ": ", status.message()));
+        return;
+      }
+      // Nothing yet (or the worker is unreachable): wait a little.
+      mu_.AwaitWithTimeout(absl::Condition(&cancelled_), absl::FromChrono(backoff));
+      backoff = std::min(backoff * 2, std::chrono::milliseconds(200));
+    }
+  }
+
+  const std::shared_ptr<ServiceHandle> service_;
+  const int64_t max_outstanding_;
+  const int64_t client_id_;
+
+  absl::Mutex mu_;
+  std::deque<Element> buffer_ ABSL_GUARDED_BY(mu_);
+  int64_t outstanding_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<int64_t, TaskState> tasks_ ABSL_GUARDED_BY(mu_);
+  bool iteration_finished_ ABSL_GUARDED_BY(mu_) = false;
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status status_ ABSL_GUARDED_BY(mu_);
+  std::thread heartbeat_;
+};
+
+absl::StatusOr<std::unique_ptr<IteratorBase>> DataServiceDataset::MakeIterator(const IteratorContext&) const {
+  proto::GetOrCreateJobRequest job_request;
+  *job_request.mutable_version() = CurrentVersion();
+  *job_request.mutable_params() = params_;
+  proto::GetOrCreateJobResponse job;
+  absl::Status status = CallWithRetries(
+      [&](grpc::ClientContext* c) { return service_->dispatcher->GetOrCreateJob(c, job_request, &job); },
+      kRpcTimeout, kDispatcherDeadline, absl::StrCat("creating a job at ", service_->address));
+  if (!status.ok()) return status;
+  proto::GetOrCreateIterationRequest iteration_request;
+  *iteration_request.mutable_version() = CurrentVersion();
+  iteration_request.set_job_id(job.job_id());
+  iteration_request.set_repetition(repetitions_.fetch_add(1));
+  proto::GetOrCreateIterationResponse iteration;
+  status = CallWithRetries(
+      [&](grpc::ClientContext* c) {
+        return service_->dispatcher->GetOrCreateIteration(c, iteration_request, &iteration);
+      },
+      kRpcTimeout, kDispatcherDeadline, absl::StrCat("starting an iteration at ", service_->address));
+  if (!status.ok()) return status;
+  return std::make_unique<Iterator>(service_, max_outstanding_, iteration.iteration_client_id());
+}
+
+}  // namespace
+
+absl::StatusOr<DatasetPtr> MakeDataServiceDataset(const proto::DatasetDef& worker_part,
+                                                  const proto::DistributeOp& op) {
+  absl::StatusOr<proto::ProcessingMode> mode = ParseMode(op.processing_mode());
+  if (!mode.ok()) return mode.status();
+  if (op.service().empty())
+    return absl::InvalidArgumentError("distribute: missing 'service' (grpc://HOST:PORT)");
+  absl::StatusOr<std::string> address = ParseServiceAddress(op.service());
+  if (!address.ok()) return address.status();
+  if (!op.compression().empty() && op.compression() != "NONE") {
+    return absl::UnimplementedError(
+        absl::StrCat("distribute: compression '", op.compression(), "' is not supported yet; use \"\""));
+  }
+  if (op.max_outstanding_requests() < 0) {
+    return absl::InvalidArgumentError("distribute: max_outstanding_requests must be >= 0");
+  }
+  auto service = std::make_shared<ServiceHandle>();
+  service->address = *address;
+  service->channel = MakeChannel(*address);
+  service->dispatcher = proto::DispatcherService::NewStub(service->channel);
+
+  proto::GetOrRegisterDatasetRequest register_request;
+  *register_request.mutable_version() = CurrentVersion();
+  *register_request.mutable_dataset() = worker_part;
+  proto::GetOrRegisterDatasetResponse registered;
+  absl::Status status = CallWithRetries(
+      [&](grpc::ClientContext* c) {
+        return service->dispatcher->GetOrRegisterDataset(c, register_request, &registered);
+      },
+      kRpcTimeout, kDispatcherDeadline, absl::StrCat("registering the dataset at ", *address));
+  if (!status.ok()) return status;
+  proto::GetDatasetInfoRequest info_request;
+  *info_request.mutable_version() = CurrentVersion();
+  info_request.set_dataset_id(registered.dataset_id());
+  proto::GetDatasetInfoResponse info;
+  status = CallWithRetries(
+      [&](grpc::ClientContext* c) { return service->dispatcher->GetDatasetInfo(c, info_request, &info); },
+      kRpcTimeout, kDispatcherDeadline, "GetDatasetInfo");
+  if (!status.ok()) return status;
+  absl::StatusOr<ElementSpec> spec = ElementSpecFromProto(info.element_spec());
+  if (!spec.ok()) return spec.status();
+
+  proto::JobParams params;
+  params.set_dataset_id(registered.dataset_id());
+  params.set_processing_mode(*mode);
+  params.set_job_name(op.job_name());
+  const int64_t max_outstanding =
+      op.max_outstanding_requests() > 0 ? op.max_outstanding_requests() : kDefaultMaxOutstanding;
+  return std::make_shared<DataServiceDataset>(std::move(service), std::move(params), *std::move(spec),
+                                              info.cardinality(), max_outstanding);
+}
+
+void EnableDataService() {
+  static const bool registered = [] {
+    SetDistributeFactory(MakeDataServiceDataset);
+    return true;
+  }();
+  (void)registered;
+}
+
+}  // namespace sluice

@@ -1,0 +1,26 @@
+// The dataset a `distribute` step becomes in the reading process: it reads
+// the job's elements from the service's workers. EnableDataService()
+// registers it as the builder's DistributeFactory; the SDK's Build() and
+// the sluice CLI call it.
+#ifndef SLUICE_CLIENT_DATA_SERVICE_DATASET_H_
+#define SLUICE_CLIENT_DATA_SERVICE_DATASET_H_
+
+#include "absl/status/statusor.h"
+#include "pipeline/dataset.h"
+#include "sluice/dataset.pb.h"
+
+namespace sluice {
+
+// Registers `worker_part` with the dispatcher named in `op` (retrying while
+// the dispatcher is not up yet) and returns a dataset whose every iterator
+// is a new repetition of the job.
+absl::StatusOr<DatasetPtr> MakeDataServiceDataset(const proto::DatasetDef& worker_part,
+                                                  const proto::DistributeOp& op);
+
+// Lets BuildDataset turn `distribute` steps into MakeDataServiceDataset.
+// Idempotent.
+void EnableDataService();
+
+}  // namespace sluice
+
+#endif  // SLUICE_CLIENT_DATA_SERVICE_DATASET_H_

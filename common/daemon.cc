@@ -1,0 +1,105 @@
+#include "common/daemon.h"
+
+#include <signal.h>
+#include <spdlog/spdlog.h>
+
+#include <cstring>
+#include <fstream>
+#include <iostream>
+
+#include "CLI/CLI.hpp"
+#include "absl/strings/str_cat.h"
+#include "common/grpc_util.h"
+
+namespace sluice {
+
+int ParseDaemonConfig(int argc, char** argv, const std::string& description, ConfigSchema& schema) {
+  // The file is read before the flags are parsed, so that flags win.
+  std::string config_path;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--config") == 0 && i + 1 < argc) config_path = argv[i + 1];
+    if (std::strncmp(argv[i], "--config=", 9) == 0) config_path = argv[i] + 9;
+  }
+  CLI::App app{description};
+  app.add_option("--config", config_path, "YAML file with settings; flags override it");
+  schema.AddFlags(app);
+  if (!config_path.empty()) {
+    const bool wants_help = std::any_of(argv + 1, argv + argc, [](const char* a) {
+      return std::strcmp(a, "--help") == 0 || std::strcmp(a, "-h") == 0;
+    });
+    if (!wants_help) {
+      if (absl::Status status = schema.LoadYamlFile(config_path); !status.ok()) {
+        std::cerr << argv[0] << ": " << status.message() << "\n";
+        return kConfigErrorExitCode;
+      }
+    }
+  }
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);
+    return code == 0 ? 0 : kConfigErrorExitCode;
+  }
+  if (absl::Status status = schema.Validate(); !status.ok()) {
+    std::cerr << argv[0] << ": " << status.message() << "\n";
+    return kConfigErrorExitCode;
+  }
+  return -1;
+}
+
+void BlockShutdownSignals() {
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+}
+
+int WaitForShutdownSignal() {
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  int signal = 0;
+  sigwait(&signals, &signal);
+  return signal;
+}
+
+absl::Status SetLogLevel(const std::string& level) {
+  const spdlog::level::level_enum parsed = spdlog::level::from_str(level);
+  // from_str maps anything unknown to "off"; only "off" itself may.
+  if (parsed == spdlog::level::off && level != "off") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown log level '", level, "' (valid: trace, debug, info, warn, error, off)"));
+  }
+  spdlog::set_level(parsed);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<grpc::Server>> StartServer(const ServerOptions& options,
+                                                          const std::vector<grpc::Service*>& services,
+                                                          int* bound_port) {
+  grpc::ServerBuilder builder;
+  const std::string address = absl::StrCat(options.bind_address, ":", options.port);
+  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), bound_port);
+  builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  builder.SetMaxSendMessageSize(kMaxMessageBytes);
+  for (grpc::Service* service : services) builder.RegisterService(service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || *bound_port == 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on ", address, " (in use, or not an address here?)"));
+  }
+  spdlog::info("listening on {}:{}", options.bind_address, *bound_port);
+  if (!options.port_file.empty()) {
+    // Written to a temporary name and renamed, so readers never see half.
+    const std::string temporary = options.port_file + ".tmp";
+    std::ofstream(temporary) << *bound_port << "\n";
+    if (std::rename(temporary.c_str(), options.port_file.c_str()) != 0) {
+      return absl::PermissionDeniedError(absl::StrCat("cannot write port file '", options.port_file, "'"));
+    }
+  }
+  return server;
+}
+
+}  // namespace sluice

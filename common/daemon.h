@@ -1,0 +1,49 @@
+// What dispatcherd and workerd share around their services: reading the
+// config file before the flags that override it, logging setup, binding
+// (port 0 picks a free port, logged and optionally written to a file), and
+// waiting for SIGTERM/SIGINT to shut down cleanly.
+#ifndef SLUICE_COMMON_DAEMON_H_
+#define SLUICE_COMMON_DAEMON_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "config/config_schema.h"
+
+namespace sluice {
+
+// Exit code for bad configuration or flags.
+inline constexpr int kConfigErrorExitCode = 2;
+
+// Parses `argv`: the YAML file named by --config (if any) first, then every
+// flag, which overrides it. Returns the exit code to stop with (0 after
+// --help), or -1 to go on. Errors are printed to stderr.
+int ParseDaemonConfig(int argc, char** argv, const std::string& description, ConfigSchema& schema);
+
+// Blocks SIGTERM and SIGINT in this thread and every thread it starts later,
+// so that WaitForShutdownSignal receives them. Call first thing in main.
+void BlockShutdownSignals();
+// Returns the signal number once SIGTERM or SIGINT arrives.
+int WaitForShutdownSignal();
+
+// "trace", "debug", "info", "warn", "error", "off".
+absl::Status SetLogLevel(const std::string& level);
+
+struct ServerOptions {
+  std::string bind_address;
+  int port = 0;
+  std::string port_file;
+};
+
+// Starts a server for `services`; *bound_port is the port it listens on.
+absl::StatusOr<std::unique_ptr<grpc::Server>> StartServer(const ServerOptions& options,
+                                                          const std::vector<grpc::Service*>& services,
+                                                          int* bound_port);
+
+}  // namespace sluice
+
+#endif  // SLUICE_COMMON_DAEMON_H_

@@ -1,0 +1,49 @@
+// The boundary between gRPC and the rest of Sluice: status conversion (the
+// only place it happens), protocol-version checks, channels, deadlines and
+// retries of UNAVAILABLE with backoff.
+#ifndef SLUICE_COMMON_GRPC_UTIL_H_
+#define SLUICE_COMMON_GRPC_UTIL_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "sluice/service.pb.h"
+
+namespace sluice {
+
+// Bumped on any incompatible protocol change.
+inline constexpr int kProtocolVersion = 1;
+inline constexpr char kServerVersion[] = "sluice 0.1.0";
+
+absl::Status FromGrpcStatus(const grpc::Status& status);
+grpc::Status ToGrpcStatus(const absl::Status& status);
+
+proto::VersionInfo CurrentVersion();
+// FailedPrecondition naming both versions when they differ.
+absl::Status CheckVersion(const proto::VersionInfo& version);
+
+// "grpc://host:port" or "host:port" to "host:port"; InvalidArgument
+// naming the address when it is not of that form.
+absl::StatusOr<std::string> ParseServiceAddress(const std::string& address);
+
+// A channel with the receive limit raised from gRPC's 4 MiB default, since
+// batches of tensors are routinely larger.
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address);
+inline constexpr int kMaxMessageBytes = 256 * 1024 * 1024;
+
+// Calls `call` with a fresh context whose deadline is `timeout` away, and
+// retries UNAVAILABLE with exponential backoff (10 ms doubling to 1 s) until
+// `overall` has passed. Other errors return at once.
+absl::Status CallWithRetries(const std::function<grpc::Status(grpc::ClientContext*)>& call,
+                             std::chrono::milliseconds timeout, std::chrono::milliseconds overall,
+                             const std::string& what);
+
+}  // namespace sluice
+
+#endif  // SLUICE_COMMON_GRPC_UTIL_H_

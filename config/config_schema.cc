@@ -1,0 +1,123 @@
+#include "config/config_schema.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <fstream>
+
+#include "CLI/CLI.hpp"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "common/strings.h"
+
+namespace sluice {
+
+void ConfigSchema::AddInt(const std::string& key, int64_t* value, int64_t min, int64_t max,
+                          const std::string& help) {
+  Entry entry{key, "integer", help};
+  entry.int_value = value;
+  entry.min = min;
+  entry.max = max;
+  entries_.push_back(entry);
+}
+
+void ConfigSchema::AddString(const std::string& key, std::string* value, const std::string& help) {
+  Entry entry{key, "string", help};
+  entry.string_value = value;
+  entries_.push_back(entry);
+}
+
+void ConfigSchema::AddStringList(const std::string& key, std::vector<std::string>* values,
+                                 const std::string& help) {
+  Entry entry{key, "list of strings", help};
+  entry.list_value = values;
+  entries_.push_back(entry);
+}
+
+absl::Status ConfigSchema::LoadYamlFile(const std::string& path) {
+  std::ifstream file(path);
+  if (!file) return absl::InvalidArgumentError(absl::StrCat("cannot read config file '", path, "'"));
+  YAML::Node root;
+  try {
+    root = YAML::Load(file);
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ":", e.mark.line + 1, ":", e.mark.column + 1, ": invalid YAML: ", e.msg));
+  }
+  if (root.IsNull()) return absl::OkStatus();  // an empty file sets nothing
+  auto error = [&](const YAML::Node& node, const std::string& message) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ":", node.Mark().line + 1, ":", node.Mark().column + 1, ": ", message));
+  };
+  if (!root.IsMap()) return error(root, absl::StrCat("a ", name_, " config is a map of settings"));
+  std::vector<std::string> keys;
+  for (const Entry& e : entries_) keys.push_back(e.key);
+  for (const auto& item : root) {
+    const std::string key = item.first.Scalar();
+    auto entry = std::find_if(entries_.begin(), entries_.end(), [&](const Entry& e) { return e.key == key; });
+    if (entry == entries_.end()) {
+      return error(item.first,
+                   absl::StrCat("unknown ", name_, " setting '", key, "'", DidYouMean(key, keys)));
+    }
+    const YAML::Node& value = item.second;
+    if (entry->int_value != nullptr) {
+      int64_t v = 0;
+      if (!value.IsScalar() || !absl::SimpleAtoi(value.Scalar(), &v)) {
+        return error(value, absl::StrCat("'", key, "' must be an integer"));
+      }
+      if (v < entry->min || v > entry->max) {
+        return error(value,
+                     absl::StrCat("'", key, "' must be in [", entry->min, ", ", entry->max, "], got ", v));
+      }
+      *entry->int_value = v;
+    } else if (entry->string_value != nullptr) {
+      if (!value.IsScalar()) return error(value, absl::StrCat("'", key, "' must be a string"));
+      *entry->string_value = value.Scalar();
+    } else {
+      entry->list_value->clear();
+      if (value.IsScalar()) {
+        entry->list_value->push_back(value.Scalar());
+      } else if (value.IsSequence()) {
+        for (const auto& v : value) {
+          if (!v.IsScalar()) return error(v, absl::StrCat("'", key, "' must be a list of strings"));
+          entry->list_value->push_back(v.Scalar());
+        }
+      } else if (!value.IsNull()) {
+        return error(value, absl::StrCat("'", key, "' must be a list of strings"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+void ConfigSchema::AddFlags(CLI::App& app) {
+  for (Entry& e : entries_) {
+    const std::string flag = "--" + absl::StrReplaceAll(e.key, {{"_", "-"}});
+    if (e.int_value != nullptr) {
+      app.add_option(flag, *e.int_value, e.help)->capture_default_str();
+    } else if (e.string_value != nullptr) {
+      app.add_option(flag, *e.string_value, e.help)->capture_default_str();
+    } else {
+      app.add_option(flag, *e.list_value, e.help + " (repeatable)");
+    }
+  }
+}
+
+absl::Status ConfigSchema::Validate() const {
+  for (const Entry& e : entries_) {
+    if (e.int_value != nullptr && (*e.int_value < e.min || *e.int_value > e.max)) {
+      return absl::InvalidArgumentError(absl::StrCat("--", absl::StrReplaceAll(e.key, {{"_", "-"}}),
+                                                     " must be in [", e.min, ", ", e.max, "], got ",
+                                                     *e.int_value));
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::vector<std::string> ConfigSchema::Describe() const {
+  std::vector<std::string> lines;
+  for (const Entry& e : entries_) lines.push_back(absl::StrCat(e.key, ": ", e.type, " (", e.help, ")"));
+  return lines;
+}
+
+}  // namespace sluice

@@ -1,0 +1,63 @@
+// ConfigSchema: typed settings read from a YAML file and overridden by
+// command-line flags, for dispatcherd and workerd.
+//
+//   ConfigSchema schema("dispatcher");
+//   schema.AddInt("port", &config.port, 0, 65535, "port to listen on; 0 picks a free one");
+//   absl::Status status = schema.LoadYamlFile("dispatcher.yaml");
+//   schema.AddFlags(app);  // CLI11: --port, ... override the file
+//
+// An unknown key, a wrong type or an out-of-range value is InvalidArgument
+// naming the file, line, column and key (and the closest valid key).
+#ifndef SLUICE_CONFIG_CONFIG_SCHEMA_H_
+#define SLUICE_CONFIG_CONFIG_SCHEMA_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace CLI {
+class App;
+}  // namespace CLI
+
+namespace sluice {
+
+class ConfigSchema {
+ public:
+  explicit ConfigSchema(std::string name) : name_(std::move(name)) {}
+
+  void AddInt(const std::string& key, int64_t* value, int64_t min, int64_t max, const std::string& help);
+  void AddString(const std::string& key, std::string* value, const std::string& help);
+  void AddStringList(const std::string& key, std::vector<std::string>* values, const std::string& help);
+
+  // Reads the settings in a YAML map file.
+  absl::Status LoadYamlFile(const std::string& path);
+  // Adds one --flag per setting (dashes for underscores), overriding the
+  // file when given.
+  void AddFlags(CLI::App& app);
+  // Range checks after flags were applied; errors name the flag.
+  absl::Status Validate() const;
+  // One line per key: "key: type (help)", for docs and --help.
+  std::vector<std::string> Describe() const;
+
+ private:
+  struct Entry {
+    std::string key;
+    std::string type;
+    std::string help;
+    int64_t* int_value = nullptr;
+    int64_t min = 0;
+    int64_t max = 0;
+    std::string* string_value = nullptr;
+    std::vector<std::string>* list_value = nullptr;
+  };
+
+  const std::string name_;
+  std::vector<Entry> entries_;
+};
+
+}  // namespace sluice
+
+#endif  // SLUICE_CONFIG_CONFIG_SCHEMA_H_

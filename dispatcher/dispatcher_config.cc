@@ -1,0 +1,20 @@
+#include "dispatcher/dispatcher_config.h"
+
+namespace sluice::dispatcher {
+
+void DescribeDispatcherConfig(DispatcherConfig* config, ConfigSchema* schema) {
+  schema->AddInt("port", &config->port, 0, 65535, "port to listen on; 0 picks a free one");
+  schema->AddString("bind_address", &config->bind_address, "address to listen on");
+  schema->AddInt("worker_timeout_ms", &config->worker_timeout_ms, 100, 86400000,
+                 "a worker silent this long is lost and its tasks end");
+  schema->AddInt("client_timeout_ms", &config->client_timeout_ms, 100, 86400000,
+                 "a client silent this long is released");
+  schema->AddInt("splits_per_request", &config->splits_per_request, 1, 4096,
+                 "distributed_epoch splits handed out per worker request");
+  schema->AddInt("elements_per_split", &config->elements_per_split, 1, 1 << 30,
+                 "elements of range/from_tensor_slices in one split");
+  schema->AddString("log_level", &config->log_level, "trace, debug, info, warn, error or off");
+  schema->AddString("port_file", &config->port_file, "write the bound port to this file");
+}
+
+}  // namespace sluice::dispatcher

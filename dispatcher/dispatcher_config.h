@@ -1,0 +1,34 @@
+// dispatcherd's settings, from YAML (--config) and flags. Every key is
+// documented in docs/configuration.md.
+#ifndef SLUICE_DISPATCHER_DISPATCHER_CONFIG_H_
+#define SLUICE_DISPATCHER_DISPATCHER_CONFIG_H_
+
+#include <cstdint>
+#include <string>
+
+#include "config/config_schema.h"
+
+namespace sluice::dispatcher {
+
+struct DispatcherConfig {
+  int64_t port = 5000;
+  std::string bind_address = "0.0.0.0";
+  // A worker without a heartbeat for this long is lost; its tasks end.
+  int64_t worker_timeout_ms = 10000;
+  // A client without a heartbeat for this long is released.
+  int64_t client_timeout_ms = 60000;
+  // Splits handed to a worker per GetSplits call, at most.
+  int64_t splits_per_request = 8;
+  // Elements of range/from_tensor_slices per split.
+  int64_t elements_per_split = 64;
+  std::string log_level = "info";
+  // When set, the bound port is written here (for scripts using port 0).
+  std::string port_file;
+};
+
+// Registers every setting of `config` with `schema`.
+void DescribeDispatcherConfig(DispatcherConfig* config, ConfigSchema* schema);
+
+}  // namespace sluice::dispatcher
+
+#endif  // SLUICE_DISPATCHER_DISPATCHER_CONFIG_H_

@@ -1,0 +1,404 @@
+#include "dispatcher/dispatcher_impl.h"
+
+#include <spdlog/spdlog.h>
+
+#include "absl/strings/str_cat.h"
+#include "common/grpc_util.h"
+#include "common/proto_convert.h"
+#include "pipeline/builder.h"
+#include "pipeline/split_provider.h"
+
+namespace sluice::dispatcher {
+namespace {
+
+int64_t UnixMillis() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+bool SameParams(const proto::JobParams& a, const proto::JobParams& b) {
+  return a.dataset_id() == b.dataset_id() && a.processing_mode() == b.processing_mode();
+}
+
+const char* ModeName(proto::ProcessingMode mode) {
+  return mode == proto::DISTRIBUTED_EPOCH ? "distributed_epoch" : "parallel_epochs";
+}
+
+}  // namespace
+
+DispatcherImpl::DispatcherImpl(DispatcherConfig config) : config_(std::move(config)) {}
+
+DispatcherImpl::~DispatcherImpl() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  if (monitor_.joinable()) monitor_.join();
+}
+
+void DispatcherImpl::Start() {
+  monitor_ = std::thread([this] { RemoveLostWorkers(); });
+}
+
+absl::Status DispatcherImpl::Apply(const proto::Update& update) { return state_.Apply(update); }
+
+absl::StatusOr<DatasetPtr> DispatcherImpl::Built(const std::string& dataset_id) {
+  auto cached = built_datasets_.find(dataset_id);
+  if (cached != built_datasets_.end()) return cached->second;
+  const DispatcherState::Dataset* dataset = state_.FindDataset(dataset_id);
+  if (dataset == nullptr) return absl::NotFoundError(absl::StrCat("unknown dataset id '", dataset_id, "'"));
+  absl::StatusOr<DatasetPtr> built = BuildDataset(dataset->def);
+  if (built.ok()) built_datasets_[dataset_id] = *built;
+  return built;
+}
+
+absl::Status DispatcherImpl::GetVersion(const proto::GetVersionRequest&,
+                                        proto::GetVersionResponse* response) {
+  response->set_protocol_version(kProtocolVersion);
+  response->set_server_version(kServerVersion);
+  return absl::OkStatus();
+}
+
+absl::Status DispatcherImpl::GetOrRegisterDataset(const proto::GetOrRegisterDatasetRequest& request,
+                                                  proto::GetOrRegisterDatasetResponse* response) {
+  if (absl::Status s = CheckVersion(request.version()); !s.ok()) return s;
+  const std::string fingerprint = DatasetFingerprint(request.dataset());
+  absl::MutexLock lock(&mu_);
+  if (!request.dataset_id().empty()) {
+    if (const auto* existing = state_.FindDataset(request.dataset_id()); existing != nullptr) {
+      if (existing->fingerprint != fingerprint) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "dataset id '", request.dataset_id(), "' is already registered with a different definition"));
+      }
+      response->set_dataset_id(existing->id);
+      return absl::OkStatus();
+    }
+  } else if (const auto* existing = state_.FindDatasetByFingerprint(fingerprint); existing != nullptr) {
+    response->set_dataset_id(existing->id);
+    return absl::OkStatus();
+  }
+  // Built before registering, so a definition that cannot run is refused
+  // with its reason rather than failing later on every worker.
+  absl::StatusOr<DatasetPtr> built = BuildDataset(request.dataset());
+  if (!built.ok()) return built.status();
+  proto::Update update;
+  auto* u = update.mutable_register_dataset();
+  u->set_dataset_id(request.dataset_id().empty() ? state_.NextDatasetId() : request.dataset_id());
+  u->set_fingerprint(fingerprint);
+  *u->mutable_dataset() = request.dataset();
+  if (absl::Status s = Apply(update); !s.ok()) return s;
+  built_datasets_[u->dataset_id()] = *built;
+  spdlog::info("registered dataset {} (fingerprint {})", u->dataset_id(), fingerprint);
+  response->set_dataset_id(u->dataset_id());
+  return absl::OkStatus();
+}
+
+absl::Status DispatcherImpl::GetDatasetInfo(const proto::GetDatasetInfoRequest& request,
+                                            proto::GetDatasetInfoResponse* response) {
+  if (absl::Status s = CheckVersion(request.version()); !s.ok()) return s;
+  absl::MutexLock lock(&mu_);
+  absl::StatusOr<DatasetPtr> built = Built(request.dataset_id());
+  if (!built.ok()) return built.status();
+  ElementSpecToProto((*built)->element_spec(), response->mutable_element_spec());
+  response->set_cardinality((*built)->Cardinality());
+  return absl::OkStatus();
+}
+
+absl::Status DispatcherImpl::GetOrCreateJob(const proto::GetOrCreateJobRequest& request,
+                                            proto::GetOrCreateJobResponse* response) {
+  if (absl::Status s = CheckVersion(request.version()); !s.ok()) return s;
+  const proto::JobParams& params = request.params();
+  if (params.processing_mode() == proto::PROCESSING_MODE_UNSET) {
+    return absl::InvalidArgumentError("job: processing_mode is not set");
+  }
+  absl::MutexLock lock(&mu_);
+  const auto* dataset = state_.FindDataset(params.dataset_id());
+  if (dataset == nullptr)
+    return absl::NotFoundError(absl::StrCat("unknown dataset id '", params.dataset_id(), "'"));
+  if (!params.job_name().empty()) {
+    if (const auto* job = state_.FindJobByName(params.job_name()); job != nullptr) {
+      if (!SameParams(job->params, params)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "job '", params.job_name(), "' already exists for dataset ", job->params.dataset_id(), " in ",
+            ModeName(job->params.processing_mode()), " mode; asked for dataset ", params.dataset_id(), " in ",
+            ModeName(params.processing_mode()), " mode"));
+      }
+      response->set_job_id(job->id);
+      return absl::OkStatus();
+    }
+  }
+  if (params.processing_mode() == proto::DISTRIBUTED_EPOCH) {
+    absl::StatusOr<std::unique_ptr<SplitProvider>> splits = MakeSplitProvider(dataset->def);
+    if (!splits.ok()) return splits.status();
+  }
+  proto::Update update;
+  update.mutable_create_job()->set_job_id(state_.NextJobId());
+  *update.mutable_create_job()->mutable_params() = params;
+  if (absl::Status s = Apply(update); !s.ok()) return s;
+  response->set_job_id(update.create_job().job_id());
+  return absl::OkStatus();
+}
+
+absl::Status DispatcherImpl::CreateTask(int64_t iteration_id, const std::string& worker_address) {
+  proto::Update update;
+  auto* u = update.mutable_create_task();
+  u->set_task_id(state_.NextTaskId());
+  u->set_iteration_id(iteration_id);
+  u->set_worker_address(worker_address);
+  return Apply(update);
+}
+
+absl::Status DispatcherImpl::GetOrCreateIteration(const proto::GetOrCreateIterationRequest& request,
+                                                  proto::GetOrCreateIterationResponse* response) {
+  if (absl::Status s = CheckVersion(request.version()); !s.ok()) return s;
+  absl::MutexLock lock(&mu_);
+  const auto* job = state_.FindJob(request.job_id());
+  if (job == nullptr) return absl::NotFoundError(absl::StrCat("unknown job ", request.job_id()));
+  if (request.repetition() < 0) return absl::InvalidArgumentError("repetition must be >= 0");
+  const auto* iteration = state_.FindIterationForRepetition(job->id, request.repetition());
+  if (iteration == nullptr) {
+    const auto* dataset = state_.FindDataset(job->params.dataset_id());
+    if (job->params.processing_mode() == proto::DISTRIBUTED_EPOCH) {
+      SplitOptions options;
+      options.elements_per_split = config_.elements_per_split;
+      absl::StatusOr<std::unique_ptr<SplitProvider>> splits = MakeSplitProvider(dataset->def, options);
+      if (!splits.ok()) return splits.status();
+      split_providers_[state_.NextIterationId()] = *std::move(splits);
+    }
+    proto::Update update;
+    auto* u = update.mutable_create_iteration();
+    u->set_iteration_id(state_.NextIterationId());
+    u->set_job_id(job->id);
+    u->set_repetition(request.repetition());
+    if (absl::Status s = Apply(update); !s.ok()) return s;
+    for (const auto& [address, worker] : state_.workers()) {
+      if (absl::Status s = CreateTask(u->iteration_id(), address); !s.ok()) return s;
+    }
+    iteration = state_.FindIteration(u->iteration_id());
+    spdlog::info("iteration {} (job {}, repetition {}) has {} tasks", iteration->id, job->id,
+                 request.repetition(), iteration->tasks.size());
+  }
+  proto::Update acquire;
+  acquire.mutable_acquire_iteration_client()->set_iteration_client_id(state_.NextIterationClientId());
+  acquire.mutable_acquire_iteration_client()->set_iteration_id(iteration->id);
+  if (absl::Status s = Apply(acquire); !s.ok()) return s;
+  client_heartbeats_[acquire.acquire_iteration_client().iteration_client_id()] = Clock::now();
+  response->set_iteration_id(iteration->id);
+  response->set_iteration_client_id(acquire.acquire_iteration_client().iteration_client_id());
+  return absl::OkStatus();
+}
+
+absl::Status DispatcherImpl::ClientHeartbeat(const proto::ClientHeartbeatRequest& request,
+                                             proto::ClientHeartbeatResponse* response) {
+  if (absl::Status s = CheckVersion(request.version()); !s.ok()) return s;
+  absl::MutexLock lock(&mu_);
+  std::optional<int64_t> iteration_id = state_.IterationOfClient(request.iteration_client_id());
+  if (!iteration_id.has_value()) {
+    return absl::NotFoundError(absl::StrCat("unknown iteration client ", request.iteration_client_id()));
+  }
+  client_heartbeats_[request.iteration_client_id()] = Clock::now();
+  const auto* iteration = state_.FindIteration(*iteration_id);
+  for (int64_t task_id : iteration->tasks) {
+    const auto* task = state_.FindTask(task_id);
+    // Tasks of removed workers are over; the client stops reading them.
+    if (state_.FindWorker(task->worker_address) == nullptr) continue;
+    proto::TaskInfo* info = response->add_tasks();
+    info->set_task_id(task->id);
+    info->set_iteration_id(task->iteration_id);
+    info->set_worker_address(task->worker_address);
+  }
+  response->set_iteration_finished(iteration->finished);
+  return absl::OkStatus();
+}
+
+absl::Status DispatcherImpl::ReleaseIterationClient(const proto::ReleaseIterationClientRequest& request,
+                                                    proto::ReleaseIterationClientResponse*) {
+  if (absl::Status s = CheckVersion(request.version()); !s.ok()) return s;
+  absl::MutexLock lock(&mu_);
+  proto::Update update;
+  update.mutable_release_iteration_client()->set_iteration_client_id(request.iteration_client_id());
+  client_heartbeats_.erase(request.iteration_client_id());
+  absl::Status status = Apply(update);
+  // Releasing twice (a retry) is not an error for the caller.
+  return status.code() == absl::StatusCode::kFailedPrecondition ? absl::OkStatus() : status;
+}
+
+absl::Status DispatcherImpl::WorkerHeartbeat(const proto::WorkerHeartbeatRequest& request,
+                                             proto::WorkerHeartbeatResponse* response) {
+  if (absl::Status s = CheckVersion(request.version()); !s.ok()) return s;
+  const std::string& address = request.worker_address();
+  if (address.empty()) return absl::InvalidArgumentError("worker heartbeat without an address");
+  absl::MutexLock lock(&mu_);
+  worker_heartbeats_[address] = Clock::now();
+  worker_heartbeat_unix_ms_[address] = UnixMillis();
+  if (state_.FindWorker(address) == nullptr) {
+    proto::Update update;
+    update.mutable_register_worker()->set_address(address);
+    *update.mutable_register_worker()->mutable_tags() = request.tags();
+    if (absl::Status s = Apply(update); !s.ok()) return s;
+    // A new worker joins every unfinished iteration.
+    std::vector<int64_t> unfinished;
+    for (const auto& [id, iteration] : state_.iterations()) {
+      if (!iteration.finished) unfinished.push_back(id);
+    }
+    for (int64_t id : unfinished) {
+      if (absl::Status s = CreateTask(id, address); !s.ok()) return s;
+    }
+    spdlog::info("worker {} registered; {} tasks", address, unfinished.size());
+  }
+  std::set<int64_t> current(request.current_tasks().begin(), request.current_tasks().end());
+  for (const auto* task : state_.TasksOfWorker(address)) {
+    if (current.contains(task->id) || task->finished) continue;
+    proto::TaskDef* def = response->add_new_tasks();
+    const auto* iteration = state_.FindIteration(task->iteration_id);
+    const auto* job = state_.FindJob(iteration->job_id);
+    def->set_task_id(task->id);
+    def->set_iteration_id(task->iteration_id);
+    *def->mutable_dataset() = state_.FindDataset(job->params.dataset_id())->def;
+    def->set_processing_mode(job->params.processing_mode());
+  }
+  for (int64_t id : current) {
+    const auto* task = state_.FindTask(id);
+    if (task == nullptr || task->worker_address != address) response->add_tasks_to_delete(id);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DispatcherImpl::WorkerUpdates(const proto::WorkerUpdatesRequest& request,
+                                           proto::WorkerUpdatesResponse*) {
+  if (absl::Status s = CheckVersion(request.version()); !s.ok()) return s;
+  absl::MutexLock lock(&mu_);
+  for (int64_t task_id : request.finished_tasks()) {
+    const auto* task = state_.FindTask(task_id);
+    if (task == nullptr || task->finished) continue;
+    proto::Update update;
+    update.mutable_finish_task()->set_task_id(task_id);
+    if (absl::Status s = Apply(update); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DispatcherImpl::WorkerShutdown(const proto::WorkerShutdownRequest& request,
+                                            proto::WorkerShutdownResponse*) {
+  if (absl::Status s = CheckVersion(request.version()); !s.ok()) return s;
+  absl::MutexLock lock(&mu_);
+  if (state_.FindWorker(request.worker_address()) == nullptr) return absl::OkStatus();
+  proto::Update update;
+  update.mutable_remove_worker()->set_address(request.worker_address());
+  worker_heartbeats_.erase(request.worker_address());
+  spdlog::info("worker {} shut down; its tasks end", request.worker_address());
+  return Apply(update);
+}
+
+absl::Status DispatcherImpl::GetSplits(const proto::GetSplitsRequest& request,
+                                       proto::GetSplitsResponse* response) {
+  if (absl::Status s = CheckVersion(request.version()); !s.ok()) return s;
+  absl::MutexLock lock(&mu_);
+  auto provider = split_providers_.find(request.iteration_id());
+  if (provider == split_providers_.end()) {
+    return absl::NotFoundError(absl::StrCat("iteration ", request.iteration_id(), " has no splits"));
+  }
+  const int max_splits =
+      std::clamp<int>(request.max_splits(), 1, static_cast<int>(config_.splits_per_request));
+  for (int i = 0; i < max_splits; ++i) {
+    Split split;
+    bool end = false;
+    if (absl::Status s = provider->second->GetNext(&split, &end); !s.ok()) return s;
+    if (end) {
+      response->set_end_of_splits(true);
+      break;
+    }
+    proto::SplitProto* out = response->add_splits();
+    out->set_begin(split.begin);
+    out->set_end(split.end);
+  }
+  return absl::OkStatus();
+}
+
+void DispatcherImpl::FillWorkerInfo(const DispatcherState::Worker& worker, proto::WorkerInfo* info) const {
+  info->set_address(worker.address);
+  for (const std::string& tag : worker.tags) info->add_tags(tag);
+  for (const auto* task : state_.TasksOfWorker(worker.address)) {
+    if (!task->finished) info->add_tasks(task->id);
+  }
+  auto heartbeat = worker_heartbeat_unix_ms_.find(worker.address);
+  if (heartbeat != worker_heartbeat_unix_ms_.end()) info->set_last_heartbeat_unix_ms(heartbeat->second);
+}
+
+absl::Status DispatcherImpl::GetWorkers(const proto::GetWorkersRequest& request,
+                                        proto::GetWorkersResponse* response) {
+  if (absl::Status s = CheckVersion(request.version()); !s.ok()) return s;
+  absl::MutexLock lock(&mu_);
+  for (const auto& [address, worker] : state_.workers()) FillWorkerInfo(worker, response->add_workers());
+  return absl::OkStatus();
+}
+
+absl::Status DispatcherImpl::GetStatus(const proto::GetStatusRequest& request,
+                                       proto::StatusSnapshot* response) {
+  if (absl::Status s = CheckVersion(request.version()); !s.ok()) return s;
+  absl::MutexLock lock(&mu_);
+  for (const auto& [address, worker] : state_.workers()) FillWorkerInfo(worker, response->add_workers());
+  for (const auto& [id, dataset] : state_.datasets()) {
+    auto* d = response->add_datasets();
+    d->set_dataset_id(id);
+    d->set_fingerprint(dataset.fingerprint);
+  }
+  for (const auto& [id, job] : state_.jobs()) {
+    auto* j = response->add_jobs();
+    j->set_job_id(id);
+    *j->mutable_params() = job.params;
+  }
+  for (const auto& [id, iteration] : state_.iterations()) {
+    auto* i = response->add_iterations();
+    i->set_iteration_id(id);
+    i->set_job_id(iteration.job_id);
+    i->set_repetition(iteration.repetition);
+    i->set_finished(iteration.finished);
+    i->set_num_clients(static_cast<int64_t>(iteration.clients.size()));
+  }
+  for (const auto& [id, task] : state_.tasks()) {
+    auto* t = response->add_tasks();
+    t->set_task_id(id);
+    t->set_iteration_id(task.iteration_id);
+    t->set_worker_address(task.worker_address);
+  }
+  return absl::OkStatus();
+}
+
+void DispatcherImpl::RemoveLostWorkers() {
+  const auto timeout = std::chrono::milliseconds(config_.worker_timeout_ms);
+  const auto client_timeout = std::chrono::milliseconds(config_.client_timeout_ms);
+  absl::MutexLock lock(&mu_);
+  while (!stopping_) {
+    // Wakes at least ten times per timeout, or at once on shutdown.
+    mu_.AwaitWithTimeout(absl::Condition(&stopping_), absl::Milliseconds(config_.worker_timeout_ms / 10));
+    if (stopping_) break;
+    const auto now = Clock::now();
+    std::vector<std::string> lost;
+    for (const auto& [address, last] : worker_heartbeats_) {
+      if (now - last > timeout) lost.push_back(address);
+    }
+    for (const std::string& address : lost) {
+      worker_heartbeats_.erase(address);
+      proto::Update update;
+      update.mutable_remove_worker()->set_address(address);
+      if (absl::Status s = Apply(update); s.ok()) {
+        spdlog::warn("worker {} missed heartbeats for {} ms; removed, its tasks end", address,
+                     config_.worker_timeout_ms);
+      }
+    }
+    std::vector<int64_t> silent;
+    for (const auto& [client, last] : client_heartbeats_) {
+      if (now - last > client_timeout) silent.push_back(client);
+    }
+    for (int64_t client : silent) {
+      client_heartbeats_.erase(client);
+      proto::Update update;
+      update.mutable_release_iteration_client()->set_iteration_client_id(client);
+      (void)Apply(update);
+    }
+  }
+}
+
+}  // namespace sluice::dispatcher

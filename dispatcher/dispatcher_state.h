@@ -1,0 +1,103 @@
+// DispatcherState: everything the dispatcher knows that must survive a
+// restart, as a pure state machine. It changes only through Apply(Update),
+// so that replaying the journal of updates rebuilds it exactly; it does no
+// I/O and no locking (DispatcherImpl owns both).
+#ifndef SLUICE_DISPATCHER_DISPATCHER_STATE_H_
+#define SLUICE_DISPATCHER_DISPATCHER_STATE_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "sluice/journal.pb.h"
+
+namespace sluice::dispatcher {
+
+class DispatcherState {
+ public:
+  struct Dataset {
+    std::string id;
+    std::string fingerprint;
+    proto::DatasetDef def;
+  };
+  struct Worker {
+    std::string address;
+    std::vector<std::string> tags;
+  };
+  struct Job {
+    int64_t id = 0;
+    proto::JobParams params;
+    std::vector<int64_t> iterations;  // by repetition
+  };
+  struct Task {
+    int64_t id = 0;
+    int64_t iteration_id = 0;
+    std::string worker_address;
+    bool finished = false;
+  };
+  struct Iteration {
+    int64_t id = 0;
+    int64_t job_id = 0;
+    int64_t repetition = 0;
+    std::vector<int64_t> tasks;
+    std::set<int64_t> clients;
+    // Every task finished (and there is at least one).
+    bool finished = false;
+  };
+
+  // Applies one update; an update that contradicts the state (an unknown
+  // id) is FailedPrecondition and changes nothing.
+  absl::Status Apply(const proto::Update& update);
+
+  // Lookups; nullptr when absent.
+  const Dataset* FindDataset(const std::string& id) const;
+  const Dataset* FindDatasetByFingerprint(const std::string& fingerprint) const;
+  const Job* FindJob(int64_t id) const;
+  const Job* FindJobByName(const std::string& name) const;
+  const Iteration* FindIteration(int64_t id) const;
+  const Iteration* FindIterationForRepetition(int64_t job_id, int64_t repetition) const;
+  std::optional<int64_t> IterationOfClient(int64_t iteration_client_id) const;
+  const Task* FindTask(int64_t id) const;
+  const Worker* FindWorker(const std::string& address) const;
+
+  const std::map<std::string, Dataset>& datasets() const { return datasets_; }
+  const std::map<std::string, Worker>& workers() const { return workers_; }
+  const std::map<int64_t, Job>& jobs() const { return jobs_; }
+  const std::map<int64_t, Iteration>& iterations() const { return iterations_; }
+  const std::map<int64_t, Task>& tasks() const { return tasks_; }
+  std::vector<const Task*> TasksOfWorker(const std::string& address) const;
+
+  // Ids for the next objects; ids are never reused.
+  int64_t NextJobId() const { return next_job_id_; }
+  int64_t NextIterationId() const { return next_iteration_id_; }
+  int64_t NextTaskId() const { return next_task_id_; }
+  int64_t NextIterationClientId() const { return next_iteration_client_id_; }
+  std::string NextDatasetId() const { return std::to_string(next_dataset_id_); }
+
+ private:
+  void UpdateFinished(Iteration& iteration);
+
+  std::map<std::string, Dataset> datasets_;
+  std::map<std::string, std::string> dataset_by_fingerprint_;
+  std::map<std::string, Worker> workers_;
+  std::map<int64_t, Job> jobs_;
+  std::map<std::string, int64_t> job_by_name_;
+  std::map<int64_t, Iteration> iterations_;
+  std::map<int64_t, Task> tasks_;
+  std::map<int64_t, int64_t> iteration_of_client_;
+  int64_t next_dataset_id_ = 1000;
+  int64_t next_job_id_ = 1;
+  int64_t next_iteration_id_ = 1;
+  int64_t next_task_id_ = 1;
+  int64_t next_iteration_client_id_ = 1;
+};
+
+}  // namespace sluice::dispatcher
+
+#endif  // SLUICE_DISPATCHER_DISPATCHER_STATE_H_

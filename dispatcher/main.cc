@@ -1,0 +1,37 @@
+// dispatcherd: parses flags and config, then serves until SIGTERM/SIGINT.
+#include <spdlog/spdlog.h>
+
+#include <iostream>
+
+#include "common/daemon.h"
+#include "dispatcher/dispatcher_impl.h"
+#include "dispatcher/grpc_dispatcher_impl.h"
+
+int main(int argc, char** argv) {
+  sluice::BlockShutdownSignals();
+  sluice::dispatcher::DispatcherConfig config;
+  sluice::ConfigSchema schema("dispatcher");
+  sluice::dispatcher::DescribeDispatcherConfig(&config, &schema);
+  if (int code = sluice::ParseDaemonConfig(argc, argv, "dispatcherd: the Sluice dispatcher", schema);
+      code >= 0) {
+    return code;
+  }
+  if (absl::Status status = sluice::SetLogLevel(config.log_level); !status.ok()) {
+    std::cerr << "dispatcherd: " << status.message() << "\n";
+    return sluice::kConfigErrorExitCode;
+  }
+  sluice::dispatcher::DispatcherImpl impl(config);
+  sluice::dispatcher::GrpcDispatcherImpl service(&impl);
+  int port = 0;
+  auto server = sluice::StartServer({config.bind_address, static_cast<int>(config.port), config.port_file},
+                                    {&service}, &port);
+  if (!server.ok()) {
+    std::cerr << "dispatcherd: " << server.status().message() << "\n";
+    return 1;
+  }
+  impl.Start();
+  const int signal = sluice::WaitForShutdownSignal();
+  spdlog::info("signal {}: shutting down", signal);
+  (*server)->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  return 0;
+}

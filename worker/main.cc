@@ -1,0 +1,68 @@
+// workerd: parses flags and config, then serves until SIGTERM/SIGINT.
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <iostream>
+
+#include "absl/strings/str_cat.h"
+#include "common/daemon.h"
+#include "pipeline/builder.h"
+#include "worker/grpc_worker_impl.h"
+#include "worker/worker_impl.h"
+
+namespace {
+
+// HOST:PORT that clients use: the configured one, else the bind address
+// (or this host's name when binding every interface) with the bound port.
+std::string AdvertisedAddress(const sluice::worker::WorkerConfig& config, int port) {
+  if (!config.advertised_address.empty()) return config.advertised_address;
+  std::string host = config.bind_address;
+  if (host == "0.0.0.0" || host == "::" || host == "[::]") {
+    char name[256] = {};
+    host = gethostname(name, sizeof(name) - 1) == 0 ? name : "localhost";
+  }
+  return absl::StrCat(host, ":", port);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  sluice::BlockShutdownSignals();
+  sluice::worker::WorkerConfig config;
+  sluice::ConfigSchema schema("worker");
+  sluice::worker::DescribeWorkerConfig(&config, &schema);
+  if (int code = sluice::ParseDaemonConfig(argc, argv, "workerd: the Sluice worker", schema); code >= 0)
+    return code;
+  if (absl::Status status = sluice::SetLogLevel(config.log_level); !status.ok()) {
+    std::cerr << "workerd: " << status.message() << "\n";
+    return sluice::kConfigErrorExitCode;
+  }
+  if (config.dispatcher.empty()) {
+    std::cerr << "workerd: --dispatcher HOST:PORT is required (or 'dispatcher' in the config file)\n";
+    return sluice::kConfigErrorExitCode;
+  }
+  for (const std::string& plugin : config.plugins) {
+    if (absl::Status status = sluice::LoadPlugin(plugin); !status.ok()) {
+      std::cerr << "workerd: " << status.message() << "\n";
+      return sluice::kConfigErrorExitCode;
+    }
+  }
+  sluice::worker::WorkerImpl impl(config);
+  sluice::worker::GrpcWorkerImpl service(&impl);
+  int port = 0;
+  auto server = sluice::StartServer({config.bind_address, static_cast<int>(config.port), config.port_file},
+                                    {&service}, &port);
+  if (!server.ok()) {
+    std::cerr << "workerd: " << server.status().message() << "\n";
+    return 1;
+  }
+  if (absl::Status status = impl.Start(AdvertisedAddress(config, port)); !status.ok()) {
+    std::cerr << "workerd: " << status.message() << "\n";
+    return 1;
+  }
+  const int signal = sluice::WaitForShutdownSignal();
+  spdlog::info("signal {}: shutting down", signal);
+  impl.Stop();
+  (*server)->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  return 0;
+}

@@ -1,0 +1,323 @@
+#include "worker/worker_impl.h"
+
+#include <spdlog/spdlog.h>
+
+#include "absl/strings/str_cat.h"
+#include "common/grpc_util.h"
+#include "common/proto_convert.h"
+#include "pipeline/builder.h"
+
+namespace sluice::worker {
+namespace {
+
+constexpr auto kRpcTimeout = std::chrono::seconds(10);
+constexpr auto kRetryFor = std::chrono::seconds(60);
+// How long GetElements waits for a first element before answering empty,
+// so that clients poll without spinning.
+constexpr absl::Duration kElementWait = absl::Milliseconds(50);
+
+int64_t ElementBytes(const Element& element) {
+  int64_t bytes = 0;
+  for (const Tensor& t : element.components) bytes += static_cast<int64_t>(t.ByteSize());
+  return bytes;
+}
+
+// The splits of a distributed_epoch task, fetched from the dispatcher a few
+// at a time so that a round trip is paid per batch of splits, not per split.
+class RemoteSplitProvider : public SplitProvider {
+ public:
+  RemoteSplitProvider(proto::DispatcherService::Stub* dispatcher, int64_t iteration_id, int64_t task_id)
+      : dispatcher_(dispatcher), iteration_id_(iteration_id), task_id_(task_id) {}
+
+  absl::Status GetNext(Split* split, bool* end_of_splits) override {
+    if (pending_.empty() && !end_) {
+      proto::GetSplitsRequest request;
+      *request.mutable_version() = CurrentVersion();
+      request.set_iteration_id(iteration_id_);
+      request.set_task_id(task_id_);
+      request.set_max_splits(8);
+      proto::GetSplitsResponse response;
+      absl::Status status = CallWithRetries(
+          [&](grpc::ClientContext* context) { return dispatcher_->GetSplits(context, request, &response); },
+          kRpcTimeout, kRetryFor, "GetSplits");
+      if (!status.ok()) return status;
+      for (const auto& s : response.splits()) pending_.push_back({s.begin(), s.end()});
+      end_ = response.end_of_splits();
+    }
+    *end_of_splits = pending_.empty();
+    if (!pending_.empty()) {
+      *split = pending_.front();
+      pending_.pop_front();
+    }
+    return absl::OkStatus();
+  }
+  absl::Status Reset() override { return absl::UnimplementedError("the dispatcher owns split positions"); }
+  std::string Save() const override { return ""; }
+  absl::Status Restore(const std::string&) override {
+    return absl::UnimplementedError("the dispatcher owns split positions");
+  }
+
+ private:
+  proto::DispatcherService::Stub* const dispatcher_;
+  const int64_t iteration_id_;
+  const int64_t task_id_;
+  std::deque<Split> pending_;
+  bool end_ = false;
+};
+
+}  // namespace
+
+class WorkerImpl::Task {
+ public:
+  Task(proto::TaskDef def, const WorkerConfig& config, proto::DispatcherService::Stub* dispatcher,
+       std::function<void(int64_t)> on_finished)
+      : def_(std::move(def)),
+        max_elements_(config.buffer_elements),
+        max_bytes_(config.buffer_bytes),
+        dispatcher_(dispatcher),
+        on_finished_(std::move(on_finished)) {}
+
+  ~Task() {
+    {
+      absl::MutexLock lock(&mu_);
+      cancelled_ = true;
+    }
+    if (thread_.joinable()) thread_.join();
+  }
+
+  int64_t id() const { return def_.task_id(); }
+
+  // Builds the pipeline and starts producing. A pipeline that fails to
+  // build makes a task whose readers get that error.
+  void Start() {
+    thread_ = std::thread([this] { Run(); });
+  }
+
+  absl::Status Take(int max_elements, proto::GetElementsResponse* response) {
+    absl::MutexLock lock(&mu_);
+    mu_.AwaitWithTimeout(absl::Condition(this, &Task::HasOutput), kElementWait);
+    while (!buffer_.empty() && response->elements_size() < max_elements) {
+      bytes_ -= ElementBytes(buffer_.front());
+      ElementToProto(buffer_.front(), response->add_elements());
+      buffer_.pop_front();
+    }
+    if (buffer_.empty() && done_) {
+      if (!status_.ok()) return status_;
+      response->set_end_of_sequence(true);
+    }
+    return absl::OkStatus();
+  }
+
+  void Buffered(int64_t* elements, int64_t* bytes) {
+    absl::MutexLock lock(&mu_);
+    *elements += static_cast<int64_t>(buffer_.size());
+    *bytes += bytes_;
+  }
+
+ private:
+  bool HasOutput() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !buffer_.empty() || done_; }
+  bool HasRoom() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return cancelled_ || (static_cast<int64_t>(buffer_.size()) < max_elements_ && bytes_ < max_bytes_);
+  }
+
+  void Run() {
+    absl::Status status = Produce();
+    {
+      absl::MutexLock lock(&mu_);
+      if (cancelled_) return;
+      status_ = status;
+      done_ = true;
+    }
+    if (!status.ok()) spdlog::error("task {} failed: {}", id(), std::string(status.message()));
+    on_finished_(id());
+  }
+
+  absl::Status Produce() {
+    absl::StatusOr<DatasetPtr> dataset = BuildDataset(def_.dataset());
+    if (!dataset.ok()) return dataset.status();
+    IteratorContext context;
+    if (def_.processing_mode() == proto::DISTRIBUTED_EPOCH) {
+      splits_ = std::make_unique<RemoteSplitProvider>(dispatcher_, def_.iteration_id(), def_.task_id());
+      context.split_provider = splits_.get();
+    }
+    absl::StatusOr<std::unique_ptr<IteratorBase>> iterator = (*dataset)->MakeIterator(context);
+    if (!iterator.ok()) return iterator.status();
+    while (true) {
+      {
+        absl::MutexLock lock(&mu_);
+        mu_.Await(absl::Condition(this, &Task::HasRoom));
+        if (cancelled_) return absl::CancelledError("task cancelled");
+      }
+      Element element;
+      bool end = false;
+      if (absl::Status status = (*iterator)->GetNext(&element, &end); !status.ok()) return status;
+      if (end) return absl::OkStatus();
+      const int64_t bytes = ElementBytes(element);
+      absl::MutexLock lock(&mu_);
+      bytes_ += bytes;
+      buffer_.push_back(std::move(element));
+    }
+  }
+
+  const proto::TaskDef def_;
+  const int64_t max_elements_;
+  const int64_t max_bytes_;
+  proto::DispatcherService::Stub* const dispatcher_;
+  const std::function<void(int64_t)> on_finished_;
+  std::unique_ptr<RemoteSplitProvider> splits_;  // used by the task thread only
+
+  absl::Mutex mu_;
+  std::deque<Element> buffer_ ABSL_GUARDED_BY(mu_);
+  int64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status status_ ABSL_GUARDED_BY(mu_);
+  std::thread thread_;
+};
+
+WorkerImpl::WorkerImpl(WorkerConfig config) : config_(std::move(config)) {}
+
+WorkerImpl::~WorkerImpl() { Stop(); }
+
+absl::Status WorkerImpl::Start(const std::string& address) {
+  absl::StatusOr<std::string> dispatcher = ParseServiceAddress(config_.dispatcher);
+  if (!dispatcher.ok()) return dispatcher.status();
+  address_ = address;
+  channel_ = MakeChannel(*dispatcher);
+  dispatcher_ = proto::DispatcherService::NewStub(channel_);
+  // The first heartbeat registers; it waits for a dispatcher still starting.
+  proto::WorkerHeartbeatRequest request;
+  *request.mutable_version() = CurrentVersion();
+  request.set_worker_address(address_);
+  for (const std::string& tag : config_.tags) request.add_tags(tag);
+  proto::WorkerHeartbeatResponse response;
+  absl::Status status = CallWithRetries(
+      [&](grpc::ClientContext* context) { return dispatcher_->WorkerHeartbeat(context, request, &response); },
+      kRpcTimeout, std::chrono::milliseconds(config_.dispatcher_timeout_ms),
+      absl::StrCat("registering with the dispatcher at ", *dispatcher));
+  if (!status.ok()) return status;
+  spdlog::info("registered with the dispatcher at {} as {}", *dispatcher, address_);
+  heartbeat_thread_ = std::thread([this] { HeartbeatLoop(); });
+  return absl::OkStatus();
+}
+
+void WorkerImpl::Stop() {
+  std::map<int64_t, std::shared_ptr<Task>> tasks;
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopping_) return;
+    stopping_ = true;
+    tasks.swap(tasks_);
+  }
+  if (heartbeat_thread_.joinable()) heartbeat_thread_.join();
+  if (dispatcher_ != nullptr) {
+    proto::WorkerShutdownRequest request;
+    *request.mutable_version() = CurrentVersion();
+    request.set_worker_address(address_);
+    proto::WorkerShutdownResponse response;
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    grpc::Status status = dispatcher_->WorkerShutdown(&context, request, &response);
+    if (!status.ok())
+      spdlog::warn("could not tell the dispatcher about shutdown: {}", status.error_message());
+  }
+  tasks.clear();  // joins the task threads
+}
+
+void WorkerImpl::HeartbeatLoop() {
+  while (true) {
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.AwaitWithTimeout(absl::Condition(&stopping_), absl::Milliseconds(config_.heartbeat_interval_ms));
+      if (stopping_) return;
+    }
+    if (absl::Status status = Heartbeat(); !status.ok())
+      spdlog::warn("heartbeat failed: {}", std::string(status.message()));
+  }
+}
+
+absl::Status WorkerImpl::Heartbeat() {
+  proto::WorkerHeartbeatRequest request;
+  *request.mutable_version() = CurrentVersion();
+  request.set_worker_address(address_);
+  for (const std::string& tag : config_.tags) request.add_tags(tag);
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [id, task] : tasks_) request.add_current_tasks(id);
+  }
+  proto::WorkerHeartbeatResponse response;
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + kRpcTimeout);
+  if (absl::Status status = FromGrpcStatus(dispatcher_->WorkerHeartbeat(&context, request, &response));
+      !status.ok()) {
+    return status;
+  }
+  // Declared before the lock, so removed tasks are destroyed (their threads
+  // joined) after it is released.
+  std::vector<std::shared_ptr<Task>> removed;
+  absl::MutexLock lock(&mu_);
+  if (stopping_) return absl::OkStatus();
+  for (const proto::TaskDef& def : response.new_tasks()) {
+    if (tasks_.contains(def.task_id())) continue;
+    auto task =
+        std::make_shared<Task>(def, config_, dispatcher_.get(), [this](int64_t id) { ReportFinished(id); });
+    task->Start();
+    tasks_[def.task_id()] = task;
+    spdlog::info("started task {} of iteration {}", def.task_id(), def.iteration_id());
+  }
+  for (int64_t id : response.tasks_to_delete()) {
+    auto it = tasks_.find(id);
+    if (it == tasks_.end()) continue;
+    removed.push_back(it->second);
+    tasks_.erase(it);
+  }
+  return absl::OkStatus();
+}
+
+void WorkerImpl::ReportFinished(int64_t task_id) {
+  proto::WorkerUpdatesRequest request;
+  *request.mutable_version() = CurrentVersion();
+  request.set_worker_address(address_);
+  request.add_finished_tasks(task_id);
+  proto::WorkerUpdatesResponse response;
+  absl::Status status = CallWithRetries(
+      [&](grpc::ClientContext* context) { return dispatcher_->WorkerUpdates(context, request, &response); },
+      kRpcTimeout, kRetryFor, "WorkerUpdates");
+  if (!status.ok())
+    spdlog::warn("could not report task {} finished: {}", task_id, std::string(status.message()));
+}
+
+absl::Status WorkerImpl::GetElements(const proto::GetElementsRequest& request,
+                                     proto::GetElementsResponse* response) {
+  if (absl::Status s = CheckVersion(request.version()); !s.ok()) return s;
+  std::shared_ptr<Task> task;
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopping_) return absl::UnavailableError(absl::StrCat("worker ", address_, " is shutting down"));
+    auto it = tasks_.find(request.task_id());
+    // Not here yet: the worker learns of tasks on its next heartbeat.
+    if (it == tasks_.end()) return absl::OkStatus();
+    task = it->second;
+  }
+  return task->Take(std::max(1, request.max_elements()), response);
+}
+
+absl::Status WorkerImpl::GetStatus(const proto::WorkerStatusRequest&, proto::WorkerStatusResponse* response) {
+  std::vector<std::shared_ptr<Task>> tasks;
+  {
+    absl::MutexLock lock(&mu_);
+    response->set_address(address_);
+    for (const auto& [id, task] : tasks_) {
+      response->add_tasks(id);
+      tasks.push_back(task);
+    }
+  }
+  int64_t elements = 0;
+  int64_t bytes = 0;
+  for (const auto& task : tasks) task->Buffered(&elements, &bytes);
+  response->set_buffered_elements(elements);
+  response->set_buffered_bytes(bytes);
+  return absl::OkStatus();
+}
+
+}  // namespace sluice::worker

@@ -1,0 +1,65 @@
+// WorkerImpl: runs tasks (the part of a pipeline before `distribute`) and
+// serves their elements.
+//
+// Each task has a thread that runs its pipeline into a buffer bounded by
+// count and bytes; GetElements takes from the buffer, first come first
+// served, so the consumers of a shared job split the elements between them.
+// In distributed_epoch the pipeline's source reads splits fetched from the
+// dispatcher, several per request. The worker learns its tasks from
+// heartbeats, reports finished ones, and on Stop tells the dispatcher, so
+// that its tasks end at once rather than after a timeout.
+#ifndef SLUICE_WORKER_WORKER_IMPL_H_
+#define SLUICE_WORKER_WORKER_IMPL_H_
+
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "pipeline/dataset.h"
+#include "sluice/service.grpc.pb.h"
+#include "worker/worker_config.h"
+
+namespace sluice::worker {
+
+class WorkerImpl {
+ public:
+  explicit WorkerImpl(WorkerConfig config);
+  ~WorkerImpl();
+  WorkerImpl(const WorkerImpl&) = delete;
+  WorkerImpl& operator=(const WorkerImpl&) = delete;
+
+  // Registers with the dispatcher (retrying until dispatcher_timeout_ms)
+  // and starts heartbeating, advertising `address`.
+  absl::Status Start(const std::string& address);
+  // Tells the dispatcher this worker is leaving and stops every task.
+  void Stop();
+
+  absl::Status GetElements(const proto::GetElementsRequest& request, proto::GetElementsResponse* response);
+  absl::Status GetStatus(const proto::WorkerStatusRequest& request, proto::WorkerStatusResponse* response);
+
+ private:
+  class Task;
+
+  absl::Status Heartbeat();
+  void HeartbeatLoop();
+  void ReportFinished(int64_t task_id);
+
+  const WorkerConfig config_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<proto::DispatcherService::Stub> dispatcher_;
+  std::string address_;
+
+  absl::Mutex mu_;
+  std::map<int64_t, std::shared_ptr<Task>> tasks_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread heartbeat_thread_;
+};
+
+}  // namespace sluice::worker
+
+#endif  // SLUICE_WORKER_WORKER_IMPL_H_
