@@ -31,6 +31,13 @@ absl::StatusOr<proto::ProcessingMode> ParseMode(const std::string& mode) {
                                                  "' (valid: parallel_epochs, distributed_epoch)"));
 }
 
+// Errors of a worker that is slow, restarting or leaving: retried until the
+// dispatcher stops listing its task.
+bool IsTransient(const absl::Status& status) {
+  return absl::IsUnavailable(status) || absl::IsDeadlineExceeded(status) || absl::IsCancelled(status) ||
+         absl::IsAborted(status);
+}
+
 struct ServiceHandle {
   std::string address;
   std::shared_ptr<grpc::Channel> channel;
@@ -161,8 +168,7 @@ class DataServiceDataset::Iterator : public IteratorBase {
           if (!listed.contains(id)) task.removed = true;
         }
         iteration_finished_ = response.iteration_finished();
-      } else if (status.code() != absl::StatusCode::kUnavailable &&
-                 status.code() != absl::StatusCode::kDeadlineExceeded) {
+      } else if (!IsTransient(status)) {
         status_ = status;  // the dispatcher refused us: nothing to wait for
       }
       mu_.AwaitWithTimeout(absl::Condition(&cancelled_), kHeartbeatInterval);
@@ -216,8 +222,7 @@ class DataServiceDataset::Iterator : public IteratorBase {
           return;
         }
         if (!elements.empty()) continue;
-      } else if (status.code() != absl::StatusCode::kUnavailable &&
-                 status.code() != absl::StatusCode::kDeadlineExceeded) {
+      } else if (!IsTransient(status)) {
         status_ = absl::Status(status.code(),
                                absl::StrCat("reading from worker ", address, ": ", status.message()));
         return;

@@ -1,0 +1,283 @@
+// Integration tests of the data service: real dispatcherd and workerd
+// processes on 127.0.0.1 (see test_cluster.h), read through the SDK and the
+// sluice CLI.
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <future>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/grpc_util.h"
+#include "sluice/dataset.h"
+#include "sluice/service.grpc.pb.h"
+#include "tests/integration/test_cluster.h"
+
+namespace sluice {
+namespace {
+
+using Catch::Matchers::Contains;
+using Catch::Matchers::Equals;
+using testing::CommandResult;
+using testing::RunCommand;
+using testing::TestCluster;
+using testing::WriteFile;
+
+std::vector<int64_t> Sorted(std::vector<int64_t> values) {
+  std::sort(values.begin(), values.end());
+  return values;
+}
+
+std::vector<int64_t> Iota(int64_t n, int copies = 1) {
+  std::vector<int64_t> values;
+  for (int64_t i = 0; i < n; ++i) {
+    for (int c = 0; c < copies; ++c) values.push_back(i);
+  }
+  return values;
+}
+
+// Collects a whole dataset, with the test failing on an error.
+std::vector<int64_t> CollectInts(const Dataset& dataset) {
+  absl::StatusOr<std::vector<Element>> elements = dataset.Collect();
+  INFO(elements.status().ToString());
+  REQUIRE(elements.ok());
+  return testing::Int64Values(*elements);
+}
+
+std::vector<int64_t> ParseLines(const std::string& out) {
+  std::vector<int64_t> values;
+  for (absl::string_view line : absl::StrSplit(out, '\n', absl::SkipEmpty())) {
+    int64_t v = 0;
+    REQUIRE(absl::SimpleAtoi(line, &v));
+    values.push_back(v);
+  }
+  return values;
+}
+
+TEST_CASE("service: the issue's parallel_epochs example through sluice read", "[service]") {
+  TestCluster cluster({.num_workers = 2});
+  const std::string path = cluster.dir().File("example.yaml");
+  WriteFile(path, absl::StrCat("pipeline:\n"
+                               "  - range: 5\n"
+                               "  - map: {fn: square}\n"
+                               "  - distribute: {processing_mode: parallel_epochs, service: \"",
+                               cluster.ServiceUrl(),
+                               "\"}\n"
+                               "  - map: {fn: add, value: 1}\n"));
+  CommandResult result = RunCommand(absl::StrCat("timeout 60 '", SLUICE_CLI, "' read '", path, "'"));
+  CHECK(result.exit_code == 0);
+  CHECK(Sorted(ParseLines(result.out)) == std::vector<int64_t>{1, 1, 2, 2, 5, 5, 10, 10, 17, 17});
+
+  // Flags override the YAML: the same pipeline in distributed_epoch.
+  result = RunCommand(
+      absl::StrCat("timeout 60 '", SLUICE_CLI, "' read '", path, "' --processing-mode distributed_epoch"));
+  CHECK(result.exit_code == 0);
+  CHECK(Sorted(ParseLines(result.out)) == std::vector<int64_t>{1, 2, 5, 10, 17});
+}
+
+TEST_CASE("service: parallel_epochs runs the whole dataset on every worker", "[service]") {
+  TestCluster cluster({.num_workers = 2});
+  CHECK(Sorted(CollectInts(Dataset::Range(10).Distribute(cluster.ServiceUrl()))) == Iota(10, 2));
+}
+
+TEST_CASE("service: distributed_epoch produces each element exactly once", "[service]") {
+  TestCluster cluster({.num_workers = 2});
+  const Dataset dataset =
+      Dataset::Range(1000).Map("add", {{"value", 1}}).Distribute(cluster.ServiceUrl(), "distributed_epoch");
+  std::vector<int64_t> expected = Iota(1000);
+  for (int64_t& v : expected) ++v;
+  CHECK(Sorted(CollectInts(dataset)) == expected);
+  // Batching after distribute runs in the client.
+  absl::StatusOr<std::vector<Element>> batches =
+      Dataset::Range(10).Distribute(cluster.ServiceUrl(), "distributed_epoch").Batch(4).Collect();
+  REQUIRE(batches.ok());
+  int64_t rows = 0;
+  for (const Element& b : *batches) rows += b.components[0].dim(0);
+  CHECK(rows == 10);
+}
+
+TEST_CASE("service: consumers of a named job share its elements", "[service]") {
+  TestCluster cluster({.num_workers = 2});
+  auto consume = [&] {
+    return CollectInts(Dataset::Range(1000).Shuffle(100, 7).Distribute(cluster.ServiceUrl(),
+                                                                       "distributed_epoch", "shared", 8));
+  };
+  std::future<std::vector<int64_t>> first = std::async(std::launch::async, consume);
+  std::future<std::vector<int64_t>> second = std::async(std::launch::async, consume);
+  std::vector<int64_t> a = first.get();
+  std::vector<int64_t> b = second.get();
+  std::vector<int64_t> both = a;
+  both.insert(both.end(), b.begin(), b.end());
+  CHECK(Sorted(both) == Iota(1000));
+}
+
+TEST_CASE("service: a finished repetition of a named job ends at once", "[service]") {
+  TestCluster cluster({.num_workers = 1});
+  const std::string path = cluster.dir().File("named.yaml");
+  WriteFile(path, absl::StrCat("pipeline:\n  - range: 6\n  - distribute: {service: \"", cluster.ServiceUrl(),
+                               "\", job_name: nightly}\n"));
+  CommandResult first = RunCommand(absl::StrCat("timeout 60 '", SLUICE_CLI, "' read '", path, "'"));
+  CHECK(first.exit_code == 0);
+  CHECK(Sorted(ParseLines(first.out)) == Iota(6));
+  CommandResult second = RunCommand(absl::StrCat("timeout 60 '", SLUICE_CLI, "' read '", path, "'"));
+  CHECK(second.exit_code == 0);
+  CHECK(second.out.empty());
+}
+
+TEST_CASE("service: each iteration of a dataset is a new repetition", "[service]") {
+  TestCluster cluster({.num_workers = 1});
+  DatasetPtr dataset =
+      testing::MustBuild(Dataset::Range(5).Distribute(cluster.ServiceUrl(), "parallel_epochs", "epochs"));
+  for (int epoch = 0; epoch < 2; ++epoch) {
+    INFO("epoch " << epoch);
+    absl::StatusOr<std::vector<Element>> elements = CollectElements(*dataset);
+    REQUIRE(elements.ok());
+    CHECK(Sorted(testing::Int64Values(*elements)) == Iota(5));
+  }
+}
+
+TEST_CASE("service: a job name reused with other parameters is InvalidArgument", "[service]") {
+  TestCluster cluster({.num_workers = 1});
+  CHECK(CollectInts(Dataset::Range(3).Distribute(cluster.ServiceUrl(), "parallel_epochs", "mixed")) ==
+        Iota(3));
+  absl::StatusOr<std::vector<Element>> other =
+      Dataset::Range(3).Distribute(cluster.ServiceUrl(), "distributed_epoch", "mixed").Collect();
+  CHECK(other.status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK_THAT(std::string(other.status().message()), Contains("job 'mixed' already exists for dataset") &&
+                                                        Contains("in parallel_epochs mode") &&
+                                                        Contains("in distributed_epoch mode"));
+}
+
+TEST_CASE("service: an unsplittable pipeline in distributed_epoch is FailedPrecondition", "[service]") {
+  TestCluster cluster({.num_workers = 1});
+  absl::StatusOr<std::vector<Element>> result = Dataset::Zip({Dataset::Range(3), Dataset::Range(3)})
+                                                    .Distribute(cluster.ServiceUrl(), "distributed_epoch")
+                                                    .Collect();
+  CHECK(result.status().code() == absl::StatusCode::kFailedPrecondition);
+  CHECK_THAT(std::string(result.status().message()), Contains("cannot be split for distributed_epoch"));
+}
+
+TEST_CASE("service: a worker added mid-job gets a task of the unfinished iteration", "[service]") {
+  TestCluster cluster({.num_workers = 1, .worker_args = {"--buffer-elements", "4"}});
+  DatasetPtr dataset =
+      testing::MustBuild(Dataset::Range(500).Distribute(cluster.ServiceUrl(), "parallel_epochs", "", 4));
+  std::unique_ptr<IteratorBase> iterator = testing::MustIterate(dataset);
+  std::vector<int64_t> seen;
+  auto read = [&](int n) {
+    for (int i = 0; i < n; ++i) {
+      Element e;
+      bool end = false;
+      REQUIRE(iterator->GetNext(&e, &end).ok());
+      if (end) return false;
+      seen.push_back(e.components[0].data<int64_t>()[0]);
+    }
+    return true;
+  };
+  // Small buffers keep the first worker from finishing before the second joins.
+  REQUIRE(read(10));
+  cluster.AddWorker();
+  while (read(100)) {
+  }
+  CHECK(Sorted(seen) == Iota(500, 2));
+}
+
+TEST_CASE("service: a client started before the dispatcher keeps trying", "[service]") {
+  const int port = testing::PickFreePort();
+  const std::string url = absl::StrCat("grpc://127.0.0.1:", port);
+  std::future<absl::StatusOr<std::vector<Element>>> reader =
+      std::async(std::launch::async, [&] { return Dataset::Range(4).Distribute(url).Collect(); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  testing::TempDir dir;
+  auto dispatcher = testing::Process::Start({SLUICE_DISPATCHERD, "--port", std::to_string(port),
+                                             "--bind-address", "127.0.0.1", "--log-level", "warn"},
+                                            dir.File("dispatcher.log"));
+  REQUIRE(dispatcher.ok());
+  auto worker = testing::Process::Start(
+      {SLUICE_WORKERD, "--dispatcher", absl::StrCat("127.0.0.1:", port), "--port", "0", "--bind-address",
+       "127.0.0.1", "--heartbeat-interval-ms", "100", "--log-level", "warn"},
+      dir.File("worker.log"));
+  REQUIRE(worker.ok());
+  REQUIRE(reader.wait_for(std::chrono::seconds(60)) == std::future_status::ready);
+  absl::StatusOr<std::vector<Element>> elements = reader.get();
+  INFO(elements.status().ToString());
+  REQUIRE(elements.ok());
+  // The worker may register after the iteration started: it joins it.
+  CHECK(Sorted(testing::Int64Values(*elements)) == Iota(4));
+}
+
+TEST_CASE("service: SIGTERM shuts the daemons down cleanly", "[service]") {
+  TestCluster cluster({.num_workers = 1});
+  CHECK(CollectInts(Dataset::Range(3).Distribute(cluster.ServiceUrl())) == Iota(3));
+  CHECK(cluster.worker(0).Terminate() == 0);
+  // The worker told the dispatcher it left.
+  CHECK(cluster.RegisteredWorkers() == 0);
+  CHECK(cluster.dispatcher().Terminate() == 0);
+}
+
+TEST_CASE("service: a worker shutting down mid-read ends its task at once", "[service]") {
+  // A long worker timeout: only the clean-shutdown message can end the task
+  // within the test's time.
+  TestCluster cluster({.num_workers = 2,
+                       .dispatcher_args = {"--worker-timeout-ms", "600000"},
+                       .worker_args = {"--buffer-elements", "4"}});
+  DatasetPtr dataset =
+      testing::MustBuild(Dataset::Range(100000).Distribute(cluster.ServiceUrl(), "parallel_epochs", "", 4));
+  std::unique_ptr<IteratorBase> iterator = testing::MustIterate(dataset);
+  Element e;
+  bool end = false;
+  REQUIRE(iterator->GetNext(&e, &end).ok());
+  CHECK(cluster.worker(0).Terminate() == 0);
+  const auto start = std::chrono::steady_clock::now();
+  int64_t count = 1;
+  while (true) {
+    absl::Status status = iterator->GetNext(&e, &end);
+    if (!status.ok()) FAIL(status.ToString());
+    if (end) break;
+    ++count;
+  }
+  // The other worker's whole epoch, plus what the first sent before it left.
+  CHECK(count >= 100000);
+  CHECK(count < 200000);
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(60));
+}
+
+TEST_CASE("service: daemons reject bad configuration with exit code 2", "[service]") {
+  testing::TempDir dir;
+  const std::string config = dir.File("dispatcher.yaml");
+  WriteFile(config, "prot: 5000\n");
+  auto dispatcher = testing::Process::Start({SLUICE_DISPATCHERD, "--config", config}, dir.File("d.log"));
+  REQUIRE(dispatcher.ok());
+  CHECK((*dispatcher)->Wait(std::chrono::seconds(20)) == 2);
+  CHECK_THAT(testing::ReadFileOrEmpty(dir.File("d.log")),
+             Contains(config + ":1:1: unknown dispatcher setting 'prot'; did you mean 'port'?"));
+
+  WriteFile(config, "port: 5000\nworker_timeout_ms: 5\n");
+  dispatcher = testing::Process::Start({SLUICE_DISPATCHERD, "--config", config}, dir.File("d2.log"));
+  REQUIRE(dispatcher.ok());
+  CHECK((*dispatcher)->Wait(std::chrono::seconds(20)) == 2);
+  CHECK_THAT(testing::ReadFileOrEmpty(dir.File("d2.log")),
+             Contains(config + ":2:20: 'worker_timeout_ms' must be in [100, 86400000], got 5"));
+
+  auto worker = testing::Process::Start({SLUICE_WORKERD, "--port", "0"}, dir.File("w.log"));
+  REQUIRE(worker.ok());
+  CHECK((*worker)->Wait(std::chrono::seconds(20)) == 2);
+  CHECK_THAT(testing::ReadFileOrEmpty(dir.File("w.log")), Contains("--dispatcher HOST:PORT is required"));
+}
+
+TEST_CASE("service: a protocol version mismatch is FailedPrecondition", "[service]") {
+  TestCluster cluster({.num_workers = 0});
+  auto stub = proto::DispatcherService::NewStub(MakeChannel(cluster.DispatcherAddress()));
+  proto::GetWorkersRequest request;
+  request.mutable_version()->set_protocol_version(kProtocolVersion + 1);
+  proto::GetWorkersResponse response;
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  grpc::Status status = stub->GetWorkers(&context, request, &response);
+  CHECK(status.error_code() == grpc::StatusCode::FAILED_PRECONDITION);
+  CHECK(status.error_message() == absl::StrCat("protocol version mismatch: the peer speaks version ",
+                                               kProtocolVersion + 1, ", this server speaks ",
+                                               kProtocolVersion, "; run the same Sluice release on both"));
+}
+
+}  // namespace
+}  // namespace sluice

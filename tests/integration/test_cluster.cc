@@ -1,0 +1,189 @@
+#include "tests/integration/test_cluster.h"
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "common/grpc_util.h"
+#include "sluice/service.grpc.pb.h"
+
+extern char** environ;
+
+namespace sluice::testing {
+
+absl::StatusOr<std::unique_ptr<Process>> Process::Start(const std::vector<std::string>& argv,
+                                                        const std::string& log_path) {
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND,
+                                   0644);
+  posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = 0;
+  const int rc = posix_spawn(&pid, args[0], &actions, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) return absl::InternalError(absl::StrCat("cannot start ", argv[0], ": ", strerror(rc)));
+  return std::unique_ptr<Process>(new Process(pid, log_path));
+}
+
+Process::~Process() { Kill(); }
+
+int Process::Wait(std::chrono::milliseconds timeout) {
+  if (reaped_) return exit_code_;
+  const auto give_up = std::chrono::steady_clock::now() + timeout;
+  while (true) {
+    int status = 0;
+    const pid_t got = waitpid(pid_, &status, WNOHANG);
+    if (got == pid_) {
+      reaped_ = true;
+      exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      return exit_code_;
+    }
+    if (std::chrono::steady_clock::now() > give_up) return -1;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+int Process::Terminate(std::chrono::milliseconds grace) {
+  if (reaped_) return exit_code_;
+  kill(pid_, SIGTERM);
+  const int code = Wait(grace);
+  if (code == -1) Kill();
+  return code;
+}
+
+void Process::Kill() {
+  if (reaped_) return;
+  kill(pid_, SIGKILL);
+  int status = 0;
+  waitpid(pid_, &status, 0);
+  reaped_ = true;
+  exit_code_ = 128 + SIGKILL;
+}
+
+std::string ReadFileOrEmpty(const std::string& path) {
+  std::ifstream file(path);
+  std::stringstream text;
+  text << file.rdbuf();
+  return text.str();
+}
+
+CommandResult RunCommand(const std::string& command) {
+  CommandResult result;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return result;
+  char buffer[4096];
+  size_t got;
+  while ((got = std::fread(buffer, 1, sizeof(buffer), pipe)) > 0) result.out.append(buffer, got);
+  const int status = pclose(pipe);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return result;
+}
+
+int PickFreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  address.sin_port = 0;
+  bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
+  socklen_t length = sizeof(address);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
+  close(fd);
+  return ntohs(address.sin_port);
+}
+
+std::string WaitForFile(const std::string& path, std::chrono::milliseconds timeout) {
+  const auto give_up = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < give_up) {
+    std::string content = ReadFileOrEmpty(path);
+    if (!content.empty()) return content;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return "";
+}
+
+TestCluster::TestCluster(Options options) : options_(std::move(options)) {
+  const std::string port_file = dir_.File("dispatcher.port");
+  std::vector<std::string> argv = {SLUICE_DISPATCHERD, "--port",      "0",
+                                   "--bind-address",   "127.0.0.1",   "--port-file",
+                                   port_file,          "--log-level", "warn"};
+  argv.insert(argv.end(), options_.dispatcher_args.begin(), options_.dispatcher_args.end());
+  auto dispatcher = Process::Start(argv, dir_.File("dispatcher.log"));
+  REQUIRE(dispatcher.ok());
+  dispatcher_ = *std::move(dispatcher);
+  const std::string port = WaitForFile(port_file, std::chrono::seconds(20));
+  INFO(ReadFileOrEmpty(dir_.File("dispatcher.log")));
+  REQUIRE(!port.empty());
+  dispatcher_port_ = std::stoi(port);
+  for (int i = 0; i < options_.num_workers; ++i) StartWorker();
+  WaitForRegisteredWorkers(options_.num_workers);
+}
+
+TestCluster::~TestCluster() {
+  for (auto& worker : workers_) worker->Kill();
+  if (dispatcher_ != nullptr) dispatcher_->Kill();
+}
+
+std::string TestCluster::DispatcherAddress() const { return absl::StrCat("127.0.0.1:", dispatcher_port_); }
+
+void TestCluster::StartWorker() {
+  const int index = static_cast<int>(workers_.size());
+  std::vector<std::string> argv = {SLUICE_WORKERD,
+                                   "--dispatcher",
+                                   DispatcherAddress(),
+                                   "--port",
+                                   "0",
+                                   "--bind-address",
+                                   "127.0.0.1",
+                                   "--heartbeat-interval-ms",
+                                   "100",
+                                   "--log-level",
+                                   "warn",
+                                   "--port-file",
+                                   dir_.File(absl::StrCat("worker", index, ".port"))};
+  argv.insert(argv.end(), options_.worker_args.begin(), options_.worker_args.end());
+  auto worker = Process::Start(argv, dir_.File(absl::StrCat("worker", index, ".log")));
+  REQUIRE(worker.ok());
+  workers_.push_back(*std::move(worker));
+}
+
+void TestCluster::AddWorker() {
+  const int before = RegisteredWorkers();
+  StartWorker();
+  WaitForRegisteredWorkers(before + 1);
+}
+
+int TestCluster::RegisteredWorkers() {
+  auto stub = proto::DispatcherService::NewStub(MakeChannel(DispatcherAddress()));
+  proto::GetWorkersRequest request;
+  *request.mutable_version() = CurrentVersion();
+  proto::GetWorkersResponse response;
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  if (!stub->GetWorkers(&context, request, &response).ok()) return -1;
+  return response.workers_size();
+}
+
+void TestCluster::WaitForRegisteredWorkers(int n, std::chrono::milliseconds timeout) {
+  const auto give_up = std::chrono::steady_clock::now() + timeout;
+  while (RegisteredWorkers() != n) {
+    INFO("waiting for " << n << " workers; dispatcher log:\n"
+                        << ReadFileOrEmpty(dir_.File("dispatcher.log")));
+    REQUIRE(std::chrono::steady_clock::now() < give_up);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+}  // namespace sluice::testing
