@@ -1,10 +1,45 @@
 #!/usr/bin/env bash
-# The main job: installs dependencies, builds Sluice and runs the sample
-# pipeline in config/pipelines/demo.yaml locally with `sluice run`.
+# The main job: installs dependencies, builds Sluice, runs a sample pipeline
+# locally with `sluice run`, then starts a local dispatcher and two workers
+# on 127.0.0.1 and serves a pipeline to `sluice read`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash deploy/build.sh
-echo "== sluice inspect config/pipelines/demo.yaml"
-build/cli/sluice inspect config/pipelines/demo.yaml
-echo "== sluice run config/pipelines/demo.yaml"
+bash deploy/install_deps.sh
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo
+cmake --build build -j "$(nproc)" --target sluice dispatcherd workerd
+
+echo "== sluice run config/pipelines/demo.yaml (local)"
 build/cli/sluice run config/pipelines/demo.yaml
+
+run_dir=$(mktemp -d)
+pids=()
+# Workers leave first, so that each can tell the dispatcher it is going.
+cleanup() {
+  for ((i = ${#pids[@]} - 1; i >= 0; i--)); do
+    kill -TERM "${pids[$i]}" 2>/dev/null || true
+    wait "${pids[$i]}" 2>/dev/null || true
+  done
+  rm -rf "$run_dir"
+}
+trap cleanup EXIT
+
+wait_for_file() {
+  for _ in $(seq 1 100); do [ -s "$1" ] && return 0; sleep 0.1; done
+  echo "demo: timed out waiting for $1" >&2
+  return 1
+}
+
+build/dispatcher/dispatcherd --port 0 --bind-address 127.0.0.1 --port-file "$run_dir/dispatcher.port" \
+  --log-level warn &
+pids+=($!)
+wait_for_file "$run_dir/dispatcher.port"
+port=$(cat "$run_dir/dispatcher.port")
+for i in 1 2; do
+  build/worker/workerd --dispatcher "127.0.0.1:$port" --port 0 --bind-address 127.0.0.1 \
+    --port-file "$run_dir/worker$i.port" --log-level warn &
+  pids+=($!)
+  wait_for_file "$run_dir/worker$i.port"
+done
+echo "== dispatcher on 127.0.0.1:$port with 2 workers"
+echo "== sluice read config/pipelines/service_demo.yaml --service grpc://127.0.0.1:$port"
+build/cli/sluice read config/pipelines/service_demo.yaml --service "grpc://127.0.0.1:$port"
