@@ -80,6 +80,59 @@ TEST_CASE("service: parallel_epochs runs the whole dataset on every worker", "[s
   CHECK(Sorted(CollectInts(Dataset::Range(10).Distribute(cluster.ServiceUrl()))) == Iota(10, 2));
 }
 
+TEST_CASE("service: the reference doc's examples", "[service]") {
+  TestCluster cluster({.num_workers = 2});
+  CHECK(Sorted(CollectInts(Dataset::Range(10).Distribute(cluster.ServiceUrl(), "parallel_epochs"))) ==
+        std::vector<int64_t>{0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7, 8, 8, 9, 9});
+  CHECK(Sorted(CollectInts(Dataset::Range(10).Distribute(cluster.ServiceUrl(), "distributed_epoch"))) ==
+        Iota(10));
+  // Map before and after distribute.
+  CHECK(Sorted(CollectInts(
+            Dataset::Range(5).Map("square").Distribute(cluster.ServiceUrl()).Map("add", {{"value", 1}}))) ==
+        std::vector<int64_t>{1, 1, 2, 2, 5, 5, 10, 10, 17, 17});
+}
+
+TEST_CASE("service: range(10).batch(1000) with 2 workers", "[service]") {
+  TestCluster cluster({.num_workers = 2});
+  auto rows = [&](const Dataset& dataset) {
+    absl::StatusOr<std::vector<Element>> batches = dataset.Collect();
+    INFO(batches.status().ToString());
+    REQUIRE(batches.ok());
+    std::vector<int64_t> sizes;
+    for (const Element& b : *batches) sizes.push_back(b.components[0].dim(0));
+    return Sorted(sizes);
+  };
+  // parallel_epochs: each worker batches its whole epoch.
+  CHECK(rows(Dataset::Range(10).Batch(1000).Distribute(cluster.ServiceUrl())) ==
+        std::vector<int64_t>{10, 10});
+  CHECK(rows(Dataset::Range(10).Batch(1000, true).Distribute(cluster.ServiceUrl())).empty());
+  // distributed_epoch: the workers' batches hold the 10 elements between them.
+  std::vector<int64_t> split =
+      rows(Dataset::Range(10).Batch(1000).Distribute(cluster.ServiceUrl(), "distributed_epoch"));
+  int64_t total = 0;
+  for (int64_t n : split) total += n;
+  CHECK(total == 10);
+  CHECK(rows(Dataset::Range(10).Batch(1000, true).Distribute(cluster.ServiceUrl(), "distributed_epoch"))
+            .empty());
+}
+
+TEST_CASE("service: a 64 MiB element arrives whole", "[service]") {
+  TestCluster cluster({.num_workers = 1});
+  constexpr int64_t kBytes = int64_t{64} << 20;
+  std::string payload(kBytes, '\0');
+  for (int64_t i = 0; i < kBytes; i += 4096) payload[i] = static_cast<char>(i / 4096 % 251);
+  const std::string path = cluster.dir().File("big.bin");
+  WriteFile(path, payload);
+  absl::StatusOr<std::vector<Element>> elements =
+      Dataset::FixedLengthRecord({path}, kBytes).Distribute(cluster.ServiceUrl()).Collect();
+  INFO(elements.status().ToString());
+  REQUIRE(elements.ok());
+  REQUIRE(elements->size() == 1);
+  const std::string& got = (*elements)[0].components[0].data<std::string>()[0];
+  CHECK(got.size() == static_cast<size_t>(kBytes));
+  CHECK(got == payload);
+}
+
 TEST_CASE("service: distributed_epoch produces each element exactly once", "[service]") {
   TestCluster cluster({.num_workers = 2});
   const Dataset dataset =
