@@ -36,8 +36,11 @@ absl::StatusOr<std::string> ParseServiceAddress(const std::string& address) {
   if (absl::StartsWith(rest, "grpc://")) rest = rest.substr(7);
   const size_t colon = rest.rfind(':');
   int port = 0;
-  if (rest.empty() || colon == std::string::npos || colon == 0 ||
-      !absl::SimpleAtoi(rest.substr(colon + 1), &port) || port <= 0 || port > 65535) {
+  const std::string host = colon == std::string::npos ? "" : rest.substr(0, colon);
+  // A colon in the host only in a bracketed IPv6 address: "[::1]:5000".
+  const bool host_ok = !host.empty() && rest.find("://") == std::string::npos &&
+                       (host.find(':') == std::string::npos || (host.front() == '[' && host.back() == ']'));
+  if (!host_ok || !absl::SimpleAtoi(rest.substr(colon + 1), &port) || port <= 0 || port > 65535) {
     return absl::InvalidArgumentError(
         absl::StrCat("invalid service address '", address, "': expected grpc://HOST:PORT"));
   }

@@ -122,7 +122,8 @@ TEST_CASE("config: an unknown key names the file, line, column and the closest k
   std::string path;
   absl::Status status = Load(dir, "port: 7000\nprot: 7001\n", &s, &path);
   CHECK(status.code() == absl::StatusCode::kInvalidArgument);
-  CHECK(std::string(status.message()) == path + ":2:1: unknown dispatcher setting 'prot'; did you mean 'port'?");
+  CHECK(std::string(status.message()) ==
+        path + ":2:1: unknown dispatcher setting 'prot'; did you mean 'port'?");
 
   absl::Status indented = Load(dir, "{port: 1,  bind_adress: x}\n", &s, &path);
   CHECK(indented.code() == absl::StatusCode::kInvalidArgument);
@@ -390,26 +391,16 @@ TEST_CASE("config: ParseDaemonConfig errors exit with 2", "[config]") {
     CHECK(Parse({"--config", path}, schema) == kConfigErrorExitCode);
     CHECK(kConfigErrorExitCode == 2);
   }
-  SECTION("a missing file") {
-    CHECK(Parse({"--config=" + dir.File("absent.yaml")}, schema) == 2);
-  }
-  SECTION("an unknown flag") {
-    CHECK(Parse({"--nope", "1"}, schema) == 2);
-  }
-  SECTION("a flag that is not a number") {
-    CHECK(Parse({"--port", "abc"}, schema) == 2);
-  }
-  SECTION("a flag out of range") {
-    CHECK(Parse({"--port", "70000"}, schema) == 2);
-  }
+  SECTION("a missing file") { CHECK(Parse({"--config=" + dir.File("absent.yaml")}, schema) == 2); }
+  SECTION("an unknown flag") { CHECK(Parse({"--nope", "1"}, schema) == 2); }
+  SECTION("a flag that is not a number") { CHECK(Parse({"--port", "abc"}, schema) == 2); }
+  SECTION("a flag out of range") { CHECK(Parse({"--port", "70000"}, schema) == 2); }
   SECTION("a flag taking the file's value out of range") {
     const std::string path = dir.File("ok.yaml");
     WriteFile(path, "worker_timeout_ms: 500\n");
     CHECK(Parse({"--config", path, "--worker-timeout-ms", "5"}, schema) == 2);
   }
-  SECTION("a stray positional argument") {
-    CHECK(Parse({"extra"}, schema) == 2);
-  }
+  SECTION("a stray positional argument") { CHECK(Parse({"extra"}, schema) == 2); }
 }
 
 TEST_CASE("config: ParseDaemonConfig --help exits with 0", "[config]") {

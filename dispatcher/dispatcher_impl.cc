@@ -202,7 +202,7 @@ absl::Status DispatcherImpl::ClientHeartbeat(const proto::ClientHeartbeatRequest
   for (int64_t task_id : iteration->tasks) {
     const auto* task = state_.FindTask(task_id);
     // Tasks of removed workers are over; the client stops reading them.
-    if (state_.FindWorker(task->worker_address) == nullptr) continue;
+    if (task->lost || state_.FindWorker(task->worker_address) == nullptr) continue;
     proto::TaskInfo* info = response->add_tasks();
     info->set_task_id(task->id);
     info->set_iteration_id(task->iteration_id);
@@ -260,7 +260,8 @@ absl::Status DispatcherImpl::WorkerHeartbeat(const proto::WorkerHeartbeatRequest
   }
   for (int64_t id : current) {
     const auto* task = state_.FindTask(id);
-    if (task == nullptr || task->worker_address != address) response->add_tasks_to_delete(id);
+    // A worker that was declared lost but lives on drops what it ran then.
+    if (task == nullptr || task->worker_address != address || task->lost) response->add_tasks_to_delete(id);
   }
   return absl::OkStatus();
 }

@@ -31,6 +31,9 @@ absl::Status DispatcherState::Apply(const proto::Update& update) {
       if (jobs_.contains(u.job_id()) || !datasets_.contains(u.params().dataset_id())) {
         return absl::FailedPreconditionError(absl::StrCat("cannot create job ", u.job_id()));
       }
+      if (!u.params().job_name().empty() && job_by_name_.contains(u.params().job_name())) {
+        return absl::FailedPreconditionError(absl::StrCat("job name '", u.params().job_name(), "' is taken"));
+      }
       jobs_[u.job_id()] = Job{u.job_id(), u.params(), {}};
       if (!u.params().job_name().empty()) job_by_name_[u.params().job_name()] = u.job_id();
       next_job_id_ = std::max(next_job_id_, u.job_id() + 1);
@@ -39,7 +42,8 @@ absl::Status DispatcherState::Apply(const proto::Update& update) {
     case proto::Update::kCreateIteration: {
       const auto& u = update.create_iteration();
       auto job = jobs_.find(u.job_id());
-      if (job == jobs_.end() || iterations_.contains(u.iteration_id())) {
+      if (job == jobs_.end() || iterations_.contains(u.iteration_id()) || u.repetition() < 0 ||
+          FindIterationForRepetition(u.job_id(), u.repetition()) != nullptr) {
         return absl::FailedPreconditionError(absl::StrCat("cannot create iteration ", u.iteration_id()));
       }
       Iteration iteration;
@@ -57,7 +61,8 @@ absl::Status DispatcherState::Apply(const proto::Update& update) {
     case proto::Update::kCreateTask: {
       const auto& u = update.create_task();
       auto iteration = iterations_.find(u.iteration_id());
-      if (iteration == iterations_.end() || tasks_.contains(u.task_id())) {
+      if (iteration == iterations_.end() || tasks_.contains(u.task_id()) ||
+          !workers_.contains(u.worker_address())) {
         return absl::FailedPreconditionError(absl::StrCat("cannot create task ", u.task_id()));
       }
       tasks_[u.task_id()] = Task{u.task_id(), u.iteration_id(), u.worker_address(), false};
@@ -69,8 +74,9 @@ absl::Status DispatcherState::Apply(const proto::Update& update) {
     case proto::Update::kAcquireIterationClient: {
       const auto& u = update.acquire_iteration_client();
       auto iteration = iterations_.find(u.iteration_id());
-      if (iteration == iterations_.end()) {
-        return absl::FailedPreconditionError(absl::StrCat("unknown iteration ", u.iteration_id()));
+      if (iteration == iterations_.end() || iteration_of_client_.contains(u.iteration_client_id())) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("cannot add client ", u.iteration_client_id(), " to iteration ", u.iteration_id()));
       }
       iteration->second.clients.insert(u.iteration_client_id());
       iteration_of_client_[u.iteration_client_id()] = u.iteration_id();
@@ -104,6 +110,7 @@ absl::Status DispatcherState::Apply(const proto::Update& update) {
       for (auto& [id, task] : tasks_) {
         if (task.worker_address == address && !task.finished) {
           task.finished = true;
+          task.lost = true;
           UpdateFinished(iterations_[task.iteration_id]);
         }
       }

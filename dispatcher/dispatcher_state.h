@@ -40,6 +40,9 @@ class DispatcherState {
     int64_t iteration_id = 0;
     std::string worker_address;
     bool finished = false;
+    // Ended because its worker was removed: over for good, even if a
+    // worker re-registers at the same address.
+    bool lost = false;
   };
   struct Iteration {
     int64_t id = 0;

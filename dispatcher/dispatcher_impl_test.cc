@@ -1,0 +1,869 @@
+#include "dispatcher/dispatcher_impl.h"
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/grpc_util.h"
+#include "pipeline/builder.h"
+#include "sluice/dataset.h"
+
+namespace sluice::dispatcher {
+namespace {
+
+constexpr char kMismatch[] =
+    "protocol version mismatch: the peer speaks version 2, this server speaks 1; run the same Sluice release "
+    "on both";
+
+DispatcherConfig TestConfig() {
+  DispatcherConfig config;
+  config.splits_per_request = 4;
+  config.elements_per_split = 10;
+  return config;
+}
+
+proto::DatasetDef SquaresDef() { return Dataset::Range(10).Map("square").def(); }
+
+// Small wrappers that fill `version` and REQUIRE success.
+std::string Register(DispatcherImpl& d, const proto::DatasetDef& def, const std::string& id = "") {
+  proto::GetOrRegisterDatasetRequest request;
+  *request.mutable_version() = CurrentVersion();
+  *request.mutable_dataset() = def;
+  request.set_dataset_id(id);
+  proto::GetOrRegisterDatasetResponse response;
+  absl::Status status = d.GetOrRegisterDataset(request, &response);
+  INFO(status.ToString());
+  REQUIRE(status.ok());
+  return response.dataset_id();
+}
+
+absl::Status TryRegister(DispatcherImpl& d, const proto::DatasetDef& def, const std::string& id = "") {
+  proto::GetOrRegisterDatasetRequest request;
+  *request.mutable_version() = CurrentVersion();
+  *request.mutable_dataset() = def;
+  request.set_dataset_id(id);
+  proto::GetOrRegisterDatasetResponse response;
+  return d.GetOrRegisterDataset(request, &response);
+}
+
+absl::Status TryJob(DispatcherImpl& d, const std::string& dataset_id, proto::ProcessingMode mode,
+                    const std::string& name, int64_t* job_id = nullptr) {
+  proto::GetOrCreateJobRequest request;
+  *request.mutable_version() = CurrentVersion();
+  request.mutable_params()->set_dataset_id(dataset_id);
+  request.mutable_params()->set_processing_mode(mode);
+  request.mutable_params()->set_job_name(name);
+  proto::GetOrCreateJobResponse response;
+  absl::Status status = d.GetOrCreateJob(request, &response);
+  if (job_id != nullptr) *job_id = response.job_id();
+  return status;
+}
+
+int64_t Job(DispatcherImpl& d, const std::string& dataset_id,
+            proto::ProcessingMode mode = proto::PARALLEL_EPOCHS, const std::string& name = "") {
+  int64_t job_id = 0;
+  absl::Status status = TryJob(d, dataset_id, mode, name, &job_id);
+  INFO(status.ToString());
+  REQUIRE(status.ok());
+  return job_id;
+}
+
+proto::GetOrCreateIterationResponse Iteration(DispatcherImpl& d, int64_t job_id, int64_t repetition = 0) {
+  proto::GetOrCreateIterationRequest request;
+  *request.mutable_version() = CurrentVersion();
+  request.set_job_id(job_id);
+  request.set_repetition(repetition);
+  proto::GetOrCreateIterationResponse response;
+  absl::Status status = d.GetOrCreateIteration(request, &response);
+  INFO(status.ToString());
+  REQUIRE(status.ok());
+  return response;
+}
+
+proto::WorkerHeartbeatResponse Heartbeat(DispatcherImpl& d, const std::string& address,
+                                         const std::vector<int64_t>& current = {},
+                                         const std::vector<std::string>& tags = {}) {
+  proto::WorkerHeartbeatRequest request;
+  *request.mutable_version() = CurrentVersion();
+  request.set_worker_address(address);
+  for (int64_t id : current) request.add_current_tasks(id);
+  for (const std::string& tag : tags) request.add_tags(tag);
+  proto::WorkerHeartbeatResponse response;
+  absl::Status status = d.WorkerHeartbeat(request, &response);
+  INFO(status.ToString());
+  REQUIRE(status.ok());
+  return response;
+}
+
+proto::ClientHeartbeatResponse ClientBeat(DispatcherImpl& d, int64_t client_id) {
+  proto::ClientHeartbeatRequest request;
+  *request.mutable_version() = CurrentVersion();
+  request.set_iteration_client_id(client_id);
+  proto::ClientHeartbeatResponse response;
+  absl::Status status = d.ClientHeartbeat(request, &response);
+  INFO(status.ToString());
+  REQUIRE(status.ok());
+  return response;
+}
+
+void Finish(DispatcherImpl& d, const std::string& address, const std::vector<int64_t>& tasks) {
+  proto::WorkerUpdatesRequest request;
+  *request.mutable_version() = CurrentVersion();
+  request.set_worker_address(address);
+  for (int64_t id : tasks) request.add_finished_tasks(id);
+  proto::WorkerUpdatesResponse response;
+  absl::Status status = d.WorkerUpdates(request, &response);
+  INFO(status.ToString());
+  REQUIRE(status.ok());
+}
+
+void Shutdown(DispatcherImpl& d, const std::string& address) {
+  proto::WorkerShutdownRequest request;
+  *request.mutable_version() = CurrentVersion();
+  request.set_worker_address(address);
+  proto::WorkerShutdownResponse response;
+  absl::Status status = d.WorkerShutdown(request, &response);
+  INFO(status.ToString());
+  REQUIRE(status.ok());
+}
+
+proto::GetSplitsResponse Splits(DispatcherImpl& d, int64_t iteration_id, int64_t task_id, int max_splits) {
+  proto::GetSplitsRequest request;
+  *request.mutable_version() = CurrentVersion();
+  request.set_iteration_id(iteration_id);
+  request.set_task_id(task_id);
+  request.set_max_splits(max_splits);
+  proto::GetSplitsResponse response;
+  absl::Status status = d.GetSplits(request, &response);
+  INFO(status.ToString());
+  REQUIRE(status.ok());
+  return response;
+}
+
+proto::StatusSnapshot Snapshot(DispatcherImpl& d) {
+  proto::GetStatusRequest request;
+  *request.mutable_version() = CurrentVersion();
+  proto::StatusSnapshot response;
+  REQUIRE(d.GetStatus(request, &response).ok());
+  return response;
+}
+
+std::vector<std::string> WorkerAddresses(DispatcherImpl& d) {
+  proto::GetWorkersRequest request;
+  *request.mutable_version() = CurrentVersion();
+  proto::GetWorkersResponse response;
+  REQUIRE(d.GetWorkers(request, &response).ok());
+  std::vector<std::string> addresses;
+  for (const auto& w : response.workers()) addresses.push_back(w.address());
+  return addresses;
+}
+
+// (task id, worker address) pairs of a client heartbeat, in order.
+std::vector<std::pair<int64_t, std::string>> Listed(const proto::ClientHeartbeatResponse& response) {
+  std::vector<std::pair<int64_t, std::string>> tasks;
+  for (const auto& t : response.tasks()) tasks.emplace_back(t.task_id(), t.worker_address());
+  return tasks;
+}
+
+std::vector<int64_t> NewTaskIds(const proto::WorkerHeartbeatResponse& response) {
+  std::vector<int64_t> ids;
+  for (const auto& t : response.new_tasks()) ids.push_back(t.task_id());
+  return ids;
+}
+
+using Listing = std::vector<std::pair<int64_t, std::string>>;
+
+TEST_CASE("dispatcher_impl: GetVersion reports the protocol and server versions", "[dispatcher]") {
+  DispatcherImpl d(TestConfig());
+  proto::GetVersionResponse response;
+  REQUIRE(d.GetVersion(proto::GetVersionRequest(), &response).ok());
+  CHECK(response.protocol_version() == 1);
+  CHECK(response.server_version() == "sluice 0.1.0");
+}
+
+TEST_CASE("dispatcher_impl: the same definition registers once", "[dispatcher]") {
+  DispatcherImpl d(TestConfig());
+  CHECK(Register(d, SquaresDef()) == "1000");
+  CHECK(Register(d, SquaresDef()) == "1000");
+  // Built separately, the same steps give the same definition.
+  CHECK(Register(d, Dataset::Range(10).Map("square").def()) == "1000");
+  CHECK(Register(d, Dataset::Range(11).Map("square").def()) == "1001");
+  CHECK(Register(d, SquaresDef()) == "1000");
+  proto::StatusSnapshot snapshot = Snapshot(d);
+  REQUIRE(snapshot.datasets_size() == 2);
+  CHECK(snapshot.datasets(0).dataset_id() == "1000");
+  CHECK(snapshot.datasets(0).fingerprint() == DatasetFingerprint(SquaresDef()));
+  CHECK(snapshot.datasets(1).dataset_id() == "1001");
+  CHECK(snapshot.datasets(1).fingerprint() == DatasetFingerprint(Dataset::Range(11).Map("square").def()));
+}
+
+TEST_CASE("dispatcher_impl: an explicit dataset id", "[dispatcher]") {
+  DispatcherImpl d(TestConfig());
+  CHECK(Register(d, SquaresDef(), "mine") == "mine");
+  // Same id, same definition: the same dataset.
+  CHECK(Register(d, SquaresDef(), "mine") == "mine");
+  // Same id, another definition: refused.
+  absl::Status status = TryRegister(d, Dataset::Range(5).def(), "mine");
+  CHECK(status.code() == absl::StatusCode::kInvalidArgument);
+  CHECK(status.message() == "dataset id 'mine' is already registered with a different definition");
+  // Without an id, the fingerprint finds the named dataset.
+  CHECK(Register(d, SquaresDef()) == "mine");
+  // Numbered ids continue from 1000.
+  CHECK(Register(d, Dataset::Range(5).def()) == "1000");
+  CHECK(Snapshot(d).datasets_size() == 2);
+}
+
+TEST_CASE("dispatcher_impl: a definition that cannot be built is refused", "[dispatcher]") {
+  DispatcherImpl d(TestConfig());
+  absl::Status status = TryRegister(d, Dataset::Range(10).Batch(0).def());
+  CHECK(status.code() == absl::StatusCode::kInvalidArgument);
+  CHECK(status.message() == "step 2 (batch): batch_size must be > 0, got 0");
+  absl::Status empty = TryRegister(d, proto::DatasetDef());
+  CHECK(empty.code() == absl::StatusCode::kInvalidArgument);
+  CHECK(empty.message() == "the pipeline has no steps");
+  CHECK(Snapshot(d).datasets_size() == 0);
+  // Nothing was taken: the next good one is still 1000.
+  CHECK(Register(d, SquaresDef()) == "1000");
+}
+
+TEST_CASE("dispatcher_impl: GetDatasetInfo gives the element spec and cardinality", "[dispatcher]") {
+  DispatcherImpl d(TestConfig());
+  const std::string squares = Register(d, SquaresDef());
+  const std::string batched = Register(d, Dataset::Range(10).Batch(4).def());
+  const std::string dropped = Register(d, Dataset::Range(10).Batch(4, /*drop_remainder=*/true).def());
+
+  auto info = [&](const std::string& id) {
+    proto::GetDatasetInfoRequest request;
+    *request.mutable_version() = CurrentVersion();
+    request.set_dataset_id(id);
+    proto::GetDatasetInfoResponse response;
+    absl::Status status = d.GetDatasetInfo(request, &response);
+    INFO(status.ToString());
+    REQUIRE(status.ok());
+    return response;
+  };
+
+  proto::GetDatasetInfoResponse s = info(squares);
+  REQUIRE(s.element_spec().components_size() == 1);
+  CHECK(s.element_spec().components(0).dtype() == proto::DT_INT64);
+  CHECK(s.element_spec().components(0).shape().dims_size() == 0);
+  CHECK_FALSE(s.element_spec().components(0).shape().unknown_rank());
+  CHECK(s.cardinality() == 10);
+
+  proto::GetDatasetInfoResponse b = info(batched);
+  REQUIRE(b.element_spec().components_size() == 1);
+  CHECK(b.element_spec().components(0).dtype() == proto::DT_INT64);
+  CHECK(std::vector<int64_t>(b.element_spec().components(0).shape().dims().begin(),
+                             b.element_spec().components(0).shape().dims().end()) ==
+        std::vector<int64_t>{-1});
+  CHECK(b.cardinality() == 3);
+
+  proto::GetDatasetInfoResponse r = info(dropped);
+  REQUIRE(r.element_spec().components_size() == 1);
+  CHECK(std::vector<int64_t>(r.element_spec().components(0).shape().dims().begin(),
+                             r.element_spec().components(0).shape().dims().end()) == std::vector<int64_t>{4});
+  CHECK(r.cardinality() == 2);
+
+  proto::GetDatasetInfoRequest request;
+  *request.mutable_version() = CurrentVersion();
+  request.set_dataset_id("nope");
+  proto::GetDatasetInfoResponse response;
+  absl::Status status = d.GetDatasetInfo(request, &response);
+  CHECK(status.code() == absl::StatusCode::kNotFound);
+  CHECK(status.message() == "unknown dataset id 'nope'");
+}
+
+TEST_CASE("dispatcher_impl: named jobs are shared; anonymous jobs are not", "[dispatcher]") {
+  DispatcherImpl d(TestConfig());
+  const std::string id = Register(d, SquaresDef());
+  const int64_t shared = Job(d, id, proto::PARALLEL_EPOCHS, "shared");
+  CHECK(shared == 1);
+  CHECK(Job(d, id, proto::PARALLEL_EPOCHS, "shared") == 1);
+  CHECK(Job(d, id) == 2);
+  CHECK(Job(d, id) == 3);
+  CHECK(Job(d, id, proto::PARALLEL_EPOCHS, "other") == 4);
+  CHECK(Job(d, id, proto::PARALLEL_EPOCHS, "shared") == 1);
+  proto::StatusSnapshot snapshot = Snapshot(d);
+  REQUIRE(snapshot.jobs_size() == 4);
+  CHECK(snapshot.jobs(0).job_id() == 1);
+  CHECK(snapshot.jobs(0).params().job_name() == "shared");
+  CHECK(snapshot.jobs(0).params().dataset_id() == id);
+  CHECK(snapshot.jobs(0).params().processing_mode() == proto::PARALLEL_EPOCHS);
+}
+
+TEST_CASE("dispatcher_impl: a named job asked for with other params is refused", "[dispatcher]") {
+  DispatcherImpl d(TestConfig());
+  const std::string id = Register(d, SquaresDef());
+  const std::string other = Register(d, Dataset::Range(20).def());
+  REQUIRE(Job(d, id, proto::PARALLEL_EPOCHS, "shared") == 1);
+
+  absl::Status mode = TryJob(d, id, proto::DISTRIBUTED_EPOCH, "shared");
+  CHECK(mode.code() == absl::StatusCode::kInvalidArgument);
+  CHECK(mode.message() ==
+        "job 'shared' already exists for dataset 1000 in parallel_epochs mode; asked for dataset 1000 in "
+        "distributed_epoch mode");
+
+  absl::Status dataset = TryJob(d, other, proto::PARALLEL_EPOCHS, "shared");
+  CHECK(dataset.code() == absl::StatusCode::kInvalidArgument);
+  CHECK(dataset.message() ==
+        "job 'shared' already exists for dataset 1000 in parallel_epochs mode; asked for dataset 1001 in "
+        "parallel_epochs mode");
+  CHECK(Snapshot(d).jobs_size() == 1);
+}
+
+TEST_CASE("dispatcher_impl: GetOrCreateJob errors", "[dispatcher]") {
+  DispatcherImpl d(TestConfig());
+  const std::string id = Register(d, SquaresDef());
+
+  absl::Status unset = TryJob(d, id, proto::PROCESSING_MODE_UNSET, "");
+  CHECK(unset.code() == absl::StatusCode::kInvalidArgument);
+  CHECK(unset.message() == "job: processing_mode is not set");
+
+  absl::Status unknown = TryJob(d, "77", proto::PARALLEL_EPOCHS, "");
+  CHECK(unknown.code() == absl::StatusCode::kNotFound);
+  CHECK(unknown.message() == "unknown dataset id '77'");
+
+  const std::string zipped = Register(d, Dataset::Zip({Dataset::Range(3), Dataset::Range(3)}).def());
+  absl::Status zip = TryJob(d, zipped, proto::DISTRIBUTED_EPOCH, "z");
+  CHECK(zip.code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(zip.message() ==
+        "a pipeline whose source is 'zip' cannot be split for distributed_epoch; start it with range, "
+        "from_tensor_slices, list_files, text_line, tfrecord or fixed_length_record");
+  // The same pipeline is fine in parallel_epochs.
+  CHECK(Job(d, zipped, proto::PARALLEL_EPOCHS) == 1);
+  CHECK(Snapshot(d).jobs_size() == 1);
+}
+
+TEST_CASE("dispatcher_impl: WorkerHeartbeat registers the worker and hands out tasks", "[dispatcher]") {
+  DispatcherImpl d(TestConfig());
+  proto::WorkerHeartbeatResponse first = Heartbeat(d, "w1:1", {}, {"gpu"});
+  CHECK(first.new_tasks_size() == 0);
+  CHECK(first.tasks_to_delete_size() == 0);
+  CHECK(WorkerAddresses(d) == std::vector<std::string>{"w1:1"});
+
+  const std::string id = Register(d, SquaresDef());
+  const int64_t job = Job(d, id, proto::DISTRIBUTED_EPOCH);
+  const auto it = Iteration(d, job);
+
+  // The registered worker got a task when the iteration was made.
+  proto::WorkerHeartbeatResponse second = Heartbeat(d, "w1:1");
+  REQUIRE(second.new_tasks_size() == 1);
+  const proto::TaskDef& task = second.new_tasks(0);
+  CHECK(task.task_id() == 1);
+  CHECK(task.iteration_id() == it.iteration_id());
+  CHECK(task.processing_mode() == proto::DISTRIBUTED_EPOCH);
+  CHECK(task.dataset().SerializeAsString() == SquaresDef().SerializeAsString());
+
+  // A task the worker already runs is not sent again.
+  CHECK(Heartbeat(d, "w1:1", {1}).new_tasks_size() == 0);
+
+  // A worker that registers later joins the unfinished iteration.
+  proto::WorkerHeartbeatResponse late = Heartbeat(d, "w2:2");
+  REQUIRE(late.new_tasks_size() == 1);
+  CHECK(late.new_tasks(0).task_id() == 2);
+  CHECK(late.new_tasks(0).iteration_id() == it.iteration_id());
+  CHECK(late.new_tasks(0).processing_mode() == proto::DISTRIBUTED_EPOCH);
+  CHECK(late.new_tasks(0).dataset().SerializeAsString() == SquaresDef().SerializeAsString());
+
+  // Tasks the dispatcher does not know (or gave to another worker) are
+  // to be deleted.
+  proto::WorkerHeartbeatResponse stale = Heartbeat(d, "w1:1", {1, 2, 99});
+  CHECK(stale.new_tasks_size() == 0);
+  CHECK(std::vector<int64_t>(stale.tasks_to_delete().begin(), stale.tasks_to_delete().end()) ==
+        std::vector<int64_t>{2, 99});
+
+  proto::GetWorkersRequest request;
+  *request.mutable_version() = CurrentVersion();
+  proto::GetWorkersResponse workers;
+  REQUIRE(d.GetWorkers(request, &workers).ok());
+  REQUIRE(workers.workers_size() == 2);
+  CHECK(workers.workers(0).address() == "w1:1");
+  CHECK(std::vector<std::string>(workers.workers(0).tags().begin(), workers.workers(0).tags().end()) ==
+        std::vector<std::string>{"gpu"});
+  CHECK(std::vector<int64_t>(workers.workers(0).tasks().begin(), workers.workers(0).tasks().end()) ==
+        std::vector<int64_t>{1});
+  CHECK(workers.workers(0).last_heartbeat_unix_ms() > 0);
+  CHECK(workers.workers(1).address() == "w2:2");
+  CHECK(workers.workers(1).tags_size() == 0);
+}
+
+TEST_CASE("dispatcher_impl: a heartbeat without an address is refused", "[dispatcher]") {
+  DispatcherImpl d(TestConfig());
+  proto::WorkerHeartbeatRequest request;
+  *request.mutable_version() = CurrentVersion();
+  proto::WorkerHeartbeatResponse response;
+  absl::Status status = d.WorkerHeartbeat(request, &response);
+  CHECK(status.code() == absl::StatusCode::kInvalidArgument);
+  CHECK(status.message() == "worker heartbeat without an address");
+  CHECK(WorkerAddresses(d).empty());
+}
+
+TEST_CASE("dispatcher_impl: a late worker does not join finished iterations", "[dispatcher]") {
+  DispatcherImpl d(TestConfig());
+  Heartbeat(d, "w1:1");
+  const int64_t job = Job(d, Register(d, SquaresDef()));
+  const auto first = Iteration(d, job, 0);
+  Finish(d, "w1:1", {1});
+  const auto second = Iteration(d, job, 1);
+  proto::WorkerHeartbeatResponse late = Heartbeat(d, "w2:2");
+  REQUIRE(late.new_tasks_size() == 1);
+  CHECK(late.new_tasks(0).iteration_id() == second.iteration_id());
+  CHECK(late.new_tasks(0).iteration_id() != first.iteration_id());
+  CHECK(late.new_tasks(0).processing_mode() == proto::PARALLEL_EPOCHS);
+}
+
+TEST_CASE("dispatcher_impl: GetOrCreateIteration makes one task per worker and a client per call",
+          "[dispatcher]") {
+  DispatcherImpl d(TestConfig());
+  Heartbeat(d, "w1:1");
+  Heartbeat(d, "w2:2");
+  const int64_t job = Job(d, Register(d, SquaresDef()), proto::PARALLEL_EPOCHS, "shared");
+
+  const auto a = Iteration(d, job, 0);
+  const auto b = Iteration(d, job, 0);
+  CHECK(a.iteration_id() == 1);
+  CHECK(b.iteration_id() == 1);
+  CHECK(a.iteration_client_id() == 1);
+  CHECK(b.iteration_client_id() == 2);
+  const auto c = Iteration(d, job, 1);
+  CHECK(c.iteration_id() == 2);
+  CHECK(c.iteration_client_id() == 3);
+
+  proto::StatusSnapshot snapshot = Snapshot(d);
+  REQUIRE(snapshot.iterations_size() == 2);
+  CHECK(snapshot.iterations(0).iteration_id() == 1);
+  CHECK(snapshot.iterations(0).job_id() == job);
+  CHECK(snapshot.iterations(0).repetition() == 0);
+  CHECK(snapshot.iterations(0).num_clients() == 2);
+  CHECK_FALSE(snapshot.iterations(0).finished());
+  CHECK(snapshot.iterations(1).repetition() == 1);
+  CHECK(snapshot.iterations(1).num_clients() == 1);
+  REQUIRE(snapshot.tasks_size() == 4);
+  Listing tasks;
+  for (const auto& t : snapshot.tasks()) tasks.emplace_back(t.iteration_id(), t.worker_address());
+  CHECK(tasks == Listing{{1, "w1:1"}, {1, "w2:2"}, {2, "w1:1"}, {2, "w2:2"}});
+
+  // The same job by name, from another client, shares the iteration.
+  const int64_t again = Job(d, Register(d, SquaresDef()), proto::PARALLEL_EPOCHS, "shared");
+  CHECK(again == job);
+  CHECK(Iteration(d, again, 0).iteration_id() == 1);
+}
+
+TEST_CASE("dispatcher_impl: GetOrCreateIteration errors", "[dispatcher]") {
+  DispatcherImpl d(TestConfig());
+  const int64_t job = Job(d, Register(d, SquaresDef()));
+  proto::GetOrCreateIterationRequest request;
+  *request.mutable_version() = CurrentVersion();
+  proto::GetOrCreateIterationResponse response;
+
+  request.set_job_id(42);
+  absl::Status unknown = d.GetOrCreateIteration(request, &response);
+  CHECK(unknown.code() == absl::StatusCode::kNotFound);
+  CHECK(unknown.message() == "unknown job 42");
+
+  request.set_job_id(job);
+  request.set_repetition(-1);
+  absl::Status negative = d.GetOrCreateIteration(request, &response);
+  CHECK(negative.code() == absl::StatusCode::kInvalidArgument);
+  CHECK(negative.message() == "repetition must be >= 0");
+  CHECK(Snapshot(d).iterations_size() == 0);
+}
+
+TEST_CASE("dispatcher_impl: ClientHeartbeat lists tasks until the iteration finishes", "[dispatcher]") {
+  DispatcherImpl d(TestConfig());
+  Heartbeat(d, "w1:1");
+  Heartbeat(d, "w2:2");
+  const auto it = Iteration(d, Job(d, Register(d, SquaresDef())));
+
+  proto::ClientHeartbeatResponse before = ClientBeat(d, it.iteration_client_id());
+  CHECK(Listed(before) == Listing{{1, "w1:1"}, {2, "w2:2"}});
+  for (const auto& t : before.tasks()) CHECK(t.iteration_id() == it.iteration_id());
+  CHECK_FALSE(before.iteration_finished());
+
+  Finish(d, "w1:1", {1});
+  proto::ClientHeartbeatResponse half = ClientBeat(d, it.iteration_client_id());
+  CHECK(Listed(half) == Listing{{1, "w1:1"}, {2, "w2:2"}});
+  CHECK_FALSE(half.iteration_finished());
+
+  // Unknown and repeated task ids are ignored.
+  Finish(d, "w2:2", {2, 2, 99});
+  proto::ClientHeartbeatResponse after = ClientBeat(d, it.iteration_client_id());
+  // Finished tasks stay listed: the client still drains them.
+  CHECK(Listed(after) == Listing{{1, "w1:1"}, {2, "w2:2"}});
+  CHECK(after.iteration_finished());
+  CHECK(Snapshot(d).iterations(0).finished());
+  // Finished tasks are not handed to workers again.
+  CHECK(Heartbeat(d, "w1:1").new_tasks_size() == 0);
+}
+
+TEST_CASE("dispatcher_impl: an iteration without workers is not finished", "[dispatcher]") {
+  DispatcherImpl d(TestConfig());
+  const auto it = Iteration(d, Job(d, Register(d, SquaresDef())));
+  proto::ClientHeartbeatResponse response = ClientBeat(d, it.iteration_client_id());
+  CHECK(response.tasks_size() == 0);
+  CHECK_FALSE(response.iteration_finished());
+  // A worker arriving now gets the task.
+  CHECK(NewTaskIds(Heartbeat(d, "w1:1")) == std::vector<int64_t>{1});
+  CHECK(Listed(ClientBeat(d, it.iteration_client_id())) == Listing{{1, "w1:1"}});
+}
+
+TEST_CASE("dispatcher_impl: released clients are unknown; releasing again is fine", "[dispatcher]") {
+  DispatcherImpl d(TestConfig());
+  const auto it = Iteration(d, Job(d, Register(d, SquaresDef())));
+  proto::ReleaseIterationClientRequest release;
+  *release.mutable_version() = CurrentVersion();
+  release.set_iteration_client_id(it.iteration_client_id());
+  proto::ReleaseIterationClientResponse released;
+  CHECK(d.ReleaseIterationClient(release, &released).ok());
+  CHECK(d.ReleaseIterationClient(release, &released).ok());
+  CHECK(Snapshot(d).iterations(0).num_clients() == 0);
+
+  proto::ClientHeartbeatRequest request;
+  *request.mutable_version() = CurrentVersion();
+  request.set_iteration_client_id(it.iteration_client_id());
+  proto::ClientHeartbeatResponse response;
+  absl::Status status = d.ClientHeartbeat(request, &response);
+  CHECK(status.code() == absl::StatusCode::kNotFound);
+  CHECK(status.message() == "unknown iteration client 1");
+
+  request.set_iteration_client_id(99);
+  absl::Status unknown = d.ClientHeartbeat(request, &response);
+  CHECK(unknown.code() == absl::StatusCode::kNotFound);
+  CHECK(unknown.message() == "unknown iteration client 99");
+}
+
+TEST_CASE("dispatcher_impl: GetSplits hands out every split of an epoch once", "[dispatcher]") {
+  DispatcherImpl d(TestConfig());  // splits_per_request 4, elements_per_split 10
+  Heartbeat(d, "w1:1");
+  Heartbeat(d, "w2:2");
+  const auto it = Iteration(d, Job(d, Register(d, Dataset::Range(100).def()), proto::DISTRIBUTED_EPOCH));
+
+  std::vector<std::pair<int64_t, int64_t>> splits;
+  std::vector<int> sizes;
+  bool end = false;
+  for (int call = 0; call < 20 && !end; ++call) {
+    // Both workers' tasks pull from the one provider of the iteration.
+    proto::GetSplitsResponse response = Splits(d, it.iteration_id(), 1 + call % 2, 100);
+    sizes.push_back(response.splits_size());
+    for (const auto& s : response.splits()) splits.emplace_back(s.begin(), s.end());
+    end = response.end_of_splits();
+  }
+  CHECK(end);
+  CHECK(sizes == std::vector<int>{4, 4, 2});
+  std::vector<std::pair<int64_t, int64_t>> expected;
+  for (int64_t b = 0; b < 100; b += 10) expected.emplace_back(b, b + 10);
+  CHECK(splits == expected);
+
+  // After the end, still the end.
+  proto::GetSplitsResponse after = Splits(d, it.iteration_id(), 1, 4);
+  CHECK(after.splits_size() == 0);
+  CHECK(after.end_of_splits());
+}
+
+TEST_CASE("dispatcher_impl: GetSplits honours a smaller max_splits", "[dispatcher]") {
+  DispatcherImpl d(TestConfig());
+  const auto it = Iteration(d, Job(d, Register(d, Dataset::Range(100).def()), proto::DISTRIBUTED_EPOCH));
+  proto::GetSplitsResponse one = Splits(d, it.iteration_id(), 1, 1);
+  REQUIRE(one.splits_size() == 1);
+  CHECK(one.splits(0).begin() == 0);
+  CHECK(one.splits(0).end() == 10);
+  CHECK_FALSE(one.end_of_splits());
+  // 0 (unset) still gives one.
+  proto::GetSplitsResponse zero = Splits(d, it.iteration_id(), 1, 0);
+  REQUIRE(zero.splits_size() == 1);
+  CHECK(zero.splits(0).begin() == 10);
+  CHECK(zero.splits(0).end() == 20);
+  proto::GetSplitsResponse two = Splits(d, it.iteration_id(), 1, 2);
+  REQUIRE(two.splits_size() == 2);
+  CHECK(two.splits(1).begin() == 30);
+  CHECK(two.splits(1).end() == 40);
+}
+
+TEST_CASE("dispatcher_impl: each distributed_epoch iteration has its own splits", "[dispatcher]") {
+  DispatcherImpl d(TestConfig());
+  const int64_t job = Job(d, Register(d, Dataset::Range(25).def()), proto::DISTRIBUTED_EPOCH);
+  const auto first = Iteration(d, job, 0);
+  const auto second = Iteration(d, job, 1);
+  proto::GetSplitsResponse a = Splits(d, first.iteration_id(), 1, 100);
+  CHECK(a.splits_size() == 3);
+  CHECK(a.end_of_splits());
+  REQUIRE(a.splits_size() == 3);
+  CHECK(a.splits(2).begin() == 20);
+  CHECK(a.splits(2).end() == 25);
+  proto::GetSplitsResponse b = Splits(d, second.iteration_id(), 1, 2);
+  REQUIRE(b.splits_size() == 2);
+  CHECK(b.splits(0).begin() == 0);
+  CHECK_FALSE(b.end_of_splits());
+}
+
+TEST_CASE("dispatcher_impl: GetSplits of an iteration without splits is NotFound", "[dispatcher]") {
+  DispatcherImpl d(TestConfig());
+  const auto it = Iteration(d, Job(d, Register(d, SquaresDef()), proto::PARALLEL_EPOCHS));
+  proto::GetSplitsRequest request;
+  *request.mutable_version() = CurrentVersion();
+  request.set_iteration_id(it.iteration_id());
+  request.set_max_splits(4);
+  proto::GetSplitsResponse response;
+  absl::Status status = d.GetSplits(request, &response);
+  CHECK(status.code() == absl::StatusCode::kNotFound);
+  CHECK(status.message() == "iteration 1 has no splits");
+  request.set_iteration_id(77);
+  absl::Status unknown = d.GetSplits(request, &response);
+  CHECK(unknown.code() == absl::StatusCode::kNotFound);
+  CHECK(unknown.message() == "iteration 77 has no splits");
+}
+
+TEST_CASE("dispatcher_impl: WorkerShutdown ends the worker's tasks", "[dispatcher]") {
+  DispatcherImpl d(TestConfig());
+  Heartbeat(d, "w1:1");
+  Heartbeat(d, "w2:2");
+  const auto it = Iteration(d, Job(d, Register(d, SquaresDef())));
+  CHECK(Listed(ClientBeat(d, it.iteration_client_id())) == Listing{{1, "w1:1"}, {2, "w2:2"}});
+
+  Shutdown(d, "w2:2");
+  CHECK(WorkerAddresses(d) == std::vector<std::string>{"w1:1"});
+  proto::ClientHeartbeatResponse after = ClientBeat(d, it.iteration_client_id());
+  CHECK(Listed(after) == Listing{{1, "w1:1"}});
+  CHECK_FALSE(after.iteration_finished());
+
+  Shutdown(d, "w1:1");
+  CHECK(WorkerAddresses(d).empty());
+  proto::ClientHeartbeatResponse done = ClientBeat(d, it.iteration_client_id());
+  CHECK(done.tasks_size() == 0);
+  CHECK(done.iteration_finished());
+
+  // Shutting down an unknown (or already gone) worker is fine.
+  Shutdown(d, "w1:1");
+  Shutdown(d, "nobody:9");
+  proto::StatusSnapshot snapshot = Snapshot(d);
+  CHECK(snapshot.workers_size() == 0);
+  CHECK(snapshot.tasks_size() == 2);
+  CHECK(snapshot.iterations(0).finished());
+}
+
+TEST_CASE("dispatcher_impl: a worker's shutdown finishes the iteration when the rest finished",
+          "[dispatcher]") {
+  DispatcherImpl d(TestConfig());
+  Heartbeat(d, "w1:1");
+  Heartbeat(d, "w2:2");
+  const auto it = Iteration(d, Job(d, Register(d, SquaresDef())));
+  Finish(d, "w1:1", {1});
+  CHECK_FALSE(ClientBeat(d, it.iteration_client_id()).iteration_finished());
+  Shutdown(d, "w2:2");
+  proto::ClientHeartbeatResponse response = ClientBeat(d, it.iteration_client_id());
+  CHECK(Listed(response) == Listing{{1, "w1:1"}});
+  CHECK(response.iteration_finished());
+}
+
+TEST_CASE("dispatcher_impl: a version mismatch is FailedPrecondition", "[dispatcher]") {
+  DispatcherImpl d(TestConfig());
+  proto::VersionInfo wrong;
+  wrong.set_protocol_version(2);
+  auto check = [](const absl::Status& status) {
+    CHECK(status.code() == absl::StatusCode::kFailedPrecondition);
+    CHECK(status.message() == kMismatch);
+  };
+  {
+    proto::GetOrRegisterDatasetRequest r;
+    *r.mutable_version() = wrong;
+    *r.mutable_dataset() = SquaresDef();
+    proto::GetOrRegisterDatasetResponse out;
+    check(d.GetOrRegisterDataset(r, &out));
+  }
+  {
+    proto::GetDatasetInfoRequest r;
+    *r.mutable_version() = wrong;
+    proto::GetDatasetInfoResponse out;
+    check(d.GetDatasetInfo(r, &out));
+  }
+  {
+    proto::GetOrCreateJobRequest r;
+    *r.mutable_version() = wrong;
+    proto::GetOrCreateJobResponse out;
+    check(d.GetOrCreateJob(r, &out));
+  }
+  {
+    proto::GetOrCreateIterationRequest r;
+    *r.mutable_version() = wrong;
+    proto::GetOrCreateIterationResponse out;
+    check(d.GetOrCreateIteration(r, &out));
+  }
+  {
+    proto::ClientHeartbeatRequest r;
+    *r.mutable_version() = wrong;
+    proto::ClientHeartbeatResponse out;
+    check(d.ClientHeartbeat(r, &out));
+  }
+  {
+    proto::ReleaseIterationClientRequest r;
+    *r.mutable_version() = wrong;
+    proto::ReleaseIterationClientResponse out;
+    check(d.ReleaseIterationClient(r, &out));
+  }
+  {
+    proto::WorkerHeartbeatRequest r;
+    *r.mutable_version() = wrong;
+    r.set_worker_address("w1:1");
+    proto::WorkerHeartbeatResponse out;
+    check(d.WorkerHeartbeat(r, &out));
+  }
+  {
+    proto::WorkerUpdatesRequest r;
+    *r.mutable_version() = wrong;
+    proto::WorkerUpdatesResponse out;
+    check(d.WorkerUpdates(r, &out));
+  }
+  {
+    proto::WorkerShutdownRequest r;
+    *r.mutable_version() = wrong;
+    proto::WorkerShutdownResponse out;
+    check(d.WorkerShutdown(r, &out));
+  }
+  {
+    proto::GetSplitsRequest r;
+    *r.mutable_version() = wrong;
+    proto::GetSplitsResponse out;
+    check(d.GetSplits(r, &out));
+  }
+  {
+    proto::GetWorkersRequest r;
+    *r.mutable_version() = wrong;
+    proto::GetWorkersResponse out;
+    check(d.GetWorkers(r, &out));
+  }
+  {
+    proto::GetStatusRequest r;
+    *r.mutable_version() = wrong;
+    proto::StatusSnapshot out;
+    check(d.GetStatus(r, &out));
+  }
+  // Nothing was registered by the refused calls.
+  proto::StatusSnapshot snapshot = Snapshot(d);
+  CHECK(snapshot.datasets_size() == 0);
+  CHECK(snapshot.workers_size() == 0);
+
+  // A missing version (0) is refused too.
+  proto::GetStatusRequest missing;
+  proto::StatusSnapshot out;
+  absl::Status status = d.GetStatus(missing, &out);
+  CHECK(status.code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(status.message() ==
+        "protocol version mismatch: the peer speaks version 0, this server speaks 1; run the same Sluice "
+        "release on both");
+}
+
+TEST_CASE("dispatcher_impl: GetStatus counts everything", "[dispatcher]") {
+  DispatcherImpl d(TestConfig());
+  proto::StatusSnapshot empty = Snapshot(d);
+  CHECK(empty.workers_size() == 0);
+  CHECK(empty.datasets_size() == 0);
+  CHECK(empty.jobs_size() == 0);
+  CHECK(empty.iterations_size() == 0);
+  CHECK(empty.tasks_size() == 0);
+
+  Heartbeat(d, "w1:1", {}, {"a", "b"});
+  Heartbeat(d, "w2:2");
+  Heartbeat(d, "w3:3");
+  const std::string squares = Register(d, SquaresDef());
+  const std::string range = Register(d, Dataset::Range(100).def());
+  const int64_t job1 = Job(d, squares, proto::PARALLEL_EPOCHS, "one");
+  const int64_t job2 = Job(d, range, proto::DISTRIBUTED_EPOCH);
+  Iteration(d, job1, 0);
+  Iteration(d, job1, 0);
+  Iteration(d, job1, 1);
+  Iteration(d, job2, 0);
+  Finish(d, "w1:1", {1});
+  Shutdown(d, "w3:3");
+
+  proto::StatusSnapshot s = Snapshot(d);
+  CHECK(s.workers_size() == 2);
+  CHECK(s.datasets_size() == 2);
+  CHECK(s.jobs_size() == 2);
+  REQUIRE(s.iterations_size() == 3);
+  CHECK(s.tasks_size() == 9);
+  CHECK(s.iterations(0).num_clients() == 2);
+  CHECK(s.iterations(1).num_clients() == 1);
+  CHECK(s.iterations(2).num_clients() == 1);
+  CHECK(s.iterations(2).job_id() == job2);
+  for (const auto& i : s.iterations()) CHECK_FALSE(i.finished());
+  REQUIRE(s.workers_size() == 2);
+  CHECK(s.workers(0).address() == "w1:1");
+  CHECK(std::vector<std::string>(s.workers(0).tags().begin(), s.workers(0).tags().end()) ==
+        std::vector<std::string>{"a", "b"});
+  // w1's unfinished tasks: iterations 2 and 3 (task 1 is finished).
+  CHECK(std::vector<int64_t>(s.workers(0).tasks().begin(), s.workers(0).tasks().end()) ==
+        std::vector<int64_t>{4, 7});
+  CHECK(std::vector<int64_t>(s.workers(1).tasks().begin(), s.workers(1).tasks().end()) ==
+        std::vector<int64_t>{2, 5, 8});
+  CHECK(s.jobs(1).params().processing_mode() == proto::DISTRIBUTED_EPOCH);
+}
+
+TEST_CASE("dispatcher_impl: the monitor removes workers that stop heartbeating", "[dispatcher]") {
+  DispatcherConfig config = TestConfig();
+  config.worker_timeout_ms = 200;
+  config.client_timeout_ms = 200;
+  DispatcherImpl d(config);
+  d.Start();
+  // The iteration first: the worker gets its task when it registers, so a
+  // slow machine cannot lose the worker before the task exists.
+  const auto it = Iteration(d, Job(d, Register(d, SquaresDef())));
+  REQUIRE(NewTaskIds(Heartbeat(d, "w1:1")) == std::vector<int64_t>{1});
+
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  bool removed = false;
+  bool released = false;
+  while (std::chrono::steady_clock::now() < deadline && !(removed && released)) {
+    proto::StatusSnapshot s = Snapshot(d);
+    removed = s.workers_size() == 0;
+    released = s.iterations_size() == 1 && s.iterations(0).num_clients() == 0;
+    if (!(removed && released)) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  CHECK(removed);
+  CHECK(released);
+  proto::StatusSnapshot s = Snapshot(d);
+  REQUIRE(s.iterations_size() == 1);
+  // The lost worker's task ended, so the iteration did.
+  CHECK(s.iterations(0).finished());
+  CHECK(s.tasks_size() == 1);
+  (void)it;
+
+  // A worker that heartbeats again is registered again.
+  Heartbeat(d, "w1:1");
+  CHECK(WorkerAddresses(d) == std::vector<std::string>{"w1:1"});
+}
+
+TEST_CASE("dispatcher_impl: the monitor stops promptly on destruction", "[dispatcher]") {
+  DispatcherConfig config = TestConfig();
+  config.worker_timeout_ms = 60000;
+  const auto start = std::chrono::steady_clock::now();
+  {
+    DispatcherImpl d(config);
+    d.Start();
+    Heartbeat(d, "w1:1");
+  }
+  // The monitor waits up to worker_timeout_ms / 10 (6 s) between checks;
+  // destruction wakes it at once.
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(3));
+}
+
+// Protocol (service.proto): "The iteration's live tasks; a task that
+// disappears is over." A task that ended because its worker went away must
+// not come back when a worker registers again at the same address (a
+// restart on the same host:port): that worker no longer runs it.
+TEST_CASE("dispatcher_impl: a removed worker's old tasks stay gone after it re-registers", "[dispatcher]") {
+  DispatcherImpl d(TestConfig());
+  Heartbeat(d, "w1:1");
+  Heartbeat(d, "w2:2");
+  const auto it = Iteration(d, Job(d, Register(d, SquaresDef())));
+  Shutdown(d, "w2:2");
+  CHECK(Listed(ClientBeat(d, it.iteration_client_id())) == Listing{{1, "w1:1"}});
+  // w2 comes back: it joins the still unfinished iteration with a new task.
+  CHECK(NewTaskIds(Heartbeat(d, "w2:2")) == std::vector<int64_t>{3});
+  CHECK(Listed(ClientBeat(d, it.iteration_client_id())) == Listing{{1, "w1:1"}, {3, "w2:2"}});
+}
+
+}  // namespace
+}  // namespace sluice::dispatcher

@@ -1,0 +1,643 @@
+#include "dispatcher/dispatcher_state.h"
+
+#include <catch2/catch.hpp>
+#include <string>
+#include <vector>
+
+#include "sluice/dataset.h"
+
+namespace sluice::dispatcher {
+namespace {
+
+using Updates = std::vector<proto::Update>;
+
+proto::DatasetDef RangeDef(int64_t n) { return Dataset::Range(n).Map("square").def(); }
+
+proto::Update RegisterDataset(const std::string& id, const std::string& fingerprint, int64_t n = 10) {
+  proto::Update update;
+  auto* u = update.mutable_register_dataset();
+  u->set_dataset_id(id);
+  u->set_fingerprint(fingerprint);
+  *u->mutable_dataset() = RangeDef(n);
+  return update;
+}
+
+proto::Update RegisterWorker(const std::string& address, std::vector<std::string> tags = {}) {
+  proto::Update update;
+  update.mutable_register_worker()->set_address(address);
+  for (const std::string& tag : tags) update.mutable_register_worker()->add_tags(tag);
+  return update;
+}
+
+proto::Update CreateJob(int64_t job_id, const std::string& dataset_id, const std::string& name = "",
+                        proto::ProcessingMode mode = proto::PARALLEL_EPOCHS) {
+  proto::Update update;
+  auto* u = update.mutable_create_job();
+  u->set_job_id(job_id);
+  u->mutable_params()->set_dataset_id(dataset_id);
+  u->mutable_params()->set_processing_mode(mode);
+  u->mutable_params()->set_job_name(name);
+  return update;
+}
+
+proto::Update CreateIteration(int64_t iteration_id, int64_t job_id, int64_t repetition) {
+  proto::Update update;
+  auto* u = update.mutable_create_iteration();
+  u->set_iteration_id(iteration_id);
+  u->set_job_id(job_id);
+  u->set_repetition(repetition);
+  return update;
+}
+
+proto::Update CreateTask(int64_t task_id, int64_t iteration_id, const std::string& worker) {
+  proto::Update update;
+  auto* u = update.mutable_create_task();
+  u->set_task_id(task_id);
+  u->set_iteration_id(iteration_id);
+  u->set_worker_address(worker);
+  return update;
+}
+
+proto::Update Acquire(int64_t client_id, int64_t iteration_id) {
+  proto::Update update;
+  update.mutable_acquire_iteration_client()->set_iteration_client_id(client_id);
+  update.mutable_acquire_iteration_client()->set_iteration_id(iteration_id);
+  return update;
+}
+
+proto::Update Release(int64_t client_id) {
+  proto::Update update;
+  update.mutable_release_iteration_client()->set_iteration_client_id(client_id);
+  return update;
+}
+
+proto::Update FinishTask(int64_t task_id) {
+  proto::Update update;
+  update.mutable_finish_task()->set_task_id(task_id);
+  return update;
+}
+
+proto::Update RemoveWorker(const std::string& address) {
+  proto::Update update;
+  update.mutable_remove_worker()->set_address(address);
+  return update;
+}
+
+void ApplyAll(DispatcherState& state, const Updates& updates) {
+  for (const proto::Update& update : updates) {
+    absl::Status status = state.Apply(update);
+    INFO(update.ShortDebugString() << " -> " << status.ToString());
+    REQUIRE(status.ok());
+  }
+}
+
+std::vector<int64_t> TaskIds(const std::vector<const DispatcherState::Task*>& tasks) {
+  std::vector<int64_t> ids;
+  for (const auto* task : tasks) ids.push_back(task->id);
+  return ids;
+}
+
+// A typical history: a dataset, two workers, a named job with two
+// iterations, tasks, clients, a finished task, a released client and a
+// removed worker.
+Updates History() {
+  return {
+      RegisterDataset("1000", "fp-a"),
+      RegisterWorker("w1:1", {"gpu"}),
+      RegisterWorker("w2:2"),
+      CreateJob(1, "1000", "shared"),
+      CreateIteration(1, 1, 0),
+      CreateTask(1, 1, "w1:1"),
+      CreateTask(2, 1, "w2:2"),
+      Acquire(1, 1),
+      Acquire(2, 1),
+      CreateIteration(2, 1, 1),
+      CreateTask(3, 2, "w1:1"),
+      CreateTask(4, 2, "w2:2"),
+      Acquire(3, 2),
+      FinishTask(1),
+      Release(2),
+      RemoveWorker("w2:2"),
+      RegisterDataset("1001", "fp-b", 20),
+      CreateJob(2, "1001"),
+  };
+}
+
+// Everything observable through the lookups, as one comparable string.
+std::string Describe(const DispatcherState& state) {
+  std::string out;
+  for (const auto& [id, d] : state.datasets()) {
+    out += "dataset " + id + " fp=" + d.fingerprint + " def=" + d.def.ShortDebugString();
+    const auto* by_fp = state.FindDatasetByFingerprint(d.fingerprint);
+    out += " by_fp=" + (by_fp == nullptr ? std::string("none") : by_fp->id) + "\n";
+  }
+  for (const auto& [address, w] : state.workers()) {
+    out += "worker " + address + " tags=";
+    for (const auto& t : w.tags) out += t + ",";
+    out += " tasks=";
+    for (int64_t id : TaskIds(state.TasksOfWorker(address))) out += std::to_string(id) + ",";
+    out += "\n";
+  }
+  for (const auto& [id, j] : state.jobs()) {
+    out += "job " + std::to_string(id) + " params=" + j.params.ShortDebugString() + " iterations=";
+    for (int64_t i : j.iterations) out += std::to_string(i) + ",";
+    if (!j.params.job_name().empty()) {
+      const auto* by_name = state.FindJobByName(j.params.job_name());
+      out += " by_name=" + (by_name == nullptr ? std::string("none") : std::to_string(by_name->id));
+    }
+    out += "\n";
+  }
+  for (const auto& [id, it] : state.iterations()) {
+    out += "iteration " + std::to_string(id) + " job=" + std::to_string(it.job_id) +
+           " rep=" + std::to_string(it.repetition) + " finished=" + std::to_string(it.finished) + " tasks=";
+    for (int64_t t : it.tasks) out += std::to_string(t) + ",";
+    out += " clients=";
+    for (int64_t c : it.clients) {
+      out += std::to_string(c) + "->" + std::to_string(state.IterationOfClient(c).value_or(-1)) + ",";
+    }
+    const auto* by_rep = state.FindIterationForRepetition(it.job_id, it.repetition);
+    out += " by_rep=" + (by_rep == nullptr ? std::string("none") : std::to_string(by_rep->id)) + "\n";
+  }
+  for (const auto& [id, t] : state.tasks()) {
+    out += "task " + std::to_string(id) + " iteration=" + std::to_string(t.iteration_id) +
+           " worker=" + t.worker_address + " finished=" + std::to_string(t.finished) + "\n";
+  }
+  out += "next job=" + std::to_string(state.NextJobId()) +
+         " iteration=" + std::to_string(state.NextIterationId()) +
+         " task=" + std::to_string(state.NextTaskId()) +
+         " client=" + std::to_string(state.NextIterationClientId()) + " dataset=" + state.NextDatasetId() +
+         "\n";
+  return out;
+}
+
+TEST_CASE("dispatcher_state: a fresh state is empty with the first ids", "[dispatcher]") {
+  DispatcherState state;
+  CHECK(state.datasets().empty());
+  CHECK(state.workers().empty());
+  CHECK(state.jobs().empty());
+  CHECK(state.iterations().empty());
+  CHECK(state.tasks().empty());
+  CHECK(state.NextDatasetId() == "1000");
+  CHECK(state.NextJobId() == 1);
+  CHECK(state.NextIterationId() == 1);
+  CHECK(state.NextTaskId() == 1);
+  CHECK(state.NextIterationClientId() == 1);
+  CHECK(state.FindDataset("1000") == nullptr);
+  CHECK(state.FindDatasetByFingerprint("") == nullptr);
+  CHECK(state.FindJob(1) == nullptr);
+  CHECK(state.FindJobByName("") == nullptr);
+  CHECK(state.FindIteration(1) == nullptr);
+  CHECK(state.FindIterationForRepetition(1, 0) == nullptr);
+  CHECK_FALSE(state.IterationOfClient(1).has_value());
+  CHECK(state.FindTask(1) == nullptr);
+  CHECK(state.FindWorker("w:1") == nullptr);
+  CHECK(state.TasksOfWorker("w:1").empty());
+}
+
+TEST_CASE("dispatcher_state: RegisterDataset is found by id and by fingerprint", "[dispatcher]") {
+  DispatcherState state;
+  REQUIRE(state.Apply(RegisterDataset("1000", "fp-a")).ok());
+  const auto* dataset = state.FindDataset("1000");
+  REQUIRE(dataset != nullptr);
+  CHECK(dataset->id == "1000");
+  CHECK(dataset->fingerprint == "fp-a");
+  CHECK(dataset->def.SerializeAsString() == RangeDef(10).SerializeAsString());
+  CHECK(state.FindDatasetByFingerprint("fp-a") == dataset);
+  CHECK(state.FindDatasetByFingerprint("fp-b") == nullptr);
+  CHECK(state.FindDataset("1001") == nullptr);
+  CHECK(state.NextDatasetId() == "1001");
+  CHECK(state.datasets().size() == 1);
+}
+
+TEST_CASE("dispatcher_state: NextDatasetId follows the largest numeric id", "[dispatcher]") {
+  DispatcherState state;
+  REQUIRE(state.Apply(RegisterDataset("1005", "fp-a")).ok());
+  CHECK(state.NextDatasetId() == "1006");
+  // A smaller id does not move it back.
+  REQUIRE(state.Apply(RegisterDataset("7", "fp-b")).ok());
+  CHECK(state.NextDatasetId() == "1006");
+  // A named (non-numeric) id does not move it at all.
+  REQUIRE(state.Apply(RegisterDataset("my-dataset", "fp-c")).ok());
+  CHECK(state.NextDatasetId() == "1006");
+  CHECK(state.FindDataset("my-dataset") != nullptr);
+  CHECK(state.FindDatasetByFingerprint("fp-c")->id == "my-dataset");
+  CHECK(state.datasets().size() == 3);
+}
+
+TEST_CASE("dispatcher_state: a duplicate dataset id is FailedPrecondition and changes nothing",
+          "[dispatcher]") {
+  DispatcherState state;
+  REQUIRE(state.Apply(RegisterDataset("1000", "fp-a")).ok());
+  absl::Status status = state.Apply(RegisterDataset("1000", "fp-b", 20));
+  CHECK(status.code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(status.message() == "dataset 1000 already exists");
+  CHECK(state.FindDataset("1000")->fingerprint == "fp-a");
+  CHECK(state.FindDatasetByFingerprint("fp-b") == nullptr);
+  CHECK(state.datasets().size() == 1);
+}
+
+TEST_CASE("dispatcher_state: the first dataset of a fingerprint is the one found by it", "[dispatcher]") {
+  DispatcherState state;
+  REQUIRE(state.Apply(RegisterDataset("1000", "fp-a")).ok());
+  REQUIRE(state.Apply(RegisterDataset("named", "fp-a")).ok());
+  CHECK(state.FindDatasetByFingerprint("fp-a")->id == "1000");
+  CHECK(state.FindDataset("named")->fingerprint == "fp-a");
+  CHECK(state.datasets().size() == 2);
+}
+
+TEST_CASE("dispatcher_state: RegisterWorker records its tags; again replaces them", "[dispatcher]") {
+  DispatcherState state;
+  REQUIRE(state.Apply(RegisterWorker("w1:1", {"gpu", "big"})).ok());
+  const auto* worker = state.FindWorker("w1:1");
+  REQUIRE(worker != nullptr);
+  CHECK(worker->address == "w1:1");
+  CHECK(worker->tags == std::vector<std::string>{"gpu", "big"});
+  CHECK(state.FindWorker("w2:2") == nullptr);
+  REQUIRE(state.Apply(RegisterWorker("w1:1", {"cpu"})).ok());
+  CHECK(state.workers().size() == 1);
+  CHECK(state.FindWorker("w1:1")->tags == std::vector<std::string>{"cpu"});
+}
+
+TEST_CASE("dispatcher_state: CreateJob is found by id and name", "[dispatcher]") {
+  DispatcherState state;
+  REQUIRE(state.Apply(RegisterDataset("1000", "fp-a")).ok());
+  REQUIRE(state.Apply(CreateJob(1, "1000", "shared", proto::DISTRIBUTED_EPOCH)).ok());
+  const auto* job = state.FindJob(1);
+  REQUIRE(job != nullptr);
+  CHECK(job->id == 1);
+  CHECK(job->params.dataset_id() == "1000");
+  CHECK(job->params.processing_mode() == proto::DISTRIBUTED_EPOCH);
+  CHECK(job->params.job_name() == "shared");
+  CHECK(job->iterations.empty());
+  CHECK(state.FindJobByName("shared") == job);
+  CHECK(state.FindJobByName("other") == nullptr);
+  CHECK(state.NextJobId() == 2);
+
+  // An anonymous job is not found by the empty name.
+  REQUIRE(state.Apply(CreateJob(2, "1000")).ok());
+  CHECK(state.FindJob(2) != nullptr);
+  CHECK(state.FindJobByName("") == nullptr);
+  CHECK(state.NextJobId() == 3);
+
+  // An id past the next one moves NextJobId beyond it.
+  REQUIRE(state.Apply(CreateJob(10, "1000")).ok());
+  CHECK(state.NextJobId() == 11);
+  REQUIRE(state.Apply(CreateJob(5, "1000")).ok());
+  CHECK(state.NextJobId() == 11);
+  CHECK(state.jobs().size() == 4);
+}
+
+TEST_CASE("dispatcher_state: CreateJob with an unknown dataset or a taken id is FailedPrecondition",
+          "[dispatcher]") {
+  DispatcherState state;
+  absl::Status unknown = state.Apply(CreateJob(1, "1000"));
+  CHECK(unknown.code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(unknown.message() == "cannot create job 1");
+  CHECK(state.FindJob(1) == nullptr);
+  CHECK(state.NextJobId() == 1);
+
+  REQUIRE(state.Apply(RegisterDataset("1000", "fp-a")).ok());
+  REQUIRE(state.Apply(CreateJob(1, "1000", "a")).ok());
+  absl::Status duplicate = state.Apply(CreateJob(1, "1000", "b", proto::DISTRIBUTED_EPOCH));
+  CHECK(duplicate.code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(duplicate.message() == "cannot create job 1");
+  CHECK(state.FindJob(1)->params.job_name() == "a");
+  CHECK(state.FindJob(1)->params.processing_mode() == proto::PARALLEL_EPOCHS);
+  CHECK(state.FindJobByName("b") == nullptr);
+  CHECK(state.jobs().size() == 1);
+}
+
+TEST_CASE("dispatcher_state: CreateIteration is found by id and repetition", "[dispatcher]") {
+  DispatcherState state;
+  ApplyAll(state, {RegisterDataset("1000", "fp-a"), CreateJob(1, "1000")});
+  REQUIRE(state.Apply(CreateIteration(1, 1, 0)).ok());
+  const auto* iteration = state.FindIteration(1);
+  REQUIRE(iteration != nullptr);
+  CHECK(iteration->id == 1);
+  CHECK(iteration->job_id == 1);
+  CHECK(iteration->repetition == 0);
+  CHECK(iteration->tasks.empty());
+  CHECK(iteration->clients.empty());
+  CHECK(state.FindIterationForRepetition(1, 0) == iteration);
+  CHECK(state.FindIterationForRepetition(1, 1) == nullptr);
+  CHECK(state.FindIterationForRepetition(1, -1) == nullptr);
+  CHECK(state.FindIterationForRepetition(2, 0) == nullptr);
+  CHECK(state.FindJob(1)->iterations == std::vector<int64_t>{1});
+  CHECK(state.NextIterationId() == 2);
+
+  // Repetitions may come out of order; gaps are not found.
+  REQUIRE(state.Apply(CreateIteration(2, 1, 2)).ok());
+  CHECK(state.FindJob(1)->iterations == std::vector<int64_t>{1, 0, 2});
+  CHECK(state.FindIterationForRepetition(1, 1) == nullptr);
+  CHECK(state.FindIterationForRepetition(1, 2)->id == 2);
+  REQUIRE(state.Apply(CreateIteration(3, 1, 1)).ok());
+  CHECK(state.FindJob(1)->iterations == std::vector<int64_t>{1, 3, 2});
+  CHECK(state.FindIterationForRepetition(1, 1)->id == 3);
+  CHECK(state.NextIterationId() == 4);
+}
+
+TEST_CASE("dispatcher_state: CreateIteration with an unknown job or a taken id is FailedPrecondition",
+          "[dispatcher]") {
+  DispatcherState state;
+  ApplyAll(state, {RegisterDataset("1000", "fp-a"), CreateJob(1, "1000")});
+  absl::Status unknown = state.Apply(CreateIteration(1, 7, 0));
+  CHECK(unknown.code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(unknown.message() == "cannot create iteration 1");
+  CHECK(state.FindIteration(1) == nullptr);
+  CHECK(state.NextIterationId() == 1);
+
+  REQUIRE(state.Apply(CreateIteration(1, 1, 0)).ok());
+  absl::Status duplicate = state.Apply(CreateIteration(1, 1, 1));
+  CHECK(duplicate.code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(duplicate.message() == "cannot create iteration 1");
+  CHECK(state.FindIteration(1)->repetition == 0);
+  CHECK(state.FindIterationForRepetition(1, 1) == nullptr);
+  CHECK(state.FindJob(1)->iterations == std::vector<int64_t>{1});
+}
+
+TEST_CASE("dispatcher_state: CreateTask attaches the task to its iteration and worker", "[dispatcher]") {
+  DispatcherState state;
+  ApplyAll(state, {RegisterDataset("1000", "fp-a"), RegisterWorker("w1:1"), RegisterWorker("w2:2"),
+                   CreateJob(1, "1000"), CreateIteration(1, 1, 0), CreateIteration(2, 1, 1)});
+  REQUIRE(state.Apply(CreateTask(1, 1, "w1:1")).ok());
+  REQUIRE(state.Apply(CreateTask(2, 1, "w2:2")).ok());
+  REQUIRE(state.Apply(CreateTask(3, 2, "w1:1")).ok());
+  const auto* task = state.FindTask(1);
+  REQUIRE(task != nullptr);
+  CHECK(task->id == 1);
+  CHECK(task->iteration_id == 1);
+  CHECK(task->worker_address == "w1:1");
+  CHECK_FALSE(task->finished);
+  CHECK(state.FindIteration(1)->tasks == std::vector<int64_t>{1, 2});
+  CHECK(state.FindIteration(2)->tasks == std::vector<int64_t>{3});
+  CHECK(TaskIds(state.TasksOfWorker("w1:1")) == std::vector<int64_t>{1, 3});
+  CHECK(TaskIds(state.TasksOfWorker("w2:2")) == std::vector<int64_t>{2});
+  CHECK(state.TasksOfWorker("w3:3").empty());
+  CHECK(state.NextTaskId() == 4);
+}
+
+TEST_CASE("dispatcher_state: CreateTask with an unknown iteration or a taken id is FailedPrecondition",
+          "[dispatcher]") {
+  DispatcherState state;
+  ApplyAll(state, {RegisterDataset("1000", "fp-a"), RegisterWorker("w1:1"), CreateJob(1, "1000"),
+                   CreateIteration(1, 1, 0)});
+  absl::Status unknown = state.Apply(CreateTask(1, 9, "w1:1"));
+  CHECK(unknown.code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(unknown.message() == "cannot create task 1");
+  CHECK(state.FindTask(1) == nullptr);
+  CHECK(state.NextTaskId() == 1);
+
+  REQUIRE(state.Apply(CreateTask(1, 1, "w1:1")).ok());
+  absl::Status duplicate = state.Apply(CreateTask(1, 1, "w2:2"));
+  CHECK(duplicate.code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(duplicate.message() == "cannot create task 1");
+  CHECK(state.FindTask(1)->worker_address == "w1:1");
+  CHECK(state.FindIteration(1)->tasks == std::vector<int64_t>{1});
+  CHECK(state.TasksOfWorker("w2:2").empty());
+}
+
+TEST_CASE("dispatcher_state: iteration clients are acquired and released", "[dispatcher]") {
+  DispatcherState state;
+  ApplyAll(state, {RegisterDataset("1000", "fp-a"), CreateJob(1, "1000"), CreateIteration(1, 1, 0),
+                   CreateIteration(2, 1, 1)});
+  REQUIRE(state.Apply(Acquire(1, 1)).ok());
+  REQUIRE(state.Apply(Acquire(2, 1)).ok());
+  REQUIRE(state.Apply(Acquire(3, 2)).ok());
+  CHECK(state.IterationOfClient(1) == std::optional<int64_t>(1));
+  CHECK(state.IterationOfClient(2) == std::optional<int64_t>(1));
+  CHECK(state.IterationOfClient(3) == std::optional<int64_t>(2));
+  CHECK_FALSE(state.IterationOfClient(4).has_value());
+  CHECK(state.FindIteration(1)->clients == std::set<int64_t>{1, 2});
+  CHECK(state.FindIteration(2)->clients == std::set<int64_t>{3});
+  CHECK(state.NextIterationClientId() == 4);
+
+  REQUIRE(state.Apply(Release(1)).ok());
+  CHECK_FALSE(state.IterationOfClient(1).has_value());
+  CHECK(state.FindIteration(1)->clients == std::set<int64_t>{2});
+  // Ids are never reused.
+  CHECK(state.NextIterationClientId() == 4);
+
+  absl::Status again = state.Apply(Release(1));
+  CHECK(again.code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(again.message() == "unknown iteration client 1");
+  CHECK(state.FindIteration(1)->clients == std::set<int64_t>{2});
+
+  absl::Status unknown_iteration = state.Apply(Acquire(4, 9));
+  CHECK(unknown_iteration.code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(unknown_iteration.message() == "cannot add client 4 to iteration 9");
+  CHECK_FALSE(state.IterationOfClient(4).has_value());
+  CHECK(state.NextIterationClientId() == 4);
+}
+
+TEST_CASE("dispatcher_state: an iteration is finished only once every task is", "[dispatcher]") {
+  DispatcherState state;
+  ApplyAll(state, {RegisterDataset("1000", "fp-a"), RegisterWorker("w1:1"), RegisterWorker("w2:2"),
+                   CreateJob(1, "1000"), CreateIteration(1, 1, 0)});
+  // No tasks: not finished.
+  CHECK_FALSE(state.FindIteration(1)->finished);
+
+  REQUIRE(state.Apply(CreateTask(1, 1, "w1:1")).ok());
+  REQUIRE(state.Apply(CreateTask(2, 1, "w2:2")).ok());
+  CHECK_FALSE(state.FindIteration(1)->finished);
+
+  REQUIRE(state.Apply(FinishTask(1)).ok());
+  CHECK(state.FindTask(1)->finished);
+  CHECK_FALSE(state.FindTask(2)->finished);
+  CHECK_FALSE(state.FindIteration(1)->finished);
+
+  // Finishing twice is harmless.
+  REQUIRE(state.Apply(FinishTask(1)).ok());
+  CHECK_FALSE(state.FindIteration(1)->finished);
+
+  REQUIRE(state.Apply(FinishTask(2)).ok());
+  CHECK(state.FindIteration(1)->finished);
+
+  // A task added later makes it unfinished again.
+  REQUIRE(state.Apply(CreateTask(3, 1, "w1:1")).ok());
+  CHECK_FALSE(state.FindIteration(1)->finished);
+  REQUIRE(state.Apply(FinishTask(3)).ok());
+  CHECK(state.FindIteration(1)->finished);
+}
+
+TEST_CASE("dispatcher_state: FinishTask of an unknown task is FailedPrecondition", "[dispatcher]") {
+  DispatcherState state;
+  absl::Status status = state.Apply(FinishTask(42));
+  CHECK(status.code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(status.message() == "unknown task 42");
+  CHECK(state.tasks().empty());
+  CHECK(state.iterations().empty());
+}
+
+TEST_CASE("dispatcher_state: RemoveWorker finishes that worker's unfinished tasks only", "[dispatcher]") {
+  DispatcherState state;
+  ApplyAll(state,
+           {RegisterDataset("1000", "fp-a"), RegisterWorker("w1:1"), RegisterWorker("w2:2"),
+            CreateJob(1, "1000"), CreateIteration(1, 1, 0), CreateTask(1, 1, "w1:1"),
+            CreateTask(2, 1, "w2:2"), CreateIteration(2, 1, 1), CreateTask(3, 2, "w1:1"),
+            CreateTask(4, 2, "w2:2"), CreateIteration(3, 1, 2), CreateTask(5, 3, "w2:2"), FinishTask(4)});
+  REQUIRE(state.Apply(RemoveWorker("w2:2")).ok());
+  CHECK(state.FindWorker("w2:2") == nullptr);
+  CHECK(state.FindWorker("w1:1") != nullptr);
+  CHECK(state.workers().size() == 1);
+  // Its tasks stay known, finished.
+  CHECK(TaskIds(state.TasksOfWorker("w2:2")) == std::vector<int64_t>{2, 4, 5});
+  CHECK(state.FindTask(2)->finished);
+  CHECK(state.FindTask(4)->finished);
+  CHECK(state.FindTask(5)->finished);
+  // The other worker's tasks are untouched.
+  CHECK_FALSE(state.FindTask(1)->finished);
+  CHECK_FALSE(state.FindTask(3)->finished);
+  // Iteration 3 had only the removed worker's task: finished. The others
+  // still wait for w1.
+  CHECK_FALSE(state.FindIteration(1)->finished);
+  CHECK_FALSE(state.FindIteration(2)->finished);
+  CHECK(state.FindIteration(3)->finished);
+
+  REQUIRE(state.Apply(FinishTask(1)).ok());
+  CHECK(state.FindIteration(1)->finished);
+
+  REQUIRE(state.Apply(RemoveWorker("w1:1")).ok());
+  CHECK(state.workers().empty());
+  CHECK(state.FindTask(3)->finished);
+  CHECK(state.FindIteration(2)->finished);
+}
+
+TEST_CASE("dispatcher_state: RemoveWorker of an unknown worker changes nothing", "[dispatcher]") {
+  DispatcherState state;
+  ApplyAll(state, History());
+  const std::string before = Describe(state);
+  CHECK(state.Apply(RemoveWorker("nobody:1")).ok());
+  CHECK(Describe(state) == before);
+}
+
+TEST_CASE("dispatcher_state: an empty update is InvalidArgument", "[dispatcher]") {
+  DispatcherState state;
+  absl::Status status = state.Apply(proto::Update());
+  CHECK(status.code() == absl::StatusCode::kInvalidArgument);
+  CHECK(status.message() == "empty update");
+  CHECK(Describe(state) == Describe(DispatcherState()));
+}
+
+TEST_CASE("dispatcher_state: failed updates change nothing", "[dispatcher]") {
+  DispatcherState state;
+  ApplyAll(state, History());
+  const std::string before = Describe(state);
+  const Updates bad = {RegisterDataset("1000", "fp-z"),
+                       CreateJob(1, "1000"),
+                       CreateJob(9, "nope"),
+                       CreateIteration(1, 1, 5),
+                       CreateIteration(9, 99, 0),
+                       CreateTask(1, 1, "w1:1"),
+                       CreateTask(9, 99, "w1:1"),
+                       Acquire(9, 99),
+                       Release(99),
+                       FinishTask(99),
+                       proto::Update()};
+  for (const proto::Update& update : bad) {
+    INFO(update.ShortDebugString());
+    CHECK_FALSE(state.Apply(update).ok());
+    CHECK(Describe(state) == before);
+  }
+}
+
+TEST_CASE("dispatcher_state: next ids only grow", "[dispatcher]") {
+  DispatcherState state;
+  int64_t job = state.NextJobId();
+  int64_t iteration = state.NextIterationId();
+  int64_t task = state.NextTaskId();
+  int64_t client = state.NextIterationClientId();
+  for (const proto::Update& update : History()) {
+    REQUIRE(state.Apply(update).ok());
+    CHECK(state.NextJobId() >= job);
+    CHECK(state.NextIterationId() >= iteration);
+    CHECK(state.NextTaskId() >= task);
+    CHECK(state.NextIterationClientId() >= client);
+    job = state.NextJobId();
+    iteration = state.NextIterationId();
+    task = state.NextTaskId();
+    client = state.NextIterationClientId();
+  }
+  CHECK(state.NextJobId() == 3);
+  CHECK(state.NextIterationId() == 3);
+  CHECK(state.NextTaskId() == 5);
+  CHECK(state.NextIterationClientId() == 4);
+  CHECK(state.NextDatasetId() == "1002");
+  // Every id handed out is below the next one, and never reused.
+  for (const auto& [id, j] : state.jobs()) CHECK(id < state.NextJobId());
+  for (const auto& [id, i] : state.iterations()) CHECK(id < state.NextIterationId());
+  for (const auto& [id, t] : state.tasks()) CHECK(id < state.NextTaskId());
+}
+
+TEST_CASE("dispatcher_state: the history's lookups", "[dispatcher]") {
+  DispatcherState state;
+  ApplyAll(state, History());
+  CHECK(state.FindDatasetByFingerprint("fp-a")->id == "1000");
+  CHECK(state.FindDatasetByFingerprint("fp-b")->id == "1001");
+  CHECK(state.FindJobByName("shared")->id == 1);
+  CHECK(state.FindJob(2)->params.job_name().empty());
+  CHECK(state.FindIterationForRepetition(1, 0)->id == 1);
+  CHECK(state.FindIterationForRepetition(1, 1)->id == 2);
+  CHECK(state.FindIterationForRepetition(2, 0) == nullptr);
+  CHECK(state.IterationOfClient(1) == std::optional<int64_t>(1));
+  CHECK_FALSE(state.IterationOfClient(2).has_value());
+  CHECK(state.IterationOfClient(3) == std::optional<int64_t>(2));
+  CHECK(state.FindIteration(1)->clients == std::set<int64_t>{1});
+  CHECK(state.FindIteration(2)->clients == std::set<int64_t>{3});
+  CHECK(TaskIds(state.TasksOfWorker("w1:1")) == std::vector<int64_t>{1, 3});
+  CHECK(TaskIds(state.TasksOfWorker("w2:2")) == std::vector<int64_t>{2, 4});
+  CHECK(state.FindWorker("w1:1")->tags == std::vector<std::string>{"gpu"});
+  CHECK(state.FindWorker("w2:2") == nullptr);
+  // Iteration 1: task 1 finished, task 2 ended with w2. Iteration 2: task 3
+  // still runs on w1.
+  CHECK(state.FindIteration(1)->finished);
+  CHECK_FALSE(state.FindIteration(2)->finished);
+}
+
+TEST_CASE("dispatcher_state: replaying the same updates rebuilds identical lookups", "[dispatcher]") {
+  const Updates history = History();
+  DispatcherState first;
+  ApplyAll(first, history);
+  DispatcherState second;
+  ApplyAll(second, history);
+  CHECK(Describe(first) == Describe(second));
+
+  // A replay that also meets the failed updates the live state refused
+  // (they are journaled only when applied, but must be harmless) still
+  // ends the same.
+  DispatcherState third;
+  for (const proto::Update& update : history) {
+    REQUIRE(third.Apply(update).ok());
+    (void)third.Apply(proto::Update());
+    (void)third.Apply(FinishTask(1000));
+  }
+  CHECK(Describe(third) == Describe(first));
+
+  // Every prefix replays to the same state as applying it live.
+  for (size_t n = 0; n <= history.size(); ++n) {
+    DispatcherState a;
+    DispatcherState b;
+    ApplyAll(a, Updates(history.begin(), history.begin() + static_cast<std::ptrdiff_t>(n)));
+    ApplyAll(b, Updates(history.begin(), history.begin() + static_cast<std::ptrdiff_t>(n)));
+    INFO("prefix of " << n << " updates");
+    CHECK(Describe(a) == Describe(b));
+  }
+}
+
+TEST_CASE("dispatcher_state: updates survive a serialization round trip", "[dispatcher]") {
+  // The journal stores updates as bytes; replaying the parsed copies gives
+  // the same state.
+  DispatcherState live;
+  DispatcherState replayed;
+  for (const proto::Update& update : History()) {
+    REQUIRE(live.Apply(update).ok());
+    proto::Update parsed;
+    REQUIRE(parsed.ParseFromString(update.SerializeAsString()));
+    REQUIRE(replayed.Apply(parsed).ok());
+  }
+  CHECK(Describe(replayed) == Describe(live));
+  CHECK(replayed.FindIteration(1)->finished);
+  CHECK(replayed.FindJobByName("shared")->iterations == std::vector<int64_t>{1, 2});
+}
+
+}  // namespace
+}  // namespace sluice::dispatcher
