@@ -7,27 +7,31 @@
 
 namespace sluice::dispatcher {
 
+// Every dispatcher RPC: X(method, request type, response type).
+#define SLUICE_DISPATCHER_RPCS(X)                                                          \
+  X(GetVersion, GetVersionRequest, GetVersionResponse)                                     \
+  X(GetOrRegisterDataset, GetOrRegisterDatasetRequest, GetOrRegisterDatasetResponse)       \
+  X(GetDatasetInfo, GetDatasetInfoRequest, GetDatasetInfoResponse)                         \
+  X(GetOrCreateJob, GetOrCreateJobRequest, GetOrCreateJobResponse)                         \
+  X(GetOrCreateIteration, GetOrCreateIterationRequest, GetOrCreateIterationResponse)       \
+  X(ClientHeartbeat, ClientHeartbeatRequest, ClientHeartbeatResponse)                      \
+  X(ReleaseIterationClient, ReleaseIterationClientRequest, ReleaseIterationClientResponse) \
+  X(WorkerHeartbeat, WorkerHeartbeatRequest, WorkerHeartbeatResponse)                      \
+  X(WorkerUpdates, WorkerUpdatesRequest, WorkerUpdatesResponse)                            \
+  X(WorkerShutdown, WorkerShutdownRequest, WorkerShutdownResponse)                         \
+  X(GetSplits, GetSplitsRequest, GetSplitsResponse)                                        \
+  X(GetWorkers, GetWorkersRequest, GetWorkersResponse)                                     \
+  X(GetStatus, GetStatusRequest, StatusSnapshot)
+
 class GrpcDispatcherImpl final : public proto::DispatcherService::Service {
  public:
   explicit GrpcDispatcherImpl(DispatcherImpl* impl) : impl_(impl) {}
 
-#define SLUICE_DISPATCHER_RPC(Method, Request, Response)                                              \
+#define SLUICE_DECLARE_RPC(Method, Request, Response)                                                 \
   grpc::Status Method(grpc::ServerContext*, const proto::Request* request, proto::Response* response) \
       override;
-  SLUICE_DISPATCHER_RPC(GetVersion, GetVersionRequest, GetVersionResponse)
-  SLUICE_DISPATCHER_RPC(GetOrRegisterDataset, GetOrRegisterDatasetRequest, GetOrRegisterDatasetResponse)
-  SLUICE_DISPATCHER_RPC(GetDatasetInfo, GetDatasetInfoRequest, GetDatasetInfoResponse)
-  SLUICE_DISPATCHER_RPC(GetOrCreateJob, GetOrCreateJobRequest, GetOrCreateJobResponse)
-  SLUICE_DISPATCHER_RPC(GetOrCreateIteration, GetOrCreateIterationRequest, GetOrCreateIterationResponse)
-  SLUICE_DISPATCHER_RPC(ClientHeartbeat, ClientHeartbeatRequest, ClientHeartbeatResponse)
-  SLUICE_DISPATCHER_RPC(ReleaseIterationClient, ReleaseIterationClientRequest, ReleaseIterationClientResponse)
-  SLUICE_DISPATCHER_RPC(WorkerHeartbeat, WorkerHeartbeatRequest, WorkerHeartbeatResponse)
-  SLUICE_DISPATCHER_RPC(WorkerUpdates, WorkerUpdatesRequest, WorkerUpdatesResponse)
-  SLUICE_DISPATCHER_RPC(WorkerShutdown, WorkerShutdownRequest, WorkerShutdownResponse)
-  SLUICE_DISPATCHER_RPC(GetSplits, GetSplitsRequest, GetSplitsResponse)
-  SLUICE_DISPATCHER_RPC(GetWorkers, GetWorkersRequest, GetWorkersResponse)
-  SLUICE_DISPATCHER_RPC(GetStatus, GetStatusRequest, StatusSnapshot)
-#undef SLUICE_DISPATCHER_RPC
+  SLUICE_DISPATCHER_RPCS(SLUICE_DECLARE_RPC)
+#undef SLUICE_DECLARE_RPC
 
  private:
   DispatcherImpl* const impl_;
