@@ -17,8 +17,8 @@ namespace sluice {
 namespace {
 
 constexpr auto kRpcTimeout = std::chrono::seconds(10);
-// How long a client waits for a dispatcher that is not up yet.
-constexpr auto kDispatcherDeadline = std::chrono::seconds(60);
+// How long a client waits for a dispatcher that is not up yet, by default.
+constexpr std::chrono::milliseconds kDefaultDispatcherDeadline(60000);
 constexpr absl::Duration kHeartbeatInterval = absl::Milliseconds(100);
 constexpr int64_t kDefaultMaxOutstanding = 64;
 // Elements asked of a worker in one request, at most.
@@ -47,8 +47,9 @@ struct ServiceHandle {
 class DataServiceDataset : public DatasetBase {
  public:
   DataServiceDataset(std::shared_ptr<ServiceHandle> service, proto::JobParams params, ElementSpec spec,
-                     int64_t cardinality, int64_t max_outstanding)
-      : service_(std::move(service)),
+                     int64_t cardinality, int64_t max_outstanding, std::chrono::milliseconds deadline)
+      : deadline_(deadline),
+        service_(std::move(service)),
         params_(std::move(params)),
         spec_(std::move(spec)),
         cardinality_(cardinality),
@@ -67,6 +68,7 @@ class DataServiceDataset : public DatasetBase {
  private:
   class Iterator;
 
+  const std::chrono::milliseconds deadline_;
   const std::shared_ptr<ServiceHandle> service_;
   const proto::JobParams params_;
   const ElementSpec spec_;
@@ -254,7 +256,7 @@ absl::StatusOr<std::unique_ptr<IteratorBase>> DataServiceDataset::MakeIterator(c
   proto::GetOrCreateJobResponse job;
   absl::Status status = CallWithRetries(
       [&](grpc::ClientContext* c) { return service_->dispatcher->GetOrCreateJob(c, job_request, &job); },
-      kRpcTimeout, kDispatcherDeadline, absl::StrCat("creating a job at ", service_->address));
+      kRpcTimeout, deadline_, absl::StrCat("creating a job at ", service_->address));
   if (!status.ok()) return status;
   proto::GetOrCreateIterationRequest iteration_request;
   *iteration_request.mutable_version() = CurrentVersion();
@@ -265,7 +267,7 @@ absl::StatusOr<std::unique_ptr<IteratorBase>> DataServiceDataset::MakeIterator(c
       [&](grpc::ClientContext* c) {
         return service_->dispatcher->GetOrCreateIteration(c, iteration_request, &iteration);
       },
-      kRpcTimeout, kDispatcherDeadline, absl::StrCat("starting an iteration at ", service_->address));
+      kRpcTimeout, deadline_, absl::StrCat("starting an iteration at ", service_->address));
   if (!status.ok()) return status;
   return std::make_unique<Iterator>(service_, max_outstanding_, iteration.iteration_client_id());
 }
@@ -287,6 +289,9 @@ absl::StatusOr<DatasetPtr> MakeDataServiceDataset(const proto::DatasetDef& worke
   if (op.max_outstanding_requests() < 0) {
     return absl::InvalidArgumentError("distribute: max_outstanding_requests must be >= 0");
   }
+  if (op.timeout_ms() < 0) return absl::InvalidArgumentError("distribute: timeout_ms must be >= 0");
+  const std::chrono::milliseconds deadline =
+      op.timeout_ms() > 0 ? std::chrono::milliseconds(op.timeout_ms()) : kDefaultDispatcherDeadline;
   auto service = std::make_shared<ServiceHandle>();
   service->address = *address;
   service->channel = MakeChannel(*address);
@@ -300,7 +305,7 @@ absl::StatusOr<DatasetPtr> MakeDataServiceDataset(const proto::DatasetDef& worke
       [&](grpc::ClientContext* c) {
         return service->dispatcher->GetOrRegisterDataset(c, register_request, &registered);
       },
-      kRpcTimeout, kDispatcherDeadline, absl::StrCat("registering the dataset at ", *address));
+      kRpcTimeout, deadline, absl::StrCat("registering the dataset at ", *address));
   if (!status.ok()) return status;
   proto::GetDatasetInfoRequest info_request;
   *info_request.mutable_version() = CurrentVersion();
@@ -308,7 +313,7 @@ absl::StatusOr<DatasetPtr> MakeDataServiceDataset(const proto::DatasetDef& worke
   proto::GetDatasetInfoResponse info;
   status = CallWithRetries(
       [&](grpc::ClientContext* c) { return service->dispatcher->GetDatasetInfo(c, info_request, &info); },
-      kRpcTimeout, kDispatcherDeadline, "GetDatasetInfo");
+      kRpcTimeout, deadline, "GetDatasetInfo");
   if (!status.ok()) return status;
   absl::StatusOr<ElementSpec> spec = ElementSpecFromProto(info.element_spec());
   if (!spec.ok()) return spec.status();
@@ -320,7 +325,7 @@ absl::StatusOr<DatasetPtr> MakeDataServiceDataset(const proto::DatasetDef& worke
   const int64_t max_outstanding =
       op.max_outstanding_requests() > 0 ? op.max_outstanding_requests() : kDefaultMaxOutstanding;
   return std::make_shared<DataServiceDataset>(std::move(service), std::move(params), *std::move(spec),
-                                              info.cardinality(), max_outstanding);
+                                              info.cardinality(), max_outstanding, deadline);
 }
 
 void EnableDataService() {

@@ -209,13 +209,14 @@ Dataset Dataset::Prefetch(int64_t buffer_size) const {
 }
 
 Dataset Dataset::Distribute(const std::string& service, const std::string& mode, const std::string& job_name,
-                            int64_t max_outstanding_requests) const {
+                            int64_t max_outstanding_requests, int64_t timeout_ms) const {
   return With("distribute", [&](proto::Step& s) {
     auto* op = s.mutable_distribute();
     op->set_service(service);
     op->set_processing_mode(mode);
     op->set_job_name(job_name);
     op->set_max_outstanding_requests(max_outstanding_requests);
+    op->set_timeout_ms(timeout_ms);
   });
 }
 

@@ -258,6 +258,20 @@ TEST_CASE("service: a client started before the dispatcher keeps trying", "[serv
   CHECK(Sorted(testing::Int64Values(*elements)) == Iota(4));
 }
 
+TEST_CASE("service: an unreachable dispatcher is a clear error within the timeout", "[service]") {
+  const int port = testing::PickFreePort();  // nothing listens there
+  const auto start = std::chrono::steady_clock::now();
+  absl::StatusOr<std::vector<Element>> result =
+      Dataset::Range(3)
+          .Distribute(absl::StrCat("grpc://127.0.0.1:", port), "parallel_epochs", "", 0, 1000)
+          .Collect();
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(15));
+  CHECK(result.status().code() == absl::StatusCode::kUnavailable);
+  CHECK_THAT(std::string(result.status().message()),
+             Catch::Matchers::StartsWith(absl::StrCat(
+                 "step 2 (distribute): registering the dataset at 127.0.0.1:", port, ": failed to connect")));
+}
+
 TEST_CASE("service: SIGTERM shuts the daemons down cleanly", "[service]") {
   TestCluster cluster({.num_workers = 1});
   CHECK(CollectInts(Dataset::Range(3).Distribute(cluster.ServiceUrl())) == Iota(3));

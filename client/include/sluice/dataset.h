@@ -93,9 +93,11 @@ class Dataset {
   // Runs the steps so far on the data service at `service`
   // (grpc://HOST:PORT); the steps after run in this process. `mode` is
   // "parallel_epochs" or "distributed_epoch"; consumers of the same
-  // `job_name` share its elements.
+  // `job_name` share its elements. `timeout_ms` bounds how long to keep
+  // trying to reach the dispatcher (0: 60 s).
   Dataset Distribute(const std::string& service, const std::string& mode = "parallel_epochs",
-                     const std::string& job_name = "", int64_t max_outstanding_requests = 0) const;
+                     const std::string& job_name = "", int64_t max_outstanding_requests = 0,
+                     int64_t timeout_ms = 0) const;
   // Loads element functions from a plugin library when built.
   Dataset WithPlugin(const std::string& library_path) const;
 
