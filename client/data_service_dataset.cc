@@ -8,6 +8,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "client/element_transport.h"
+#include "common/compression.h"
 #include "common/grpc_util.h"
 #include "common/proto_convert.h"
 #include "pipeline/builder.h"
@@ -23,6 +25,9 @@ constexpr absl::Duration kHeartbeatInterval = absl::Milliseconds(100);
 constexpr int64_t kDefaultMaxOutstanding = 64;
 // Elements asked of a worker in one request, at most.
 constexpr int kMaxElementsPerRequest = 64;
+// Requests in flight per task, so that one round trip's latency overlaps
+// the next: the worker encodes while the previous response travels.
+constexpr int kRequestsInFlightPerTask = 2;
 
 absl::StatusOr<proto::ProcessingMode> ParseMode(const std::string& mode) {
   if (mode == "parallel_epochs" || mode.empty()) return proto::PARALLEL_EPOCHS;
@@ -47,8 +52,10 @@ struct ServiceHandle {
 class DataServiceDataset : public DatasetBase {
  public:
   DataServiceDataset(std::shared_ptr<ServiceHandle> service, proto::JobParams params, ElementSpec spec,
-                     int64_t cardinality, int64_t max_outstanding, std::chrono::milliseconds deadline)
+                     int64_t cardinality, int64_t max_outstanding, std::chrono::milliseconds deadline,
+                     proto::WireCompression compression)
       : deadline_(deadline),
+        compression_(compression),
         service_(std::move(service)),
         params_(std::move(params)),
         spec_(std::move(spec)),
@@ -69,6 +76,7 @@ class DataServiceDataset : public DatasetBase {
   class Iterator;
 
   const std::chrono::milliseconds deadline_;
+  const proto::WireCompression compression_;
   const std::shared_ptr<ServiceHandle> service_;
   const proto::JobParams params_;
   const ElementSpec spec_;
@@ -82,8 +90,12 @@ class DataServiceDataset : public DatasetBase {
 // never exceed max_outstanding, which bounds memory.
 class DataServiceDataset::Iterator : public IteratorBase {
  public:
-  Iterator(std::shared_ptr<ServiceHandle> service, int64_t max_outstanding, int64_t iteration_client_id)
-      : service_(std::move(service)), max_outstanding_(max_outstanding), client_id_(iteration_client_id) {
+  Iterator(std::shared_ptr<ServiceHandle> service, int64_t max_outstanding, int64_t iteration_client_id,
+           proto::WireCompression compression)
+      : service_(std::move(service)),
+        max_outstanding_(max_outstanding),
+        client_id_(iteration_client_id),
+        compression_(compression) {
     heartbeat_ = std::thread([this] { HeartbeatLoop(); });
   }
 
@@ -94,7 +106,7 @@ class DataServiceDataset::Iterator : public IteratorBase {
     }
     heartbeat_.join();
     for (auto& [id, task] : tasks_) {
-      if (task.thread.joinable()) task.thread.join();
+      for (std::thread& thread : task.threads) thread.join();
     }
     proto::ReleaseIterationClientRequest request;
     *request.mutable_version() = CurrentVersion();
@@ -122,7 +134,8 @@ class DataServiceDataset::Iterator : public IteratorBase {
  private:
   struct TaskState {
     std::string worker_address;
-    std::thread thread;
+    std::shared_ptr<ElementTransport> transport;
+    std::vector<std::thread> threads;  // one per request in flight
     bool ended = false;
     bool removed = false;  // no longer listed by the dispatcher
   };
@@ -132,7 +145,9 @@ class DataServiceDataset::Iterator : public IteratorBase {
   }
 
   bool Finished() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (!iteration_finished_) return false;
+    // With several requests in flight per task, one may see the end while
+    // another still carries the last elements: wait for every response.
+    if (!iteration_finished_ || outstanding_ > 0) return false;
     for (const auto& [id, task] : tasks_) {
       if (!task.ended && !task.removed) return false;
     }
@@ -162,9 +177,12 @@ class DataServiceDataset::Iterator : public IteratorBase {
           if (tasks_.contains(info.task_id())) continue;
           TaskState& task = tasks_[info.task_id()];
           task.worker_address = info.worker_address();
-          const int64_t task_id = info.task_id();
-          task.thread =
-              std::thread([this, task_id, address = info.worker_address()] { FetchLoop(task_id, address); });
+          task.transport = MakeGrpcElementTransport(info.worker_address());
+          for (int i = 0; i < kRequestsInFlightPerTask; ++i) {
+            task.threads.emplace_back(
+                [this, task_id = info.task_id(), address = info.worker_address(),
+                 transport = task.transport] { FetchLoop(task_id, address, *transport); });
+          }
         }
         for (auto& [id, task] : tasks_) {
           if (!listed.contains(id)) task.removed = true;
@@ -178,48 +196,40 @@ class DataServiceDataset::Iterator : public IteratorBase {
     }
   }
 
-  void FetchLoop(int64_t task_id, const std::string& address) {
-    auto worker = proto::WorkerService::NewStub(MakeChannel(address));
+  void FetchLoop(int64_t task_id, const std::string& address, ElementTransport& transport) {
     std::chrono::milliseconds backoff(10);
+    // Each request takes a share of the budget, so the requests in flight
+    // can all be outstanding at once.
+    const int64_t share = std::max<int64_t>(1, max_outstanding_ / kRequestsInFlightPerTask);
     while (true) {
       int want = 0;
       {
         absl::MutexLock lock(&mu_);
         mu_.Await(absl::Condition(this, &Iterator::HasRoom));
         TaskState& task = tasks_[task_id];
-        if (cancelled_ || task.removed || !status_.ok()) return;
-        want = static_cast<int>(std::min<int64_t>(
-            kMaxElementsPerRequest, max_outstanding_ - static_cast<int64_t>(buffer_.size()) - outstanding_));
+        if (cancelled_ || task.removed || task.ended || !status_.ok()) return;
+        want = static_cast<int>(
+            std::min<int64_t>({kMaxElementsPerRequest, share,
+                               max_outstanding_ - static_cast<int64_t>(buffer_.size()) - outstanding_}));
         outstanding_ += want;
       }
       proto::GetElementsRequest request;
       *request.mutable_version() = CurrentVersion();
       request.set_task_id(task_id);
       request.set_max_elements(want);
-      proto::GetElementsResponse response;
-      grpc::ClientContext context;
-      context.set_deadline(std::chrono::system_clock::now() + kRpcTimeout);
-      absl::Status status = FromGrpcStatus(worker->GetElements(&context, request, &response));
+      request.set_compression(compression_);
       std::vector<Element> elements;
-      absl::Status decode;
-      for (const proto::ElementProto& p : response.elements()) {
-        absl::StatusOr<Element> e = ElementFromProto(p);
-        if (!e.ok()) {
-          decode = e.status();
-          break;
-        }
-        elements.push_back(*std::move(e));
-      }
+      bool end_of_sequence = false;
+      absl::Status status = transport.GetElements(request, &elements, &end_of_sequence);
       absl::MutexLock lock(&mu_);
       outstanding_ -= want;
       TaskState& task = tasks_[task_id];
-      if (!decode.ok()) status = decode;
       if (status.ok()) {
         for (Element& e : elements) buffer_.push_back(std::move(e));
         backoff = std::chrono::milliseconds(10);
         // A finished iteration whose worker no longer knows the task has
         // nothing more to give.
-        if (response.end_of_sequence() || (elements.empty() && iteration_finished_)) {
+        if (end_of_sequence || (elements.empty() && iteration_finished_)) {
           task.ended = true;
           return;
         }
@@ -238,6 +248,7 @@ class DataServiceDataset::Iterator : public IteratorBase {
   const std::shared_ptr<ServiceHandle> service_;
   const int64_t max_outstanding_;
   const int64_t client_id_;
+  const proto::WireCompression compression_;
 
   absl::Mutex mu_;
   std::deque<Element> buffer_ ABSL_GUARDED_BY(mu_);
@@ -269,7 +280,8 @@ absl::StatusOr<std::unique_ptr<IteratorBase>> DataServiceDataset::MakeIterator(c
       },
       kRpcTimeout, deadline_, absl::StrCat("starting an iteration at ", service_->address));
   if (!status.ok()) return status;
-  return std::make_unique<Iterator>(service_, max_outstanding_, iteration.iteration_client_id());
+  return std::make_unique<Iterator>(service_, max_outstanding_, iteration.iteration_client_id(),
+                                    compression_);
 }
 
 }  // namespace
@@ -282,9 +294,9 @@ absl::StatusOr<DatasetPtr> MakeDataServiceDataset(const proto::DatasetDef& worke
     return absl::InvalidArgumentError("distribute: missing 'service' (grpc://HOST:PORT)");
   absl::StatusOr<std::string> address = ParseServiceAddress(op.service());
   if (!address.ok()) return address.status();
-  if (!op.compression().empty() && op.compression() != "NONE") {
-    return absl::UnimplementedError(
-        absl::StrCat("distribute: compression '", op.compression(), "' is not supported yet; use \"\""));
+  absl::StatusOr<proto::WireCompression> compression = ParseWireCompression(op.compression());
+  if (!compression.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("distribute: ", compression.status().message()));
   }
   if (op.max_outstanding_requests() < 0) {
     return absl::InvalidArgumentError("distribute: max_outstanding_requests must be >= 0");
@@ -325,7 +337,7 @@ absl::StatusOr<DatasetPtr> MakeDataServiceDataset(const proto::DatasetDef& worke
   const int64_t max_outstanding =
       op.max_outstanding_requests() > 0 ? op.max_outstanding_requests() : kDefaultMaxOutstanding;
   return std::make_shared<DataServiceDataset>(std::move(service), std::move(params), *std::move(spec),
-                                              info.cardinality(), max_outstanding, deadline);
+                                              info.cardinality(), max_outstanding, deadline, *compression);
 }
 
 void EnableDataService() {

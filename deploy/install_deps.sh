@@ -8,7 +8,7 @@ packages=(
   build-essential cmake pkg-config
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libspdlog-dev libfmt-dev libcli11-dev libyaml-cpp-dev
-  catch2 zlib1g-dev libssl-dev libdlpack-dev
+  catch2 zlib1g-dev libssl-dev libdlpack-dev libsnappy-dev libzstd-dev iperf3
 )
 
 missing=()

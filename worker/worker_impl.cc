@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include "absl/strings/str_cat.h"
+#include "common/compression.h"
 #include "common/grpc_util.h"
 #include "common/proto_convert.h"
 #include "pipeline/builder.h"
@@ -93,17 +94,37 @@ class WorkerImpl::Task {
     thread_ = std::thread([this] { Run(); });
   }
 
-  absl::Status Take(int max_elements, proto::GetElementsResponse* response) {
-    absl::MutexLock lock(&mu_);
-    mu_.AwaitWithTimeout(absl::Condition(this, &Task::HasOutput), kElementWait);
-    while (!buffer_.empty() && response->elements_size() < max_elements) {
-      bytes_ -= ElementBytes(buffer_.front());
-      ElementToProto(buffer_.front(), response->add_elements());
-      buffer_.pop_front();
+  absl::Status Take(int max_elements, proto::WireCompression compression,
+                    proto::GetElementsResponse* response) {
+    std::vector<Element> taken;
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.AwaitWithTimeout(absl::Condition(this, &Task::HasOutput), kElementWait);
+      while (!buffer_.empty() && static_cast<int>(taken.size()) < max_elements) {
+        bytes_ -= ElementBytes(buffer_.front());
+        taken.push_back(std::move(buffer_.front()));
+        buffer_.pop_front();
+      }
+      if (buffer_.empty() && done_) {
+        // A failed pipeline's error comes after its last elements.
+        if (!status_.ok() && taken.empty()) return status_;
+        if (status_.ok()) response->set_end_of_sequence(true);
+      }
     }
-    if (buffer_.empty() && done_) {
-      if (!status_.ok()) return status_;
-      response->set_end_of_sequence(true);
+    // Encoded outside the lock, so the producer keeps going meanwhile.
+    response->set_compression(compression);
+    for (const Element& element : taken) {
+      if (compression == proto::COMPRESSION_NONE) {
+        ElementToProto(element, response->add_elements());
+        continue;
+      }
+      proto::ElementProto encoded;
+      ElementToProto(element, &encoded);
+      if (absl::Status s =
+              Compress(compression, encoded.SerializeAsString(), response->add_compressed_elements());
+          !s.ok()) {
+        return s;
+      }
     }
     return absl::OkStatus();
   }
@@ -299,7 +320,7 @@ absl::Status WorkerImpl::GetElements(const proto::GetElementsRequest& request,
     if (it == tasks_.end()) return absl::OkStatus();
     task = it->second;
   }
-  return task->Take(std::max(1, request.max_elements()), response);
+  return task->Take(std::max(1, request.max_elements()), request.compression(), response);
 }
 
 absl::Status WorkerImpl::GetStatus(const proto::WorkerStatusRequest&, proto::WorkerStatusResponse* response) {

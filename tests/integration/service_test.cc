@@ -75,6 +75,32 @@ TEST_CASE("service: the issue's parallel_epochs example through sluice read", "[
   CHECK(Sorted(ParseLines(result.out)) == std::vector<int64_t>{1, 2, 5, 10, 17});
 }
 
+TEST_CASE("service: elements travel compressed with snappy or zstd", "[service]") {
+  TestCluster cluster({.num_workers = 2});
+  for (const std::string codec : {"none", "snappy", "zstd"}) {
+    INFO(codec);
+    const std::string path = cluster.dir().File(codec + ".yaml");
+    WriteFile(path,
+              absl::StrCat("pipeline:\n  - from_tensor_slices: [[1, 2, 3], [4, 5, 6]]\n  - repeat: 50\n",
+                           "  - distribute: {processing_mode: distributed_epoch, compression: ", codec,
+                           ", service: \"", cluster.ServiceUrl(), "\"}\n"));
+    CommandResult result = RunCommand(absl::StrCat("timeout 60 '", SLUICE_CLI, "' read '", path, "'"));
+    CHECK(result.exit_code == 0);
+    std::vector<std::string> lines = absl::StrSplit(result.out, '\n', absl::SkipEmpty());
+    CHECK(lines.size() == 100);
+    CHECK(std::count(lines.begin(), lines.end(), "[1, 2, 3]") == 50);
+    CHECK(std::count(lines.begin(), lines.end(), "[4, 5, 6]") == 50);
+  }
+  const std::string bad = cluster.dir().File("lz4.yaml");
+  WriteFile(bad, absl::StrCat("pipeline:\n  - range: 3\n  - distribute: {compression: lz4, service: \"",
+                              cluster.ServiceUrl(), "\"}\n"));
+  CommandResult result = RunCommand(absl::StrCat("timeout 60 '", SLUICE_CLI, "' read '", bad, "' 2>&1"));
+  CHECK(result.exit_code == 2);
+  CHECK_THAT(result.out, Equals(absl::StrCat("sluice: ", bad,
+                                             ":3:5: step 2 (distribute): unknown compression 'lz4' "
+                                             "(valid: none, snappy, zstd)\n")));
+}
+
 TEST_CASE("service: parallel_epochs runs the whole dataset on every worker", "[service]") {
   TestCluster cluster({.num_workers = 2});
   CHECK(Sorted(CollectInts(Dataset::Range(10).Distribute(cluster.ServiceUrl()))) == Iota(10, 2));

@@ -1,0 +1,36 @@
+// ElementTransport: how a client fetches elements from a worker. The data
+// service reads through this interface, so that transports faster than
+// gRPC over TCP (shared memory for a worker on the same host, say) can be
+// added without touching the reader.
+#ifndef SLUICE_CLIENT_ELEMENT_TRANSPORT_H_
+#define SLUICE_CLIENT_ELEMENT_TRANSPORT_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "common/element.h"
+#include "sluice/service.pb.h"
+
+namespace sluice {
+
+class ElementTransport {
+ public:
+  virtual ~ElementTransport() = default;
+  // One round trip: up to request.max_elements() elements of a task,
+  // decoded (and decompressed). Thread-safe: several requests may be in
+  // flight at once.
+  virtual absl::Status GetElements(const proto::GetElementsRequest& request, std::vector<Element>* elements,
+                                   bool* end_of_sequence) = 0;
+};
+
+// gRPC to the worker's WorkerService.
+std::unique_ptr<ElementTransport> MakeGrpcElementTransport(const std::string& worker_address);
+
+// Decodes a GetElements response, decompressing as it says.
+absl::Status DecodeElements(const proto::GetElementsResponse& response, std::vector<Element>* elements);
+
+}  // namespace sluice
+
+#endif  // SLUICE_CLIENT_ELEMENT_TRANSPORT_H_

@@ -1,0 +1,26 @@
+// Compression of elements on the wire: none, snappy or zstd, from Debian's
+// libsnappy and libzstd. Snappy costs little CPU for a modest ratio; zstd
+// compresses better for links slower than the CPU.
+#ifndef SLUICE_COMMON_COMPRESSION_H_
+#define SLUICE_COMMON_COMPRESSION_H_
+
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "sluice/service.pb.h"
+
+namespace sluice {
+
+// "" / "none", "snappy", "zstd" (any case); anything else is
+// InvalidArgument naming the valid ones.
+absl::StatusOr<proto::WireCompression> ParseWireCompression(const std::string& name);
+const char* WireCompressionName(proto::WireCompression compression);
+
+absl::Status Compress(proto::WireCompression compression, std::string_view input, std::string* output);
+// DataLoss when the input is not valid compressed data.
+absl::Status Decompress(proto::WireCompression compression, std::string_view input, std::string* output);
+
+}  // namespace sluice
+
+#endif  // SLUICE_COMMON_COMPRESSION_H_
