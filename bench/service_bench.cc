@@ -1,0 +1,410 @@
+// service_bench: distributed_epoch against parallel_epochs with one worker,
+// on the same pipelines, through a real dispatcherd and workerd on
+// 127.0.0.1. With one worker both modes produce every element once; they
+// differ in that a distributed_epoch worker reads its source positions as
+// splits fetched from the dispatcher (GetSplits), while a parallel_epochs
+// worker runs its source by itself. Pipelines, before `distribute`:
+//
+//   range(N) -> batch(256)
+//   range(N) -> map(multiply 3) -> batch(256)
+//
+// For each it prints elements per second of both modes and the overhead of
+// distributed_epoch, (parallel_epochs rate / distributed_epoch rate - 1),
+// plus the same pipeline run locally for scale. Each figure is the best of
+// R epochs; the modes take turns (order swapped every round). Rates run
+// from the first element to the last, so that neither the start of an
+// iteration (the worker learns its task on its next heartbeat, every
+// 100 ms here) nor the end (the client learns that the iteration finished
+// on its next heartbeat, every 100 ms) is counted; the whole epoch, start
+// and end included, is printed too, with its own overhead. Every epoch is
+// checked: N rows whose values add up to what they must.
+//
+//   service_bench [--elements N] [--repeats R] [--elements-per-split K]
+//
+// --elements-per-split passes dispatcherd's setting (default 64) through.
+// Every process it starts is killed when it exits, on error paths too, and
+// also if it is killed itself; a watchdog alarm ends a run that hangs.
+#include <fcntl.h>
+#include <grpcpp/grpcpp.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/grpc_util.h"
+#include "sluice/dataset.h"
+#include "sluice/service.grpc.pb.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// ---------------------------------------------------------------------------
+// Child processes. Their ids live in a fixed array that the signal handlers
+// read, so that every exit path can kill them.
+
+constexpr int kMaxChildren = 8;
+volatile pid_t g_children[kMaxChildren] = {};
+
+void KillChildrenNow() {
+  for (int i = 0; i < kMaxChildren; ++i) {
+    const pid_t pid = g_children[i];
+    if (pid > 0) kill(pid, SIGKILL);
+  }
+}
+
+void OnSignal(int sig) {
+  KillChildrenNow();
+  for (int i = 0; i < kMaxChildren; ++i) {
+    if (g_children[i] > 0) waitpid(g_children[i], nullptr, 0);
+  }
+  const char* message = sig == SIGALRM ? "service_bench: watchdog expired; killed the daemons, giving up\n"
+                                       : "service_bench: interrupted; killed the daemons\n";
+  (void)!write(STDERR_FILENO, message, strlen(message));
+  _exit(sig == SIGALRM ? 3 : 128 + sig);
+}
+
+void InstallHandlers(unsigned watchdog_seconds) {
+  struct sigaction action {};
+  action.sa_handler = OnSignal;
+  sigemptyset(&action.sa_mask);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGALRM}) sigaction(sig, &action, nullptr);
+  std::atexit([] {
+    KillChildrenNow();
+    for (int i = 0; i < kMaxChildren; ++i) {
+      if (g_children[i] > 0) waitpid(g_children[i], nullptr, 0);
+      g_children[i] = 0;
+    }
+  });
+  alarm(watchdog_seconds);
+}
+
+[[noreturn]] void Fail(const std::string& message) {
+  std::fprintf(stderr, "service_bench: %s\n", message.c_str());
+  std::exit(1);  // the atexit handler kills the children
+}
+
+// Starts argv[0] (a path) with stdout and stderr appended to `log_path`.
+pid_t Spawn(const std::vector<std::string>& argv, const std::string& log_path) {
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  int slot = 0;
+  while (slot < kMaxChildren && g_children[slot] != 0) ++slot;
+  if (slot == kMaxChildren) Fail("too many child processes");
+  const pid_t parent = getpid();
+  const pid_t pid = fork();
+  if (pid < 0) Fail(std::string("fork: ") + strerror(errno));
+  if (pid == 0) {
+    // Only async-signal-safe calls between fork and exec.
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(126);
+    const int fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (fd >= 0) {
+      dup2(fd, STDOUT_FILENO);
+      dup2(fd, STDERR_FILENO);
+    }
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  g_children[slot] = pid;
+  return pid;
+}
+
+void Forget(pid_t pid) {
+  for (int i = 0; i < kMaxChildren; ++i)
+    if (g_children[i] == pid) g_children[i] = 0;
+}
+
+// The child's exit code once it has exited (reaping it), or nullopt while
+// it runs; waits up to `timeout`.
+std::optional<int> WaitFor(pid_t pid, std::chrono::milliseconds timeout) {
+  const auto give_up = Clock::now() + timeout;
+  while (true) {
+    int status = 0;
+    if (waitpid(pid, &status, WNOHANG) == pid) {
+      Forget(pid);
+      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    }
+    if (Clock::now() >= give_up) return std::nullopt;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+void Stop(pid_t pid) {
+  if (pid <= 0) return;
+  kill(pid, SIGTERM);
+  if (!WaitFor(pid, std::chrono::seconds(3))) {
+    kill(pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+    Forget(pid);
+  }
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream file(path);
+  std::stringstream text;
+  text << file.rdbuf();
+  return text.str();
+}
+
+std::string WaitForFile(const std::string& path, pid_t writer, std::chrono::seconds timeout) {
+  const auto give_up = Clock::now() + timeout;
+  while (Clock::now() < give_up) {
+    std::string content = ReadFile(path);
+    if (!content.empty()) return content;
+    int status = 0;
+    if (waitpid(writer, &status, WNOHANG) == writer) {
+      Forget(writer);
+      return "";
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return "";
+}
+
+std::string LoadAverage() {
+  std::string text = ReadFile("/proc/loadavg");
+  std::istringstream in(text);
+  std::string one, five, fifteen;
+  in >> one >> five >> fifteen;
+  return one + " " + five + " " + fifteen;
+}
+
+// ---------------------------------------------------------------------------
+// A dispatcherd and one workerd on 127.0.0.1.
+
+struct Cluster {
+  std::string dir;
+  pid_t dispatcher = 0;
+  pid_t worker = 0;
+  std::string address;  // of the dispatcher
+  std::string worker_address;
+  std::string url() const { return "grpc://" + address; }
+};
+
+int RegisteredWorkers(const std::string& address) {
+  auto stub = sluice::proto::DispatcherService::NewStub(sluice::MakeChannel(address));
+  sluice::proto::GetWorkersRequest request;
+  *request.mutable_version() = sluice::CurrentVersion();
+  sluice::proto::GetWorkersResponse response;
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  if (!stub->GetWorkers(&context, request, &response).ok()) return -1;
+  return response.workers_size();
+}
+
+Cluster StartCluster(const std::string& dir, const std::vector<std::string>& dispatcher_args) {
+  Cluster cluster;
+  cluster.dir = dir;
+  const std::string dispatcher_port = dir + "/dispatcher.port";
+  std::vector<std::string> argv = {SLUICE_DISPATCHERD, "--port",      "0",
+                                   "--bind-address",   "127.0.0.1",   "--port-file",
+                                   dispatcher_port,    "--log-level", "warn"};
+  argv.insert(argv.end(), dispatcher_args.begin(), dispatcher_args.end());
+  cluster.dispatcher = Spawn(argv, dir + "/dispatcher.log");
+  const std::string port = WaitForFile(dispatcher_port, cluster.dispatcher, std::chrono::seconds(20));
+  if (port.empty()) Fail("dispatcherd did not start; its log:\n" + ReadFile(dir + "/dispatcher.log"));
+  cluster.address = "127.0.0.1:" + std::to_string(std::stoi(port));
+  const std::string worker_port = dir + "/worker.port";
+  cluster.worker =
+      Spawn({SLUICE_WORKERD, "--dispatcher", cluster.address, "--port", "0", "--bind-address", "127.0.0.1",
+             "--heartbeat-interval-ms", "100", "--log-level", "warn", "--port-file", worker_port},
+            dir + "/worker.log");
+  const std::string bound = WaitForFile(worker_port, cluster.worker, std::chrono::seconds(20));
+  if (bound.empty()) Fail("workerd did not start; its log:\n" + ReadFile(dir + "/worker.log"));
+  cluster.worker_address = "127.0.0.1:" + std::to_string(std::stoi(bound));
+  const auto give_up = Clock::now() + std::chrono::seconds(20);
+  while (RegisteredWorkers(cluster.address) != 1) {
+    if (Clock::now() > give_up)
+      Fail("the worker did not register; its log:\n" + ReadFile(dir + "/worker.log"));
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return cluster;
+}
+
+// What the worker holds at the end: tasks it lists, elements and bytes
+// buffered, and its resident memory.
+std::string WorkerSummary(const Cluster& cluster) {
+  auto stub = sluice::proto::WorkerService::NewStub(sluice::MakeChannel(cluster.worker_address));
+  sluice::proto::WorkerStatusResponse status;
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  std::string text;
+  if (stub->GetStatus(&context, sluice::proto::WorkerStatusRequest{}, &status).ok()) {
+    text = std::to_string(status.tasks_size()) + " task(s), " + std::to_string(status.buffered_elements()) +
+           " element(s) / " + std::to_string(status.buffered_bytes() >> 20) + " MiB buffered, ";
+  }
+  std::istringstream in(ReadFile("/proc/" + std::to_string(cluster.worker) + "/status"));
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmRSS:", 0) == 0)
+      return text + std::to_string(std::atoll(line.c_str() + 6) / 1024) + " MiB resident";
+  }
+  return text;
+}
+
+// ---------------------------------------------------------------------------
+// Measurements.
+
+struct Epoch {
+  double rate = 0;           // rows per second, first element to last
+  double total_seconds = 0;  // MakeIterator to end of sequence
+  double tail_seconds = 0;   // last element to end of sequence
+};
+
+// Reads one epoch (a new repetition of the job) and checks it: `rows` rows
+// in all, whose int64 values add up to `sum`.
+Epoch ReadEpoch(const sluice::DatasetPtr& dataset, int64_t rows, int64_t sum, const std::string& what) {
+  const auto begin = Clock::now();
+  auto iterator = dataset->MakeIterator(sluice::IteratorContext{});
+  if (!iterator.ok()) Fail(what + ": " + std::string(iterator.status().message()));
+  Clock::time_point first, last;
+  int64_t first_rows = 0;
+  int64_t got_rows = 0;
+  int64_t got_sum = 0;
+  while (true) {
+    sluice::Element batch;
+    bool end = false;
+    absl::Status status = (*iterator)->GetNext(&batch, &end);
+    if (!status.ok()) Fail(what + ": " + std::string(status.message()));
+    if (end) break;
+    last = Clock::now();
+    const sluice::Tensor& t = batch.components.at(0);
+    if (t.dtype() != sluice::DType::kInt64 || t.rank() != 1) Fail(what + ": expected int64 vectors");
+    const int64_t* values = t.data<int64_t>();
+    for (int64_t i = 0; i < t.dim(0); ++i) got_sum += values[i];
+    if (got_rows == 0) {
+      first = last;
+      first_rows = t.dim(0);
+    }
+    got_rows += t.dim(0);
+  }
+  const auto done = Clock::now();
+  if (got_rows != rows || got_sum != sum) {
+    Fail(what + ": expected " + std::to_string(rows) + " rows adding up to " + std::to_string(sum) +
+         ", got " + std::to_string(got_rows) + " adding up to " + std::to_string(got_sum));
+  }
+  const double seconds = std::chrono::duration<double>(last - first).count();
+  if (got_rows == first_rows || seconds <= 0) Fail(what + ": one batch only; use more --elements");
+  return {(got_rows - first_rows) / seconds, std::chrono::duration<double>(done - begin).count(),
+          std::chrono::duration<double>(done - last).count()};
+}
+
+sluice::DatasetPtr BuildOrDie(const sluice::Dataset& dataset) {
+  auto built = dataset.Build();
+  if (!built.ok()) Fail("building the pipeline: " + std::string(built.status().message()));
+  return *built;
+}
+
+struct Best {
+  double rate = 0, worst_rate = 1e100, total = 1e100, tail = 1e100;
+  void Add(const Epoch& e) {
+    rate = std::max(rate, e.rate);
+    worst_rate = std::min(worst_rate, e.rate);
+    total = std::min(total, e.total_seconds);
+    tail = std::min(tail, e.tail_seconds);
+  }
+};
+
+void Compare(const char* name, const sluice::Dataset& pipeline, int64_t rows, int64_t sum, int repeats,
+             const Cluster& cluster) {
+  const sluice::DatasetPtr parallel =
+      BuildOrDie(pipeline.Distribute(cluster.url(), "parallel_epochs", "", 0, 20000));
+  const sluice::DatasetPtr distributed =
+      BuildOrDie(pipeline.Distribute(cluster.url(), "distributed_epoch", "", 0, 20000));
+  const sluice::DatasetPtr local = BuildOrDie(pipeline);
+  Best pe, de, lo;
+  for (int round = 0; round < repeats; ++round) {
+    for (int turn = 0; turn < 2; ++turn) {
+      const bool distributed_turn = (turn == 0) == (round % 2 == 1);
+      const Epoch e =
+          ReadEpoch(distributed_turn ? distributed : parallel, rows, sum,
+                    std::string(name) + (distributed_turn ? " distributed_epoch" : " parallel_epochs"));
+      (distributed_turn ? de : pe).Add(e);
+    }
+    lo.Add(ReadEpoch(local, rows, sum, std::string(name) + " local"));
+  }
+  std::printf("%s\n", name);
+  for (const auto& [mode, best] : {std::pair<const char*, const Best&>{"parallel_epochs", pe},
+                                   std::pair<const char*, const Best&>{"distributed_epoch", de}}) {
+    std::printf(
+        "  %-26s %12.0f elem/s   (worst %.0f); whole epoch %.3f s, of which %.3f s after the last element\n",
+        mode, best.rate, best.worst_rate, best.total, best.tail);
+  }
+  std::printf("  %-26s %11.1f%%          (goal <= 5%%); whole epochs: %.1f%%\n", "distributed_epoch overhead",
+              (pe.rate / de.rate - 1.0) * 100.0, (de.total / pe.total - 1.0) * 100.0);
+  std::printf("  %-26s %12.0f elem/s   (same pipeline run locally, no service)\n", "local", lo.rate);
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int64_t elements = 2'000'000;
+  int repeats = 3;
+  int64_t elements_per_split = 0;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string flag = argv[i];
+    const int64_t value = std::atoll(argv[i + 1]);
+    if (flag == "--elements")
+      elements = value;
+    else if (flag == "--repeats")
+      repeats = static_cast<int>(value);
+    else if (flag == "--elements-per-split")
+      elements_per_split = value;
+    else
+      argc = -1;
+  }
+  if (argc < 0 || argc % 2 == 0 || elements <= 0 || repeats <= 0 || elements_per_split < 0) {
+    std::fprintf(stderr, "usage: service_bench [--elements N] [--repeats R] [--elements-per-split K]\n");
+    return 2;
+  }
+  // Generous: an epoch at 100k elements/s, five epochs per round per
+  // pipeline, plus start-up.
+  const unsigned watchdog = static_cast<unsigned>(2 * repeats * 5 * (1 + elements / 100'000) + 90);
+  InstallHandlers(watchdog);
+  signal(SIGPIPE, SIG_IGN);
+
+  char dir_template[] = "/tmp/sluice_service_bench.XXXXXX";
+  if (mkdtemp(dir_template) == nullptr) Fail("mkdtemp failed");
+  const std::string dir = dir_template;
+  std::vector<std::string> dispatcher_args;
+  if (elements_per_split > 0) dispatcher_args = {"--elements-per-split", std::to_string(elements_per_split)};
+  std::printf(
+      "service_bench: %lld elements, best of %d epochs, elements per split %s; load average at start %s "
+      "(%u cores)\n",
+      static_cast<long long>(elements), repeats,
+      elements_per_split > 0 ? std::to_string(elements_per_split).c_str() : "64 (default)",
+      LoadAverage().c_str(), std::thread::hardware_concurrency());
+  std::fflush(stdout);
+  Cluster cluster = StartCluster(dir, dispatcher_args);
+
+  const int64_t sum = elements * (elements - 1) / 2;  // of 0 .. N-1
+  Compare("range(N) -> batch(256)", sluice::Dataset::Range(elements).Batch(256), elements, sum, repeats,
+          cluster);
+  Compare("range(N) -> map(multiply 3) -> batch(256)",
+          sluice::Dataset::Range(elements).Map("multiply", {{"value", 3}}).Batch(256), elements, 3 * sum,
+          repeats, cluster);
+  std::printf("workerd at the end: %s; load average at end %s\n", WorkerSummary(cluster).c_str(),
+              LoadAverage().c_str());
+  std::fflush(stdout);
+  Stop(cluster.worker);
+  Stop(cluster.dispatcher);
+  std::filesystem::remove_all(dir);
+  return 0;
+}
