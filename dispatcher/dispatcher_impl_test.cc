@@ -276,7 +276,7 @@ TEST_CASE("dispatcher_impl: GetDatasetInfo gives the element spec and cardinalit
   CHECK(status.message() == "unknown dataset id 'nope'");
 }
 
-TEST_CASE("dispatcher_impl: named jobs are shared; anonymous jobs are not", "[dispatcher]") {
+TEST_CASE("dispatcher_impl: named jobs are shared, anonymous jobs are not", "[dispatcher]") {
   DispatcherImpl d(TestConfig());
   const std::string id = Register(d, SquaresDef());
   const int64_t shared = Job(d, id, proto::PARALLEL_EPOCHS, "shared");
@@ -510,7 +510,7 @@ TEST_CASE("dispatcher_impl: an iteration without workers is not finished", "[dis
   CHECK(Listed(ClientBeat(d, it.iteration_client_id())) == Listing{{1, "w1:1"}});
 }
 
-TEST_CASE("dispatcher_impl: released clients are unknown; releasing again is fine", "[dispatcher]") {
+TEST_CASE("dispatcher_impl: released clients are unknown, releasing again is fine", "[dispatcher]") {
   DispatcherImpl d(TestConfig());
   const auto it = Iteration(d, Job(d, Register(d, SquaresDef())));
   proto::ReleaseIterationClientRequest release;

@@ -245,7 +245,7 @@ TEST_CASE("dispatcher_state: the first dataset of a fingerprint is the one found
   CHECK(state.datasets().size() == 2);
 }
 
-TEST_CASE("dispatcher_state: RegisterWorker records its tags; again replaces them", "[dispatcher]") {
+TEST_CASE("dispatcher_state: RegisterWorker records its tags, again replaces them", "[dispatcher]") {
   DispatcherState state;
   REQUIRE(state.Apply(RegisterWorker("w1:1", {"gpu", "big"})).ok());
   const auto* worker = state.FindWorker("w1:1");
