@@ -48,6 +48,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/bench_daemons.h"
 #include "bench_stream.grpc.pb.h"
 #include "common/grpc_util.h"
 #include "sluice/dataset.h"
@@ -55,168 +56,12 @@
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
 constexpr int64_t kBigElementBytes = 1 << 20;
 constexpr int64_t kSmallElementBytes = 64;
 constexpr double kWarmupSeconds = 0.5;
 
 double SecondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-// ---------------------------------------------------------------------------
-// Child processes. Their ids live in a fixed array that the signal handlers
-// read, so that every exit path can kill them.
-
-constexpr int kMaxChildren = 8;
-volatile pid_t g_children[kMaxChildren] = {};
-
-void KillChildrenNow() {
-  for (int i = 0; i < kMaxChildren; ++i) {
-    const pid_t pid = g_children[i];
-    if (pid > 0) kill(pid, SIGKILL);
-  }
-}
-
-void OnSignal(int sig) {
-  KillChildrenNow();
-  for (int i = 0; i < kMaxChildren; ++i) {
-    if (g_children[i] > 0) waitpid(g_children[i], nullptr, 0);
-  }
-  const char* message = sig == SIGALRM ? "data_plane: watchdog expired; killed the daemons, giving up\n"
-                                       : "data_plane: interrupted; killed the daemons\n";
-  (void)!write(STDERR_FILENO, message, strlen(message));
-  _exit(sig == SIGALRM ? 3 : 128 + sig);
-}
-
-void InstallHandlers(unsigned watchdog_seconds) {
-  struct sigaction action {};
-  action.sa_handler = OnSignal;
-  sigemptyset(&action.sa_mask);
-  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGALRM}) sigaction(sig, &action, nullptr);
-  std::atexit([] {
-    KillChildrenNow();
-    for (int i = 0; i < kMaxChildren; ++i) {
-      if (g_children[i] > 0) waitpid(g_children[i], nullptr, 0);
-      g_children[i] = 0;
-    }
-  });
-  alarm(watchdog_seconds);
-}
-
-[[noreturn]] void Fail(const std::string& message) {
-  std::fprintf(stderr, "data_plane: %s\n", message.c_str());
-  std::exit(1);  // the atexit handler kills the children
-}
-
-// Starts argv[0] (a path) with stdout and stderr appended to `log_path`.
-pid_t Spawn(const std::vector<std::string>& argv, const std::string& log_path) {
-  std::vector<char*> args;
-  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  int slot = 0;
-  while (slot < kMaxChildren && g_children[slot] != 0) ++slot;
-  if (slot == kMaxChildren) Fail("too many child processes");
-  const pid_t parent = getpid();
-  const pid_t pid = fork();
-  if (pid < 0) Fail(std::string("fork: ") + strerror(errno));
-  if (pid == 0) {
-    // Only async-signal-safe calls between fork and exec.
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent) _exit(126);
-    const int fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-    if (fd >= 0) {
-      dup2(fd, STDOUT_FILENO);
-      dup2(fd, STDERR_FILENO);
-    }
-    execv(args[0], args.data());
-    _exit(127);
-  }
-  g_children[slot] = pid;
-  return pid;
-}
-
-void Forget(pid_t pid) {
-  for (int i = 0; i < kMaxChildren; ++i)
-    if (g_children[i] == pid) g_children[i] = 0;
-}
-
-// The child's exit code once it has exited (reaping it), or nullopt while
-// it runs; waits up to `timeout`.
-std::optional<int> WaitFor(pid_t pid, std::chrono::milliseconds timeout) {
-  const auto give_up = Clock::now() + timeout;
-  while (true) {
-    int status = 0;
-    if (waitpid(pid, &status, WNOHANG) == pid) {
-      Forget(pid);
-      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    }
-    if (Clock::now() >= give_up) return std::nullopt;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-}
-
-void Stop(pid_t pid) {
-  if (pid <= 0) return;
-  kill(pid, SIGTERM);
-  if (!WaitFor(pid, std::chrono::seconds(3))) {
-    kill(pid, SIGKILL);
-    waitpid(pid, nullptr, 0);
-    Forget(pid);
-  }
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream file(path);
-  std::stringstream text;
-  text << file.rdbuf();
-  return text.str();
-}
-
-std::string WaitForFile(const std::string& path, pid_t writer, std::chrono::seconds timeout) {
-  const auto give_up = Clock::now() + timeout;
-  while (Clock::now() < give_up) {
-    std::string content = ReadFile(path);
-    if (!content.empty()) return content;
-    int status = 0;
-    if (waitpid(writer, &status, WNOHANG) == writer) {
-      Forget(writer);
-      return "";
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return "";
-}
-
-std::string LoadAverage() {
-  std::string text = ReadFile("/proc/loadavg");
-  std::istringstream in(text);
-  std::string one, five, fifteen;
-  in >> one >> five >> fifteen;
-  return one + " " + five + " " + fifteen;
-}
-
-// ---------------------------------------------------------------------------
-// A dispatcherd and one workerd on 127.0.0.1.
-
-struct Cluster {
-  std::string dir;
-  pid_t dispatcher = 0;
-  pid_t worker = 0;
-  std::string address;  // of the dispatcher
-  std::string worker_address;
-  std::string url() const { return "grpc://" + address; }
-};
-
-int RegisteredWorkers(const std::string& address) {
-  auto stub = sluice::proto::DispatcherService::NewStub(sluice::MakeChannel(address));
-  sluice::proto::GetWorkersRequest request;
-  *request.mutable_version() = sluice::CurrentVersion();
-  sluice::proto::GetWorkersResponse response;
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
-  if (!stub->GetWorkers(&context, request, &response).ok()) return -1;
-  return response.workers_size();
 }
 
 Cluster StartCluster(const std::string& dir) {
@@ -432,6 +277,7 @@ struct Samples {
 }  // namespace
 
 int main(int argc, char** argv) {
+  g_program = "data_plane";
   double seconds = 3;
   int repeats = 3;
   std::string cases = "abcd";
