@@ -56,7 +56,7 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
 
 absl::Status CallWithRetries(const std::function<grpc::Status(grpc::ClientContext*)>& call,
                              std::chrono::milliseconds timeout, std::chrono::milliseconds overall,
-                             const std::string& what) {
+                             const std::string& what, const std::function<bool()>& cancelled) {
   const auto give_up = std::chrono::steady_clock::now() + overall;
   std::chrono::milliseconds backoff(10);
   while (true) {
@@ -68,6 +68,7 @@ absl::Status CallWithRetries(const std::function<grpc::Status(grpc::ClientContex
       return absl::UnavailableError(absl::StrCat(what, ": ", status.error_message()));
     }
     std::this_thread::sleep_for(backoff);
+    if (cancelled && cancelled()) return absl::CancelledError(absl::StrCat(what, ": cancelled"));
     backoff = std::min(backoff * 2, std::chrono::milliseconds(1000));
   }
 }

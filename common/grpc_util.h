@@ -39,10 +39,11 @@ inline constexpr int kMaxMessageBytes = 256 * 1024 * 1024;
 
 // Calls `call` with a fresh context whose deadline is `timeout` away, and
 // retries UNAVAILABLE with exponential backoff (10 ms doubling to 1 s) until
-// `overall` has passed. Other errors return at once.
+// `overall` has passed. Other errors return at once. When `cancelled` is
+// given and returns true between attempts, the call gives up: Cancelled.
 absl::Status CallWithRetries(const std::function<grpc::Status(grpc::ClientContext*)>& call,
                              std::chrono::milliseconds timeout, std::chrono::milliseconds overall,
-                             const std::string& what);
+                             const std::string& what, const std::function<bool()>& cancelled = nullptr);
 
 }  // namespace sluice
 

@@ -18,7 +18,7 @@ struct DispatcherConfig {
   // A client without a heartbeat for this long is released.
   int64_t client_timeout_ms = 60000;
   // Splits handed to a worker per GetSplits call, at most.
-  int64_t splits_per_request = 8;
+  int64_t splits_per_request = 1024;
   // Elements of range/from_tensor_slices per split.
   int64_t elements_per_split = 64;
   std::string log_level = "info";

@@ -7,6 +7,7 @@
 #include "common/grpc_util.h"
 #include "common/proto_convert.h"
 #include "pipeline/builder.h"
+#include "worker/split_prefetcher.h"
 
 namespace sluice::worker {
 namespace {
@@ -23,48 +24,25 @@ int64_t ElementBytes(const Element& element) {
   return bytes;
 }
 
-// The splits of a distributed_epoch task, fetched from the dispatcher a few
-// at a time so that a round trip is paid per batch of splits, not per split.
-class RemoteSplitProvider : public SplitProvider {
- public:
-  RemoteSplitProvider(proto::DispatcherService::Stub* dispatcher, int64_t iteration_id, int64_t task_id)
-      : dispatcher_(dispatcher), iteration_id_(iteration_id), task_id_(task_id) {}
-
-  absl::Status GetNext(Split* split, bool* end_of_splits) override {
-    if (pending_.empty() && !end_) {
-      proto::GetSplitsRequest request;
-      *request.mutable_version() = CurrentVersion();
-      request.set_iteration_id(iteration_id_);
-      request.set_task_id(task_id_);
-      request.set_max_splits(8);
-      proto::GetSplitsResponse response;
-      absl::Status status = CallWithRetries(
-          [&](grpc::ClientContext* context) { return dispatcher_->GetSplits(context, request, &response); },
-          kRpcTimeout, kRetryFor, "GetSplits");
-      if (!status.ok()) return status;
-      for (const auto& s : response.splits()) pending_.push_back({s.begin(), s.end()});
-      end_ = response.end_of_splits();
-    }
-    *end_of_splits = pending_.empty();
-    if (!pending_.empty()) {
-      *split = pending_.front();
-      pending_.pop_front();
-    }
+// Fetches a distributed_epoch task's splits from the dispatcher.
+SplitPrefetcher::FetchFn FetchSplitsFrom(proto::DispatcherService::Stub* dispatcher, int64_t iteration_id,
+                                         int64_t task_id) {
+  return [=](int max_splits, const std::function<bool()>& cancelled, std::vector<Split>* splits, bool* end) {
+    proto::GetSplitsRequest request;
+    *request.mutable_version() = CurrentVersion();
+    request.set_iteration_id(iteration_id);
+    request.set_task_id(task_id);
+    request.set_max_splits(max_splits);
+    proto::GetSplitsResponse response;
+    absl::Status status = CallWithRetries(
+        [&](grpc::ClientContext* context) { return dispatcher->GetSplits(context, request, &response); },
+        kRpcTimeout, kRetryFor, "GetSplits", cancelled);
+    if (!status.ok()) return status;
+    for (const auto& s : response.splits()) splits->push_back({s.begin(), s.end()});
+    *end = response.end_of_splits();
     return absl::OkStatus();
-  }
-  absl::Status Reset() override { return absl::UnimplementedError("the dispatcher owns split positions"); }
-  std::string Save() const override { return ""; }
-  absl::Status Restore(const std::string&) override {
-    return absl::UnimplementedError("the dispatcher owns split positions");
-  }
-
- private:
-  proto::DispatcherService::Stub* const dispatcher_;
-  const int64_t iteration_id_;
-  const int64_t task_id_;
-  std::deque<Split> pending_;
-  bool end_ = false;
-};
+  };
+}
 
 }  // namespace
 
@@ -83,6 +61,7 @@ class WorkerImpl::Task {
       absl::MutexLock lock(&mu_);
       cancelled_ = true;
     }
+    if (splits_ != nullptr) splits_->Cancel();
     if (thread_.joinable()) thread_.join();
   }
 
@@ -91,6 +70,11 @@ class WorkerImpl::Task {
   // Builds the pipeline and starts producing. A pipeline that fails to
   // build makes a task whose readers get that error.
   void Start() {
+    if (def_.processing_mode() == proto::DISTRIBUTED_EPOCH) {
+      // Started now, so the first splits arrive while the pipeline builds.
+      splits_ = std::make_unique<SplitPrefetcher>(
+          FetchSplitsFrom(dispatcher_, def_.iteration_id(), def_.task_id()), SplitPrefetcher::Options{});
+    }
     thread_ = std::thread([this] { Run(); });
   }
 
@@ -157,10 +141,7 @@ class WorkerImpl::Task {
     absl::StatusOr<DatasetPtr> dataset = BuildDataset(def_.dataset());
     if (!dataset.ok()) return dataset.status();
     IteratorContext context;
-    if (def_.processing_mode() == proto::DISTRIBUTED_EPOCH) {
-      splits_ = std::make_unique<RemoteSplitProvider>(dispatcher_, def_.iteration_id(), def_.task_id());
-      context.split_provider = splits_.get();
-    }
+    context.split_provider = splits_.get();  // null in parallel_epochs
     absl::StatusOr<std::unique_ptr<IteratorBase>> iterator = (*dataset)->MakeIterator(context);
     if (!iterator.ok()) return iterator.status();
     while (true) {
@@ -185,7 +166,7 @@ class WorkerImpl::Task {
   const int64_t max_bytes_;
   proto::DispatcherService::Stub* const dispatcher_;
   const std::function<void(int64_t)> on_finished_;
-  std::unique_ptr<RemoteSplitProvider> splits_;  // used by the task thread only
+  std::unique_ptr<SplitPrefetcher> splits_;  // set before the task thread starts
 
   absl::Mutex mu_;
   std::deque<Element> buffer_ ABSL_GUARDED_BY(mu_);
