@@ -1,62 +1,51 @@
 #include "client/element_transport.h"
 
+#include <grpcpp/generic/generic_stub.h>
+
 #include <chrono>
 
-#include "common/compression.h"
+#include "absl/synchronization/notification.h"
+#include "common/element_wire.h"
 #include "common/grpc_util.h"
-#include "common/proto_convert.h"
-#include "sluice/service.grpc.pb.h"
 
 namespace sluice {
 namespace {
 
 constexpr auto kRpcTimeout = std::chrono::seconds(30);
+constexpr char kGetElementsMethod[] = "/sluice.proto.WorkerService/GetElements";
 
+// Calls GetElements as raw bytes, so that the response is decoded from
+// gRPC's slices straight into tensors (common/element_wire.h).
 class GrpcElementTransport : public ElementTransport {
  public:
-  explicit GrpcElementTransport(const std::string& address)
-      : stub_(proto::WorkerService::NewStub(MakeChannel(address))) {}
+  explicit GrpcElementTransport(const std::string& address) : stub_(MakeChannel(address)) {}
 
   absl::Status GetElements(const proto::GetElementsRequest& request, std::vector<Element>* elements,
                            bool* end_of_sequence) override {
-    proto::GetElementsResponse response;
+    const grpc::ByteBuffer request_bytes = SerializeToByteBuffer(request);
+    grpc::ByteBuffer response_bytes;
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() + kRpcTimeout);
-    if (absl::Status status = FromGrpcStatus(stub_->GetElements(&context, request, &response));
-        !status.ok()) {
-      return status;
-    }
-    *end_of_sequence = response.end_of_sequence();
-    return DecodeElements(response, elements);
+    absl::Notification done;
+    grpc::Status status;
+    stub_.UnaryCall(&context, kGetElementsMethod, grpc::StubOptions(), &request_bytes, &response_bytes,
+                    [&](grpc::Status s) {
+                      status = std::move(s);
+                      done.Notify();
+                    });
+    done.WaitForNotification();
+    if (!status.ok()) return FromGrpcStatus(status);
+    return DecodeElementsResponse(&response_bytes, elements, end_of_sequence);
   }
 
  private:
-  std::unique_ptr<proto::WorkerService::Stub> stub_;
+  grpc::GenericStub stub_;
 };
 
 }  // namespace
 
 std::unique_ptr<ElementTransport> MakeGrpcElementTransport(const std::string& worker_address) {
   return std::make_unique<GrpcElementTransport>(worker_address);
-}
-
-absl::Status DecodeElements(const proto::GetElementsResponse& response, std::vector<Element>* elements) {
-  elements->reserve(elements->size() + response.elements_size() + response.compressed_elements_size());
-  for (const proto::ElementProto& p : response.elements()) {
-    absl::StatusOr<Element> e = ElementFromProto(p);
-    if (!e.ok()) return e.status();
-    elements->push_back(*std::move(e));
-  }
-  std::string bytes;
-  proto::ElementProto decoded;
-  for (const std::string& compressed : response.compressed_elements()) {
-    if (absl::Status s = Decompress(response.compression(), compressed, &bytes); !s.ok()) return s;
-    if (!decoded.ParseFromString(bytes)) return absl::DataLossError("a decompressed element does not parse");
-    absl::StatusOr<Element> e = ElementFromProto(decoded);
-    if (!e.ok()) return e.status();
-    elements->push_back(*std::move(e));
-  }
-  return absl::OkStatus();
 }
 
 }  // namespace sluice

@@ -28,9 +28,6 @@ class ElementTransport {
 // gRPC to the worker's WorkerService.
 std::unique_ptr<ElementTransport> MakeGrpcElementTransport(const std::string& worker_address);
 
-// Decodes a GetElements response, decompressing as it says.
-absl::Status DecodeElements(const proto::GetElementsResponse& response, std::vector<Element>* elements);
-
 }  // namespace sluice
 
 #endif  // SLUICE_CLIENT_ELEMENT_TRANSPORT_H_

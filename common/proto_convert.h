@@ -10,6 +10,12 @@
 
 namespace sluice {
 
+// The dtype of a proto, or InvalidArgument for one that Sluice lacks.
+absl::StatusOr<DType> CheckedDType(proto::DataType dtype);
+// OK when `bytes` of content are exactly a tensor of this dtype and shape;
+// otherwise InvalidArgument saying so. Safe against shapes that overflow.
+absl::Status CheckContentSize(DType dtype, const Shape& shape, uint64_t bytes);
+
 void TensorToProto(const Tensor& tensor, proto::TensorProto* out);
 absl::StatusOr<Tensor> TensorFromProto(const proto::TensorProto& proto);
 

@@ -3,7 +3,6 @@
 #include <spdlog/spdlog.h>
 
 #include "absl/strings/str_cat.h"
-#include "common/compression.h"
 #include "common/grpc_util.h"
 #include "common/proto_convert.h"
 #include "pipeline/builder.h"
@@ -17,6 +16,8 @@ constexpr auto kRetryFor = std::chrono::seconds(60);
 // How long GetElements waits for a first element before answering empty,
 // so that clients poll without spinning.
 constexpr absl::Duration kElementWait = absl::Milliseconds(50);
+// How often parked requests are checked for the end of their wait.
+constexpr absl::Duration kExpiryTick = absl::Milliseconds(5);
 
 int64_t ElementBytes(const Element& element) {
   int64_t bytes = 0;
@@ -63,6 +64,9 @@ class WorkerImpl::Task {
     }
     if (splits_ != nullptr) splits_->Cancel();
     if (thread_.joinable()) thread_.join();
+    // Every parked request gets its answer: an empty one, as for a task
+    // this worker does not have.
+    ExpireWaiters(absl::InfiniteFuture());
   }
 
   int64_t id() const { return def_.task_id(); }
@@ -78,39 +82,39 @@ class WorkerImpl::Task {
     thread_ = std::thread([this] { Run(); });
   }
 
-  absl::Status Take(int max_elements, proto::WireCompression compression,
-                    proto::GetElementsResponse* response) {
-    std::vector<Element> taken;
+  // Answers at once when there are elements or the pipeline has ended;
+  // otherwise parks the request until there are, or until `deadline`.
+  void Take(int max_elements, proto::WireCompression compression, absl::Time deadline,
+            ElementsCallback done) {
+    ElementsReply reply;
     {
       absl::MutexLock lock(&mu_);
-      mu_.AwaitWithTimeout(absl::Condition(this, &Task::HasOutput), kElementWait);
-      while (!buffer_.empty() && static_cast<int>(taken.size()) < max_elements) {
-        bytes_ -= ElementBytes(buffer_.front());
-        taken.push_back(std::move(buffer_.front()));
-        buffer_.pop_front();
+      if (!HasOutput()) {
+        waiters_.push_back({max_elements, compression, deadline, std::move(done)});
+        return;
       }
-      if (buffer_.empty() && done_) {
-        // A failed pipeline's error comes after its last elements.
-        if (!status_.ok() && taken.empty()) return status_;
-        if (status_.ok()) response->set_end_of_sequence(true);
+      reply = TakeLocked(max_elements, compression);
+    }
+    done(std::move(reply));
+  }
+
+  // Answers, empty, the parked requests whose wait is over.
+  void ExpireWaiters(absl::Time now) {
+    std::vector<std::pair<ElementsCallback, ElementsReply>> expired;
+    {
+      absl::MutexLock lock(&mu_);
+      for (auto it = waiters_.begin(); it != waiters_.end();) {
+        if (it->deadline > now) {
+          ++it;
+          continue;
+        }
+        ElementsReply reply;
+        reply.compression = it->compression;
+        expired.emplace_back(std::move(it->done), std::move(reply));
+        it = waiters_.erase(it);
       }
     }
-    // Encoded outside the lock, so the producer keeps going meanwhile.
-    response->set_compression(compression);
-    for (const Element& element : taken) {
-      if (compression == proto::COMPRESSION_NONE) {
-        ElementToProto(element, response->add_elements());
-        continue;
-      }
-      proto::ElementProto encoded;
-      ElementToProto(element, &encoded);
-      if (absl::Status s =
-              Compress(compression, encoded.SerializeAsString(), response->add_compressed_elements());
-          !s.ok()) {
-        return s;
-      }
-    }
-    return absl::OkStatus();
+    for (auto& [done, reply] : expired) done(std::move(reply));
   }
 
   void Buffered(int64_t* elements, int64_t* bytes) {
@@ -120,7 +124,46 @@ class WorkerImpl::Task {
   }
 
  private:
+  struct Waiter {
+    int max_elements;
+    proto::WireCompression compression;
+    absl::Time deadline;
+    ElementsCallback done;
+  };
+
   bool HasOutput() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !buffer_.empty() || done_; }
+
+  ElementsReply TakeLocked(int max_elements, proto::WireCompression compression)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    ElementsReply reply;
+    reply.compression = compression;
+    while (!buffer_.empty() && static_cast<int>(reply.elements.size()) < max_elements) {
+      bytes_ -= ElementBytes(buffer_.front());
+      reply.elements.push_back(std::move(buffer_.front()));
+      buffer_.pop_front();
+    }
+    if (buffer_.empty() && done_) {
+      // A failed pipeline's error comes after its last elements.
+      if (!status_.ok() && reply.elements.empty()) reply.status = status_;
+      if (status_.ok()) reply.end_of_sequence = true;
+    }
+    return reply;
+  }
+
+  // Answers parked requests while there is output; the answers are sent
+  // (encoded, even) after the lock is released.
+  void ServeWaiters() {
+    std::vector<std::pair<ElementsCallback, ElementsReply>> served;
+    {
+      absl::MutexLock lock(&mu_);
+      while (!waiters_.empty() && HasOutput()) {
+        Waiter waiter = std::move(waiters_.front());
+        waiters_.pop_front();
+        served.emplace_back(std::move(waiter.done), TakeLocked(waiter.max_elements, waiter.compression));
+      }
+    }
+    for (auto& [done, reply] : served) done(std::move(reply));
+  }
   bool HasRoom() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return cancelled_ || (static_cast<int64_t>(buffer_.size()) < max_elements_ && bytes_ < max_bytes_);
   }
@@ -133,6 +176,7 @@ class WorkerImpl::Task {
       status_ = status;
       done_ = true;
     }
+    ServeWaiters();
     if (!status.ok()) spdlog::error("task {} failed: {}", id(), std::string(status.message()));
     on_finished_(id());
   }
@@ -155,9 +199,14 @@ class WorkerImpl::Task {
       if (absl::Status status = (*iterator)->GetNext(&element, &end); !status.ok()) return status;
       if (end) return absl::OkStatus();
       const int64_t bytes = ElementBytes(element);
-      absl::MutexLock lock(&mu_);
-      bytes_ += bytes;
-      buffer_.push_back(std::move(element));
+      bool serve = false;
+      {
+        absl::MutexLock lock(&mu_);
+        bytes_ += bytes;
+        buffer_.push_back(std::move(element));
+        serve = !waiters_.empty();
+      }
+      if (serve) ServeWaiters();
     }
   }
 
@@ -170,6 +219,7 @@ class WorkerImpl::Task {
 
   absl::Mutex mu_;
   std::deque<Element> buffer_ ABSL_GUARDED_BY(mu_);
+  std::deque<Waiter> waiters_ ABSL_GUARDED_BY(mu_);
   int64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
   bool done_ ABSL_GUARDED_BY(mu_) = false;
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
@@ -177,7 +227,9 @@ class WorkerImpl::Task {
   std::thread thread_;
 };
 
-WorkerImpl::WorkerImpl(WorkerConfig config) : config_(std::move(config)) {}
+WorkerImpl::WorkerImpl(WorkerConfig config) : config_(std::move(config)) {
+  expire_thread_ = std::thread([this] { ExpireLoop(); });
+}
 
 WorkerImpl::~WorkerImpl() { Stop(); }
 
@@ -212,6 +264,7 @@ void WorkerImpl::Stop() {
     tasks.swap(tasks_);
   }
   if (heartbeat_thread_.joinable()) heartbeat_thread_.join();
+  if (expire_thread_.joinable()) expire_thread_.join();
   if (dispatcher_ != nullptr) {
     proto::WorkerShutdownRequest request;
     *request.mutable_version() = CurrentVersion();
@@ -289,19 +342,38 @@ void WorkerImpl::ReportFinished(int64_t task_id) {
     spdlog::warn("could not report task {} finished: {}", task_id, std::string(status.message()));
 }
 
-absl::Status WorkerImpl::GetElements(const proto::GetElementsRequest& request,
-                                     proto::GetElementsResponse* response) {
-  if (absl::Status s = CheckVersion(request.version()); !s.ok()) return s;
+void WorkerImpl::GetElements(const proto::GetElementsRequest& request, ElementsCallback done) {
+  ElementsReply reply;
+  reply.compression = request.compression();
+  if (reply.status = CheckVersion(request.version()); !reply.status.ok()) return done(std::move(reply));
   std::shared_ptr<Task> task;
   {
     absl::MutexLock lock(&mu_);
-    if (stopping_) return absl::UnavailableError(absl::StrCat("worker ", address_, " is shutting down"));
+    if (stopping_) {
+      reply.status = absl::UnavailableError(absl::StrCat("worker ", address_, " is shutting down"));
+      return done(std::move(reply));
+    }
     auto it = tasks_.find(request.task_id());
     // Not here yet: the worker learns of tasks on its next heartbeat.
-    if (it == tasks_.end()) return absl::OkStatus();
+    if (it == tasks_.end()) return done(std::move(reply));
     task = it->second;
   }
-  return task->Take(std::max(1, request.max_elements()), request.compression(), response);
+  task->Take(std::max(1, request.max_elements()), request.compression(), absl::Now() + kElementWait,
+             std::move(done));
+}
+
+void WorkerImpl::ExpireLoop() {
+  while (true) {
+    std::vector<std::shared_ptr<Task>> tasks;
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.AwaitWithTimeout(absl::Condition(&stopping_), kExpiryTick);
+      if (stopping_) return;
+      for (const auto& [id, task] : tasks_) tasks.push_back(task);
+    }
+    const absl::Time now = absl::Now();
+    for (const auto& task : tasks) task->ExpireWaiters(now);
+  }
 }
 
 absl::Status WorkerImpl::GetStatus(const proto::WorkerStatusRequest&, proto::WorkerStatusResponse* response) {

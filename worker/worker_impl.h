@@ -4,6 +4,8 @@
 // Each task has a thread that runs its pipeline into a buffer bounded by
 // count and bytes; GetElements takes from the buffer, first come first
 // served, so the consumers of a shared job split the elements between them.
+// A request that finds the buffer empty is parked, not a blocked thread,
+// and answered by the producer when elements arrive.
 // In distributed_epoch the pipeline's source reads splits fetched from the
 // dispatcher, several per request. The worker learns its tasks from
 // heartbeats, reports finished ones, and on Stop tells the dispatcher, so
@@ -12,6 +14,7 @@
 #define SLUICE_WORKER_WORKER_IMPL_H_
 
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -20,6 +23,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "common/element.h"
 #include "pipeline/dataset.h"
 #include "sluice/service.grpc.pb.h"
 #include "worker/worker_config.h"
@@ -39,7 +43,22 @@ class WorkerImpl {
   // Tells the dispatcher this worker is leaving and stops every task.
   void Stop();
 
-  absl::Status GetElements(const proto::GetElementsRequest& request, proto::GetElementsResponse* response);
+  // What a GetElements request gets: up to its max_elements elements (to
+  // be sent with `compression`), and whether the task has ended; or an
+  // error.
+  struct ElementsReply {
+    absl::Status status;
+    std::vector<Element> elements;
+    bool end_of_sequence = false;
+    proto::WireCompression compression = proto::COMPRESSION_NONE;
+  };
+  using ElementsCallback = std::function<void(ElementsReply)>;
+
+  // Answers at once when the task has elements or has ended; otherwise
+  // parks the request (no thread waits) until it has, or answers it empty
+  // after 50 ms, so that clients poll without spinning. `done` is called
+  // exactly once, on this thread or another.
+  void GetElements(const proto::GetElementsRequest& request, ElementsCallback done);
   absl::Status GetStatus(const proto::WorkerStatusRequest& request, proto::WorkerStatusResponse* response);
 
  private:
@@ -48,6 +67,7 @@ class WorkerImpl {
   absl::Status Heartbeat();
   void HeartbeatLoop();
   void ReportFinished(int64_t task_id);
+  void ExpireLoop();
 
   const WorkerConfig config_;
   std::shared_ptr<grpc::Channel> channel_;
@@ -58,6 +78,7 @@ class WorkerImpl {
   std::map<int64_t, std::shared_ptr<Task>> tasks_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread heartbeat_thread_;
+  std::thread expire_thread_;
 };
 
 }  // namespace sluice::worker

@@ -1,0 +1,394 @@
+#include "common/element_wire.h"
+
+#include <google/protobuf/io/coded_stream.h>
+#include <grpcpp/support/proto_buffer_reader.h>
+
+#include <climits>
+#include <optional>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "common/compression.h"
+#include "common/proto_convert.h"
+
+namespace sluice {
+namespace {
+
+using google::protobuf::io::CodedInputStream;
+using google::protobuf::io::CodedOutputStream;
+
+// Protobuf wire types, and the field numbers of service.proto/tensor.proto.
+constexpr int kVarint = 0;
+constexpr int kFixed64 = 1;
+constexpr int kLengthDelimited = 2;
+constexpr int kFixed32 = 5;
+constexpr uint32_t Tag(int field, int wire_type) { return static_cast<uint32_t>(field << 3 | wire_type); }
+
+constexpr uint32_t kResponseElement = Tag(1, kLengthDelimited);
+constexpr uint32_t kResponseEndOfSequence = Tag(2, kVarint);
+constexpr uint32_t kResponseCompressedElement = Tag(3, kLengthDelimited);
+constexpr uint32_t kResponseCompression = Tag(4, kVarint);
+constexpr uint32_t kElementComponent = Tag(1, kLengthDelimited);
+constexpr uint32_t kElementName = Tag(2, kLengthDelimited);
+constexpr uint32_t kTensorDType = Tag(1, kVarint);
+constexpr uint32_t kTensorShape = Tag(2, kLengthDelimited);
+constexpr uint32_t kTensorContent = Tag(3, kLengthDelimited);
+constexpr uint32_t kTensorStringValue = Tag(4, kLengthDelimited);
+constexpr uint32_t kShapeDimsPacked = Tag(1, kLengthDelimited);
+constexpr uint32_t kShapeDim = Tag(1, kVarint);
+
+size_t VarintSize(uint64_t value) { return CodedOutputStream::VarintSize64(value); }
+size_t LengthDelimitedSize(uint32_t tag, size_t length) {
+  return VarintSize(tag) + VarintSize(length) + length;
+}
+
+size_t PackedDimsSize(const Shape& shape) {
+  size_t size = 0;
+  for (int64_t d : shape) size += VarintSize(static_cast<uint64_t>(d));
+  return size;
+}
+size_t ShapeSize(const Shape& shape) {
+  return shape.empty() ? 0 : LengthDelimitedSize(kShapeDimsPacked, PackedDimsSize(shape));
+}
+size_t TensorSize(const Tensor& t) {
+  size_t size = VarintSize(kTensorDType) + VarintSize(static_cast<uint64_t>(t.dtype()));
+  if (!t.shape().empty()) size += LengthDelimitedSize(kTensorShape, ShapeSize(t.shape()));
+  if (t.dtype() == DType::kString) {
+    for (const std::string& s : t.values<std::string>())
+      size += LengthDelimitedSize(kTensorStringValue, s.size());
+  } else if (t.ByteSize() > 0) {
+    size += LengthDelimitedSize(kTensorContent, t.ByteSize());
+  }
+  return size;
+}
+size_t ElementSize(const Element& e) {
+  size_t size = 0;
+  for (const Tensor& t : e.components) size += LengthDelimitedSize(kElementComponent, TensorSize(t));
+  if (e.named()) {
+    for (const std::string& name : *e.names) size += LengthDelimitedSize(kElementName, name.size());
+  }
+  return size;
+}
+
+void ReleaseTensorBuffer(void* buffer) { delete static_cast<std::shared_ptr<TensorBuffer>*>(buffer); }
+
+// Builds a ByteBuffer from header bytes (copied, in runs) and tensor bytes
+// (by reference).
+class SliceWriter {
+ public:
+  void Varint(uint64_t value) {
+    uint8_t bytes[10];
+    const uint8_t* end = CodedOutputStream::WriteVarint64ToArray(value, bytes);
+    pending_.append(reinterpret_cast<const char*>(bytes), end - bytes);
+  }
+  void LengthDelimitedHeader(uint32_t tag, size_t length) {
+    Varint(tag);
+    Varint(length);
+  }
+  void Bytes(const void* data, size_t size) { pending_.append(static_cast<const char*>(data), size); }
+  void TensorBytes(const Tensor& t) {
+    if (t.ByteSize() < kZeroCopyMinBytes) {
+      Bytes(t.raw_data(), t.ByteSize());
+      return;
+    }
+    Flush();
+    // The slice keeps the tensor's buffer alive until gRPC has sent it.
+    slices_.emplace_back(const_cast<void*>(t.raw_data()), t.ByteSize(), &ReleaseTensorBuffer,
+                         new std::shared_ptr<TensorBuffer>(t.buffer()));
+  }
+  grpc::ByteBuffer Finish() {
+    Flush();
+    return grpc::ByteBuffer(slices_.data(), slices_.size());
+  }
+
+ private:
+  void Flush() {
+    if (pending_.empty()) return;
+    slices_.emplace_back(pending_.data(), pending_.size());  // copies
+    pending_.clear();
+  }
+
+  std::vector<grpc::Slice> slices_;
+  std::string pending_;
+};
+
+void WriteTensor(const Tensor& t, SliceWriter* out) {
+  out->Varint(kTensorDType);
+  out->Varint(static_cast<uint64_t>(t.dtype()));
+  if (!t.shape().empty()) {  // a scalar's shape is left out, as protobuf does
+    out->LengthDelimitedHeader(kTensorShape, ShapeSize(t.shape()));
+    out->LengthDelimitedHeader(kShapeDimsPacked, PackedDimsSize(t.shape()));
+    for (int64_t d : t.shape()) out->Varint(static_cast<uint64_t>(d));
+  }
+  if (t.dtype() == DType::kString) {
+    for (const std::string& s : t.values<std::string>()) {
+      out->LengthDelimitedHeader(kTensorStringValue, s.size());
+      out->Bytes(s.data(), s.size());
+    }
+  } else if (t.ByteSize() > 0) {
+    out->LengthDelimitedHeader(kTensorContent, t.ByteSize());
+    out->TensorBytes(t);
+  }
+}
+
+absl::Status Malformed(const CodedInputStream& in, const std::string& what) {
+  return absl::DataLossError(
+      absl::StrCat("malformed GetElements response at byte ", in.CurrentPosition(), ": ", what));
+}
+
+absl::Status SkipField(CodedInputStream& in, uint32_t tag) {
+  uint64_t varint = 0;
+  uint32_t length = 0;
+  switch (tag & 7) {
+    case kVarint:
+      if (in.ReadVarint64(&varint)) return absl::OkStatus();
+      break;
+    case kFixed64:
+      if (in.Skip(8)) return absl::OkStatus();
+      break;
+    case kLengthDelimited:
+      if (in.ReadVarint32(&length) && length <= INT_MAX && in.Skip(static_cast<int>(length)))
+        return absl::OkStatus();
+      break;
+    case kFixed32:
+      if (in.Skip(4)) return absl::OkStatus();
+      break;
+    default:
+      return Malformed(in, absl::StrCat("unsupported wire type ", tag & 7, " of field ", tag >> 3));
+  }
+  return Malformed(in, absl::StrCat("field ", tag >> 3, " is truncated"));
+}
+
+// Enters a length-delimited field: its bytes become the stream's limit.
+absl::Status EnterMessage(CodedInputStream& in, const char* what, CodedInputStream::Limit* limit) {
+  uint32_t length = 0;
+  if (!in.ReadVarint32(&length) || length > static_cast<uint32_t>(in.BytesUntilLimit())) {
+    return Malformed(in, absl::StrCat(what, " is truncated"));
+  }
+  *limit = in.PushLimit(static_cast<int>(length));
+  return absl::OkStatus();
+}
+absl::Status LeaveMessage(CodedInputStream& in, const char* what, CodedInputStream::Limit limit) {
+  // ReadTag returns 0 at the limit, and also on a malformed tag before it.
+  if (in.BytesUntilLimit() != 0) return Malformed(in, absl::StrCat("bad field in ", what));
+  in.PopLimit(limit);
+  return absl::OkStatus();
+}
+
+absl::Status ReadString(CodedInputStream& in, const char* what, std::string* out) {
+  uint32_t length = 0;
+  if (!in.ReadVarint32(&length) || length > static_cast<uint32_t>(in.BytesUntilLimit()) ||
+      !in.ReadString(out, static_cast<int>(length))) {
+    return Malformed(in, absl::StrCat(what, " is truncated"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReadShape(CodedInputStream& in, Shape* shape) {
+  CodedInputStream::Limit limit;
+  if (absl::Status s = EnterMessage(in, "a tensor shape", &limit); !s.ok()) return s;
+  shape->clear();
+  while (uint32_t tag = in.ReadTag()) {
+    uint64_t dim = 0;
+    if (tag == kShapeDim) {
+      if (!in.ReadVarint64(&dim)) return Malformed(in, "a dimension is truncated");
+      shape->push_back(static_cast<int64_t>(dim));
+    } else if (tag == kShapeDimsPacked) {
+      CodedInputStream::Limit packed;
+      if (absl::Status s = EnterMessage(in, "packed dimensions", &packed); !s.ok()) return s;
+      while (in.BytesUntilLimit() > 0) {
+        if (!in.ReadVarint64(&dim)) return Malformed(in, "a dimension is truncated");
+        shape->push_back(static_cast<int64_t>(dim));
+      }
+      in.PopLimit(packed);
+    } else if (absl::Status s = SkipField(in, tag); !s.ok()) {
+      return s;
+    }
+  }
+  return LeaveMessage(in, "a tensor shape", limit);
+}
+
+// A numeric tensor whose dtype (and shape, unless it is a scalar) came
+// before its content, as this encoder writes them, is read straight into
+// its buffer. Any other order of fields goes through TensorProto, whose
+// conversion validates it.
+absl::StatusOr<Tensor> ReadTensor(CodedInputStream& in) {
+  CodedInputStream::Limit limit;
+  if (absl::Status s = EnterMessage(in, "a tensor", &limit); !s.ok()) return s;
+  proto::TensorProto slow;
+  std::optional<Tensor> fast;
+  Shape shape;
+  while (uint32_t tag = in.ReadTag()) {
+    if (tag == kTensorDType) {
+      uint64_t dtype = 0;
+      if (!in.ReadVarint64(&dtype)) return Malformed(in, "a dtype is truncated");
+      slow.set_dtype(static_cast<proto::DataType>(dtype));
+    } else if (tag == kTensorShape) {
+      if (absl::Status s = ReadShape(in, &shape); !s.ok()) return s;
+    } else if (tag == kTensorContent) {
+      uint32_t length = 0;
+      if (!in.ReadVarint32(&length) || length > static_cast<uint32_t>(in.BytesUntilLimit())) {
+        return Malformed(in, "tensor content is truncated");
+      }
+      absl::StatusOr<DType> dtype = CheckedDType(slow.dtype());
+      fast.reset();
+      slow.clear_content();
+      if (dtype.ok() && *dtype != DType::kString && CheckContentSize(*dtype, shape, length).ok()) {
+        fast = Tensor::Uninitialized(*dtype, shape);
+        if (length > 0 && !in.ReadRaw(fast->mutable_raw_data(), static_cast<int>(length))) {
+          return Malformed(in, "tensor content is truncated");
+        }
+      } else if (!in.ReadString(slow.mutable_content(), static_cast<int>(length))) {
+        return Malformed(in, "tensor content is truncated");
+      }
+    } else if (tag == kTensorStringValue) {
+      if (absl::Status s = ReadString(in, "a string value", slow.add_string_values()); !s.ok()) return s;
+    } else if (absl::Status s = SkipField(in, tag); !s.ok()) {
+      return s;
+    }
+  }
+  if (absl::Status s = LeaveMessage(in, "a tensor", limit); !s.ok()) return s;
+  if (fast.has_value()) {
+    // Still right if no dtype or shape came after the content.
+    if (static_cast<int>(fast->dtype()) == slow.dtype() && fast->shape() == shape) return *std::move(fast);
+    slow.set_content(static_cast<const char*>(fast->raw_data()), fast->ByteSize());
+  }
+  for (int64_t d : shape) slow.mutable_shape()->add_dims(d);
+  return TensorFromProto(slow);
+}
+
+absl::Status ReadElement(CodedInputStream& in, Element* element) {
+  CodedInputStream::Limit limit;
+  if (absl::Status s = EnterMessage(in, "an element", &limit); !s.ok()) return s;
+  std::vector<std::string> names;
+  while (uint32_t tag = in.ReadTag()) {
+    if (tag == kElementComponent) {
+      absl::StatusOr<Tensor> tensor = ReadTensor(in);
+      if (!tensor.ok()) return tensor.status();
+      element->components.push_back(*std::move(tensor));
+    } else if (tag == kElementName) {
+      if (absl::Status s = ReadString(in, "a component name", &names.emplace_back()); !s.ok()) return s;
+    } else if (absl::Status s = SkipField(in, tag); !s.ok()) {
+      return s;
+    }
+  }
+  if (absl::Status s = LeaveMessage(in, "an element", limit); !s.ok()) return s;
+  if (!names.empty() && names.size() != element->components.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("element proto has ", element->components.size(),
+                                                   " components but ", names.size(), " names"));
+  }
+  element->names = MakeNames(std::move(names));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<grpc::ByteBuffer> EncodeElementsResponse(const std::vector<Element>& elements,
+                                                        bool end_of_sequence,
+                                                        proto::WireCompression compression) {
+  if (compression != proto::COMPRESSION_NONE) {
+    proto::GetElementsResponse response;
+    response.set_compression(compression);
+    response.set_end_of_sequence(end_of_sequence);
+    proto::ElementProto encoded;
+    for (const Element& element : elements) {
+      ElementToProto(element, &encoded);
+      if (absl::Status s =
+              Compress(compression, encoded.SerializeAsString(), response.add_compressed_elements());
+          !s.ok()) {
+        return s;
+      }
+    }
+    return SerializeToByteBuffer(response);
+  }
+  SliceWriter out;
+  for (const Element& element : elements) {
+    out.LengthDelimitedHeader(kResponseElement, ElementSize(element));
+    for (const Tensor& t : element.components) {
+      out.LengthDelimitedHeader(kElementComponent, TensorSize(t));
+      WriteTensor(t, &out);
+    }
+    if (element.named()) {
+      for (const std::string& name : *element.names) {
+        out.LengthDelimitedHeader(kElementName, name.size());
+        out.Bytes(name.data(), name.size());
+      }
+    }
+  }
+  if (end_of_sequence) {
+    out.Varint(kResponseEndOfSequence);
+    out.Varint(1);
+  }
+  return out.Finish();
+}
+
+grpc::ByteBuffer SerializeToByteBuffer(const google::protobuf::MessageLite& message) {
+  const std::string bytes = message.SerializeAsString();
+  grpc::Slice slice(bytes.data(), bytes.size());
+  return grpc::ByteBuffer(&slice, 1);
+}
+
+bool ParseFromByteBuffer(const grpc::ByteBuffer& buffer, google::protobuf::MessageLite* message) {
+  grpc::ByteBuffer shared(buffer);  // shares the slices; the reader needs a mutable one
+  grpc::ProtoBufferReader reader(&shared);
+  return reader.status().ok() && message->ParseFromZeroCopyStream(&reader);
+}
+
+absl::Status DecodeElementsResponse(grpc::ByteBuffer* buffer, std::vector<Element>* elements,
+                                    bool* end_of_sequence) {
+  if (buffer->Length() > static_cast<size_t>(INT_MAX)) {
+    return absl::InvalidArgumentError(absl::StrCat("GetElements response of ", buffer->Length(),
+                                                   " bytes is over the 2 GiB a message may have"));
+  }
+  grpc::ProtoBufferReader reader(buffer);
+  if (!reader.status().ok()) return absl::DataLossError("cannot read the GetElements response's bytes");
+  CodedInputStream in(&reader);
+  in.SetTotalBytesLimit(INT_MAX);
+  const CodedInputStream::Limit limit = in.PushLimit(static_cast<int>(buffer->Length()));
+  proto::GetElementsResponse compressed;
+  *end_of_sequence = false;
+  while (uint32_t tag = in.ReadTag()) {
+    uint64_t value = 0;
+    if (tag == kResponseElement) {
+      Element element;
+      if (absl::Status s = ReadElement(in, &element); !s.ok()) return s;
+      elements->push_back(std::move(element));
+    } else if (tag == kResponseEndOfSequence) {
+      if (!in.ReadVarint64(&value)) return Malformed(in, "end_of_sequence is truncated");
+      *end_of_sequence = value != 0;
+    } else if (tag == kResponseCompressedElement) {
+      if (absl::Status s = ReadString(in, "a compressed element", compressed.add_compressed_elements());
+          !s.ok()) {
+        return s;
+      }
+    } else if (tag == kResponseCompression) {
+      if (!in.ReadVarint64(&value)) return Malformed(in, "compression is truncated");
+      compressed.set_compression(static_cast<proto::WireCompression>(value));
+    } else if (absl::Status s = SkipField(in, tag); !s.ok()) {
+      return s;
+    }
+  }
+  if (absl::Status s = LeaveMessage(in, "the response", limit); !s.ok()) return s;
+  return DecodeElements(compressed, elements);
+}
+
+absl::Status DecodeElements(const proto::GetElementsResponse& response, std::vector<Element>* elements) {
+  elements->reserve(elements->size() + response.elements_size() + response.compressed_elements_size());
+  for (const proto::ElementProto& p : response.elements()) {
+    absl::StatusOr<Element> e = ElementFromProto(p);
+    if (!e.ok()) return e.status();
+    elements->push_back(*std::move(e));
+  }
+  std::string bytes;
+  proto::ElementProto decoded;
+  for (const std::string& compressed : response.compressed_elements()) {
+    if (absl::Status s = Decompress(response.compression(), compressed, &bytes); !s.ok()) return s;
+    if (!decoded.ParseFromString(bytes)) return absl::DataLossError("a decompressed element does not parse");
+    absl::StatusOr<Element> e = ElementFromProto(decoded);
+    if (!e.ok()) return e.status();
+    elements->push_back(*std::move(e));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace sluice

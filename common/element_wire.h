@@ -1,0 +1,54 @@
+// The GetElements response on the wire, encoded and decoded without the
+// intermediate copies that going through proto::GetElementsResponse costs.
+//
+// The bytes are exactly a serialized proto::GetElementsResponse, so any
+// protobuf reader understands them, but:
+//  - encoding writes the message headers itself and hands gRPC each large
+//    tensor's bytes by reference (a slice that holds the tensor's buffer),
+//    so the worker never copies tensor data: the kernel reads it from the
+//    pipeline's own buffer;
+//  - decoding reads straight from gRPC's received slices into each tensor's
+//    final buffer: one copy, where parsing into the proto and converting
+//    would take two.
+// Compressed elements (compression other than none) still go through the
+// proto; their bytes are small after compression and copied anyway.
+#ifndef SLUICE_COMMON_ELEMENT_WIRE_H_
+#define SLUICE_COMMON_ELEMENT_WIRE_H_
+
+#include <grpcpp/support/byte_buffer.h>
+
+#include <vector>
+
+#include "absl/status/status.h"
+#include "common/element.h"
+#include "sluice/service.pb.h"
+
+namespace sluice {
+
+// Numeric tensors at least this large go by reference; smaller ones are
+// copied into the header bytes, which is cheaper than a slice each.
+inline constexpr size_t kZeroCopyMinBytes = 4096;
+
+// Elements as a serialized GetElementsResponse. With a compression other
+// than none, each element is serialized and compressed (so the bytes are
+// copied); fails only if compressing does.
+absl::StatusOr<grpc::ByteBuffer> EncodeElementsResponse(const std::vector<Element>& elements,
+                                                        bool end_of_sequence,
+                                                        proto::WireCompression compression);
+
+// Any message as a ByteBuffer (one copy), and back.
+grpc::ByteBuffer SerializeToByteBuffer(const google::protobuf::MessageLite& message);
+bool ParseFromByteBuffer(const grpc::ByteBuffer& buffer, google::protobuf::MessageLite* message);
+
+// Decodes a serialized GetElementsResponse, compressed or not, appending
+// its elements. Malformed bytes are DataLoss or InvalidArgument naming what
+// is wrong, never a crash.
+absl::Status DecodeElementsResponse(grpc::ByteBuffer* buffer, std::vector<Element>* elements,
+                                    bool* end_of_sequence);
+
+// Decodes an already parsed response (the compressed path, and tests).
+absl::Status DecodeElements(const proto::GetElementsResponse& response, std::vector<Element>* elements);
+
+}  // namespace sluice
+
+#endif  // SLUICE_COMMON_ELEMENT_WIRE_H_

@@ -1,0 +1,232 @@
+#include "common/element_wire.h"
+
+#include <catch2/catch.hpp>
+#include <random>
+
+#include "common/proto_convert.h"
+
+namespace sluice {
+namespace {
+
+std::string Flatten(const grpc::ByteBuffer& buffer) {
+  std::vector<grpc::Slice> slices;
+  REQUIRE(buffer.Dump(&slices).ok());
+  std::string bytes;
+  for (const grpc::Slice& s : slices) bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  return bytes;
+}
+
+// The same bytes cut into slices of `piece` bytes, as gRPC hands over a
+// message that arrived in many reads.
+grpc::ByteBuffer Sliced(const std::string& bytes, size_t piece) {
+  std::vector<grpc::Slice> slices;
+  for (size_t at = 0; at < bytes.size(); at += piece)
+    slices.emplace_back(bytes.data() + at, std::min(piece, bytes.size() - at));
+  if (slices.empty()) slices.emplace_back("", 0);
+  return grpc::ByteBuffer(slices.data(), slices.size());
+}
+
+Tensor Iota(int64_t n) {
+  std::vector<int64_t> values(n);
+  for (int64_t i = 0; i < n; ++i) values[i] = i * 3;
+  return Tensor::FromVector<int64_t>(std::move(values));
+}
+
+std::vector<Element> SampleElements() {
+  std::vector<Element> elements;
+  elements.push_back(Element::Of(Tensor::Scalar<int64_t>(7)));
+  // Large enough to go by reference (8 KiB), and a 2-D float tensor.
+  elements.push_back(Element({Iota(1024), *Tensor::FromVector<float>({1.5f, -2, 3, 4, 5, 6}, {2, 3})},
+                             MakeNames({"ids", "weights"})));
+  elements.push_back(Element::Of(Tensor::FromVector<std::string>({"a", "", "hello world"})));
+  elements.push_back(Element::Of(Tensor(DType::kInt32, {0, 4})));  // no content bytes at all
+  return elements;
+}
+
+std::vector<Element> Decode(grpc::ByteBuffer buffer, bool* end, absl::Status* status) {
+  std::vector<Element> elements;
+  *status = DecodeElementsResponse(&buffer, &elements, end);
+  return elements;
+}
+
+}  // namespace
+
+TEST_CASE("element_wire: the encoding is a valid GetElementsResponse", "[wire]") {
+  const std::vector<Element> elements = SampleElements();
+  absl::StatusOr<grpc::ByteBuffer> encoded = EncodeElementsResponse(elements, true, proto::COMPRESSION_NONE);
+  REQUIRE(encoded.ok());
+  proto::GetElementsResponse parsed;
+  REQUIRE(parsed.ParseFromString(Flatten(*encoded)));
+  proto::GetElementsResponse expected;
+  for (const Element& e : elements) ElementToProto(e, expected.add_elements());
+  expected.set_end_of_sequence(true);
+  CHECK(parsed.SerializeAsString() == expected.SerializeAsString());
+}
+
+TEST_CASE("element_wire: large tensors go by reference, small ones are copied", "[wire]") {
+  Tensor big = Iota(kZeroCopyMinBytes / 8);  // exactly the threshold
+  Tensor small = Iota(kZeroCopyMinBytes / 8 - 1);
+  const std::vector<Element> elements = {Element::Of(big), Element::Of(small)};
+  const long before = big.buffer().use_count();
+  {
+    absl::StatusOr<grpc::ByteBuffer> encoded =
+        EncodeElementsResponse(elements, false, proto::COMPRESSION_NONE);
+    REQUIRE(encoded.ok());
+    // The big tensor's buffer is held by its slice; the small one is not.
+    CHECK(big.buffer().use_count() == before + 1);
+    CHECK(small.buffer().use_count() == 2);  // `small` and the element's copy
+    std::vector<grpc::Slice> slices;
+    REQUIRE(encoded->Dump(&slices).ok());
+    bool found = false;
+    for (const grpc::Slice& s : slices) found |= s.begin() == static_cast<const uint8_t*>(big.raw_data());
+    CHECK(found);
+  }
+  CHECK(big.buffer().use_count() == before);  // released with the bytes
+}
+
+TEST_CASE("element_wire: decodes its own encoding, whatever the slicing", "[wire]") {
+  const std::vector<Element> elements = SampleElements();
+  const std::string bytes = Flatten(*EncodeElementsResponse(elements, false, proto::COMPRESSION_NONE));
+  for (size_t piece : {size_t{1}, size_t{7}, size_t{4096}, bytes.size()}) {
+    bool end = true;
+    absl::Status status;
+    std::vector<Element> decoded = Decode(Sliced(bytes, piece), &end, &status);
+    INFO("slices of " << piece << " bytes");
+    REQUIRE(status.ok());
+    CHECK_FALSE(end);
+    REQUIRE(decoded.size() == elements.size());
+    for (size_t i = 0; i < elements.size(); ++i) CHECK(decoded[i] == elements[i]);
+    CHECK(*decoded[1].names == std::vector<std::string>{"ids", "weights"});
+    CHECK(decoded[1].components[0].raw_data() != elements[1].components[0].raw_data());
+    CHECK(reinterpret_cast<uintptr_t>(decoded[1].components[0].raw_data()) % kBufferAlignment == 0);
+  }
+}
+
+TEST_CASE("element_wire: decodes what protobuf writes, in any field order", "[wire]") {
+  // Content before dtype and shape, unpacked dimensions, an unknown field:
+  // all valid protobuf that this encoder never writes.
+  std::string tensor;
+  tensor += '\x1a';  // content (3), length 8
+  tensor += '\x08';
+  const int64_t value = 0x0102030405060708;
+  tensor.append(reinterpret_cast<const char*>(&value), 8);
+  tensor += std::string("\x12\x04\x08\x01\x08\x01", 6);  // shape {dims: 1, dims: 1}, unpacked
+  tensor += std::string("\x08\x05", 2);                  // dtype int64
+  tensor += std::string("\x78\x2a", 2);                  // field 15 varint 42: unknown
+  std::string element = std::string("\x0a", 1) + static_cast<char>(tensor.size()) + tensor;
+  std::string response = std::string("\x0a", 1) + static_cast<char>(element.size()) + element +
+                         std::string("\x10\x01", 2);  // end_of_sequence
+  bool end = false;
+  absl::Status status;
+  std::vector<Element> decoded = Decode(Sliced(response, 3), &end, &status);
+  REQUIRE(status.ok());
+  CHECK(end);
+  REQUIRE(decoded.size() == 1);
+  CHECK(decoded[0].components[0] == *Tensor::FromVector<int64_t>({value}, {1, 1}));
+}
+
+TEST_CASE("element_wire: compressed responses round-trip", "[wire]") {
+  const std::vector<Element> elements = SampleElements();
+  for (auto compression : {proto::COMPRESSION_SNAPPY, proto::COMPRESSION_ZSTD}) {
+    absl::StatusOr<grpc::ByteBuffer> encoded = EncodeElementsResponse(elements, true, compression);
+    REQUIRE(encoded.ok());
+    proto::GetElementsResponse parsed;
+    REQUIRE(ParseFromByteBuffer(*encoded, &parsed));
+    CHECK(parsed.compression() == compression);
+    CHECK(parsed.compressed_elements_size() == 4);
+    CHECK(parsed.elements_size() == 0);
+    bool end = false;
+    absl::Status status;
+    std::vector<Element> decoded = Decode(*encoded, &end, &status);
+    REQUIRE(status.ok());
+    CHECK(end);
+    CHECK(decoded == elements);
+  }
+}
+
+TEST_CASE("element_wire: an empty response", "[wire]") {
+  absl::StatusOr<grpc::ByteBuffer> encoded = EncodeElementsResponse({}, false, proto::COMPRESSION_NONE);
+  REQUIRE(encoded.ok());
+  CHECK(encoded->Length() == 0);
+  bool end = true;
+  absl::Status status;
+  CHECK(Decode(*encoded, &end, &status).empty());
+  CHECK(status.ok());
+  CHECK_FALSE(end);
+}
+
+TEST_CASE("element_wire: a truncated response is an error, or a shorter valid one", "[wire]") {
+  const std::vector<Element> elements = SampleElements();
+  const std::string bytes = Flatten(*EncodeElementsResponse(elements, true, proto::COMPRESSION_NONE));
+  // gRPC frames every message with its length, so truncation cannot reach
+  // the decoder; still, no cut may crash it. A cut between two elements is
+  // a valid shorter response (protobuf has no overall length); every other
+  // cut is an error.
+  int errors = 0;
+  std::vector<size_t> valid_cuts;
+  for (size_t cut = 1; cut < bytes.size(); ++cut) {
+    bool end = false;
+    absl::Status status;
+    std::vector<Element> decoded = Decode(Sliced(bytes.substr(0, cut), 5), &end, &status);
+    if (!status.ok()) {
+      ++errors;
+      continue;
+    }
+    valid_cuts.push_back(cut);
+    CHECK_FALSE(end);
+    REQUIRE(decoded.size() < elements.size() + 1);
+    for (size_t i = 0; i < decoded.size(); ++i) CHECK(decoded[i] == elements[i]);
+  }
+  // The cuts after elements 1, 2, 3 and 4 (the last one before end_of_sequence).
+  CHECK(valid_cuts.size() == 4);
+  CHECK(valid_cuts.back() == bytes.size() - 2);
+  CHECK(errors == static_cast<int>(bytes.size()) - 1 - 4);
+}
+
+TEST_CASE("element_wire: malformed messages name the problem", "[wire]") {
+  auto decode = [](const std::string& bytes) {
+    bool end = false;
+    absl::Status status;
+    Decode(Sliced(bytes, bytes.size()), &end, &status);
+    return status;
+  };
+  // An element whose length runs past the message.
+  CHECK(decode(std::string("\x0a\x05\x0a", 3)) ==
+        absl::DataLossError("malformed GetElements response at byte 2: an element is truncated"));
+  // Wire type 3 (groups) for field 1.
+  CHECK(decode(std::string("\x0b", 1)) ==
+        absl::DataLossError("malformed GetElements response at byte 1: unsupported wire type 3 of field 1"));
+  // int64 of shape [2] with 8 bytes of content.
+  std::string tensor = std::string("\x08\x05\x12\x03\x0a\x01\x02\x1a\x08", 9) + std::string(8, '\0');
+  std::string element = std::string("\x0a", 1) + static_cast<char>(tensor.size()) + tensor;
+  std::string response = std::string("\x0a", 1) + static_cast<char>(element.size()) + element;
+  CHECK(decode(response) == absl::InvalidArgumentError("int64 tensor of shape [2] needs 16 bytes, got 8"));
+  // A shape whose element count overflows: refused before any allocation.
+  tensor = std::string("\x08\x05\x12\x16\x0a\x14", 6);
+  for (int i = 0; i < 2; ++i) tensor += std::string("\xff\xff\xff\xff\xff\xff\xff\xff\x7f", 9) + '\x01';
+  tensor += std::string("\x1a\x08", 2) + std::string(8, '\0');
+  element = std::string("\x0a", 1) + static_cast<char>(tensor.size()) + tensor;
+  response = std::string("\x0a", 1) + static_cast<char>(element.size()) + element;
+  absl::Status status = decode(response);
+  CHECK(status.code() == absl::StatusCode::kInvalidArgument);
+  CHECK(
+      status.message() ==
+      "int64 tensor of shape [9223372036854775807, 1, 9223372036854775807, 1] needs more than the 8 bytes it "
+      "got");
+}
+
+TEST_CASE("proto_convert: a huge shape is refused before allocating", "[proto]") {
+  proto::TensorProto p;
+  p.set_dtype(proto::DT_FLOAT32);
+  p.mutable_shape()->add_dims(int64_t{1} << 40);
+  p.set_content(std::string(4, '\0'));
+  CHECK(
+      TensorFromProto(p).status() ==
+      absl::InvalidArgumentError("float32 tensor of shape [1099511627776] needs 4398046511104 bytes, got 4"));
+  p.set_dtype(proto::DT_STRING);
+  p.clear_content();
+  CHECK(TensorFromProto(p).status() ==
+        absl::InvalidArgumentError("string tensor of shape [1099511627776] has 0 values"));
+}
+
+}  // namespace sluice
