@@ -143,7 +143,29 @@ class DataServiceDataset::Iterator : public IteratorBase {
     std::vector<std::thread> threads;  // one per request in flight
     bool ended = false;
     bool removed = false;  // no longer listed by the dispatcher
+    // Responses are put back in the task's order (several requests are in
+    // flight, and they may come back in any order). Each request gets a
+    // stamp when sent; a response waits in `held` (by first_index) while a
+    // request sent before it arrived is still out, since only such a
+    // request can hold earlier elements.
+    int64_t sent = 0;
+    std::set<int64_t> in_flight;
+    struct Held {
+      int64_t sent_before_arrival;
+      std::vector<Element> elements;
+    };
+    std::map<int64_t, Held> held;
   };
+
+  void ReleaseInOrder(TaskState& task) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    while (!task.held.empty()) {
+      auto first = task.held.begin();
+      if (!task.in_flight.empty() && *task.in_flight.begin() <= first->second.sent_before_arrival) return;
+      held_elements_ -= static_cast<int64_t>(first->second.elements.size());
+      for (Element& e : first->second.elements) buffer_.push_back(std::move(e));
+      task.held.erase(first);
+    }
+  }
 
   bool CanReturn() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return !buffer_.empty() || !status_.ok() || Finished();
@@ -152,7 +174,7 @@ class DataServiceDataset::Iterator : public IteratorBase {
   bool Finished() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     // With several requests in flight per task, one may see the end while
     // another still carries the last elements: wait for every response.
-    if (!iteration_finished_ || outstanding_ > 0) return false;
+    if (!iteration_finished_ || outstanding_ > 0 || held_elements_ > 0) return false;
     for (const auto& [id, task] : tasks_) {
       if (!task.ended && !task.removed) return false;
     }
@@ -163,7 +185,8 @@ class DataServiceDataset::Iterator : public IteratorBase {
   // the budget. Asking as soon as one element's room frees up would make
   // many tiny requests, a round trip each (TCP's silly window syndrome).
   bool HasRoom() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    const int64_t room = max_outstanding_ - static_cast<int64_t>(buffer_.size()) - outstanding_;
+    const int64_t room =
+        max_outstanding_ - static_cast<int64_t>(buffer_.size()) - outstanding_ - held_elements_;
     return cancelled_ || room >= min_request_;
   }
 
@@ -200,10 +223,13 @@ class DataServiceDataset::Iterator : public IteratorBase {
       } else if (!IsTransient(status)) {
         status_ = status;  // the dispatcher refused us: nothing to wait for
       }
-      mu_.AwaitWithTimeout(absl::Condition(&cancelled_), kHeartbeatInterval);
+      mu_.AwaitWithTimeout(absl::Condition(this, &Iterator::HeartbeatDue), kHeartbeatInterval);
       if (cancelled_) return;
+      heartbeat_now_ = false;
     }
   }
+
+  bool HeartbeatDue() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return cancelled_ || heartbeat_now_; }
 
   int64_t ElementsForTargetBytes() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (elements_received_ == 0) return 1;  // the first response measures
@@ -215,45 +241,57 @@ class DataServiceDataset::Iterator : public IteratorBase {
     std::chrono::milliseconds backoff(10);
     while (true) {
       int want = 0;
+      int64_t stamp = 0;
       {
         absl::MutexLock lock(&mu_);
         mu_.Await(absl::Condition(this, &Iterator::HasRoom));
         TaskState& task = tasks_[task_id];
         if (cancelled_ || task.removed || task.ended || !status_.ok()) return;
-        want = static_cast<int>(
-            std::min<int64_t>({kMaxElementsPerRequest, request_share_, ElementsForTargetBytes(),
-                               max_outstanding_ - static_cast<int64_t>(buffer_.size()) - outstanding_}));
+        want = static_cast<int>(std::min<int64_t>(
+            {kMaxElementsPerRequest, request_share_, ElementsForTargetBytes(),
+             max_outstanding_ - static_cast<int64_t>(buffer_.size()) - outstanding_ - held_elements_}));
         outstanding_ += want;
+        stamp = ++task.sent;
+        task.in_flight.insert(stamp);
       }
       proto::GetElementsRequest request;
       *request.mutable_version() = CurrentVersion();
       request.set_task_id(task_id);
       request.set_max_elements(want);
       request.set_compression(compression_);
-      std::vector<Element> elements;
-      bool end_of_sequence = false;
-      absl::Status status = transport.GetElements(request, &elements, &end_of_sequence);
+      ElementsResponse response;
+      absl::Status status = transport.GetElements(request, &response);
       absl::MutexLock lock(&mu_);
       outstanding_ -= want;
       TaskState& task = tasks_[task_id];
-      if (status.ok()) {
-        for (Element& e : elements) {
+      task.in_flight.erase(stamp);
+      const bool end_of_sequence = response.end_of_sequence;
+      const bool empty = response.elements.empty();
+      if (status.ok() && !empty) {
+        for (const Element& e : response.elements) {
           // A running sum; halved now and then so that it follows changes.
           for (const Tensor& t : e.components) bytes_received_ += static_cast<int64_t>(t.ByteSize());
           if (++elements_received_ == 1024) {
             elements_received_ /= 2;
             bytes_received_ /= 2;
           }
-          buffer_.push_back(std::move(e));
         }
+        held_elements_ += static_cast<int64_t>(response.elements.size());
+        task.held[response.first_index] = {task.sent, std::move(response.elements)};
+      }
+      ReleaseInOrder(task);
+      if (status.ok()) {
         backoff = std::chrono::milliseconds(10);
         // A finished iteration whose worker no longer knows the task has
         // nothing more to give.
-        if (end_of_sequence || (elements.empty() && iteration_finished_)) {
+        if (end_of_sequence || (empty && iteration_finished_)) {
           task.ended = true;
+          // Ask at once whether the iteration is over, rather than at the
+          // next heartbeat: the end of an epoch then costs no wait.
+          heartbeat_now_ = true;
           return;
         }
-        if (!elements.empty()) continue;
+        if (!empty) continue;
       } else if (!IsTransient(status)) {
         status_ = absl::Status(status.code(),
                                absl::StrCat("reading from worker ", address, ": ", status.message()));
@@ -277,12 +315,14 @@ class DataServiceDataset::Iterator : public IteratorBase {
   absl::Mutex mu_;
   std::deque<Element> buffer_ ABSL_GUARDED_BY(mu_);
   int64_t outstanding_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t held_elements_ ABSL_GUARDED_BY(mu_) = 0;  // received, waiting for their turn
   // For the average element size, which sizes requests.
   int64_t elements_received_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t bytes_received_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<int64_t, TaskState> tasks_ ABSL_GUARDED_BY(mu_);
   bool iteration_finished_ ABSL_GUARDED_BY(mu_) = false;
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  bool heartbeat_now_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status status_ ABSL_GUARDED_BY(mu_);
   std::thread heartbeat_;
 };

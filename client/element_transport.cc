@@ -20,8 +20,7 @@ class GrpcElementTransport : public ElementTransport {
  public:
   explicit GrpcElementTransport(const std::string& address) : stub_(MakeChannel(address)) {}
 
-  absl::Status GetElements(const proto::GetElementsRequest& request, std::vector<Element>* elements,
-                           bool* end_of_sequence) override {
+  absl::Status GetElements(const proto::GetElementsRequest& request, ElementsResponse* response) override {
     const grpc::ByteBuffer request_bytes = SerializeToByteBuffer(request);
     grpc::ByteBuffer response_bytes;
     grpc::ClientContext context;
@@ -35,7 +34,7 @@ class GrpcElementTransport : public ElementTransport {
                     });
     done.WaitForNotification();
     if (!status.ok()) return FromGrpcStatus(status);
-    return DecodeElementsResponse(&response_bytes, elements, end_of_sequence);
+    return DecodeElementsResponse(&response_bytes, response);
   }
 
  private:

@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "common/element.h"
+#include "common/element_wire.h"
 #include "sluice/service.pb.h"
 
 namespace sluice {
@@ -19,10 +20,9 @@ class ElementTransport {
  public:
   virtual ~ElementTransport() = default;
   // One round trip: up to request.max_elements() elements of a task,
-  // decoded (and decompressed). Thread-safe: several requests may be in
-  // flight at once.
-  virtual absl::Status GetElements(const proto::GetElementsRequest& request, std::vector<Element>* elements,
-                                   bool* end_of_sequence) = 0;
+  // decoded (and decompressed), with their position in the task's output.
+  // Thread-safe: several requests may be in flight at once.
+  virtual absl::Status GetElements(const proto::GetElementsRequest& request, ElementsResponse* response) = 0;
 };
 
 // gRPC to the worker's WorkerService.

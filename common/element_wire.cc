@@ -28,6 +28,7 @@ constexpr uint32_t kResponseElement = Tag(1, kLengthDelimited);
 constexpr uint32_t kResponseEndOfSequence = Tag(2, kVarint);
 constexpr uint32_t kResponseCompressedElement = Tag(3, kLengthDelimited);
 constexpr uint32_t kResponseCompression = Tag(4, kVarint);
+constexpr uint32_t kResponseFirstIndex = Tag(5, kVarint);
 constexpr uint32_t kElementComponent = Tag(1, kLengthDelimited);
 constexpr uint32_t kElementName = Tag(2, kLengthDelimited);
 constexpr uint32_t kTensorDType = Tag(1, kVarint);
@@ -284,12 +285,13 @@ absl::Status ReadElement(CodedInputStream& in, Element* element) {
 }  // namespace
 
 absl::StatusOr<grpc::ByteBuffer> EncodeElementsResponse(const std::vector<Element>& elements,
-                                                        bool end_of_sequence,
+                                                        bool end_of_sequence, int64_t first_index,
                                                         proto::WireCompression compression) {
   if (compression != proto::COMPRESSION_NONE) {
     proto::GetElementsResponse response;
     response.set_compression(compression);
     response.set_end_of_sequence(end_of_sequence);
+    response.set_first_index(first_index);
     proto::ElementProto encoded;
     for (const Element& element : elements) {
       ElementToProto(element, &encoded);
@@ -319,6 +321,10 @@ absl::StatusOr<grpc::ByteBuffer> EncodeElementsResponse(const std::vector<Elemen
     out.Varint(kResponseEndOfSequence);
     out.Varint(1);
   }
+  if (first_index != 0) {
+    out.Varint(kResponseFirstIndex);
+    out.Varint(static_cast<uint64_t>(first_index));
+  }
   return out.Finish();
 }
 
@@ -334,8 +340,9 @@ bool ParseFromByteBuffer(const grpc::ByteBuffer& buffer, google::protobuf::Messa
   return reader.status().ok() && message->ParseFromZeroCopyStream(&reader);
 }
 
-absl::Status DecodeElementsResponse(grpc::ByteBuffer* buffer, std::vector<Element>* elements,
-                                    bool* end_of_sequence) {
+absl::Status DecodeElementsResponse(grpc::ByteBuffer* buffer, ElementsResponse* response) {
+  std::vector<Element>* elements = &response->elements;
+  bool* end_of_sequence = &response->end_of_sequence;
   if (buffer->Length() > static_cast<size_t>(INT_MAX)) {
     return absl::InvalidArgumentError(absl::StrCat("GetElements response of ", buffer->Length(),
                                                    " bytes is over the 2 GiB a message may have"));
@@ -364,6 +371,9 @@ absl::Status DecodeElementsResponse(grpc::ByteBuffer* buffer, std::vector<Elemen
     } else if (tag == kResponseCompression) {
       if (!in.ReadVarint64(&value)) return Malformed(in, "compression is truncated");
       compressed.set_compression(static_cast<proto::WireCompression>(value));
+    } else if (tag == kResponseFirstIndex) {
+      if (!in.ReadVarint64(&value)) return Malformed(in, "first_index is truncated");
+      response->first_index = static_cast<int64_t>(value);
     } else if (absl::Status s = SkipField(in, tag); !s.ok()) {
       return s;
     }

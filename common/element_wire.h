@@ -32,19 +32,24 @@ inline constexpr size_t kZeroCopyMinBytes = 4096;
 // Elements as a serialized GetElementsResponse. With a compression other
 // than none, each element is serialized and compressed (so the bytes are
 // copied); fails only if compressing does.
+// A decoded response.
+struct ElementsResponse {
+  std::vector<Element> elements;
+  bool end_of_sequence = false;
+  int64_t first_index = 0;
+};
+
 absl::StatusOr<grpc::ByteBuffer> EncodeElementsResponse(const std::vector<Element>& elements,
-                                                        bool end_of_sequence,
+                                                        bool end_of_sequence, int64_t first_index,
                                                         proto::WireCompression compression);
 
 // Any message as a ByteBuffer (one copy), and back.
 grpc::ByteBuffer SerializeToByteBuffer(const google::protobuf::MessageLite& message);
 bool ParseFromByteBuffer(const grpc::ByteBuffer& buffer, google::protobuf::MessageLite* message);
 
-// Decodes a serialized GetElementsResponse, compressed or not, appending
-// its elements. Malformed bytes are DataLoss or InvalidArgument naming what
-// is wrong, never a crash.
-absl::Status DecodeElementsResponse(grpc::ByteBuffer* buffer, std::vector<Element>* elements,
-                                    bool* end_of_sequence);
+// Decodes a serialized GetElementsResponse, compressed or not. Malformed
+// bytes are DataLoss or InvalidArgument naming what is wrong, never a crash.
+absl::Status DecodeElementsResponse(grpc::ByteBuffer* buffer, ElementsResponse* response);
 
 // Decodes an already parsed response (the compressed path, and tests).
 absl::Status DecodeElements(const proto::GetElementsResponse& response, std::vector<Element>* elements);

@@ -43,17 +43,21 @@ std::vector<Element> SampleElements() {
   return elements;
 }
 
-std::vector<Element> Decode(grpc::ByteBuffer buffer, bool* end, absl::Status* status) {
-  std::vector<Element> elements;
-  *status = DecodeElementsResponse(&buffer, &elements, end);
-  return elements;
+std::vector<Element> Decode(grpc::ByteBuffer buffer, bool* end, absl::Status* status,
+                            int64_t* first_index = nullptr) {
+  ElementsResponse response;
+  *status = DecodeElementsResponse(&buffer, &response);
+  *end = response.end_of_sequence;
+  if (first_index != nullptr) *first_index = response.first_index;
+  return std::move(response.elements);
 }
 
 }  // namespace
 
 TEST_CASE("element_wire: the encoding is a valid GetElementsResponse", "[wire]") {
   const std::vector<Element> elements = SampleElements();
-  absl::StatusOr<grpc::ByteBuffer> encoded = EncodeElementsResponse(elements, true, proto::COMPRESSION_NONE);
+  absl::StatusOr<grpc::ByteBuffer> encoded =
+      EncodeElementsResponse(elements, true, 0, proto::COMPRESSION_NONE);
   REQUIRE(encoded.ok());
   proto::GetElementsResponse parsed;
   REQUIRE(parsed.ParseFromString(Flatten(*encoded)));
@@ -70,7 +74,7 @@ TEST_CASE("element_wire: large tensors go by reference, small ones are copied", 
   const long before = big.buffer().use_count();
   {
     absl::StatusOr<grpc::ByteBuffer> encoded =
-        EncodeElementsResponse(elements, false, proto::COMPRESSION_NONE);
+        EncodeElementsResponse(elements, false, 0, proto::COMPRESSION_NONE);
     REQUIRE(encoded.ok());
     // The big tensor's buffer is held by its slice; the small one is not.
     CHECK(big.buffer().use_count() == before + 1);
@@ -86,7 +90,7 @@ TEST_CASE("element_wire: large tensors go by reference, small ones are copied", 
 
 TEST_CASE("element_wire: decodes its own encoding, whatever the slicing", "[wire]") {
   const std::vector<Element> elements = SampleElements();
-  const std::string bytes = Flatten(*EncodeElementsResponse(elements, false, proto::COMPRESSION_NONE));
+  const std::string bytes = Flatten(*EncodeElementsResponse(elements, false, 0, proto::COMPRESSION_NONE));
   for (size_t piece : {size_t{1}, size_t{7}, size_t{4096}, bytes.size()}) {
     bool end = true;
     absl::Status status;
@@ -125,10 +129,27 @@ TEST_CASE("element_wire: decodes what protobuf writes, in any field order", "[wi
   CHECK(decoded[0].components[0] == *Tensor::FromVector<int64_t>({value}, {1, 1}));
 }
 
+TEST_CASE("element_wire: first_index travels, in both encodings", "[wire]") {
+  for (auto compression : {proto::COMPRESSION_NONE, proto::COMPRESSION_ZSTD}) {
+    absl::StatusOr<grpc::ByteBuffer> encoded =
+        EncodeElementsResponse(SampleElements(), false, int64_t{1} << 40, compression);
+    REQUIRE(encoded.ok());
+    proto::GetElementsResponse parsed;
+    REQUIRE(ParseFromByteBuffer(*encoded, &parsed));
+    CHECK(parsed.first_index() == int64_t{1} << 40);
+    bool end = true;
+    absl::Status status;
+    int64_t first_index = 0;
+    CHECK(Decode(*encoded, &end, &status, &first_index).size() == 4);
+    REQUIRE(status.ok());
+    CHECK(first_index == int64_t{1} << 40);
+  }
+}
+
 TEST_CASE("element_wire: compressed responses round-trip", "[wire]") {
   const std::vector<Element> elements = SampleElements();
   for (auto compression : {proto::COMPRESSION_SNAPPY, proto::COMPRESSION_ZSTD}) {
-    absl::StatusOr<grpc::ByteBuffer> encoded = EncodeElementsResponse(elements, true, compression);
+    absl::StatusOr<grpc::ByteBuffer> encoded = EncodeElementsResponse(elements, true, 0, compression);
     REQUIRE(encoded.ok());
     proto::GetElementsResponse parsed;
     REQUIRE(ParseFromByteBuffer(*encoded, &parsed));
@@ -145,7 +166,7 @@ TEST_CASE("element_wire: compressed responses round-trip", "[wire]") {
 }
 
 TEST_CASE("element_wire: an empty response", "[wire]") {
-  absl::StatusOr<grpc::ByteBuffer> encoded = EncodeElementsResponse({}, false, proto::COMPRESSION_NONE);
+  absl::StatusOr<grpc::ByteBuffer> encoded = EncodeElementsResponse({}, false, 0, proto::COMPRESSION_NONE);
   REQUIRE(encoded.ok());
   CHECK(encoded->Length() == 0);
   bool end = true;
@@ -157,7 +178,7 @@ TEST_CASE("element_wire: an empty response", "[wire]") {
 
 TEST_CASE("element_wire: a truncated response is an error, or a shorter valid one", "[wire]") {
   const std::vector<Element> elements = SampleElements();
-  const std::string bytes = Flatten(*EncodeElementsResponse(elements, true, proto::COMPRESSION_NONE));
+  const std::string bytes = Flatten(*EncodeElementsResponse(elements, true, 0, proto::COMPRESSION_NONE));
   // gRPC frames every message with its length, so truncation cannot reach
   // the decoder; still, no cut may crash it. A cut between two elements is
   // a valid shorter response (protobuf has no overall length); every other

@@ -27,7 +27,8 @@ const char* ModeName(proto::ProcessingMode mode) {
 
 }  // namespace
 
-DispatcherImpl::DispatcherImpl(DispatcherConfig config) : config_(std::move(config)) {}
+DispatcherImpl::DispatcherImpl(DispatcherConfig config, TaskPushFn push_task)
+    : config_(std::move(config)), push_task_(std::move(push_task)) {}
 
 DispatcherImpl::~DispatcherImpl() {
   {
@@ -152,40 +153,49 @@ absl::Status DispatcherImpl::CreateTask(int64_t iteration_id, const std::string&
 absl::Status DispatcherImpl::GetOrCreateIteration(const proto::GetOrCreateIterationRequest& request,
                                                   proto::GetOrCreateIterationResponse* response) {
   if (absl::Status s = CheckVersion(request.version()); !s.ok()) return s;
-  absl::MutexLock lock(&mu_);
-  const auto* job = state_.FindJob(request.job_id());
-  if (job == nullptr) return absl::NotFoundError(absl::StrCat("unknown job ", request.job_id()));
-  if (request.repetition() < 0) return absl::InvalidArgumentError("repetition must be >= 0");
-  const auto* iteration = state_.FindIterationForRepetition(job->id, request.repetition());
-  if (iteration == nullptr) {
-    const auto* dataset = state_.FindDataset(job->params.dataset_id());
-    if (job->params.processing_mode() == proto::DISTRIBUTED_EPOCH) {
-      SplitOptions options;
-      options.elements_per_split = config_.elements_per_split;
-      absl::StatusOr<std::unique_ptr<SplitProvider>> splits = MakeSplitProvider(dataset->def, options);
-      if (!splits.ok()) return splits.status();
-      split_providers_[state_.NextIterationId()] = *std::move(splits);
+  // New tasks go to their workers after the lock is released.
+  std::vector<std::pair<std::string, proto::TaskDef>> new_tasks;
+  {
+    absl::MutexLock lock(&mu_);
+    const auto* job = state_.FindJob(request.job_id());
+    if (job == nullptr) return absl::NotFoundError(absl::StrCat("unknown job ", request.job_id()));
+    if (request.repetition() < 0) return absl::InvalidArgumentError("repetition must be >= 0");
+    const auto* iteration = state_.FindIterationForRepetition(job->id, request.repetition());
+    if (iteration == nullptr) {
+      const auto* dataset = state_.FindDataset(job->params.dataset_id());
+      if (job->params.processing_mode() == proto::DISTRIBUTED_EPOCH) {
+        SplitOptions options;
+        options.elements_per_split = config_.elements_per_split;
+        absl::StatusOr<std::unique_ptr<SplitProvider>> splits = MakeSplitProvider(dataset->def, options);
+        if (!splits.ok()) return splits.status();
+        split_providers_[state_.NextIterationId()] = *std::move(splits);
+      }
+      proto::Update update;
+      auto* u = update.mutable_create_iteration();
+      u->set_iteration_id(state_.NextIterationId());
+      u->set_job_id(job->id);
+      u->set_repetition(request.repetition());
+      if (absl::Status s = Apply(update); !s.ok()) return s;
+      for (const auto& [address, worker] : state_.workers()) {
+        const int64_t task_id = state_.NextTaskId();
+        if (absl::Status s = CreateTask(u->iteration_id(), address); !s.ok()) return s;
+        FillTaskDef(*state_.FindTask(task_id), &new_tasks.emplace_back(address, proto::TaskDef()).second);
+      }
+      iteration = state_.FindIteration(u->iteration_id());
+      spdlog::info("iteration {} (job {}, repetition {}) has {} tasks", iteration->id, job->id,
+                   request.repetition(), iteration->tasks.size());
     }
-    proto::Update update;
-    auto* u = update.mutable_create_iteration();
-    u->set_iteration_id(state_.NextIterationId());
-    u->set_job_id(job->id);
-    u->set_repetition(request.repetition());
-    if (absl::Status s = Apply(update); !s.ok()) return s;
-    for (const auto& [address, worker] : state_.workers()) {
-      if (absl::Status s = CreateTask(u->iteration_id(), address); !s.ok()) return s;
-    }
-    iteration = state_.FindIteration(u->iteration_id());
-    spdlog::info("iteration {} (job {}, repetition {}) has {} tasks", iteration->id, job->id,
-                 request.repetition(), iteration->tasks.size());
+    proto::Update acquire;
+    acquire.mutable_acquire_iteration_client()->set_iteration_client_id(state_.NextIterationClientId());
+    acquire.mutable_acquire_iteration_client()->set_iteration_id(iteration->id);
+    if (absl::Status s = Apply(acquire); !s.ok()) return s;
+    client_heartbeats_[acquire.acquire_iteration_client().iteration_client_id()] = Clock::now();
+    response->set_iteration_id(iteration->id);
+    response->set_iteration_client_id(acquire.acquire_iteration_client().iteration_client_id());
   }
-  proto::Update acquire;
-  acquire.mutable_acquire_iteration_client()->set_iteration_client_id(state_.NextIterationClientId());
-  acquire.mutable_acquire_iteration_client()->set_iteration_id(iteration->id);
-  if (absl::Status s = Apply(acquire); !s.ok()) return s;
-  client_heartbeats_[acquire.acquire_iteration_client().iteration_client_id()] = Clock::now();
-  response->set_iteration_id(iteration->id);
-  response->set_iteration_client_id(acquire.acquire_iteration_client().iteration_client_id());
+  if (push_task_) {
+    for (const auto& [address, def] : new_tasks) push_task_(address, def);
+  }
   return absl::OkStatus();
 }
 
@@ -250,13 +260,7 @@ absl::Status DispatcherImpl::WorkerHeartbeat(const proto::WorkerHeartbeatRequest
   std::set<int64_t> current(request.current_tasks().begin(), request.current_tasks().end());
   for (const auto* task : state_.TasksOfWorker(address)) {
     if (current.contains(task->id) || task->finished) continue;
-    proto::TaskDef* def = response->add_new_tasks();
-    const auto* iteration = state_.FindIteration(task->iteration_id);
-    const auto* job = state_.FindJob(iteration->job_id);
-    def->set_task_id(task->id);
-    def->set_iteration_id(task->iteration_id);
-    *def->mutable_dataset() = state_.FindDataset(job->params.dataset_id())->def;
-    def->set_processing_mode(job->params.processing_mode());
+    FillTaskDef(*task, response->add_new_tasks());
   }
   for (int64_t id : current) {
     const auto* task = state_.FindTask(id);
@@ -315,6 +319,15 @@ absl::Status DispatcherImpl::GetSplits(const proto::GetSplitsRequest& request,
     out->set_end(split.end);
   }
   return absl::OkStatus();
+}
+
+void DispatcherImpl::FillTaskDef(const DispatcherState::Task& task, proto::TaskDef* def) const {
+  const auto* iteration = state_.FindIteration(task.iteration_id);
+  const auto* job = state_.FindJob(iteration->job_id);
+  def->set_task_id(task.id);
+  def->set_iteration_id(task.iteration_id);
+  *def->mutable_dataset() = state_.FindDataset(job->params.dataset_id())->def;
+  def->set_processing_mode(job->params.processing_mode());
 }
 
 void DispatcherImpl::FillWorkerInfo(const DispatcherState::Worker& worker, proto::WorkerInfo* info) const {

@@ -13,7 +13,8 @@
 //     iteration-client id.
 //  2. Creating an iteration makes one task per live worker; a worker that
 //     registers later gets a task for every unfinished iteration.
-//  3. Workers learn their tasks from heartbeats and run them. In
+//  3. Workers learn their tasks from a push (ProcessTask) or, failing
+//     that, their heartbeats, and run them. In
 //     distributed_epoch they pull splits (GetSplits) from the iteration's
 //     split provider, several per call.
 //  4. Clients learn the tasks (and their workers) from heartbeats and read
@@ -26,6 +27,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <thread>
@@ -42,7 +44,11 @@ namespace sluice::dispatcher {
 
 class DispatcherImpl {
  public:
-  explicit DispatcherImpl(DispatcherConfig config);
+  // Hands a task just created to its worker at once; must not block. Null:
+  // workers learn of tasks from their heartbeats only.
+  using TaskPushFn = std::function<void(const std::string& worker_address, const proto::TaskDef& task)>;
+
+  explicit DispatcherImpl(DispatcherConfig config, TaskPushFn push_task = nullptr);
   ~DispatcherImpl();
   DispatcherImpl(const DispatcherImpl&) = delete;
   DispatcherImpl& operator=(const DispatcherImpl&) = delete;
@@ -81,11 +87,14 @@ class DispatcherImpl {
   absl::StatusOr<DatasetPtr> Built(const std::string& dataset_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status CreateTask(int64_t iteration_id, const std::string& worker_address)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FillTaskDef(const DispatcherState::Task& task, proto::TaskDef* def) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FillWorkerInfo(const DispatcherState::Worker& worker, proto::WorkerInfo* info) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RemoveLostWorkers();
 
   const DispatcherConfig config_;  // constant after construction
+  const TaskPushFn push_task_;
 
   absl::Mutex mu_;
   DispatcherState state_ ABSL_GUARDED_BY(mu_);

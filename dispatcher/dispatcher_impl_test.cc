@@ -337,6 +337,32 @@ TEST_CASE("dispatcher_impl: GetOrCreateJob errors", "[dispatcher]") {
   CHECK(Snapshot(d).jobs_size() == 1);
 }
 
+TEST_CASE("dispatcher_impl: new tasks are pushed to their workers once, when created", "[dispatcher]") {
+  std::vector<std::pair<std::string, proto::TaskDef>> pushed;
+  DispatcherImpl d(TestConfig(), [&](const std::string& address, const proto::TaskDef& task) {
+    pushed.emplace_back(address, task);
+  });
+  Heartbeat(d, "w1:1");
+  Heartbeat(d, "w2:2");
+  const int64_t job = Job(d, Register(d, SquaresDef()), proto::PARALLEL_EPOCHS, "shared");
+  const auto it = Iteration(d, job);
+  REQUIRE(pushed.size() == 2);
+  CHECK(pushed[0].first == "w1:1");
+  CHECK(pushed[1].first == "w2:2");
+  for (int i = 0; i < 2; ++i) {
+    CHECK(pushed[i].second.task_id() == i + 1);
+    CHECK(pushed[i].second.iteration_id() == it.iteration_id());
+    CHECK(pushed[i].second.processing_mode() == proto::PARALLEL_EPOCHS);
+    CHECK(pushed[i].second.dataset().SerializeAsString() == SquaresDef().SerializeAsString());
+  }
+  // A second consumer of the same iteration creates no tasks, so no push.
+  Iteration(d, job);
+  CHECK(pushed.size() == 2);
+  // A worker registering later gets its task in its heartbeat's reply.
+  CHECK(Heartbeat(d, "w3:3").new_tasks_size() == 1);
+  CHECK(pushed.size() == 2);
+}
+
 TEST_CASE("dispatcher_impl: WorkerHeartbeat registers the worker and hands out tasks", "[dispatcher]") {
   DispatcherImpl d(TestConfig());
   proto::WorkerHeartbeatResponse first = Heartbeat(d, "w1:1", {}, {"gpu"});

@@ -6,6 +6,7 @@
 #include "common/daemon.h"
 #include "dispatcher/dispatcher_impl.h"
 #include "dispatcher/grpc_dispatcher_impl.h"
+#include "dispatcher/task_pusher.h"
 
 int main(int argc, char** argv) {
   sluice::BlockShutdownSignals();
@@ -20,7 +21,11 @@ int main(int argc, char** argv) {
     std::cerr << "dispatcherd: " << status.message() << "\n";
     return sluice::kConfigErrorExitCode;
   }
-  sluice::dispatcher::DispatcherImpl impl(config);
+  sluice::dispatcher::GrpcTaskPusher pusher;
+  sluice::dispatcher::DispatcherImpl impl(
+      config, [&pusher](const std::string& address, const sluice::proto::TaskDef& task) {
+        pusher.Push(address, task);
+      });
   sluice::dispatcher::GrpcDispatcherImpl service(&impl);
   int port = 0;
   auto server = sluice::StartServer({config.bind_address, static_cast<int>(config.port), config.port_file},

@@ -29,12 +29,17 @@ class GrpcWorkerImpl final
     }
     impl_->GetElements(parsed, [reactor, response](WorkerImpl::ElementsReply reply) {
       absl::StatusOr<grpc::ByteBuffer> bytes =
-          reply.status.ok() ? EncodeElementsResponse(reply.elements, reply.end_of_sequence, reply.compression)
+          reply.status.ok() ? EncodeElementsResponse(reply.elements, reply.end_of_sequence, reply.first_index,
+                                                     reply.compression)
                             : absl::StatusOr<grpc::ByteBuffer>(reply.status);
       if (bytes.ok()) *response = *std::move(bytes);
       reactor->Finish(ToGrpcStatus(bytes.status()));
     });
     return reactor;
+  }
+  grpc::Status ProcessTask(grpc::ServerContext*, const proto::ProcessTaskRequest* request,
+                           proto::ProcessTaskResponse*) override {
+    return ToGrpcStatus(impl_->ProcessTask(*request));
   }
   grpc::Status GetStatus(grpc::ServerContext*, const proto::WorkerStatusRequest* request,
                          proto::WorkerStatusResponse* response) override {

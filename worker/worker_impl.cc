@@ -110,6 +110,7 @@ class WorkerImpl::Task {
         }
         ElementsReply reply;
         reply.compression = it->compression;
+        reply.first_index = handed_out_;
         expired.emplace_back(std::move(it->done), std::move(reply));
         it = waiters_.erase(it);
       }
@@ -137,11 +138,13 @@ class WorkerImpl::Task {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     ElementsReply reply;
     reply.compression = compression;
+    reply.first_index = handed_out_;
     while (!buffer_.empty() && static_cast<int>(reply.elements.size()) < max_elements) {
       bytes_ -= ElementBytes(buffer_.front());
       reply.elements.push_back(std::move(buffer_.front()));
       buffer_.pop_front();
     }
+    handed_out_ += static_cast<int64_t>(reply.elements.size());
     if (buffer_.empty() && done_) {
       // A failed pipeline's error comes after its last elements.
       if (!status_.ok() && reply.elements.empty()) reply.status = status_;
@@ -221,6 +224,7 @@ class WorkerImpl::Task {
   std::deque<Element> buffer_ ABSL_GUARDED_BY(mu_);
   std::deque<Waiter> waiters_ ABSL_GUARDED_BY(mu_);
   int64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t handed_out_ ABSL_GUARDED_BY(mu_) = 0;  // elements taken from buffer_ so far
   bool done_ ABSL_GUARDED_BY(mu_) = false;
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status status_ ABSL_GUARDED_BY(mu_);
@@ -251,6 +255,10 @@ absl::Status WorkerImpl::Start(const std::string& address) {
       absl::StrCat("registering with the dispatcher at ", *dispatcher));
   if (!status.ok()) return status;
   spdlog::info("registered with the dispatcher at {} as {}", *dispatcher, address_);
+  {
+    absl::MutexLock lock(&mu_);
+    registered_ = true;
+  }
   heartbeat_thread_ = std::thread([this] { HeartbeatLoop(); });
   return absl::OkStatus();
 }
@@ -312,20 +320,33 @@ absl::Status WorkerImpl::Heartbeat() {
   std::vector<std::shared_ptr<Task>> removed;
   absl::MutexLock lock(&mu_);
   if (stopping_) return absl::OkStatus();
-  for (const proto::TaskDef& def : response.new_tasks()) {
-    if (tasks_.contains(def.task_id())) continue;
-    auto task =
-        std::make_shared<Task>(def, config_, dispatcher_.get(), [this](int64_t id) { ReportFinished(id); });
-    task->Start();
-    tasks_[def.task_id()] = task;
-    spdlog::info("started task {} of iteration {}", def.task_id(), def.iteration_id());
-  }
+  for (const proto::TaskDef& def : response.new_tasks()) StartTaskLocked(def);
   for (int64_t id : response.tasks_to_delete()) {
     auto it = tasks_.find(id);
     if (it == tasks_.end()) continue;
     removed.push_back(it->second);
     tasks_.erase(it);
   }
+  return absl::OkStatus();
+}
+
+void WorkerImpl::StartTaskLocked(const proto::TaskDef& def) {
+  if (tasks_.contains(def.task_id())) return;
+  auto task =
+      std::make_shared<Task>(def, config_, dispatcher_.get(), [this](int64_t id) { ReportFinished(id); });
+  task->Start();
+  tasks_[def.task_id()] = task;
+  spdlog::info("started task {} of iteration {}", def.task_id(), def.iteration_id());
+}
+
+absl::Status WorkerImpl::ProcessTask(const proto::ProcessTaskRequest& request) {
+  if (absl::Status s = CheckVersion(request.version()); !s.ok()) return s;
+  absl::MutexLock lock(&mu_);
+  if (stopping_) return absl::UnavailableError(absl::StrCat("worker ", address_, " is shutting down"));
+  // Before registration there is no dispatcher stub for the task to use;
+  // the first heartbeat will hand the task over again.
+  if (!registered_) return absl::UnavailableError("worker is not registered yet");
+  StartTaskLocked(request.task());
   return absl::OkStatus();
 }
 

@@ -50,6 +50,8 @@ class WorkerImpl {
     absl::Status status;
     std::vector<Element> elements;
     bool end_of_sequence = false;
+    // The position of elements[0] among all elements handed out for the task.
+    int64_t first_index = 0;
     proto::WireCompression compression = proto::COMPRESSION_NONE;
   };
   using ElementsCallback = std::function<void(ElementsReply)>;
@@ -60,6 +62,8 @@ class WorkerImpl {
   // exactly once, on this thread or another.
   void GetElements(const proto::GetElementsRequest& request, ElementsCallback done);
   absl::Status GetStatus(const proto::WorkerStatusRequest& request, proto::WorkerStatusResponse* response);
+  // Starts a task the dispatcher pushed (or does nothing if it runs).
+  absl::Status ProcessTask(const proto::ProcessTaskRequest& request);
 
  private:
   class Task;
@@ -67,6 +71,7 @@ class WorkerImpl {
   absl::Status Heartbeat();
   void HeartbeatLoop();
   void ReportFinished(int64_t task_id);
+  void StartTaskLocked(const proto::TaskDef& def) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ExpireLoop();
 
   const WorkerConfig config_;
@@ -77,6 +82,8 @@ class WorkerImpl {
   absl::Mutex mu_;
   std::map<int64_t, std::shared_ptr<Task>> tasks_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  // Start has registered; dispatcher_ is set (and constant) from then on.
+  bool registered_ ABSL_GUARDED_BY(mu_) = false;
   std::thread heartbeat_thread_;
   std::thread expire_thread_;
 };

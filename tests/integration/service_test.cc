@@ -106,6 +106,33 @@ TEST_CASE("service: parallel_epochs runs the whole dataset on every worker", "[s
   CHECK(Sorted(CollectInts(Dataset::Range(10).Distribute(cluster.ServiceUrl()))) == Iota(10, 2));
 }
 
+TEST_CASE("service: one worker's elements arrive in order, with several requests in flight", "[service]") {
+  // A small worker buffer makes requests wait for the pipeline, so that
+  // they are answered as elements come, in whatever order the responses
+  // travel; the reader puts them back in the task's order.
+  TestCluster cluster({.num_workers = 1, .worker_args = {"--buffer-elements", "3"}});
+  for (int64_t max_outstanding : {4, 64}) {
+    INFO("max_outstanding_requests " << max_outstanding);
+    CHECK(CollectInts(Dataset::Range(3000).Distribute(cluster.ServiceUrl(), "parallel_epochs", "",
+                                                      max_outstanding)) == Iota(3000));
+  }
+}
+
+TEST_CASE("service: a new iteration's tasks reach workers without waiting for a heartbeat", "[service]") {
+  // Heartbeats every 10 minutes: the worker registers with its first one
+  // and only a pushed task (ProcessTask) can start the read in time.
+  TestCluster cluster({.num_workers = 1,
+                       .dispatcher_args = {"--worker-timeout-ms", "3600000"},
+                       .worker_args = {"--heartbeat-interval-ms", "600000"}});
+  auto read = std::async(std::launch::async,
+                         [&] { return CollectInts(Dataset::Range(10).Distribute(cluster.ServiceUrl())); });
+  if (read.wait_for(std::chrono::seconds(30)) != std::future_status::ready) {
+    cluster.worker(0).Terminate();  // ends the task, so the read returns
+    FAIL("the read did not finish within 30 s: the task waited for a heartbeat");
+  }
+  CHECK(read.get() == Iota(10));
+}
+
 TEST_CASE("service: the reference doc's examples", "[service]") {
   TestCluster cluster({.num_workers = 2});
   CHECK(Sorted(CollectInts(Dataset::Range(10).Distribute(cluster.ServiceUrl(), "parallel_epochs"))) ==

@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -147,13 +148,15 @@ void TestCluster::StartWorker() {
                                    "0",
                                    "--bind-address",
                                    "127.0.0.1",
-                                   "--heartbeat-interval-ms",
-                                   "100",
                                    "--log-level",
                                    "warn",
                                    "--port-file",
                                    dir_.File(absl::StrCat("worker", index, ".port"))};
   argv.insert(argv.end(), options_.worker_args.begin(), options_.worker_args.end());
+  // Fast heartbeats, unless the test sets its own.
+  if (std::find(argv.begin(), argv.end(), "--heartbeat-interval-ms") == argv.end()) {
+    argv.insert(argv.end(), {"--heartbeat-interval-ms", "100"});
+  }
   auto worker = Process::Start(argv, dir_.File(absl::StrCat("worker", index, ".log")));
   REQUIRE(worker.ok());
   workers_.push_back(*std::move(worker));
