@@ -305,8 +305,10 @@ class DataServiceDataset::Iterator : public IteratorBase {
 
   const std::shared_ptr<ServiceHandle> service_;
   const int64_t max_outstanding_;
-  // Each request in flight takes up to this share of the budget...
-  const int64_t request_share_ = std::max<int64_t>(1, max_outstanding_ / kRequestsInFlightPerTask);
+  // Each request takes up to half the budget, so that two can be out at
+  // once whatever the element size; the byte target keeps large elements
+  // to smaller requests, of which all four can be out...
+  const int64_t request_share_ = std::max<int64_t>(1, max_outstanding_ / 2);
   // ...and waits until at least this much of it is free.
   const int64_t min_request_ = std::max<int64_t>(1, request_share_ / 2);
   const int64_t client_id_;

@@ -17,6 +17,9 @@ struct DispatcherConfig {
   int64_t worker_timeout_ms = 10000;
   // A client without a heartbeat for this long is released.
   int64_t client_timeout_ms = 60000;
+  // An iteration without clients for this long is collected: its workers
+  // drop its tasks and buffers. An iteration with a live client never is.
+  int64_t job_gc_timeout_ms = 300000;
   // Splits handed to a worker per GetSplits call, at most.
   int64_t splits_per_request = 1024;
   // Elements of range/from_tensor_slices per split.

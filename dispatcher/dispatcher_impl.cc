@@ -212,7 +212,7 @@ absl::Status DispatcherImpl::ClientHeartbeat(const proto::ClientHeartbeatRequest
   for (int64_t task_id : iteration->tasks) {
     const auto* task = state_.FindTask(task_id);
     // Tasks of removed workers are over; the client stops reading them.
-    if (task->lost || state_.FindWorker(task->worker_address) == nullptr) continue;
+    if (task->lost || iteration->collected || state_.FindWorker(task->worker_address) == nullptr) continue;
     proto::TaskInfo* info = response->add_tasks();
     info->set_task_id(task->id);
     info->set_iteration_id(task->iteration_id);
@@ -259,13 +259,18 @@ absl::Status DispatcherImpl::WorkerHeartbeat(const proto::WorkerHeartbeatRequest
   }
   std::set<int64_t> current(request.current_tasks().begin(), request.current_tasks().end());
   for (const auto* task : state_.TasksOfWorker(address)) {
-    if (current.contains(task->id) || task->finished) continue;
+    if (current.contains(task->id) || task->finished || state_.FindIteration(task->iteration_id)->collected)
+      continue;
     FillTaskDef(*task, response->add_new_tasks());
   }
   for (int64_t id : current) {
     const auto* task = state_.FindTask(id);
-    // A worker that was declared lost but lives on drops what it ran then.
-    if (task == nullptr || task->worker_address != address || task->lost) response->add_tasks_to_delete(id);
+    // A worker that was declared lost but lives on drops what it ran then;
+    // every worker drops the tasks of collected iterations.
+    if (task == nullptr || task->worker_address != address || task->lost ||
+        state_.FindIteration(task->iteration_id)->collected) {
+      response->add_tasks_to_delete(id);
+    }
   }
   return absl::OkStatus();
 }
@@ -370,6 +375,7 @@ absl::Status DispatcherImpl::GetStatus(const proto::GetStatusRequest& request,
     i->set_repetition(iteration.repetition);
     i->set_finished(iteration.finished);
     i->set_num_clients(static_cast<int64_t>(iteration.clients.size()));
+    i->set_collected(iteration.collected);
   }
   for (const auto& [id, task] : state_.tasks()) {
     auto* t = response->add_tasks();
@@ -380,15 +386,41 @@ absl::Status DispatcherImpl::GetStatus(const proto::GetStatusRequest& request,
   return absl::OkStatus();
 }
 
+void DispatcherImpl::CollectAbandonedIterations(Clock::time_point now) {
+  std::vector<int64_t> abandoned;
+  for (const auto& [id, iteration] : state_.iterations()) {
+    if (iteration.collected || !iteration.clients.empty()) {
+      iteration_idle_since_.erase(id);
+      continue;
+    }
+    auto [since, inserted] = iteration_idle_since_.try_emplace(id, now);
+    if (!inserted && now - since->second >= std::chrono::milliseconds(config_.job_gc_timeout_ms)) {
+      abandoned.push_back(id);
+    }
+  }
+  for (int64_t id : abandoned) {
+    proto::Update update;
+    update.mutable_garbage_collect_iteration()->set_iteration_id(id);
+    if (absl::Status s = Apply(update); !s.ok()) continue;
+    iteration_idle_since_.erase(id);
+    split_providers_.erase(id);
+    spdlog::info("iteration {} had no clients for {} ms: collected, its tasks dropped", id,
+                 config_.job_gc_timeout_ms);
+  }
+}
+
 void DispatcherImpl::RemoveLostWorkers() {
   const auto timeout = std::chrono::milliseconds(config_.worker_timeout_ms);
   const auto client_timeout = std::chrono::milliseconds(config_.client_timeout_ms);
   absl::MutexLock lock(&mu_);
   while (!stopping_) {
     // Wakes at least ten times per timeout, or at once on shutdown.
-    mu_.AwaitWithTimeout(absl::Condition(&stopping_), absl::Milliseconds(config_.worker_timeout_ms / 10));
+    mu_.AwaitWithTimeout(
+        absl::Condition(&stopping_),
+        absl::Milliseconds(std::min(config_.worker_timeout_ms, config_.job_gc_timeout_ms) / 10));
     if (stopping_) break;
     const auto now = Clock::now();
+    CollectAbandonedIterations(now);
     std::vector<std::string> lost;
     for (const auto& [address, last] : worker_heartbeats_) {
       if (now - last > timeout) lost.push_back(address);

@@ -22,6 +22,8 @@
 //     pipeline ended; the iteration is finished when all its tasks are.
 //  5. A worker that shuts down, or stops heartbeating for
 //     worker_timeout_ms, is removed and its tasks end.
+//  6. An iteration without clients for job_gc_timeout_ms is collected: it
+//     counts as finished and its workers drop its tasks.
 #ifndef SLUICE_DISPATCHER_DISPATCHER_IMPL_H_
 #define SLUICE_DISPATCHER_DISPATCHER_IMPL_H_
 
@@ -92,6 +94,7 @@ class DispatcherImpl {
   void FillWorkerInfo(const DispatcherState::Worker& worker, proto::WorkerInfo* info) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RemoveLostWorkers();
+  void CollectAbandonedIterations(Clock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const DispatcherConfig config_;  // constant after construction
   const TaskPushFn push_task_;
@@ -104,6 +107,8 @@ class DispatcherImpl {
   std::map<std::string, Clock::time_point> worker_heartbeats_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, int64_t> worker_heartbeat_unix_ms_ ABSL_GUARDED_BY(mu_);
   std::map<int64_t, Clock::time_point> client_heartbeats_ ABSL_GUARDED_BY(mu_);
+  // Since when each uncollected iteration has had no client.
+  std::map<int64_t, Clock::time_point> iteration_idle_since_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
 
   std::thread monitor_;

@@ -861,6 +861,52 @@ TEST_CASE("dispatcher_impl: the monitor removes workers that stop heartbeating",
   CHECK(WorkerAddresses(d) == std::vector<std::string>{"w1:1"});
 }
 
+TEST_CASE("dispatcher_impl: an iteration without clients is collected, one with a client never",
+          "[dispatcher]") {
+  DispatcherConfig config = TestConfig();
+  config.job_gc_timeout_ms = 200;
+  DispatcherImpl d(config);
+  d.Start();
+  Heartbeat(d, "w1:1");
+  const std::string dataset = Register(d, SquaresDef());
+  const auto abandoned = Iteration(d, Job(d, dataset, proto::PARALLEL_EPOCHS, "abandoned"));
+  const auto live = Iteration(d, Job(d, dataset, proto::PARALLEL_EPOCHS, "live"));
+  REQUIRE(NewTaskIds(Heartbeat(d, "w1:1")) == std::vector<int64_t>{1, 2});
+  proto::ReleaseIterationClientRequest release;
+  *release.mutable_version() = CurrentVersion();
+  release.set_iteration_client_id(abandoned.iteration_client_id());
+  proto::ReleaseIterationClientResponse released;
+  REQUIRE(d.ReleaseIterationClient(release, &released).ok());
+
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (std::chrono::steady_clock::now() < deadline && !Snapshot(d).iterations(0).collected()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  // Well past the timeout, so that the live one would have gone too.
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));
+  proto::StatusSnapshot s = Snapshot(d);
+  REQUIRE(s.iterations_size() == 2);
+  CHECK(s.iterations(0).collected());
+  CHECK(s.iterations(0).finished());
+  CHECK_FALSE(s.iterations(1).collected());
+  CHECK_FALSE(s.iterations(1).finished());
+
+  // The worker drops the collected iteration's task and keeps the other.
+  proto::WorkerHeartbeatResponse beat = Heartbeat(d, "w1:1", {1, 2});
+  CHECK(std::vector<int64_t>(beat.tasks_to_delete().begin(), beat.tasks_to_delete().end()) ==
+        std::vector<int64_t>{1});
+  CHECK(beat.new_tasks_size() == 0);
+  // A consumer joining the collected repetition ends at once: finished, no tasks.
+  const auto late = Iteration(d, Job(d, dataset, proto::PARALLEL_EPOCHS, "abandoned"));
+  CHECK(late.iteration_id() == abandoned.iteration_id());
+  proto::ClientHeartbeatResponse joined = ClientBeat(d, late.iteration_client_id());
+  CHECK(joined.iteration_finished());
+  CHECK(joined.tasks_size() == 0);
+  // A worker registering now gets no task of it.
+  CHECK(NewTaskIds(Heartbeat(d, "w2:2")) == std::vector<int64_t>{3});
+  CHECK(ClientBeat(d, live.iteration_client_id()).tasks_size() == 2);
+}
+
 TEST_CASE("dispatcher_impl: the monitor stops promptly on destruction", "[dispatcher]") {
   DispatcherConfig config = TestConfig();
   config.worker_timeout_ms = 60000;

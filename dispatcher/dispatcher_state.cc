@@ -116,6 +116,16 @@ absl::Status DispatcherState::Apply(const proto::Update& update) {
       }
       return absl::OkStatus();
     }
+    case proto::Update::kGarbageCollectIteration: {
+      auto iteration = iterations_.find(update.garbage_collect_iteration().iteration_id());
+      if (iteration == iterations_.end() || !iteration->second.clients.empty()) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("cannot collect iteration ", update.garbage_collect_iteration().iteration_id()));
+      }
+      iteration->second.collected = true;
+      iteration->second.finished = true;
+      return absl::OkStatus();
+    }
     case proto::Update::KIND_NOT_SET:
       break;
   }
@@ -123,9 +133,10 @@ absl::Status DispatcherState::Apply(const proto::Update& update) {
 }
 
 void DispatcherState::UpdateFinished(Iteration& iteration) {
-  iteration.finished =
+  const bool all_tasks_finished =
       !iteration.tasks.empty() && std::all_of(iteration.tasks.begin(), iteration.tasks.end(),
                                               [this](int64_t id) { return tasks_.at(id).finished; });
+  iteration.finished = iteration.collected || all_tasks_finished;
 }
 
 const DispatcherState::Dataset* DispatcherState::FindDataset(const std::string& id) const {

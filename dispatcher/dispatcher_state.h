@@ -50,8 +50,10 @@ class DispatcherState {
     int64_t repetition = 0;
     std::vector<int64_t> tasks;
     std::set<int64_t> clients;
-    // Every task finished (and there is at least one).
+    // Every task finished (and there is at least one), or collected.
     bool finished = false;
+    // Garbage-collected: abandoned by its clients; its tasks are dropped.
+    bool collected = false;
   };
 
   // Applies one update; an update that contradicts the state (an unknown

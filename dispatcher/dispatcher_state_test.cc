@@ -149,7 +149,8 @@ std::string Describe(const DispatcherState& state) {
   }
   for (const auto& [id, it] : state.iterations()) {
     out += "iteration " + std::to_string(id) + " job=" + std::to_string(it.job_id) +
-           " rep=" + std::to_string(it.repetition) + " finished=" + std::to_string(it.finished) + " tasks=";
+           " rep=" + std::to_string(it.repetition) + " finished=" + std::to_string(it.finished) +
+           " collected=" + std::to_string(it.collected) + " tasks=";
     for (int64_t t : it.tasks) out += std::to_string(t) + ",";
     out += " clients=";
     for (int64_t c : it.clients) {
@@ -639,5 +640,30 @@ TEST_CASE("dispatcher_state: updates survive a serialization round trip", "[disp
   CHECK(replayed.FindJobByName("shared")->iterations == std::vector<int64_t>{1, 2});
 }
 
+TEST_CASE("dispatcher_state: GarbageCollectIteration needs an iteration without clients", "[dispatcher]") {
+  DispatcherState state;
+  ApplyAll(state, {RegisterDataset("d", "fp"), RegisterWorker("w1:1"), CreateJob(1, "d"),
+                   CreateIteration(1, 1, 0), CreateTask(1, 1, "w1:1"), Acquire(1, 1)});
+  proto::Update collect;
+  collect.mutable_garbage_collect_iteration()->set_iteration_id(1);
+  const std::string before = Describe(state);
+  CHECK(state.Apply(collect) == absl::FailedPreconditionError("cannot collect iteration 1"));
+  CHECK(Describe(state) == before);
+  collect.mutable_garbage_collect_iteration()->set_iteration_id(7);
+  CHECK(state.Apply(collect) == absl::FailedPreconditionError("cannot collect iteration 7"));
+
+  REQUIRE(state.Apply(Release(1)).ok());
+  collect.mutable_garbage_collect_iteration()->set_iteration_id(1);
+  REQUIRE(state.Apply(collect).ok());
+  const DispatcherState::Iteration* iteration = state.FindIteration(1);
+  CHECK(iteration->collected);
+  CHECK(iteration->finished);  // though its task never finished
+  CHECK_FALSE(state.FindTask(1)->finished);
+  // Later updates of its tasks keep it finished.
+  REQUIRE(state.Apply(RemoveWorker("w1:1")).ok());
+  CHECK(state.FindIteration(1)->finished);
+}
+
 }  // namespace
+
 }  // namespace sluice::dispatcher
