@@ -13,10 +13,9 @@
 // plus the same pipeline run locally for scale. Each figure is the best of
 // R epochs; the modes take turns (order swapped every round). Rates run
 // from the first element to the last, so that neither the start of an
-// iteration (the worker learns its task on its next heartbeat, every
-// 100 ms here) nor the end (the client learns that the iteration finished
-// on its next heartbeat, every 100 ms) is counted; the whole epoch, start
-// and end included, is printed too, with its own overhead. Every epoch is
+// iteration (the dispatcher's task push) nor its end (the client asking
+// whether the iteration finished) is counted; the whole epoch, start and
+// end included, is printed too, with its own overhead. Every epoch is
 // checked: N rows whose values add up to what they must.
 //
 //   service_bench [--elements N] [--repeats R] [--elements-per-split K]

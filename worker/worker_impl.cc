@@ -375,7 +375,7 @@ void WorkerImpl::GetElements(const proto::GetElementsRequest& request, ElementsC
       return done(std::move(reply));
     }
     auto it = tasks_.find(request.task_id());
-    // Not here yet: the worker learns of tasks on its next heartbeat.
+    // Not here yet: the push (ProcessTask) or the next heartbeat brings it.
     if (it == tasks_.end()) return done(std::move(reply));
     task = it->second;
   }
