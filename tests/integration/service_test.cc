@@ -384,6 +384,58 @@ TEST_CASE("service: daemons reject bad configuration with exit code 2", "[servic
   CHECK_THAT(testing::ReadFileOrEmpty(dir.File("w.log")), Contains("--dispatcher HOST:PORT is required"));
 }
 
+// The worker's tasks, from its status RPC.
+std::vector<int64_t> WorkerTasks(const std::string& worker_address) {
+  auto stub = proto::WorkerService::NewStub(MakeChannel(worker_address));
+  proto::WorkerStatusResponse response;
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  REQUIRE(stub->GetStatus(&context, proto::WorkerStatusRequest(), &response).ok());
+  return {response.tasks().begin(), response.tasks().end()};
+}
+
+TEST_CASE("service: an abandoned iteration is collected with its worker task, a live one is not",
+          "[service]") {
+  TestCluster cluster({.num_workers = 1, .dispatcher_args = {"--job-gc-timeout-ms", "300"}});
+  const std::string worker = absl::StrCat(
+      "127.0.0.1:",
+      std::stoi(testing::WaitForFile(cluster.dir().File("worker0.port"), std::chrono::seconds(10))));
+  auto read_one = [](const std::unique_ptr<IteratorBase>& iterator) {
+    Element element;
+    bool end = true;
+    REQUIRE(iterator->GetNext(&element, &end).ok());
+    CHECK_FALSE(end);
+  };
+  // Two endless jobs: one read and dropped (its iterator releases the
+  // iteration), one kept open.
+  absl::StatusOr<DatasetPtr> live_dataset =
+      Dataset::Range(1000).Repeat().Distribute(cluster.ServiceUrl(), "parallel_epochs", "live").Build();
+  REQUIRE(live_dataset.ok());
+  absl::StatusOr<std::unique_ptr<IteratorBase>> live = (*live_dataset)->MakeIterator(IteratorContext{});
+  REQUIRE(live.ok());
+  read_one(*live);
+  {
+    absl::StatusOr<DatasetPtr> dropped =
+        Dataset::Range(1000).Repeat().Distribute(cluster.ServiceUrl(), "parallel_epochs", "dropped").Build();
+    REQUIRE(dropped.ok());
+    absl::StatusOr<std::unique_ptr<IteratorBase>> iterator = (*dropped)->MakeIterator(IteratorContext{});
+    REQUIRE(iterator.ok());
+    read_one(*iterator);
+    CHECK(WorkerTasks(worker) == std::vector<int64_t>{1, 2});
+  }
+  // Collected after 300 ms without a client; the worker drops the task on
+  // its next heartbeat (100 ms).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (std::chrono::steady_clock::now() < deadline && WorkerTasks(worker) != std::vector<int64_t>{1}) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  CHECK(WorkerTasks(worker) == std::vector<int64_t>{1});
+  // Three timeouts later the live iteration is still there and reads on.
+  std::this_thread::sleep_for(std::chrono::milliseconds(900));
+  CHECK(WorkerTasks(worker) == std::vector<int64_t>{1});
+  for (int i = 0; i < 100; ++i) read_one(*live);
+}
+
 TEST_CASE("service: a protocol version mismatch is FailedPrecondition", "[service]") {
   TestCluster cluster({.num_workers = 0});
   auto stub = proto::DispatcherService::NewStub(MakeChannel(cluster.DispatcherAddress()));
