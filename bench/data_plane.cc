@@ -64,54 +64,6 @@ double SecondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-Cluster StartCluster(const std::string& dir) {
-  Cluster cluster;
-  cluster.dir = dir;
-  const std::string dispatcher_port = dir + "/dispatcher.port";
-  cluster.dispatcher = Spawn({SLUICE_DISPATCHERD, "--port", "0", "--bind-address", "127.0.0.1", "--port-file",
-                              dispatcher_port, "--log-level", "warn"},
-                             dir + "/dispatcher.log");
-  const std::string port = WaitForFile(dispatcher_port, cluster.dispatcher, std::chrono::seconds(20));
-  if (port.empty()) Fail("dispatcherd did not start; its log:\n" + ReadFile(dir + "/dispatcher.log"));
-  cluster.address = "127.0.0.1:" + std::to_string(std::stoi(port));
-  const std::string worker_port = dir + "/worker.port";
-  cluster.worker =
-      Spawn({SLUICE_WORKERD, "--dispatcher", cluster.address, "--port", "0", "--bind-address", "127.0.0.1",
-             "--heartbeat-interval-ms", "100", "--log-level", "warn", "--port-file", worker_port},
-            dir + "/worker.log");
-  const std::string bound = WaitForFile(worker_port, cluster.worker, std::chrono::seconds(20));
-  if (bound.empty()) Fail("workerd did not start; its log:\n" + ReadFile(dir + "/worker.log"));
-  cluster.worker_address = "127.0.0.1:" + std::to_string(std::stoi(bound));
-  const auto give_up = Clock::now() + std::chrono::seconds(20);
-  while (RegisteredWorkers(cluster.address) != 1) {
-    if (Clock::now() > give_up)
-      Fail("the worker did not register; its log:\n" + ReadFile(dir + "/worker.log"));
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return cluster;
-}
-
-// What the worker holds at the end: tasks it lists, elements and bytes
-// buffered, and its resident memory.
-std::string WorkerSummary(const Cluster& cluster) {
-  auto stub = sluice::proto::WorkerService::NewStub(sluice::MakeChannel(cluster.worker_address));
-  sluice::proto::WorkerStatusResponse status;
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
-  std::string text;
-  if (stub->GetStatus(&context, sluice::proto::WorkerStatusRequest{}, &status).ok()) {
-    text = std::to_string(status.tasks_size()) + " task(s), " + std::to_string(status.buffered_elements()) +
-           " element(s) / " + std::to_string(status.buffered_bytes() >> 20) + " MiB buffered, ";
-  }
-  std::istringstream in(ReadFile("/proc/" + std::to_string(cluster.worker) + "/status"));
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("VmRSS:", 0) == 0)
-      return text + std::to_string(std::atoll(line.c_str() + 6) / 1024) + " MiB resident";
-  }
-  return text;
-}
-
 // ---------------------------------------------------------------------------
 // Measurements. Each returns a rate (bytes or elements per second).
 
