@@ -171,6 +171,21 @@ TEST_CASE("grpc_util: CallWithRetries retries UNAVAILABLE with a fresh deadline"
   CHECK(calls == 3);
 }
 
+TEST_CASE("grpc_util: CallWithRetries stops retrying once cancelled", "[grpc]") {
+  int calls = 0;
+  const auto before = std::chrono::steady_clock::now();
+  absl::Status status = CallWithRetries(
+      [&](grpc::ClientContext*) {
+        ++calls;
+        return grpc::Status(grpc::StatusCode::UNAVAILABLE, "connecting");
+      },
+      std::chrono::milliseconds(1000), std::chrono::seconds(60), "GetSplits", [&] { return calls == 2; });
+  CHECK(status == absl::CancelledError("GetSplits: cancelled"));
+  CHECK(calls == 2);
+  // Two backoffs (10 and 20 ms), nowhere near the 60 s it would retry for.
+  CHECK(std::chrono::steady_clock::now() - before < std::chrono::seconds(5));
+}
+
 TEST_CASE("grpc_util: CallWithRetries gives up on UNAVAILABLE after the overall time", "[grpc]") {
   int calls = 0;
   const auto start = std::chrono::steady_clock::now();

@@ -21,11 +21,6 @@ void SplitPrefetcher::Cancel() {
   cancelled_ = true;
 }
 
-int SplitPrefetcher::request_splits() const {
-  absl::MutexLock lock(&mu_);
-  return request_splits_;
-}
-
 void SplitPrefetcher::FetchLoop() {
   const std::function<bool()> cancelled = [this] {
     absl::MutexLock lock(&mu_);

@@ -52,9 +52,6 @@ class SplitPrefetcher : public SplitProvider {
   // deleted while its pipeline waits on splits.
   void Cancel();
 
-  // The size of the next request, for tests and status.
-  int request_splits() const;
-
  private:
   void FetchLoop();
   bool NeedsFetch() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -67,7 +64,7 @@ class SplitPrefetcher : public SplitProvider {
   const FetchFn fetch_;
   const Options options_;
 
-  mutable absl::Mutex mu_;
+  absl::Mutex mu_;
   std::deque<Split> queue_ ABSL_GUARDED_BY(mu_);
   int request_splits_ ABSL_GUARDED_BY(mu_);
   // The pipeline found the queue empty since the last request went out

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/grpc_util.h"
+#include "common/proto_convert.h"
 #include "sluice/dataset.h"
 #include "sluice/service.grpc.pb.h"
 #include "tests/integration/test_cluster.h"
@@ -392,6 +393,74 @@ std::vector<int64_t> WorkerTasks(const std::string& worker_address) {
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
   REQUIRE(stub->GetStatus(&context, proto::WorkerStatusRequest(), &response).ok());
   return {response.tasks().begin(), response.tasks().end()};
+}
+
+TEST_CASE("service: the worker's ProcessTask and GetElements RPCs", "[service]") {
+  TestCluster cluster({.num_workers = 1});
+  const std::string worker = absl::StrCat(
+      "127.0.0.1:",
+      std::stoi(testing::WaitForFile(cluster.dir().File("worker0.port"), std::chrono::seconds(10))));
+  auto stub = proto::WorkerService::NewStub(MakeChannel(worker));
+  auto deadline = [] { return std::chrono::system_clock::now() + std::chrono::seconds(10); };
+
+  // A task the worker does not have: an empty answer at once, not an error.
+  proto::GetElementsRequest get;
+  *get.mutable_version() = CurrentVersion();
+  get.set_task_id(77);
+  get.set_max_elements(8);
+  proto::GetElementsResponse got;
+  {
+    grpc::ClientContext context;
+    context.set_deadline(deadline());
+    REQUIRE(stub->GetElements(&context, get, &got).ok());
+  }
+  CHECK(got.elements_size() == 0);
+  CHECK_FALSE(got.end_of_sequence());
+
+  // A task pushed straight to the worker runs, and its elements come back
+  // through the ordinary proto stub, in order, with their positions.
+  proto::ProcessTaskRequest push;
+  *push.mutable_version() = CurrentVersion();
+  push.mutable_task()->set_task_id(77);
+  push.mutable_task()->set_iteration_id(1);
+  *push.mutable_task()->mutable_dataset() = Dataset::Range(5).def();
+  push.mutable_task()->set_processing_mode(proto::PARALLEL_EPOCHS);
+  proto::ProcessTaskResponse pushed;
+  {
+    grpc::ClientContext context;
+    context.set_deadline(deadline());
+    REQUIRE(stub->ProcessTask(&context, push, &pushed).ok());
+  }
+  CHECK(WorkerTasks(worker) == std::vector<int64_t>{77});
+  std::vector<int64_t> values;
+  get.set_max_elements(2);
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (!got.end_of_sequence() && std::chrono::steady_clock::now() < give_up) {
+    grpc::ClientContext context;
+    context.set_deadline(deadline());
+    got.Clear();
+    REQUIRE(stub->GetElements(&context, get, &got).ok());
+    // Each response starts where the ones before it left off.
+    if (got.elements_size() > 0) CHECK(got.first_index() == static_cast<int64_t>(values.size()));
+    for (const auto& element : got.elements()) {
+      absl::StatusOr<Element> decoded = ElementFromProto(element);
+      REQUIRE(decoded.ok());
+      values.push_back(decoded->components.at(0).values<int64_t>()[0]);
+    }
+  }
+  CHECK(got.end_of_sequence());
+  CHECK(values == Iota(5));
+
+  // Both RPCs check the protocol version.
+  get.mutable_version()->set_protocol_version(kProtocolVersion + 1);
+  push.mutable_version()->set_protocol_version(kProtocolVersion + 1);
+  grpc::ClientContext get_context;
+  get_context.set_deadline(deadline());
+  CHECK(stub->GetElements(&get_context, get, &got).error_code() == grpc::StatusCode::FAILED_PRECONDITION);
+  grpc::ClientContext push_context;
+  push_context.set_deadline(deadline());
+  CHECK(stub->ProcessTask(&push_context, push, &pushed).error_code() ==
+        grpc::StatusCode::FAILED_PRECONDITION);
 }
 
 TEST_CASE("service: an abandoned iteration is collected with its worker task, a live one is not",
