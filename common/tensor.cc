@@ -1,5 +1,6 @@
 #include "common/tensor.h"
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -20,8 +21,21 @@ std::string ShapeDebugString(const Shape& shape) {
   return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
 }
 
+namespace {
+std::atomic<LargeBufferAllocator*> large_buffer_allocator{nullptr};
+}  // namespace
+
+void SetLargeBufferAllocator(LargeBufferAllocator* allocator) { large_buffer_allocator.store(allocator); }
+
 std::shared_ptr<TensorBuffer> TensorBuffer::Allocate(DType dtype, int64_t num_elements, bool zeroed) {
   const size_t bytes = static_cast<size_t>(num_elements) * DTypeSize(dtype);
+  if (LargeBufferAllocator* allocator = large_buffer_allocator.load();
+      allocator != nullptr && dtype != DType::kString && bytes >= allocator->min_bytes()) {
+    if (void* data = allocator->Allocate(bytes); data != nullptr) {
+      if (zeroed) std::memset(data, 0, bytes);
+      return Wrap(dtype, num_elements, data, [allocator, data, bytes] { allocator->Free(data, bytes); });
+    }
+  }
   // aligned_alloc needs a size that is a multiple of the alignment.
   const size_t rounded = (bytes + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment;
   void* data = std::aligned_alloc(kBufferAlignment, rounded == 0 ? kBufferAlignment : rounded);
@@ -35,7 +49,18 @@ std::shared_ptr<TensorBuffer> TensorBuffer::Allocate(DType dtype, int64_t num_el
   return std::make_shared<TensorBuffer>(PassKey{}, dtype, num_elements, data);
 }
 
+std::shared_ptr<TensorBuffer> TensorBuffer::Wrap(DType dtype, int64_t num_elements, void* data,
+                                                 std::function<void()> release) {
+  auto buffer = std::make_shared<TensorBuffer>(PassKey{}, dtype, num_elements, data);
+  buffer->release_ = std::move(release);
+  return buffer;
+}
+
 TensorBuffer::~TensorBuffer() {
+  if (release_) {
+    release_();
+    return;
+  }
   if (dtype_ == DType::kString) {
     auto* strings = static_cast<std::string*>(data_);
     for (int64_t i = 0; i < num_elements_; ++i) strings[i].~basic_string();

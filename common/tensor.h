@@ -12,6 +12,7 @@
 #define SLUICE_COMMON_TENSOR_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -32,11 +33,31 @@ std::string ShapeDebugString(const Shape& shape);
 
 // One aligned allocation of `num_elements` values of a dtype. Numeric
 // buffers start zeroed; string buffers hold empty strings.
+// Where large numeric buffers come from, when not from aligned_alloc: the
+// GPU prefetcher installs a pinned-memory cache, so that batches arriving
+// from the network are already where the copy engine can read them.
+class LargeBufferAllocator {
+ public:
+  virtual ~LargeBufferAllocator() = default;
+  // Buffers of fewer bytes come from aligned_alloc.
+  virtual size_t min_bytes() const = 0;
+  // nullptr to fall back to aligned_alloc.
+  virtual void* Allocate(size_t bytes) = 0;
+  virtual void Free(void* data, size_t bytes) = 0;
+};
+// Process-wide; `allocator` must live until the process ends. nullptr
+// restores aligned_alloc for later buffers.
+void SetLargeBufferAllocator(LargeBufferAllocator* allocator);
+
 class TensorBuffer {
  public:
   // `zeroed` false leaves numeric bytes unset, for producers that write
   // every element anyway.
   static std::shared_ptr<TensorBuffer> Allocate(DType dtype, int64_t num_elements, bool zeroed = true);
+  // Numeric elements in memory someone else owns (a pooled buffer);
+  // `release` runs instead of freeing when the last user drops the buffer.
+  static std::shared_ptr<TensorBuffer> Wrap(DType dtype, int64_t num_elements, void* data,
+                                            std::function<void()> release);
   // Use Allocate; public only for std::make_shared, which saves an
   // allocation per tensor.
   struct PassKey {};
@@ -54,6 +75,7 @@ class TensorBuffer {
   const DType dtype_;
   const int64_t num_elements_;
   void* const data_;
+  std::function<void()> release_;  // set for wrapped memory
 };
 
 class Tensor {
@@ -118,6 +140,11 @@ class Tensor {
   absl::StatusOr<Tensor> Reshaped(Shape shape) const;
   // A copy into a fresh buffer.
   Tensor DeepCopy() const;
+  // A tensor over `buffer`'s elements from `offset` on.
+  static Tensor FromBuffer(DType dtype, Shape shape, std::shared_ptr<TensorBuffer> buffer,
+                           int64_t offset = 0) {
+    return Tensor(dtype, std::move(shape), std::move(buffer), offset);
+  }
 
   bool SharesBufferWith(const Tensor& other) const { return buffer_ && buffer_ == other.buffer_; }
   const std::shared_ptr<TensorBuffer>& buffer() const { return buffer_; }

@@ -1,0 +1,324 @@
+// Distributed input for a trainer: each step yields one value per local
+// replica, already in that replica's device memory.
+//
+// The counterpart of tf.distribute's experimental_distribute_dataset and
+// distribute_datasets_from_function:
+//
+//   sluice::ReplicaSet replicas = *sluice::ReplicaSet::Create({"GPU:0", "GPU:1"});
+//   sluice::Dataset dataset = sluice::Dataset::Range(1024).Batch(64)
+//       .Distribute("grpc://127.0.0.1:5000", "distributed_epoch", "train");
+//   absl::StatusOr<sluice::DistributedDataset> distributed =
+//       sluice::DistributeDataset(dataset, replicas);
+//   for (const sluice::PerReplica& step : *distributed) {   // one epoch
+//     for (const sluice::ReplicaValue& value : step) {
+//       value.WaitOnStream(my_stream);            // ordered, no host wait
+//       Train(value.components[0].data(), ...);   // 32 rows on value.device
+//     }
+//   }
+//   if (!distributed->loop_status().ok()) ...     // an error ended the loop
+//
+// A background thread per iterator reads the global batches, splits them
+// into per-replica batches, and copies each through a pooled pinned host
+// buffer into a pooled device buffer on a stream of its own per device. It
+// keeps `prefetch_buffer_size` steps ready ahead of the trainer; a value's
+// device buffer returns to its pool when the last copy of the value is
+// dropped, so a warm iterator allocates nothing per step.
+//
+// CPU replicas ("CPU:0", "CPU:1", ...) work on any machine and go through
+// the same pools with plain host memory. GPU replicas need a build with
+// CUDA and the GPU present; otherwise creating the iterator is a
+// FailedPrecondition that names the missing device.
+#ifndef SLUICE_CLIENT_INCLUDE_SLUICE_DISTRIBUTE_H_
+#define SLUICE_CLIENT_INCLUDE_SLUICE_DISTRIBUTE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "common/element.h"
+#include "common/tensor.h"
+#include "sluice/dataset.h"
+
+struct DLManagedTensor;  // from <dlpack/dlpack.h>
+
+namespace sluice {
+
+class DeviceBackend;
+
+enum class DeviceKind { kCpu, kGpu };
+
+struct Device {
+  DeviceKind kind = DeviceKind::kCpu;
+  int index = 0;
+
+  // "CPU:0", "GPU:1".
+  std::string name() const;
+  // Accepts "CPU:0", "GPU:1" and TensorFlow's "/gpu:1" or
+  // "/job:localhost/device:GPU:1", in any case.
+  static absl::StatusOr<Device> Parse(std::string_view name);
+  bool operator==(const Device& other) const = default;
+};
+
+// The number of GPUs this process can use: 0 in a build without CUDA or on
+// a machine without a GPU.
+int NumLocalGpus();
+
+// The local devices that each take one replica, plus the multi-host layout:
+// how many input pipelines (trainer hosts) read in sync, and which one this
+// is. Every host must have the same number of local replicas.
+class ReplicaSet {
+ public:
+  // InvalidArgument for an unknown or repeated device name, an empty list,
+  // or an input_pipeline_id outside [0, num_input_pipelines).
+  static absl::StatusOr<ReplicaSet> Create(const std::vector<std::string>& device_names,
+                                           int num_input_pipelines = 1, int input_pipeline_id = 0);
+  // Every local GPU; FailedPrecondition when there is none.
+  static absl::StatusOr<ReplicaSet> AllLocalGpus(int num_input_pipelines = 1, int input_pipeline_id = 0);
+
+  const std::vector<Device>& devices() const { return devices_; }
+  int num_local_replicas() const { return static_cast<int>(devices_.size()); }
+  int num_input_pipelines() const { return num_input_pipelines_; }
+  int input_pipeline_id() const { return input_pipeline_id_; }
+  // Replicas across all input pipelines.
+  int num_replicas_in_sync() const { return num_local_replicas() * num_input_pipelines_; }
+
+ private:
+  ReplicaSet() = default;
+  std::vector<Device> devices_;
+  int num_input_pipelines_ = 1;
+  int input_pipeline_id_ = 0;
+};
+
+// How DistributeDataset shards the input across input pipelines when
+// there are several (tf.data's AutoShardPolicy).
+enum class AutoShardPolicy {
+  kAuto,  // FILE when the pipeline reads at least one file per input pipeline, else DATA
+  kFile,  // each pipeline reads every num_input_pipelines-th file
+  kData,  // each pipeline keeps every num_input_pipelines-th element before the final batch
+  kOff,   // every pipeline reads all the data
+};
+
+struct DistributeOptions {
+  AutoShardPolicy auto_shard_policy = AutoShardPolicy::kAuto;
+  // Steps kept ready on the devices ahead of the trainer (at least 1).
+  int prefetch_buffer_size = 2;
+  // The global batch size, when the pipeline does not end in a batch step
+  // from which DistributeDataset can read it. 0: from the pipeline.
+  int64_t global_batch_size = 0;
+  // Host threads that pack each GPU batch into pinned memory (one memcpy
+  // thread cannot keep up with a PCIe 5 or NVLink copy engine). 0: a
+  // quarter of the cores, between 1 and 4.
+  int packing_threads = 0;
+  // With GPU replicas: allocate this process's large tensor buffers (1 MiB
+  // and up, the network's included) in cached pinned memory, which the
+  // copy engine reads directly, without a packing copy. Process-wide once
+  // on; turn off to keep pinned memory for other uses.
+  bool pin_host_buffers = true;
+};
+
+// What DistributeDatasetsFromFunction tells the function about the input
+// pipeline it builds.
+struct InputContext {
+  int num_input_pipelines = 1;
+  int input_pipeline_id = 0;
+  int num_replicas_in_sync = 1;
+
+  // global_batch_size / num_replicas_in_sync; InvalidArgument unless it
+  // divides evenly.
+  absl::StatusOr<int64_t> PerReplicaBatchSize(int64_t global_batch_size) const;
+};
+
+// One component of a replica's value, in the replica's device memory. Cheap
+// to copy: copies share the buffer, which returns to its pool when the last
+// one is dropped.
+class DeviceTensor {
+ public:
+  DeviceTensor() = default;
+
+  DType dtype() const { return dtype_; }
+  const Shape& shape() const { return shape_; }
+  int64_t num_elements() const { return NumElements(shape_); }
+  // Bytes of element storage; 0 for string tensors.
+  size_t byte_size() const { return byte_size_; }
+  const Device& device() const { return device_; }
+  // A device pointer on a GPU, a host pointer on a CPU; nullptr for string
+  // tensors, which only CPU replicas carry.
+  const void* data() const { return data_; }
+
+  // The values as a host Tensor: the same memory on a CPU replica, a copy
+  // (after the value is ready) on a GPU.
+  absl::StatusOr<Tensor> ToHostTensor() const;
+
+  // A DLPack view for PyTorch, JAX or CuPy, without a copy. The view keeps
+  // the buffer out of its pool until its deleter runs. The caller must make
+  // its stream wait for the value (ReplicaValue::WaitOnStream) first.
+  // InvalidArgument for string tensors, which DLPack cannot describe.
+  absl::StatusOr<DLManagedTensor*> ToDLPack() const;
+
+ private:
+  friend class DevicePrefetcher;
+  DType dtype_ = DType::kInvalid;
+  Shape shape_;
+  size_t byte_size_ = 0;
+  Device device_;
+  void* data_ = nullptr;
+  std::shared_ptr<void> lease_;             // holds the pooled buffer
+  Tensor host_;                             // CPU replicas: the same bytes as a Tensor
+  std::shared_ptr<DeviceBackend> backend_;  // GPU replicas: for ToHostTensor
+};
+
+// When a value's copy onto its device is complete.
+class ReadyFence {
+ public:
+  virtual ~ReadyFence() = default;
+  // Blocks the calling thread until the copy is done.
+  virtual absl::Status Wait() = 0;
+  // Makes `stream` (a cudaStream_t) wait for the copy without blocking the
+  // host. On a CPU replica the copy is done already and this does nothing.
+  virtual absl::Status WaitOnStream(void* stream) = 0;
+  // The cudaEvent_t the copy records, or nullptr on a CPU replica.
+  virtual void* native_event() const = 0;
+};
+
+// Which streams read a value's device buffer, so that the buffer is reused
+// only after their work on it is done.
+class BufferUse;
+
+// One replica's share of a step.
+struct ReplicaValue {
+  Device device;
+  std::vector<DeviceTensor> components;
+  ComponentNames names;  // null when components are unnamed
+  std::shared_ptr<ReadyFence> ready;
+  std::shared_ptr<BufferUse> buffer_use;  // null when nothing was copied
+
+  absl::Status Wait() const { return ready->Wait(); }
+  // Makes `stream` (a cudaStream_t) wait for the copy, and records that
+  // the stream reads the value (RecordStream).
+  absl::Status WaitOnStream(void* stream) const;
+  // Records that work enqueued on `stream` reads this value: once the value
+  // is dropped, its buffer is reused only after the work enqueued on the
+  // recorded streams until then is done (PyTorch's record_stream, for the
+  // same reason). Work on other streams must be finished before the value
+  // is dropped. A no-op on CPU replicas.
+  absl::Status RecordStream(void* stream) const;
+  // Rows in this replica's batch (the first dimension of its components).
+  int64_t num_rows() const;
+};
+
+// One step: a value per local replica, in the order of the ReplicaSet.
+class PerReplica {
+ public:
+  PerReplica() = default;
+  explicit PerReplica(std::vector<ReplicaValue> values) : values_(std::move(values)) {}
+  size_t size() const { return values_.size(); }
+  const ReplicaValue& operator[](size_t replica) const { return values_[replica]; }
+  std::vector<ReplicaValue>::const_iterator begin() const { return values_.begin(); }
+  std::vector<ReplicaValue>::const_iterator end() const { return values_.end(); }
+  // {"CPU:0": [1, 2], "CPU:1": [3, 4]}: each value's host copy as JSON.
+  absl::StatusOr<std::string> ToJson() const;
+
+ private:
+  std::vector<ReplicaValue> values_;
+};
+
+class DistributedIterator {
+ public:
+  DistributedIterator(DistributedIterator&&) noexcept;
+  DistributedIterator& operator=(DistributedIterator&&) noexcept;
+  ~DistributedIterator();
+
+  // The next step, or OutOfRange at the end of the input. Other errors
+  // belong to that step; the next call goes on with the input.
+  absl::StatusOr<PerReplica> GetNext();
+  // The next step, or an empty optional at the end of the input.
+  absl::StatusOr<std::optional<PerReplica>> GetNextAsOptional();
+  // Per replica, the spec of its value.
+  const std::vector<ElementSpec>& element_spec() const;
+
+ private:
+  friend class DistributedDataset;
+  class Impl;
+  explicit DistributedIterator(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+class DistributedDataset {
+ public:
+  // Per replica, the spec of its value. DistributeDataset leaves the batch
+  // dimension unknown, as a last partial batch can split unevenly.
+  const std::vector<ElementSpec>& element_spec() const { return element_spec_; }
+  const ReplicaSet& replicas() const { return replicas_; }
+
+  // A new iterator; for a dataset that reads a service job, a new
+  // repetition of that job.
+  absl::StatusOr<DistributedIterator> MakeIterator() const;
+
+  // Range-for support: one pass over the data, ending at the end of the
+  // input or at the first error, which loop_status() then returns.
+  class LoopIterator {
+   public:
+    using value_type = PerReplica;
+    using difference_type = std::ptrdiff_t;
+    const PerReplica& operator*() const { return current_; }
+    LoopIterator& operator++();
+    bool operator==(const LoopIterator& other) const { return done_ == other.done_; }
+
+   private:
+    friend class DistributedDataset;
+    LoopIterator(std::shared_ptr<DistributedIterator> iterator, std::shared_ptr<absl::Status> status);
+    std::shared_ptr<DistributedIterator> iterator_;
+    std::shared_ptr<absl::Status> status_;
+    PerReplica current_;
+    bool done_ = true;
+  };
+  LoopIterator begin() const;
+  LoopIterator end() const { return LoopIterator(nullptr, nullptr); }
+  absl::Status loop_status() const { return *loop_status_; }
+
+ private:
+  friend absl::StatusOr<DistributedDataset> DistributeDataset(const Dataset&, const ReplicaSet&,
+                                                              const DistributeOptions&);
+  friend absl::StatusOr<DistributedDataset> DistributeDatasetsFromFunction(
+      const std::function<absl::StatusOr<Dataset>(const InputContext&)>&, const ReplicaSet&,
+      const DistributeOptions&);
+  DistributedDataset() = default;
+
+  DatasetPtr dataset_;  // this input pipeline's, built
+  ReplicaSet replicas_ = *ReplicaSet::Create({"CPU:0"});
+  DistributeOptions options_;
+  // Rows of each replica's batch; 0: each replica takes whole elements in
+  // turn (DistributeDatasetsFromFunction).
+  int64_t rows_per_replica_ = 0;
+  std::vector<ElementSpec> element_spec_;
+  std::shared_ptr<absl::Status> loop_status_ = std::make_shared<absl::Status>();
+};
+
+// Splits each global batch of `dataset` into per-replica batches of
+// global / num_replicas_in_sync rows. A partial last batch of n rows gives
+// replica i rows [i*b, min((i+1)*b, n)), so later replicas may get empty
+// batches. With several input pipelines, the pipeline's final batch step
+// is rebatched to this pipeline's share, and the data is sharded across the
+// pipelines by options.auto_shard_policy, except when the dataset reads a
+// named service job, whose consumers already share the data.
+absl::StatusOr<DistributedDataset> DistributeDataset(const Dataset& dataset, const ReplicaSet& replicas,
+                                                     const DistributeOptions& options = {});
+
+// `make_dataset` builds this input pipeline's dataset, whose elements are
+// already per-replica batches; each local replica takes whole elements in
+// turn. When the input ends mid-step, the remaining replicas get empty
+// batches.
+absl::StatusOr<DistributedDataset> DistributeDatasetsFromFunction(
+    const std::function<absl::StatusOr<Dataset>(const InputContext&)>& make_dataset,
+    const ReplicaSet& replicas, const DistributeOptions& options = {});
+
+}  // namespace sluice
+
+#endif  // SLUICE_CLIENT_INCLUDE_SLUICE_DISTRIBUTE_H_

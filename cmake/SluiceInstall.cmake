@@ -1,0 +1,52 @@
+# Install rules and the CMake package, so that a project can use the SDK
+# with
+#
+#   find_package(Sluice CONFIG REQUIRED)
+#   target_link_libraries(app PRIVATE Sluice::client)
+#
+# Installs the shared libraries sluice_core and sluice_client (exported as
+# Sluice::core and Sluice::client), the SDK's public headers with the
+# headers they include, the daemons and the sluice command. Included from
+# the top-level CMakeLists.txt once every target exists.
+include(GNUInstallDirs)
+include(CMakePackageConfigHelpers)
+
+set(SLUICE_CMAKE_INSTALL_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/Sluice)
+
+# Installed binaries find the installed libraries beside them, and
+# libraries outside the system directories (the CUDA runtime) where they
+# were linked from.
+set_target_properties(sluice_core sluice_client PROPERTIES
+  INSTALL_RPATH "$ORIGIN" INSTALL_RPATH_USE_LINK_PATH ON)
+set_target_properties(sluice_core PROPERTIES EXPORT_NAME core)
+set_target_properties(sluice_client PROPERTIES EXPORT_NAME client)
+# client/include/sluice installs to include/sluice (sluice_core's include
+# dir too).
+target_include_directories(sluice_client PUBLIC $<INSTALL_INTERFACE:include>)
+install(TARGETS sluice_core sluice_client EXPORT SluiceTargets
+  LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+
+set_target_properties(dispatcherd workerd sluice PROPERTIES
+  INSTALL_RPATH "$ORIGIN/../${CMAKE_INSTALL_LIBDIR}" INSTALL_RPATH_USE_LINK_PATH ON)
+install(TARGETS dispatcherd workerd sluice RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+
+# Public headers go under include/ with the paths they are included by. The
+# SDK's own headers are all of client/include/; the others are what those
+# include, as the compiler reports (g++ -MM on a file including every
+# sluice/*.h). tests/find_package_consumer compiles every installed SDK
+# header against the install tree, so a header missing here fails there.
+install(DIRECTORY client/include/sluice DESTINATION include FILES_MATCHING PATTERN "*.h")
+install(FILES common/dtype.h common/element.h common/half.h common/tensor.h
+  DESTINATION include/common)
+install(FILES pipeline/dataset.h DESTINATION include/pipeline)
+install(FILES ${PROJECT_BINARY_DIR}/proto/sluice/dataset.pb.h ${PROJECT_BINARY_DIR}/proto/sluice/tensor.pb.h
+  DESTINATION include/sluice)
+
+install(EXPORT SluiceTargets NAMESPACE Sluice:: DESTINATION ${SLUICE_CMAKE_INSTALL_DIR})
+configure_package_config_file(${CMAKE_CURRENT_LIST_DIR}/SluiceConfig.cmake.in ${PROJECT_BINARY_DIR}/SluiceConfig.cmake
+  INSTALL_DESTINATION ${SLUICE_CMAKE_INSTALL_DIR})
+# 0.x: a minor version may break the API.
+write_basic_package_version_file(${PROJECT_BINARY_DIR}/SluiceConfigVersion.cmake
+  COMPATIBILITY SameMinorVersion)
+install(FILES ${PROJECT_BINARY_DIR}/SluiceConfig.cmake ${PROJECT_BINARY_DIR}/SluiceConfigVersion.cmake
+  DESTINATION ${SLUICE_CMAKE_INSTALL_DIR})

@@ -1,0 +1,109 @@
+// Integration tests of DistributeDataset over a real data service: real
+// dispatcherd and workerd processes on 127.0.0.1 (see test_cluster.h), read
+// with CPU replicas, and the SDK example trainer loop run against them.
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "sluice/distribute.h"
+#include "tests/integration/test_cluster.h"
+
+namespace sluice {
+namespace {
+
+using testing::CommandResult;
+using testing::RunCommand;
+using testing::TestCluster;
+
+ReplicaSet Cpus() { return *ReplicaSet::Create({"CPU:0", "CPU:1"}); }
+
+// One pass: every replica's int64 values, in order of arrival, plus the
+// number of steps.
+struct Pass {
+  std::vector<int64_t> values;
+  int steps = 0;
+};
+
+Pass ReadPass(const DistributedDataset& dataset) {
+  Pass pass;
+  for (const PerReplica& step : dataset) {
+    ++pass.steps;
+    REQUIRE(step.size() == 2);
+    for (const ReplicaValue& value : step) {
+      CHECK(value.num_rows() == 4);
+      Tensor host = *value.components[0].ToHostTensor();
+      for (int64_t v : host.values<int64_t>()) pass.values.push_back(v);
+    }
+  }
+  INFO(dataset.loop_status().ToString());
+  REQUIRE(dataset.loop_status().ok());
+  std::sort(pass.values.begin(), pass.values.end());
+  return pass;
+}
+
+std::vector<int64_t> Iota(int64_t n) {
+  std::vector<int64_t> values(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) values[static_cast<size_t>(i)] = i;
+  return values;
+}
+
+TEST_CASE("distribute: each iteration of a service-backed dataset is a new repetition",
+          "[service][distribute]") {
+  TestCluster cluster({.num_workers = 2});
+  // The batch runs on the workers: each global batch of 8 is one worker's.
+  Dataset dataset =
+      Dataset::Range(64).Batch(8).Distribute(cluster.ServiceUrl(), "distributed_epoch", "epochs");
+  absl::StatusOr<DistributedDataset> distributed = DistributeDataset(dataset, Cpus());
+  REQUIRE(distributed.ok());
+  for (int epoch = 0; epoch < 3; ++epoch) {
+    Pass pass = ReadPass(*distributed);
+    CHECK(pass.steps == 8);
+    CHECK(pass.values == Iota(64));
+  }
+}
+
+TEST_CASE("distribute: two trainers of one named job share its elements", "[service][distribute]") {
+  TestCluster cluster({.num_workers = 1});
+  Dataset dataset =
+      Dataset::Range(80).Distribute(cluster.ServiceUrl(), "distributed_epoch", "shared").Batch(8);
+  // Two trainers (as in two processes): each one's first iteration is
+  // repetition 0 of the job.
+  absl::StatusOr<DistributedDataset> trainer_a = DistributeDataset(dataset, Cpus());
+  absl::StatusOr<DistributedDataset> trainer_b = DistributeDataset(dataset, Cpus());
+  REQUIRE(trainer_a.ok());
+  REQUIRE(trainer_b.ok());
+  absl::StatusOr<DistributedIterator> first = trainer_a->MakeIterator();
+  absl::StatusOr<DistributedIterator> second = trainer_b->MakeIterator();
+  REQUIRE(first.ok());
+  REQUIRE(second.ok());
+  std::vector<int64_t> seen;
+  for (DistributedIterator* iterator : {&*first, &*second}) {
+    while (true) {
+      absl::StatusOr<std::optional<PerReplica>> step = iterator->GetNextAsOptional();
+      REQUIRE(step.ok());
+      if (!step->has_value()) break;
+      for (const ReplicaValue& value : **step) {
+        for (int64_t v : value.components[0].ToHostTensor()->values<int64_t>()) seen.push_back(v);
+      }
+    }
+  }
+  std::sort(seen.begin(), seen.end());
+  // Two consumers of one repetition: each element once between them.
+  CHECK(seen == Iota(80));
+}
+
+TEST_CASE("distribute: the example trainer loop reads two epochs from real daemons",
+          "[service][distribute]") {
+  TestCluster cluster({.num_workers = 1});
+  CommandResult result = RunCommand(absl::StrCat("timeout 60 '", SLUICE_TRAINER_LOOP, "' --service ",
+                                                 cluster.ServiceUrl(), " --epochs 2 2>&1"));
+  INFO(result.out);
+  CHECK(result.exit_code == 0);
+  const std::string expected_epoch = ": 8 steps, CPU:0 944, CPU:1 1072, total 2016\n";
+  CHECK(result.out == absl::StrCat("epoch 1", expected_epoch, "epoch 2", expected_epoch));
+}
+
+}  // namespace
+}  // namespace sluice
