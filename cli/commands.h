@@ -1,7 +1,7 @@
 // The `sluice` command's subcommands, kept apart from main.cc so that
 // tests can call them. Each returns the process exit code: 0 on success,
-// 2 for bad input (a pipeline that does not load), 1 for a failure while
-// running.
+// 2 for bad input (a pipeline that does not load, a malformed flag), 1 for
+// a failure while running (cli/exit_codes.h).
 #ifndef SLUICE_CLI_COMMANDS_H_
 #define SLUICE_CLI_COMMANDS_H_
 
@@ -9,6 +9,8 @@
 #include <ostream>
 #include <string>
 #include <vector>
+
+#include "sluice/service.pb.h"
 
 namespace sluice::cli {
 
@@ -28,11 +30,66 @@ struct ReadOptions {
   std::string service;
   std::string job_name;
   std::string processing_mode;
+  // Local devices ("CPU:0", "GPU:1"): read through sluice::DistributeDataset,
+  // one step (a value per replica) at a time. Empty: element by element.
+  std::vector<std::string> replicas;
 };
 
 // `sluice read`: runs a pipeline whose `distribute` step reads from the
-// service, printing elements as `sluice run` does.
+// service, printing elements as `sluice run` does, or with replicas each
+// step as PerReplica::ToJson.
 int ReadPipeline(const ReadOptions& options, std::ostream& out, std::ostream& err);
+
+struct StatusOptions {
+  std::string service;  // grpc://HOST:PORT
+  bool json = false;
+  // The whole command's time limit, retries included.
+  int64_t timeout_ms = 5000;
+};
+
+// `sluice status`: the dispatcher's workers, datasets, jobs, iterations and
+// tasks (its GetStatus RPC), as tables or as one JSON object.
+int ShowStatus(const StatusOptions& options, std::ostream& out, std::ostream& err);
+
+// The tables of `sluice status`; heartbeats are shown as their age at
+// `now_unix_ms`.
+std::string FormatStatusTables(const proto::StatusSnapshot& snapshot, int64_t now_unix_ms);
+// protobuf's JSON mapping of the snapshot, with proto field names and every
+// field, zeros included, so that scripts find each key (int64 values are
+// strings and enums are names, as that mapping has them).
+std::string StatusToJson(const proto::StatusSnapshot& snapshot);
+
+struct BenchOptions {
+  ReadOptions read;  // read.run.limit is not used
+  double seconds = 10;
+  // A progress line rewritten about twice a second; main sets it when
+  // stdout is a terminal.
+  bool live_progress = false;
+};
+
+// What `sluice bench` measured. A batch is one pipeline element (with
+// replicas, one step); its elements are the rows of the first dimension of
+// its first component (1 for a scalar), summed over replicas.
+struct BenchStats {
+  double wall_seconds = 0;  // from the first GetNext
+  double wait_seconds = 0;  // inside GetNext (with replicas, until the step is on its devices)
+  int64_t batches = 0;
+  int64_t elements = 0;
+  int64_t bytes = 0;  // tensor bytes
+  enum class Stop { kTimeLimit, kEndOfInput, kError };
+  Stop stopped_by = Stop::kTimeLimit;
+  int replicas = 0;  // 0 without --replicas
+};
+
+// One line without a newline, for the terminal.
+std::string FormatBenchProgress(const BenchStats& stats);
+// The lines bench prints at the end. MB are 10^6 bytes.
+std::string FormatBenchSummary(const BenchStats& stats);
+
+// `sluice bench`: reads as fast as it can for options.seconds or until the
+// input ends, then prints the summary. Without a `distribute` step or
+// --service, the pipeline runs in this process.
+int RunBench(const BenchOptions& options, std::ostream& out, std::ostream& err);
 
 // `sluice inspect`: fingerprint, element spec, cardinality and steps.
 int InspectPipeline(const RunOptions& options, std::ostream& out, std::ostream& err);

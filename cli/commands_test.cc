@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "pipeline/builder.h"
 #include "pipeline/record_io.h"
 #include "sluice/dataset.h"
@@ -24,6 +26,7 @@ using testing::WriteFile;
 
 using Catch::Matchers::Contains;
 using Catch::Matchers::Equals;
+using Catch::Matchers::Matches;
 using Catch::Matchers::StartsWith;
 
 const std::string kPlugin = SLUICE_EXAMPLE_PLUGIN;
@@ -344,6 +347,273 @@ TEST_CASE("cli: a seeded shuffle prints the same order in every process", "[cli]
   // Pinned: seeded shuffles draw through Sluice's own sampler, so this order
   // is the same on every machine and standard library.
   CHECK_THAT(first.out, Equals("2\n3\n2\n4\n3\n1\n1\n4\n"));
+}
+
+// ---------------------------------------------------------------------------
+// status
+
+proto::StatusSnapshot ExampleSnapshot() {
+  proto::StatusSnapshot snapshot;
+  proto::WorkerInfo* worker = snapshot.add_workers();
+  worker->set_address("10.0.0.1:5001");
+  worker->add_tags("gpu");
+  worker->add_tags("east");
+  worker->add_tasks(1);
+  worker->add_tasks(2);
+  worker->set_last_heartbeat_unix_ms(998'500);
+  snapshot.add_workers()->set_address("worker-b.example:5002");  // no heartbeat yet
+  proto::StatusSnapshot::Dataset* dataset = snapshot.add_datasets();
+  dataset->set_dataset_id("1");
+  dataset->set_fingerprint("00112233445566778899aabbccddeeff");
+  proto::StatusSnapshot::Job* job = snapshot.add_jobs();
+  job->set_job_id(1);
+  job->mutable_params()->set_dataset_id("1");
+  job->mutable_params()->set_processing_mode(proto::DISTRIBUTED_EPOCH);
+  job->mutable_params()->set_job_name("train");
+  job = snapshot.add_jobs();
+  job->set_job_id(12);
+  job->mutable_params()->set_dataset_id("1");
+  job->mutable_params()->set_processing_mode(proto::PARALLEL_EPOCHS);
+  proto::StatusSnapshot::Iteration* iteration = snapshot.add_iterations();
+  iteration->set_iteration_id(1);
+  iteration->set_job_id(1);
+  iteration->set_num_clients(2);
+  iteration = snapshot.add_iterations();
+  iteration->set_iteration_id(2);
+  iteration->set_job_id(12);
+  iteration->set_finished(true);
+  iteration = snapshot.add_iterations();
+  iteration->set_iteration_id(3);
+  iteration->set_job_id(12);
+  iteration->set_repetition(1);
+  iteration->set_finished(true);
+  iteration->set_collected(true);
+  proto::TaskInfo* task = snapshot.add_tasks();
+  task->set_task_id(1);
+  task->set_iteration_id(1);
+  task->set_worker_address("10.0.0.1:5001");
+  return snapshot;
+}
+
+TEST_CASE("cli: status tables align their columns", "[cli]") {
+  CHECK_THAT(cli::FormatStatusTables(ExampleSnapshot(), 1'000'000),
+             Equals("workers: 2\n"
+                    "  ADDRESS                TAGS      TASKS  LAST HEARTBEAT\n"
+                    "  10.0.0.1:5001          gpu,east  1,2    1.5 s ago\n"
+                    "  worker-b.example:5002  -         -      never\n"
+                    "\n"
+                    "datasets: 1\n"
+                    "  ID  FINGERPRINT\n"
+                    "  1   00112233445566778899aabbccddeeff\n"
+                    "\n"
+                    "jobs: 2\n"
+                    "  ID  DATASET  MODE               NAME\n"
+                    "  1   1        distributed_epoch  train\n"
+                    "  12  1        parallel_epochs    -\n"
+                    "\n"
+                    "iterations: 3\n"
+                    "  ID  JOB  REPETITION  CLIENTS  STATE\n"
+                    "  1   1    0           2        running\n"
+                    "  2   12   0           0        finished\n"
+                    "  3   12   1           0        collected\n"
+                    "\n"
+                    "tasks: 1\n"
+                    "  ID  ITERATION  WORKER\n"
+                    "  1   1          10.0.0.1:5001\n"));
+}
+
+TEST_CASE("cli: status tables of a dispatcher with nothing registered", "[cli]") {
+  CHECK_THAT(cli::FormatStatusTables(proto::StatusSnapshot(), 0),
+             Equals("workers: 0\n\ndatasets: 0\n\njobs: 0\n\niterations: 0\n\ntasks: 0\n"));
+}
+
+TEST_CASE("cli: status --json prints every field under its proto name", "[cli]") {
+  proto::StatusSnapshot snapshot;
+  proto::WorkerInfo* worker = snapshot.add_workers();
+  worker->set_address("10.0.0.1:5001");
+  worker->add_tasks(7);
+  proto::StatusSnapshot::Job* job = snapshot.add_jobs();
+  job->set_job_id(3);
+  job->mutable_params()->set_dataset_id("1");
+  job->mutable_params()->set_processing_mode(proto::PARALLEL_EPOCHS);
+  CHECK_THAT(cli::StatusToJson(snapshot),
+             Equals("{\"workers\":[{\"address\":\"10.0.0.1:5001\",\"tags\":[],\"tasks\":[\"7\"],"
+                    "\"last_heartbeat_unix_ms\":\"0\"}],\"datasets\":[],\"jobs\":[{\"job_id\":\"3\","
+                    "\"params\":{\"dataset_id\":\"1\",\"processing_mode\":\"PARALLEL_EPOCHS\","
+                    "\"job_name\":\"\"}}],\"iterations\":[],\"tasks\":[]}"));
+}
+
+TEST_CASE("cli: status refuses a malformed --service or --timeout-ms with exit 2", "[cli]") {
+  for (const std::string service : {"localhost", "http://localhost:5000", "grpc://:5000", "host:port", ""}) {
+    INFO(service);
+    std::ostringstream out, err;
+    CHECK(cli::ShowStatus({.service = service}, out, err) == 2);
+    CHECK_THAT(out.str(), Equals(""));
+    CHECK_THAT(err.str(),
+               Equals("sluice: invalid service address '" + service + "': expected grpc://HOST:PORT\n"));
+  }
+  std::ostringstream out, err;
+  CHECK(cli::ShowStatus({.service = "grpc://127.0.0.1:1", .timeout_ms = 0}, out, err) == 2);
+  CHECK_THAT(out.str(), Equals(""));
+  CHECK_THAT(err.str(), Equals("sluice: --timeout-ms must be > 0, got 0\n"));
+}
+
+TEST_CASE("cli: the sluice binary's status names a malformed --service", "[cli]") {
+  Result result = Shell(absl::StrCat("timeout 60 '", SLUICE_CLI, "' status --service localhost 2>&1"));
+  CHECK(result.code == 2);
+  CHECK_THAT(result.out, Equals("sluice: invalid service address 'localhost': expected grpc://HOST:PORT\n"));
+
+  result = Shell(absl::StrCat("timeout 60 '", SLUICE_CLI, "' status 2>&1"));
+  CHECK(result.code == 2);
+  CHECK_THAT(result.out, StartsWith("--service is required\n"));
+}
+
+// ---------------------------------------------------------------------------
+// bench
+
+TEST_CASE("cli: bench summary and progress lines", "[cli]") {
+  cli::BenchStats stats;
+  stats.wall_seconds = 2;
+  stats.wait_seconds = 1.5;
+  stats.batches = 10;
+  stats.elements = 640;
+  stats.bytes = 5'120'000;
+  CHECK_THAT(cli::FormatBenchSummary(stats), Equals("time:      2.00 s (time limit)\n"
+                                                    "batches:   10 (5.0 batches/s)\n"
+                                                    "elements:  640 (320.0 elements/s)\n"
+                                                    "bytes:     5120000 (2.56 MB/s)\n"
+                                                    "waiting:   1.50 s in GetNext (75.0% of wall time)\n"));
+  CHECK_THAT(cli::FormatBenchProgress(stats),
+             Equals("2.0 s: 10 batches, 5.0 batches/s, 320.0 elements/s, 2.56 MB/s, 75% waiting"));
+
+  stats.stopped_by = cli::BenchStats::Stop::kEndOfInput;
+  stats.replicas = 2;
+  CHECK_THAT(cli::FormatBenchSummary(stats),
+             StartsWith("replicas:  2 (a batch is one step; elements are summed over replicas)\n"
+                        "time:      2.00 s (end of input)\n"));
+
+  // Nothing read in no time: rates are 0, not NaN.
+  CHECK_THAT(cli::FormatBenchSummary(cli::BenchStats()),
+             Equals("time:      0.00 s (time limit)\n"
+                    "batches:   0 (0.0 batches/s)\n"
+                    "elements:  0 (0.0 elements/s)\n"
+                    "bytes:     0 (0.00 MB/s)\n"
+                    "waiting:   0.00 s in GetNext (0.0% of wall time)\n"));
+}
+
+Result Bench(const std::string& path, double seconds, bool live_progress = false,
+             const std::string& job_name = "") {
+  cli::BenchOptions options;
+  options.read.run.pipeline_path = path;
+  options.read.job_name = job_name;
+  options.seconds = seconds;
+  options.live_progress = live_progress;
+  std::ostringstream out, err;
+  const int code = cli::RunBench(options, out, err);
+  return {code, out.str(), err.str()};
+}
+
+// The summary's lines; the figures that depend on the clock as patterns.
+void CheckSummary(const std::string& summary, const std::string& end, int64_t batches, int64_t elements,
+                  int64_t bytes) {
+  std::vector<std::string> lines = absl::StrSplit(summary, '\n');
+  REQUIRE(lines.size() == 6);
+  const std::string number = "[0-9]+\\.[0-9]+";
+  CHECK_THAT(lines[0], Matches("time:      " + number + " s \\(" + end + "\\)"));
+  CHECK_THAT(lines[1], Matches(absl::StrCat("batches:   ", batches, " \\(", number, " batches/s\\)")));
+  CHECK_THAT(lines[2], Matches(absl::StrCat("elements:  ", elements, " \\(", number, " elements/s\\)")));
+  CHECK_THAT(lines[3], Matches(absl::StrCat("bytes:     ", bytes, " \\(", number, " MB/s\\)")));
+  CHECK_THAT(lines[4], Matches("waiting:   " + number + " s in GetNext \\(" + number + "% of wall time\\)"));
+  CHECK(lines[5] == "");
+}
+
+TEST_CASE("cli: bench counts batches, rows and bytes until the input ends", "[cli]") {
+  testing::TempDir dir;
+  const std::string path = dir.File("pipeline.yaml");
+  WriteFile(path, kIssueExample);  // 10 int64 rows in batches of 4
+  Result result = Bench(path, 60);
+  CHECK(result.code == 0);
+  CHECK_THAT(result.err, Equals(""));
+  CheckSummary(result.out, "end of input", 3, 10, 80);
+
+  // Scalars are one element each; strings count their bytes.
+  WriteFile(path, "pipeline:\n  - from_tensor_slices: [ab, cde]\n");
+  result = Bench(path, 60);
+  CHECK(result.code == 0);
+  CheckSummary(result.out, "end of input", 2, 2, 5);
+
+  // Named components: rows of the first.
+  WriteFile(path,
+            "pipeline:\n  - from_tensor_slices: {x: [[1, 2], [3, 4], [5, 6]], y: [1, 2, 3]}\n"
+            "  - batch: {batch_size: 2}\n");
+  result = Bench(path, 60);
+  CHECK(result.code == 0);
+  CheckSummary(result.out, "end of input", 2, 3, 72);
+}
+
+TEST_CASE("cli: bench stops an endless pipeline at --seconds, with a live line on a terminal", "[cli]") {
+  testing::TempDir dir;
+  const std::string path = dir.File("pipeline.yaml");
+  WriteFile(path, "pipeline:\n  - range: 1000\n  - repeat\n  - batch: {batch_size: 10}\n");
+  const auto start = std::chrono::steady_clock::now();
+  Result result = Bench(path, 1.2, /*live_progress=*/true);
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(10));
+  CHECK(result.code == 0);
+  CHECK_THAT(result.err, Equals(""));
+  // Progress lines at about 0.5 s and 1.0 s, each from the line's start,
+  // then the line cleared for the summary.
+  const std::string progress =
+      "\r[0-9.]+ s: [0-9]+ batches, [0-9.]+ batches/s, [0-9.]+ elements/s, "
+      "[0-9.]+ MB/s, [0-9]+% waiting\033\\[K";
+  const size_t summary = result.out.rfind("\r\033[K");
+  REQUIRE(summary != std::string::npos);
+  // A loaded machine may print only the first.
+  CHECK_THAT(result.out.substr(0, summary), Matches("(" + progress + "){1,3}"));
+  CHECK_THAT(result.out.substr(summary + 4),
+             Matches("time:      1\\.[2-9][0-9] s \\(time limit\\)\n(.*\n){4}"));
+  // Without a terminal, only the summary.
+  result = Bench(path, 0.3);
+  CHECK(result.code == 0);
+  CHECK_THAT(result.out, Matches("time:      0\\.[3-9][0-9] s \\(time limit\\)\n(.*\n){4}"));
+  CHECK(result.out.find('\r') == std::string::npos);
+}
+
+TEST_CASE("cli: bench refuses bad flags and pipelines with exit 2", "[cli]") {
+  testing::TempDir dir;
+  const std::string path = dir.File("pipeline.yaml");
+  WriteFile(path, kIssueExample);
+  Result result = Bench(path, 0);
+  CHECK(result.code == 2);
+  CHECK_THAT(result.out, Equals(""));
+  CHECK_THAT(result.err, Equals("sluice: --seconds must be > 0, got 0\n"));
+
+  result = Bench(path, 10, false, "shared");
+  CHECK(result.code == 2);
+  CHECK_THAT(result.out, Equals(""));
+  CHECK_THAT(result.err, Equals("sluice: " + path +
+                                ": --job-name and --processing-mode need a distribute step or --service\n"));
+
+  WriteFile(path, "pipeline:\n  - range: 10\n  - bach: 4\n");
+  result = Bench(path, 10);
+  CHECK(result.code == 2);
+  CHECK_THAT(result.out, Equals(""));
+  CHECK_THAT(result.err, Equals("sluice: " + path + ":3:5: unknown op 'bach'; did you mean 'batch'?\n"));
+
+  WriteFile(path, "pipeline:\n  - range: 10\n  - batch: {batch_size: 0}\n");
+  result = Bench(path, 10);
+  CHECK(result.code == 2);
+  CHECK_THAT(result.err, StartsWith("sluice: " + path + ":3:5: step 2 (batch): "));
+}
+
+TEST_CASE("cli: bench reports a failure while reading with exit 1, after the summary", "[cli]") {
+  testing::TempDir dir;
+  const std::string path = dir.File("pipeline.yaml");
+  WriteFile(path, absl::StrCat("pipeline:\n  - text_line: ", dir.File("nope.txt"), "\n"));
+  const Result result = Bench(path, 60);
+  CHECK(result.code == 1);
+  CheckSummary(result.out, "stopped by an error", 0, 0, 0);
+  CHECK_THAT(result.err,
+             Equals("sluice: cannot open '" + dir.File("nope.txt") + "': No such file or directory\n"));
 }
 
 }  // namespace

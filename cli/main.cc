@@ -1,4 +1,7 @@
-// sluice: run, inspect and list the pieces of Sluice pipelines from YAML.
+// sluice: run, read, benchmark and inspect Sluice pipelines from YAML, and
+// show a dispatcher's status.
+#include <unistd.h>
+
 #include <iostream>
 
 #include "CLI/CLI.hpp"
@@ -15,20 +18,39 @@ int main(int argc, char** argv) {
     command->add_option("pipeline", options.pipeline_path, "Pipeline YAML file")->required();
     command->add_option("--plugin", options.plugins, "Element-function plugin library to load (repeatable)");
   };
+  // The flags of `read` and `bench`.
+  auto add_read_flags = [](CLI::App* command, sluice::cli::ReadOptions& read) {
+    command->add_option("pipeline", read.run.pipeline_path, "Pipeline YAML file")->required();
+    command->add_option("--service", read.service, "Dispatcher, grpc://HOST:PORT (overrides the YAML)");
+    command->add_option("--job-name", read.job_name, "Share the job of this name (overrides the YAML)");
+    command->add_option("--processing-mode", read.processing_mode,
+                        "parallel_epochs or distributed_epoch (overrides the YAML)");
+    command
+        ->add_option(
+            "--replicas", read.replicas,
+            "Read through DistributeDataset onto these devices, e.g. CPU:0,CPU:1 (one value per replica)")
+        ->delimiter(',');
+    command->add_option("--plugin", read.run.plugins, "Element-function plugin library to load (repeatable)");
+  };
   CLI::App* run = app.add_subcommand("run", "Run a pipeline locally and print its elements as JSON lines");
   add_pipeline_flags(run);
   run->add_option("--limit", options.limit, "Print at most this many elements (-1: all)");
   sluice::cli::ReadOptions read_options;
   CLI::App* read =
       app.add_subcommand("read", "Read a pipeline's elements from the data service as JSON lines");
-  read->add_option("pipeline", read_options.run.pipeline_path, "Pipeline YAML file")->required();
-  read->add_option("--service", read_options.service, "Dispatcher, grpc://HOST:PORT (overrides the YAML)");
-  read->add_option("--job-name", read_options.job_name, "Share the job of this name (overrides the YAML)");
-  read->add_option("--processing-mode", read_options.processing_mode,
-                   "parallel_epochs or distributed_epoch (overrides the YAML)");
+  add_read_flags(read, read_options);
   read->add_option("--limit", read_options.run.limit, "Print at most this many elements (-1: all)");
-  read->add_option("--plugin", read_options.run.plugins,
-                   "Element-function plugin library to load (repeatable)");
+  sluice::cli::BenchOptions bench_options;
+  CLI::App* bench = app.add_subcommand(
+      "bench", "Read a pipeline as fast as possible and report elements/s, MB/s and time spent waiting");
+  add_read_flags(bench, bench_options.read);
+  bench->add_option("--seconds", bench_options.seconds, "Stop after this many seconds (default 10)");
+  sluice::cli::StatusOptions status_options;
+  CLI::App* status = app.add_subcommand("status", "Show a dispatcher's workers, datasets, jobs and tasks");
+  status->add_option("--service", status_options.service, "Dispatcher, grpc://HOST:PORT")->required();
+  status->add_flag("--json", status_options.json, "Print one JSON object instead of tables");
+  status->add_option("--timeout-ms", status_options.timeout_ms,
+                     "Give up when the dispatcher has not answered within this time (default 5000)");
   CLI::App* inspect = app.add_subcommand("inspect", "Show a pipeline's fingerprint, element spec and steps");
   add_pipeline_flags(inspect);
   CLI::App* functions = app.add_subcommand("functions", "List the element functions for map and filter");
@@ -42,6 +64,11 @@ int main(int argc, char** argv) {
   }
   if (run->parsed()) return sluice::cli::RunPipeline(options, std::cout, std::cerr);
   if (read->parsed()) return sluice::cli::ReadPipeline(read_options, std::cout, std::cerr);
+  if (bench->parsed()) {
+    bench_options.live_progress = isatty(STDOUT_FILENO) == 1;
+    return sluice::cli::RunBench(bench_options, std::cout, std::cerr);
+  }
+  if (status->parsed()) return sluice::cli::ShowStatus(status_options, std::cout, std::cerr);
   if (inspect->parsed()) return sluice::cli::InspectPipeline(options, std::cout, std::cerr);
   return sluice::cli::ListFunctions(options.plugins, std::cout, std::cerr);
 }

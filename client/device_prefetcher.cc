@@ -78,6 +78,7 @@ class BufferUse {
 };
 
 absl::Status ReplicaValue::WaitOnStream(void* stream) const {
+  if (ready == nullptr) return absl::OkStatus();
   if (absl::Status status = ready->WaitOnStream(stream); !status.ok()) return status;
   return RecordStream(stream);
 }

@@ -195,11 +195,11 @@ class BufferUse;
 struct ReplicaValue {
   Device device;
   std::vector<DeviceTensor> components;
-  ComponentNames names;  // null when components are unnamed
-  std::shared_ptr<ReadyFence> ready;
+  ComponentNames names;                   // null when components are unnamed
+  std::shared_ptr<ReadyFence> ready;      // set on every value an iterator returns
   std::shared_ptr<BufferUse> buffer_use;  // null when nothing was copied
 
-  absl::Status Wait() const { return ready->Wait(); }
+  absl::Status Wait() const { return ready == nullptr ? absl::OkStatus() : ready->Wait(); }
   // Makes `stream` (a cudaStream_t) wait for the copy, and records that
   // the stream reads the value (RecordStream).
   absl::Status WaitOnStream(void* stream) const;
@@ -281,6 +281,7 @@ class DistributedDataset {
   };
   LoopIterator begin() const;
   LoopIterator end() const { return LoopIterator(nullptr, nullptr); }
+  // Copies of a DistributedDataset share this.
   absl::Status loop_status() const { return *loop_status_; }
 
  private:

@@ -1,0 +1,111 @@
+#include "cli/input_reader.h"
+
+#include "absl/strings/str_cat.h"
+#include "cli/replica_reader.h"
+#include "client/data_service_dataset.h"
+#include "common/json.h"
+#include "pipeline/builder.h"
+#include "pipeline/function.h"
+#include "pipeline/yaml_loader.h"
+
+namespace sluice::cli {
+namespace {
+
+class ElementReader : public InputReader {
+ public:
+  explicit ElementReader(DatasetPtr dataset) : dataset_(std::move(dataset)) {}
+
+  absl::Status Start() override {
+    absl::StatusOr<std::unique_ptr<IteratorBase>> iterator = dataset_->MakeIterator(IteratorContext{});
+    if (!iterator.ok()) return iterator.status();
+    iterator_ = *std::move(iterator);
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<bool> Next() override {
+    bool end = false;
+    // Drops the previous element first, so that its buffers are free for
+    // reuse while the next one is made.
+    element_ = Element();
+    if (absl::Status status = iterator_->GetNext(&element_, &end); !status.ok()) return status;
+    return !end;
+  }
+
+  absl::StatusOr<std::string> CurrentJson() const override { return ElementToJson(element_); }
+
+  StepSize CurrentSize() const override {
+    StepSize size;
+    size.rows = element_.components.empty() || element_.components[0].shape().empty()
+                    ? 1
+                    : element_.components[0].shape()[0];
+    for (const Tensor& tensor : element_.components) size.bytes += static_cast<int64_t>(tensor.ByteSize());
+    return size;
+  }
+
+ private:
+  const DatasetPtr dataset_;
+  std::unique_ptr<IteratorBase> iterator_;
+  Element element_;
+};
+
+// The pipeline file with the flags applied to its `distribute` step.
+absl::StatusOr<LoadedPipeline> LoadWithServiceFlags(const ReadOptions& options, bool service_required) {
+  if (absl::Status status = LoadPlugins(options.run.plugins); !status.ok()) return status;
+  // Not validated on load: the steps before `distribute` may read files
+  // that only the workers have. Building checks the rest.
+  absl::StatusOr<LoadedPipeline> pipeline = LoadPipelineFile(options.run.pipeline_path, {.validate = false});
+  if (!pipeline.ok()) return pipeline.status();
+  proto::DistributeOp* distribute = nullptr;
+  for (proto::Step& step : *pipeline->def.mutable_steps()) {
+    if (step.has_distribute()) distribute = step.mutable_distribute();
+  }
+  if (distribute == nullptr) {
+    if (options.service.empty()) {
+      if (service_required) {
+        return absl::InvalidArgumentError(absl::StrCat(options.run.pipeline_path,
+                                                       ": the pipeline has no distribute step; add one or "
+                                                       "pass --service grpc://HOST:PORT"));
+      }
+      if (!options.job_name.empty() || !options.processing_mode.empty()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(options.run.pipeline_path,
+                         ": --job-name and --processing-mode need a distribute step or --service"));
+      }
+      return pipeline;  // runs in this process
+    }
+    distribute = pipeline->def.add_steps()->mutable_distribute();
+    pipeline->step_locations.push_back("--service");
+  }
+  if (!options.service.empty()) distribute->set_service(options.service);
+  if (!options.job_name.empty()) distribute->set_job_name(options.job_name);
+  if (!options.processing_mode.empty()) distribute->set_processing_mode(options.processing_mode);
+  return pipeline;
+}
+
+}  // namespace
+
+absl::Status LoadPlugins(const std::vector<std::string>& plugins) {
+  for (const std::string& plugin : plugins) {
+    if (absl::Status status = LoadPlugin(plugin); !status.ok()) return status;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<InputReader>> InputReader::Open(const ReadOptions& options,
+                                                               bool service_required) {
+  EnableDataService();
+  absl::StatusOr<LoadedPipeline> pipeline = LoadWithServiceFlags(options, service_required);
+  if (!pipeline.ok()) return pipeline.status();
+  if (!options.replicas.empty()) return OpenReplicaReader(pipeline->def, options.replicas);
+  BuildOptions build;
+  build.step_locations = &pipeline->step_locations;
+  absl::StatusOr<DatasetPtr> dataset = BuildDataset(pipeline->def, build);
+  if (!dataset.ok()) return dataset.status();
+  return ForDataset(*std::move(dataset));
+}
+
+std::unique_ptr<InputReader> InputReader::ForDataset(DatasetPtr dataset) {
+  return std::make_unique<ElementReader>(std::move(dataset));
+}
+
+}  // namespace sluice::cli

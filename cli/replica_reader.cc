@@ -1,0 +1,68 @@
+#include "cli/replica_reader.h"
+
+#include <optional>
+
+#include "sluice/dataset.h"
+#include "sluice/distribute.h"
+
+namespace sluice::cli {
+namespace {
+
+class ReplicaReader : public InputReader {
+ public:
+  explicit ReplicaReader(DistributedDataset dataset) : dataset_(std::move(dataset)) {}
+
+  absl::Status Start() override {
+    absl::StatusOr<DistributedIterator> iterator = dataset_.MakeIterator();
+    if (!iterator.ok()) return iterator.status();
+    iterator_.emplace(*std::move(iterator));
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<bool> Next() override {
+    // Returns the previous step's buffers to their pools first, as a
+    // trainer that is done with a step would.
+    current_ = PerReplica();
+    absl::StatusOr<std::optional<PerReplica>> step = iterator_->GetNextAsOptional();
+    if (!step.ok()) return step.status();
+    if (!step->has_value()) return false;
+    current_ = **std::move(step);
+    // A step counts once its values are on their devices, as a trainer
+    // would use them; the copies are what a GPU bench measures.
+    for (const ReplicaValue& value : current_) {
+      if (value.ready == nullptr) continue;
+      if (absl::Status status = value.Wait(); !status.ok()) return status;
+    }
+    return true;
+  }
+
+  absl::StatusOr<std::string> CurrentJson() const override { return current_.ToJson(); }
+
+  StepSize CurrentSize() const override {
+    StepSize size;
+    for (const ReplicaValue& value : current_) {
+      size.rows += value.num_rows();
+      for (const DeviceTensor& tensor : value.components)
+        size.bytes += static_cast<int64_t>(tensor.byte_size());
+    }
+    return size;
+  }
+
+ private:
+  const DistributedDataset dataset_;
+  std::optional<DistributedIterator> iterator_;
+  PerReplica current_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<InputReader>> OpenReplicaReader(const proto::DatasetDef& def,
+                                                               const std::vector<std::string>& devices) {
+  absl::StatusOr<ReplicaSet> replicas = ReplicaSet::Create(devices);
+  if (!replicas.ok()) return replicas.status();
+  absl::StatusOr<DistributedDataset> dataset = DistributeDataset(Dataset::FromDef(def), *replicas);
+  if (!dataset.ok()) return dataset.status();
+  return std::make_unique<ReplicaReader>(*std::move(dataset));
+}
+
+}  // namespace sluice::cli
