@@ -33,6 +33,9 @@ struct ReadOptions {
   // Local devices ("CPU:0", "GPU:1"): read through sluice::DistributeDataset,
   // one step (a value per replica) at a time. Empty: element by element.
   std::vector<std::string> replicas;
+  // With replicas: the global batch size, for a pipeline that does not end
+  // in a batch step. 0: from the pipeline.
+  int64_t global_batch_size = 0;
 };
 
 // `sluice read`: runs a pipeline whose `distribute` step reads from the

@@ -96,7 +96,8 @@ absl::StatusOr<std::unique_ptr<InputReader>> InputReader::Open(const ReadOptions
   EnableDataService();
   absl::StatusOr<LoadedPipeline> pipeline = LoadWithServiceFlags(options, service_required);
   if (!pipeline.ok()) return pipeline.status();
-  if (!options.replicas.empty()) return OpenReplicaReader(pipeline->def, options.replicas);
+  if (!options.replicas.empty())
+    return OpenReplicaReader(pipeline->def, options.replicas, options.global_batch_size);
   BuildOptions build;
   build.step_locations = &pipeline->step_locations;
   absl::StatusOr<DatasetPtr> dataset = BuildDataset(pipeline->def, build);

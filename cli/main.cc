@@ -30,6 +30,10 @@ int main(int argc, char** argv) {
             "--replicas", read.replicas,
             "Read through DistributeDataset onto these devices, e.g. CPU:0,CPU:1 (one value per replica)")
         ->delimiter(',');
+    command
+        ->add_option("--global-batch-size", read.global_batch_size,
+                     "With --replicas: the global batch size, when the pipeline does not end in a batch step")
+        ->check(CLI::NonNegativeNumber);
     command->add_option("--plugin", read.run.plugins, "Element-function plugin library to load (repeatable)");
   };
   CLI::App* run = app.add_subcommand("run", "Run a pipeline locally and print its elements as JSON lines");

@@ -57,10 +57,13 @@ class ReplicaReader : public InputReader {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<InputReader>> OpenReplicaReader(const proto::DatasetDef& def,
-                                                               const std::vector<std::string>& devices) {
+                                                               const std::vector<std::string>& devices,
+                                                               int64_t global_batch_size) {
   absl::StatusOr<ReplicaSet> replicas = ReplicaSet::Create(devices);
   if (!replicas.ok()) return replicas.status();
-  absl::StatusOr<DistributedDataset> dataset = DistributeDataset(Dataset::FromDef(def), *replicas);
+  DistributeOptions options;
+  options.global_batch_size = global_batch_size;
+  absl::StatusOr<DistributedDataset> dataset = DistributeDataset(Dataset::FromDef(def), *replicas, options);
   if (!dataset.ok()) return dataset.status();
   return std::make_unique<ReplicaReader>(*std::move(dataset));
 }

@@ -16,7 +16,8 @@ namespace sluice::cli {
 // Checks the device names, then builds `def` (registering it with the
 // service when it reads from one). Errors are InputReader::Open's.
 absl::StatusOr<std::unique_ptr<InputReader>> OpenReplicaReader(const proto::DatasetDef& def,
-                                                               const std::vector<std::string>& devices);
+                                                               const std::vector<std::string>& devices,
+                                                               int64_t global_batch_size);
 
 }  // namespace sluice::cli
 

@@ -453,7 +453,7 @@ absl::StatusOr<DistributedDataset> DistributeDataset(const Dataset& dataset, con
   if (global_batch <= 0) {
     return absl::InvalidArgumentError(
         "DistributeDataset needs the global batch size: the pipeline has no batch step; "
-        "set DistributeOptions::global_batch_size");
+        "set DistributeOptions::global_batch_size (sluice: --global-batch-size)");
   }
   InputContext context{replicas.num_input_pipelines(), replicas.input_pipeline_id(),
                        replicas.num_replicas_in_sync()};

@@ -203,7 +203,7 @@ TEST_CASE("DistributeDataset refuses what it cannot split, saying why", "[client
         "global batch size 5 is not divisible by 2 replicas in sync");
   CHECK(DistributeDataset(Dataset::Range(10), Cpus()).status().message() ==
         "DistributeDataset needs the global batch size: the pipeline has no batch step; set "
-        "DistributeOptions::global_batch_size");
+        "DistributeOptions::global_batch_size (sluice: --global-batch-size)");
   DistributeOptions options;
   options.global_batch_size = 2;
   CHECK(DistributeDataset(Dataset::Range(10), Cpus(), options).status().message() ==

@@ -240,6 +240,22 @@ TEST_CASE("cli service: read --replicas prints one JSON object per step", "[serv
                                 "{\"CPU:0\": [4, 5], \"CPU:1\": []}\n"));
 }
 
+TEST_CASE("cli service: read --replicas --global-batch-size splits elements that are not batched",
+          "[service][cli]") {
+  TestCluster cluster({.num_workers = 1});
+  // Each element is a [2, 2] tensor already: no batch step to read 2 from.
+  const std::string pipeline = "pipeline:\n  - from_tensors: [[1, 2], [3, 4]]\n  - repeat: 2\n";
+  CommandResult result = ReadThrough(cluster, pipeline, "--replicas CPU:0,CPU:1 --global-batch-size 2");
+  CHECK(result.exit_code == 0);
+  CHECK_THAT(result.out, Equals("{\"CPU:0\": [[1, 2]], \"CPU:1\": [[3, 4]]}\n"
+                                "{\"CPU:0\": [[1, 2]], \"CPU:1\": [[3, 4]]}\n"));
+  result = ReadThrough(cluster, pipeline, "--replicas CPU:0,CPU:1 2>&1");
+  CHECK(result.exit_code == 2);
+  CHECK_THAT(result.out,
+             Equals("sluice: DistributeDataset needs the global batch size: the pipeline has no batch "
+                    "step; set DistributeOptions::global_batch_size (sluice: --global-batch-size)\n"));
+}
+
 TEST_CASE("cli service: read --replicas refuses a device it does not know with exit 2", "[service][cli]") {
   TestCluster cluster({.num_workers = 1});
   const std::string path = cluster.dir().File("pipeline.yaml");
