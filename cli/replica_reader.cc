@@ -30,7 +30,6 @@ class ReplicaReader : public InputReader {
     // A step counts once its values are on their devices, as a trainer
     // would use them; the copies are what a GPU bench measures.
     for (const ReplicaValue& value : current_) {
-      if (value.ready == nullptr) continue;
       if (absl::Status status = value.Wait(); !status.ok()) return status;
     }
     return true;

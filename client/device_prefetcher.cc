@@ -91,7 +91,9 @@ absl::Status ReplicaValue::RecordStream(void* stream) const {
 BufferPool::BufferPool(std::shared_ptr<DeviceBackend> backend, Kind kind, size_t capacity)
     : backend_(std::move(backend)), kind_(kind), capacity_(capacity) {}
 
-BufferPool::~BufferPool() { Free(std::move(free_)); }
+BufferPool::~BufferPool() {
+  for (Buffer& buffer : free_) Free(buffer);
+}
 
 absl::StatusOr<BufferPool::Buffer> BufferPool::Acquire(size_t bytes) {
   Buffer buffer;
@@ -128,11 +130,7 @@ absl::StatusOr<BufferPool::Buffer> BufferPool::Acquire(size_t bytes) {
   }
   if (buffer.data != nullptr && buffer.bytes >= bytes) return buffer;
   const size_t old_bytes = buffer.bytes;
-  if (buffer.data != nullptr) {
-    std::vector<Buffer> too_small;
-    too_small.push_back(std::move(buffer));
-    Free(std::move(too_small));
-  }
+  if (buffer.data != nullptr) Free(buffer);  // too small
   // Grow by at least a quarter, rounded to 64 KiB, so that batches of
   // slowly growing sizes do not reallocate at every step.
   constexpr size_t kGranule = size_t{64} << 10;
@@ -160,27 +158,16 @@ void BufferPool::Release(Buffer buffer) {
     }
   }
   // The iterator is gone: nobody will ask for this buffer again.
-  std::vector<Buffer> gone;
-  gone.push_back(std::move(buffer));
-  Free(std::move(gone));
+  Free(buffer);
 }
 
-void BufferPool::Free(std::vector<Buffer> buffers) {
-  for (Buffer& buffer : buffers) {
-    if (buffer.last_use != nullptr) buffer.last_use->Wait().IgnoreError();
-    if (kind_ == Kind::kStaging) {
-      backend_->FreeStaging(buffer.data);
-    } else {
-      backend_->FreeDevice(buffer.data);
-    }
+void BufferPool::Free(Buffer& buffer) {
+  if (buffer.last_use != nullptr) buffer.last_use->Wait().IgnoreError();
+  if (kind_ == Kind::kStaging) {
+    backend_->FreeStaging(buffer.data);
+  } else {
+    backend_->FreeDevice(buffer.data);
   }
-}
-
-std::shared_ptr<void> BufferPool::Lease(Buffer buffer) {
-  void* data = buffer.data;
-  return std::shared_ptr<void>(data, [pool = shared_from_this(), buffer = std::move(buffer)](void*) mutable {
-    pool->Release(std::move(buffer));
-  });
 }
 
 void BufferPool::Cancel() {
@@ -190,7 +177,7 @@ void BufferPool::Cancel() {
     cancelled_ = true;
     unused.swap(free_);
   }
-  Free(std::move(unused));
+  for (Buffer& buffer : unused) Free(buffer);
 }
 
 bool BufferPool::exhausted() const {

@@ -91,9 +91,9 @@ class DevicePrefetcher {
 
 // A bounded pool of buffers from one backend, of one kind. Buffers return
 // with the fence of their last copy; a buffer is handed out again only
-// once that fence completes. Shared: leases keep it (and its backend)
+// once that fence completes. Shared: values keep it (and its backend)
 // alive after the prefetcher is gone.
-class BufferPool : public std::enable_shared_from_this<BufferPool> {
+class BufferPool {
  public:
   enum class Kind { kStaging, kDevice };
   BufferPool(std::shared_ptr<DeviceBackend> backend, Kind kind, size_t capacity);
@@ -108,8 +108,6 @@ class BufferPool : public std::enable_shared_from_this<BufferPool> {
   // Cancelled when Cancel() is called while waiting.
   absl::StatusOr<Buffer> Acquire(size_t bytes);
   void Release(Buffer buffer);
-  // A shared handle that releases `buffer` when its last copy is dropped.
-  std::shared_ptr<void> Lease(Buffer buffer);
   // Wakes waiters with Cancelled and frees buffers as they come back.
   void Cancel();
   // True when every buffer is out, so Acquire would wait.
@@ -119,8 +117,8 @@ class BufferPool : public std::enable_shared_from_this<BufferPool> {
   const Device& device() const { return backend_->device(); }
 
  private:
-  // Frees after each buffer's last use.
-  void Free(std::vector<Buffer> buffers);
+  // Frees after the buffer's last use.
+  void Free(Buffer& buffer);
 
   const std::shared_ptr<DeviceBackend> backend_;
   const Kind kind_;

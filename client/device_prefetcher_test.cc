@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <set>
 #include <thread>
 
 #include "absl/synchronization/notification.h"
@@ -35,9 +36,13 @@ class FakeGpuBackend : public DeviceBackend {
     return absl::OkStatus();
   }
   absl::StatusOr<std::shared_ptr<ReadyFence>> RecordFence() override { return std::make_shared<Fence>(); }
+  // A fence on the trainer's stream: counts how often the pool waits on it.
   absl::StatusOr<std::shared_ptr<ReadyFence>> RecordFenceOn(void* stream) override {
-    return std::make_shared<Fence>();
+    trainer_fences.fetch_add(1);
+    return std::make_shared<TrainerFence>(&trainer_fence_waits);
   }
+  // Host memory the test declared pinned (set before the prefetcher starts).
+  bool IsPinned(const void* host_data) const override { return pinned.count(host_data) > 0; }
   absl::Status CopyToHost(void* host_data, const void* device_data, size_t bytes) override {
     std::memcpy(host_data, device_data, bytes);
     return absl::OkStatus();
@@ -48,12 +53,23 @@ class FakeGpuBackend : public DeviceBackend {
   std::atomic<int> copies_done{0};
   std::atomic<bool> hold_copies{false};
   absl::Notification gate;
+  std::atomic<int> trainer_fences{0};
+  std::atomic<int> trainer_fence_waits{0};
+  std::set<const void*> pinned;
 
  private:
   struct Fence : ReadyFence {
     absl::Status Wait() override { return absl::OkStatus(); }
     absl::Status WaitOnStream(void*) override { return absl::OkStatus(); }
     void* native_event() const override { return nullptr; }
+  };
+  struct TrainerFence : Fence {
+    explicit TrainerFence(std::atomic<int>* waits) : waits(waits) {}
+    absl::Status Wait() override {
+      waits->fetch_add(1);
+      return absl::OkStatus();
+    }
+    std::atomic<int>* waits;
   };
   absl::StatusOr<void*> Allocate(size_t bytes) {
     live_allocations.fetch_add(1);
@@ -273,6 +289,64 @@ TEST_CASE("A value's components share one aligned device buffer", "[client][pref
   CHECK(value.components[0].byte_size() == 12);
   CHECK(*value.components[1].ToHostTensor() == Tensor::FromVector<int32_t>({4, 5, 6}));
   CHECK(value.Wait().ok());
+}
+
+TEST_CASE("A dropped value's buffer is reused only after the trainer's streams are done",
+          "[client][prefetch]") {
+  auto gpu = std::make_shared<FakeGpuBackend>(0);
+  std::atomic<int> calls{0};
+  int streams = 0;
+  {
+    DevicePrefetcher prefetcher({gpu}, CountingSource(1, 10, &calls), 2);
+    for (int k = 0; k < 10; ++k) {
+      absl::StatusOr<PerReplica> step = prefetcher.GetNext();
+      REQUIRE(step.ok());
+      // Half the steps are read on the stream they were waited on, half
+      // also on a second stream.
+      REQUIRE((*step)[0].WaitOnStream(&streams).ok());
+      if (k % 2 == 1) REQUIRE((*step)[0].RecordStream(&k).ok());
+    }  // each step dropped here: a fence per recorded stream
+    CHECK(gpu->trainer_fences.load() == 15);
+    // At most 4 buffers exist, so at least 6 of the 10 were reused, each
+    // after waiting on its recorded fences.
+    CHECK(gpu->trainer_fence_waits.load() >= 6);
+  }
+  // The rest are waited on before they are freed.
+  CHECK(gpu->trainer_fence_waits.load() == 15);
+  CHECK(gpu->live_allocations.load() == 0);
+}
+
+TEST_CASE("Components in pinned memory go straight to the device, the rest through staging",
+          "[client][prefetch]") {
+  auto gpu = std::make_shared<FakeGpuBackend>(0);
+  const Tensor pinned_rows = Tensor::FromVector<int64_t>({1, 2, 3});
+  const Tensor pageable_rows = Tensor::FromVector<float>({0.5f, 1.5f, 2.5f});
+  gpu->pinned.insert(pinned_rows.raw_data());
+  auto one_step = [&](std::vector<Element> values) {
+    return [values, done = false](std::vector<Element>* step, bool* end) mutable {
+      *end = done;
+      if (!done) *step = values;
+      done = true;
+      return absl::OkStatus();
+    };
+  };
+  {
+    DevicePrefetcher prefetcher({gpu}, one_step({Element({pinned_rows, pageable_rows})}), 2);
+    absl::StatusOr<PerReplica> step = prefetcher.GetNext();
+    REQUIRE(step.ok());
+    CHECK(*(*step)[0].components[0].ToHostTensor() == pinned_rows);
+    CHECK(*(*step)[0].components[1].ToHostTensor() == pageable_rows);
+    CHECK(gpu->copies_started.load() == 2);  // one direct, one staged
+    CHECK(prefetcher.counters().staging_allocations == 1);
+  }
+  {
+    DevicePrefetcher prefetcher({gpu}, one_step({Element::Of(pinned_rows)}), 2);
+    absl::StatusOr<PerReplica> step = prefetcher.GetNext();
+    REQUIRE(step.ok());
+    CHECK(*(*step)[0].components[0].ToHostTensor() == pinned_rows);
+    CHECK(prefetcher.counters().staging_allocations == 0);
+  }
+  CHECK(gpu->live_allocations.load() == 0);
 }
 
 }  // namespace

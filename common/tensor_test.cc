@@ -1,6 +1,7 @@
 #include "common/tensor.h"
 
 #include <catch2/catch.hpp>
+#include <cstdlib>
 
 #include "common/element.h"
 #include "common/strings.h"
@@ -129,6 +130,53 @@ TEST_CASE("EditDistance and UTF-8 validation", "[tensor]") {
   CHECK_FALSE(IsValidUtf8("\xc3"));          // truncated
   CHECK_FALSE(IsValidUtf8("\xc0\xaf"));      // overlong '/'
   CHECK_FALSE(IsValidUtf8("\xed\xa0\x80"));  // surrogate
+}
+
+}  // namespace
+}  // namespace sluice
+
+namespace sluice {
+namespace {
+
+// Hands out malloc'd memory and counts, as the pinned buffer cache would.
+class CountingAllocator : public LargeBufferAllocator {
+ public:
+  size_t min_bytes() const override { return 1024; }
+  void* Allocate(size_t bytes) override {
+    ++allocations;
+    last_bytes = bytes;
+    return std::malloc(bytes);
+  }
+  void Free(void* data, size_t bytes) override {
+    ++frees;
+    freed_bytes = bytes;
+    std::free(data);
+  }
+  int allocations = 0;
+  int frees = 0;
+  size_t last_bytes = 0;
+  size_t freed_bytes = 0;
+};
+
+TEST_CASE("Large numeric buffers come from the installed allocator, and go back to it", "[tensor]") {
+  CountingAllocator allocator;
+  SetLargeBufferAllocator(&allocator);
+  {
+    Tensor small(DType::kInt64, {127});  // 1016 bytes: below min_bytes
+    Tensor zeroed(DType::kInt64, {128});
+    Tensor strings(DType::kString, {1024});  // strings never
+    CHECK(allocator.allocations == 1);
+    CHECK(allocator.last_bytes == 1024);
+    CHECK(zeroed.values<int64_t>()[127] == 0);
+    Tensor row = zeroed.Slice(3, 4);
+    zeroed = Tensor();
+    CHECK(allocator.frees == 0);  // the slice still holds the buffer
+  }
+  CHECK(allocator.frees == 1);
+  CHECK(allocator.freed_bytes == 1024);
+  SetLargeBufferAllocator(nullptr);
+  Tensor after(DType::kInt64, {4096});
+  CHECK(allocator.allocations == 1);
 }
 
 }  // namespace

@@ -90,6 +90,7 @@ class ReplicaSet {
   int num_replicas_in_sync() const { return num_local_replicas() * num_input_pipelines_; }
 
  private:
+  friend class DistributedDataset;
   ReplicaSet() = default;
   std::vector<Device> devices_;
   int num_input_pipelines_ = 1;
@@ -293,7 +294,7 @@ class DistributedDataset {
   DistributedDataset() = default;
 
   DatasetPtr dataset_;  // this input pipeline's, built
-  ReplicaSet replicas_ = *ReplicaSet::Create({"CPU:0"});
+  ReplicaSet replicas_;
   DistributeOptions options_;
   // Rows of each replica's batch; 0: each replica takes whole elements in
   // turn (DistributeDatasetsFromFunction).
