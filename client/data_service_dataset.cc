@@ -3,6 +3,7 @@
 #include <atomic>
 #include <deque>
 #include <map>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -33,6 +34,9 @@ constexpr int64_t kTargetResponseBytes = 4 << 20;
 // Requests in flight per task, so that one round trip's latency overlaps
 // the next: the worker encodes while the previous response travels.
 constexpr int kRequestsInFlightPerTask = 4;
+// A worker unreachable this long is reported to the dispatcher, which
+// declares it lost if it has stopped heartbeating too.
+constexpr absl::Duration kUnreachableReportAfter = absl::Seconds(1);
 
 absl::StatusOr<proto::ProcessingMode> ParseMode(const std::string& mode) {
   if (mode == "parallel_epochs" || mode.empty()) return proto::PARALLEL_EPOCHS;
@@ -155,6 +159,9 @@ class DataServiceDataset::Iterator : public IteratorBase {
       std::vector<Element> elements;
     };
     std::map<int64_t, Held> held;
+    // Since when requests fail as unreachable; reported to the dispatcher
+    // after kUnreachableReportAfter.
+    std::optional<absl::Time> unreachable_since;
   };
 
   void ReleaseInOrder(TaskState& task) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -195,6 +202,20 @@ class DataServiceDataset::Iterator : public IteratorBase {
       proto::ClientHeartbeatRequest request;
       *request.mutable_version() = CurrentVersion();
       request.set_iteration_client_id(client_id_);
+      std::vector<int64_t> reported;
+      {
+        absl::MutexLock lock(&mu_);
+        reported = completed_tasks_;
+        std::set<std::string> unreachable;
+        for (const auto& [id, task] : tasks_) {
+          if (!task.removed && task.unreachable_since.has_value() &&
+              absl::Now() - *task.unreachable_since >= kUnreachableReportAfter) {
+            unreachable.insert(task.worker_address);
+          }
+        }
+        for (const std::string& address : unreachable) request.add_unreachable_workers(address);
+      }
+      for (int64_t id : reported) request.add_completed_tasks(id);
       proto::ClientHeartbeatResponse response;
       grpc::ClientContext context;
       context.set_deadline(std::chrono::system_clock::now() + kRpcTimeout);
@@ -203,6 +224,7 @@ class DataServiceDataset::Iterator : public IteratorBase {
       absl::MutexLock lock(&mu_);
       if (cancelled_) return;
       if (status.ok()) {
+        completed_tasks_.erase(completed_tasks_.begin(), completed_tasks_.begin() + reported.size());
         std::set<int64_t> listed;
         for (const proto::TaskInfo& info : response.tasks()) {
           listed.insert(info.task_id());
@@ -280,12 +302,20 @@ class DataServiceDataset::Iterator : public IteratorBase {
         task.held[response.first_index] = {task.sent, std::move(response.elements)};
       }
       ReleaseInOrder(task);
+      if (absl::IsUnavailable(status)) {
+        if (!task.unreachable_since.has_value()) task.unreachable_since = absl::Now();
+      } else {
+        task.unreachable_since.reset();
+      }
       if (status.ok()) {
         backoff = std::chrono::milliseconds(10);
         // A finished iteration whose worker no longer knows the task has
         // nothing more to give.
         if (end_of_sequence || (empty && iteration_finished_)) {
           task.ended = true;
+          // Every element of the task is here: its splits need never be
+          // read again, even if its worker is lost now.
+          if (end_of_sequence) completed_tasks_.push_back(task_id);
           // Ask at once whether the iteration is over, rather than at the
           // next heartbeat: the end of an epoch then costs no wait.
           heartbeat_now_ = true;
@@ -322,6 +352,8 @@ class DataServiceDataset::Iterator : public IteratorBase {
   int64_t elements_received_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t bytes_received_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<int64_t, TaskState> tasks_ ABSL_GUARDED_BY(mu_);
+  // Read to their end, not yet reported to the dispatcher.
+  std::vector<int64_t> completed_tasks_ ABSL_GUARDED_BY(mu_);
   bool iteration_finished_ ABSL_GUARDED_BY(mu_) = false;
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
   bool heartbeat_now_ ABSL_GUARDED_BY(mu_) = false;

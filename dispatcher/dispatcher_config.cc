@@ -15,6 +15,10 @@ void DescribeDispatcherConfig(DispatcherConfig* config, ConfigSchema* schema) {
                  "distributed_epoch splits handed out per worker request");
   schema->AddInt("elements_per_split", &config->elements_per_split, 1, 1 << 30,
                  "elements of range/from_tensor_slices in one split");
+  schema->AddString("work_dir", &config->work_dir,
+                    "journal state here and recover it on start; empty: nothing survives a restart");
+  schema->AddInt("snapshot_interval", &config->snapshot_interval, 1, 1 << 30,
+                 "journal records between snapshots that compact the journal");
   schema->AddString("log_level", &config->log_level, "trace, debug, info, warn, error or off");
   schema->AddString("port_file", &config->port_file, "write the bound port to this file");
 }

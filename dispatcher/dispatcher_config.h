@@ -24,6 +24,11 @@ struct DispatcherConfig {
   int64_t splits_per_request = 1024;
   // Elements of range/from_tensor_slices per split.
   int64_t elements_per_split = 64;
+  // Where the journal and snapshots live; empty: state is not kept across
+  // restarts.
+  std::string work_dir;
+  // A snapshot replaces the journal after this many records.
+  int64_t snapshot_interval = 10000;
   std::string log_level = "info";
   // When set, the bound port is written here (for scripts using port 0).
   std::string port_file;

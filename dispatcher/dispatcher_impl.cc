@@ -2,6 +2,10 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+
 #include "absl/strings/str_cat.h"
 #include "common/grpc_util.h"
 #include "common/proto_convert.h"
@@ -38,11 +42,136 @@ DispatcherImpl::~DispatcherImpl() {
   if (monitor_.joinable()) monitor_.join();
 }
 
-void DispatcherImpl::Start() {
+absl::Status DispatcherImpl::Start() {
+  if (!config_.work_dir.empty()) {
+    absl::MutexLock lock(&mu_);
+    if (absl::Status s = Recover(); !s.ok()) return s;
+  }
   monitor_ = std::thread([this] { RemoveLostWorkers(); });
+  return absl::OkStatus();
 }
 
-absl::Status DispatcherImpl::Apply(const proto::Update& update) { return state_.Apply(update); }
+absl::Status DispatcherImpl::Recover() {
+  Journal::Recovered recovered;
+  absl::StatusOr<Journal> journal = Journal::Open(config_.work_dir, &recovered);
+  if (!journal.ok()) return journal.status();
+  for (const std::string& warning : recovered.warnings) spdlog::warn("journal: {}", warning);
+  if (recovered.snapshot.has_value()) {
+    absl::StatusOr<DispatcherState> state = DispatcherState::FromSnapshot(*recovered.snapshot);
+    if (!state.ok()) {
+      return absl::DataLossError(absl::StrCat(config_.work_dir, ": snapshot: ", state.status().message()));
+    }
+    state_ = *std::move(state);
+  }
+  for (const Journal::Recovered::Record& record : recovered.updates) {
+    if (absl::Status s = state_.Apply(record.update); !s.ok()) {
+      return absl::DataLossError(
+          absl::StrCat(record.file, ": byte ", record.offset, ": update does not apply: ", s.message()));
+    }
+  }
+  // What is not journaled starts afresh: every known worker and client
+  // gets a full timeout to be heard from again.
+  const auto now = Clock::now();
+  for (const auto& [address, worker] : state_.workers()) worker_heartbeats_[address] = now;
+  for (const auto& [id, iteration] : state_.iterations()) {
+    for (int64_t client : iteration.clients) client_heartbeats_[client] = now;
+    const auto* job = state_.FindJob(iteration.job_id);
+    if (iteration.collected || job->params.processing_mode() != proto::DISTRIBUTED_EPOCH) continue;
+    absl::StatusOr<std::unique_ptr<SplitProvider>> provider =
+        NewSplitProvider(state_.FindDataset(job->params.dataset_id())->def);
+    if (!provider.ok()) return provider.status();
+    if (!iteration.split_cursor.empty()) {
+      if (absl::Status s = (*provider)->Restore(iteration.split_cursor); !s.ok()) {
+        return absl::DataLossError(absl::StrCat("iteration ", id, ": split cursor '", iteration.split_cursor,
+                                                "' does not restore: ", s.message()));
+      }
+    }
+    split_providers_[id] = *std::move(provider);
+  }
+  journal_ = *std::move(journal);
+  const int64_t replayed = journal_->records_since_snapshot();
+  // Each start begins from one snapshot, so replays stay short.
+  if (absl::Status s = journal_->WriteSnapshot(state_.ToSnapshot()); !s.ok()) return s;
+  spdlog::info("recovered from {}: {} records replayed{}; {} datasets, {} jobs, {} iterations, {} workers",
+               config_.work_dir, replayed, recovered.snapshot.has_value() ? " after a snapshot" : "",
+               state_.datasets().size(), state_.jobs().size(), state_.iterations().size(),
+               state_.workers().size());
+  return absl::OkStatus();
+}
+
+absl::Status DispatcherImpl::Apply(const proto::Update& update) {
+  // The change becomes visible when mu_ is released, after the journal
+  // has it on disk.
+  if (absl::Status s = state_.Apply(update); !s.ok()) return s;
+  if (!journal_.has_value()) return absl::OkStatus();
+  absl::Status status = journal_->Append(update);
+  if (status.ok() && journal_->records_since_snapshot() >= config_.snapshot_interval) {
+    status = journal_->WriteSnapshot(state_.ToSnapshot());
+  }
+  if (!status.ok()) {
+    // The state in memory is ahead of the disk and cannot be taken back:
+    // going on would lose it at the next restart, so stop, and let the
+    // restart recover what is journaled.
+    spdlog::critical("cannot write the journal in {}: {}; exiting", config_.work_dir,
+                     std::string(status.message()));
+    std::_Exit(kJournalFailureExitCode);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<SplitProvider>> DispatcherImpl::NewSplitProvider(
+    const proto::DatasetDef& def) const {
+  SplitOptions options;
+  options.elements_per_split = config_.elements_per_split;
+  return MakeSplitProvider(def, options);
+}
+
+void DispatcherImpl::PushTasks(const std::vector<std::pair<std::string, proto::TaskDef>>& new_tasks) const {
+  if (!push_task_) return;
+  for (const auto& [address, def] : new_tasks) push_task_(address, def);
+}
+
+void DispatcherImpl::RemoveWorker(const std::string& address,
+                                  std::vector<std::pair<std::string, proto::TaskDef>>* new_tasks) {
+  worker_heartbeats_.erase(address);
+  proto::Update update;
+  update.mutable_remove_worker()->set_address(address);
+  if (!Apply(update).ok()) return;
+  AssignReturnedSplits(new_tasks);
+}
+
+void DispatcherImpl::AssignReturnedSplits(std::vector<std::pair<std::string, proto::TaskDef>>* new_tasks) {
+  std::vector<int64_t> orphaned;
+  for (const auto& [id, iteration] : state_.iterations()) {
+    if (iteration.collected || iteration.returned_splits.empty()) continue;
+    const bool has_taker =
+        std::any_of(iteration.tasks.begin(), iteration.tasks.end(), [this](int64_t task_id) {
+          const auto* task = state_.FindTask(task_id);
+          return !task->finished && !task->last_end_of_splits &&
+                 state_.FindWorker(task->worker_address) != nullptr;
+        });
+    if (!has_taker) orphaned.push_back(id);
+  }
+  for (int64_t id : orphaned) {
+    std::string least_busy;
+    size_t fewest = SIZE_MAX;
+    for (const auto& [address, worker] : state_.workers()) {
+      size_t running = 0;
+      for (const auto* task : state_.TasksOfWorker(address)) running += task->finished ? 0 : 1;
+      if (running < fewest) {
+        fewest = running;
+        least_busy = address;
+      }
+    }
+    // With no worker left, the next one to register gets a task.
+    if (least_busy.empty()) return;
+    const int64_t task_id = state_.NextTaskId();
+    if (!CreateTask(id, least_busy).ok()) continue;
+    FillTaskDef(*state_.FindTask(task_id), &new_tasks->emplace_back(least_busy, proto::TaskDef()).second);
+    spdlog::info("iteration {}: task {} on {} takes {} returned splits", id, task_id, least_busy,
+                 state_.FindIteration(id)->returned_splits.size());
+  }
+}
 
 absl::StatusOr<DatasetPtr> DispatcherImpl::Built(const std::string& dataset_id) {
   auto cached = built_datasets_.find(dataset_id);
@@ -164,9 +293,7 @@ absl::Status DispatcherImpl::GetOrCreateIteration(const proto::GetOrCreateIterat
     if (iteration == nullptr) {
       const auto* dataset = state_.FindDataset(job->params.dataset_id());
       if (job->params.processing_mode() == proto::DISTRIBUTED_EPOCH) {
-        SplitOptions options;
-        options.elements_per_split = config_.elements_per_split;
-        absl::StatusOr<std::unique_ptr<SplitProvider>> splits = MakeSplitProvider(dataset->def, options);
+        absl::StatusOr<std::unique_ptr<SplitProvider>> splits = NewSplitProvider(dataset->def);
         if (!splits.ok()) return splits.status();
         split_providers_[state_.NextIterationId()] = *std::move(splits);
       }
@@ -193,32 +320,50 @@ absl::Status DispatcherImpl::GetOrCreateIteration(const proto::GetOrCreateIterat
     response->set_iteration_id(iteration->id);
     response->set_iteration_client_id(acquire.acquire_iteration_client().iteration_client_id());
   }
-  if (push_task_) {
-    for (const auto& [address, def] : new_tasks) push_task_(address, def);
-  }
+  PushTasks(new_tasks);
   return absl::OkStatus();
 }
 
 absl::Status DispatcherImpl::ClientHeartbeat(const proto::ClientHeartbeatRequest& request,
                                              proto::ClientHeartbeatResponse* response) {
   if (absl::Status s = CheckVersion(request.version()); !s.ok()) return s;
-  absl::MutexLock lock(&mu_);
-  std::optional<int64_t> iteration_id = state_.IterationOfClient(request.iteration_client_id());
-  if (!iteration_id.has_value()) {
-    return absl::NotFoundError(absl::StrCat("unknown iteration client ", request.iteration_client_id()));
+  std::vector<std::pair<std::string, proto::TaskDef>> new_tasks;
+  {
+    absl::MutexLock lock(&mu_);
+    std::optional<int64_t> iteration_id = state_.IterationOfClient(request.iteration_client_id());
+    if (!iteration_id.has_value()) {
+      return absl::NotFoundError(absl::StrCat("unknown iteration client ", request.iteration_client_id()));
+    }
+    client_heartbeats_[request.iteration_client_id()] = Clock::now();
+    for (int64_t task_id : request.completed_tasks()) {
+      const auto* task = state_.FindTask(task_id);
+      if (task == nullptr || task->completed) continue;
+      proto::Update update;
+      update.mutable_complete_task()->set_task_id(task_id);
+      if (absl::Status s = Apply(update); !s.ok()) return s;
+    }
+    for (const std::string& address : request.unreachable_workers()) {
+      auto heard = worker_heartbeats_.find(address);
+      if (state_.FindWorker(address) == nullptr || heard == worker_heartbeats_.end() ||
+          Clock::now() - heard->second < kUnreachableWorkerSilence) {
+        continue;
+      }
+      spdlog::warn("worker {}: a client cannot reach it and it is silent; removed, its tasks end", address);
+      RemoveWorker(address, &new_tasks);
+    }
+    const auto* iteration = state_.FindIteration(*iteration_id);
+    for (int64_t task_id : iteration->tasks) {
+      const auto* task = state_.FindTask(task_id);
+      // Tasks of removed workers are over; the client stops reading them.
+      if (task->lost || iteration->collected || state_.FindWorker(task->worker_address) == nullptr) continue;
+      proto::TaskInfo* info = response->add_tasks();
+      info->set_task_id(task->id);
+      info->set_iteration_id(task->iteration_id);
+      info->set_worker_address(task->worker_address);
+    }
+    response->set_iteration_finished(iteration->finished);
   }
-  client_heartbeats_[request.iteration_client_id()] = Clock::now();
-  const auto* iteration = state_.FindIteration(*iteration_id);
-  for (int64_t task_id : iteration->tasks) {
-    const auto* task = state_.FindTask(task_id);
-    // Tasks of removed workers are over; the client stops reading them.
-    if (task->lost || iteration->collected || state_.FindWorker(task->worker_address) == nullptr) continue;
-    proto::TaskInfo* info = response->add_tasks();
-    info->set_task_id(task->id);
-    info->set_iteration_id(task->iteration_id);
-    info->set_worker_address(task->worker_address);
-  }
-  response->set_iteration_finished(iteration->finished);
+  PushTasks(new_tasks);
   return absl::OkStatus();
 }
 
@@ -226,12 +371,12 @@ absl::Status DispatcherImpl::ReleaseIterationClient(const proto::ReleaseIteratio
                                                     proto::ReleaseIterationClientResponse*) {
   if (absl::Status s = CheckVersion(request.version()); !s.ok()) return s;
   absl::MutexLock lock(&mu_);
+  client_heartbeats_.erase(request.iteration_client_id());
+  // Releasing twice (a retry) is not an error for the caller.
+  if (!state_.IterationOfClient(request.iteration_client_id()).has_value()) return absl::OkStatus();
   proto::Update update;
   update.mutable_release_iteration_client()->set_iteration_client_id(request.iteration_client_id());
-  client_heartbeats_.erase(request.iteration_client_id());
-  absl::Status status = Apply(update);
-  // Releasing twice (a retry) is not an error for the caller.
-  return status.code() == absl::StatusCode::kFailedPrecondition ? absl::OkStatus() : status;
+  return Apply(update);
 }
 
 absl::Status DispatcherImpl::WorkerHeartbeat(const proto::WorkerHeartbeatRequest& request,
@@ -239,39 +384,51 @@ absl::Status DispatcherImpl::WorkerHeartbeat(const proto::WorkerHeartbeatRequest
   if (absl::Status s = CheckVersion(request.version()); !s.ok()) return s;
   const std::string& address = request.worker_address();
   if (address.empty()) return absl::InvalidArgumentError("worker heartbeat without an address");
-  absl::MutexLock lock(&mu_);
-  worker_heartbeats_[address] = Clock::now();
-  worker_heartbeat_unix_ms_[address] = UnixMillis();
-  if (state_.FindWorker(address) == nullptr) {
-    proto::Update update;
-    update.mutable_register_worker()->set_address(address);
-    *update.mutable_register_worker()->mutable_tags() = request.tags();
-    if (absl::Status s = Apply(update); !s.ok()) return s;
-    // A new worker joins every unfinished iteration.
-    std::vector<int64_t> unfinished;
-    for (const auto& [id, iteration] : state_.iterations()) {
-      if (!iteration.finished) unfinished.push_back(id);
+  std::vector<std::pair<std::string, proto::TaskDef>> new_tasks;
+  {
+    absl::MutexLock lock(&mu_);
+    const auto* known = state_.FindWorker(address);
+    if (known != nullptr && !request.incarnation().empty() && known->incarnation != request.incarnation()) {
+      // The process restarted: whatever the old one ran is gone.
+      spdlog::warn("worker {} restarted; the tasks of its previous run are lost", address);
+      RemoveWorker(address, &new_tasks);
+      known = nullptr;
     }
-    for (int64_t id : unfinished) {
-      if (absl::Status s = CreateTask(id, address); !s.ok()) return s;
+    worker_heartbeats_[address] = Clock::now();
+    worker_heartbeat_unix_ms_[address] = UnixMillis();
+    if (known == nullptr) {
+      proto::Update update;
+      update.mutable_register_worker()->set_address(address);
+      *update.mutable_register_worker()->mutable_tags() = request.tags();
+      update.mutable_register_worker()->set_incarnation(request.incarnation());
+      if (absl::Status s = Apply(update); !s.ok()) return s;
+      // A new worker joins every unfinished iteration.
+      std::vector<int64_t> unfinished;
+      for (const auto& [id, iteration] : state_.iterations()) {
+        if (!iteration.finished) unfinished.push_back(id);
+      }
+      for (int64_t id : unfinished) {
+        if (absl::Status s = CreateTask(id, address); !s.ok()) return s;
+      }
+      spdlog::info("worker {} registered; {} tasks", address, unfinished.size());
     }
-    spdlog::info("worker {} registered; {} tasks", address, unfinished.size());
-  }
-  std::set<int64_t> current(request.current_tasks().begin(), request.current_tasks().end());
-  for (const auto* task : state_.TasksOfWorker(address)) {
-    if (current.contains(task->id) || task->finished || state_.FindIteration(task->iteration_id)->collected)
-      continue;
-    FillTaskDef(*task, response->add_new_tasks());
-  }
-  for (int64_t id : current) {
-    const auto* task = state_.FindTask(id);
-    // A worker that was declared lost but lives on drops what it ran then;
-    // every worker drops the tasks of collected iterations.
-    if (task == nullptr || task->worker_address != address || task->lost ||
-        state_.FindIteration(task->iteration_id)->collected) {
-      response->add_tasks_to_delete(id);
+    std::set<int64_t> current(request.current_tasks().begin(), request.current_tasks().end());
+    for (const auto* task : state_.TasksOfWorker(address)) {
+      if (current.contains(task->id) || task->finished || state_.FindIteration(task->iteration_id)->collected)
+        continue;
+      FillTaskDef(*task, response->add_new_tasks());
+    }
+    for (int64_t id : current) {
+      const auto* task = state_.FindTask(id);
+      // A worker that was declared lost but lives on drops what it ran then;
+      // every worker drops the tasks of collected iterations.
+      if (task == nullptr || task->worker_address != address || task->lost ||
+          state_.FindIteration(task->iteration_id)->collected) {
+        response->add_tasks_to_delete(id);
+      }
     }
   }
+  PushTasks(new_tasks);
   return absl::OkStatus();
 }
 
@@ -292,38 +449,80 @@ absl::Status DispatcherImpl::WorkerUpdates(const proto::WorkerUpdatesRequest& re
 absl::Status DispatcherImpl::WorkerShutdown(const proto::WorkerShutdownRequest& request,
                                             proto::WorkerShutdownResponse*) {
   if (absl::Status s = CheckVersion(request.version()); !s.ok()) return s;
-  absl::MutexLock lock(&mu_);
-  if (state_.FindWorker(request.worker_address()) == nullptr) return absl::OkStatus();
-  proto::Update update;
-  update.mutable_remove_worker()->set_address(request.worker_address());
-  worker_heartbeats_.erase(request.worker_address());
-  spdlog::info("worker {} shut down; its tasks end", request.worker_address());
-  return Apply(update);
+  std::vector<std::pair<std::string, proto::TaskDef>> new_tasks;
+  {
+    absl::MutexLock lock(&mu_);
+    if (state_.FindWorker(request.worker_address()) == nullptr) return absl::OkStatus();
+    spdlog::info("worker {} shut down; its tasks end", request.worker_address());
+    RemoveWorker(request.worker_address(), &new_tasks);
+  }
+  PushTasks(new_tasks);
+  return absl::OkStatus();
 }
 
 absl::Status DispatcherImpl::GetSplits(const proto::GetSplitsRequest& request,
                                        proto::GetSplitsResponse* response) {
   if (absl::Status s = CheckVersion(request.version()); !s.ok()) return s;
   absl::MutexLock lock(&mu_);
-  auto provider = split_providers_.find(request.iteration_id());
+  const auto* task = state_.FindTask(request.task_id());
+  if (task == nullptr || task->iteration_id != request.iteration_id()) {
+    return absl::NotFoundError(
+        absl::StrCat("task ", request.task_id(), " of iteration ", request.iteration_id(), " is unknown"));
+  }
+  auto answer = [response](const std::vector<DispatcherState::LeasedSplit>& splits, bool end) {
+    for (const auto& split : splits) {
+      proto::SplitProto* out = response->add_splits();
+      out->set_begin(split.begin);
+      out->set_end(split.end);
+      out->set_seq(split.seq);
+    }
+    response->set_end_of_splits(end);
+    return absl::OkStatus();
+  };
+  // A retry (its answer was lost, or this dispatcher restarted) gets the
+  // splits already leased for it.
+  if (request.request_id() != 0 && request.request_id() == task->last_split_request) {
+    return answer(task->last_split_response, task->last_end_of_splits);
+  }
+  const auto* iteration = state_.FindIteration(task->iteration_id);
+  // A lost task, or a collected iteration, reads nothing more.
+  if (task->finished || iteration->collected) return answer({}, true);
+  auto provider = split_providers_.find(task->iteration_id);
   if (provider == split_providers_.end()) {
     return absl::NotFoundError(absl::StrCat("iteration ", request.iteration_id(), " has no splits"));
   }
   const int max_splits =
       std::clamp<int>(request.max_splits(), 1, static_cast<int>(config_.splits_per_request));
-  for (int i = 0; i < max_splits; ++i) {
-    Split split;
-    bool end = false;
-    if (absl::Status s = provider->second->GetNext(&split, &end); !s.ok()) return s;
-    if (end) {
-      response->set_end_of_splits(true);
-      break;
-    }
-    proto::SplitProto* out = response->add_splits();
+  proto::Update update;
+  auto* lease = update.mutable_lease_splits();
+  lease->set_task_id(task->id);
+  lease->set_request_id(request.request_id());
+  // Splits of lost tasks first, then new ones.
+  for (const auto& [seq, split] : iteration->returned_splits) {
+    if (lease->splits_size() >= max_splits) break;
+    proto::SplitLease* out = lease->add_splits();
+    out->set_seq(seq);
     out->set_begin(split.begin);
     out->set_end(split.end);
   }
-  return absl::OkStatus();
+  const bool returned_left = lease->splits_size() < static_cast<int>(iteration->returned_splits.size());
+  bool exhausted = iteration->splits_exhausted;
+  int64_t next_seq = iteration->next_split_seq;
+  while (!exhausted && lease->splits_size() < max_splits) {
+    Split split;
+    if (absl::Status s = provider->second->GetNext(&split, &exhausted); !s.ok()) return s;
+    if (exhausted) break;
+    proto::SplitLease* out = lease->add_splits();
+    out->set_seq(next_seq++);
+    out->set_begin(split.begin);
+    out->set_end(split.end);
+  }
+  lease->set_cursor(provider->second->Save());
+  lease->set_provider_exhausted(exhausted);
+  lease->set_end_of_splits(exhausted && !returned_left);
+  if (absl::Status s = Apply(update); !s.ok()) return s;
+  const auto* leased = state_.FindTask(request.task_id());
+  return answer(leased->last_split_response, leased->last_end_of_splits);
 }
 
 void DispatcherImpl::FillTaskDef(const DispatcherState::Task& task, proto::TaskDef* def) const {
@@ -412,38 +611,39 @@ void DispatcherImpl::CollectAbandonedIterations(Clock::time_point now) {
 void DispatcherImpl::RemoveLostWorkers() {
   const auto timeout = std::chrono::milliseconds(config_.worker_timeout_ms);
   const auto client_timeout = std::chrono::milliseconds(config_.client_timeout_ms);
-  absl::MutexLock lock(&mu_);
-  while (!stopping_) {
-    // Wakes at least ten times per timeout, or at once on shutdown.
-    mu_.AwaitWithTimeout(
-        absl::Condition(&stopping_),
-        absl::Milliseconds(std::min(config_.worker_timeout_ms, config_.job_gc_timeout_ms) / 10));
-    if (stopping_) break;
-    const auto now = Clock::now();
-    CollectAbandonedIterations(now);
-    std::vector<std::string> lost;
-    for (const auto& [address, last] : worker_heartbeats_) {
-      if (now - last > timeout) lost.push_back(address);
-    }
-    for (const std::string& address : lost) {
-      worker_heartbeats_.erase(address);
-      proto::Update update;
-      update.mutable_remove_worker()->set_address(address);
-      if (absl::Status s = Apply(update); s.ok()) {
+  while (true) {
+    std::vector<std::pair<std::string, proto::TaskDef>> new_tasks;
+    {
+      absl::MutexLock lock(&mu_);
+      // Wakes at least ten times per timeout, or at once on shutdown.
+      mu_.AwaitWithTimeout(
+          absl::Condition(&stopping_),
+          absl::Milliseconds(std::min(config_.worker_timeout_ms, config_.job_gc_timeout_ms) / 10));
+      if (stopping_) return;
+      const auto now = Clock::now();
+      CollectAbandonedIterations(now);
+      std::vector<std::string> lost;
+      for (const auto& [address, last] : worker_heartbeats_) {
+        if (now - last > timeout) lost.push_back(address);
+      }
+      for (const std::string& address : lost) {
         spdlog::warn("worker {} missed heartbeats for {} ms; removed, its tasks end", address,
                      config_.worker_timeout_ms);
+        RemoveWorker(address, &new_tasks);
+      }
+      std::vector<int64_t> silent;
+      for (const auto& [client, last] : client_heartbeats_) {
+        if (now - last > client_timeout) silent.push_back(client);
+      }
+      for (int64_t client : silent) {
+        client_heartbeats_.erase(client);
+        if (!state_.IterationOfClient(client).has_value()) continue;
+        proto::Update update;
+        update.mutable_release_iteration_client()->set_iteration_client_id(client);
+        (void)Apply(update);
       }
     }
-    std::vector<int64_t> silent;
-    for (const auto& [client, last] : client_heartbeats_) {
-      if (now - last > client_timeout) silent.push_back(client);
-    }
-    for (int64_t client : silent) {
-      client_heartbeats_.erase(client);
-      proto::Update update;
-      update.mutable_release_iteration_client()->set_iteration_client_id(client);
-      (void)Apply(update);
-    }
+    PushTasks(new_tasks);
   }
 }
 

@@ -20,8 +20,10 @@
 //  4. Clients learn the tasks (and their workers) from heartbeats and read
 //     elements from the workers. A worker reports a task finished once its
 //     pipeline ended; the iteration is finished when all its tasks are.
-//  5. A worker that shuts down, or stops heartbeating for
-//     worker_timeout_ms, is removed and its tasks end.
+//  5. A worker that shuts down, stops heartbeating for worker_timeout_ms,
+//     restarts (a new incarnation), or is reported unreachable by a client
+//     while silent, is removed: its tasks end and their undelivered splits
+//     go to other tasks, made anew if no task can take them.
 //  6. An iteration without clients for job_gc_timeout_ms is collected: it
 //     counts as finished and its workers drop its tasks.
 #ifndef SLUICE_DISPATCHER_DISPATCHER_IMPL_H_
@@ -32,17 +34,28 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "dispatcher/dispatcher_config.h"
 #include "dispatcher/dispatcher_state.h"
+#include "dispatcher/journal.h"
 #include "pipeline/dataset.h"
 #include "sluice/service.pb.h"
 
 namespace sluice::dispatcher {
+
+// The exit status of a dispatcher that could not write its journal.
+inline constexpr int kJournalFailureExitCode = 3;
+
+// A client's report that it cannot reach a worker removes the worker only
+// if the dispatcher has not heard from it for this long either.
+inline constexpr auto kUnreachableWorkerSilence = std::chrono::milliseconds(2000);
 
 class DispatcherImpl {
  public:
@@ -55,8 +68,10 @@ class DispatcherImpl {
   DispatcherImpl(const DispatcherImpl&) = delete;
   DispatcherImpl& operator=(const DispatcherImpl&) = delete;
 
-  // Starts the thread that removes workers whose heartbeats stopped.
-  void Start();
+  // Recovers the state journaled in work_dir (if set), then starts the
+  // thread that removes workers whose heartbeats stopped. An error (a
+  // damaged journal) names the file and byte offset.
+  absl::Status Start();
 
   absl::Status GetVersion(const proto::GetVersionRequest& request, proto::GetVersionResponse* response);
   absl::Status GetOrRegisterDataset(const proto::GetOrRegisterDatasetRequest& request,
@@ -84,7 +99,20 @@ class DispatcherImpl {
  private:
   using Clock = std::chrono::steady_clock;
 
+  // Applies an update to the state and journals it before the lock is
+  // released; a journal that cannot be written stops the process.
   absl::Status Apply(const proto::Update& update) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status Recover() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<std::unique_ptr<SplitProvider>> NewSplitProvider(const proto::DatasetDef& def) const;
+  // Removes a worker and finds takers for its undelivered splits.
+  void RemoveWorker(const std::string& address,
+                    std::vector<std::pair<std::string, proto::TaskDef>>* new_tasks)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Makes a task, on the least busy live worker, for every iteration whose
+  // returned splits no task can take.
+  void AssignReturnedSplits(std::vector<std::pair<std::string, proto::TaskDef>>* new_tasks)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void PushTasks(const std::vector<std::pair<std::string, proto::TaskDef>>& new_tasks) const;
   // The built dataset of a registered id, built once and cached.
   absl::StatusOr<DatasetPtr> Built(const std::string& dataset_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status CreateTask(int64_t iteration_id, const std::string& worker_address)
@@ -101,6 +129,7 @@ class DispatcherImpl {
 
   absl::Mutex mu_;
   DispatcherState state_ ABSL_GUARDED_BY(mu_);
+  std::optional<Journal> journal_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, DatasetPtr> built_datasets_ ABSL_GUARDED_BY(mu_);
   // distributed_epoch iterations' split providers.
   std::map<int64_t, std::unique_ptr<SplitProvider>> split_providers_ ABSL_GUARDED_BY(mu_);

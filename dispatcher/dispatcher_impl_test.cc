@@ -2,6 +2,7 @@
 
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <fstream>
 #include <set>
 #include <string>
 #include <thread>
@@ -10,6 +11,7 @@
 #include "common/grpc_util.h"
 #include "pipeline/builder.h"
 #include "sluice/dataset.h"
+#include "tests/testing/test_util.h"
 
 namespace sluice::dispatcher {
 namespace {
@@ -98,15 +100,23 @@ proto::WorkerHeartbeatResponse Heartbeat(DispatcherImpl& d, const std::string& a
   return response;
 }
 
-proto::ClientHeartbeatResponse ClientBeat(DispatcherImpl& d, int64_t client_id) {
+proto::ClientHeartbeatResponse ClientReport(DispatcherImpl& d, int64_t client_id,
+                                            const std::vector<int64_t>& completed_tasks,
+                                            const std::vector<std::string>& unreachable = {}) {
   proto::ClientHeartbeatRequest request;
   *request.mutable_version() = CurrentVersion();
   request.set_iteration_client_id(client_id);
+  for (int64_t id : completed_tasks) request.add_completed_tasks(id);
+  for (const std::string& address : unreachable) request.add_unreachable_workers(address);
   proto::ClientHeartbeatResponse response;
   absl::Status status = d.ClientHeartbeat(request, &response);
   INFO(status.ToString());
   REQUIRE(status.ok());
   return response;
+}
+
+proto::ClientHeartbeatResponse ClientBeat(DispatcherImpl& d, int64_t client_id) {
+  return ClientReport(d, client_id, {});
 }
 
 void Finish(DispatcherImpl& d, const std::string& address, const std::vector<int64_t>& tasks) {
@@ -130,12 +140,14 @@ void Shutdown(DispatcherImpl& d, const std::string& address) {
   REQUIRE(status.ok());
 }
 
-proto::GetSplitsResponse Splits(DispatcherImpl& d, int64_t iteration_id, int64_t task_id, int max_splits) {
+proto::GetSplitsResponse Splits(DispatcherImpl& d, int64_t iteration_id, int64_t task_id, int max_splits,
+                                int64_t request_id = 0) {
   proto::GetSplitsRequest request;
   *request.mutable_version() = CurrentVersion();
   request.set_iteration_id(iteration_id);
   request.set_task_id(task_id);
   request.set_max_splits(max_splits);
+  request.set_request_id(request_id);
   proto::GetSplitsResponse response;
   absl::Status status = d.GetSplits(request, &response);
   INFO(status.ToString());
@@ -591,6 +603,7 @@ TEST_CASE("dispatcher_impl: GetSplits hands out every split of an epoch once", "
 
 TEST_CASE("dispatcher_impl: GetSplits honours a smaller max_splits", "[dispatcher]") {
   DispatcherImpl d(TestConfig());
+  Heartbeat(d, "w1:1");
   const auto it = Iteration(d, Job(d, Register(d, Dataset::Range(100).def()), proto::DISTRIBUTED_EPOCH));
   proto::GetSplitsResponse one = Splits(d, it.iteration_id(), 1, 1);
   REQUIRE(one.splits_size() == 1);
@@ -610,16 +623,17 @@ TEST_CASE("dispatcher_impl: GetSplits honours a smaller max_splits", "[dispatche
 
 TEST_CASE("dispatcher_impl: each distributed_epoch iteration has its own splits", "[dispatcher]") {
   DispatcherImpl d(TestConfig());
+  Heartbeat(d, "w1:1");
   const int64_t job = Job(d, Register(d, Dataset::Range(25).def()), proto::DISTRIBUTED_EPOCH);
-  const auto first = Iteration(d, job, 0);
-  const auto second = Iteration(d, job, 1);
+  const auto first = Iteration(d, job, 0);   // task 1
+  const auto second = Iteration(d, job, 1);  // task 2
   proto::GetSplitsResponse a = Splits(d, first.iteration_id(), 1, 100);
   CHECK(a.splits_size() == 3);
   CHECK(a.end_of_splits());
   REQUIRE(a.splits_size() == 3);
   CHECK(a.splits(2).begin() == 20);
   CHECK(a.splits(2).end() == 25);
-  proto::GetSplitsResponse b = Splits(d, second.iteration_id(), 1, 2);
+  proto::GetSplitsResponse b = Splits(d, second.iteration_id(), 2, 2);
   REQUIRE(b.splits_size() == 2);
   CHECK(b.splits(0).begin() == 0);
   CHECK_FALSE(b.end_of_splits());
@@ -627,10 +641,12 @@ TEST_CASE("dispatcher_impl: each distributed_epoch iteration has its own splits"
 
 TEST_CASE("dispatcher_impl: GetSplits of an iteration without splits is NotFound", "[dispatcher]") {
   DispatcherImpl d(TestConfig());
+  Heartbeat(d, "w1:1");
   const auto it = Iteration(d, Job(d, Register(d, SquaresDef()), proto::PARALLEL_EPOCHS));
   proto::GetSplitsRequest request;
   *request.mutable_version() = CurrentVersion();
   request.set_iteration_id(it.iteration_id());
+  request.set_task_id(1);
   request.set_max_splits(4);
   proto::GetSplitsResponse response;
   absl::Status status = d.GetSplits(request, &response);
@@ -639,7 +655,7 @@ TEST_CASE("dispatcher_impl: GetSplits of an iteration without splits is NotFound
   request.set_iteration_id(77);
   absl::Status unknown = d.GetSplits(request, &response);
   CHECK(unknown.code() == absl::StatusCode::kNotFound);
-  CHECK(unknown.message() == "iteration 77 has no splits");
+  CHECK(unknown.message() == "task 1 of iteration 77 is unknown");
 }
 
 TEST_CASE("dispatcher_impl: WorkerShutdown ends the worker's tasks", "[dispatcher]") {
@@ -832,7 +848,7 @@ TEST_CASE("dispatcher_impl: the monitor removes workers that stop heartbeating",
   config.worker_timeout_ms = 200;
   config.client_timeout_ms = 200;
   DispatcherImpl d(config);
-  d.Start();
+  REQUIRE(d.Start().ok());
   // The iteration first: the worker gets its task when it registers, so a
   // slow machine cannot lose the worker before the task exists.
   const auto it = Iteration(d, Job(d, Register(d, SquaresDef())));
@@ -866,7 +882,7 @@ TEST_CASE("dispatcher_impl: an iteration without clients is collected, one with 
   DispatcherConfig config = TestConfig();
   config.job_gc_timeout_ms = 200;
   DispatcherImpl d(config);
-  d.Start();
+  REQUIRE(d.Start().ok());
   Heartbeat(d, "w1:1");
   const std::string dataset = Register(d, SquaresDef());
   const auto abandoned = Iteration(d, Job(d, dataset, proto::PARALLEL_EPOCHS, "abandoned"));
@@ -913,7 +929,7 @@ TEST_CASE("dispatcher_impl: the monitor stops promptly on destruction", "[dispat
   const auto start = std::chrono::steady_clock::now();
   {
     DispatcherImpl d(config);
-    d.Start();
+    REQUIRE(d.Start().ok());
     Heartbeat(d, "w1:1");
   }
   // The monitor waits up to worker_timeout_ms / 10 (6 s) between checks;
@@ -935,6 +951,162 @@ TEST_CASE("dispatcher_impl: a removed worker's old tasks stay gone after it re-r
   // w2 comes back: it joins the still unfinished iteration with a new task.
   CHECK(NewTaskIds(Heartbeat(d, "w2:2")) == std::vector<int64_t>{3});
   CHECK(Listed(ClientBeat(d, it.iteration_client_id())) == Listing{{1, "w1:1"}, {3, "w2:2"}});
+}
+
+// The begin of each split of a GetSplits answer, and its seq.
+std::vector<std::pair<int64_t, int64_t>> Begins(const proto::GetSplitsResponse& response) {
+  std::vector<std::pair<int64_t, int64_t>> begins;
+  for (const auto& split : response.splits()) begins.emplace_back(split.begin(), split.seq());
+  return begins;
+}
+using BeginsAndSeqs = std::vector<std::pair<int64_t, int64_t>>;
+
+TEST_CASE("dispatcher_impl: a retried GetSplits gets the same splits, the next request new ones",
+          "[dispatcher]") {
+  DispatcherImpl d(TestConfig());
+  Heartbeat(d, "w1:1");
+  const auto it = Iteration(d, Job(d, Register(d, Dataset::Range(100).def()), proto::DISTRIBUTED_EPOCH));
+  CHECK(Begins(Splits(d, it.iteration_id(), 1, 2, 1)) == BeginsAndSeqs{{0, 1}, {10, 2}});
+  CHECK(Begins(Splits(d, it.iteration_id(), 1, 2, 1)) == BeginsAndSeqs{{0, 1}, {10, 2}});
+  CHECK(Begins(Splits(d, it.iteration_id(), 1, 2, 2)) == BeginsAndSeqs{{20, 3}, {30, 4}});
+}
+
+TEST_CASE("dispatcher_impl: a lost worker's splits go to the other task before new ones", "[dispatcher]") {
+  DispatcherImpl d(TestConfig());
+  Heartbeat(d, "w1:1");
+  Heartbeat(d, "w2:2");
+  const auto it = Iteration(d, Job(d, Register(d, Dataset::Range(100).def()), proto::DISTRIBUTED_EPOCH));
+  CHECK(Begins(Splits(d, it.iteration_id(), 1, 2, 1)) == BeginsAndSeqs{{0, 1}, {10, 2}});
+  CHECK(Begins(Splits(d, it.iteration_id(), 2, 1, 1)) == BeginsAndSeqs{{20, 3}});
+  Shutdown(d, "w1:1");
+  CHECK(Begins(Splits(d, it.iteration_id(), 2, 4, 2)) == BeginsAndSeqs{{0, 1}, {10, 2}, {30, 4}, {40, 5}});
+  // The lost task reads nothing more.
+  proto::GetSplitsResponse lost = Splits(d, it.iteration_id(), 1, 4, 2);
+  CHECK(lost.splits_size() == 0);
+  CHECK(lost.end_of_splits());
+}
+
+TEST_CASE("dispatcher_impl: returned splits that no task can take get a new task, pushed", "[dispatcher]") {
+  std::vector<std::pair<std::string, int64_t>> pushed;
+  DispatcherImpl d(TestConfig(), [&](const std::string& address, const proto::TaskDef& task) {
+    pushed.emplace_back(address, task.task_id());
+  });
+  Heartbeat(d, "w1:1");
+  Heartbeat(d, "w2:2");
+  const auto it = Iteration(d, Job(d, Register(d, Dataset::Range(30).def()), proto::DISTRIBUTED_EPOCH));
+  CHECK(Begins(Splits(d, it.iteration_id(), 1, 1, 1)) == BeginsAndSeqs{{0, 1}});
+  proto::GetSplitsResponse rest = Splits(d, it.iteration_id(), 2, 4, 1);
+  CHECK(Begins(rest) == BeginsAndSeqs{{10, 2}, {20, 3}});
+  CHECK(rest.end_of_splits());
+  Finish(d, "w2:2", {2});
+  Shutdown(d, "w1:1");
+  CHECK(pushed == std::vector<std::pair<std::string, int64_t>>{{"w1:1", 1}, {"w2:2", 2}, {"w2:2", 3}});
+  proto::ClientHeartbeatResponse listing = ClientBeat(d, it.iteration_client_id());
+  CHECK(Listed(listing) == Listing{{2, "w2:2"}, {3, "w2:2"}});
+  CHECK_FALSE(listing.iteration_finished());
+  proto::GetSplitsResponse again = Splits(d, it.iteration_id(), 3, 4, 1);
+  CHECK(Begins(again) == BeginsAndSeqs{{0, 1}});
+  CHECK(again.end_of_splits());
+  Finish(d, "w2:2", {3});
+  CHECK(ClientBeat(d, it.iteration_client_id()).iteration_finished());
+}
+
+TEST_CASE("dispatcher_impl: splits of a task a client read to its end never return", "[dispatcher]") {
+  std::vector<int64_t> pushed;
+  DispatcherImpl d(TestConfig(),
+                   [&](const std::string&, const proto::TaskDef& task) { pushed.push_back(task.task_id()); });
+  Heartbeat(d, "w1:1");
+  Heartbeat(d, "w2:2");
+  const auto it = Iteration(d, Job(d, Register(d, Dataset::Range(30).def()), proto::DISTRIBUTED_EPOCH));
+  Splits(d, it.iteration_id(), 1, 1, 1);
+  Splits(d, it.iteration_id(), 2, 4, 1);
+  Finish(d, "w1:1", {1});
+  Finish(d, "w2:2", {2});
+  ClientReport(d, it.iteration_client_id(), {1});
+  Shutdown(d, "w1:1");
+  CHECK(pushed == std::vector<int64_t>{1, 2});
+  CHECK(ClientBeat(d, it.iteration_client_id()).iteration_finished());
+  // Task 2 was not read to its end: its worker's loss returns its splits.
+  Shutdown(d, "w2:2");
+  CHECK_FALSE(ClientBeat(d, it.iteration_client_id()).iteration_finished());
+}
+
+TEST_CASE("dispatcher_impl: a worker restarted at the same address loses its old tasks", "[dispatcher]") {
+  DispatcherImpl d(TestConfig());
+  auto beat = [&](const std::string& incarnation, const std::vector<int64_t>& current) {
+    proto::WorkerHeartbeatRequest request;
+    *request.mutable_version() = CurrentVersion();
+    request.set_worker_address("w1:1");
+    request.set_incarnation(incarnation);
+    for (int64_t id : current) request.add_current_tasks(id);
+    proto::WorkerHeartbeatResponse response;
+    REQUIRE(d.WorkerHeartbeat(request, &response).ok());
+    return response;
+  };
+  beat("first", {});
+  const auto it = Iteration(d, Job(d, Register(d, Dataset::Range(30).def()), proto::DISTRIBUTED_EPOCH));
+  Splits(d, it.iteration_id(), 1, 2, 1);
+  CHECK(NewTaskIds(beat("first", {1})).empty());
+  // The same address, a new process: task 1 is lost, task 2 takes its splits.
+  CHECK(NewTaskIds(beat("second", {})) == std::vector<int64_t>{2});
+  CHECK(Listed(ClientBeat(d, it.iteration_client_id())) == Listing{{2, "w1:1"}});
+  CHECK(Begins(Splits(d, it.iteration_id(), 2, 4, 1)) == BeginsAndSeqs{{0, 1}, {10, 2}, {20, 3}});
+}
+
+TEST_CASE("dispatcher_impl: a client's report removes an unreachable worker only when it is silent",
+          "[dispatcher]") {
+  DispatcherImpl d(TestConfig());
+  Heartbeat(d, "w1:1");
+  Heartbeat(d, "w2:2");
+  const auto it = Iteration(d, Job(d, Register(d, SquaresDef())));
+  // Heard from just now: a client's trouble reaching it is not enough.
+  CHECK(Listed(ClientReport(d, it.iteration_client_id(), {}, {"w1:1"})) == Listing{{1, "w1:1"}, {2, "w2:2"}});
+  std::this_thread::sleep_for(kUnreachableWorkerSilence + std::chrono::milliseconds(100));
+  Heartbeat(d, "w2:2", {2});
+  CHECK(Listed(ClientReport(d, it.iteration_client_id(), {}, {"w1:1", "w2:2", "nobody:3"})) ==
+        Listing{{2, "w2:2"}});
+  CHECK(WorkerAddresses(d) == std::vector<std::string>{"w2:2"});
+}
+
+TEST_CASE("dispatcher_impl: a restarted dispatcher resumes from its work dir", "[dispatcher]") {
+  testing::TempDir dir;
+  DispatcherConfig config = TestConfig();
+  config.work_dir = dir.File("work");
+  SECTION("from the journal") {}
+  SECTION("from snapshots taken every 2 records") { config.snapshot_interval = 2; }
+  proto::GetOrCreateIterationResponse it;
+  int64_t job = 0;
+  {
+    DispatcherImpl d(config);
+    REQUIRE(d.Start().ok());
+    Heartbeat(d, "w1:1");
+    job = Job(d, Register(d, Dataset::Range(100).def()), proto::DISTRIBUTED_EPOCH, "named");
+    it = Iteration(d, job);
+    CHECK(Begins(Splits(d, it.iteration_id(), 1, 2, 1)) == BeginsAndSeqs{{0, 1}, {10, 2}});
+  }
+  DispatcherImpl d(config);
+  REQUIRE(d.Start().ok());
+  CHECK(WorkerAddresses(d) == std::vector<std::string>{"w1:1"});
+  CHECK(Job(d, Register(d, Dataset::Range(100).def()), proto::DISTRIBUTED_EPOCH, "named") == job);
+  CHECK(Listed(ClientBeat(d, it.iteration_client_id())) == Listing{{1, "w1:1"}});
+  // The worker's retry of its last request, then its next one.
+  CHECK(Begins(Splits(d, it.iteration_id(), 1, 2, 1)) == BeginsAndSeqs{{0, 1}, {10, 2}});
+  CHECK(Begins(Splits(d, it.iteration_id(), 1, 2, 2)) == BeginsAndSeqs{{20, 3}, {30, 4}});
+  // Ids go on where they stood.
+  const auto second = Iteration(d, job, 1);
+  CHECK(second.iteration_id() == it.iteration_id() + 1);
+  CHECK(second.iteration_client_id() == it.iteration_client_id() + 1);
+}
+
+TEST_CASE("dispatcher_impl: a damaged journal stops the start with its file and offset", "[dispatcher]") {
+  testing::TempDir dir;
+  DispatcherConfig config = TestConfig();
+  config.work_dir = dir.path();
+  { std::ofstream(dir.File("journal-0000000001.log")) << "SLUJRNL1" << std::string(30, 'x'); }
+  DispatcherImpl d(config);
+  absl::Status status = d.Start();
+  REQUIRE(absl::IsDataLoss(status));
+  CHECK(status.message() == dir.File("journal-0000000001.log") + ": byte 8: record length checksum mismatch");
 }
 
 }  // namespace

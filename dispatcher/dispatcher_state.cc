@@ -23,7 +23,7 @@ absl::Status DispatcherState::Apply(const proto::Update& update) {
     }
     case proto::Update::kRegisterWorker: {
       const auto& u = update.register_worker();
-      workers_[u.address()] = Worker{u.address(), {u.tags().begin(), u.tags().end()}};
+      workers_[u.address()] = Worker{u.address(), {u.tags().begin(), u.tags().end()}, u.incarnation()};
       return absl::OkStatus();
     }
     case proto::Update::kCreateJob: {
@@ -104,16 +104,69 @@ absl::Status DispatcherState::Apply(const proto::Update& update) {
       return absl::OkStatus();
     }
     case proto::Update::kRemoveWorker: {
-      // A removed worker's tasks are over: their clients stop waiting.
+      // A removed worker's tasks are over: their clients stop waiting, and
+      // their undelivered splits go to other tasks.
       const std::string& address = update.remove_worker().address();
       workers_.erase(address);
       for (auto& [id, task] : tasks_) {
-        if (task.worker_address == address && !task.finished) {
+        if (task.worker_address != address || task.completed) continue;
+        ReturnLeases(task);
+        if (!task.finished) {
           task.finished = true;
           task.lost = true;
-          UpdateFinished(iterations_[task.iteration_id]);
+        }
+        UpdateFinished(iterations_[task.iteration_id]);
+      }
+      return absl::OkStatus();
+    }
+    case proto::Update::kLeaseSplits: {
+      const auto& u = update.lease_splits();
+      auto task = tasks_.find(u.task_id());
+      if (task == tasks_.end() || task->second.finished) {
+        return absl::FailedPreconditionError(absl::StrCat("cannot lease splits to task ", u.task_id()));
+      }
+      Iteration& iteration = iterations_[task->second.iteration_id];
+      int64_t next_new = iteration.next_split_seq;
+      for (const proto::SplitLease& split : u.splits()) {
+        const bool returned = iteration.returned_splits.contains(split.seq());
+        if (!returned && split.seq() != next_new++) {
+          return absl::FailedPreconditionError(absl::StrCat("split ", split.seq(), " of iteration ",
+                                                            iteration.id, " is neither new nor returned"));
         }
       }
+      task->second.last_split_response.clear();
+      for (const proto::SplitLease& split : u.splits()) {
+        if (!iteration.returned_splits.erase(split.seq())) ++iteration.next_split_seq;
+        const LeasedSplit leased{split.seq(), split.begin(), split.end()};
+        task->second.leases[split.seq()] = leased;
+        task->second.last_split_response.push_back(leased);
+      }
+      task->second.last_split_request = u.request_id();
+      task->second.last_end_of_splits = u.end_of_splits();
+      iteration.split_cursor = u.cursor();
+      if (u.provider_exhausted()) iteration.splits_exhausted = true;
+      return absl::OkStatus();
+    }
+    case proto::Update::kCompleteSplits: {
+      const auto& u = update.complete_splits();
+      auto iteration = iterations_.find(u.iteration_id());
+      if (iteration == iterations_.end()) {
+        return absl::FailedPreconditionError(absl::StrCat("unknown iteration ", u.iteration_id()));
+      }
+      for (int64_t seq : u.seqs()) {
+        iteration->second.returned_splits.erase(seq);
+        for (int64_t task_id : iteration->second.tasks) tasks_[task_id].leases.erase(seq);
+      }
+      UpdateFinished(iteration->second);
+      return absl::OkStatus();
+    }
+    case proto::Update::kCompleteTask: {
+      auto task = tasks_.find(update.complete_task().task_id());
+      if (task == tasks_.end()) {
+        return absl::FailedPreconditionError(absl::StrCat("unknown task ", update.complete_task().task_id()));
+      }
+      task->second.completed = true;
+      task->second.leases.clear();
       return absl::OkStatus();
     }
     case proto::Update::kGarbageCollectIteration: {
@@ -136,7 +189,172 @@ void DispatcherState::UpdateFinished(Iteration& iteration) {
   const bool all_tasks_finished =
       !iteration.tasks.empty() && std::all_of(iteration.tasks.begin(), iteration.tasks.end(),
                                               [this](int64_t id) { return tasks_.at(id).finished; });
-  iteration.finished = iteration.collected || all_tasks_finished;
+  // Returned splits still have to be read, by a task yet to be made.
+  iteration.finished = iteration.collected || (all_tasks_finished && iteration.returned_splits.empty());
+}
+
+void DispatcherState::ReturnLeases(Task& task) {
+  Iteration& iteration = iterations_[task.iteration_id];
+  if (!iteration.collected) {
+    for (const auto& [seq, split] : task.leases) iteration.returned_splits[seq] = split;
+  }
+  task.leases.clear();
+}
+
+namespace {
+
+void LeasesToProto(const std::vector<DispatcherState::LeasedSplit>& splits,
+                   google::protobuf::RepeatedPtrField<proto::SplitLease>* out) {
+  for (const auto& split : splits) {
+    proto::SplitLease* lease = out->Add();
+    lease->set_seq(split.seq);
+    lease->set_begin(split.begin);
+    lease->set_end(split.end);
+  }
+}
+
+std::vector<DispatcherState::LeasedSplit> LeasesFromProto(
+    const google::protobuf::RepeatedPtrField<proto::SplitLease>& leases) {
+  std::vector<DispatcherState::LeasedSplit> splits;
+  for (const auto& lease : leases) splits.push_back({lease.seq(), lease.begin(), lease.end()});
+  return splits;
+}
+
+template <typename Map>
+std::vector<DispatcherState::LeasedSplit> Values(const Map& map) {
+  std::vector<DispatcherState::LeasedSplit> values;
+  for (const auto& [seq, split] : map) values.push_back(split);
+  return values;
+}
+
+}  // namespace
+
+proto::StateSnapshot DispatcherState::ToSnapshot() const {
+  proto::StateSnapshot snapshot;
+  for (const auto& [id, dataset] : datasets_) {
+    auto* d = snapshot.add_datasets();
+    d->set_dataset_id(id);
+    d->set_fingerprint(dataset.fingerprint);
+    *d->mutable_dataset() = dataset.def;
+  }
+  for (const auto& [address, worker] : workers_) {
+    auto* w = snapshot.add_workers();
+    w->set_address(address);
+    for (const std::string& tag : worker.tags) w->add_tags(tag);
+    w->set_incarnation(worker.incarnation);
+  }
+  for (const auto& [id, job] : jobs_) {
+    auto* j = snapshot.add_jobs();
+    j->set_job_id(id);
+    *j->mutable_params() = job.params;
+  }
+  for (const auto& [id, iteration] : iterations_) {
+    auto* i = snapshot.add_iterations();
+    i->set_iteration_id(id);
+    i->set_job_id(iteration.job_id);
+    i->set_repetition(iteration.repetition);
+    for (int64_t task : iteration.tasks) i->add_tasks(task);
+    for (int64_t client : iteration.clients) i->add_clients(client);
+    i->set_collected(iteration.collected);
+    i->set_split_cursor(iteration.split_cursor);
+    i->set_next_split_seq(iteration.next_split_seq);
+    LeasesToProto(Values(iteration.returned_splits), i->mutable_returned_splits());
+    i->set_splits_exhausted(iteration.splits_exhausted);
+  }
+  for (const auto& [id, task] : tasks_) {
+    auto* t = snapshot.add_tasks();
+    t->set_task_id(id);
+    t->set_iteration_id(task.iteration_id);
+    t->set_worker_address(task.worker_address);
+    t->set_finished(task.finished);
+    t->set_lost(task.lost);
+    t->set_completed(task.completed);
+    t->set_last_split_request(task.last_split_request);
+    LeasesToProto(task.last_split_response, t->mutable_last_split_response());
+    t->set_last_end_of_splits(task.last_end_of_splits);
+    LeasesToProto(Values(task.leases), t->mutable_leases());
+  }
+  snapshot.set_next_dataset_id(next_dataset_id_);
+  snapshot.set_next_job_id(next_job_id_);
+  snapshot.set_next_iteration_id(next_iteration_id_);
+  snapshot.set_next_task_id(next_task_id_);
+  snapshot.set_next_iteration_client_id(next_iteration_client_id_);
+  return snapshot;
+}
+
+absl::StatusOr<DispatcherState> DispatcherState::FromSnapshot(const proto::StateSnapshot& snapshot) {
+  DispatcherState state;
+  // Datasets, workers and jobs go through Apply, which checks them.
+  for (const auto& dataset : snapshot.datasets()) {
+    proto::Update update;
+    *update.mutable_register_dataset() = dataset;
+    if (absl::Status s = state.Apply(update); !s.ok()) return s;
+  }
+  for (const auto& worker : snapshot.workers()) {
+    proto::Update update;
+    *update.mutable_register_worker() = worker;
+    if (absl::Status s = state.Apply(update); !s.ok()) return s;
+  }
+  for (const auto& job : snapshot.jobs()) {
+    proto::Update update;
+    *update.mutable_create_job() = job;
+    if (absl::Status s = state.Apply(update); !s.ok()) return s;
+  }
+  for (const auto& t : snapshot.tasks()) {
+    Task task{t.task_id(), t.iteration_id(), t.worker_address(), t.finished(), t.lost()};
+    task.completed = t.completed();
+    task.last_split_request = t.last_split_request();
+    task.last_split_response = LeasesFromProto(t.last_split_response());
+    task.last_end_of_splits = t.last_end_of_splits();
+    for (const LeasedSplit& split : LeasesFromProto(t.leases())) task.leases[split.seq] = split;
+    state.tasks_[t.task_id()] = std::move(task);
+  }
+  for (const auto& i : snapshot.iterations()) {
+    auto job = state.jobs_.find(i.job_id());
+    if (job == state.jobs_.end() || i.repetition() < 0) {
+      return absl::DataLossError(
+          absl::StrCat("snapshot: iteration ", i.iteration_id(), " has no job ", i.job_id()));
+    }
+    Iteration iteration;
+    iteration.id = i.iteration_id();
+    iteration.job_id = i.job_id();
+    iteration.repetition = i.repetition();
+    for (int64_t task : i.tasks()) {
+      if (!state.tasks_.contains(task)) {
+        return absl::DataLossError(absl::StrCat("snapshot: iteration ", iteration.id, " has no task ", task));
+      }
+      iteration.tasks.push_back(task);
+    }
+    for (int64_t client : i.clients()) {
+      iteration.clients.insert(client);
+      state.iteration_of_client_[client] = iteration.id;
+    }
+    iteration.collected = i.collected();
+    iteration.split_cursor = i.split_cursor();
+    iteration.next_split_seq = i.next_split_seq();
+    for (const LeasedSplit& split : LeasesFromProto(i.returned_splits())) {
+      iteration.returned_splits[split.seq] = split;
+    }
+    iteration.splits_exhausted = i.splits_exhausted();
+    if (static_cast<int64_t>(job->second.iterations.size()) <= iteration.repetition) {
+      job->second.iterations.resize(iteration.repetition + 1, 0);
+    }
+    job->second.iterations[iteration.repetition] = iteration.id;
+    state.UpdateFinished(state.iterations_[iteration.id] = std::move(iteration));
+  }
+  for (const auto& [id, task] : state.tasks_) {
+    if (!state.iterations_.contains(task.iteration_id)) {
+      return absl::DataLossError(
+          absl::StrCat("snapshot: task ", id, " has no iteration ", task.iteration_id));
+    }
+  }
+  state.next_dataset_id_ = std::max(state.next_dataset_id_, snapshot.next_dataset_id());
+  state.next_job_id_ = std::max(state.next_job_id_, snapshot.next_job_id());
+  state.next_iteration_id_ = std::max(state.next_iteration_id_, snapshot.next_iteration_id());
+  state.next_task_id_ = std::max(state.next_task_id_, snapshot.next_task_id());
+  state.next_iteration_client_id_ =
+      std::max(state.next_iteration_client_id_, snapshot.next_iteration_client_id());
+  return state;
 }
 
 const DispatcherState::Dataset* DispatcherState::FindDataset(const std::string& id) const {

@@ -29,6 +29,13 @@ class DispatcherState {
   struct Worker {
     std::string address;
     std::vector<std::string> tags;
+    std::string incarnation;
+  };
+  struct LeasedSplit {
+    int64_t seq = 0;
+    int64_t begin = 0;
+    int64_t end = 0;
+    bool operator==(const LeasedSplit&) const = default;
   };
   struct Job {
     int64_t id = 0;
@@ -43,6 +50,15 @@ class DispatcherState {
     // Ended because its worker was removed: over for good, even if a
     // worker re-registers at the same address.
     bool lost = false;
+    // A client read it to its end, so its splits are delivered.
+    bool completed = false;
+    // distributed_epoch: the last GetSplits request answered, and its
+    // answer, for retries.
+    int64_t last_split_request = 0;
+    std::vector<LeasedSplit> last_split_response;
+    bool last_end_of_splits = false;
+    // Splits handed to this task and not yet known delivered, by seq.
+    std::map<int64_t, LeasedSplit> leases;
   };
   struct Iteration {
     int64_t id = 0;
@@ -54,11 +70,22 @@ class DispatcherState {
     bool finished = false;
     // Garbage-collected: abandoned by its clients; its tasks are dropped.
     bool collected = false;
+    // distributed_epoch: the split provider's saved position, the number
+    // for the next new split, and splits of lost tasks waiting to be
+    // handed out again (before any new split).
+    std::string split_cursor;
+    int64_t next_split_seq = 1;
+    std::map<int64_t, LeasedSplit> returned_splits;
+    bool splits_exhausted = false;
   };
 
   // Applies one update; an update that contradicts the state (an unknown
   // id) is FailedPrecondition and changes nothing.
   absl::Status Apply(const proto::Update& update);
+
+  // The whole state, and the state a snapshot describes.
+  proto::StateSnapshot ToSnapshot() const;
+  static absl::StatusOr<DispatcherState> FromSnapshot(const proto::StateSnapshot& snapshot);
 
   // Lookups; nullptr when absent.
   const Dataset* FindDataset(const std::string& id) const;
@@ -87,6 +114,8 @@ class DispatcherState {
 
  private:
   void UpdateFinished(Iteration& iteration);
+  // A lost task's undelivered splits go back to its iteration.
+  void ReturnLeases(Task& task);
 
   std::map<std::string, Dataset> datasets_;
   std::map<std::string, std::string> dataset_by_fingerprint_;

@@ -1,6 +1,8 @@
 #include "dispatcher/dispatcher_state.h"
 
+#include <array>
 #include <catch2/catch.hpp>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -662,6 +664,130 @@ TEST_CASE("dispatcher_state: GarbageCollectIteration needs an iteration without 
   // Later updates of its tasks keep it finished.
   REQUIRE(state.Apply(RemoveWorker("w1:1")).ok());
   CHECK(state.FindIteration(1)->finished);
+}
+
+proto::Update Lease(int64_t task_id, int64_t request_id, const std::vector<std::array<int64_t, 3>>& splits,
+                    bool provider_exhausted = false) {
+  proto::Update update;
+  auto* u = update.mutable_lease_splits();
+  u->set_task_id(task_id);
+  u->set_request_id(request_id);
+  for (const auto& [seq, begin, end] : splits) {
+    proto::SplitLease* lease = u->add_splits();
+    lease->set_seq(seq);
+    lease->set_begin(begin);
+    lease->set_end(end);
+  }
+  u->set_cursor("cursor" + std::to_string(request_id));
+  u->set_provider_exhausted(provider_exhausted);
+  u->set_end_of_splits(provider_exhausted);
+  return update;
+}
+
+std::vector<int64_t> Seqs(const std::map<int64_t, DispatcherState::LeasedSplit>& splits) {
+  std::vector<int64_t> seqs;
+  for (const auto& [seq, split] : splits) seqs.push_back(seq);
+  return seqs;
+}
+
+// Two workers, a distributed_epoch iteration 1 with tasks 1 (w1) and 2 (w2).
+DispatcherState LeasingState() {
+  DispatcherState state;
+  ApplyAll(state, {RegisterDataset("d", "f", 100), RegisterWorker("w1"), RegisterWorker("w2"),
+                   CreateJob(1, "d", "", proto::DISTRIBUTED_EPOCH), CreateIteration(1, 1, 0),
+                   CreateTask(1, 1, "w1"), CreateTask(2, 1, "w2")});
+  return state;
+}
+
+TEST_CASE("dispatcher_state: a lost worker's leased splits return to its iteration", "[dispatcher]") {
+  DispatcherState state = LeasingState();
+  ApplyAll(state,
+           {Lease(1, 1, {{1, 0, 10}, {2, 10, 20}}), Lease(2, 1, {{3, 20, 30}}), Lease(1, 2, {{4, 30, 40}})});
+  CHECK(Seqs(state.FindTask(1)->leases) == std::vector<int64_t>{1, 2, 4});
+  CHECK(state.FindTask(1)->last_split_request == 2);
+  CHECK(state.FindTask(1)->last_split_response == std::vector<DispatcherState::LeasedSplit>{{4, 30, 40}});
+  CHECK(state.FindIteration(1)->next_split_seq == 5);
+  CHECK(state.FindIteration(1)->split_cursor == "cursor2");
+
+  ApplyAll(state, {RemoveWorker("w1")});
+  CHECK(Seqs(state.FindIteration(1)->returned_splits) == std::vector<int64_t>{1, 2, 4});
+  CHECK(state.FindTask(1)->leases.empty());
+  CHECK(state.FindTask(1)->lost);
+  // w2 finishes, but the returned splits still need a reader.
+  ApplyAll(state, {FinishTask(2)});
+  CHECK_FALSE(state.FindIteration(1)->finished);
+
+  // A new task takes them back, keeping their numbers; new splits follow.
+  ApplyAll(state, {CreateTask(3, 1, "w2"), Lease(3, 1, {{1, 0, 10}, {4, 30, 40}, {5, 40, 50}})});
+  CHECK(Seqs(state.FindIteration(1)->returned_splits) == std::vector<int64_t>{2});
+  CHECK(state.FindIteration(1)->next_split_seq == 6);
+  ApplyAll(state, {Lease(3, 2, {{2, 10, 20}}, true)});
+  CHECK(state.FindIteration(1)->returned_splits.empty());
+  CHECK(state.FindIteration(1)->splits_exhausted);
+  ApplyAll(state, {FinishTask(3)});
+  CHECK(state.FindIteration(1)->finished);
+}
+
+TEST_CASE("dispatcher_state: a lease of an unknown split or to a finished task is refused", "[dispatcher]") {
+  DispatcherState state = LeasingState();
+  absl::Status skipped = state.Apply(Lease(1, 1, {{2, 0, 10}}));
+  CHECK(skipped.message() == "split 2 of iteration 1 is neither new nor returned");
+  ApplyAll(state, {FinishTask(1)});
+  absl::Status finished = state.Apply(Lease(1, 1, {{1, 0, 10}}));
+  CHECK(finished.message() == "cannot lease splits to task 1");
+  CHECK(state.FindIteration(1)->next_split_seq == 1);
+}
+
+TEST_CASE("dispatcher_state: delivered splits are never returned", "[dispatcher]") {
+  DispatcherState state = LeasingState();
+  ApplyAll(state, {Lease(1, 1, {{1, 0, 10}, {2, 10, 20}}), Lease(2, 1, {{3, 20, 30}})});
+  proto::Update complete;
+  complete.mutable_complete_splits()->set_iteration_id(1);
+  complete.mutable_complete_splits()->add_seqs(2);
+  proto::Update complete_task;
+  complete_task.mutable_complete_task()->set_task_id(2);
+  ApplyAll(state, {complete, complete_task, FinishTask(2)});
+  CHECK(state.FindTask(2)->completed);
+  // A finished task that a client has read to its end loses nothing when
+  // its worker goes; one not yet read returns its splits.
+  ApplyAll(state, {RemoveWorker("w2"), RemoveWorker("w1")});
+  CHECK(Seqs(state.FindIteration(1)->returned_splits) == std::vector<int64_t>{1});
+  CHECK(state.FindTask(2)->finished);
+  CHECK_FALSE(state.FindTask(2)->lost);
+}
+
+TEST_CASE("dispatcher_state: a snapshot restores the same state", "[dispatcher]") {
+  DispatcherState state = LeasingState();
+  ApplyAll(state, {Lease(1, 1, {{1, 0, 10}, {2, 10, 20}}), Lease(2, 1, {{3, 20, 30}}), Acquire(7, 1),
+                   RemoveWorker("w1"), FinishTask(2), RegisterDataset("e", "g", 5),
+                   CreateJob(2, "e", "named"), CreateIteration(2, 2, 0), CreateTask(3, 2, "w2")});
+  proto::Update collect;
+  collect.mutable_garbage_collect_iteration()->set_iteration_id(2);
+  ApplyAll(state, {collect});
+  const proto::StateSnapshot snapshot = state.ToSnapshot();
+  absl::StatusOr<DispatcherState> restored = DispatcherState::FromSnapshot(snapshot);
+  REQUIRE(restored.ok());
+  CHECK(restored->ToSnapshot().SerializeAsString() == snapshot.SerializeAsString());
+  CHECK(Seqs(restored->FindIteration(1)->returned_splits) == std::vector<int64_t>{1, 2});
+  CHECK_FALSE(restored->FindIteration(1)->finished);
+  CHECK(restored->FindIteration(2)->finished);
+  CHECK(restored->FindIteration(2)->collected);
+  CHECK(restored->FindJobByName("named")->id == 2);
+  CHECK(restored->FindDatasetByFingerprint("g")->id == "e");
+  CHECK(restored->IterationOfClient(7) == std::optional<int64_t>(1));
+  CHECK(restored->NextTaskId() == 4);
+  CHECK(restored->FindTask(1)->lost);
+  // Ids go on where they stood.
+  CHECK(restored->NextIterationClientId() == 8);
+  CHECK(restored->NextJobId() == 3);
+}
+
+TEST_CASE("dispatcher_state: a snapshot that contradicts itself is DataLoss", "[dispatcher]") {
+  proto::StateSnapshot snapshot = LeasingState().ToSnapshot();
+  snapshot.mutable_iterations(0)->add_tasks(99);
+  absl::StatusOr<DispatcherState> restored = DispatcherState::FromSnapshot(snapshot);
+  REQUIRE(absl::IsDataLoss(restored.status()));
+  CHECK(restored.status().message() == "snapshot: iteration 1 has no task 99");
 }
 
 }  // namespace

@@ -26,6 +26,11 @@ int main(int argc, char** argv) {
       config, [&pusher](const std::string& address, const sluice::proto::TaskDef& task) {
         pusher.Push(address, task);
       });
+  // Recovery comes before serving: no request sees a half-restored state.
+  if (absl::Status status = impl.Start(); !status.ok()) {
+    std::cerr << "dispatcherd: " << status.message() << "\n";
+    return 1;
+  }
   sluice::dispatcher::GrpcDispatcherImpl service(&impl);
   int port = 0;
   auto server = sluice::StartServer({config.bind_address, static_cast<int>(config.port), config.port_file},
@@ -34,7 +39,6 @@ int main(int argc, char** argv) {
     std::cerr << "dispatcherd: " << server.status().message() << "\n";
     return 1;
   }
-  impl.Start();
   const int signal = sluice::WaitForShutdownSignal();
   spdlog::info("signal {}: shutting down", signal);
   (*server)->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));

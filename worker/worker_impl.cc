@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <random>
+
 #include "absl/strings/str_cat.h"
 #include "common/grpc_util.h"
 #include "common/proto_convert.h"
@@ -28,12 +30,16 @@ int64_t ElementBytes(const Element& element) {
 // Fetches a distributed_epoch task's splits from the dispatcher.
 SplitPrefetcher::FetchFn FetchSplitsFrom(proto::DispatcherService::Stub* dispatcher, int64_t iteration_id,
                                          int64_t task_id) {
+  // Numbers the requests, so that the dispatcher answers a retry with the
+  // splits it leased the first time. One fetch thread calls this.
+  auto last_request = std::make_shared<int64_t>(0);
   return [=](int max_splits, const std::function<bool()>& cancelled, std::vector<Split>* splits, bool* end) {
     proto::GetSplitsRequest request;
     *request.mutable_version() = CurrentVersion();
     request.set_iteration_id(iteration_id);
     request.set_task_id(task_id);
     request.set_max_splits(max_splits);
+    request.set_request_id(++*last_request);
     proto::GetSplitsResponse response;
     absl::Status status = CallWithRetries(
         [&](grpc::ClientContext* context) { return dispatcher->GetSplits(context, request, &response); },
@@ -231,7 +237,10 @@ class WorkerImpl::Task {
   std::thread thread_;
 };
 
-WorkerImpl::WorkerImpl(WorkerConfig config) : config_(std::move(config)) {
+WorkerImpl::WorkerImpl(WorkerConfig config)
+    : config_(std::move(config)),
+      incarnation_(absl::StrCat(absl::Hex(std::random_device()(), absl::kZeroPad8),
+                                absl::Hex(std::random_device()(), absl::kZeroPad8))) {
   expire_thread_ = std::thread([this] { ExpireLoop(); });
 }
 
@@ -247,6 +256,7 @@ absl::Status WorkerImpl::Start(const std::string& address) {
   proto::WorkerHeartbeatRequest request;
   *request.mutable_version() = CurrentVersion();
   request.set_worker_address(address_);
+  request.set_incarnation(incarnation_);
   for (const std::string& tag : config_.tags) request.add_tags(tag);
   proto::WorkerHeartbeatResponse response;
   absl::Status status = CallWithRetries(
@@ -303,6 +313,7 @@ absl::Status WorkerImpl::Heartbeat() {
   proto::WorkerHeartbeatRequest request;
   *request.mutable_version() = CurrentVersion();
   request.set_worker_address(address_);
+  request.set_incarnation(incarnation_);
   for (const std::string& tag : config_.tags) request.add_tags(tag);
   {
     absl::MutexLock lock(&mu_);

@@ -78,6 +78,9 @@ class WorkerImpl {
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<proto::DispatcherService::Stub> dispatcher_;
   std::string address_;
+  // Random per process: tells the dispatcher this run from an earlier one
+  // at the same address.
+  const std::string incarnation_;
 
   absl::Mutex mu_;
   std::map<int64_t, std::shared_ptr<Task>> tasks_ ABSL_GUARDED_BY(mu_);

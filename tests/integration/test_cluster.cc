@@ -116,20 +116,69 @@ std::string WaitForFile(const std::string& path, std::chrono::milliseconds timeo
 }
 
 TestCluster::TestCluster(Options options) : options_(std::move(options)) {
+  StartDispatcher(0);
+  for (int i = 0; i < options_.num_workers; ++i) StartWorker(i, 0);
+  WaitForRegisteredWorkers(options_.num_workers);
+}
+
+void TestCluster::StartDispatcher(int port) {
   const std::string port_file = dir_.File("dispatcher.port");
-  std::vector<std::string> argv = {SLUICE_DISPATCHERD, "--port",      "0",
+  std::remove(port_file.c_str());
+  std::vector<std::string> argv = {SLUICE_DISPATCHERD, "--port",      std::to_string(port),
                                    "--bind-address",   "127.0.0.1",   "--port-file",
                                    port_file,          "--log-level", "warn"};
   argv.insert(argv.end(), options_.dispatcher_args.begin(), options_.dispatcher_args.end());
-  auto dispatcher = Process::Start(argv, dir_.File("dispatcher.log"));
+  // Each run logs to its own file: dispatcher.log, then dispatcher.1.log...
+  const std::string log = dir_.File(
+      dispatcher_starts_ == 0 ? "dispatcher.log" : absl::StrCat("dispatcher.", dispatcher_starts_, ".log"));
+  ++dispatcher_starts_;
+  auto dispatcher = Process::Start(argv, log);
   REQUIRE(dispatcher.ok());
   dispatcher_ = *std::move(dispatcher);
-  const std::string port = WaitForFile(port_file, std::chrono::seconds(20));
-  INFO(ReadFileOrEmpty(dir_.File("dispatcher.log")));
-  REQUIRE(!port.empty());
-  dispatcher_port_ = std::stoi(port);
-  for (int i = 0; i < options_.num_workers; ++i) StartWorker();
-  WaitForRegisteredWorkers(options_.num_workers);
+  const std::string bound = WaitForFile(port_file, std::chrono::seconds(20));
+  INFO(ReadFileOrEmpty(log));
+  REQUIRE(!bound.empty());
+  dispatcher_port_ = std::stoi(bound);
+}
+
+void TestCluster::RestartDispatcher() {
+  dispatcher_->Kill();
+  StartDispatcher(dispatcher_port_);
+}
+
+int TestCluster::WorkerPort(int index) const {
+  return std::stoi(ReadFileOrEmpty(dir_.File(absl::StrCat("worker", index, ".port"))));
+}
+
+void TestCluster::KillWorker(int i) { workers_.at(i)->Kill(); }
+
+void TestCluster::RestartWorker(int i) {
+  workers_.at(i)->Kill();
+  const int port = WorkerPort(i);
+  const std::string address = absl::StrCat("127.0.0.1:", port);
+  const int64_t killed_at = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                std::chrono::system_clock::now().time_since_epoch())
+                                .count();
+  StartWorker(i, port);
+  // Registered again once the dispatcher has heard from that address since
+  // the old process died.
+  auto stub = proto::DispatcherService::NewStub(MakeChannel(DispatcherAddress()));
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (true) {
+    proto::GetWorkersRequest request;
+    *request.mutable_version() = CurrentVersion();
+    proto::GetWorkersResponse response;
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    if (stub->GetWorkers(&context, request, &response).ok()) {
+      for (const auto& worker : response.workers()) {
+        if (worker.address() == address && worker.last_heartbeat_unix_ms() > killed_at) return;
+      }
+    }
+    INFO("waiting for the restarted worker " << address);
+    REQUIRE(std::chrono::steady_clock::now() < give_up);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
 }
 
 TestCluster::~TestCluster() {
@@ -139,32 +188,36 @@ TestCluster::~TestCluster() {
 
 std::string TestCluster::DispatcherAddress() const { return absl::StrCat("127.0.0.1:", dispatcher_port_); }
 
-void TestCluster::StartWorker() {
-  const int index = static_cast<int>(workers_.size());
-  std::vector<std::string> argv = {SLUICE_WORKERD,
-                                   "--dispatcher",
-                                   DispatcherAddress(),
-                                   "--port",
-                                   "0",
-                                   "--bind-address",
-                                   "127.0.0.1",
-                                   "--log-level",
-                                   "warn",
-                                   "--port-file",
-                                   dir_.File(absl::StrCat("worker", index, ".port"))};
+void TestCluster::StartWorker(int index, int port) {
+  const std::string port_file = dir_.File(absl::StrCat("worker", index, ".port"));
+  std::remove(port_file.c_str());
+  std::vector<std::string> argv = {
+      SLUICE_WORKERD,   "--dispatcher", DispatcherAddress(), "--port", std::to_string(port),
+      "--bind-address", "127.0.0.1",    "--log-level",       "warn",   "--port-file",
+      port_file};
   argv.insert(argv.end(), options_.worker_args.begin(), options_.worker_args.end());
   // Fast heartbeats, unless the test sets its own.
   if (std::find(argv.begin(), argv.end(), "--heartbeat-interval-ms") == argv.end()) {
     argv.insert(argv.end(), {"--heartbeat-interval-ms", "100"});
   }
-  auto worker = Process::Start(argv, dir_.File(absl::StrCat("worker", index, ".log")));
+  if (index >= static_cast<int>(worker_starts_.size())) worker_starts_.resize(index + 1, 0);
+  const int start = worker_starts_[index]++;
+  const std::string log = dir_.File(start == 0 ? absl::StrCat("worker", index, ".log")
+                                               : absl::StrCat("worker", index, ".", start, ".log"));
+  auto worker = Process::Start(argv, log);
   REQUIRE(worker.ok());
-  workers_.push_back(*std::move(worker));
+  if (index < static_cast<int>(workers_.size())) {
+    workers_[index] = *std::move(worker);
+  } else {
+    workers_.push_back(*std::move(worker));
+  }
+  INFO(ReadFileOrEmpty(log));
+  REQUIRE(!WaitForFile(port_file, std::chrono::seconds(20)).empty());
 }
 
 void TestCluster::AddWorker() {
   const int before = RegisteredWorkers();
-  StartWorker();
+  StartWorker(num_workers(), 0);
   WaitForRegisteredWorkers(before + 1);
 }
 

@@ -73,6 +73,13 @@ class TestCluster {
 
   // Starts one more worker and waits until it is registered.
   void AddWorker();
+  // SIGKILLs the dispatcher and starts it again on the same port with the
+  // same arguments (so the same work dir, if any); waits until it serves.
+  void RestartDispatcher();
+  // SIGKILLs worker i; RestartWorker starts it again on the same port, so
+  // at the same address, and waits until it is registered.
+  void KillWorker(int i);
+  void RestartWorker(int i);
   Process& worker(int i) { return *workers_.at(i); }
   Process& dispatcher() { return *dispatcher_; }
   int num_workers() const { return static_cast<int>(workers_.size()); }
@@ -82,13 +89,17 @@ class TestCluster {
   void WaitForRegisteredWorkers(int n, std::chrono::milliseconds timeout = std::chrono::seconds(20));
 
  private:
-  void StartWorker();
+  void StartDispatcher(int port);
+  void StartWorker(int index, int port);
+  int WorkerPort(int index) const;
 
   const Options options_;
   TempDir dir_;
   int dispatcher_port_ = 0;
   std::unique_ptr<Process> dispatcher_;
   std::vector<std::unique_ptr<Process>> workers_;
+  int dispatcher_starts_ = 0;
+  std::vector<int> worker_starts_;
 };
 
 // Waits (bounded) for a file to appear with content; its content.

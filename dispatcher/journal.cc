@@ -1,0 +1,342 @@
+#include "dispatcher/journal.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/crc32c.h"
+
+namespace sluice::dispatcher {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr std::string_view kJournalMagic = "SLUJRNL1";
+constexpr std::string_view kSnapshotMagic = "SLUSNAP1";
+constexpr size_t kHeaderBytes = 8;   // length, length CRC
+constexpr size_t kTrailerBytes = 4;  // payload CRC
+// Larger than any update or snapshot a dispatcher writes; a length above it
+// is damage, not a record.
+constexpr uint32_t kMaxRecordBytes = 1u << 30;
+
+std::string Errno(const std::string& what, const std::string& path) {
+  return absl::StrCat(what, " ", path, ": ", std::strerror(errno));
+}
+
+std::string FileName(std::string_view prefix, int64_t sequence, std::string_view suffix) {
+  return absl::StrFormat("%s-%010d%s", prefix, sequence, suffix);
+}
+
+// The sequence number of "PREFIX-N.SUFFIX", or nullopt for other names.
+std::optional<int64_t> SequenceOf(const std::string& name, std::string_view prefix, std::string_view suffix) {
+  if (name.size() <= prefix.size() + 1 + suffix.size() || !name.starts_with(prefix) ||
+      !name.ends_with(suffix) || name[prefix.size()] != '-') {
+    return std::nullopt;
+  }
+  const std::string digits = name.substr(prefix.size() + 1, name.size() - prefix.size() - 1 - suffix.size());
+  if (digits.empty() || !std::all_of(digits.begin(), digits.end(), ::isdigit)) return std::nullopt;
+  return std::stoll(digits);
+}
+
+void PutLittleEndian32(uint32_t value, std::string* out) {
+  for (int i = 0; i < 4; ++i) out->push_back(static_cast<char>((value >> (8 * i)) & 0xff));
+}
+
+uint32_t GetLittleEndian32(const char* p) {
+  uint32_t value = 0;
+  for (int i = 0; i < 4; ++i) value |= static_cast<uint32_t>(static_cast<unsigned char>(p[i])) << (8 * i);
+  return value;
+}
+
+std::string EncodeRecord(const std::string& payload) {
+  std::string record;
+  record.reserve(kHeaderBytes + payload.size() + kTrailerBytes);
+  PutLittleEndian32(static_cast<uint32_t>(payload.size()), &record);
+  PutLittleEndian32(crc32c::Mask(crc32c::Value(std::string_view(record.data(), 4))), &record);
+  record += payload;
+  PutLittleEndian32(crc32c::Mask(crc32c::Value(payload)), &record);
+  return record;
+}
+
+enum class ReadResult { kRecord, kEnd, kTorn, kCorrupt };
+
+// Reads the record at *offset. kTorn is damage that only a write cut short
+// at the end of the file explains; kCorrupt is any other.
+ReadResult ReadRecord(const std::string& data, size_t* offset, std::string* payload, std::string* why) {
+  const size_t remaining = data.size() - *offset;
+  if (remaining == 0) return ReadResult::kEnd;
+  const char* p = data.data() + *offset;
+  if (remaining < kHeaderBytes) {
+    *why = "partial record header";
+    return ReadResult::kTorn;
+  }
+  const uint32_t length = GetLittleEndian32(p);
+  if (crc32c::Unmask(GetLittleEndian32(p + 4)) != crc32c::Value(std::string_view(p, 4))) {
+    // A file system may leave zeros where a write was lost.
+    if (std::all_of(p, p + remaining, [](char c) { return c == 0; })) {
+      *why = "zeroed record";
+      return ReadResult::kTorn;
+    }
+    *why = "record length checksum mismatch";
+    return ReadResult::kCorrupt;
+  }
+  if (length > kMaxRecordBytes) {
+    *why = absl::StrCat("record length ", length, " is too large");
+    return ReadResult::kCorrupt;
+  }
+  const size_t total = kHeaderBytes + length + kTrailerBytes;
+  if (remaining < total) {
+    *why = absl::StrCat("record of ", length, " bytes cut short at ", remaining - kHeaderBytes);
+    return ReadResult::kTorn;
+  }
+  const std::string_view body(p + kHeaderBytes, length);
+  if (crc32c::Unmask(GetLittleEndian32(p + kHeaderBytes + length)) != crc32c::Value(body)) {
+    *why = "record checksum mismatch";
+    return remaining == total ? ReadResult::kTorn : ReadResult::kCorrupt;
+  }
+  payload->assign(body);
+  *offset += total;
+  return ReadResult::kRecord;
+}
+
+absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(Errno("cannot open", path));
+  std::ostringstream contents;
+  contents << in.rdbuf();
+  if (in.bad()) return absl::DataLossError(Errno("cannot read", path));
+  return contents.str();
+}
+
+absl::Status WriteAll(int fd, std::string_view bytes, const std::string& path) {
+  while (!bytes.empty()) {
+    const ssize_t written = ::write(fd, bytes.data(), bytes.size());
+    if (written < 0) {
+      if (errno == EINTR) continue;
+      return absl::InternalError(Errno("cannot write", path));
+    }
+    bytes.remove_prefix(static_cast<size_t>(written));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SyncDirectory(const std::string& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+  if (fd < 0) return absl::InternalError(Errno("cannot open", dir));
+  const int result = ::fsync(fd);
+  ::close(fd);
+  if (result != 0) return absl::InternalError(Errno("cannot sync", dir));
+  return absl::OkStatus();
+}
+
+absl::Status ReadSnapshot(const std::string& path, proto::StateSnapshot* snapshot) {
+  absl::StatusOr<std::string> data = ReadWholeFile(path);
+  if (!data.ok()) return data.status();
+  if (!data->starts_with(kSnapshotMagic)) {
+    return absl::DataLossError(absl::StrCat(path, ": byte 0: not a Sluice snapshot (bad magic)"));
+  }
+  size_t offset = kSnapshotMagic.size();
+  std::string payload;
+  std::string why;
+  // Snapshots appear by rename once complete: any damage is corruption.
+  if (ReadRecord(*data, &offset, &payload, &why) != ReadResult::kRecord) {
+    return absl::DataLossError(
+        absl::StrCat(path, ": byte ", kSnapshotMagic.size(), ": ", why.empty() ? "no snapshot record" : why));
+  }
+  if (offset != data->size()) {
+    return absl::DataLossError(
+        absl::StrCat(path, ": byte ", offset, ": unexpected bytes after the snapshot"));
+  }
+  if (!snapshot->ParseFromString(payload)) {
+    return absl::DataLossError(
+        absl::StrCat(path, ": byte ", kSnapshotMagic.size(), ": snapshot record does not parse"));
+  }
+  return absl::OkStatus();
+}
+
+// Reads one journal file's updates. Only in the last file may a torn tail
+// be cut off.
+absl::Status ReadJournalFile(const std::string& path, bool last, Journal::Recovered* recovered) {
+  absl::StatusOr<std::string> data = ReadWholeFile(path);
+  if (!data.ok()) return data.status();
+  auto torn = [&](size_t offset, const std::string& why) -> absl::Status {
+    if (!last) {
+      return absl::DataLossError(
+          absl::StrCat(path, ": byte ", offset, ": ", why, " in a journal file that is not the newest"));
+    }
+    if (::truncate(path.c_str(), static_cast<off_t>(offset)) != 0) {
+      return absl::InternalError(Errno("cannot truncate", path));
+    }
+    recovered->warnings.push_back(absl::StrCat(path, ": torn record at byte ", offset, " (", why,
+                                               "): truncated, ", data->size() - offset, " bytes dropped"));
+    return absl::OkStatus();
+  };
+  if (data->size() < kJournalMagic.size()) {
+    if (kJournalMagic.starts_with(*data)) return torn(0, "partial file header");
+    return absl::DataLossError(absl::StrCat(path, ": byte 0: not a Sluice journal (bad magic)"));
+  }
+  if (!data->starts_with(kJournalMagic)) {
+    return absl::DataLossError(absl::StrCat(path, ": byte 0: not a Sluice journal (bad magic)"));
+  }
+  size_t offset = kJournalMagic.size();
+  while (true) {
+    const size_t start = offset;
+    std::string payload;
+    std::string why;
+    switch (ReadRecord(*data, &offset, &payload, &why)) {
+      case ReadResult::kEnd:
+        return absl::OkStatus();
+      case ReadResult::kTorn:
+        return torn(start, why);
+      case ReadResult::kCorrupt:
+        return absl::DataLossError(absl::StrCat(path, ": byte ", start, ": ", why));
+      case ReadResult::kRecord: {
+        Journal::Recovered::Record record;
+        if (!record.update.ParseFromString(payload)) {
+          return absl::DataLossError(
+              absl::StrCat(path, ": byte ", start, ": record does not parse as an update"));
+        }
+        record.file = path;
+        record.offset = static_cast<int64_t>(start);
+        recovered->updates.push_back(std::move(record));
+        break;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<Journal> Journal::Open(const std::string& dir, Recovered* recovered) {
+  std::error_code error;
+  fs::create_directories(dir, error);
+  if (error) return absl::InvalidArgumentError(absl::StrCat("work dir ", dir, ": ", error.message()));
+  std::map<int64_t, std::string> journals;
+  std::map<int64_t, std::string> snapshots;
+  for (const auto& entry : fs::directory_iterator(dir, error)) {
+    const std::string name = entry.path().filename().string();
+    if (auto seq = SequenceOf(name, "journal", ".log")) journals[*seq] = entry.path().string();
+    if (auto seq = SequenceOf(name, "snapshot", ".pb")) snapshots[*seq] = entry.path().string();
+    // A snapshot whose writer died before renaming it.
+    if (name.starts_with("snapshot-") && name.ends_with(".tmp")) fs::remove(entry.path(), error);
+  }
+  if (error) return absl::InvalidArgumentError(absl::StrCat("work dir ", dir, ": ", error.message()));
+
+  Journal journal(dir);
+  int64_t first_journal = 0;
+  if (!snapshots.empty()) {
+    const auto& [seq, path] = *snapshots.rbegin();
+    recovered->snapshot.emplace();
+    if (absl::Status s = ReadSnapshot(path, &*recovered->snapshot); !s.ok()) return s;
+    first_journal = seq;
+    journal.sequence_ = seq;
+  }
+  for (auto it = journals.lower_bound(first_journal); it != journals.end(); ++it) {
+    const bool last = std::next(it) == journals.end();
+    if (absl::Status s = ReadJournalFile(it->second, last, recovered); !s.ok()) return s;
+    journal.sequence_ = std::max(journal.sequence_, it->first);
+  }
+  // Files a snapshot replaced, left by a crash before they were deleted.
+  for (const auto& [seq, path] : journals) {
+    if (seq < first_journal) fs::remove(path, error);
+  }
+  for (const auto& [seq, path] : snapshots) {
+    if (seq < first_journal) fs::remove(path, error);
+  }
+  journal.records_since_snapshot_ = static_cast<int64_t>(recovered->updates.size());
+  // Appends go to a new file, so that a file once read is never changed.
+  if (absl::Status s = journal.StartFile(journal.sequence_ + 1); !s.ok()) return s;
+  return journal;
+}
+
+Journal::Journal(Journal&& other) noexcept
+    : dir_(std::move(other.dir_)),
+      fd_(std::exchange(other.fd_, -1)),
+      sequence_(other.sequence_),
+      records_since_snapshot_(other.records_since_snapshot_) {}
+
+Journal& Journal::operator=(Journal&& other) noexcept {
+  if (this != &other) {
+    if (fd_ >= 0) ::close(fd_);
+    dir_ = std::move(other.dir_);
+    fd_ = std::exchange(other.fd_, -1);
+    sequence_ = other.sequence_;
+    records_since_snapshot_ = other.records_since_snapshot_;
+  }
+  return *this;
+}
+
+Journal::~Journal() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+absl::Status Journal::StartFile(int64_t sequence) {
+  const std::string path = (fs::path(dir_) / FileName("journal", sequence, ".log")).string();
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return absl::InternalError(Errno("cannot create", path));
+  if (absl::Status s = WriteAll(fd, kJournalMagic, path); !s.ok()) {
+    ::close(fd);
+    return s;
+  }
+  if (::fdatasync(fd) != 0) {
+    ::close(fd);
+    return absl::InternalError(Errno("cannot sync", path));
+  }
+  if (absl::Status s = SyncDirectory(dir_); !s.ok()) {
+    ::close(fd);
+    return s;
+  }
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = fd;
+  sequence_ = sequence;
+  return absl::OkStatus();
+}
+
+absl::Status Journal::Append(const proto::Update& update) {
+  const std::string path = (fs::path(dir_) / FileName("journal", sequence_, ".log")).string();
+  if (absl::Status s = WriteAll(fd_, EncodeRecord(update.SerializeAsString()), path); !s.ok()) return s;
+  if (::fdatasync(fd_) != 0) return absl::InternalError(Errno("cannot sync", path));
+  ++records_since_snapshot_;
+  return absl::OkStatus();
+}
+
+absl::Status Journal::WriteSnapshot(const proto::StateSnapshot& snapshot) {
+  const int64_t sequence = sequence_ + 1;
+  const std::string path = (fs::path(dir_) / FileName("snapshot", sequence, ".pb")).string();
+  const std::string temporary = path + ".tmp";
+  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return absl::InternalError(Errno("cannot create", temporary));
+  std::string contents(kSnapshotMagic);
+  contents += EncodeRecord(snapshot.SerializeAsString());
+  absl::Status status = WriteAll(fd, contents, temporary);
+  if (status.ok() && ::fdatasync(fd) != 0) status = absl::InternalError(Errno("cannot sync", temporary));
+  ::close(fd);
+  if (!status.ok()) return status;
+  if (::rename(temporary.c_str(), path.c_str()) != 0) {
+    return absl::InternalError(Errno("cannot rename to", path));
+  }
+  if (absl::Status s = SyncDirectory(dir_); !s.ok()) return s;
+  if (absl::Status s = StartFile(sequence); !s.ok()) return s;
+  records_since_snapshot_ = 0;
+  std::error_code error;
+  for (const auto& entry : fs::directory_iterator(dir_, error)) {
+    const std::string name = entry.path().filename().string();
+    auto journal = SequenceOf(name, "journal", ".log");
+    auto old_snapshot = SequenceOf(name, "snapshot", ".pb");
+    if ((journal && *journal < sequence) || (old_snapshot && *old_snapshot < sequence)) {
+      fs::remove(entry.path(), error);
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace sluice::dispatcher

@@ -1,0 +1,74 @@
+// Journal: the dispatcher's durable record of its state, in a work
+// directory. Every update is appended (checksummed, fsynced) before the
+// dispatcher acts on it; now and then a snapshot of the whole state
+// replaces the records before it. The format is in docs/design.md, "The
+// journal".
+//
+//   DIR/snapshot-NNNNNNNNNN.pb  the state after every journal file < N
+//   DIR/journal-NNNNNNNNNN.log  updates after that snapshot, in order
+//
+// Both are sequences of records: a 4-byte little-endian payload length, its
+// masked CRC-32C, the payload (a serialized proto), and the payload's
+// masked CRC-32C. Journal files start with an 8-byte magic.
+#ifndef SLUICE_DISPATCHER_JOURNAL_H_
+#define SLUICE_DISPATCHER_JOURNAL_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "sluice/journal.pb.h"
+
+namespace sluice::dispatcher {
+
+class Journal {
+ public:
+  // What a work directory held.
+  struct Recovered {
+    std::optional<proto::StateSnapshot> snapshot;
+    // Updates after the snapshot, each with where it was read from, so a
+    // failure to apply it can name the place.
+    struct Record {
+      proto::Update update;
+      std::string file;
+      int64_t offset = 0;
+    };
+    std::vector<Record> updates;
+    // A torn tail record that was cut off, said as "FILE: ...".
+    std::vector<std::string> warnings;
+  };
+
+  // Reads DIR (created when missing) and prepares to append. A torn last
+  // record (a crash mid-write) is truncated and reported in warnings; any
+  // other damage is DataLoss naming the file and byte offset.
+  static absl::StatusOr<Journal> Open(const std::string& dir, Recovered* recovered);
+
+  Journal(Journal&&) noexcept;
+  Journal& operator=(Journal&&) noexcept;
+  ~Journal();
+
+  // Appends one update and waits until it is on disk.
+  absl::Status Append(const proto::Update& update);
+  // Writes `snapshot` (the state after every update appended so far),
+  // starts a new journal file and deletes the files it replaces.
+  absl::Status WriteSnapshot(const proto::StateSnapshot& snapshot);
+  // Updates appended since the last snapshot.
+  int64_t records_since_snapshot() const { return records_since_snapshot_; }
+  const std::string& dir() const { return dir_; }
+
+ private:
+  explicit Journal(std::string dir) : dir_(std::move(dir)) {}
+  absl::Status StartFile(int64_t sequence);
+
+  std::string dir_;
+  int fd_ = -1;
+  int64_t sequence_ = 0;  // of the journal file being appended to
+  int64_t records_since_snapshot_ = 0;
+};
+
+}  // namespace sluice::dispatcher
+
+#endif  // SLUICE_DISPATCHER_JOURNAL_H_

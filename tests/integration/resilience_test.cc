@@ -1,0 +1,227 @@
+// Integration tests of failures: dispatcher kill -9 and restart from its
+// work dir, a damaged journal, workers killed, restarted or shut down while
+// a client reads. Real daemons on 127.0.0.1 (test_cluster.h).
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+
+#include "common/grpc_util.h"
+#include "sluice/dataset.h"
+#include "sluice/service.grpc.pb.h"
+#include "tests/integration/test_cluster.h"
+
+namespace sluice {
+namespace {
+
+using testing::TestCluster;
+
+// Reads `dataset` to its end, calling `at(count)` after each element so a
+// test can break things mid-read; the values read, by how often.
+std::map<int64_t, int> ReadAll(const Dataset& dataset, const std::function<void(int64_t)>& at) {
+  std::unique_ptr<IteratorBase> iterator = testing::MustIterate(testing::MustBuild(dataset));
+  std::map<int64_t, int> counts;
+  int64_t read = 0;
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(90);
+  while (true) {
+    Element element;
+    bool end = false;
+    absl::Status status = iterator->GetNext(&element, &end);
+    INFO(status.ToString());
+    REQUIRE(status.ok());
+    if (end) break;
+    ++counts[element.components.at(0).data<int64_t>()[0]];
+    at(++read);
+    REQUIRE(std::chrono::steady_clock::now() < give_up);
+  }
+  return counts;
+}
+
+std::map<int64_t, int> Expected(int64_t n, int copies) {
+  std::map<int64_t, int> counts;
+  for (int64_t i = 0; i < n; ++i) counts[i] = copies;
+  return counts;
+}
+
+// Values of 0..n-1 that were never read.
+std::vector<int64_t> Missing(const std::map<int64_t, int>& counts, int64_t n) {
+  std::vector<int64_t> missing;
+  for (int64_t i = 0; i < n; ++i) {
+    if (!counts.contains(i)) missing.push_back(i);
+  }
+  return missing;
+}
+
+int64_t Total(const std::map<int64_t, int>& counts) {
+  int64_t total = 0;
+  for (const auto& [value, count] : counts) total += count;
+  return total;
+}
+
+proto::StatusSnapshot DispatcherStatus(TestCluster& cluster) {
+  auto stub = proto::DispatcherService::NewStub(MakeChannel(cluster.DispatcherAddress()));
+  proto::GetStatusRequest request;
+  *request.mutable_version() = CurrentVersion();
+  proto::StatusSnapshot snapshot;
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  REQUIRE(stub->GetStatus(&context, request, &snapshot).ok());
+  return snapshot;
+}
+
+TEST_CASE("resilience: a client reads through three dispatcher kill -9s in one epoch, losing nothing",
+          "[service][resilience]") {
+  constexpr int64_t kElements = 12000;
+  std::string mode;
+  int copies = 1;
+  SECTION("distributed_epoch") { mode = "distributed_epoch"; }
+  SECTION("parallel_epochs") {
+    mode = "parallel_epochs";
+    copies = 2;  // every worker runs the whole dataset
+  }
+  testing::TempDir work;
+  TestCluster cluster({.num_workers = 2,
+                       .dispatcher_args = {"--work-dir", work.path()},
+                       .worker_args = {"--buffer-elements", "8"}});
+  const Dataset dataset = Dataset::Range(kElements).Distribute(cluster.ServiceUrl(), mode, "", 8);
+  const int64_t total = kElements * copies;
+  int restarts = 0;
+  const std::map<int64_t, int> counts = ReadAll(dataset, [&](int64_t read) {
+    if (read == total / 10 || read == total * 4 / 10 || read == total * 7 / 10) {
+      cluster.RestartDispatcher();
+      ++restarts;
+    }
+  });
+  CHECK(restarts == 3);
+  CHECK(counts == Expected(kElements, copies));
+  // The restarted dispatcher knows both workers without their registering
+  // anew, and the job it recovered.
+  proto::StatusSnapshot status = DispatcherStatus(cluster);
+  CHECK(status.workers_size() == 2);
+  CHECK(status.jobs_size() == 1);
+  CHECK(status.iterations_size() == 1);
+  CHECK(status.iterations(0).finished());
+}
+
+TEST_CASE("resilience: a torn journal tail is cut with a warning, a corrupt middle stops dispatcherd",
+          "[service][resilience]") {
+  testing::TempDir work;
+  TestCluster cluster({.num_workers = 1, .dispatcher_args = {"--work-dir", work.path()}});
+  const Dataset named = Dataset::Range(10).Distribute(cluster.ServiceUrl(), "distributed_epoch", "kept");
+  REQUIRE(named.Collect().ok());
+
+  // The newest journal file is the one being appended to.
+  auto newest_journal = [&] {
+    std::string newest;
+    for (const auto& entry : std::filesystem::directory_iterator(work.path())) {
+      const std::string name = entry.path().filename();
+      if (name.starts_with("journal-") && entry.path().string() > newest) newest = entry.path().string();
+    }
+    return newest;
+  };
+  const std::string journal = newest_journal();
+  const auto size = std::filesystem::file_size(journal);
+  REQUIRE(size > 8);
+  // A record whose write was cut short: the first record's header and 4
+  // bytes of its payload, as if the dispatcher died writing a copy of it.
+  const std::string first_record = testing::ReadFileOrEmpty(journal).substr(8, 12);
+  { std::ofstream(journal, std::ios::app | std::ios::binary) << first_record; }
+  cluster.RestartDispatcher();
+  const std::string log = testing::ReadFileOrEmpty(cluster.dir().File("dispatcher.1.log"));
+  CHECK_THAT(log, Catch::Matchers::Contains(journal + ": torn record at byte " + std::to_string(size)));
+  CHECK_THAT(log, Catch::Matchers::Contains("truncated, 12 bytes dropped"));
+  // Nothing before the torn record was lost: the named job is still there.
+  CHECK(DispatcherStatus(cluster).jobs_size() == 1);
+  REQUIRE(Dataset::Range(10).Distribute(cluster.ServiceUrl(), "distributed_epoch", "kept").Collect().ok());
+  CHECK(DispatcherStatus(cluster).jobs_size() == 1);
+
+  // Damage in the first record of a journal with more after it.
+  const std::string damaged = newest_journal();
+  REQUIRE(std::filesystem::file_size(damaged) > 40);
+  {
+    std::fstream file(damaged, std::ios::in | std::ios::out | std::ios::binary);
+    file.seekp(20);
+    file.put('\x7f');
+  }
+  cluster.dispatcher().Kill();
+  testing::CommandResult result =
+      testing::RunCommand(std::string(SLUICE_DISPATCHERD) + " --port 0 --bind-address 127.0.0.1 --work-dir " +
+                          work.path() + " 2>&1");
+  CHECK(result.exit_code == 1);
+  CHECK_THAT(result.out,
+             Catch::Matchers::Contains("dispatcherd: " + damaged + ": byte 8: record checksum mismatch"));
+  // The damaged file is left as it was, for a person to look at.
+  CHECK(std::filesystem::exists(damaged));
+}
+
+// Two workers serve range(kElements) in distributed_epoch; `act` breaks
+// something once a quarter has been read. What was read, the dispatcher's
+// status after, and what a following parallel_epochs read of range(100)
+// gets (100 per worker serving).
+struct WorkerFailureRun {
+  static constexpr int64_t kElements = 12000;
+  std::map<int64_t, int> counts;
+  proto::StatusSnapshot status;
+  std::string worker0;
+  int64_t next_epoch = 0;
+};
+WorkerFailureRun ReadThroughWorkerFailure(const std::string& worker_timeout_ms,
+                                          const std::function<void(TestCluster&)>& act) {
+  TestCluster cluster({.num_workers = 2,
+                       .dispatcher_args = {"--worker-timeout-ms", worker_timeout_ms},
+                       .worker_args = {"--buffer-elements", "8"}});
+  const int64_t n = WorkerFailureRun::kElements;
+  WorkerFailureRun run;
+  run.counts = ReadAll(Dataset::Range(n).Distribute(cluster.ServiceUrl(), "distributed_epoch", "", 8),
+                       [&](int64_t read) {
+                         if (read == n / 4) act(cluster);
+                       });
+  run.status = DispatcherStatus(cluster);
+  run.worker0 =
+      "127.0.0.1:" + std::to_string(std::stoi(testing::ReadFileOrEmpty(cluster.dir().File("worker0.port"))));
+  run.next_epoch = Total(ReadAll(Dataset::Range(100).Distribute(cluster.ServiceUrl()), [](int64_t) {}));
+  return run;
+}
+
+int TasksOn(const proto::StatusSnapshot& status, const std::string& address) {
+  int tasks = 0;
+  for (const auto& task : status.tasks()) tasks += task.worker_address() == address;
+  return tasks;
+}
+
+TEST_CASE("resilience: a worker kill -9 mid-epoch loses no element", "[service][resilience]") {
+  const WorkerFailureRun run = ReadThroughWorkerFailure("1500", [](TestCluster& c) { c.KillWorker(0); });
+  CHECK(Missing(run.counts, WorkerFailureRun::kElements).empty());
+  // At least once: what the lost worker had leased is read again.
+  CHECK(Total(run.counts) >= WorkerFailureRun::kElements);
+  CHECK(run.status.workers_size() == 1);
+  CHECK(run.next_epoch == 100);
+}
+
+TEST_CASE("resilience: a worker shut down mid-read hands its splits on at once", "[service][resilience]") {
+  const auto start = std::chrono::steady_clock::now();
+  // Only the shutdown message can end the task within the test's time.
+  const WorkerFailureRun run =
+      ReadThroughWorkerFailure("600000", [](TestCluster& c) { CHECK(c.worker(0).Terminate() == 0); });
+  CHECK(Missing(run.counts, WorkerFailureRun::kElements).empty());
+  CHECK(Total(run.counts) >= WorkerFailureRun::kElements);
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(60));
+  CHECK(run.next_epoch == 100);
+}
+
+TEST_CASE("resilience: a worker restarted at its address re-registers and gets tasks again",
+          "[service][resilience]") {
+  const WorkerFailureRun run = ReadThroughWorkerFailure("600000", [](TestCluster& c) { c.RestartWorker(0); });
+  CHECK(Missing(run.counts, WorkerFailureRun::kElements).empty());
+  // Its old task was lost at once (a new process, not a timeout), and the
+  // restarted worker took a new one; a new epoch runs on both workers.
+  CHECK(TasksOn(run.status, run.worker0) == 2);
+  CHECK(run.next_epoch == 200);
+}
+
+}  // namespace
+}  // namespace sluice
