@@ -30,6 +30,7 @@ struct ReadOptions {
   std::string service;
   std::string job_name;
   std::string processing_mode;
+  std::string sharding_policy;
   // Local devices ("CPU:0", "GPU:1"): read through sluice::DistributeDataset,
   // one step (a value per replica) at a time. Empty: element by element.
   std::vector<std::string> replicas;

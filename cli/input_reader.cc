@@ -66,10 +66,10 @@ absl::StatusOr<LoadedPipeline> LoadWithServiceFlags(const ReadOptions& options, 
                                                        ": the pipeline has no distribute step; add one or "
                                                        "pass --service grpc://HOST:PORT"));
       }
-      if (!options.job_name.empty() || !options.processing_mode.empty()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(options.run.pipeline_path,
-                         ": --job-name and --processing-mode need a distribute step or --service"));
+      if (!options.job_name.empty() || !options.processing_mode.empty() || !options.sharding_policy.empty()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            options.run.pipeline_path,
+            ": --job-name, --processing-mode and --sharding-policy need a distribute step or --service"));
       }
       return pipeline;  // runs in this process
     }
@@ -79,6 +79,7 @@ absl::StatusOr<LoadedPipeline> LoadWithServiceFlags(const ReadOptions& options, 
   if (!options.service.empty()) distribute->set_service(options.service);
   if (!options.job_name.empty()) distribute->set_job_name(options.job_name);
   if (!options.processing_mode.empty()) distribute->set_processing_mode(options.processing_mode);
+  if (!options.sharding_policy.empty()) distribute->set_sharding_policy(options.sharding_policy);
   return pipeline;
 }
 

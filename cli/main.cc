@@ -25,6 +25,8 @@ int main(int argc, char** argv) {
     command->add_option("--job-name", read.job_name, "Share the job of this name (overrides the YAML)");
     command->add_option("--processing-mode", read.processing_mode,
                         "parallel_epochs or distributed_epoch (overrides the YAML)");
+    command->add_option("--sharding-policy", read.sharding_policy,
+                        "OFF, DYNAMIC, FILE, DATA, FILE_OR_DATA or HINT (overrides the YAML)");
     command
         ->add_option(
             "--replicas", read.replicas,

@@ -7,6 +7,7 @@
 #include <set>
 #include <thread>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "client/element_transport.h"
@@ -43,6 +44,37 @@ absl::StatusOr<proto::ProcessingMode> ParseMode(const std::string& mode) {
   if (mode == "distributed_epoch") return proto::DISTRIBUTED_EPOCH;
   return absl::InvalidArgumentError(absl::StrCat("distribute: unknown processing_mode '", mode,
                                                  "' (valid: parallel_epochs, distributed_epoch)"));
+}
+
+// The job's mode and policy from the step's processing_mode and
+// sharding_policy; either may be left out, and they must agree.
+absl::Status ParseModeAndPolicy(const proto::DistributeOp& op, proto::JobParams* params) {
+  absl::StatusOr<proto::ProcessingMode> mode = ParseMode(op.processing_mode());
+  if (!mode.ok()) return mode.status();
+  if (op.sharding_policy().empty()) {
+    params->set_processing_mode(*mode);
+    params->set_sharding_policy(*mode == proto::DISTRIBUTED_EPOCH ? proto::SHARDING_DYNAMIC
+                                                                  : proto::SHARDING_OFF);
+    return absl::OkStatus();
+  }
+  proto::ShardingPolicy policy = proto::SHARDING_POLICY_UNSET;
+  if (!proto::ShardingPolicy_Parse("SHARDING_" + absl::AsciiStrToUpper(op.sharding_policy()), &policy) ||
+      policy == proto::SHARDING_POLICY_UNSET) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("distribute: unknown sharding_policy '", op.sharding_policy(),
+                     "' (valid: OFF, DYNAMIC, FILE, DATA, FILE_OR_DATA, HINT)"));
+  }
+  const proto::ProcessingMode implied =
+      policy == proto::SHARDING_DYNAMIC ? proto::DISTRIBUTED_EPOCH : proto::PARALLEL_EPOCHS;
+  if (!op.processing_mode().empty() && *mode != implied) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("distribute: sharding_policy ", op.sharding_policy(),
+                     " does not go with processing_mode ", op.processing_mode(),
+                     " (DYNAMIC is distributed_epoch; the other policies run like parallel_epochs)"));
+  }
+  params->set_processing_mode(implied);
+  params->set_sharding_policy(policy);
+  return absl::OkStatus();
 }
 
 // Errors of a worker that is slow, restarting or leaving: retried until the
@@ -389,8 +421,8 @@ absl::StatusOr<std::unique_ptr<IteratorBase>> DataServiceDataset::MakeIterator(c
 
 absl::StatusOr<DatasetPtr> MakeDataServiceDataset(const proto::DatasetDef& worker_part,
                                                   const proto::DistributeOp& op) {
-  absl::StatusOr<proto::ProcessingMode> mode = ParseMode(op.processing_mode());
-  if (!mode.ok()) return mode.status();
+  proto::JobParams params;
+  if (absl::Status s = ParseModeAndPolicy(op, &params); !s.ok()) return s;
   if (op.service().empty())
     return absl::InvalidArgumentError("distribute: missing 'service' (grpc://HOST:PORT)");
   absl::StatusOr<std::string> address = ParseServiceAddress(op.service());
@@ -431,9 +463,7 @@ absl::StatusOr<DatasetPtr> MakeDataServiceDataset(const proto::DatasetDef& worke
   absl::StatusOr<ElementSpec> spec = ElementSpecFromProto(info.element_spec());
   if (!spec.ok()) return spec.status();
 
-  proto::JobParams params;
   params.set_dataset_id(registered.dataset_id());
-  params.set_processing_mode(*mode);
   params.set_job_name(op.job_name());
   const int64_t max_outstanding =
       op.max_outstanding_requests() > 0 ? op.max_outstanding_requests() : kDefaultMaxOutstanding;

@@ -13,6 +13,7 @@
 #include "client/device_backend.h"
 #include "client/device_prefetcher.h"
 #include "common/json.h"
+#include "pipeline/sharding.h"
 
 namespace sluice {
 
@@ -363,61 +364,22 @@ void SetBatchSize(proto::Step* step, int64_t batch_size) {
   if (step->has_rebatch()) step->mutable_rebatch()->set_batch_size(batch_size);
 }
 
-google::protobuf::RepeatedPtrField<std::string>* MutableFiles(proto::Step* step) {
-  if (step->has_text_line()) return step->mutable_text_line()->mutable_files();
-  if (step->has_tfrecord()) return step->mutable_tfrecord()->mutable_files();
-  if (step->has_fixed_length_record()) return step->mutable_fixed_length_record()->mutable_files();
-  return nullptr;
-}
-
-std::string StepName(const proto::Step& step) {
-  const google::protobuf::FieldDescriptor* field =
-      step.GetReflection()->GetOneofFieldDescriptor(step, step.GetDescriptor()->FindOneofByName("op"));
-  return field == nullptr ? "an empty step" : field->name();
-}
-
 // Shards the def for one of several input pipelines, in place.
 absl::Status ApplyAutoShard(AutoShardPolicy policy, int num_pipelines, int pipeline_id, int batch_index,
                             proto::DatasetDef* def) {
   if (policy == AutoShardPolicy::kOff) return absl::OkStatus();
-  proto::Step& source = *def->mutable_steps(0);
-  google::protobuf::RepeatedPtrField<std::string>* files = MutableFiles(&source);
-  const bool file_source = source.has_list_files() || (files != nullptr && !files->empty());
+  ShardBy by = policy == AutoShardPolicy::kFile ? ShardBy::kFile : ShardBy::kData;
   if (policy == AutoShardPolicy::kAuto) {
-    policy = (source.has_list_files() || (files != nullptr && files->size() >= num_pipelines))
-                 ? AutoShardPolicy::kFile
-                 : AutoShardPolicy::kData;
+    // FILE only when every pipeline gets a file.
+    const proto::Step& source = def->steps(0);
+    const int files = source.has_text_line()             ? source.text_line().files_size()
+                      : source.has_tfrecord()            ? source.tfrecord().files_size()
+                      : source.has_fixed_length_record() ? source.fixed_length_record().files_size()
+                                                         : 0;
+    by = source.has_list_files() || files >= num_pipelines ? ShardBy::kFile : ShardBy::kData;
   }
-  proto::Step shard;
-  shard.mutable_shard()->set_num_shards(num_pipelines);
-  shard.mutable_shard()->set_index(pipeline_id);
-  auto insert_at = [def](int index, const proto::Step& step) {
-    def->mutable_steps()->Add()->CopyFrom(step);
-    for (int i = def->steps_size() - 1; i > index; --i) def->mutable_steps()->SwapElements(i, i - 1);
-  };
-  if (policy == AutoShardPolicy::kData) {
-    insert_at(batch_index, shard);
-    return absl::OkStatus();
-  }
-  if (!file_source) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "FILE auto-sharding needs a file source (list_files, text_line, tfrecord or fixed_length_record); "
-        "the pipeline starts with ",
-        StepName(source)));
-  }
-  if (source.has_list_files()) {
-    insert_at(1, shard);
-    return absl::OkStatus();
-  }
-  if (files->size() < num_pipelines) {
-    return absl::InvalidArgumentError(absl::StrCat("FILE auto-sharding over ", num_pipelines,
-                                                   " input pipelines needs at least as many files; ",
-                                                   StepName(source), " reads ", files->size()));
-  }
-  google::protobuf::RepeatedPtrField<std::string> mine;
-  for (int i = pipeline_id; i < files->size(); i += num_pipelines) *mine.Add() = files->Get(i);
-  *files = std::move(mine);
-  return absl::OkStatus();
+  return ShardDatasetDef(by, num_pipelines, pipeline_id, batch_index,
+                         {"FILE auto-sharding", "input pipelines"}, def);
 }
 
 // Before the pipeline is built: with GPU replicas, its large buffers (and

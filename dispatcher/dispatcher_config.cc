@@ -15,6 +15,8 @@ void DescribeDispatcherConfig(DispatcherConfig* config, ConfigSchema* schema) {
                  "distributed_epoch splits handed out per worker request");
   schema->AddInt("elements_per_split", &config->elements_per_split, 1, 1 << 30,
                  "elements of range/from_tensor_slices in one split");
+  schema->AddStringList("worker_addresses", &config->worker_addresses,
+                        "workers (HOST:PORT) that static sharding policies shard over, in shard order");
   schema->AddString("work_dir", &config->work_dir,
                     "journal state here and recover it on start; empty: nothing survives a restart");
   schema->AddInt("snapshot_interval", &config->snapshot_interval, 1, 1 << 30,

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "config/config_schema.h"
 
@@ -24,6 +25,10 @@ struct DispatcherConfig {
   int64_t splits_per_request = 1024;
   // Elements of range/from_tensor_slices per split.
   int64_t elements_per_split = 64;
+  // The static list of workers (HOST:PORT as they advertise themselves)
+  // that the FILE, DATA, FILE_OR_DATA and HINT sharding policies shard
+  // over: worker i runs shard i of N.
+  std::vector<std::string> worker_addresses;
   // Where the journal and snapshots live; empty: state is not kept across
   // restarts.
   std::string work_dir;

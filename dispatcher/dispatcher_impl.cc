@@ -10,6 +10,7 @@
 #include "common/grpc_util.h"
 #include "common/proto_convert.h"
 #include "pipeline/builder.h"
+#include "pipeline/sharding.h"
 #include "pipeline/split_provider.h"
 
 namespace sluice::dispatcher {
@@ -22,7 +23,33 @@ int64_t UnixMillis() {
 }
 
 bool SameParams(const proto::JobParams& a, const proto::JobParams& b) {
-  return a.dataset_id() == b.dataset_id() && a.processing_mode() == b.processing_mode();
+  return a.dataset_id() == b.dataset_id() && a.processing_mode() == b.processing_mode() &&
+         a.sharding_policy() == b.sharding_policy();
+}
+
+std::string PolicyName(proto::ShardingPolicy policy) {
+  return proto::ShardingPolicy_Name(policy).substr(std::string_view("SHARDING_").size());
+}
+
+ShardBy StaticShardBy(proto::ShardingPolicy policy) {
+  switch (policy) {
+    case proto::SHARDING_FILE:
+      return ShardBy::kFile;
+    case proto::SHARDING_DATA:
+      return ShardBy::kData;
+    case proto::SHARDING_FILE_OR_DATA:
+      return ShardBy::kFileOrData;
+    default:
+      return ShardBy::kHint;
+  }
+}
+
+// Whether a worker may run a task of the job: any worker, or for static
+// sharding a listed one.
+bool RunsOn(const proto::JobParams& params, const std::string& address) {
+  return !IsStaticSharding(params) ||
+         std::find(params.static_workers().begin(), params.static_workers().end(), address) !=
+             params.static_workers().end();
 }
 
 const char* ModeName(proto::ProcessingMode mode) {
@@ -242,13 +269,24 @@ absl::Status DispatcherImpl::GetOrCreateJob(const proto::GetOrCreateJobRequest& 
   if (params.processing_mode() == proto::PROCESSING_MODE_UNSET) {
     return absl::InvalidArgumentError("job: processing_mode is not set");
   }
+  proto::JobParams job_params = params;
+  if (job_params.sharding_policy() == proto::SHARDING_POLICY_UNSET) {
+    job_params.set_sharding_policy(
+        params.processing_mode() == proto::DISTRIBUTED_EPOCH ? proto::SHARDING_DYNAMIC : proto::SHARDING_OFF);
+  }
+  if ((job_params.sharding_policy() == proto::SHARDING_DYNAMIC) !=
+      (params.processing_mode() == proto::DISTRIBUTED_EPOCH)) {
+    return absl::InvalidArgumentError(absl::StrCat("job: sharding policy ",
+                                                   PolicyName(job_params.sharding_policy()),
+                                                   " does not go with ", ModeName(params.processing_mode())));
+  }
   absl::MutexLock lock(&mu_);
   const auto* dataset = state_.FindDataset(params.dataset_id());
   if (dataset == nullptr)
     return absl::NotFoundError(absl::StrCat("unknown dataset id '", params.dataset_id(), "'"));
   if (!params.job_name().empty()) {
     if (const auto* job = state_.FindJobByName(params.job_name()); job != nullptr) {
-      if (!SameParams(job->params, params)) {
+      if (!SameParams(job->params, job_params)) {
         return absl::InvalidArgumentError(absl::StrCat(
             "job '", params.job_name(), "' already exists for dataset ", job->params.dataset_id(), " in ",
             ModeName(job->params.processing_mode()), " mode; asked for dataset ", params.dataset_id(), " in ",
@@ -262,9 +300,28 @@ absl::Status DispatcherImpl::GetOrCreateJob(const proto::GetOrCreateJobRequest& 
     absl::StatusOr<std::unique_ptr<SplitProvider>> splits = MakeSplitProvider(dataset->def);
     if (!splits.ok()) return splits.status();
   }
+  if (IsStaticSharding(job_params)) {
+    const std::string policy = PolicyName(job_params.sharding_policy());
+    if (config_.worker_addresses.empty()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("sharding policy ", policy,
+                       " needs the dispatcher's worker_addresses (the workers to "
+                       "shard over, in order); it has none"));
+    }
+    // Sharded here once for shard 0, so a pipeline that cannot be sharded
+    // this way (too few files, no SHARD_HINT) is refused now.
+    proto::DatasetDef sharded = dataset->def;
+    const int num_shards = static_cast<int>(config_.worker_addresses.size());
+    if (absl::Status s = ShardDatasetDef(StaticShardBy(job_params.sharding_policy()), num_shards, 0,
+                                         sharded.steps_size(), {policy + " sharding", "workers"}, &sharded);
+        !s.ok()) {
+      return s;
+    }
+    for (const std::string& address : config_.worker_addresses) job_params.add_static_workers(address);
+  }
   proto::Update update;
   update.mutable_create_job()->set_job_id(state_.NextJobId());
-  *update.mutable_create_job()->mutable_params() = params;
+  *update.mutable_create_job()->mutable_params() = job_params;
   if (absl::Status s = Apply(update); !s.ok()) return s;
   response->set_job_id(update.create_job().job_id());
   return absl::OkStatus();
@@ -304,6 +361,7 @@ absl::Status DispatcherImpl::GetOrCreateIteration(const proto::GetOrCreateIterat
       u->set_repetition(request.repetition());
       if (absl::Status s = Apply(update); !s.ok()) return s;
       for (const auto& [address, worker] : state_.workers()) {
+        if (!RunsOn(job->params, address)) continue;
         const int64_t task_id = state_.NextTaskId();
         if (absl::Status s = CreateTask(u->iteration_id(), address); !s.ok()) return s;
         FillTaskDef(*state_.FindTask(task_id), &new_tasks.emplace_back(address, proto::TaskDef()).second);
@@ -402,10 +460,18 @@ absl::Status DispatcherImpl::WorkerHeartbeat(const proto::WorkerHeartbeatRequest
       *update.mutable_register_worker()->mutable_tags() = request.tags();
       update.mutable_register_worker()->set_incarnation(request.incarnation());
       if (absl::Status s = Apply(update); !s.ok()) return s;
-      // A new worker joins every unfinished iteration.
+      // A new worker joins every unfinished iteration; with static
+      // sharding, only to run its own shard, if no live task runs it.
       std::vector<int64_t> unfinished;
       for (const auto& [id, iteration] : state_.iterations()) {
-        if (!iteration.finished) unfinished.push_back(id);
+        const proto::JobParams& params = state_.FindJob(iteration.job_id)->params;
+        if (iteration.finished || !RunsOn(params, address)) continue;
+        const bool shard_taken = IsStaticSharding(params) &&
+                                 std::any_of(iteration.tasks.begin(), iteration.tasks.end(), [&](int64_t t) {
+                                   const auto* task = state_.FindTask(t);
+                                   return task->worker_address == address && !task->lost;
+                                 });
+        if (!shard_taken) unfinished.push_back(id);
       }
       for (int64_t id : unfinished) {
         if (absl::Status s = CreateTask(id, address); !s.ok()) return s;
@@ -532,6 +598,13 @@ void DispatcherImpl::FillTaskDef(const DispatcherState::Task& task, proto::TaskD
   def->set_iteration_id(task.iteration_id);
   *def->mutable_dataset() = state_.FindDataset(job->params.dataset_id())->def;
   def->set_processing_mode(job->params.processing_mode());
+  def->set_sharding_policy(job->params.sharding_policy());
+  if (IsStaticSharding(job->params)) {
+    const auto& workers = job->params.static_workers();
+    def->set_num_shards(workers.size());
+    def->set_shard_index(
+        static_cast<int>(std::find(workers.begin(), workers.end(), task.worker_address) - workers.begin()));
+  }
 }
 
 void DispatcherImpl::FillWorkerInfo(const DispatcherState::Worker& worker, proto::WorkerInfo* info) const {

@@ -1109,5 +1109,103 @@ TEST_CASE("dispatcher_impl: a damaged journal stops the start with its file and 
   CHECK(status.message() == dir.File("journal-0000000001.log") + ": byte 8: record length checksum mismatch");
 }
 
+absl::Status TryStaticJob(DispatcherImpl& d, const std::string& dataset_id, proto::ShardingPolicy policy,
+                          int64_t* job_id = nullptr) {
+  proto::GetOrCreateJobRequest request;
+  *request.mutable_version() = CurrentVersion();
+  request.mutable_params()->set_dataset_id(dataset_id);
+  request.mutable_params()->set_processing_mode(proto::PARALLEL_EPOCHS);
+  request.mutable_params()->set_sharding_policy(policy);
+  proto::GetOrCreateJobResponse response;
+  absl::Status status = d.GetOrCreateJob(request, &response);
+  if (job_id != nullptr) *job_id = response.job_id();
+  return status;
+}
+
+TEST_CASE("dispatcher_impl: static sharding runs shard i on listed worker i, and waits for every shard",
+          "[dispatcher]") {
+  DispatcherConfig config = TestConfig();
+  config.worker_addresses = {"w1:1", "w2:2", "w3:3"};
+  std::vector<proto::TaskDef> pushed;
+  DispatcherImpl d(config, [&](const std::string&, const proto::TaskDef& task) { pushed.push_back(task); });
+  Heartbeat(d, "w2:2");
+  Heartbeat(d, "w1:1");
+  Heartbeat(d, "other:9");  // not listed: runs no shard
+  int64_t job = 0;
+  REQUIRE(TryStaticJob(d, Register(d, Dataset::Range(20).def()), proto::SHARDING_DATA, &job).ok());
+  const auto it = Iteration(d, job);
+  REQUIRE(pushed.size() == 2);
+  CHECK(pushed[0].task_id() == 1);
+  CHECK(pushed[0].shard_index() == 0);  // w1:1
+  CHECK(pushed[1].shard_index() == 1);  // w2:2
+  for (const auto& task : pushed) {
+    CHECK(task.num_shards() == 3);
+    CHECK(task.sharding_policy() == proto::SHARDING_DATA);
+    CHECK(task.processing_mode() == proto::PARALLEL_EPOCHS);
+  }
+  Finish(d, "w1:1", {1});
+  Finish(d, "w2:2", {2});
+  // Shard 2 has not run: its worker has not come yet.
+  CHECK_FALSE(ClientBeat(d, it.iteration_client_id()).iteration_finished());
+  proto::WorkerHeartbeatResponse third = Heartbeat(d, "w3:3");
+  REQUIRE(third.new_tasks_size() == 1);
+  CHECK(third.new_tasks(0).shard_index() == 2);
+  Finish(d, "w3:3", {third.new_tasks(0).task_id()});
+  CHECK(ClientBeat(d, it.iteration_client_id()).iteration_finished());
+}
+
+TEST_CASE("dispatcher_impl: a lost worker's shard runs again when a worker is back at its address",
+          "[dispatcher]") {
+  DispatcherConfig config = TestConfig();
+  config.worker_addresses = {"w1:1", "w2:2"};
+  DispatcherImpl d(config);
+  Heartbeat(d, "w1:1");
+  Heartbeat(d, "w2:2");
+  int64_t job = 0;
+  REQUIRE(TryStaticJob(d, Register(d, Dataset::Range(20).def()), proto::SHARDING_DATA, &job).ok());
+  const auto it = Iteration(d, job);
+  Finish(d, "w1:1", {1});
+  Shutdown(d, "w2:2");
+  CHECK_FALSE(ClientBeat(d, it.iteration_client_id()).iteration_finished());
+  proto::WorkerHeartbeatResponse back = Heartbeat(d, "w2:2");
+  REQUIRE(back.new_tasks_size() == 1);
+  CHECK(back.new_tasks(0).shard_index() == 1);
+  Finish(d, "w2:2", {back.new_tasks(0).task_id()});
+  CHECK(ClientBeat(d, it.iteration_client_id()).iteration_finished());
+}
+
+TEST_CASE("dispatcher_impl: static sharding errors", "[dispatcher]") {
+  DispatcherConfig config = TestConfig();
+  DispatcherImpl unlisted(config);
+  absl::Status none =
+      TryStaticJob(unlisted, Register(unlisted, Dataset::Range(20).def()), proto::SHARDING_DATA);
+  REQUIRE(absl::IsFailedPrecondition(none));
+  CHECK(none.message() ==
+        "sharding policy DATA needs the dispatcher's worker_addresses (the workers to shard over, in order); "
+        "it "
+        "has none");
+
+  config.worker_addresses = {"w1:1", "w2:2", "w3:3", "w4:4", "w5:5"};
+  DispatcherImpl d(config);
+  absl::Status files =
+      TryStaticJob(d, Register(d, Dataset::TFRecord({"a", "b", "c", "d"}).def()), proto::SHARDING_FILE);
+  REQUIRE(absl::IsInvalidArgument(files));
+  CHECK(files.message() == "FILE sharding over 5 workers needs at least as many files; tfrecord reads 4");
+  absl::Status hint = TryStaticJob(d, Register(d, Dataset::Range(3).def()), proto::SHARDING_HINT);
+  CHECK(hint.message() ==
+        "HINT sharding needs a shard step with num_shards: -1 and index: -1 (SHARD_HINT); the pipeline has "
+        "none");
+
+  proto::GetOrCreateJobRequest request;
+  *request.mutable_version() = CurrentVersion();
+  request.mutable_params()->set_dataset_id(Register(d, Dataset::Range(3).def()));
+  request.mutable_params()->set_processing_mode(proto::PARALLEL_EPOCHS);
+  request.mutable_params()->set_sharding_policy(proto::SHARDING_DYNAMIC);
+  proto::GetOrCreateJobResponse response;
+  absl::Status mismatch = d.GetOrCreateJob(request, &response);
+  REQUIRE(absl::IsInvalidArgument(mismatch));
+  CHECK(mismatch.message() == "job: sharding policy DYNAMIC does not go with parallel_epochs");
+}
+
 }  // namespace
 }  // namespace sluice::dispatcher

@@ -186,9 +186,20 @@ absl::Status DispatcherState::Apply(const proto::Update& update) {
 }
 
 void DispatcherState::UpdateFinished(Iteration& iteration) {
-  const bool all_tasks_finished =
+  bool all_tasks_finished =
       !iteration.tasks.empty() && std::all_of(iteration.tasks.begin(), iteration.tasks.end(),
                                               [this](int64_t id) { return tasks_.at(id).finished; });
+  // Static sharding: every listed worker's shard must be read whole, by a
+  // task that was not lost (a worker back at that address runs it again).
+  const proto::JobParams& params = jobs_.at(iteration.job_id).params;
+  if (IsStaticSharding(params)) {
+    for (const std::string& address : params.static_workers()) {
+      all_tasks_finished &= std::any_of(iteration.tasks.begin(), iteration.tasks.end(), [&](int64_t id) {
+        const Task& task = tasks_.at(id);
+        return task.worker_address == address && task.finished && !task.lost;
+      });
+    }
+  }
   // Returned splits still have to be read, by a task yet to be made.
   iteration.finished = iteration.collected || (all_tasks_finished && iteration.returned_splits.empty());
 }

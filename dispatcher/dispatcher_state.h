@@ -19,6 +19,11 @@
 
 namespace sluice::dispatcher {
 
+// FILE, DATA, FILE_OR_DATA or HINT: each listed worker runs its own shard.
+inline bool IsStaticSharding(const proto::JobParams& params) {
+  return params.sharding_policy() >= proto::SHARDING_FILE;
+}
+
 class DispatcherState {
  public:
   struct Dataset {

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/proto_convert.h"
+#include "pipeline/sharding.h"
 #include "pipeline/batch_util.h"
 #include "pipeline/ops.h"
 #include "pipeline/random.h"
@@ -614,6 +615,9 @@ absl::StatusOr<DatasetPtr> MakeRepeatDataset(DatasetPtr input, const proto::Repe
 }
 
 absl::StatusOr<DatasetPtr> MakeShardDataset(DatasetPtr input, const proto::ShardOp& op) {
+  // SHARD_HINT (-1, -1): a placeholder the service's HINT policy fills in;
+  // run as it is, it keeps every element.
+  if (op.num_shards() == kShardHint && op.index() == kShardHint) return input;
   if (absl::Status s = RequirePositive(op.num_shards(), "shard", "num_shards"); !s.ok()) return s;
   if (op.index() < 0 || op.index() >= op.num_shards()) {
     return absl::InvalidArgumentError(

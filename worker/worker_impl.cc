@@ -8,6 +8,7 @@
 #include "common/grpc_util.h"
 #include "common/proto_convert.h"
 #include "pipeline/builder.h"
+#include "pipeline/sharding.h"
 #include "worker/split_prefetcher.h"
 
 namespace sluice::worker {
@@ -191,7 +192,19 @@ class WorkerImpl::Task {
   }
 
   absl::Status Produce() {
-    absl::StatusOr<DatasetPtr> dataset = BuildDataset(def_.dataset());
+    proto::DatasetDef def = def_.dataset();
+    if (def_.sharding_policy() >= proto::SHARDING_FILE) {
+      const ShardBy by = def_.sharding_policy() == proto::SHARDING_FILE   ? ShardBy::kFile
+                         : def_.sharding_policy() == proto::SHARDING_DATA ? ShardBy::kData
+                         : def_.sharding_policy() == proto::SHARDING_HINT ? ShardBy::kHint
+                                                                          : ShardBy::kFileOrData;
+      if (absl::Status s = ShardDatasetDef(by, def_.num_shards(), def_.shard_index(), def.steps_size(),
+                                           {"FILE sharding", "workers"}, &def);
+          !s.ok()) {
+        return s;
+      }
+    }
+    absl::StatusOr<DatasetPtr> dataset = BuildDataset(def);
     if (!dataset.ok()) return dataset.status();
     IteratorContext context;
     context.split_provider = splits_.get();  // null in parallel_epochs

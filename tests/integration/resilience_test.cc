@@ -9,6 +9,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <sstream>
 
 #include "common/grpc_util.h"
 #include "sluice/dataset.h"
@@ -221,6 +222,36 @@ TEST_CASE("resilience: a worker restarted at its address re-registers and gets t
   // restarted worker took a new one; a new epoch runs on both workers.
   CHECK(TasksOn(run.status, run.worker0) == 2);
   CHECK(run.next_epoch == 200);
+}
+
+TEST_CASE("resilience: static DATA sharding over the dispatcher's worker list reads each element once",
+          "[service][resilience]") {
+  const int first = testing::PickFreePort();
+  int second = testing::PickFreePort();
+  while (second == first) second = testing::PickFreePort();
+  TestCluster cluster({.num_workers = 2,
+                       .dispatcher_args = {"--worker-addresses", "127.0.0.1:" + std::to_string(first),
+                                           "--worker-addresses", "127.0.0.1:" + std::to_string(second)},
+                       .worker_ports = {first, second}});
+  testing::WriteFile(cluster.dir().File("data.yaml"), "pipeline:\n  - range: 20\n");
+  testing::CommandResult result =
+      testing::RunCommand(std::string(SLUICE_CLI) + " read " + cluster.dir().File("data.yaml") +
+                          " --service " + cluster.ServiceUrl() + " --sharding-policy DATA 2>&1");
+  REQUIRE(result.exit_code == 0);
+  std::map<int64_t, int> counts;
+  std::istringstream lines(result.out);
+  for (std::string line; std::getline(lines, line);) ++counts[std::stoll(line)];
+  CHECK(counts == Expected(20, 1));
+  // Without sharding, both workers run all of it.
+  CHECK(Total(ReadAll(Dataset::Range(20).Distribute(cluster.ServiceUrl()), [](int64_t) {})) == 40);
+
+  // FILE sharding of 1 file over 2 workers cannot be served.
+  testing::WriteFile(cluster.dir().File("files.yaml"), "pipeline:\n  - tfrecord: {files: [only.tfrecord]}\n");
+  result = testing::RunCommand(std::string(SLUICE_CLI) + " read " + cluster.dir().File("files.yaml") +
+                               " --service " + cluster.ServiceUrl() + " --sharding-policy FILE 2>&1");
+  CHECK(result.exit_code != 0);
+  CHECK_THAT(result.out, Catch::Matchers::Contains(
+                             "FILE sharding over 2 workers needs at least as many files; tfrecord reads 1"));
 }
 
 }  // namespace

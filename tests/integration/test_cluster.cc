@@ -117,7 +117,9 @@ std::string WaitForFile(const std::string& path, std::chrono::milliseconds timeo
 
 TestCluster::TestCluster(Options options) : options_(std::move(options)) {
   StartDispatcher(0);
-  for (int i = 0; i < options_.num_workers; ++i) StartWorker(i, 0);
+  for (int i = 0; i < options_.num_workers; ++i) {
+    StartWorker(i, i < static_cast<int>(options_.worker_ports.size()) ? options_.worker_ports[i] : 0);
+  }
   WaitForRegisteredWorkers(options_.num_workers);
 }
 

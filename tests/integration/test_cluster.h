@@ -62,6 +62,9 @@ class TestCluster {
     int num_workers = 1;
     std::vector<std::string> dispatcher_args;
     std::vector<std::string> worker_args;
+    // Worker i listens on worker_ports[i] when given (for a dispatcher's
+    // worker_addresses); otherwise on a free port.
+    std::vector<int> worker_ports;
   };
   explicit TestCluster(Options options);
   ~TestCluster();

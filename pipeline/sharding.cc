@@ -1,0 +1,86 @@
+#include "pipeline/sharding.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace sluice {
+namespace {
+
+google::protobuf::RepeatedPtrField<std::string>* MutableFiles(proto::Step* step) {
+  if (step->has_text_line()) return step->mutable_text_line()->mutable_files();
+  if (step->has_tfrecord()) return step->mutable_tfrecord()->mutable_files();
+  if (step->has_fixed_length_record()) return step->mutable_fixed_length_record()->mutable_files();
+  return nullptr;
+}
+
+std::string StepName(const proto::Step& step) {
+  const google::protobuf::FieldDescriptor* field =
+      step.GetReflection()->GetOneofFieldDescriptor(step, step.GetDescriptor()->FindOneofByName("op"));
+  return field == nullptr ? "an empty step" : field->name();
+}
+
+void InsertStep(proto::DatasetDef* def, int index, const proto::Step& step) {
+  def->mutable_steps()->Add()->CopyFrom(step);
+  for (int i = def->steps_size() - 1; i > index; --i) def->mutable_steps()->SwapElements(i, i - 1);
+}
+
+}  // namespace
+
+bool HasFileSource(const proto::DatasetDef& def) {
+  if (def.steps_size() == 0) return false;
+  proto::Step source = def.steps(0);
+  const auto* files = MutableFiles(&source);
+  return source.has_list_files() || (files != nullptr && !files->empty());
+}
+
+absl::Status ShardDatasetDef(ShardBy by, int num_shards, int index, int data_shard_at,
+                             const ShardNames& names, proto::DatasetDef* def) {
+  if (def->steps_size() == 0) return absl::InvalidArgumentError("cannot shard an empty pipeline");
+  proto::Step shard;
+  shard.mutable_shard()->set_num_shards(num_shards);
+  shard.mutable_shard()->set_index(index);
+  if (by == ShardBy::kHint) {
+    int hints = 0;
+    for (proto::Step& step : *def->mutable_steps()) {
+      if (step.has_shard() && step.shard().num_shards() == kShardHint) {
+        step = shard;
+        ++hints;
+      }
+    }
+    if (hints == 0) {
+      return absl::FailedPreconditionError(
+          "HINT sharding needs a shard step with num_shards: -1 and index: -1 (SHARD_HINT); the pipeline has "
+          "none");
+    }
+    return absl::OkStatus();
+  }
+  if (by == ShardBy::kFileOrData) by = HasFileSource(*def) ? ShardBy::kFile : ShardBy::kData;
+  if (by == ShardBy::kData) {
+    InsertStep(def, data_shard_at, shard);
+    return absl::OkStatus();
+  }
+  proto::Step& source = *def->mutable_steps(0);
+  if (!HasFileSource(*def)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        names.file_sharding,
+        " needs a file source (list_files, text_line, tfrecord or fixed_length_record); the pipeline "
+        "starts with ",
+        StepName(source)));
+  }
+  // list_files: the shard step picks files by position in the listing.
+  if (source.has_list_files()) {
+    InsertStep(def, 1, shard);
+    return absl::OkStatus();
+  }
+  google::protobuf::RepeatedPtrField<std::string>* files = MutableFiles(&source);
+  if (files->size() < num_shards) {
+    return absl::InvalidArgumentError(absl::StrCat(names.file_sharding, " over ", num_shards, " ",
+                                                   names.shards, " needs at least as many files; ",
+                                                   StepName(source), " reads ", files->size()));
+  }
+  google::protobuf::RepeatedPtrField<std::string> mine;
+  for (int i = index; i < files->size(); i += num_shards) *mine.Add() = files->Get(i);
+  *files = std::move(mine);
+  return absl::OkStatus();
+}
+
+}  // namespace sluice
