@@ -49,6 +49,7 @@ absl::StatusOr<proto::ProcessingMode> ParseMode(const std::string& mode) {
 // The job's mode and policy from the step's processing_mode and
 // sharding_policy; either may be left out, and they must agree.
 absl::Status ParseModeAndPolicy(const proto::DistributeOp& op, proto::JobParams* params) {
+  params->set_exactly_once(op.exactly_once());
   absl::StatusOr<proto::ProcessingMode> mode = ParseMode(op.processing_mode());
   if (!mode.ok()) return mode.status();
   if (op.sharding_policy().empty()) {
@@ -187,8 +188,9 @@ class DataServiceDataset::Iterator : public IteratorBase {
     int64_t sent = 0;
     std::set<int64_t> in_flight;
     struct Held {
-      int64_t sent_before_arrival;
+      int64_t sent_before_arrival = 0;
       std::vector<Element> elements;
+      SplitTags tags;
     };
     std::map<int64_t, Held> held;
     // Since when requests fail as unreachable; reported to the dispatcher
@@ -201,7 +203,21 @@ class DataServiceDataset::Iterator : public IteratorBase {
       auto first = task.held.begin();
       if (!task.in_flight.empty() && *task.in_flight.begin() <= first->second.sent_before_arrival) return;
       held_elements_ -= static_cast<int64_t>(first->second.elements.size());
-      for (Element& e : first->second.elements) buffer_.push_back(std::move(e));
+      const SplitTags& tags = first->second.tags;
+      for (size_t i = 0; i < first->second.elements.size(); ++i) {
+        if (!tags.split_seqs.empty()) {
+          // exactly_once: a rerun of a split this reader had partly read
+          // sends its start again; positions below the next one are repeats.
+          int64_t& next = next_position_[tags.split_seqs[i]];
+          if (tags.split_positions[i] < next) continue;
+          next = tags.split_positions[i] + 1;
+        }
+        buffer_.push_back(std::move(first->second.elements[i]));
+      }
+      // Reported only now, in order: an earlier response still out may
+      // hold the split's first elements.
+      completed_splits_.insert(completed_splits_.end(), tags.completed_splits.begin(),
+                               tags.completed_splits.end());
       task.held.erase(first);
     }
   }
@@ -235,9 +251,11 @@ class DataServiceDataset::Iterator : public IteratorBase {
       *request.mutable_version() = CurrentVersion();
       request.set_iteration_client_id(client_id_);
       std::vector<int64_t> reported;
+      std::vector<int64_t> reported_splits;
       {
         absl::MutexLock lock(&mu_);
         reported = completed_tasks_;
+        reported_splits = completed_splits_;
         std::set<std::string> unreachable;
         for (const auto& [id, task] : tasks_) {
           if (!task.removed && task.unreachable_since.has_value() &&
@@ -248,6 +266,7 @@ class DataServiceDataset::Iterator : public IteratorBase {
         for (const std::string& address : unreachable) request.add_unreachable_workers(address);
       }
       for (int64_t id : reported) request.add_completed_tasks(id);
+      for (int64_t seq : reported_splits) request.add_completed_splits(seq);
       proto::ClientHeartbeatResponse response;
       grpc::ClientContext context;
       context.set_deadline(std::chrono::system_clock::now() + kRpcTimeout);
@@ -257,6 +276,8 @@ class DataServiceDataset::Iterator : public IteratorBase {
       if (cancelled_) return;
       if (status.ok()) {
         completed_tasks_.erase(completed_tasks_.begin(), completed_tasks_.begin() + reported.size());
+        completed_splits_.erase(completed_splits_.begin(),
+                                completed_splits_.begin() + reported_splits.size());
         std::set<int64_t> listed;
         for (const proto::TaskInfo& info : response.tasks()) {
           listed.insert(info.task_id());
@@ -331,7 +352,24 @@ class DataServiceDataset::Iterator : public IteratorBase {
           }
         }
         held_elements_ += static_cast<int64_t>(response.elements.size());
-        task.held[response.first_index] = {task.sent, std::move(response.elements)};
+      }
+      if (status.ok() && (!empty || !response.tags.completed_splits.empty())) {
+        // An empty response that reports splits complete shares its
+        // first_index with the next one that has elements: they merge, in
+        // the worker's order.
+        TaskState::Held& held = task.held[response.first_index];
+        held.sent_before_arrival = std::max(held.sent_before_arrival, task.sent);
+        if (held.elements.empty()) {
+          held.elements = std::move(response.elements);
+        } else {
+          for (Element& e : response.elements) held.elements.push_back(std::move(e));
+        }
+        auto append = [](std::vector<int64_t>& to, const std::vector<int64_t>& from) {
+          to.insert(to.end(), from.begin(), from.end());
+        };
+        append(held.tags.split_seqs, response.tags.split_seqs);
+        append(held.tags.split_positions, response.tags.split_positions);
+        append(held.tags.completed_splits, response.tags.completed_splits);
       }
       ReleaseInOrder(task);
       if (absl::IsUnavailable(status)) {
@@ -386,6 +424,10 @@ class DataServiceDataset::Iterator : public IteratorBase {
   std::map<int64_t, TaskState> tasks_ ABSL_GUARDED_BY(mu_);
   // Read to their end, not yet reported to the dispatcher.
   std::vector<int64_t> completed_tasks_ ABSL_GUARDED_BY(mu_);
+  // exactly_once: splits wholly received, not yet reported; and for each
+  // split, the position of the next element not yet received.
+  std::vector<int64_t> completed_splits_ ABSL_GUARDED_BY(mu_);
+  std::map<int64_t, int64_t> next_position_ ABSL_GUARDED_BY(mu_);
   bool iteration_finished_ ABSL_GUARDED_BY(mu_) = false;
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
   bool heartbeat_now_ ABSL_GUARDED_BY(mu_) = false;

@@ -220,6 +220,10 @@ Dataset Dataset::Distribute(const std::string& service, const std::string& mode,
   });
 }
 
+Dataset Dataset::Distribute(const proto::DistributeOp& op) const {
+  return With("distribute", [&](proto::Step& s) { *s.mutable_distribute() = op; });
+}
+
 Dataset Dataset::WithPlugin(const std::string& library_path) const {
   proto::DatasetDef def = def_;
   def.add_plugins(library_path);

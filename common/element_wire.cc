@@ -29,6 +29,9 @@ constexpr uint32_t kResponseEndOfSequence = Tag(2, kVarint);
 constexpr uint32_t kResponseCompressedElement = Tag(3, kLengthDelimited);
 constexpr uint32_t kResponseCompression = Tag(4, kVarint);
 constexpr uint32_t kResponseFirstIndex = Tag(5, kVarint);
+constexpr int kResponseSplitSeqs = 6;
+constexpr int kResponseSplitPositions = 7;
+constexpr int kResponseCompletedSplits = 8;
 constexpr uint32_t kElementComponent = Tag(1, kLengthDelimited);
 constexpr uint32_t kElementName = Tag(2, kLengthDelimited);
 constexpr uint32_t kTensorDType = Tag(1, kVarint);
@@ -286,12 +289,16 @@ absl::Status ReadElement(CodedInputStream& in, Element* element) {
 
 absl::StatusOr<grpc::ByteBuffer> EncodeElementsResponse(const std::vector<Element>& elements,
                                                         bool end_of_sequence, int64_t first_index,
-                                                        proto::WireCompression compression) {
+                                                        proto::WireCompression compression,
+                                                        const SplitTags& tags) {
   if (compression != proto::COMPRESSION_NONE) {
     proto::GetElementsResponse response;
     response.set_compression(compression);
     response.set_end_of_sequence(end_of_sequence);
     response.set_first_index(first_index);
+    response.mutable_split_seqs()->Add(tags.split_seqs.begin(), tags.split_seqs.end());
+    response.mutable_split_positions()->Add(tags.split_positions.begin(), tags.split_positions.end());
+    response.mutable_completed_splits()->Add(tags.completed_splits.begin(), tags.completed_splits.end());
     proto::ElementProto encoded;
     for (const Element& element : elements) {
       ElementToProto(element, &encoded);
@@ -325,6 +332,17 @@ absl::StatusOr<grpc::ByteBuffer> EncodeElementsResponse(const std::vector<Elemen
     out.Varint(kResponseFirstIndex);
     out.Varint(static_cast<uint64_t>(first_index));
   }
+  // Packed, as proto3 writes repeated integers.
+  auto packed = [&out](int field, const std::vector<int64_t>& values) {
+    if (values.empty()) return;
+    size_t bytes = 0;
+    for (int64_t v : values) bytes += CodedOutputStream::VarintSize64(static_cast<uint64_t>(v));
+    out.LengthDelimitedHeader(Tag(field, kLengthDelimited), bytes);
+    for (int64_t v : values) out.Varint(static_cast<uint64_t>(v));
+  };
+  packed(kResponseSplitSeqs, tags.split_seqs);
+  packed(kResponseSplitPositions, tags.split_positions);
+  packed(kResponseCompletedSplits, tags.completed_splits);
   return out.Finish();
 }
 
@@ -339,6 +357,36 @@ bool ParseFromByteBuffer(const grpc::ByteBuffer& buffer, google::protobuf::Messa
   grpc::ProtoBufferReader reader(&shared);
   return reader.status().ok() && message->ParseFromZeroCopyStream(&reader);
 }
+
+namespace {
+
+std::vector<int64_t>* TagList(uint32_t field, SplitTags* tags) {
+  if (field == kResponseSplitSeqs) return &tags->split_seqs;
+  if (field == kResponseSplitPositions) return &tags->split_positions;
+  if (field == kResponseCompletedSplits) return &tags->completed_splits;
+  return nullptr;
+}
+
+// A repeated integer field, packed or not.
+absl::Status ReadIntegers(CodedInputStream& in, uint32_t tag, std::vector<int64_t>* values) {
+  uint64_t value = 0;
+  if ((tag & 7) == kVarint) {
+    if (!in.ReadVarint64(&value)) return Malformed(in, "a split tag is truncated");
+    values->push_back(static_cast<int64_t>(value));
+    return absl::OkStatus();
+  }
+  uint32_t length = 0;
+  if ((tag & 7) != kLengthDelimited || !in.ReadVarint32(&length)) return Malformed(in, "bad split tags");
+  const CodedInputStream::Limit limit = in.PushLimit(static_cast<int>(length));
+  while (in.BytesUntilLimit() > 0) {
+    if (!in.ReadVarint64(&value)) return Malformed(in, "a split tag is truncated");
+    values->push_back(static_cast<int64_t>(value));
+  }
+  in.PopLimit(limit);
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 absl::Status DecodeElementsResponse(grpc::ByteBuffer* buffer, ElementsResponse* response) {
   std::vector<Element>* elements = &response->elements;
@@ -374,12 +422,21 @@ absl::Status DecodeElementsResponse(grpc::ByteBuffer* buffer, ElementsResponse* 
     } else if (tag == kResponseFirstIndex) {
       if (!in.ReadVarint64(&value)) return Malformed(in, "first_index is truncated");
       response->first_index = static_cast<int64_t>(value);
+    } else if (std::vector<int64_t>* tags = TagList(tag >> 3, &response->tags); tags != nullptr) {
+      if (absl::Status s = ReadIntegers(in, tag, tags); !s.ok()) return s;
     } else if (absl::Status s = SkipField(in, tag); !s.ok()) {
       return s;
     }
   }
   if (absl::Status s = LeaveMessage(in, "the response", limit); !s.ok()) return s;
-  return DecodeElements(compressed, elements);
+  if (absl::Status s = DecodeElements(compressed, elements); !s.ok()) return s;
+  const size_t tagged = response->tags.split_seqs.size();
+  if (tagged != response->tags.split_positions.size() || (tagged != 0 && tagged != elements->size())) {
+    return absl::DataLossError(absl::StrCat("GetElements response: ", elements->size(), " elements but ",
+                                            tagged, " split tags and ", response->tags.split_positions.size(),
+                                            " positions"));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status DecodeElements(const proto::GetElementsResponse& response, std::vector<Element>* elements) {

@@ -32,16 +32,27 @@ inline constexpr size_t kZeroCopyMinBytes = 4096;
 // Elements as a serialized GetElementsResponse. With a compression other
 // than none, each element is serialized and compressed (so the bytes are
 // copied); fails only if compressing does.
+// exactly_once's tags: each element's split and position in it, and the
+// splits now wholly sent. Empty otherwise.
+struct SplitTags {
+  std::vector<int64_t> split_seqs;
+  std::vector<int64_t> split_positions;
+  std::vector<int64_t> completed_splits;
+  bool operator==(const SplitTags&) const = default;
+};
+
 // A decoded response.
 struct ElementsResponse {
   std::vector<Element> elements;
   bool end_of_sequence = false;
   int64_t first_index = 0;
+  SplitTags tags;
 };
 
 absl::StatusOr<grpc::ByteBuffer> EncodeElementsResponse(const std::vector<Element>& elements,
                                                         bool end_of_sequence, int64_t first_index,
-                                                        proto::WireCompression compression);
+                                                        proto::WireCompression compression,
+                                                        const SplitTags& tags = {});
 
 // Any message as a ByteBuffer (one copy), and back.
 grpc::ByteBuffer SerializeToByteBuffer(const google::protobuf::MessageLite& message);

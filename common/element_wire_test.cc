@@ -146,6 +146,35 @@ TEST_CASE("element_wire: first_index travels, in both encodings", "[wire]") {
   }
 }
 
+TEST_CASE("element_wire: exactly_once's split tags travel, in both encodings", "[wire]") {
+  const SplitTags tags{{5, 5, 6, 9}, {0, 1, 0, 300}, {4, 5, 1234567}};
+  for (auto compression : {proto::COMPRESSION_NONE, proto::COMPRESSION_SNAPPY}) {
+    absl::StatusOr<grpc::ByteBuffer> encoded =
+        EncodeElementsResponse(SampleElements(), true, 8, compression, tags);
+    REQUIRE(encoded.ok());
+    // What protobuf reads...
+    proto::GetElementsResponse parsed;
+    REQUIRE(ParseFromByteBuffer(*encoded, &parsed));
+    CHECK(std::vector<int64_t>(parsed.split_positions().begin(), parsed.split_positions().end()) ==
+          std::vector<int64_t>{0, 1, 0, 300});
+    // ...and the decoder, whatever the slicing.
+    ElementsResponse response;
+    grpc::ByteBuffer sliced = Sliced(parsed.SerializeAsString(), 3);
+    REQUIRE(DecodeElementsResponse(&sliced, &response).ok());
+    CHECK(response.tags == tags);
+    CHECK(response.elements.size() == 4);
+    CHECK(response.end_of_sequence);
+  }
+  // Tags for some elements only are damage.
+  absl::StatusOr<grpc::ByteBuffer> encoded =
+      EncodeElementsResponse(SampleElements(), false, 0, proto::COMPRESSION_NONE, SplitTags{{1}, {0}, {}});
+  REQUIRE(encoded.ok());
+  ElementsResponse response;
+  absl::Status status = DecodeElementsResponse(&*encoded, &response);
+  REQUIRE(absl::IsDataLoss(status));
+  CHECK(status.message() == "GetElements response: 4 elements but 1 split tags and 1 positions");
+}
+
 TEST_CASE("element_wire: compressed responses round-trip", "[wire]") {
   const std::vector<Element> elements = SampleElements();
   for (auto compression : {proto::COMPRESSION_SNAPPY, proto::COMPRESSION_ZSTD}) {

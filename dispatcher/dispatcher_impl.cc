@@ -22,9 +22,13 @@ int64_t UnixMillis() {
       .count();
 }
 
+const char* ModeName(proto::ProcessingMode mode) {
+  return mode == proto::DISTRIBUTED_EPOCH ? "distributed_epoch" : "parallel_epochs";
+}
+
 bool SameParams(const proto::JobParams& a, const proto::JobParams& b) {
   return a.dataset_id() == b.dataset_id() && a.processing_mode() == b.processing_mode() &&
-         a.sharding_policy() == b.sharding_policy();
+         a.sharding_policy() == b.sharding_policy() && a.exactly_once() == b.exactly_once();
 }
 
 std::string PolicyName(proto::ShardingPolicy policy) {
@@ -44,16 +48,43 @@ ShardBy StaticShardBy(proto::ShardingPolicy policy) {
   }
 }
 
+// exactly_once needs a worker side whose output positions within a split
+// are the same on every run: an element source, then element-wise steps.
+absl::Status CheckExactlyOnce(const proto::JobParams& params, const proto::DatasetDef& def) {
+  if (params.processing_mode() != proto::DISTRIBUTED_EPOCH) {
+    return absl::FailedPreconditionError(absl::StrCat("exactly_once needs distributed_epoch; the job is ",
+                                                      ModeName(params.processing_mode())));
+  }
+  auto refuse = [](int index, const std::string& why) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("exactly_once needs a worker side that is element-wise (range or from_tensor_slices, "
+                     "then map, filter "
+                     "or prefetch; batch after distribute): step ",
+                     index + 1, " ", why));
+  };
+  if (def.steps_size() == 0 || !(def.steps(0).has_range() || def.steps(0).has_from_tensor_slices())) {
+    return refuse(0, "is not range or from_tensor_slices");
+  }
+  for (int i = 1; i < def.steps_size(); ++i) {
+    const proto::Step& step = def.steps(i);
+    if (step.has_map() && step.map().num_parallel_calls() > 1 && !step.map().deterministic()) {
+      return refuse(i, "is a map with deterministic: false, whose order changes from run to run");
+    }
+    if (!step.has_map() && !step.has_filter() && !step.has_prefetch()) {
+      const google::protobuf::FieldDescriptor* op =
+          step.GetReflection()->GetOneofFieldDescriptor(step, step.GetDescriptor()->FindOneofByName("op"));
+      return refuse(i, absl::StrCat("is ", op == nullptr ? "empty" : op->name()));
+    }
+  }
+  return absl::OkStatus();
+}
+
 // Whether a worker may run a task of the job: any worker, or for static
 // sharding a listed one.
 bool RunsOn(const proto::JobParams& params, const std::string& address) {
   return !IsStaticSharding(params) ||
          std::find(params.static_workers().begin(), params.static_workers().end(), address) !=
              params.static_workers().end();
-}
-
-const char* ModeName(proto::ProcessingMode mode) {
-  return mode == proto::DISTRIBUTED_EPOCH ? "distributed_epoch" : "parallel_epochs";
 }
 
 }  // namespace
@@ -300,6 +331,9 @@ absl::Status DispatcherImpl::GetOrCreateJob(const proto::GetOrCreateJobRequest& 
     absl::StatusOr<std::unique_ptr<SplitProvider>> splits = MakeSplitProvider(dataset->def);
     if (!splits.ok()) return splits.status();
   }
+  if (job_params.exactly_once()) {
+    if (absl::Status s = CheckExactlyOnce(job_params, dataset->def); !s.ok()) return s;
+  }
   if (IsStaticSharding(job_params)) {
     const std::string policy = PolicyName(job_params.sharding_policy());
     if (config_.worker_addresses.empty()) {
@@ -398,6 +432,12 @@ absl::Status DispatcherImpl::ClientHeartbeat(const proto::ClientHeartbeatRequest
       if (task == nullptr || task->completed) continue;
       proto::Update update;
       update.mutable_complete_task()->set_task_id(task_id);
+      if (absl::Status s = Apply(update); !s.ok()) return s;
+    }
+    if (!request.completed_splits().empty()) {
+      proto::Update update;
+      update.mutable_complete_splits()->set_iteration_id(*iteration_id);
+      *update.mutable_complete_splits()->mutable_seqs() = request.completed_splits();
       if (absl::Status s = Apply(update); !s.ok()) return s;
     }
     for (const std::string& address : request.unreachable_workers()) {
@@ -599,6 +639,7 @@ void DispatcherImpl::FillTaskDef(const DispatcherState::Task& task, proto::TaskD
   *def->mutable_dataset() = state_.FindDataset(job->params.dataset_id())->def;
   def->set_processing_mode(job->params.processing_mode());
   def->set_sharding_policy(job->params.sharding_policy());
+  def->set_exactly_once(job->params.exactly_once());
   if (IsStaticSharding(job->params)) {
     const auto& workers = job->params.static_workers();
     def->set_num_shards(workers.size());

@@ -1207,5 +1207,58 @@ TEST_CASE("dispatcher_impl: static sharding errors", "[dispatcher]") {
   CHECK(mismatch.message() == "job: sharding policy DYNAMIC does not go with parallel_epochs");
 }
 
+absl::Status TryExactlyOnceJob(DispatcherImpl& d, const proto::DatasetDef& def, proto::ProcessingMode mode) {
+  proto::GetOrCreateJobRequest request;
+  *request.mutable_version() = CurrentVersion();
+  request.mutable_params()->set_dataset_id(Register(d, def));
+  request.mutable_params()->set_processing_mode(mode);
+  request.mutable_params()->set_exactly_once(true);
+  proto::GetOrCreateJobResponse response;
+  return d.GetOrCreateJob(request, &response);
+}
+
+TEST_CASE("dispatcher_impl: exactly_once takes element-wise distributed_epoch pipelines only",
+          "[dispatcher]") {
+  DispatcherImpl d(TestConfig());
+  CHECK(TryExactlyOnceJob(
+            d,
+            Dataset::Range(10).Map("square", {}, {4, true}).Filter("less", {{"value", 50}}).Prefetch(2).def(),
+            proto::DISTRIBUTED_EPOCH)
+            .ok());
+  const std::string prefix =
+      "exactly_once needs a worker side that is element-wise (range or from_tensor_slices, then map, filter "
+      "or "
+      "prefetch; batch after distribute): step ";
+  absl::Status batched = TryExactlyOnceJob(d, Dataset::Range(10).Batch(2).def(), proto::DISTRIBUTED_EPOCH);
+  REQUIRE(absl::IsFailedPrecondition(batched));
+  CHECK(batched.message() == prefix + "2 is batch");
+  absl::Status files = TryExactlyOnceJob(d, Dataset::TFRecord({"a"}).def(), proto::DISTRIBUTED_EPOCH);
+  CHECK(files.message() == prefix + "1 is not range or from_tensor_slices");
+  proto::DatasetDef unordered = Dataset::Range(10).Map("square", {}, {4, false}).def();
+  absl::Status shuffled = TryExactlyOnceJob(d, unordered, proto::DISTRIBUTED_EPOCH);
+  CHECK(shuffled.message() ==
+        prefix + "2 is a map with deterministic: false, whose order changes from run to run");
+  absl::Status parallel = TryExactlyOnceJob(d, Dataset::Range(10).def(), proto::PARALLEL_EPOCHS);
+  REQUIRE(absl::IsFailedPrecondition(parallel));
+  CHECK(parallel.message() == "exactly_once needs distributed_epoch; the job is parallel_epochs");
+}
+
+TEST_CASE("dispatcher_impl: splits a client reports received are not handed out again", "[dispatcher]") {
+  DispatcherImpl d(TestConfig());
+  Heartbeat(d, "w1:1");
+  Heartbeat(d, "w2:2");
+  const auto it = Iteration(d, Job(d, Register(d, Dataset::Range(100).def()), proto::DISTRIBUTED_EPOCH));
+  CHECK(Begins(Splits(d, it.iteration_id(), 1, 3, 1)) == BeginsAndSeqs{{0, 1}, {10, 2}, {20, 3}});
+  proto::ClientHeartbeatRequest request;
+  *request.mutable_version() = CurrentVersion();
+  request.set_iteration_client_id(it.iteration_client_id());
+  request.add_completed_splits(1);
+  request.add_completed_splits(3);
+  proto::ClientHeartbeatResponse response;
+  REQUIRE(d.ClientHeartbeat(request, &response).ok());
+  Shutdown(d, "w1:1");
+  CHECK(Begins(Splits(d, it.iteration_id(), 2, 4, 1)) == BeginsAndSeqs{{10, 2}, {30, 4}, {40, 5}, {50, 6}});
+}
+
 }  // namespace
 }  // namespace sluice::dispatcher

@@ -37,6 +37,8 @@ inline constexpr int64_t kUnknownCardinality = -2;
 struct Split {
   int64_t begin = 0;
   int64_t end = 0;
+  // The split's number in its iteration, when the dispatcher handed it out.
+  int64_t seq = 0;
   bool operator==(const Split& other) const = default;
 };
 

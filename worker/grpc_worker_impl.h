@@ -30,7 +30,7 @@ class GrpcWorkerImpl final
     impl_->GetElements(parsed, [reactor, response](WorkerImpl::ElementsReply reply) {
       absl::StatusOr<grpc::ByteBuffer> bytes =
           reply.status.ok() ? EncodeElementsResponse(reply.elements, reply.end_of_sequence, reply.first_index,
-                                                     reply.compression)
+                                                     reply.compression, reply.tags)
                             : absl::StatusOr<grpc::ByteBuffer>(reply.status);
       if (bytes.ok()) *response = *std::move(bytes);
       reactor->Finish(ToGrpcStatus(bytes.status()));

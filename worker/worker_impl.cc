@@ -46,11 +46,37 @@ SplitPrefetcher::FetchFn FetchSplitsFrom(proto::DispatcherService::Stub* dispatc
         [&](grpc::ClientContext* context) { return dispatcher->GetSplits(context, request, &response); },
         kRpcTimeout, kRetryFor, "GetSplits", cancelled);
     if (!status.ok()) return status;
-    for (const auto& s : response.splits()) splits->push_back({s.begin(), s.end()});
+    for (const auto& s : response.splits()) splits->push_back({s.begin(), s.end(), s.seq()});
     *end = response.end_of_splits();
     return absl::OkStatus();
   };
 }
+
+// Hands out one split, then says end: an exactly_once task runs its
+// pipeline once per split, so it knows where each element came from.
+class OneSplitProvider : public SplitProvider {
+ public:
+  explicit OneSplitProvider(Split split) : split_(split) {}
+  absl::Status GetNext(Split* split, bool* end_of_splits) override {
+    *end_of_splits = given_;
+    *split = split_;
+    given_ = true;
+    return absl::OkStatus();
+  }
+  absl::Status Reset() override {
+    given_ = false;
+    return absl::OkStatus();
+  }
+  std::string Save() const override { return given_ ? "1" : "0"; }
+  absl::Status Restore(const std::string& state) override {
+    given_ = state == "1";
+    return absl::OkStatus();
+  }
+
+ private:
+  const Split split_;
+  bool given_ = false;
+};
 
 }  // namespace
 
@@ -150,8 +176,18 @@ class WorkerImpl::Task {
       bytes_ -= ElementBytes(buffer_.front());
       reply.elements.push_back(std::move(buffer_.front()));
       buffer_.pop_front();
+      if (!tags_.empty()) {
+        reply.tags.split_seqs.push_back(tags_.front().first);
+        reply.tags.split_positions.push_back(tags_.front().second);
+        tags_.pop_front();
+      }
     }
     handed_out_ += static_cast<int64_t>(reply.elements.size());
+    // A split is wholly sent once every element produced from it is.
+    while (!completions_.empty() && completions_.front().first <= handed_out_) {
+      reply.tags.completed_splits.push_back(completions_.front().second);
+      completions_.pop_front();
+    }
     if (buffer_.empty() && done_) {
       // A failed pipeline's error comes after its last elements.
       if (!status_.ok() && reply.elements.empty()) reply.status = status_;
@@ -191,6 +227,53 @@ class WorkerImpl::Task {
     on_finished_(id());
   }
 
+  // Waits for room in the buffer, then adds an element (with its tag in
+  // exactly_once) and serves parked requests.
+  absl::Status Push(Element element, std::optional<std::pair<int64_t, int64_t>> tag) {
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.Await(absl::Condition(this, &Task::HasRoom));
+      if (cancelled_) return absl::CancelledError("task cancelled");
+    }
+    const int64_t bytes = ElementBytes(element);
+    bool serve = false;
+    {
+      absl::MutexLock lock(&mu_);
+      bytes_ += bytes;
+      buffer_.push_back(std::move(element));
+      if (tag.has_value()) tags_.push_back(*tag);
+      ++produced_;
+      serve = !waiters_.empty();
+    }
+    if (serve) ServeWaiters();
+    return absl::OkStatus();
+  }
+
+  // exactly_once: the pipeline runs once per split, from the split's
+  // start, so a split that a lost worker had begun gives the same elements
+  // at the same positions when rerun here.
+  absl::Status ProducePerSplit(const DatasetPtr& dataset) {
+    while (true) {
+      Split split;
+      bool end = false;
+      if (absl::Status s = splits_->GetNext(&split, &end); !s.ok()) return s;
+      if (end) return absl::OkStatus();
+      OneSplitProvider one(split);
+      IteratorContext context;
+      context.split_provider = &one;
+      absl::StatusOr<std::unique_ptr<IteratorBase>> iterator = dataset->MakeIterator(context);
+      if (!iterator.ok()) return iterator.status();
+      for (int64_t position = 0;; ++position) {
+        Element element;
+        if (absl::Status s = (*iterator)->GetNext(&element, &end); !s.ok()) return s;
+        if (end) break;
+        if (absl::Status s = Push(std::move(element), std::make_pair(split.seq, position)); !s.ok()) return s;
+      }
+      absl::MutexLock lock(&mu_);
+      completions_.emplace_back(produced_, split.seq);
+    }
+  }
+
   absl::Status Produce() {
     proto::DatasetDef def = def_.dataset();
     if (def_.sharding_policy() >= proto::SHARDING_FILE) {
@@ -206,29 +289,23 @@ class WorkerImpl::Task {
     }
     absl::StatusOr<DatasetPtr> dataset = BuildDataset(def);
     if (!dataset.ok()) return dataset.status();
+    if (def_.exactly_once() && splits_ != nullptr) return ProducePerSplit(*dataset);
     IteratorContext context;
     context.split_provider = splits_.get();  // null in parallel_epochs
     absl::StatusOr<std::unique_ptr<IteratorBase>> iterator = (*dataset)->MakeIterator(context);
     if (!iterator.ok()) return iterator.status();
     while (true) {
+      Element element;
+      bool end = false;
+      // Checks for room (and cancellation) before asking for more.
       {
         absl::MutexLock lock(&mu_);
         mu_.Await(absl::Condition(this, &Task::HasRoom));
         if (cancelled_) return absl::CancelledError("task cancelled");
       }
-      Element element;
-      bool end = false;
       if (absl::Status status = (*iterator)->GetNext(&element, &end); !status.ok()) return status;
       if (end) return absl::OkStatus();
-      const int64_t bytes = ElementBytes(element);
-      bool serve = false;
-      {
-        absl::MutexLock lock(&mu_);
-        bytes_ += bytes;
-        buffer_.push_back(std::move(element));
-        serve = !waiters_.empty();
-      }
-      if (serve) ServeWaiters();
+      if (absl::Status s = Push(std::move(element), std::nullopt); !s.ok()) return s;
     }
   }
 
@@ -244,6 +321,12 @@ class WorkerImpl::Task {
   std::deque<Waiter> waiters_ ABSL_GUARDED_BY(mu_);
   int64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t handed_out_ ABSL_GUARDED_BY(mu_) = 0;  // elements taken from buffer_ so far
+  int64_t produced_ ABSL_GUARDED_BY(mu_) = 0;    // elements put in buffer_ so far
+  // exactly_once: (split seq, position) of each buffered element, and
+  // (elements produced when the split ended, split seq) of finished splits
+  // not yet reported.
+  std::deque<std::pair<int64_t, int64_t>> tags_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::pair<int64_t, int64_t>> completions_ ABSL_GUARDED_BY(mu_);
   bool done_ ABSL_GUARDED_BY(mu_) = false;
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status status_ ABSL_GUARDED_BY(mu_);

@@ -24,6 +24,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "common/element.h"
+#include "common/element_wire.h"
 #include "pipeline/dataset.h"
 #include "sluice/service.grpc.pb.h"
 #include "worker/worker_config.h"
@@ -53,6 +54,7 @@ class WorkerImpl {
     // The position of elements[0] among all elements handed out for the task.
     int64_t first_index = 0;
     proto::WireCompression compression = proto::COMPRESSION_NONE;
+    SplitTags tags;  // exactly_once tasks only
   };
   using ElementsCallback = std::function<void(ElementsReply)>;
 

@@ -171,16 +171,24 @@ struct WorkerFailureRun {
   int64_t next_epoch = 0;
 };
 WorkerFailureRun ReadThroughWorkerFailure(const std::string& worker_timeout_ms,
-                                          const std::function<void(TestCluster&)>& act) {
+                                          const std::function<void(TestCluster&)>& act,
+                                          bool exactly_once = false) {
   TestCluster cluster({.num_workers = 2,
                        .dispatcher_args = {"--worker-timeout-ms", worker_timeout_ms},
                        .worker_args = {"--buffer-elements", "8"}});
   const int64_t n = WorkerFailureRun::kElements;
   WorkerFailureRun run;
-  run.counts = ReadAll(Dataset::Range(n).Distribute(cluster.ServiceUrl(), "distributed_epoch", "", 8),
-                       [&](int64_t read) {
-                         if (read == n / 4) act(cluster);
-                       });
+  proto::DistributeOp op;
+  op.set_service(cluster.ServiceUrl());
+  op.set_processing_mode("distributed_epoch");
+  op.set_max_outstanding_requests(8);
+  op.set_exactly_once(exactly_once);
+  // map and filter before distribute keep the worker side element-wise.
+  run.counts = ReadAll(
+      Dataset::Range(n).Map("add", {{"value", 0}}).Filter("greater_equal", {{"value", 0}}).Distribute(op),
+      [&](int64_t read) {
+        if (read == n / 4) act(cluster);
+      });
   run.status = DispatcherStatus(cluster);
   run.worker0 =
       "127.0.0.1:" + std::to_string(std::stoi(testing::ReadFileOrEmpty(cluster.dir().File("worker0.port"))));
@@ -222,6 +230,32 @@ TEST_CASE("resilience: a worker restarted at its address re-registers and gets t
   // restarted worker took a new one; a new epoch runs on both workers.
   CHECK(TasksOn(run.status, run.worker0) == 2);
   CHECK(run.next_epoch == 200);
+}
+
+TEST_CASE("resilience: with exactly_once a worker kill -9 mid-epoch yields each element once",
+          "[service][resilience]") {
+  const WorkerFailureRun run = ReadThroughWorkerFailure(
+      "1500", [](TestCluster& c) { c.KillWorker(0); }, true);
+  CHECK(run.counts == Expected(WorkerFailureRun::kElements, 1));
+  CHECK(run.next_epoch == 100);
+}
+
+TEST_CASE("resilience: exactly_once on a pipeline it cannot serve is FailedPrecondition",
+          "[service][resilience]") {
+  TestCluster cluster({.num_workers = 1});
+  proto::DistributeOp op;
+  op.set_service(cluster.ServiceUrl());
+  op.set_processing_mode("distributed_epoch");
+  op.set_exactly_once(true);
+  // Refused when the job is made, with the first iterator.
+  absl::StatusOr<DatasetPtr> built = Dataset::Range(10).Batch(2).Distribute(op).Build();
+  REQUIRE(built.ok());
+  const absl::Status status = (*built)->MakeIterator(IteratorContext()).status();
+  REQUIRE(absl::IsFailedPrecondition(status));
+  CHECK(status.message() ==
+        "exactly_once needs a worker side that is element-wise (range or from_tensor_slices, then map, "
+        "filter or "
+        "prefetch; batch after distribute): step 2 is batch");
 }
 
 TEST_CASE("resilience: static DATA sharding over the dispatcher's worker list reads each element once",

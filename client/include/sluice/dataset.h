@@ -98,6 +98,9 @@ class Dataset {
   Dataset Distribute(const std::string& service, const std::string& mode = "parallel_epochs",
                      const std::string& job_name = "", int64_t max_outstanding_requests = 0,
                      int64_t timeout_ms = 0) const;
+  // The same with every option of the step (sharding_policy, exactly_once,
+  // compression...; see docs/pipeline.md).
+  Dataset Distribute(const proto::DistributeOp& op) const;
   // Loads element functions from a plugin library when built.
   Dataset WithPlugin(const std::string& library_path) const;
 
