@@ -31,6 +31,9 @@ struct ReadOptions {
   std::string job_name;
   std::string processing_mode;
   std::string sharding_policy;
+  // Coordinated reads; -1: as in the YAML.
+  int64_t num_consumers = -1;
+  int64_t consumer_index = -1;
   // Local devices ("CPU:0", "GPU:1"): read through sluice::DistributeDataset,
   // one step (a value per replica) at a time. Empty: element by element.
   std::vector<std::string> replicas;

@@ -80,6 +80,8 @@ absl::StatusOr<LoadedPipeline> LoadWithServiceFlags(const ReadOptions& options, 
   if (!options.job_name.empty()) distribute->set_job_name(options.job_name);
   if (!options.processing_mode.empty()) distribute->set_processing_mode(options.processing_mode);
   if (!options.sharding_policy.empty()) distribute->set_sharding_policy(options.sharding_policy);
+  if (options.num_consumers >= 0) distribute->set_num_consumers(options.num_consumers);
+  if (options.consumer_index >= 0) distribute->set_consumer_index(options.consumer_index);
   return pipeline;
 }
 

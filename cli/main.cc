@@ -28,6 +28,14 @@ int main(int argc, char** argv) {
     command->add_option("--sharding-policy", read.sharding_policy,
                         "OFF, DYNAMIC, FILE, DATA, FILE_OR_DATA or HINT (overrides the YAML)");
     command
+        ->add_option("--num-consumers", read.num_consumers,
+                     "Coordinated reads: how many consumers read the job together (overrides the YAML)")
+        ->check(CLI::NonNegativeNumber);
+    command
+        ->add_option("--consumer-index", read.consumer_index,
+                     "Coordinated reads: this consumer's index, from 0 (overrides the YAML)")
+        ->check(CLI::NonNegativeNumber);
+    command
         ->add_option(
             "--replicas", read.replicas,
             "Read through DistributeDataset onto these devices, e.g. CPU:0,CPU:1 (one value per replica)")

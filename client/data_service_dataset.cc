@@ -95,8 +95,9 @@ class DataServiceDataset : public DatasetBase {
  public:
   DataServiceDataset(std::shared_ptr<ServiceHandle> service, proto::JobParams params, ElementSpec spec,
                      int64_t cardinality, int64_t max_outstanding, std::chrono::milliseconds deadline,
-                     proto::WireCompression compression)
-      : deadline_(deadline),
+                     proto::WireCompression compression, int64_t consumer_index)
+      : consumer_index_(consumer_index),
+        deadline_(deadline),
         compression_(compression),
         service_(std::move(service)),
         params_(std::move(params)),
@@ -117,6 +118,7 @@ class DataServiceDataset : public DatasetBase {
  private:
   class Iterator;
 
+  const int64_t consumer_index_;  // coordinated reads; -1 otherwise
   const std::chrono::milliseconds deadline_;
   const proto::WireCompression compression_;
   const std::shared_ptr<ServiceHandle> service_;
@@ -133,12 +135,14 @@ class DataServiceDataset : public DatasetBase {
 class DataServiceDataset::Iterator : public IteratorBase {
  public:
   Iterator(std::shared_ptr<ServiceHandle> service, int64_t max_outstanding, int64_t iteration_client_id,
-           proto::WireCompression compression)
+           proto::WireCompression compression, int64_t consumer_index)
       : service_(std::move(service)),
         max_outstanding_(max_outstanding),
         client_id_(iteration_client_id),
-        compression_(compression) {
+        compression_(compression),
+        consumer_index_(consumer_index) {
     heartbeat_ = std::thread([this] { HeartbeatLoop(); });
+    if (coordinated()) rounds_ = std::thread([this] { RoundLoop(); });
   }
 
   ~Iterator() override {
@@ -147,6 +151,7 @@ class DataServiceDataset::Iterator : public IteratorBase {
       cancelled_ = true;
     }
     heartbeat_.join();
+    if (rounds_.joinable()) rounds_.join();
     for (auto& [id, task] : tasks_) {
       for (std::thread& thread : task.threads) thread.join();
     }
@@ -196,7 +201,92 @@ class DataServiceDataset::Iterator : public IteratorBase {
     // Since when requests fail as unreachable; reported to the dispatcher
     // after kUnreachableReportAfter.
     std::optional<absl::Time> unreachable_since;
+    // Coordinated reads: the first round the task serves.
+    int64_t starting_round = 0;
   };
+
+  bool coordinated() const { return consumer_index_ >= 0; }
+
+  // Coordinated reads: the task that serves `round` (all consumers agree
+  // on it: the live tasks that have started, by id, taken round-robin), or
+  // 0 when none has.
+  int64_t TaskForRound(int64_t round) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    std::vector<int64_t> serving;
+    for (const auto& [id, task] : tasks_) {
+      if (!task.removed && task.starting_round <= round) serving.push_back(id);
+    }
+    return serving.empty() ? 0 : serving[round % static_cast<int64_t>(serving.size())];
+  }
+
+  // The next round can be asked for: room in the buffer, a task list that
+  // holds for it, and a task to ask.
+  bool RoundReady() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return cancelled_ || !status_.ok() ||
+           (static_cast<int64_t>(buffer_.size()) < max_outstanding_ && current_round_ <= round_horizon_ &&
+            TaskForRound(current_round_) != 0);
+  }
+
+  // Coordinated reads: asks the round's worker for this consumer's element
+  // of each round in turn. A worker answers once every consumer has asked,
+  // or empty after 50 ms, and the request goes again (to the worker the
+  // then current task list names).
+  void RoundLoop() {
+    std::chrono::milliseconds backoff(10);
+    while (true) {
+      int64_t task_id = 0;
+      int64_t round = 0;
+      std::shared_ptr<ElementTransport> transport;
+      std::string address;
+      {
+        absl::MutexLock lock(&mu_);
+        if (!mu_.AwaitWithTimeout(absl::Condition(this, &Iterator::RoundReady), absl::Milliseconds(50))) {
+          heartbeat_now_ = true;  // past the horizon, or no task yet: ask now
+          continue;
+        }
+        if (cancelled_ || !status_.ok()) return;
+        round = current_round_;
+        task_id = TaskForRound(round);
+        transport = tasks_[task_id].transport;
+        address = tasks_[task_id].worker_address;
+      }
+      proto::GetElementsRequest request;
+      *request.mutable_version() = CurrentVersion();
+      request.set_task_id(task_id);
+      request.set_max_elements(1);
+      request.set_compression(compression_);
+      request.set_consumer_index(consumer_index_);
+      request.set_round(round);
+      ElementsResponse response;
+      absl::Status status = transport->GetElements(request, &response);
+      absl::MutexLock lock(&mu_);
+      TaskState& task = tasks_[task_id];
+      if (absl::IsUnavailable(status)) {
+        if (!task.unreachable_since.has_value()) task.unreachable_since = absl::Now();
+      } else {
+        task.unreachable_since.reset();
+      }
+      if (status.ok() && !response.elements.empty()) {
+        buffer_.push_back(std::move(response.elements[0]));
+        ++current_round_;
+        backoff = std::chrono::milliseconds(10);
+        continue;
+      }
+      if (status.ok() && response.end_of_sequence) {
+        status_ = absl::FailedPreconditionError(absl::StrCat("coordinated reads: the pipeline on worker ",
+                                                             address, " ended at round ", round,
+                                                             "; coordinated reads need an infinite dataset"));
+        return;
+      }
+      if (!status.ok() && !IsTransient(status)) {
+        status_ = absl::Status(status.code(), absl::StrCat("reading round ", round, " from worker ", address,
+                                                           ": ", status.message()));
+        return;
+      }
+      if (status.ok()) continue;  // the worker waited 50 ms already
+      mu_.AwaitWithTimeout(absl::Condition(&cancelled_), absl::FromChrono(backoff));
+      backoff = std::min(backoff * 2, std::chrono::milliseconds(200));
+    }
+  }
 
   void ReleaseInOrder(TaskState& task) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     while (!task.held.empty()) {
@@ -267,6 +357,10 @@ class DataServiceDataset::Iterator : public IteratorBase {
       }
       for (int64_t id : reported) request.add_completed_tasks(id);
       for (int64_t seq : reported_splits) request.add_completed_splits(seq);
+      {
+        absl::MutexLock lock(&mu_);
+        request.set_current_round(current_round_);
+      }
       proto::ClientHeartbeatResponse response;
       grpc::ClientContext context;
       context.set_deadline(std::chrono::system_clock::now() + kRpcTimeout);
@@ -285,7 +379,9 @@ class DataServiceDataset::Iterator : public IteratorBase {
           TaskState& task = tasks_[info.task_id()];
           task.worker_address = info.worker_address();
           task.transport = MakeGrpcElementTransport(info.worker_address());
-          for (int i = 0; i < kRequestsInFlightPerTask; ++i) {
+          task.starting_round = info.starting_round();
+          // Coordinated reads go round by round from one thread.
+          for (int i = 0; i < (coordinated() ? 0 : kRequestsInFlightPerTask); ++i) {
             task.threads.emplace_back(
                 [this, task_id = info.task_id(), address = info.worker_address(),
                  transport = task.transport] { FetchLoop(task_id, address, *transport); });
@@ -295,6 +391,7 @@ class DataServiceDataset::Iterator : public IteratorBase {
           if (!listed.contains(id)) task.removed = true;
         }
         iteration_finished_ = response.iteration_finished();
+        round_horizon_ = response.round_horizon();
       } else if (!IsTransient(status)) {
         status_ = status;  // the dispatcher refused us: nothing to wait for
       }
@@ -428,6 +525,10 @@ class DataServiceDataset::Iterator : public IteratorBase {
   // split, the position of the next element not yet received.
   std::vector<int64_t> completed_splits_ ABSL_GUARDED_BY(mu_);
   std::map<int64_t, int64_t> next_position_ ABSL_GUARDED_BY(mu_);
+  const int64_t consumer_index_;  // coordinated reads; -1 otherwise
+  int64_t current_round_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t round_horizon_ ABSL_GUARDED_BY(mu_) = -1;
+  std::thread rounds_;
   bool iteration_finished_ ABSL_GUARDED_BY(mu_) = false;
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
   bool heartbeat_now_ ABSL_GUARDED_BY(mu_) = false;
@@ -448,6 +549,7 @@ absl::StatusOr<std::unique_ptr<IteratorBase>> DataServiceDataset::MakeIterator(c
   *iteration_request.mutable_version() = CurrentVersion();
   iteration_request.set_job_id(job.job_id());
   iteration_request.set_repetition(repetitions_.fetch_add(1));
+  iteration_request.set_consumer_index(std::max<int64_t>(0, consumer_index_));
   proto::GetOrCreateIterationResponse iteration;
   status = CallWithRetries(
       [&](grpc::ClientContext* c) {
@@ -455,8 +557,8 @@ absl::StatusOr<std::unique_ptr<IteratorBase>> DataServiceDataset::MakeIterator(c
       },
       kRpcTimeout, deadline_, absl::StrCat("starting an iteration at ", service_->address));
   if (!status.ok()) return status;
-  return std::make_unique<Iterator>(service_, max_outstanding_, iteration.iteration_client_id(),
-                                    compression_);
+  return std::make_unique<Iterator>(service_, max_outstanding_, iteration.iteration_client_id(), compression_,
+                                    consumer_index_);
 }
 
 }  // namespace
@@ -477,6 +579,12 @@ absl::StatusOr<DatasetPtr> MakeDataServiceDataset(const proto::DatasetDef& worke
     return absl::InvalidArgumentError("distribute: max_outstanding_requests must be >= 0");
   }
   if (op.timeout_ms() < 0) return absl::InvalidArgumentError("distribute: timeout_ms must be >= 0");
+  if (op.num_consumers() < 0 ||
+      (op.num_consumers() > 0 && (op.consumer_index() < 0 || op.consumer_index() >= op.num_consumers()))) {
+    return absl::InvalidArgumentError(absl::StrCat("distribute: consumer_index ", op.consumer_index(),
+                                                   " is out of range for num_consumers ",
+                                                   op.num_consumers()));
+  }
   const std::chrono::milliseconds deadline =
       op.timeout_ms() > 0 ? std::chrono::milliseconds(op.timeout_ms()) : kDefaultDispatcherDeadline;
   auto service = std::make_shared<ServiceHandle>();
@@ -507,10 +615,13 @@ absl::StatusOr<DatasetPtr> MakeDataServiceDataset(const proto::DatasetDef& worke
 
   params.set_dataset_id(registered.dataset_id());
   params.set_job_name(op.job_name());
+  params.set_num_consumers(op.num_consumers());
   const int64_t max_outstanding =
       op.max_outstanding_requests() > 0 ? op.max_outstanding_requests() : kDefaultMaxOutstanding;
+  const int64_t consumer_index = op.num_consumers() > 0 ? op.consumer_index() : -1;
   return std::make_shared<DataServiceDataset>(std::move(service), std::move(params), *std::move(spec),
-                                              info.cardinality(), max_outstanding, deadline, *compression);
+                                              info.cardinality(), max_outstanding, deadline, *compression,
+                                              consumer_index);
 }
 
 void EnableDataService() {

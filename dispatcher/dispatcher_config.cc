@@ -17,6 +17,9 @@ void DescribeDispatcherConfig(DispatcherConfig* config, ConfigSchema* schema) {
                  "elements of range/from_tensor_slices in one split");
   schema->AddStringList("worker_addresses", &config->worker_addresses,
                         "workers (HOST:PORT) that static sharding policies shard over, in shard order");
+  schema->AddInt(
+      "round_window", &config->round_window, 2, 1 << 30,
+      "coordinated reads: rounds fixed ahead of the consumers; a new worker serves from after them");
   schema->AddString("work_dir", &config->work_dir,
                     "journal state here and recover it on start; empty: nothing survives a restart");
   schema->AddInt("snapshot_interval", &config->snapshot_interval, 1, 1 << 30,

@@ -29,6 +29,10 @@ struct DispatcherConfig {
   // that the FILE, DATA, FILE_OR_DATA and HINT sharding policies shard
   // over: worker i runs shard i of N.
   std::vector<std::string> worker_addresses;
+  // Coordinated reads: rounds for which a consumer's task list is fixed
+  // ahead of the furthest round reported; a worker that joins serves from
+  // the round after.
+  int64_t round_window = 4096;
   // Where the journal and snapshots live; empty: state is not kept across
   // restarts.
   std::string work_dir;

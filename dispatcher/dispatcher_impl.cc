@@ -28,7 +28,8 @@ const char* ModeName(proto::ProcessingMode mode) {
 
 bool SameParams(const proto::JobParams& a, const proto::JobParams& b) {
   return a.dataset_id() == b.dataset_id() && a.processing_mode() == b.processing_mode() &&
-         a.sharding_policy() == b.sharding_policy() && a.exactly_once() == b.exactly_once();
+         a.sharding_policy() == b.sharding_policy() && a.exactly_once() == b.exactly_once() &&
+         a.num_consumers() == b.num_consumers();
 }
 
 std::string PolicyName(proto::ShardingPolicy policy) {
@@ -334,6 +335,29 @@ absl::Status DispatcherImpl::GetOrCreateJob(const proto::GetOrCreateJobRequest& 
   if (job_params.exactly_once()) {
     if (absl::Status s = CheckExactlyOnce(job_params, dataset->def); !s.ok()) return s;
   }
+  if (job_params.num_consumers() < 0) return absl::InvalidArgumentError("job: num_consumers must be >= 0");
+  if (job_params.num_consumers() > 0) {
+    if (params.processing_mode() != proto::PARALLEL_EPOCHS || IsStaticSharding(job_params)) {
+      return absl::FailedPreconditionError(
+          "coordinated reads (num_consumers) need parallel_epochs (sharding OFF)");
+    }
+    if (params.job_name().empty()) {
+      return absl::InvalidArgumentError(
+          "coordinated reads (num_consumers) need a job_name that the consumers share");
+    }
+    absl::StatusOr<DatasetPtr> built = Built(params.dataset_id());
+    if (!built.ok()) return built.status();
+    if ((*built)->Cardinality() != kInfiniteCardinality) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("coordinated reads (num_consumers) need an infinite dataset, so that every round has "
+                       "an element for each "
+                       "consumer; dataset ",
+                       params.dataset_id(), " has ",
+                       (*built)->Cardinality() >= 0 ? absl::StrCat((*built)->Cardinality(), " elements")
+                                                    : std::string("an unknown number of elements"),
+                       " (add repeat)"));
+    }
+  }
   if (IsStaticSharding(job_params)) {
     const std::string policy = PolicyName(job_params.sharding_policy());
     if (config_.worker_addresses.empty()) {
@@ -361,12 +385,20 @@ absl::Status DispatcherImpl::GetOrCreateJob(const proto::GetOrCreateJobRequest& 
   return absl::OkStatus();
 }
 
-absl::Status DispatcherImpl::CreateTask(int64_t iteration_id, const std::string& worker_address) {
+absl::Status DispatcherImpl::CreateTask(int64_t iteration_id, const std::string& worker_address,
+                                        bool joins_running_iteration) {
   proto::Update update;
   auto* u = update.mutable_create_task();
   u->set_task_id(state_.NextTaskId());
   u->set_iteration_id(iteration_id);
   u->set_worker_address(worker_address);
+  // Coordinated reads: consumers may already hold task lists through the
+  // horizon, so a new task serves only rounds after it.
+  const auto* iteration = state_.FindIteration(iteration_id);
+  if (joins_running_iteration && iteration != nullptr &&
+      state_.FindJob(iteration->job_id)->params.num_consumers() > 0) {
+    u->set_starting_round(iteration->round_horizon + 1);
+  }
   return Apply(update);
 }
 
@@ -380,7 +412,19 @@ absl::Status DispatcherImpl::GetOrCreateIteration(const proto::GetOrCreateIterat
     const auto* job = state_.FindJob(request.job_id());
     if (job == nullptr) return absl::NotFoundError(absl::StrCat("unknown job ", request.job_id()));
     if (request.repetition() < 0) return absl::InvalidArgumentError("repetition must be >= 0");
+    const int64_t num_consumers = job->params.num_consumers();
+    if (num_consumers > 0 && (request.consumer_index() < 0 || request.consumer_index() >= num_consumers)) {
+      return absl::InvalidArgumentError(absl::StrCat("consumer_index ", request.consumer_index(),
+                                                     " is out of range for ", num_consumers, " consumers"));
+    }
     const auto* iteration = state_.FindIterationForRepetition(job->id, request.repetition());
+    if (iteration != nullptr && num_consumers > 0 &&
+        iteration->consumers_joined.contains(request.consumer_index())) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("job '", job->params.job_name(), "' is at round ", iteration_rounds_[iteration->id],
+                       ": consumer ", request.consumer_index(), " has already joined; a set of ",
+                       num_consumers, " coordinated consumers must start together at round 0"));
+    }
     if (iteration == nullptr) {
       const auto* dataset = state_.FindDataset(job->params.dataset_id());
       if (job->params.processing_mode() == proto::DISTRIBUTED_EPOCH) {
@@ -397,8 +441,17 @@ absl::Status DispatcherImpl::GetOrCreateIteration(const proto::GetOrCreateIterat
       for (const auto& [address, worker] : state_.workers()) {
         if (!RunsOn(job->params, address)) continue;
         const int64_t task_id = state_.NextTaskId();
-        if (absl::Status s = CreateTask(u->iteration_id(), address); !s.ok()) return s;
+        if (absl::Status s = CreateTask(u->iteration_id(), address, /*joins_running_iteration=*/false);
+            !s.ok()) {
+          return s;
+        }
         FillTaskDef(*state_.FindTask(task_id), &new_tasks.emplace_back(address, proto::TaskDef()).second);
+      }
+      if (num_consumers > 0) {
+        proto::Update horizon;
+        horizon.mutable_extend_round_horizon()->set_iteration_id(u->iteration_id());
+        horizon.mutable_extend_round_horizon()->set_horizon(config_.round_window);
+        if (absl::Status s = Apply(horizon); !s.ok()) return s;
       }
       iteration = state_.FindIteration(u->iteration_id());
       spdlog::info("iteration {} (job {}, repetition {}) has {} tasks", iteration->id, job->id,
@@ -407,6 +460,8 @@ absl::Status DispatcherImpl::GetOrCreateIteration(const proto::GetOrCreateIterat
     proto::Update acquire;
     acquire.mutable_acquire_iteration_client()->set_iteration_client_id(state_.NextIterationClientId());
     acquire.mutable_acquire_iteration_client()->set_iteration_id(iteration->id);
+    acquire.mutable_acquire_iteration_client()->set_consumer_index(
+        num_consumers > 0 ? request.consumer_index() : -1);
     if (absl::Status s = Apply(acquire); !s.ok()) return s;
     client_heartbeats_[acquire.acquire_iteration_client().iteration_client_id()] = Clock::now();
     response->set_iteration_id(iteration->id);
@@ -427,6 +482,18 @@ absl::Status DispatcherImpl::ClientHeartbeat(const proto::ClientHeartbeatRequest
       return absl::NotFoundError(absl::StrCat("unknown iteration client ", request.iteration_client_id()));
     }
     client_heartbeats_[request.iteration_client_id()] = Clock::now();
+    if (const auto* iteration = state_.FindIteration(*iteration_id);
+        state_.FindJob(iteration->job_id)->params.num_consumers() > 0) {
+      int64_t& furthest = iteration_rounds_[iteration->id];
+      furthest = std::max(furthest, request.current_round());
+      // Keeps the horizon a window ahead, extended half a window at a time.
+      if (furthest + config_.round_window / 2 > iteration->round_horizon) {
+        proto::Update update;
+        update.mutable_extend_round_horizon()->set_iteration_id(iteration->id);
+        update.mutable_extend_round_horizon()->set_horizon(furthest + config_.round_window);
+        if (absl::Status s = Apply(update); !s.ok()) return s;
+      }
+    }
     for (int64_t task_id : request.completed_tasks()) {
       const auto* task = state_.FindTask(task_id);
       if (task == nullptr || task->completed) continue;
@@ -458,8 +525,10 @@ absl::Status DispatcherImpl::ClientHeartbeat(const proto::ClientHeartbeatRequest
       info->set_task_id(task->id);
       info->set_iteration_id(task->iteration_id);
       info->set_worker_address(task->worker_address);
+      info->set_starting_round(task->starting_round);
     }
     response->set_iteration_finished(iteration->finished);
+    response->set_round_horizon(iteration->round_horizon);
   }
   PushTasks(new_tasks);
   return absl::OkStatus();
@@ -640,6 +709,7 @@ void DispatcherImpl::FillTaskDef(const DispatcherState::Task& task, proto::TaskD
   def->set_processing_mode(job->params.processing_mode());
   def->set_sharding_policy(job->params.sharding_policy());
   def->set_exactly_once(job->params.exactly_once());
+  def->set_num_consumers(job->params.num_consumers());
   if (IsStaticSharding(job->params)) {
     const auto& workers = job->params.static_workers();
     def->set_num_shards(workers.size());

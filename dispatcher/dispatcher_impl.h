@@ -115,8 +115,10 @@ class DispatcherImpl {
   void PushTasks(const std::vector<std::pair<std::string, proto::TaskDef>>& new_tasks) const;
   // The built dataset of a registered id, built once and cached.
   absl::StatusOr<DatasetPtr> Built(const std::string& dataset_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status CreateTask(int64_t iteration_id, const std::string& worker_address)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A task that joins a running iteration serves coordinated reads only
+  // from the round after the horizon.
+  absl::Status CreateTask(int64_t iteration_id, const std::string& worker_address,
+                          bool joins_running_iteration = true) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FillTaskDef(const DispatcherState::Task& task, proto::TaskDef* def) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FillWorkerInfo(const DispatcherState::Worker& worker, proto::WorkerInfo* info) const
@@ -136,6 +138,9 @@ class DispatcherImpl {
   std::map<std::string, Clock::time_point> worker_heartbeats_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, int64_t> worker_heartbeat_unix_ms_ ABSL_GUARDED_BY(mu_);
   std::map<int64_t, Clock::time_point> client_heartbeats_ ABSL_GUARDED_BY(mu_);
+  // Coordinated reads: the furthest round a consumer of each iteration has
+  // reported.
+  std::map<int64_t, int64_t> iteration_rounds_ ABSL_GUARDED_BY(mu_);
   // Since when each uncollected iteration has had no client.
   std::map<int64_t, Clock::time_point> iteration_idle_since_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

@@ -1260,5 +1260,80 @@ TEST_CASE("dispatcher_impl: splits a client reports received are not handed out 
   CHECK(Begins(Splits(d, it.iteration_id(), 2, 4, 1)) == BeginsAndSeqs{{10, 2}, {30, 4}, {40, 5}, {50, 6}});
 }
 
+TEST_CASE("dispatcher_impl: coordinated reads fix task lists through a horizon a window ahead",
+          "[dispatcher]") {
+  DispatcherConfig config = TestConfig();
+  config.round_window = 10;
+  DispatcherImpl d(config);
+  Heartbeat(d, "w1:1");
+  Heartbeat(d, "w2:2");
+  proto::GetOrCreateJobRequest job_request;
+  *job_request.mutable_version() = CurrentVersion();
+  job_request.mutable_params()->set_dataset_id(Register(d, Dataset::Range(5).Repeat().def()));
+  job_request.mutable_params()->set_processing_mode(proto::PARALLEL_EPOCHS);
+  job_request.mutable_params()->set_job_name("c");
+  job_request.mutable_params()->set_num_consumers(2);
+  proto::GetOrCreateJobResponse job;
+  REQUIRE(d.GetOrCreateJob(job_request, &job).ok());
+  auto join = [&](int64_t consumer, proto::GetOrCreateIterationResponse* response) {
+    proto::GetOrCreateIterationRequest request;
+    *request.mutable_version() = CurrentVersion();
+    request.set_job_id(job.job_id());
+    request.set_consumer_index(consumer);
+    return d.GetOrCreateIteration(request, response);
+  };
+  proto::GetOrCreateIterationResponse first;
+  proto::GetOrCreateIterationResponse second;
+  REQUIRE(join(0, &first).ok());
+  REQUIRE(join(1, &second).ok());
+  proto::GetOrCreateIterationResponse again;
+  CHECK(join(0, &again).message() ==
+        "job 'c' is at round 0: consumer 0 has already joined; a set of 2 coordinated consumers must start "
+        "together "
+        "at round 0");
+  CHECK(join(2, &again).message() == "consumer_index 2 is out of range for 2 consumers");
+
+  proto::ClientHeartbeatResponse beat = ClientBeat(d, first.iteration_client_id());
+  CHECK(beat.round_horizon() == 10);
+  // At round 7, past half the window: the horizon moves to 17.
+  proto::ClientHeartbeatRequest request;
+  *request.mutable_version() = CurrentVersion();
+  request.set_iteration_client_id(second.iteration_client_id());
+  request.set_current_round(7);
+  proto::ClientHeartbeatResponse moved;
+  REQUIRE(d.ClientHeartbeat(request, &moved).ok());
+  CHECK(moved.round_horizon() == 17);
+  // A worker joining now serves from round 18; the first two from round 0.
+  Heartbeat(d, "w3:3");
+  std::vector<std::pair<int64_t, int64_t>> starts;
+  const proto::ClientHeartbeatResponse listing = ClientBeat(d, first.iteration_client_id());
+  for (const auto& task : listing.tasks()) {
+    starts.emplace_back(task.task_id(), task.starting_round());
+  }
+  CHECK(starts == std::vector<std::pair<int64_t, int64_t>>{{1, 0}, {2, 0}, {3, 18}});
+}
+
+TEST_CASE("dispatcher_impl: coordinated reads need an infinite dataset and a job name", "[dispatcher]") {
+  DispatcherImpl d(TestConfig());
+  proto::GetOrCreateJobRequest request;
+  *request.mutable_version() = CurrentVersion();
+  request.mutable_params()->set_dataset_id(Register(d, Dataset::Range(5).def()));
+  request.mutable_params()->set_processing_mode(proto::PARALLEL_EPOCHS);
+  request.mutable_params()->set_num_consumers(2);
+  proto::GetOrCreateJobResponse response;
+  CHECK(d.GetOrCreateJob(request, &response).message() ==
+        "coordinated reads (num_consumers) need a job_name that the consumers share");
+  request.mutable_params()->set_job_name("c");
+  absl::Status finite = d.GetOrCreateJob(request, &response);
+  REQUIRE(absl::IsFailedPrecondition(finite));
+  CHECK(finite.message() ==
+        "coordinated reads (num_consumers) need an infinite dataset, so that every round has an element for "
+        "each "
+        "consumer; dataset 1000 has 5 elements (add repeat)");
+  request.mutable_params()->set_processing_mode(proto::DISTRIBUTED_EPOCH);
+  CHECK(d.GetOrCreateJob(request, &response).message() ==
+        "coordinated reads (num_consumers) need parallel_epochs (sharding OFF)");
+}
+
 }  // namespace
 }  // namespace sluice::dispatcher

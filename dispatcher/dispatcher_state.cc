@@ -66,6 +66,7 @@ absl::Status DispatcherState::Apply(const proto::Update& update) {
         return absl::FailedPreconditionError(absl::StrCat("cannot create task ", u.task_id()));
       }
       tasks_[u.task_id()] = Task{u.task_id(), u.iteration_id(), u.worker_address(), false};
+      tasks_[u.task_id()].starting_round = u.starting_round();
       iteration->second.tasks.push_back(u.task_id());
       UpdateFinished(iteration->second);
       next_task_id_ = std::max(next_task_id_, u.task_id() + 1);
@@ -79,6 +80,9 @@ absl::Status DispatcherState::Apply(const proto::Update& update) {
             absl::StrCat("cannot add client ", u.iteration_client_id(), " to iteration ", u.iteration_id()));
       }
       iteration->second.clients.insert(u.iteration_client_id());
+      if (jobs_.at(iteration->second.job_id).params.num_consumers() > 0) {
+        iteration->second.consumers_joined.insert(u.consumer_index());
+      }
       iteration_of_client_[u.iteration_client_id()] = u.iteration_id();
       next_iteration_client_id_ = std::max(next_iteration_client_id_, u.iteration_client_id() + 1);
       return absl::OkStatus();
@@ -158,6 +162,16 @@ absl::Status DispatcherState::Apply(const proto::Update& update) {
         for (int64_t task_id : iteration->second.tasks) tasks_[task_id].leases.erase(seq);
       }
       UpdateFinished(iteration->second);
+      return absl::OkStatus();
+    }
+    case proto::Update::kExtendRoundHorizon: {
+      auto iteration = iterations_.find(update.extend_round_horizon().iteration_id());
+      if (iteration == iterations_.end()) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("unknown iteration ", update.extend_round_horizon().iteration_id()));
+      }
+      iteration->second.round_horizon =
+          std::max(iteration->second.round_horizon, update.extend_round_horizon().horizon());
       return absl::OkStatus();
     }
     case proto::Update::kCompleteTask: {
@@ -271,6 +285,8 @@ proto::StateSnapshot DispatcherState::ToSnapshot() const {
     i->set_next_split_seq(iteration.next_split_seq);
     LeasesToProto(Values(iteration.returned_splits), i->mutable_returned_splits());
     i->set_splits_exhausted(iteration.splits_exhausted);
+    i->set_round_horizon(iteration.round_horizon);
+    for (int64_t consumer : iteration.consumers_joined) i->add_consumers_joined(consumer);
   }
   for (const auto& [id, task] : tasks_) {
     auto* t = snapshot.add_tasks();
@@ -284,6 +300,7 @@ proto::StateSnapshot DispatcherState::ToSnapshot() const {
     LeasesToProto(task.last_split_response, t->mutable_last_split_response());
     t->set_last_end_of_splits(task.last_end_of_splits);
     LeasesToProto(Values(task.leases), t->mutable_leases());
+    t->set_starting_round(task.starting_round);
   }
   snapshot.set_next_dataset_id(next_dataset_id_);
   snapshot.set_next_job_id(next_job_id_);
@@ -318,6 +335,7 @@ absl::StatusOr<DispatcherState> DispatcherState::FromSnapshot(const proto::State
     task.last_split_response = LeasesFromProto(t.last_split_response());
     task.last_end_of_splits = t.last_end_of_splits();
     for (const LeasedSplit& split : LeasesFromProto(t.leases())) task.leases[split.seq] = split;
+    task.starting_round = t.starting_round();
     state.tasks_[t.task_id()] = std::move(task);
   }
   for (const auto& i : snapshot.iterations()) {
@@ -347,6 +365,8 @@ absl::StatusOr<DispatcherState> DispatcherState::FromSnapshot(const proto::State
       iteration.returned_splits[split.seq] = split;
     }
     iteration.splits_exhausted = i.splits_exhausted();
+    iteration.round_horizon = i.round_horizon();
+    iteration.consumers_joined.insert(i.consumers_joined().begin(), i.consumers_joined().end());
     if (static_cast<int64_t>(job->second.iterations.size()) <= iteration.repetition) {
       job->second.iterations.resize(iteration.repetition + 1, 0);
     }

@@ -64,6 +64,8 @@ class DispatcherState {
     bool last_end_of_splits = false;
     // Splits handed to this task and not yet known delivered, by seq.
     std::map<int64_t, LeasedSplit> leases;
+    // Coordinated reads: the first round this task serves.
+    int64_t starting_round = 0;
   };
   struct Iteration {
     int64_t id = 0;
@@ -82,6 +84,10 @@ class DispatcherState {
     int64_t next_split_seq = 1;
     std::map<int64_t, LeasedSplit> returned_splits;
     bool splits_exhausted = false;
+    // Coordinated reads: task lists are fixed through this round, and the
+    // consumer indexes that have joined.
+    int64_t round_horizon = 0;
+    std::set<int64_t> consumers_joined;
   };
 
   // Applies one update; an update that contradicts the state (an unknown

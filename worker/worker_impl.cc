@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <random>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "common/grpc_util.h"
@@ -131,11 +132,48 @@ class WorkerImpl::Task {
     done(std::move(reply));
   }
 
+  bool coordinated() const { return def_.num_consumers() > 0; }
+
+  // Coordinated reads: consumer `consumer`'s element of `round`. A round
+  // is assembled, from the next num_consumers elements, once every
+  // consumer has asked for it; until then (or until `deadline`) the
+  // request is parked.
+  void TakeRound(int64_t round, int64_t consumer, proto::WireCompression compression, absl::Time deadline,
+                 ElementsCallback done) {
+    if (consumer < 0 || consumer >= def_.num_consumers()) {
+      ElementsReply reply;
+      reply.status = absl::InvalidArgumentError(absl::StrCat(
+          "consumer_index ", consumer, " is out of range for ", def_.num_consumers(), " consumers"));
+      return done(std::move(reply));
+    }
+    std::vector<std::pair<ElementsCallback, ElementsReply>> ready;
+    {
+      absl::MutexLock lock(&mu_);
+      Round& r = rounds_[round];
+      r.requested.insert(consumer);
+      r.waiters.push_back({consumer, compression, deadline, std::move(done)});
+      AssembleRoundsLocked(&ready);
+    }
+    for (auto& [callback, reply] : ready) callback(std::move(reply));
+  }
+
   // Answers, empty, the parked requests whose wait is over.
   void ExpireWaiters(absl::Time now) {
     std::vector<std::pair<ElementsCallback, ElementsReply>> expired;
     {
       absl::MutexLock lock(&mu_);
+      for (auto& [index, round] : rounds_) {
+        for (auto it = round.waiters.begin(); it != round.waiters.end();) {
+          if (it->deadline > now) {
+            ++it;
+            continue;
+          }
+          ElementsReply reply;
+          reply.compression = it->compression;
+          expired.emplace_back(std::move(it->done), std::move(reply));
+          it = round.waiters.erase(it);
+        }
+      }
       for (auto it = waiters_.begin(); it != waiters_.end();) {
         if (it->deadline > now) {
           ++it;
@@ -166,6 +204,58 @@ class WorkerImpl::Task {
   };
 
   bool HasOutput() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !buffer_.empty() || done_; }
+
+  struct RoundWaiter {
+    int64_t consumer;
+    proto::WireCompression compression;
+    absl::Time deadline;
+    ElementsCallback done;
+  };
+  struct Round {
+    std::set<int64_t> requested;
+    std::vector<Element> elements;  // one per consumer, once assembled
+    bool assembled = false;
+    std::vector<RoundWaiter> waiters;
+  };
+  // Assembled rounds kept for consumers that ask again (a lost answer).
+  static constexpr size_t kKeptRounds = 256;
+
+  // Assembles every round that all consumers asked for, in round order,
+  // and answers the parked requests of assembled rounds.
+  void AssembleRoundsLocked(std::vector<std::pair<ElementsCallback, ElementsReply>>* ready)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const size_t n = static_cast<size_t>(def_.num_consumers());
+    for (auto& [index, round] : rounds_) {
+      if (!round.assembled && round.requested.size() == n && buffer_.size() >= n) {
+        for (size_t i = 0; i < n; ++i) {
+          bytes_ -= ElementBytes(buffer_.front());
+          round.elements.push_back(std::move(buffer_.front()));
+          buffer_.pop_front();
+        }
+        handed_out_ += static_cast<int64_t>(n);
+        round.assembled = true;
+        ++assembled_rounds_;
+      }
+      const bool failed = !round.assembled && done_ && buffer_.size() < n;
+      if (!round.assembled && !failed) continue;
+      for (RoundWaiter& waiter : round.waiters) {
+        ElementsReply reply;
+        reply.compression = waiter.compression;
+        if (round.assembled) {
+          reply.elements.push_back(round.elements[waiter.consumer]);  // shares the tensors' buffers
+        } else if (!status_.ok()) {
+          reply.status = status_;
+        } else {
+          reply.end_of_sequence = true;
+        }
+        ready->emplace_back(std::move(waiter.done), std::move(reply));
+      }
+      round.waiters.clear();
+    }
+    // Forgets the oldest rounds, assembled or abandoned, beyond what is kept.
+    while (rounds_.size() > kKeptRounds && rounds_.begin()->second.waiters.empty())
+      rounds_.erase(rounds_.begin());
+  }
 
   ElementsReply TakeLocked(int max_elements, proto::WireCompression compression)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -202,6 +292,7 @@ class WorkerImpl::Task {
     std::vector<std::pair<ElementsCallback, ElementsReply>> served;
     {
       absl::MutexLock lock(&mu_);
+      if (coordinated()) AssembleRoundsLocked(&served);
       while (!waiters_.empty() && HasOutput()) {
         Waiter waiter = std::move(waiters_.front());
         waiters_.pop_front();
@@ -211,7 +302,9 @@ class WorkerImpl::Task {
     for (auto& [done, reply] : served) done(std::move(reply));
   }
   bool HasRoom() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return cancelled_ || (static_cast<int64_t>(buffer_.size()) < max_elements_ && bytes_ < max_bytes_);
+    // A coordinated round needs num_consumers elements at once.
+    const int64_t max_elements = std::max(max_elements_, 2 * def_.num_consumers());
+    return cancelled_ || (static_cast<int64_t>(buffer_.size()) < max_elements && bytes_ < max_bytes_);
   }
 
   void Run() {
@@ -243,7 +336,7 @@ class WorkerImpl::Task {
       buffer_.push_back(std::move(element));
       if (tag.has_value()) tags_.push_back(*tag);
       ++produced_;
-      serve = !waiters_.empty();
+      serve = !waiters_.empty() || !rounds_.empty();
     }
     if (serve) ServeWaiters();
     return absl::OkStatus();
@@ -319,6 +412,9 @@ class WorkerImpl::Task {
   absl::Mutex mu_;
   std::deque<Element> buffer_ ABSL_GUARDED_BY(mu_);
   std::deque<Waiter> waiters_ ABSL_GUARDED_BY(mu_);
+  // Coordinated reads, by round.
+  std::map<int64_t, Round> rounds_ ABSL_GUARDED_BY(mu_);
+  int64_t assembled_rounds_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t handed_out_ ABSL_GUARDED_BY(mu_) = 0;  // elements taken from buffer_ so far
   int64_t produced_ ABSL_GUARDED_BY(mu_) = 0;    // elements put in buffer_ so far
@@ -485,6 +581,10 @@ void WorkerImpl::GetElements(const proto::GetElementsRequest& request, ElementsC
     // Not here yet: the push (ProcessTask) or the next heartbeat brings it.
     if (it == tasks_.end()) return done(std::move(reply));
     task = it->second;
+  }
+  if (task->coordinated()) {
+    return task->TakeRound(request.round(), request.consumer_index(), request.compression(),
+                           absl::Now() + kElementWait, std::move(done));
   }
   task->Take(std::max(1, request.max_elements()), request.compression(), absl::Now() + kElementWait,
              std::move(done));
