@@ -151,5 +151,22 @@ TEST_CASE("coordinated: a finite dataset and a late consumer are FailedPrecondit
                                 "start together at round 0"));
 }
 
+TEST_CASE("coordinated: sluice read --num-consumers --consumer-index", "[service][coordinated][cli]") {
+  TestCluster cluster({.num_workers = 1});
+  testing::WriteFile(cluster.dir().File("forever.yaml"),
+                     "pipeline:\n  - range: 1000\n  - repeat\n  - distribute: {job_name: together}\n");
+  auto reader = [&](int index) {
+    return std::string(SLUICE_CLI) + " read " + cluster.dir().File("forever.yaml") + " --service " +
+           cluster.ServiceUrl() + " --num-consumers 2 --consumer-index " + std::to_string(index) +
+           " --limit 5 > " + cluster.dir().File("consumer" + std::to_string(index) + ".out");
+  };
+  // Both at once: a round needs both consumers.
+  testing::CommandResult result = testing::RunCommand(reader(0) + " & " + reader(1) + "; wait");
+  CHECK(result.exit_code == 0);
+  // One worker: round r is its elements 2r and 2r+1.
+  CHECK(testing::ReadFileOrEmpty(cluster.dir().File("consumer0.out")) == "0\n2\n4\n6\n8\n");
+  CHECK(testing::ReadFileOrEmpty(cluster.dir().File("consumer1.out")) == "1\n3\n5\n7\n9\n");
+}
+
 }  // namespace
 }  // namespace sluice
