@@ -6,10 +6,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/proto_convert.h"
-#include "pipeline/sharding.h"
 #include "pipeline/batch_util.h"
 #include "pipeline/ops.h"
 #include "pipeline/random.h"
+#include "pipeline/sharding.h"
 
 namespace sluice {
 namespace {
