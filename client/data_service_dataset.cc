@@ -239,6 +239,8 @@ class DataServiceDataset::Iterator : public IteratorBase {
       std::string address;
       {
         absl::MutexLock lock(&mu_);
+        // At the horizon: a heartbeat now brings the next task list.
+        if (current_round_ > round_horizon_) heartbeat_now_ = true;
         if (!mu_.AwaitWithTimeout(absl::Condition(this, &Iterator::RoundReady), absl::Milliseconds(50))) {
           heartbeat_now_ = true;  // past the horizon, or no task yet: ask now
           continue;

@@ -84,7 +84,9 @@ TEST_CASE("coordinated: a worker added mid-job joins the rounds after the horizo
           "[service][coordinated]") {
   TestCluster cluster({.num_workers = 2, .dispatcher_args = {"--round-window", "8"}});
   bool added = false;
-  const auto values = ReadRounds(cluster, 150, [&](int read) {
+  // Enough rounds for the new worker's turn to come even when it is slow
+  // to start on a loaded machine.
+  const auto values = ReadRounds(cluster, 400, [&](int read) {
     if (read >= 20 && !added) {
       cluster.AddWorker();
       added = true;
@@ -93,7 +95,7 @@ TEST_CASE("coordinated: a worker added mid-job joins the rounds after the horizo
   CheckRoundsConsistent(values);
   // The new worker's stream starts at 0: some late round has its first.
   int new_worker_rounds = 0;
-  for (int r = 20; r < 150; ++r) new_worker_rounds += values[0][r] == 0;
+  for (int r = 20; r < 400; ++r) new_worker_rounds += values[0][r] == 0;
   CHECK(new_worker_rounds == 1);
 }
 
