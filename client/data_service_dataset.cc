@@ -52,10 +52,9 @@ absl::Status ParseModeAndPolicy(const proto::DistributeOp& op, proto::JobParams*
   params->set_exactly_once(op.exactly_once());
   absl::StatusOr<proto::ProcessingMode> mode = ParseMode(op.processing_mode());
   if (!mode.ok()) return mode.status();
+  // Without a policy, the dispatcher derives it from the mode.
   if (op.sharding_policy().empty()) {
     params->set_processing_mode(*mode);
-    params->set_sharding_policy(*mode == proto::DISTRIBUTED_EPOCH ? proto::SHARDING_DYNAMIC
-                                                                  : proto::SHARDING_OFF);
     return absl::OkStatus();
   }
   proto::ShardingPolicy policy = proto::SHARDING_POLICY_UNSET;
@@ -207,6 +206,16 @@ class DataServiceDataset::Iterator : public IteratorBase {
 
   bool coordinated() const { return consumer_index_ >= 0; }
 
+  // Tracks how long a task's worker has been unreachable, for the report
+  // in the heartbeat.
+  static void NoteReachability(TaskState& task, const absl::Status& status) {
+    if (!absl::IsUnavailable(status)) {
+      task.unreachable_since.reset();
+    } else if (!task.unreachable_since.has_value()) {
+      task.unreachable_since = absl::Now();
+    }
+  }
+
   // Coordinated reads: the task that serves `round` (all consumers agree
   // on it: the live tasks that have started, by id, taken round-robin), or
   // 0 when none has.
@@ -262,11 +271,7 @@ class DataServiceDataset::Iterator : public IteratorBase {
       absl::Status status = transport->GetElements(request, &response);
       absl::MutexLock lock(&mu_);
       TaskState& task = tasks_[task_id];
-      if (absl::IsUnavailable(status)) {
-        if (!task.unreachable_since.has_value()) task.unreachable_since = absl::Now();
-      } else {
-        task.unreachable_since.reset();
-      }
+      NoteReachability(task, status);
       if (status.ok() && !response.elements.empty()) {
         buffer_.push_back(std::move(response.elements[0]));
         ++current_round_;
@@ -356,13 +361,10 @@ class DataServiceDataset::Iterator : public IteratorBase {
           }
         }
         for (const std::string& address : unreachable) request.add_unreachable_workers(address);
+        request.set_current_round(current_round_);
       }
       for (int64_t id : reported) request.add_completed_tasks(id);
       for (int64_t seq : reported_splits) request.add_completed_splits(seq);
-      {
-        absl::MutexLock lock(&mu_);
-        request.set_current_round(current_round_);
-      }
       proto::ClientHeartbeatResponse response;
       grpc::ClientContext context;
       context.set_deadline(std::chrono::system_clock::now() + kRpcTimeout);
@@ -471,11 +473,7 @@ class DataServiceDataset::Iterator : public IteratorBase {
         append(held.tags.completed_splits, response.tags.completed_splits);
       }
       ReleaseInOrder(task);
-      if (absl::IsUnavailable(status)) {
-        if (!task.unreachable_since.has_value()) task.unreachable_since = absl::Now();
-      } else {
-        task.unreachable_since.reset();
-      }
+      NoteReachability(task, status);
       if (status.ok()) {
         backoff = std::chrono::milliseconds(10);
         // A finished iteration whose worker no longer knows the task has

@@ -44,5 +44,30 @@ TEST_CASE("Named slices, zip and enumerate compose", "[client]") {
   CHECK(*testing::JsonLines(**zipped.Build()) == std::vector<std::string>{"[100, 0, 10]", "[101, 1, 15]"});
 }
 
+TEST_CASE("distribute's sharding and coordinated-read options are checked before any RPC", "[client]") {
+  // Nothing listens on port 1: each error comes before the dispatcher is asked.
+  auto error = [](proto::DistributeOp op) {
+    op.set_service("grpc://127.0.0.1:1");
+    absl::Status status = Dataset::Range(3).Distribute(op).Build().status();
+    CHECK(absl::IsInvalidArgument(status));
+    return std::string(status.message());
+  };
+  proto::DistributeOp unknown;
+  unknown.set_sharding_policy("ROUND_ROBIN");
+  CHECK(error(unknown) ==
+        "step 2 (distribute): unknown sharding_policy 'ROUND_ROBIN' (valid: OFF, DYNAMIC, FILE, DATA, "
+        "FILE_OR_DATA, HINT)");
+  proto::DistributeOp mismatch;
+  mismatch.set_sharding_policy("data");
+  mismatch.set_processing_mode("distributed_epoch");
+  CHECK(error(mismatch) ==
+        "step 2 (distribute): sharding_policy data does not go with processing_mode distributed_epoch "
+        "(DYNAMIC is distributed_epoch; the other policies run like parallel_epochs)");
+  proto::DistributeOp consumer;
+  consumer.set_num_consumers(3);
+  consumer.set_consumer_index(3);
+  CHECK(error(consumer) == "step 2 (distribute): consumer_index 3 is out of range for num_consumers 3");
+}
+
 }  // namespace
 }  // namespace sluice

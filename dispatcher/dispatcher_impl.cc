@@ -32,23 +32,6 @@ bool SameParams(const proto::JobParams& a, const proto::JobParams& b) {
          a.num_consumers() == b.num_consumers();
 }
 
-std::string PolicyName(proto::ShardingPolicy policy) {
-  return proto::ShardingPolicy_Name(policy).substr(std::string_view("SHARDING_").size());
-}
-
-ShardBy StaticShardBy(proto::ShardingPolicy policy) {
-  switch (policy) {
-    case proto::SHARDING_FILE:
-      return ShardBy::kFile;
-    case proto::SHARDING_DATA:
-      return ShardBy::kData;
-    case proto::SHARDING_FILE_OR_DATA:
-      return ShardBy::kFileOrData;
-    default:
-      return ShardBy::kHint;
-  }
-}
-
 // exactly_once needs a worker side whose output positions within a split
 // are the same on every run: an element source, then element-wise steps.
 absl::Status CheckExactlyOnce(const proto::JobParams& params, const proto::DatasetDef& def) {
@@ -59,8 +42,7 @@ absl::Status CheckExactlyOnce(const proto::JobParams& params, const proto::Datas
   auto refuse = [](int index, const std::string& why) {
     return absl::FailedPreconditionError(
         absl::StrCat("exactly_once needs a worker side that is element-wise (range or from_tensor_slices, "
-                     "then map, filter "
-                     "or prefetch; batch after distribute): step ",
+                     "then map, filter or prefetch; batch after distribute): step ",
                      index + 1, " ", why));
   };
   if (def.steps_size() == 0 || !(def.steps(0).has_range() || def.steps(0).has_from_tensor_slices())) {
@@ -72,9 +54,7 @@ absl::Status CheckExactlyOnce(const proto::JobParams& params, const proto::Datas
       return refuse(i, "is a map with deterministic: false, whose order changes from run to run");
     }
     if (!step.has_map() && !step.has_filter() && !step.has_prefetch()) {
-      const google::protobuf::FieldDescriptor* op =
-          step.GetReflection()->GetOneofFieldDescriptor(step, step.GetDescriptor()->FindOneofByName("op"));
-      return refuse(i, absl::StrCat("is ", op == nullptr ? "empty" : op->name()));
+      return refuse(i, "is " + StepName(step));
     }
   }
   return absl::OkStatus();
@@ -309,7 +289,7 @@ absl::Status DispatcherImpl::GetOrCreateJob(const proto::GetOrCreateJobRequest& 
   if ((job_params.sharding_policy() == proto::SHARDING_DYNAMIC) !=
       (params.processing_mode() == proto::DISTRIBUTED_EPOCH)) {
     return absl::InvalidArgumentError(absl::StrCat("job: sharding policy ",
-                                                   PolicyName(job_params.sharding_policy()),
+                                                   ShardingPolicyName(job_params.sharding_policy()),
                                                    " does not go with ", ModeName(params.processing_mode())));
   }
   absl::MutexLock lock(&mu_);
@@ -350,8 +330,7 @@ absl::Status DispatcherImpl::GetOrCreateJob(const proto::GetOrCreateJobRequest& 
     if ((*built)->Cardinality() != kInfiniteCardinality) {
       return absl::FailedPreconditionError(
           absl::StrCat("coordinated reads (num_consumers) need an infinite dataset, so that every round has "
-                       "an element for each "
-                       "consumer; dataset ",
+                       "an element for each consumer; dataset ",
                        params.dataset_id(), " has ",
                        (*built)->Cardinality() >= 0 ? absl::StrCat((*built)->Cardinality(), " elements")
                                                     : std::string("an unknown number of elements"),
@@ -359,19 +338,17 @@ absl::Status DispatcherImpl::GetOrCreateJob(const proto::GetOrCreateJobRequest& 
     }
   }
   if (IsStaticSharding(job_params)) {
-    const std::string policy = PolicyName(job_params.sharding_policy());
+    const std::string policy = ShardingPolicyName(job_params.sharding_policy());
     if (config_.worker_addresses.empty()) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("sharding policy ", policy,
-                       " needs the dispatcher's worker_addresses (the workers to "
-                       "shard over, in order); it has none"));
+      return absl::FailedPreconditionError(absl::StrCat(
+          "sharding policy ", policy,
+          " needs the dispatcher's worker_addresses (the workers to shard over, in order); it has none"));
     }
     // Sharded here once for shard 0, so a pipeline that cannot be sharded
     // this way (too few files, no SHARD_HINT) is refused now.
     proto::DatasetDef sharded = dataset->def;
-    const int num_shards = static_cast<int>(config_.worker_addresses.size());
-    if (absl::Status s = ShardDatasetDef(StaticShardBy(job_params.sharding_policy()), num_shards, 0,
-                                         sharded.steps_size(), {policy + " sharding", "workers"}, &sharded);
+    if (absl::Status s = ShardForWorker(job_params.sharding_policy(),
+                                        static_cast<int>(config_.worker_addresses.size()), 0, &sharded);
         !s.ok()) {
       return s;
     }

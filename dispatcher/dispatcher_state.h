@@ -15,13 +15,14 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "pipeline/sharding.h"
 #include "sluice/journal.pb.h"
 
 namespace sluice::dispatcher {
 
 // FILE, DATA, FILE_OR_DATA or HINT: each listed worker runs its own shard.
 inline bool IsStaticSharding(const proto::JobParams& params) {
-  return params.sharding_policy() >= proto::SHARDING_FILE;
+  return IsStaticPolicy(params.sharding_policy());
 }
 
 class DispatcherState {

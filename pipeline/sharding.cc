@@ -12,18 +12,36 @@ google::protobuf::RepeatedPtrField<std::string>* MutableFiles(proto::Step* step)
   return nullptr;
 }
 
-std::string StepName(const proto::Step& step) {
-  const google::protobuf::FieldDescriptor* field =
-      step.GetReflection()->GetOneofFieldDescriptor(step, step.GetDescriptor()->FindOneofByName("op"));
-  return field == nullptr ? "an empty step" : field->name();
-}
-
 void InsertStep(proto::DatasetDef* def, int index, const proto::Step& step) {
   def->mutable_steps()->Add()->CopyFrom(step);
   for (int i = def->steps_size() - 1; i > index; --i) def->mutable_steps()->SwapElements(i, i - 1);
 }
 
 }  // namespace
+
+std::string StepName(const proto::Step& step) {
+  const google::protobuf::FieldDescriptor* field =
+      step.GetReflection()->GetOneofFieldDescriptor(step, step.GetDescriptor()->FindOneofByName("op"));
+  return field == nullptr ? "an empty step" : field->name();
+}
+
+bool IsStaticPolicy(proto::ShardingPolicy policy) {
+  return policy == proto::SHARDING_FILE || policy == proto::SHARDING_DATA ||
+         policy == proto::SHARDING_FILE_OR_DATA || policy == proto::SHARDING_HINT;
+}
+
+std::string ShardingPolicyName(proto::ShardingPolicy policy) {
+  return proto::ShardingPolicy_Name(policy).substr(std::string_view("SHARDING_").size());
+}
+
+absl::Status ShardForWorker(proto::ShardingPolicy policy, int num_shards, int index, proto::DatasetDef* def) {
+  const ShardBy by = policy == proto::SHARDING_FILE   ? ShardBy::kFile
+                     : policy == proto::SHARDING_DATA ? ShardBy::kData
+                     : policy == proto::SHARDING_HINT ? ShardBy::kHint
+                                                      : ShardBy::kFileOrData;
+  return ShardDatasetDef(by, num_shards, index, def->steps_size(),
+                         {ShardingPolicyName(policy) + " sharding", "workers"}, def);
+}
 
 bool HasFileSource(const proto::DatasetDef& def) {
   if (def.steps_size() == 0) return false;

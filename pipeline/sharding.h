@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "sluice/dataset.pb.h"
+#include "sluice/service.pb.h"
 
 namespace sluice {
 
@@ -37,6 +38,18 @@ absl::Status ShardDatasetDef(ShardBy by, int num_shards, int index, int data_sha
 
 // Whether the pipeline starts with a source that reads files.
 bool HasFileSource(const proto::DatasetDef& def);
+
+// The service's static policies (FILE, DATA, FILE_OR_DATA, HINT), and a
+// policy's name without its prefix ("DATA").
+bool IsStaticPolicy(proto::ShardingPolicy policy);
+std::string ShardingPolicyName(proto::ShardingPolicy policy);
+
+// Rewrites a worker's pipeline to run shard `index` of `num_shards` under a
+// static policy (the shard step goes at the pipeline's end).
+absl::Status ShardForWorker(proto::ShardingPolicy policy, int num_shards, int index, proto::DatasetDef* def);
+
+// The op name of a step ("map"), for messages.
+std::string StepName(const proto::Step& step);
 
 }  // namespace sluice
 

@@ -320,14 +320,18 @@ class WorkerImpl::Task {
     on_finished_(id());
   }
 
-  // Waits for room in the buffer, then adds an element (with its tag in
-  // exactly_once) and serves parked requests.
-  absl::Status Push(Element element, std::optional<std::pair<int64_t, int64_t>> tag) {
-    {
-      absl::MutexLock lock(&mu_);
-      mu_.Await(absl::Condition(this, &Task::HasRoom));
-      if (cancelled_) return absl::CancelledError("task cancelled");
-    }
+  // Waits for room in the buffer, before the pipeline is asked for an
+  // element, so that it runs no further ahead than the buffer allows.
+  absl::Status WaitForRoom() {
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(this, &Task::HasRoom));
+    if (cancelled_) return absl::CancelledError("task cancelled");
+    return absl::OkStatus();
+  }
+
+  // Adds an element (with its tag in exactly_once) and serves parked
+  // requests.
+  void Push(Element element, std::optional<std::pair<int64_t, int64_t>> tag) {
     const int64_t bytes = ElementBytes(element);
     bool serve = false;
     {
@@ -339,7 +343,6 @@ class WorkerImpl::Task {
       serve = !waiters_.empty() || !rounds_.empty();
     }
     if (serve) ServeWaiters();
-    return absl::OkStatus();
   }
 
   // exactly_once: the pipeline runs once per split, from the split's
@@ -357,10 +360,11 @@ class WorkerImpl::Task {
       absl::StatusOr<std::unique_ptr<IteratorBase>> iterator = dataset->MakeIterator(context);
       if (!iterator.ok()) return iterator.status();
       for (int64_t position = 0;; ++position) {
+        if (absl::Status s = WaitForRoom(); !s.ok()) return s;
         Element element;
         if (absl::Status s = (*iterator)->GetNext(&element, &end); !s.ok()) return s;
         if (end) break;
-        if (absl::Status s = Push(std::move(element), std::make_pair(split.seq, position)); !s.ok()) return s;
+        Push(std::move(element), std::make_pair(split.seq, position));
       }
       absl::MutexLock lock(&mu_);
       completions_.emplace_back(produced_, split.seq);
@@ -369,13 +373,9 @@ class WorkerImpl::Task {
 
   absl::Status Produce() {
     proto::DatasetDef def = def_.dataset();
-    if (def_.sharding_policy() >= proto::SHARDING_FILE) {
-      const ShardBy by = def_.sharding_policy() == proto::SHARDING_FILE   ? ShardBy::kFile
-                         : def_.sharding_policy() == proto::SHARDING_DATA ? ShardBy::kData
-                         : def_.sharding_policy() == proto::SHARDING_HINT ? ShardBy::kHint
-                                                                          : ShardBy::kFileOrData;
-      if (absl::Status s = ShardDatasetDef(by, def_.num_shards(), def_.shard_index(), def.steps_size(),
-                                           {"FILE sharding", "workers"}, &def);
+    if (IsStaticPolicy(def_.sharding_policy())) {
+      if (absl::Status s =
+              ShardForWorker(def_.sharding_policy(), def_.num_shards(), def_.shard_index(), &def);
           !s.ok()) {
         return s;
       }
@@ -388,17 +388,12 @@ class WorkerImpl::Task {
     absl::StatusOr<std::unique_ptr<IteratorBase>> iterator = (*dataset)->MakeIterator(context);
     if (!iterator.ok()) return iterator.status();
     while (true) {
+      if (absl::Status s = WaitForRoom(); !s.ok()) return s;
       Element element;
       bool end = false;
-      // Checks for room (and cancellation) before asking for more.
-      {
-        absl::MutexLock lock(&mu_);
-        mu_.Await(absl::Condition(this, &Task::HasRoom));
-        if (cancelled_) return absl::CancelledError("task cancelled");
-      }
       if (absl::Status status = (*iterator)->GetNext(&element, &end); !status.ok()) return status;
       if (end) return absl::OkStatus();
-      if (absl::Status s = Push(std::move(element), std::nullopt); !s.ok()) return s;
+      Push(std::move(element), std::nullopt);
     }
   }
 
