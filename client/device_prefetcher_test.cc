@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <set>
 #include <thread>
 
@@ -29,8 +30,7 @@ class FakeGpuBackend : public DeviceBackend {
   absl::StatusOr<void*> AllocateDevice(size_t bytes) override { return Allocate(bytes); }
   void FreeDevice(void* data) override { Free(data); }
   absl::Status CopyToDevice(void* device_data, const void* staging_data, size_t bytes) override {
-    copies_started.fetch_add(1);
-    if (hold_copies.load()) gate.WaitForNotification();
+    if (copies_started.fetch_add(1) >= hold_from_copy.load()) gate.WaitForNotification();
     std::memcpy(device_data, staging_data, bytes);
     copies_done.fetch_add(1);
     return absl::OkStatus();
@@ -51,7 +51,8 @@ class FakeGpuBackend : public DeviceBackend {
   std::atomic<int> live_allocations{0};
   std::atomic<int> copies_started{0};
   std::atomic<int> copies_done{0};
-  std::atomic<bool> hold_copies{false};
+  // Copies numbered from 0 at or after this one wait at the gate.
+  std::atomic<int> hold_from_copy{std::numeric_limits<int>::max()};
   absl::Notification gate;
   std::atomic<int> trainer_fences{0};
   std::atomic<int> trainer_fence_waits{0};
@@ -193,12 +194,14 @@ TEST_CASE("Shutdown mid-copy waits for the copy, and held values outlive the pre
   std::atomic<int> calls{0};
   std::optional<PerReplica> held;
   std::thread release;
+  // One copy per step: the first two pass, the third (step 2, which the
+  // prefetcher starts once step 0 is taken, whatever the timing) waits.
+  gpu->hold_from_copy = 2;
   {
     DevicePrefetcher prefetcher({gpu}, CountingSource(1, 100, &calls, /*rows=*/1024), 2);
     absl::StatusOr<PerReplica> first = prefetcher.GetNext();
     REQUIRE(first.ok());
     held = *std::move(first);
-    gpu->hold_copies = true;
     REQUIRE(WaitFor([&] { return gpu->copies_started.load() > gpu->copies_done.load(); }));
     release = std::thread([&] {
       std::this_thread::sleep_for(milliseconds(200));
