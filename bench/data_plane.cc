@@ -50,6 +50,7 @@
 
 #include "bench/bench_daemons.h"
 #include "bench_stream.grpc.pb.h"
+#include "common/daemon.h"
 #include "common/grpc_util.h"
 #include "sluice/dataset.h"
 #include "sluice/service.grpc.pb.h"
@@ -230,6 +231,7 @@ struct Samples {
 
 int main(int argc, char** argv) {
   g_program = "data_plane";
+  sluice::TurnOffMutexDeadlockDetection();
   double seconds = 3;
   int repeats = 3;
   std::string cases = "abcd";

@@ -45,6 +45,7 @@
 #include <vector>
 
 #include "bench/bench_daemons.h"
+#include "common/daemon.h"
 #include "common/grpc_util.h"
 #include "sluice/dataset.h"
 #include "sluice/service.grpc.pb.h"
@@ -104,13 +105,40 @@ sluice::DatasetPtr BuildOrDie(const sluice::Dataset& dataset) {
   return *built;
 }
 
+// CPU seconds (user + system) a process has used so far, from /proc.
+double CpuSeconds(pid_t pid) {
+  std::istringstream in(ReadFile("/proc/" + std::to_string(pid) + "/stat"));
+  std::string field;
+  // The command name (field 2) may hold spaces; it ends at the last ')'.
+  std::getline(in, field, ')');
+  double user_and_system = 0;
+  for (int index = 3; index <= 15 && in >> field; ++index) {
+    if (index >= 14) user_and_system += std::atof(field.c_str());
+  }
+  return user_and_system / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+// CPU used by each process of the cluster and by this reader.
+struct CpuUse {
+  double dispatcher = 0, worker = 0, reader = 0;
+  static CpuUse Now(const Cluster& cluster) {
+    return {CpuSeconds(cluster.dispatcher), CpuSeconds(cluster.worker), CpuSeconds(getpid())};
+  }
+};
+
 struct Best {
   double rate = 0, worst_rate = 1e100, total = 1e100, tail = 1e100;
-  void Add(const Epoch& e) {
+  CpuUse cpu;  // summed over all epochs
+  int64_t rows = 0;
+  void Add(const Epoch& e, const CpuUse& before, const CpuUse& after, int64_t epoch_rows) {
     rate = std::max(rate, e.rate);
     worst_rate = std::min(worst_rate, e.rate);
     total = std::min(total, e.total_seconds);
     tail = std::min(tail, e.tail_seconds);
+    cpu.dispatcher += after.dispatcher - before.dispatcher;
+    cpu.worker += after.worker - before.worker;
+    cpu.reader += after.reader - before.reader;
+    rows += epoch_rows;
   }
 };
 
@@ -125,12 +153,14 @@ void Compare(const char* name, const sluice::Dataset& pipeline, int64_t rows, in
   for (int round = 0; round < repeats; ++round) {
     for (int turn = 0; turn < 2; ++turn) {
       const bool distributed_turn = (turn == 0) == (round % 2 == 1);
+      const CpuUse before = CpuUse::Now(cluster);
       const Epoch e =
           ReadEpoch(distributed_turn ? distributed : parallel, rows, sum,
                     std::string(name) + (distributed_turn ? " distributed_epoch" : " parallel_epochs"));
-      (distributed_turn ? de : pe).Add(e);
+      (distributed_turn ? de : pe).Add(e, before, CpuUse::Now(cluster), rows);
     }
-    lo.Add(ReadEpoch(local, rows, sum, std::string(name) + " local"));
+    const CpuUse before = CpuUse::Now(cluster);
+    lo.Add(ReadEpoch(local, rows, sum, std::string(name) + " local"), before, CpuUse::Now(cluster), rows);
   }
   std::printf("%s\n", name);
   for (const auto& [mode, best] : {std::pair<const char*, const Best&>{"parallel_epochs", pe},
@@ -138,6 +168,13 @@ void Compare(const char* name, const sluice::Dataset& pipeline, int64_t rows, in
     std::printf(
         "  %-26s %12.0f elem/s   (worst %.0f); whole epoch %.3f s, of which %.3f s after the last element\n",
         mode, best.rate, best.worst_rate, best.total, best.tail);
+  }
+  for (const auto& [mode, best] : {std::pair<const char*, const Best&>{"parallel_epochs", pe},
+                                   std::pair<const char*, const Best&>{"distributed_epoch", de}}) {
+    const double per_million = 1e6 / static_cast<double>(best.rows);
+    std::printf("  %-26s CPU per million elements: dispatcherd %.1f ms, workerd %.1f ms, reader %.1f ms\n",
+                mode, best.cpu.dispatcher * 1e3 * per_million, best.cpu.worker * 1e3 * per_million,
+                best.cpu.reader * 1e3 * per_million);
   }
   std::printf("  %-26s %11.1f%%          (goal <= 5%%); whole epochs: %.1f%%\n", "distributed_epoch overhead",
               (pe.rate / de.rate - 1.0) * 100.0, (de.total / pe.total - 1.0) * 100.0);
@@ -149,6 +186,7 @@ void Compare(const char* name, const sluice::Dataset& pipeline, int64_t rows, in
 
 int main(int argc, char** argv) {
   g_program = "service_bench";
+  sluice::TurnOffMutexDeadlockDetection();
   int64_t elements = 2'000'000;
   int repeats = 3;
   int64_t elements_per_split = 0;

@@ -6,9 +6,11 @@
 
 #include "CLI/CLI.hpp"
 #include "cli/commands.h"
+#include "common/daemon.h"
 
 int main(int argc, char** argv) {
   std::ios::sync_with_stdio(false);
+  sluice::TurnOffMutexDeadlockDetection();
   CLI::App app{"sluice: the Sluice input-data service command line"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "sluice 0.1.0");

@@ -9,9 +9,12 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "common/grpc_util.h"
 
 namespace sluice {
+
+void TurnOffMutexDeadlockDetection() { absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore); }
 
 int ParseDaemonConfig(int argc, char** argv, const std::string& description, ConfigSchema& schema) {
   // The file is read before the flags are parsed, so that flags win.

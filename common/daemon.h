@@ -30,6 +30,13 @@ void BlockShutdownSignals();
 // Returns the signal number once SIGTERM or SIGINT arrives.
 int WaitForShutdownSignal();
 
+// Turns off absl::Mutex's deadlock detection for this process. Debian builds
+// abseil without NDEBUG, which leaves the detection on: every lock and unlock
+// then updates a global lock graph under one spin lock, a cost on every hot
+// path. The daemons, the CLI and the benchmarks call this first thing; tests
+// keep the detection.
+void TurnOffMutexDeadlockDetection();
+
 // "trace", "debug", "info", "warn", "error", "off".
 absl::Status SetLogLevel(const std::string& level);
 

@@ -9,6 +9,7 @@
 #include "dispatcher/task_pusher.h"
 
 int main(int argc, char** argv) {
+  sluice::TurnOffMutexDeadlockDetection();
   sluice::BlockShutdownSignals();
   sluice::dispatcher::DispatcherConfig config;
   sluice::ConfigSchema schema("dispatcher");

@@ -27,6 +27,7 @@ std::string AdvertisedAddress(const sluice::worker::WorkerConfig& config, int po
 }  // namespace
 
 int main(int argc, char** argv) {
+  sluice::TurnOffMutexDeadlockDetection();
   sluice::BlockShutdownSignals();
   sluice::worker::WorkerConfig config;
   sluice::ConfigSchema schema("worker");
