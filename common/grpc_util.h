@@ -18,7 +18,9 @@
 namespace sluice {
 
 // Bumped on any incompatible protocol change.
-inline constexpr int kProtocolVersion = 1;
+// 2: GetSplits answers runs of splits (SplitProto.count), which a version 1
+// worker would read as single splits.
+inline constexpr int kProtocolVersion = 2;
 inline constexpr char kServerVersion[] = "sluice 0.1.0";
 
 absl::Status FromGrpcStatus(const grpc::Status& status);

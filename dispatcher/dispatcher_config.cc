@@ -11,7 +11,7 @@ void DescribeDispatcherConfig(DispatcherConfig* config, ConfigSchema* schema) {
                  "a client silent this long is released");
   schema->AddInt("job_gc_timeout_ms", &config->job_gc_timeout_ms, 10, 86400000 * 30LL,
                  "an iteration without clients this long is collected, with its tasks on the workers");
-  schema->AddInt("splits_per_request", &config->splits_per_request, 1, 4096,
+  schema->AddInt("splits_per_request", &config->splits_per_request, 1, 1 << 20,
                  "distributed_epoch splits handed out per worker request");
   schema->AddInt("elements_per_split", &config->elements_per_split, 1, 1 << 30,
                  "elements of range/from_tensor_slices in one split");

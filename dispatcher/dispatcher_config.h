@@ -22,7 +22,7 @@ struct DispatcherConfig {
   // drop its tasks and buffers. An iteration with a live client never is.
   int64_t job_gc_timeout_ms = 300000;
   // Splits handed to a worker per GetSplits call, at most.
-  int64_t splits_per_request = 1024;
+  int64_t splits_per_request = 16384;
   // Elements of range/from_tensor_slices per split.
   int64_t elements_per_split = 64;
   // The static list of workers (HOST:PORT as they advertise themselves)

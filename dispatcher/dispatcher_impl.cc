@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "common/grpc_util.h"
@@ -208,7 +209,7 @@ void DispatcherImpl::AssignReturnedSplits(std::vector<std::pair<std::string, pro
     if (!CreateTask(id, least_busy).ok()) continue;
     FillTaskDef(*state_.FindTask(task_id), &new_tasks->emplace_back(least_busy, proto::TaskDef()).second);
     spdlog::info("iteration {}: task {} on {} takes {} returned splits", id, task_id, least_busy,
-                 state_.FindIteration(id)->returned_splits.size());
+                 CountSplits(state_.FindIteration(id)->returned_splits));
   }
 }
 
@@ -621,12 +622,16 @@ absl::Status DispatcherImpl::GetSplits(const proto::GetSplitsRequest& request,
     return absl::NotFoundError(
         absl::StrCat("task ", request.task_id(), " of iteration ", request.iteration_id(), " is unknown"));
   }
-  auto answer = [response](const std::vector<DispatcherState::LeasedSplit>& splits, bool end) {
-    for (const auto& split : splits) {
+  auto answer = [response](const std::vector<Split>& splits, bool end) {
+    for (const Split& split : splits) {
       proto::SplitProto* out = response->add_splits();
       out->set_begin(split.begin);
       out->set_end(split.end);
       out->set_seq(split.seq);
+      if (split.count != 1) {
+        out->set_count(split.count);
+        out->set_split_size(split.split_size);
+      }
     }
     response->set_end_of_splits(end);
     return absl::OkStatus();
@@ -649,26 +654,33 @@ absl::Status DispatcherImpl::GetSplits(const proto::GetSplitsRequest& request,
   auto* lease = update.mutable_lease_splits();
   lease->set_task_id(task->id);
   lease->set_request_id(request.request_id());
-  // Splits of lost tasks first, then new ones.
-  for (const auto& [seq, split] : iteration->returned_splits) {
-    if (lease->splits_size() >= max_splits) break;
-    proto::SplitLease* out = lease->add_splits();
-    out->set_seq(seq);
-    out->set_begin(split.begin);
-    out->set_end(split.end);
+  // Splits of lost tasks first, then new ones, consecutive splits joined
+  // into runs.
+  int64_t room = max_splits;
+  bool returned_left = false;
+  for (const auto& [seq, run] : iteration->returned_splits) {
+    if (room == 0) {
+      returned_left = true;
+      break;
+    }
+    const int64_t taken = std::min(room, run.count);
+    SplitToLease(SplitRunPart(run, 0, taken), lease->add_splits());
+    returned_left = taken < run.count;
+    room -= taken;
   }
-  const bool returned_left = lease->splits_size() < static_cast<int>(iteration->returned_splits.size());
   bool exhausted = iteration->splits_exhausted;
   int64_t next_seq = iteration->next_split_seq;
-  while (!exhausted && lease->splits_size() < max_splits) {
+  std::optional<Split> run;
+  for (; !exhausted && room > 0; --room) {
     Split split;
     if (absl::Status s = provider->second->GetNext(&split, &exhausted); !s.ok()) return s;
     if (exhausted) break;
-    proto::SplitLease* out = lease->add_splits();
-    out->set_seq(next_seq++);
-    out->set_begin(split.begin);
-    out->set_end(split.end);
+    split.seq = next_seq++;
+    if (run.has_value() && ExtendSplitRun(&*run, split)) continue;
+    if (run.has_value()) SplitToLease(*run, lease->add_splits());
+    run = split;
   }
+  if (run.has_value()) SplitToLease(*run, lease->add_splits());
   lease->set_cursor(provider->second->Save());
   lease->set_provider_exhausted(exhausted);
   lease->set_end_of_splits(exhausted && !returned_left);

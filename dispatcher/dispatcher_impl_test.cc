@@ -10,6 +10,7 @@
 
 #include "common/grpc_util.h"
 #include "pipeline/builder.h"
+#include "pipeline/split_provider.h"
 #include "sluice/dataset.h"
 #include "tests/testing/test_util.h"
 
@@ -17,7 +18,7 @@ namespace sluice::dispatcher {
 namespace {
 
 constexpr char kMismatch[] =
-    "protocol version mismatch: the peer speaks version 2, this server speaks 1; run the same Sluice release "
+    "protocol version mismatch: the peer speaks version 3, this server speaks 2; run the same Sluice release "
     "on both";
 
 DispatcherConfig TestConfig() {
@@ -140,8 +141,9 @@ void Shutdown(DispatcherImpl& d, const std::string& address) {
   REQUIRE(status.ok());
 }
 
-proto::GetSplitsResponse Splits(DispatcherImpl& d, int64_t iteration_id, int64_t task_id, int max_splits,
-                                int64_t request_id = 0) {
+// GetSplits's answer as sent: consecutive splits joined into runs.
+proto::GetSplitsResponse RawSplits(DispatcherImpl& d, int64_t iteration_id, int64_t task_id, int max_splits,
+                                   int64_t request_id = 0) {
   proto::GetSplitsRequest request;
   *request.mutable_version() = CurrentVersion();
   request.set_iteration_id(iteration_id);
@@ -153,6 +155,26 @@ proto::GetSplitsResponse Splits(DispatcherImpl& d, int64_t iteration_id, int64_t
   INFO(status.ToString());
   REQUIRE(status.ok());
   return response;
+}
+
+// The same answer with every run expanded into its single splits.
+proto::GetSplitsResponse Splits(DispatcherImpl& d, int64_t iteration_id, int64_t task_id, int max_splits,
+                                int64_t request_id = 0) {
+  const proto::GetSplitsResponse runs = RawSplits(d, iteration_id, task_id, max_splits, request_id);
+  proto::GetSplitsResponse splits;
+  splits.set_end_of_splits(runs.end_of_splits());
+  for (const proto::SplitProto& run : runs.splits()) {
+    const int64_t count = std::max<int64_t>(1, run.count());
+    for (int64_t i = 0; i < count; ++i) {
+      const Split split = SplitRunPart(
+          Split{run.begin(), run.end(), run.seq(), count, count == 1 ? 0 : run.split_size()}, i, 1);
+      proto::SplitProto* out = splits.add_splits();
+      out->set_begin(split.begin);
+      out->set_end(split.end);
+      out->set_seq(split.seq);
+    }
+  }
+  return splits;
 }
 
 proto::StatusSnapshot Snapshot(DispatcherImpl& d) {
@@ -192,7 +214,7 @@ TEST_CASE("dispatcher_impl: GetVersion reports the protocol and server versions"
   DispatcherImpl d(TestConfig());
   proto::GetVersionResponse response;
   REQUIRE(d.GetVersion(proto::GetVersionRequest(), &response).ok());
-  CHECK(response.protocol_version() == 1);
+  CHECK(response.protocol_version() == 2);
   CHECK(response.server_version() == "sluice 0.1.0");
 }
 
@@ -601,6 +623,43 @@ TEST_CASE("dispatcher_impl: GetSplits hands out every split of an epoch once", "
   CHECK(after.end_of_splits());
 }
 
+TEST_CASE("dispatcher_impl: GetSplits answers consecutive splits as one run", "[dispatcher]") {
+  DispatcherImpl d(TestConfig());  // splits_per_request 4, elements_per_split 10
+  Heartbeat(d, "w1:1");
+  Heartbeat(d, "w2:2");
+  const auto it = Iteration(d, Job(d, Register(d, Dataset::Range(95).def()), proto::DISTRIBUTED_EPOCH));
+  auto runs = [](const proto::GetSplitsResponse& response) {
+    std::vector<Split> out;
+    for (const auto& r : response.splits()) {
+      out.push_back({r.begin(), r.end(), r.seq(), std::max<int64_t>(1, r.count()), r.split_size()});
+    }
+    return out;
+  };
+
+  // Splits 1-4, 5-8 and 9-10 (the last of 5 positions), one run each.
+  CHECK(runs(RawSplits(d, it.iteration_id(), 1, 4, 1)) == std::vector<Split>{{0, 40, 1, 4, 10}});
+  CHECK(runs(RawSplits(d, it.iteration_id(), 2, 4, 1)) == std::vector<Split>{{40, 80, 5, 4, 10}});
+  const proto::GetSplitsResponse last = RawSplits(d, it.iteration_id(), 1, 4, 2);
+  CHECK(runs(last) == std::vector<Split>{{80, 95, 9, 2, 10}});
+  CHECK(last.end_of_splits());
+  // A retry gets the same run.
+  CHECK(runs(RawSplits(d, it.iteration_id(), 2, 4, 1)) == std::vector<Split>{{40, 80, 5, 4, 10}});
+
+  // w2 is lost: its run goes to a new task 3 (task 1 has been told the
+  // end), cut to the request's size, then the rest.
+  proto::WorkerShutdownRequest shutdown;
+  *shutdown.mutable_version() = CurrentVersion();
+  shutdown.set_worker_address("w2:2");
+  proto::WorkerShutdownResponse shutdown_response;
+  REQUIRE(d.WorkerShutdown(shutdown, &shutdown_response).ok());
+  const proto::GetSplitsResponse first_part = RawSplits(d, it.iteration_id(), 3, 3, 1);
+  CHECK(runs(first_part) == std::vector<Split>{{40, 70, 5, 3, 10}});
+  CHECK_FALSE(first_part.end_of_splits());
+  const proto::GetSplitsResponse rest = RawSplits(d, it.iteration_id(), 3, 3, 2);
+  CHECK(runs(rest) == std::vector<Split>{{70, 80, 8}});
+  CHECK(rest.end_of_splits());
+}
+
 TEST_CASE("dispatcher_impl: GetSplits honours a smaller max_splits", "[dispatcher]") {
   DispatcherImpl d(TestConfig());
   Heartbeat(d, "w1:1");
@@ -703,7 +762,7 @@ TEST_CASE("dispatcher_impl: a worker's shutdown finishes the iteration when the 
 TEST_CASE("dispatcher_impl: a version mismatch is FailedPrecondition", "[dispatcher]") {
   DispatcherImpl d(TestConfig());
   proto::VersionInfo wrong;
-  wrong.set_protocol_version(2);
+  wrong.set_protocol_version(3);
   auto check = [](const absl::Status& status) {
     CHECK(status.code() == absl::StatusCode::kFailedPrecondition);
     CHECK(status.message() == kMismatch);
@@ -793,7 +852,7 @@ TEST_CASE("dispatcher_impl: a version mismatch is FailedPrecondition", "[dispatc
   absl::Status status = d.GetStatus(missing, &out);
   CHECK(status.code() == absl::StatusCode::kFailedPrecondition);
   CHECK(status.message() ==
-        "protocol version mismatch: the peer speaks version 0, this server speaks 1; run the same Sluice "
+        "protocol version mismatch: the peer speaks version 0, this server speaks 2; run the same Sluice "
         "release on both");
 }
 

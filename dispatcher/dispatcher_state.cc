@@ -4,8 +4,46 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "pipeline/split_provider.h"
 
 namespace sluice::dispatcher {
+
+int64_t CountSplits(const SplitRuns& runs) {
+  int64_t count = 0;
+  for (const auto& [seq, run] : runs) count += run.count;
+  return count;
+}
+
+bool RemoveSplits(SplitRuns* runs, int64_t seq, int64_t count) {
+  auto holder = runs->upper_bound(seq);
+  if (holder == runs->begin()) return false;
+  --holder;
+  const Split run = holder->second;
+  const int64_t first = seq - run.seq;
+  if (count <= 0 || first + count > run.count) return false;
+  runs->erase(holder);
+  if (first > 0) (*runs)[run.seq] = SplitRunPart(run, 0, first);
+  if (const int64_t after = run.count - first - count; after > 0) {
+    const Split rest = SplitRunPart(run, first + count, after);
+    (*runs)[rest.seq] = rest;
+  }
+  return true;
+}
+
+Split SplitFromLease(const proto::SplitLease& lease) {
+  const int64_t count = std::max<int64_t>(1, lease.count());
+  return Split{lease.begin(), lease.end(), lease.seq(), count, count == 1 ? 0 : lease.split_size()};
+}
+
+void SplitToLease(const Split& split, proto::SplitLease* lease) {
+  lease->set_seq(split.seq);
+  lease->set_begin(split.begin);
+  lease->set_end(split.end);
+  if (split.count != 1) {
+    lease->set_count(split.count);
+    lease->set_split_size(split.split_size);
+  }
+}
 
 absl::Status DispatcherState::Apply(const proto::Update& update) {
   switch (update.kind_case()) {
@@ -130,20 +168,29 @@ absl::Status DispatcherState::Apply(const proto::Update& update) {
         return absl::FailedPreconditionError(absl::StrCat("cannot lease splits to task ", u.task_id()));
       }
       Iteration& iteration = iterations_[task->second.iteration_id];
+      // New runs continue the iteration's numbering; any other must lie
+      // within one returned run.
       int64_t next_new = iteration.next_split_seq;
-      for (const proto::SplitLease& split : u.splits()) {
-        const bool returned = iteration.returned_splits.contains(split.seq());
-        if (!returned && split.seq() != next_new++) {
-          return absl::FailedPreconditionError(absl::StrCat("split ", split.seq(), " of iteration ",
-                                                            iteration.id, " is neither new nor returned"));
+      SplitRuns returned_left = iteration.returned_splits;
+      for (const proto::SplitLease& lease : u.splits()) {
+        const Split run = SplitFromLease(lease);
+        if (run.seq == next_new) {
+          next_new += run.count;
+        } else if (!RemoveSplits(&returned_left, run.seq, run.count)) {
+          return absl::FailedPreconditionError(
+              run.count == 1 ? absl::StrCat("split ", run.seq, " of iteration ", iteration.id,
+                                            " is neither new nor returned")
+                             : absl::StrCat("splits ", run.seq, " to ", run.seq + run.count - 1,
+                                            " of iteration ", iteration.id, " are neither new nor returned"));
         }
       }
+      iteration.returned_splits = std::move(returned_left);
+      iteration.next_split_seq = next_new;
       task->second.last_split_response.clear();
-      for (const proto::SplitLease& split : u.splits()) {
-        if (!iteration.returned_splits.erase(split.seq())) ++iteration.next_split_seq;
-        const LeasedSplit leased{split.seq(), split.begin(), split.end()};
-        task->second.leases[split.seq()] = leased;
-        task->second.last_split_response.push_back(leased);
+      for (const proto::SplitLease& lease : u.splits()) {
+        const Split run = SplitFromLease(lease);
+        task->second.leases[run.seq] = run;
+        task->second.last_split_response.push_back(run);
       }
       task->second.last_split_request = u.request_id();
       task->second.last_end_of_splits = u.end_of_splits();
@@ -158,8 +205,8 @@ absl::Status DispatcherState::Apply(const proto::Update& update) {
         return absl::FailedPreconditionError(absl::StrCat("unknown iteration ", u.iteration_id()));
       }
       for (int64_t seq : u.seqs()) {
-        iteration->second.returned_splits.erase(seq);
-        for (int64_t task_id : iteration->second.tasks) tasks_[task_id].leases.erase(seq);
+        RemoveSplits(&iteration->second.returned_splits, seq, 1);
+        for (int64_t task_id : iteration->second.tasks) RemoveSplits(&tasks_[task_id].leases, seq, 1);
       }
       UpdateFinished(iteration->second);
       return absl::OkStatus();
@@ -228,27 +275,20 @@ void DispatcherState::ReturnLeases(Task& task) {
 
 namespace {
 
-void LeasesToProto(const std::vector<DispatcherState::LeasedSplit>& splits,
+void LeasesToProto(const std::vector<Split>& splits,
                    google::protobuf::RepeatedPtrField<proto::SplitLease>* out) {
-  for (const auto& split : splits) {
-    proto::SplitLease* lease = out->Add();
-    lease->set_seq(split.seq);
-    lease->set_begin(split.begin);
-    lease->set_end(split.end);
-  }
+  for (const Split& split : splits) SplitToLease(split, out->Add());
 }
 
-std::vector<DispatcherState::LeasedSplit> LeasesFromProto(
-    const google::protobuf::RepeatedPtrField<proto::SplitLease>& leases) {
-  std::vector<DispatcherState::LeasedSplit> splits;
-  for (const auto& lease : leases) splits.push_back({lease.seq(), lease.begin(), lease.end()});
+std::vector<Split> LeasesFromProto(const google::protobuf::RepeatedPtrField<proto::SplitLease>& leases) {
+  std::vector<Split> splits;
+  for (const auto& lease : leases) splits.push_back(SplitFromLease(lease));
   return splits;
 }
 
-template <typename Map>
-std::vector<DispatcherState::LeasedSplit> Values(const Map& map) {
-  std::vector<DispatcherState::LeasedSplit> values;
-  for (const auto& [seq, split] : map) values.push_back(split);
+std::vector<Split> Values(const SplitRuns& runs) {
+  std::vector<Split> values;
+  for (const auto& [seq, run] : runs) values.push_back(run);
   return values;
 }
 
@@ -334,7 +374,7 @@ absl::StatusOr<DispatcherState> DispatcherState::FromSnapshot(const proto::State
     task.last_split_request = t.last_split_request();
     task.last_split_response = LeasesFromProto(t.last_split_response());
     task.last_end_of_splits = t.last_end_of_splits();
-    for (const LeasedSplit& split : LeasesFromProto(t.leases())) task.leases[split.seq] = split;
+    for (const Split& split : LeasesFromProto(t.leases())) task.leases[split.seq] = split;
     task.starting_round = t.starting_round();
     state.tasks_[t.task_id()] = std::move(task);
   }
@@ -361,7 +401,7 @@ absl::StatusOr<DispatcherState> DispatcherState::FromSnapshot(const proto::State
     iteration.collected = i.collected();
     iteration.split_cursor = i.split_cursor();
     iteration.next_split_seq = i.next_split_seq();
-    for (const LeasedSplit& split : LeasesFromProto(i.returned_splits())) {
+    for (const Split& split : LeasesFromProto(i.returned_splits())) {
       iteration.returned_splits[split.seq] = split;
     }
     iteration.splits_exhausted = i.splits_exhausted();

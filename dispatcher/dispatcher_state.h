@@ -15,15 +15,29 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "pipeline/dataset.h"
 #include "pipeline/sharding.h"
 #include "sluice/journal.pb.h"
 
 namespace sluice::dispatcher {
 
+// Splits held in runs (Split with count > 1), by first seq; the runs in one
+// map never overlap.
+using SplitRuns = std::map<int64_t, Split>;
+
 // FILE, DATA, FILE_OR_DATA or HINT: each listed worker runs its own shard.
 inline bool IsStaticSharding(const proto::JobParams& params) {
   return IsStaticPolicy(params.sharding_policy());
 }
+
+// How many splits `runs` hold.
+int64_t CountSplits(const SplitRuns& runs);
+// Removes splits [seq, seq + count) when one run holds them all, splitting
+// that run; false, changing nothing, otherwise.
+bool RemoveSplits(SplitRuns* runs, int64_t seq, int64_t count);
+// A journaled lease as a Split (count 0, as before runs, reads as 1), and back.
+Split SplitFromLease(const proto::SplitLease& lease);
+void SplitToLease(const Split& split, proto::SplitLease* lease);
 
 class DispatcherState {
  public:
@@ -36,12 +50,6 @@ class DispatcherState {
     std::string address;
     std::vector<std::string> tags;
     std::string incarnation;
-  };
-  struct LeasedSplit {
-    int64_t seq = 0;
-    int64_t begin = 0;
-    int64_t end = 0;
-    bool operator==(const LeasedSplit&) const = default;
   };
   struct Job {
     int64_t id = 0;
@@ -61,10 +69,10 @@ class DispatcherState {
     // distributed_epoch: the last GetSplits request answered, and its
     // answer, for retries.
     int64_t last_split_request = 0;
-    std::vector<LeasedSplit> last_split_response;
+    std::vector<Split> last_split_response;
     bool last_end_of_splits = false;
-    // Splits handed to this task and not yet known delivered, by seq.
-    std::map<int64_t, LeasedSplit> leases;
+    // Splits handed to this task and not yet known delivered.
+    SplitRuns leases;
     // Coordinated reads: the first round this task serves.
     int64_t starting_round = 0;
   };
@@ -83,7 +91,7 @@ class DispatcherState {
     // handed out again (before any new split).
     std::string split_cursor;
     int64_t next_split_seq = 1;
-    std::map<int64_t, LeasedSplit> returned_splits;
+    SplitRuns returned_splits;
     bool splits_exhausted = false;
     // Coordinated reads: task lists are fixed through this round, and the
     // consumer indexes that have joined.

@@ -684,10 +684,26 @@ proto::Update Lease(int64_t task_id, int64_t request_id, const std::vector<std::
   return update;
 }
 
-std::vector<int64_t> Seqs(const std::map<int64_t, DispatcherState::LeasedSplit>& splits) {
+proto::Update LeaseRuns(int64_t task_id, int64_t request_id, const std::vector<Split>& runs) {
+  proto::Update update = Lease(task_id, request_id, {});
+  for (const Split& run : runs) SplitToLease(run, update.mutable_lease_splits()->add_splits());
+  return update;
+}
+
+// Every split's seq, runs expanded.
+std::vector<int64_t> Seqs(const SplitRuns& runs) {
   std::vector<int64_t> seqs;
-  for (const auto& [seq, split] : splits) seqs.push_back(seq);
+  for (const auto& [first, run] : runs) {
+    CHECK(first == run.seq);
+    for (int64_t seq = run.seq; seq < run.seq + run.count; ++seq) seqs.push_back(seq);
+  }
   return seqs;
+}
+
+std::vector<Split> Runs(const SplitRuns& runs) {
+  std::vector<Split> values;
+  for (const auto& [first, run] : runs) values.push_back(run);
+  return values;
 }
 
 // Two workers, a distributed_epoch iteration 1 with tasks 1 (w1) and 2 (w2).
@@ -705,7 +721,7 @@ TEST_CASE("dispatcher_state: a lost worker's leased splits return to its iterati
            {Lease(1, 1, {{1, 0, 10}, {2, 10, 20}}), Lease(2, 1, {{3, 20, 30}}), Lease(1, 2, {{4, 30, 40}})});
   CHECK(Seqs(state.FindTask(1)->leases) == std::vector<int64_t>{1, 2, 4});
   CHECK(state.FindTask(1)->last_split_request == 2);
-  CHECK(state.FindTask(1)->last_split_response == std::vector<DispatcherState::LeasedSplit>{{4, 30, 40}});
+  CHECK(state.FindTask(1)->last_split_response == std::vector<Split>{{30, 40, 4}});
   CHECK(state.FindIteration(1)->next_split_seq == 5);
   CHECK(state.FindIteration(1)->split_cursor == "cursor2");
 
@@ -726,6 +742,69 @@ TEST_CASE("dispatcher_state: a lost worker's leased splits return to its iterati
   CHECK(state.FindIteration(1)->splits_exhausted);
   ApplyAll(state, {FinishTask(3)});
   CHECK(state.FindIteration(1)->finished);
+}
+
+TEST_CASE("dispatcher_state: splits leased in runs are completed, returned and re-leased in part",
+          "[dispatcher]") {
+  DispatcherState state = LeasingState();
+  // Task 1 leases splits 1-5 of 10 positions (the last one 6), task 2
+  // splits 6-7, as two runs.
+  ApplyAll(state, {LeaseRuns(1, 1, {Split{0, 46, 1, 5, 10}}), LeaseRuns(2, 1, {Split{46, 66, 6, 2, 10}})});
+  CHECK(state.FindIteration(1)->next_split_seq == 8);
+  CHECK(state.FindTask(1)->last_split_response == std::vector<Split>{{0, 46, 1, 5, 10}});
+  CHECK(CountSplits(state.FindTask(1)->leases) == 5);
+
+  // exactly_once reports splits 2 and 5 delivered: the run falls in three.
+  proto::Update complete;
+  complete.mutable_complete_splits()->set_iteration_id(1);
+  complete.mutable_complete_splits()->add_seqs(2);
+  complete.mutable_complete_splits()->add_seqs(5);
+  ApplyAll(state, {complete});
+  CHECK(Runs(state.FindTask(1)->leases) == std::vector<Split>{{0, 10, 1}, {20, 40, 3, 2, 10}});
+
+  // Its worker is lost: what is left returns, runs kept.
+  ApplyAll(state, {RemoveWorker("w1")});
+  CHECK(Seqs(state.FindIteration(1)->returned_splits) == std::vector<int64_t>{1, 3, 4});
+  CHECK(CountSplits(state.FindIteration(1)->returned_splits) == 3);
+
+  // A new task takes split 3 alone (a part of a returned run), then 1, 4
+  // and new ones.
+  ApplyAll(state, {CreateTask(3, 1, "w2"), LeaseRuns(3, 1, {Split{20, 30, 3}})});
+  CHECK(Runs(state.FindIteration(1)->returned_splits) == std::vector<Split>{{0, 10, 1}, {30, 40, 4}});
+  absl::Status overlapping = state.Apply(LeaseRuns(3, 2, {Split{20, 40, 3, 2, 10}}));
+  CHECK(overlapping.message() == "splits 3 to 4 of iteration 1 are neither new nor returned");
+  ApplyAll(state, {LeaseRuns(3, 2, {Split{0, 10, 1}, Split{30, 40, 4}, Split{66, 96, 8, 3, 10}})});
+  CHECK(state.FindIteration(1)->returned_splits.empty());
+  CHECK(state.FindIteration(1)->next_split_seq == 11);
+  CHECK(Seqs(state.FindTask(3)->leases) == std::vector<int64_t>{1, 3, 4, 8, 9, 10});
+
+  // Runs survive a snapshot.
+  absl::StatusOr<DispatcherState> restored = DispatcherState::FromSnapshot(state.ToSnapshot());
+  REQUIRE(restored.ok());
+  CHECK(Runs(restored->FindTask(3)->leases) == Runs(state.FindTask(3)->leases));
+  CHECK(restored->FindTask(3)->last_split_response == state.FindTask(3)->last_split_response);
+}
+
+TEST_CASE("dispatcher_state: split runs split and join exactly", "[dispatcher]") {
+  SplitRuns runs;
+  runs[1] = Split{0, 46, 1, 5, 10};
+  runs[9] = Split{100, 110, 9};
+  CHECK_FALSE(RemoveSplits(&runs, 5, 2));  // 5 and 6: past the run's end
+  CHECK_FALSE(RemoveSplits(&runs, 7, 1));  // in no run
+  CHECK_FALSE(RemoveSplits(&runs, 0, 1));
+  CHECK(RemoveSplits(&runs, 1, 2));
+  CHECK(Runs(runs) == std::vector<Split>{{20, 46, 3, 3, 10}, {100, 110, 9}});
+  CHECK(RemoveSplits(&runs, 5, 1));
+  CHECK(Runs(runs) == std::vector<Split>{{20, 40, 3, 2, 10}, {100, 110, 9}});
+  CHECK(RemoveSplits(&runs, 9, 1));
+  CHECK(CountSplits(runs) == 2);
+
+  // An old journal's lease (no count) is one split.
+  proto::SplitLease old_lease;
+  old_lease.set_seq(4);
+  old_lease.set_begin(7);
+  old_lease.set_end(9);
+  CHECK(SplitFromLease(old_lease) == Split{7, 9, 4});
 }
 
 TEST_CASE("dispatcher_state: a lease of an unknown split or to a finished task is refused", "[dispatcher]") {

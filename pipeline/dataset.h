@@ -39,6 +39,14 @@ struct Split {
   int64_t end = 0;
   // The split's number in its iteration, when the dispatcher handed it out.
   int64_t seq = 0;
+  // A run of the dispatcher's splits (count > 1): seqs [seq, seq + count),
+  // split k covering [begin + k * split_size, min(begin + (k + 1) *
+  // split_size, end)). The dispatcher leases, journals and sends
+  // consecutive splits as one run, so that thousands cost what one does; a
+  // source reads a run's positions like one split's. For a single split
+  // split_size is 0.
+  int64_t count = 1;
+  int64_t split_size = 0;
   bool operator==(const Split& other) const = default;
 };
 

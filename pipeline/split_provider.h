@@ -65,6 +65,13 @@ struct SplitOptions {
 absl::StatusOr<std::unique_ptr<SplitProvider>> MakeSplitProvider(const proto::DatasetDef& def,
                                                                  const SplitOptions& options = {});
 
+// Adds `next`, a single split, to the end of `run` if it continues it: the
+// next seq, starting where the run ends, no longer than the run's splits,
+// and the run's last split full. Returns false, changing nothing, if not.
+bool ExtendSplitRun(Split* run, const Split& next);
+// Splits [first, first + n) of `run`, by index within the run.
+Split SplitRunPart(const Split& run, int64_t first, int64_t n);
+
 // Yields a source's positions in order: all of [0, count), or only those of
 // the splits an outside provider hands out.
 class SourcePositions {

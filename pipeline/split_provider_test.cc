@@ -169,5 +169,45 @@ TEST_CASE("Splits of a shared provider cover a repeated epoch exactly once", "[s
   CHECK(seen == std::vector<int64_t>{0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6});
 }
 
+TEST_CASE("Consecutive splits join into runs, and runs give back their parts", "[splits]") {
+  // Splits of 10 from an IndexSplitProvider over 46 positions, numbered
+  // from 3 as the dispatcher would.
+  IndexSplitProvider provider(46, 10);
+  std::vector<Split> splits = Drain(provider);
+  for (size_t i = 0; i < splits.size(); ++i) splits[i].seq = 3 + static_cast<int64_t>(i);
+  Split run = splits[0];
+  for (size_t i = 1; i < splits.size(); ++i) CHECK(ExtendSplitRun(&run, splits[i]));
+  CHECK(run == Split{0, 46, 3, 5, 10});
+  // After the short last split nothing more joins.
+  CHECK_FALSE(ExtendSplitRun(&run, Split{46, 50, 8}));
+
+  Split other{0, 10, 1};
+  CHECK_FALSE(ExtendSplitRun(&other, Split{10, 20, 3}));  // seq gap
+  CHECK_FALSE(ExtendSplitRun(&other, Split{11, 20, 2}));  // position gap
+  CHECK_FALSE(ExtendSplitRun(&other, Split{10, 21, 2}));  // longer than the run's splits
+  CHECK(other == Split{0, 10, 1});
+  CHECK(ExtendSplitRun(&other, Split{10, 15, 2}));  // a shorter last split
+  CHECK(other == Split{0, 15, 1, 2, 10});
+
+  CHECK(SplitRunPart(run, 0, 1) == Split{0, 10, 3});
+  CHECK(SplitRunPart(run, 1, 3) == Split{10, 40, 4, 3, 10});
+  CHECK(SplitRunPart(run, 4, 1) == Split{40, 46, 7});
+  CHECK(SplitRunPart(run, 2, 3) == Split{20, 46, 5, 3, 10});
+  CHECK(SplitRunPart(Split{5, 9, 2}, 0, 1) == Split{5, 9, 2});
+
+  // A source reads a run's positions like one split's, batched too.
+  DatasetPtr dataset = *Dataset::Range(100).Batch(8).Build();
+  FixedSplits one_run({Split{20, 46, 5, 3, 10}});
+  IteratorContext context;
+  context.split_provider = &one_run;
+  absl::StatusOr<std::vector<Element>> batches = CollectElements(*dataset, context);
+  REQUIRE(batches.ok());
+  REQUIRE(batches->size() == 4);
+  CHECK((*batches)[0].components[0].dim(0) == 8);
+  CHECK((*batches)[0].components[0].data<int64_t>()[0] == 20);
+  CHECK((*batches)[3].components[0].dim(0) == 2);
+  CHECK((*batches)[3].components[0].data<int64_t>()[1] == 45);
+}
+
 }  // namespace
 }  // namespace sluice

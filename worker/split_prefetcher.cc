@@ -32,8 +32,20 @@ void SplitPrefetcher::FetchLoop() {
       absl::MutexLock lock(&mu_);
       mu_.Await(absl::Condition(this, &SplitPrefetcher::NeedsFetch));
       if (cancelled_) return;
-      if (starved_) request_splits_ = std::min(request_splits_ * 2, std::max(1, options_.max_splits));
+      const absl::Time now = absl::Now();
+      // Splits the pipeline would take in min_fetch_interval at its pace
+      // since the last request.
+      const double elapsed = absl::ToDoubleSeconds(now - last_fetch_);
+      const bool too_frequent =
+          fetched_any_ && taken_since_fetch_ > 0 &&
+          static_cast<double>(taken_since_fetch_) * absl::ToDoubleSeconds(options_.min_fetch_interval) >
+              static_cast<double>(request_splits_) * elapsed;
+      if (starved_ || too_frequent) {
+        request_splits_ = std::min(request_splits_ * 2, std::max(1, options_.max_splits));
+      }
       starved_ = false;
+      taken_since_fetch_ = 0;
+      last_fetch_ = now;
       request = request_splits_;
     }
     std::vector<Split> splits;
@@ -45,6 +57,7 @@ void SplitPrefetcher::FetchLoop() {
       fetch_done_ = true;
       return;
     }
+    for (const Split& run : splits) queued_splits_ += run.count;
     queue_.insert(queue_.end(), splits.begin(), splits.end());
     fetched_any_ = true;
     if (end) {
@@ -67,6 +80,8 @@ absl::Status SplitPrefetcher::GetNext(Split* split, bool* end_of_splits) {
   }
   *split = queue_.front();
   queue_.pop_front();
+  queued_splits_ -= split->count;
+  taken_since_fetch_ += split->count;
   *end_of_splits = false;
   return absl::OkStatus();
 }

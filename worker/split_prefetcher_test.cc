@@ -44,6 +44,20 @@ std::vector<Split> DrainAll(SplitProvider& provider, absl::Status* status) {
   }
 }
 
+// Takes every split, pausing `pause` after each 8, as a pipeline paced by
+// its readers would.
+std::vector<Split> TakePaced(SplitProvider& provider, std::chrono::milliseconds pause) {
+  std::vector<Split> splits;
+  while (true) {
+    Split split;
+    bool end = false;
+    REQUIRE(provider.GetNext(&split, &end).ok());
+    if (end) return splits;
+    splits.push_back(split);
+    if (splits.size() % 8 == 0) std::this_thread::sleep_for(pause);
+  }
+}
+
 }  // namespace
 
 TEST_CASE("split_prefetcher: every split arrives once, in order, then end", "[worker][splits]") {
@@ -100,21 +114,15 @@ TEST_CASE("split_prefetcher: requests double while the pipeline outruns them", "
 
 TEST_CASE("split_prefetcher: a slow pipeline keeps requests small", "[worker][splits]") {
   FakeDispatcher dispatcher(200);
-  SplitPrefetcher prefetcher(dispatcher.Fn(), {.initial_splits = 8, .max_splits = 1024});
+  // 8 splits per 5 ms or slower, so 8 cover more than 1 ms of its pace.
+  SplitPrefetcher prefetcher(
+      dispatcher.Fn(),
+      {.initial_splits = 8, .max_splits = 1024, .min_fetch_interval = absl::Milliseconds(1)});
   // Wait until the first request is in, so the pipeline never finds the
   // queue empty; then take slowly enough that the fetcher always keeps up.
   while (dispatcher.Requests().empty()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  int taken = 0;
-  while (true) {
-    Split split;
-    bool end = false;
-    REQUIRE(prefetcher.GetNext(&split, &end).ok());
-    if (end) break;
-    ++taken;
-    if (taken % 8 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  CHECK(taken == 200);
+  CHECK(TakePaced(prefetcher, std::chrono::milliseconds(5)).size() == 200);
   for (int request : dispatcher.Requests()) CHECK(request == 8);
   // The queue never held more than two requests' worth: the fetcher waits.
   CHECK(dispatcher.Requests().size() == 25);
@@ -175,6 +183,56 @@ TEST_CASE("split_prefetcher: Cancel wakes a pipeline waiting on splits", "[worke
   CHECK(std::chrono::steady_clock::now() - before < std::chrono::seconds(2));
   CHECK(status == absl::CancelledError("task cancelled"));
   CHECK(fetch_cancelled);
+}
+
+TEST_CASE("split_prefetcher: requests grow to cover min_fetch_interval of a paced pipeline",
+          "[worker][splits]") {
+  // The fetches are instant and the pipeline takes 8 splits per
+  // millisecond or so, so it never finds the queue empty; only the pace
+  // rule (8 splits cover far less than 50 ms) grows the requests.
+  FakeDispatcher dispatcher(3000);
+  SplitPrefetcher prefetcher(
+      dispatcher.Fn(), {.initial_splits = 8, .max_splits = 64, .min_fetch_interval = absl::Milliseconds(50)});
+  while (dispatcher.Requests().empty()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  const std::vector<Split> splits = TakePaced(prefetcher, std::chrono::milliseconds(1));
+  REQUIRE(splits.size() == 3000);
+  for (int i = 0; i < 3000; ++i) CHECK(splits[i] == Split{i * 10, i * 10 + 10});
+  const std::vector<int> requests = dispatcher.Requests();
+  REQUIRE(requests.size() >= 4);
+  CHECK(requests.front() == 8);
+  for (size_t i = 1; i < requests.size(); ++i) {
+    CHECK((requests[i] == requests[i - 1] || requests[i] == 2 * requests[i - 1]));
+  }
+  CHECK(requests.back() == 64);
+}
+
+TEST_CASE("split_prefetcher: runs of splits count as their splits", "[worker][splits]") {
+  // Each request is answered with runs of 4 splits of 10 positions.
+  std::vector<int> requests;
+  absl::Mutex mu;
+  int next_seq = 1;
+  SplitPrefetcher prefetcher(
+      [&](int max_splits, const std::function<bool()>&, std::vector<Split>* splits, bool* end) {
+        absl::MutexLock lock(&mu);
+        requests.push_back(max_splits);
+        for (int i = 0; i < max_splits; i += 4, next_seq += 4) {
+          const int64_t begin = (next_seq - 1) * 10;
+          splits->push_back(Split{begin, begin + 40, next_seq, 4, 10});
+        }
+        *end = false;
+        return absl::OkStatus();
+      },
+      {.initial_splits = 8, .max_splits = 8});
+  Split run;
+  bool end = false;
+  REQUIRE(prefetcher.GetNext(&run, &end).ok());
+  CHECK(run == Split{0, 40, 1, 4, 10});
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  // 8 splits (2 runs) per request: after the first, 8 are queued, so a
+  // second goes out (16); one run taken leaves 12, more than 8, so no
+  // third. Counting runs instead (3 left, fewer than 8) would fetch on.
+  absl::MutexLock lock(&mu);
+  CHECK(requests == std::vector<int>{8, 8});
 }
 
 }  // namespace sluice::worker

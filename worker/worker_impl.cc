@@ -10,6 +10,7 @@
 #include "common/proto_convert.h"
 #include "pipeline/builder.h"
 #include "pipeline/sharding.h"
+#include "pipeline/split_provider.h"
 #include "worker/split_prefetcher.h"
 
 namespace sluice::worker {
@@ -47,7 +48,10 @@ SplitPrefetcher::FetchFn FetchSplitsFrom(proto::DispatcherService::Stub* dispatc
         [&](grpc::ClientContext* context) { return dispatcher->GetSplits(context, request, &response); },
         kRpcTimeout, kRetryFor, "GetSplits", cancelled);
     if (!status.ok()) return status;
-    for (const auto& s : response.splits()) splits->push_back({s.begin(), s.end(), s.seq()});
+    for (const auto& s : response.splits()) {
+      const int64_t count = std::max<int64_t>(1, s.count());
+      splits->push_back({s.begin(), s.end(), s.seq(), count, count == 1 ? 0 : s.split_size()});
+    }
     *end = response.end_of_splits();
     return absl::OkStatus();
   };
@@ -350,25 +354,33 @@ class WorkerImpl::Task {
   // at the same positions when rerun here.
   absl::Status ProducePerSplit(const DatasetPtr& dataset) {
     while (true) {
-      Split split;
+      Split run;
       bool end = false;
-      if (absl::Status s = splits_->GetNext(&split, &end); !s.ok()) return s;
+      if (absl::Status s = splits_->GetNext(&run, &end); !s.ok()) return s;
       if (end) return absl::OkStatus();
-      OneSplitProvider one(split);
-      IteratorContext context;
-      context.split_provider = &one;
-      absl::StatusOr<std::unique_ptr<IteratorBase>> iterator = dataset->MakeIterator(context);
-      if (!iterator.ok()) return iterator.status();
-      for (int64_t position = 0;; ++position) {
-        if (absl::Status s = WaitForRoom(); !s.ok()) return s;
-        Element element;
-        if (absl::Status s = (*iterator)->GetNext(&element, &end); !s.ok()) return s;
-        if (end) break;
-        Push(std::move(element), std::make_pair(split.seq, position));
+      for (int64_t index = 0; index < run.count; ++index) {
+        if (absl::Status s = ProduceOneSplit(dataset, SplitRunPart(run, index, 1)); !s.ok()) return s;
       }
-      absl::MutexLock lock(&mu_);
-      completions_.emplace_back(produced_, split.seq);
     }
+  }
+
+  absl::Status ProduceOneSplit(const DatasetPtr& dataset, const Split& split) {
+    OneSplitProvider one(split);
+    IteratorContext context;
+    context.split_provider = &one;
+    absl::StatusOr<std::unique_ptr<IteratorBase>> iterator = dataset->MakeIterator(context);
+    if (!iterator.ok()) return iterator.status();
+    for (int64_t position = 0;; ++position) {
+      if (absl::Status s = WaitForRoom(); !s.ok()) return s;
+      Element element;
+      bool end = false;
+      if (absl::Status s = (*iterator)->GetNext(&element, &end); !s.ok()) return s;
+      if (end) break;
+      Push(std::move(element), std::make_pair(split.seq, position));
+    }
+    absl::MutexLock lock(&mu_);
+    completions_.emplace_back(produced_, split.seq);
+    return absl::OkStatus();
   }
 
   absl::Status Produce() {
