@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "client/element_transport.h"
+#include "client/split_position_filter.h"
 #include "common/compression.h"
 #include "common/grpc_util.h"
 #include "common/proto_convert.h"
@@ -173,6 +174,13 @@ class DataServiceDataset::Iterator : public IteratorBase {
       return absl::OkStatus();
     }
     if (!status_.ok()) return status_;
+    if (!positions_.gapped().empty()) {
+      // A response was lost in transit while its worker lived on, so no
+      // rerun filled the gap: say so rather than end short.
+      return absl::DataLossError(absl::StrCat("exactly_once: elements of split ",
+                                              *positions_.gapped().begin(),
+                                              " were lost in transit and never read again"));
+    }
     *end = true;
     return absl::OkStatus();
   }
@@ -302,19 +310,19 @@ class DataServiceDataset::Iterator : public IteratorBase {
       held_elements_ -= static_cast<int64_t>(first->second.elements.size());
       const SplitTags& tags = first->second.tags;
       for (size_t i = 0; i < first->second.elements.size(); ++i) {
-        if (!tags.split_seqs.empty()) {
-          // exactly_once: a rerun of a split this reader had partly read
-          // sends its start again; positions below the next one are repeats.
-          int64_t& next = next_position_[tags.split_seqs[i]];
-          if (tags.split_positions[i] < next) continue;
-          next = tags.split_positions[i] + 1;
+        // exactly_once: repeats of a rerun split are dropped, and so is
+        // what follows a response lost in transit (split_position_filter.h).
+        if (!tags.split_seqs.empty() && !positions_.Accept(tags.split_seqs[i], tags.split_positions[i])) {
+          continue;
         }
         buffer_.push_back(std::move(first->second.elements[i]));
       }
       // Reported only now, in order: an earlier response still out may
-      // hold the split's first elements.
-      completed_splits_.insert(completed_splits_.end(), tags.completed_splits.begin(),
-                               tags.completed_splits.end());
+      // hold the split's first elements. A split with a gap is not
+      // reported, so that it is read again.
+      for (int64_t seq : tags.completed_splits) {
+        if (positions_.CompleteInOrder(seq)) completed_splits_.push_back(seq);
+      }
       task.held.erase(first);
     }
   }
@@ -521,10 +529,10 @@ class DataServiceDataset::Iterator : public IteratorBase {
   std::map<int64_t, TaskState> tasks_ ABSL_GUARDED_BY(mu_);
   // Read to their end, not yet reported to the dispatcher.
   std::vector<int64_t> completed_tasks_ ABSL_GUARDED_BY(mu_);
-  // exactly_once: splits wholly received, not yet reported; and for each
-  // split, the position of the next element not yet received.
+  // exactly_once: splits wholly received, not yet reported; and the
+  // filter of repeated or out-of-order positions.
   std::vector<int64_t> completed_splits_ ABSL_GUARDED_BY(mu_);
-  std::map<int64_t, int64_t> next_position_ ABSL_GUARDED_BY(mu_);
+  SplitPositionFilter positions_ ABSL_GUARDED_BY(mu_);
   const int64_t consumer_index_;  // coordinated reads; -1 otherwise
   int64_t current_round_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t round_horizon_ ABSL_GUARDED_BY(mu_) = -1;
