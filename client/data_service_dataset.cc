@@ -134,12 +134,14 @@ class DataServiceDataset : public DatasetBase {
 // never exceed max_outstanding, which bounds memory.
 class DataServiceDataset::Iterator : public IteratorBase {
  public:
+  // `sole_reader`: no other consumer shares the job (it has no name).
   Iterator(std::shared_ptr<ServiceHandle> service, int64_t max_outstanding, int64_t iteration_client_id,
-           proto::WireCompression compression, int64_t consumer_index)
+           proto::WireCompression compression, int64_t consumer_index, bool sole_reader)
       : service_(std::move(service)),
         max_outstanding_(max_outstanding),
         client_id_(iteration_client_id),
         compression_(compression),
+        positions_(sole_reader),
         consumer_index_(consumer_index) {
     heartbeat_ = std::thread([this] { HeartbeatLoop(); });
     if (coordinated()) rounds_ = std::thread([this] { RoundLoop(); });
@@ -566,7 +568,7 @@ absl::StatusOr<std::unique_ptr<IteratorBase>> DataServiceDataset::MakeIterator(c
       kRpcTimeout, deadline_, absl::StrCat("starting an iteration at ", service_->address));
   if (!status.ok()) return status;
   return std::make_unique<Iterator>(service_, max_outstanding_, iteration.iteration_client_id(), compression_,
-                                    consumer_index_);
+                                    consumer_index_, params_.job_name().empty());
 }
 
 }  // namespace

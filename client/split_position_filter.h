@@ -19,14 +19,22 @@
 
 namespace sluice {
 
+//
+// Consumers of a shared (named) job split each split's elements between
+// them, so one reader's positions jump by design; such a reader cannot
+// tell a gap from another consumer's share and only drops repeats (a known
+// limit, docs/design.md).
 class SplitPositionFilter {
  public:
-  // Whether to deliver the element at `position` of split `seq`: only the
-  // next position not yet delivered.
+  explicit SplitPositionFilter(bool sole_reader) : sole_reader_(sole_reader) {}
+
+  // Whether to deliver the element at `position` of split `seq`: for a sole
+  // reader only the next position not yet delivered, for a shared one any
+  // past the last delivered.
   bool Accept(int64_t seq, int64_t position) {
     int64_t& next = next_position_[seq];
-    if (position == next) {
-      ++next;
+    if (position == next || (position > next && !sole_reader_)) {
+      next = position + 1;
       gapped_.erase(seq);
       return true;
     }
@@ -40,6 +48,7 @@ class SplitPositionFilter {
   const std::set<int64_t>& gapped() const { return gapped_; }
 
  private:
+  const bool sole_reader_;
   std::map<int64_t, int64_t> next_position_;
   std::set<int64_t> gapped_;
 };

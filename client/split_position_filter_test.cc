@@ -15,7 +15,7 @@ std::vector<int64_t> Delivered(SplitPositionFilter& filter, int64_t seq, int64_t
 }
 
 TEST_CASE("split_position_filter: a rerun's repeated start is dropped", "[client][exactly_once]") {
-  SplitPositionFilter filter;
+  SplitPositionFilter filter(/*sole_reader=*/true);
   CHECK(Delivered(filter, 7, 0, 5) == std::vector<int64_t>{0, 1, 2, 3, 4, 5});
   // The worker was lost; the split runs again from its start.
   CHECK(Delivered(filter, 7, 0, 9) == std::vector<int64_t>{6, 7, 8, 9});
@@ -25,7 +25,7 @@ TEST_CASE("split_position_filter: a rerun's repeated start is dropped", "[client
 
 TEST_CASE("split_position_filter: positions past a lost response wait for the rerun",
           "[client][exactly_once]") {
-  SplitPositionFilter filter;
+  SplitPositionFilter filter(/*sole_reader=*/true);
   // Positions 0-5 were in a response lost with its worker; 6-63 arrived.
   CHECK(Delivered(filter, 594, 6, 63).empty());
   CHECK_FALSE(filter.CompleteInOrder(594));
@@ -38,6 +38,18 @@ TEST_CASE("split_position_filter: positions past a lost response wait for the re
   CHECK(rerun.front() == 0);
   CHECK(rerun.back() == 63);
   CHECK(filter.CompleteInOrder(594));
+  CHECK(filter.gapped().empty());
+}
+
+TEST_CASE("split_position_filter: a consumer of a shared job takes any later position",
+          "[client][exactly_once]") {
+  // Another consumer took positions 0-9 and 20-29.
+  SplitPositionFilter filter(/*sole_reader=*/false);
+  CHECK(Delivered(filter, 3, 10, 19).size() == 10);
+  CHECK(Delivered(filter, 3, 30, 39).size() == 10);
+  CHECK(filter.CompleteInOrder(3));
+  // A rerun's start is still dropped.
+  CHECK(Delivered(filter, 3, 0, 41) == std::vector<int64_t>{40, 41});
   CHECK(filter.gapped().empty());
 }
 
