@@ -623,16 +623,7 @@ absl::Status DispatcherImpl::GetSplits(const proto::GetSplitsRequest& request,
         absl::StrCat("task ", request.task_id(), " of iteration ", request.iteration_id(), " is unknown"));
   }
   auto answer = [response](const std::vector<Split>& splits, bool end) {
-    for (const Split& split : splits) {
-      proto::SplitProto* out = response->add_splits();
-      out->set_begin(split.begin);
-      out->set_end(split.end);
-      out->set_seq(split.seq);
-      if (split.count != 1) {
-        out->set_count(split.count);
-        out->set_split_size(split.split_size);
-      }
-    }
+    for (const Split& split : splits) SplitToMessage(split, response->add_splits());
     response->set_end_of_splits(end);
     return absl::OkStatus();
   };
@@ -664,7 +655,7 @@ absl::Status DispatcherImpl::GetSplits(const proto::GetSplitsRequest& request,
       break;
     }
     const int64_t taken = std::min(room, run.count);
-    SplitToLease(SplitRunPart(run, 0, taken), lease->add_splits());
+    SplitToMessage(SplitRunPart(run, 0, taken), lease->add_splits());
     returned_left = taken < run.count;
     room -= taken;
   }
@@ -677,10 +668,10 @@ absl::Status DispatcherImpl::GetSplits(const proto::GetSplitsRequest& request,
     if (exhausted) break;
     split.seq = next_seq++;
     if (run.has_value() && ExtendSplitRun(&*run, split)) continue;
-    if (run.has_value()) SplitToLease(*run, lease->add_splits());
+    if (run.has_value()) SplitToMessage(*run, lease->add_splits());
     run = split;
   }
-  if (run.has_value()) SplitToLease(*run, lease->add_splits());
+  if (run.has_value()) SplitToMessage(*run, lease->add_splits());
   lease->set_cursor(provider->second->Save());
   lease->set_provider_exhausted(exhausted);
   lease->set_end_of_splits(exhausted && !returned_left);

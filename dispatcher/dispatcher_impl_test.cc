@@ -163,16 +163,9 @@ proto::GetSplitsResponse Splits(DispatcherImpl& d, int64_t iteration_id, int64_t
   const proto::GetSplitsResponse runs = RawSplits(d, iteration_id, task_id, max_splits, request_id);
   proto::GetSplitsResponse splits;
   splits.set_end_of_splits(runs.end_of_splits());
-  for (const proto::SplitProto& run : runs.splits()) {
-    const int64_t count = std::max<int64_t>(1, run.count());
-    for (int64_t i = 0; i < count; ++i) {
-      const Split split = SplitRunPart(
-          Split{run.begin(), run.end(), run.seq(), count, count == 1 ? 0 : run.split_size()}, i, 1);
-      proto::SplitProto* out = splits.add_splits();
-      out->set_begin(split.begin);
-      out->set_end(split.end);
-      out->set_seq(split.seq);
-    }
+  for (const proto::SplitProto& message : runs.splits()) {
+    const Split run = SplitFromMessage(message);
+    for (int64_t i = 0; i < run.count; ++i) SplitToMessage(SplitRunPart(run, i, 1), splits.add_splits());
   }
   return splits;
 }
@@ -630,9 +623,7 @@ TEST_CASE("dispatcher_impl: GetSplits answers consecutive splits as one run", "[
   const auto it = Iteration(d, Job(d, Register(d, Dataset::Range(95).def()), proto::DISTRIBUTED_EPOCH));
   auto runs = [](const proto::GetSplitsResponse& response) {
     std::vector<Split> out;
-    for (const auto& r : response.splits()) {
-      out.push_back({r.begin(), r.end(), r.seq(), std::max<int64_t>(1, r.count()), r.split_size()});
-    }
+    for (const auto& r : response.splits()) out.push_back(SplitFromMessage(r));
     return out;
   };
 

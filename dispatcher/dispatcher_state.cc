@@ -30,21 +30,6 @@ bool RemoveSplits(SplitRuns* runs, int64_t seq, int64_t count) {
   return true;
 }
 
-Split SplitFromLease(const proto::SplitLease& lease) {
-  const int64_t count = std::max<int64_t>(1, lease.count());
-  return Split{lease.begin(), lease.end(), lease.seq(), count, count == 1 ? 0 : lease.split_size()};
-}
-
-void SplitToLease(const Split& split, proto::SplitLease* lease) {
-  lease->set_seq(split.seq);
-  lease->set_begin(split.begin);
-  lease->set_end(split.end);
-  if (split.count != 1) {
-    lease->set_count(split.count);
-    lease->set_split_size(split.split_size);
-  }
-}
-
 absl::Status DispatcherState::Apply(const proto::Update& update) {
   switch (update.kind_case()) {
     case proto::Update::kRegisterDataset: {
@@ -173,7 +158,7 @@ absl::Status DispatcherState::Apply(const proto::Update& update) {
       int64_t next_new = iteration.next_split_seq;
       SplitRuns returned_left = iteration.returned_splits;
       for (const proto::SplitLease& lease : u.splits()) {
-        const Split run = SplitFromLease(lease);
+        const Split run = SplitFromMessage(lease);
         if (run.seq == next_new) {
           next_new += run.count;
         } else if (!RemoveSplits(&returned_left, run.seq, run.count)) {
@@ -188,7 +173,7 @@ absl::Status DispatcherState::Apply(const proto::Update& update) {
       iteration.next_split_seq = next_new;
       task->second.last_split_response.clear();
       for (const proto::SplitLease& lease : u.splits()) {
-        const Split run = SplitFromLease(lease);
+        const Split run = SplitFromMessage(lease);
         task->second.leases[run.seq] = run;
         task->second.last_split_response.push_back(run);
       }
@@ -277,12 +262,12 @@ namespace {
 
 void LeasesToProto(const std::vector<Split>& splits,
                    google::protobuf::RepeatedPtrField<proto::SplitLease>* out) {
-  for (const Split& split : splits) SplitToLease(split, out->Add());
+  for (const Split& split : splits) SplitToMessage(split, out->Add());
 }
 
 std::vector<Split> LeasesFromProto(const google::protobuf::RepeatedPtrField<proto::SplitLease>& leases) {
   std::vector<Split> splits;
-  for (const auto& lease : leases) splits.push_back(SplitFromLease(lease));
+  for (const auto& lease : leases) splits.push_back(SplitFromMessage(lease));
   return splits;
 }
 

@@ -35,9 +35,6 @@ int64_t CountSplits(const SplitRuns& runs);
 // Removes splits [seq, seq + count) when one run holds them all, splitting
 // that run; false, changing nothing, otherwise.
 bool RemoveSplits(SplitRuns* runs, int64_t seq, int64_t count);
-// A journaled lease as a Split (count 0, as before runs, reads as 1), and back.
-Split SplitFromLease(const proto::SplitLease& lease);
-void SplitToLease(const Split& split, proto::SplitLease* lease);
 
 class DispatcherState {
  public:

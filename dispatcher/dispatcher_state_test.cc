@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "pipeline/split_provider.h"
 #include "sluice/dataset.h"
 
 namespace sluice::dispatcher {
@@ -686,7 +687,7 @@ proto::Update Lease(int64_t task_id, int64_t request_id, const std::vector<std::
 
 proto::Update LeaseRuns(int64_t task_id, int64_t request_id, const std::vector<Split>& runs) {
   proto::Update update = Lease(task_id, request_id, {});
-  for (const Split& run : runs) SplitToLease(run, update.mutable_lease_splits()->add_splits());
+  for (const Split& run : runs) SplitToMessage(run, update.mutable_lease_splits()->add_splits());
   return update;
 }
 
@@ -804,7 +805,16 @@ TEST_CASE("dispatcher_state: split runs split and join exactly", "[dispatcher]")
   old_lease.set_seq(4);
   old_lease.set_begin(7);
   old_lease.set_end(9);
-  CHECK(SplitFromLease(old_lease) == Split{7, 9, 4});
+  CHECK(SplitFromMessage(old_lease) == Split{7, 9, 4});
+  // A single split is written without count; a run with it, and both read back.
+  proto::SplitLease single;
+  SplitToMessage(Split{7, 9, 4}, &single);
+  CHECK(single.SerializeAsString() == old_lease.SerializeAsString());
+  proto::SplitLease run;
+  SplitToMessage(Split{0, 46, 1, 5, 10}, &run);
+  CHECK(run.count() == 5);
+  CHECK(run.split_size() == 10);
+  CHECK(SplitFromMessage(run) == Split{0, 46, 1, 5, 10});
 }
 
 TEST_CASE("dispatcher_state: a lease of an unknown split or to a finished task is refused", "[dispatcher]") {

@@ -33,7 +33,10 @@ struct FakeDispatcher {
   std::vector<int> requests ABSL_GUARDED_BY(mu);
 };
 
-std::vector<Split> DrainAll(SplitProvider& provider, absl::Status* status) {
+// Takes every split until the end or an error, pausing `pause` after each
+// 8, as a pipeline paced by its readers would.
+std::vector<Split> DrainAll(SplitProvider& provider, absl::Status* status,
+                            std::chrono::milliseconds pause = std::chrono::milliseconds(0)) {
   std::vector<Split> splits;
   while (true) {
     Split split;
@@ -41,21 +44,15 @@ std::vector<Split> DrainAll(SplitProvider& provider, absl::Status* status) {
     *status = provider.GetNext(&split, &end);
     if (!status->ok() || end) return splits;
     splits.push_back(split);
+    if (splits.size() % 8 == 0 && pause.count() > 0) std::this_thread::sleep_for(pause);
   }
 }
 
-// Takes every split, pausing `pause` after each 8, as a pipeline paced by
-// its readers would.
 std::vector<Split> TakePaced(SplitProvider& provider, std::chrono::milliseconds pause) {
-  std::vector<Split> splits;
-  while (true) {
-    Split split;
-    bool end = false;
-    REQUIRE(provider.GetNext(&split, &end).ok());
-    if (end) return splits;
-    splits.push_back(split);
-    if (splits.size() % 8 == 0) std::this_thread::sleep_for(pause);
-  }
+  absl::Status status;
+  std::vector<Split> splits = DrainAll(provider, &status, pause);
+  REQUIRE(status.ok());
+  return splits;
 }
 
 }  // namespace

@@ -48,10 +48,7 @@ SplitPrefetcher::FetchFn FetchSplitsFrom(proto::DispatcherService::Stub* dispatc
         [&](grpc::ClientContext* context) { return dispatcher->GetSplits(context, request, &response); },
         kRpcTimeout, kRetryFor, "GetSplits", cancelled);
     if (!status.ok()) return status;
-    for (const auto& s : response.splits()) {
-      const int64_t count = std::max<int64_t>(1, s.count());
-      splits->push_back({s.begin(), s.end(), s.seq(), count, count == 1 ? 0 : s.split_size()});
-    }
+    for (const auto& s : response.splits()) splits->push_back(SplitFromMessage(s));
     *end = response.end_of_splits();
     return absl::OkStatus();
   };
