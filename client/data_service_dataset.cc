@@ -246,14 +246,18 @@ class DataServiceDataset::Iterator : public IteratorBase {
   }
 
   // Coordinated reads: asks the round's worker for this consumer's element
-  // of each round in turn. A worker answers once every consumer has asked,
+  // of each round in turn. A worker answers once every consumer is waiting,
   // or empty after 50 ms, and the request goes again (to the worker the
-  // then current task list names).
+  // then current task list names). A round asked for again while another
+  // consumer is already past it will never have every consumer waiting
+  // (that one took it from a worker since lost), so the request says so.
   void RoundLoop() {
     std::chrono::milliseconds backoff(10);
+    int64_t retried_round = -1;
     while (true) {
       int64_t task_id = 0;
       int64_t round = 0;
+      bool others_past_round = false;
       std::shared_ptr<ElementTransport> transport;
       std::string address;
       {
@@ -269,6 +273,8 @@ class DataServiceDataset::Iterator : public IteratorBase {
         task_id = TaskForRound(round);
         transport = tasks_[task_id].transport;
         address = tasks_[task_id].worker_address;
+        others_past_round = retried_round == round && furthest_round_ > round;
+        retried_round = round;
       }
       proto::GetElementsRequest request;
       *request.mutable_version() = CurrentVersion();
@@ -277,6 +283,7 @@ class DataServiceDataset::Iterator : public IteratorBase {
       request.set_compression(compression_);
       request.set_consumer_index(consumer_index_);
       request.set_round(round);
+      request.set_others_past_round(others_past_round);
       ElementsResponse response;
       absl::Status status = transport->GetElements(request, &response);
       absl::MutexLock lock(&mu_);
@@ -406,6 +413,7 @@ class DataServiceDataset::Iterator : public IteratorBase {
         }
         iteration_finished_ = response.iteration_finished();
         round_horizon_ = response.round_horizon();
+        furthest_round_ = std::max(furthest_round_, response.furthest_round());
       } else if (!IsTransient(status)) {
         status_ = status;  // the dispatcher refused us: nothing to wait for
       }
@@ -538,6 +546,9 @@ class DataServiceDataset::Iterator : public IteratorBase {
   const int64_t consumer_index_;  // coordinated reads; -1 otherwise
   int64_t current_round_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t round_horizon_ ABSL_GUARDED_BY(mu_) = -1;
+  // The furthest round any consumer of the iteration has reached, from
+  // the dispatcher's last heartbeat reply.
+  int64_t furthest_round_ ABSL_GUARDED_BY(mu_) = 0;
   std::thread rounds_;
   bool iteration_finished_ ABSL_GUARDED_BY(mu_) = false;
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;

@@ -507,6 +507,9 @@ absl::Status DispatcherImpl::ClientHeartbeat(const proto::ClientHeartbeatRequest
     }
     response->set_iteration_finished(iteration->finished);
     response->set_round_horizon(iteration->round_horizon);
+    if (auto rounds = iteration_rounds_.find(iteration->id); rounds != iteration_rounds_.end()) {
+      response->set_furthest_round(rounds->second);
+    }
   }
   PushTasks(new_tasks);
   return absl::OkStatus();

@@ -137,10 +137,12 @@ class WorkerImpl::Task {
 
   // Coordinated reads: consumer `consumer`'s element of `round`. A round
   // is assembled, from the next num_consumers elements, once every
-  // consumer has asked for it; until then (or until `deadline`) the
-  // request is parked.
-  void TakeRound(int64_t round, int64_t consumer, proto::WireCompression compression, absl::Time deadline,
-                 ElementsCallback done) {
+  // consumer is waiting for it here, or once one says that another consumer
+  // already has its element of the round (`others_past_round`: their
+  // worker was lost); until then (or until `deadline`) the request is
+  // parked.
+  void TakeRound(int64_t round, int64_t consumer, bool others_past_round, proto::WireCompression compression,
+                 absl::Time deadline, ElementsCallback done) {
     if (consumer < 0 || consumer >= def_.num_consumers()) {
       ElementsReply reply;
       reply.status = absl::InvalidArgumentError(absl::StrCat(
@@ -151,7 +153,7 @@ class WorkerImpl::Task {
     {
       absl::MutexLock lock(&mu_);
       Round& r = rounds_[round];
-      r.requested.insert(consumer);
+      r.others_past |= others_past_round;
       r.waiters.push_back({consumer, compression, deadline, std::move(done)});
       AssembleRoundsLocked(&ready);
     }
@@ -213,21 +215,31 @@ class WorkerImpl::Task {
     ElementsCallback done;
   };
   struct Round {
-    std::set<int64_t> requested;
     std::vector<Element> elements;  // one per consumer, once assembled
     bool assembled = false;
+    // A consumer has its element of this round from another worker.
+    bool others_past = false;
     std::vector<RoundWaiter> waiters;
+    // Whether every consumer is waiting here now. Only waiting ones count:
+    // one whose request ran out may ask another worker next (its task list
+    // changed), and a round assembled without it here would never reach it.
+    bool AllWaiting(size_t num_consumers) const {
+      std::set<int64_t> waiting;
+      for (const RoundWaiter& waiter : waiters) waiting.insert(waiter.consumer);
+      return waiting.size() == num_consumers;
+    }
   };
   // Assembled rounds kept for consumers that ask again (a lost answer).
   static constexpr size_t kKeptRounds = 256;
 
-  // Assembles every round that all consumers asked for, in round order,
-  // and answers the parked requests of assembled rounds.
+  // Assembles, in round order, every round that all consumers wait for
+  // (or that a consumer marked as passed by others), and answers the
+  // parked requests of assembled rounds.
   void AssembleRoundsLocked(std::vector<std::pair<ElementsCallback, ElementsReply>>* ready)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     const size_t n = static_cast<size_t>(def_.num_consumers());
     for (auto& [index, round] : rounds_) {
-      if (!round.assembled && round.requested.size() == n && buffer_.size() >= n) {
+      if (!round.assembled && (round.others_past || round.AllWaiting(n)) && buffer_.size() >= n) {
         for (size_t i = 0; i < n; ++i) {
           bytes_ -= ElementBytes(buffer_.front());
           round.elements.push_back(std::move(buffer_.front()));
@@ -587,8 +599,8 @@ void WorkerImpl::GetElements(const proto::GetElementsRequest& request, ElementsC
     task = it->second;
   }
   if (task->coordinated()) {
-    return task->TakeRound(request.round(), request.consumer_index(), request.compression(),
-                           absl::Now() + kElementWait, std::move(done));
+    return task->TakeRound(request.round(), request.consumer_index(), request.others_past_round(),
+                           request.compression(), absl::Now() + kElementWait, std::move(done));
   }
   task->Take(std::max(1, request.max_elements()), request.compression(), absl::Now() + kElementWait,
              std::move(done));

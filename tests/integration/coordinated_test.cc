@@ -1,11 +1,20 @@
 // Integration tests of coordinated reads (num_consumers, consumer_index):
 // real daemons on 127.0.0.1, consumers reading in parallel threads.
+// Failed checks print the std::optional answers.
+#define CATCH_CONFIG_ENABLE_OPTIONAL_STRINGMAKER
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <functional>
+#include <future>
+#include <memory>
+#include <optional>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
+#include "common/grpc_util.h"
+#include "common/proto_convert.h"
 #include "sluice/dataset.h"
+#include "sluice/service.grpc.pb.h"
 #include "tests/integration/test_cluster.h"
 
 namespace sluice {
@@ -27,48 +36,75 @@ proto::DistributeOp Coordinated(const TestCluster& cluster, int consumer_index) 
 
 // Each of kConsumers threads reads `rounds` elements of range(10^9)
 // repeated; `during(rounds_read_by_consumer_0)` runs on this thread until
-// they are done. values[c][r] is consumer c's element of round r.
+// they are done. values[c][r] is consumer c's element of round r. Consumers
+// still waiting after 90 s fail the test; their threads are left behind
+// (detached, with the state they share), as a blocked read cannot be
+// interrupted.
 std::vector<std::vector<int64_t>> ReadRounds(const TestCluster& cluster, int rounds,
                                              const std::function<void(int)>& during) {
-  std::vector<std::vector<int64_t>> values(kConsumers);
-  std::atomic<int> progress{0};
-  std::atomic<int> failures{0};
+  struct Shared {
+    std::vector<std::vector<int64_t>> values = std::vector<std::vector<int64_t>>(kConsumers);
+    std::atomic<int> progress{0};
+    std::atomic<int> failures{0};
+    std::atomic<int> finished{0};
+    std::atomic<int> read[kConsumers] = {};  // rounds read, per consumer
+  };
+  auto shared = std::make_shared<Shared>();
   std::vector<std::thread> consumers;
   for (int c = 0; c < kConsumers; ++c) {
-    consumers.emplace_back([&, c] {
-      absl::StatusOr<DatasetPtr> dataset =
-          Dataset::Range(1000000000).Repeat().Distribute(Coordinated(cluster, c)).Build();
-      if (!dataset.ok()) return void(++failures);
-      absl::StatusOr<std::unique_ptr<IteratorBase>> iterator = (*dataset)->MakeIterator(IteratorContext());
-      if (!iterator.ok()) return void(++failures);
-      for (int r = 0; r < rounds; ++r) {
-        Element element;
-        bool end = false;
-        if (!(*iterator)->GetNext(&element, &end).ok() || end) return void(++failures);
-        values[c].push_back(element.components.at(0).data<int64_t>()[0]);
-        if (c == 0) progress = r + 1;
-      }
+    consumers.emplace_back([shared, c, rounds, op = Coordinated(cluster, c)] {
+      auto read = [&] {
+        absl::StatusOr<DatasetPtr> dataset = Dataset::Range(1000000000).Repeat().Distribute(op).Build();
+        if (!dataset.ok()) return void(++shared->failures);
+        absl::StatusOr<std::unique_ptr<IteratorBase>> iterator = (*dataset)->MakeIterator(IteratorContext());
+        if (!iterator.ok()) return void(++shared->failures);
+        for (int r = 0; r < rounds; ++r) {
+          Element element;
+          bool end = false;
+          if (!(*iterator)->GetNext(&element, &end).ok() || end) return void(++shared->failures);
+          shared->values[c].push_back(element.components.at(0).data<int64_t>()[0]);
+          ++shared->read[c];
+          if (c == 0) shared->progress = r + 1;
+        }
+      };
+      read();
+      ++shared->finished;
     });
   }
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(90);
-  while (progress < rounds && failures == 0 && std::chrono::steady_clock::now() < give_up) {
-    during(progress);
+  while (shared->finished < kConsumers && shared->failures == 0 &&
+         std::chrono::steady_clock::now() < give_up) {
+    if (shared->progress < rounds) during(shared->progress);
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
+  if (shared->finished < kConsumers) {
+    // A failed consumer leaves the others waiting for rounds it never asks.
+    for (std::thread& consumer : consumers) consumer.detach();
+    FAIL(shared->failures << " consumer(s) failed, the others still wait (90 s at most); rounds read: "
+                          << shared->read[0] << ", " << shared->read[1] << ", " << shared->read[2]);
+  }
   for (std::thread& consumer : consumers) consumer.join();
-  REQUIRE(failures == 0);
-  return values;
+  REQUIRE(shared->failures == 0);
+  return shared->values;
 }
 
-// Every round gives the consumers consecutive elements of one worker's
-// stream: consumer c gets the round's first element plus c, and each
-// worker's rounds start at multiples of kConsumers.
-void CheckRoundsConsistent(const std::vector<std::vector<int64_t>>& values) {
+// "round r: a, b, c" for every round that does not give the consumers
+// consecutive elements of one worker's stream: consumer c gets the round's
+// first element plus c, and each worker's rounds start at multiples of
+// kConsumers.
+std::vector<std::string> InconsistentRounds(const std::vector<std::vector<int64_t>>& values) {
+  std::vector<std::string> rounds;
   for (size_t r = 0; r < values[0].size(); ++r) {
-    INFO("round " << r << ": " << values[0][r] << ", " << values[1][r] << ", " << values[2][r]);
-    CHECK(values[0][r] % kConsumers == 0);
-    for (int c = 1; c < kConsumers; ++c) CHECK(values[c][r] == values[0][r] + c);
+    bool consistent = values[0][r] % kConsumers == 0;
+    for (int c = 1; c < kConsumers; ++c) consistent = consistent && values[c][r] == values[0][r] + c;
+    if (!consistent)
+      rounds.push_back(absl::StrCat("round ", r, ": ", values[0][r], ", ", values[1][r], ", ", values[2][r]));
   }
+  return rounds;
+}
+
+void CheckRoundsConsistent(const std::vector<std::vector<int64_t>>& values) {
+  CHECK(InconsistentRounds(values) == std::vector<std::string>{});
 }
 
 TEST_CASE("coordinated: 2 workers x 3 consumers, each round consecutive elements of one worker",
@@ -125,7 +161,14 @@ TEST_CASE("coordinated: a lost worker's rounds move to the others, consistently"
     }
   });
   CHECK(killed);
-  CheckRoundsConsistent(values);
+  // Every consumer read every round (no hang). The known limit
+  // (docs/design.md): a worker killed after answering some consumers of a
+  // round leaves the others to take that round from the next worker, so
+  // at most that one round differs.
+  const std::vector<std::string> inconsistent = InconsistentRounds(values);
+  INFO("inconsistent rounds: " << inconsistent.size()
+                               << (inconsistent.empty() ? "" : ", first " + inconsistent[0]));
+  CHECK(inconsistent.size() <= 1);
 }
 
 TEST_CASE("coordinated: a finite dataset and a late consumer are FailedPrecondition",
@@ -168,6 +211,105 @@ TEST_CASE("coordinated: sluice read --num-consumers --consumer-index", "[service
   // One worker: round r is its elements 2r and 2r+1.
   CHECK(testing::ReadFileOrEmpty(cluster.dir().File("consumer0.out")) == "0\n2\n4\n6\n8\n");
   CHECK(testing::ReadFileOrEmpty(cluster.dir().File("consumer1.out")) == "1\n3\n5\n7\n9\n");
+}
+
+// The worker's side of rounds, through its GetElements RPC: a coordinated
+// task (3 consumers of range(1000) repeated) pushed to a real workerd.
+class RoundClient {
+ public:
+  explicit RoundClient(const std::string& worker)
+      : stub_(proto::WorkerService::NewStub(MakeChannel(worker))) {}
+
+  void PushTask(int64_t task_id) {
+    proto::ProcessTaskRequest push;
+    *push.mutable_version() = CurrentVersion();
+    push.mutable_task()->set_task_id(task_id);
+    push.mutable_task()->set_iteration_id(1);
+    *push.mutable_task()->mutable_dataset() = Dataset::Range(1000).Repeat().def();
+    push.mutable_task()->set_processing_mode(proto::PARALLEL_EPOCHS);
+    push.mutable_task()->set_num_consumers(kConsumers);
+    proto::ProcessTaskResponse pushed;
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    REQUIRE(stub_->ProcessTask(&context, push, &pushed).ok());
+    task_id_ = task_id;
+  }
+
+  // Consumer `consumer`'s element of `round`, or nullopt for the empty
+  // answer the worker gives after parking the request 50 ms.
+  std::optional<int64_t> Ask(int64_t round, int64_t consumer, bool others_past_round = false) {
+    proto::GetElementsRequest request;
+    *request.mutable_version() = CurrentVersion();
+    request.set_task_id(task_id_);
+    request.set_max_elements(1);
+    request.set_consumer_index(consumer);
+    request.set_round(round);
+    request.set_others_past_round(others_past_round);
+    proto::GetElementsResponse response;
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    const grpc::Status status = stub_->GetElements(&context, request, &response);
+    if (!status.ok()) return -1;  // never a value of range(1000)
+    if (response.elements_size() == 0) return std::nullopt;
+    return ElementFromProto(response.elements(0))->components.at(0).values<int64_t>()[0];
+  }
+
+  // The answers to the consumers' requests for `round`, asked at once.
+  std::vector<std::optional<int64_t>> AskTogether(int64_t round, const std::vector<int64_t>& consumers,
+                                                  bool others_past_round = false) {
+    std::vector<std::future<std::optional<int64_t>>> answers;
+    for (int64_t consumer : consumers) {
+      answers.push_back(
+          std::async(std::launch::async, [=, this] { return Ask(round, consumer, others_past_round); }));
+    }
+    std::vector<std::optional<int64_t>> values;
+    for (auto& answer : answers) values.push_back(answer.get());
+    return values;
+  }
+
+  // AskTogether for every consumer, again while the answers are empty: on
+  // a loaded machine the three requests may not overlap within 50 ms.
+  std::vector<std::optional<int64_t>> AskAll(int64_t round, const std::vector<int64_t>& consumers) {
+    std::vector<std::optional<int64_t>> values;
+    for (int attempt = 0; attempt < 50; ++attempt) {
+      values = AskTogether(round, consumers);
+      if (values[0].has_value()) break;
+    }
+    return values;
+  }
+
+ private:
+  std::unique_ptr<proto::WorkerService::Stub> stub_;
+  int64_t task_id_ = 0;
+};
+
+using Answers = std::vector<std::optional<int64_t>>;
+
+TEST_CASE("coordinated: a worker assembles a round from waiting consumers, or when others are past it",
+          "[service][coordinated]") {
+  // A task pushed straight to the worker is not the dispatcher's: slow
+  // heartbeats keep the dispatcher from telling the worker to drop it.
+  TestCluster cluster({.num_workers = 1, .worker_args = {"--heartbeat-interval-ms", "600000"}});
+  RoundClient worker(absl::StrCat(
+      "127.0.0.1:",
+      std::stoi(testing::WaitForFile(cluster.dir().File("worker0.port"), std::chrono::seconds(10)))));
+  worker.PushTask(91);
+  // Consumer 0's request for round 0 runs out alone (it could go to another
+  // worker next), so consumers 1 and 2 do not make the round complete.
+  CHECK(worker.Ask(0, 0) == std::nullopt);
+  CHECK(worker.AskTogether(0, {1, 2}) == Answers{std::nullopt, std::nullopt});
+  // All three waiting at once: round 0 is elements 0, 1 and 2.
+  CHECK(worker.AskAll(0, {0, 1, 2}) == Answers{0, 1, 2});
+  // Asked again (an answer lost on the way), an assembled round is kept.
+  CHECK(worker.Ask(0, 1) == 1);
+  // Round 1 without consumer 0, which took its element of round 1 from a
+  // worker since lost: consumers 1 and 2 say so, and get elements 4 and 5;
+  // consumer 0's element stays in the round for it.
+  CHECK(worker.AskTogether(1, {1, 2}, /*others_past_round=*/true) == Answers{4, 5});
+  CHECK(worker.Ask(1, 0) == 3);
+  // Without the mark, round 2 waits for all three again.
+  CHECK(worker.AskTogether(2, {1, 2}) == Answers{std::nullopt, std::nullopt});
+  CHECK(worker.AskAll(2, {2, 0, 1}) == Answers{8, 6, 7});
 }
 
 }  // namespace
