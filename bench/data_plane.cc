@@ -53,6 +53,7 @@
 #include "bench_stream.grpc.pb.h"
 #include "common/daemon.h"
 #include "common/grpc_util.h"
+#include "common/malloc_tuning.h"
 #include "sluice/dataset.h"
 #include "sluice/service.grpc.pb.h"
 
@@ -270,6 +271,9 @@ int main(int argc, char** argv) {
   const std::string dir = dir_template;
   std::printf("data_plane: %d round(s) of %.1f s per case; load average at start %s (%u cores)\n", repeats,
               seconds, LoadAverage().c_str(), std::thread::hardware_concurrency());
+  // This process is the reader: it tunes malloc as the reader does, before
+  // any case runs, so that a and c run under the same settings.
+  std::printf("reader's malloc: %s\n", sluice::TuneMallocForLargeMessages().reason.c_str());
   std::fflush(stdout);
 
   Cluster cluster = StartCluster(dir);

@@ -14,6 +14,7 @@
 #include "client/split_position_filter.h"
 #include "common/compression.h"
 #include "common/grpc_util.h"
+#include "common/malloc_tuning.h"
 #include "common/proto_convert.h"
 #include "pipeline/builder.h"
 #include "sluice/service.grpc.pb.h"
@@ -558,6 +559,8 @@ class DataServiceDataset::Iterator : public IteratorBase {
 };
 
 absl::StatusOr<std::unique_ptr<IteratorBase>> DataServiceDataset::MakeIterator(const IteratorContext&) const {
+  // Elements arrive as a steady stream of large messages (common/malloc_tuning.h).
+  TuneMallocForLargeMessages();
   proto::GetOrCreateJobRequest job_request;
   *job_request.mutable_version() = CurrentVersion();
   *job_request.mutable_params() = params_;
