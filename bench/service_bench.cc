@@ -150,7 +150,12 @@ void Compare(const char* name, const sluice::Dataset& pipeline, int64_t rows, in
       BuildOrDie(pipeline.Distribute(cluster.url(), "distributed_epoch", "", 0, 20000));
   const sluice::DatasetPtr local = BuildOrDie(pipeline);
   Best pe, de, lo;
+  // Each round's overhead, from its two back-to-back epochs: a fast or slow
+  // spell of the machine falls on both, where the best of R can pair one
+  // mode's lucky epoch with the other's ordinary one.
+  std::vector<double> round_overheads;
   for (int round = 0; round < repeats; ++round) {
+    double round_rates[2] = {0, 0};  // parallel, distributed
     for (int turn = 0; turn < 2; ++turn) {
       const bool distributed_turn = (turn == 0) == (round % 2 == 1);
       const CpuUse before = CpuUse::Now(cluster);
@@ -158,7 +163,9 @@ void Compare(const char* name, const sluice::Dataset& pipeline, int64_t rows, in
           ReadEpoch(distributed_turn ? distributed : parallel, rows, sum,
                     std::string(name) + (distributed_turn ? " distributed_epoch" : " parallel_epochs"));
       (distributed_turn ? de : pe).Add(e, before, CpuUse::Now(cluster), rows);
+      round_rates[distributed_turn ? 1 : 0] = e.rate;
     }
+    round_overheads.push_back((round_rates[0] / round_rates[1] - 1.0) * 100.0);
     const CpuUse before = CpuUse::Now(cluster);
     lo.Add(ReadEpoch(local, rows, sum, std::string(name) + " local"), before, CpuUse::Now(cluster), rows);
   }
@@ -178,6 +185,13 @@ void Compare(const char* name, const sluice::Dataset& pipeline, int64_t rows, in
   }
   std::printf("  %-26s %11.1f%%          (goal <= 5%%); whole epochs: %.1f%%\n", "distributed_epoch overhead",
               (pe.rate / de.rate - 1.0) * 100.0, (de.total / pe.total - 1.0) * 100.0);
+  std::sort(round_overheads.begin(), round_overheads.end());
+  const size_t middle = round_overheads.size() / 2;
+  const double median = round_overheads.size() % 2 == 1
+                            ? round_overheads[middle]
+                            : (round_overheads[middle - 1] + round_overheads[middle]) / 2;
+  std::printf("  %-26s %11.1f%%          (rounds: %.1f%% to %.1f%%)\n", "median of rounds' overhead", median,
+              round_overheads.front(), round_overheads.back());
   std::printf("  %-26s %12.0f elem/s   (same pipeline run locally, no service)\n", "local", lo.rate);
   std::fflush(stdout);
 }
