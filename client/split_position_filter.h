@@ -19,7 +19,6 @@
 
 namespace sluice {
 
-//
 // Consumers of a shared (named) job split each split's elements between
 // them, so one reader's positions jump by design; such a reader cannot
 // tell a gap from another consumer's share and only drops repeats (a known

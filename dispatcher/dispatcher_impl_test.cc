@@ -1345,6 +1345,7 @@ TEST_CASE("dispatcher_impl: coordinated reads fix task lists through a horizon a
 
   proto::ClientHeartbeatResponse beat = ClientBeat(d, first.iteration_client_id());
   CHECK(beat.round_horizon() == 10);
+  CHECK(beat.furthest_round() == 0);
   // At round 7, past half the window: the horizon moves to 17.
   proto::ClientHeartbeatRequest request;
   *request.mutable_version() = CurrentVersion();
@@ -1353,6 +1354,13 @@ TEST_CASE("dispatcher_impl: coordinated reads fix task lists through a horizon a
   proto::ClientHeartbeatResponse moved;
   REQUIRE(d.ClientHeartbeat(request, &moved).ok());
   CHECK(moved.round_horizon() == 17);
+  // Every consumer hears how far the furthest one is, so that one left
+  // behind at round 5 knows round 5 was taken.
+  request.set_current_round(5);
+  proto::ClientHeartbeatResponse behind;
+  REQUIRE(d.ClientHeartbeat(request, &behind).ok());
+  CHECK(behind.furthest_round() == 7);
+  CHECK(ClientBeat(d, first.iteration_client_id()).furthest_round() == 7);
   // A worker joining now serves from round 18; the first two from round 0.
   Heartbeat(d, "w3:3");
   std::vector<std::pair<int64_t, int64_t>> starts;

@@ -44,7 +44,6 @@ std::vector<std::vector<int64_t>> ReadRounds(const TestCluster& cluster, int rou
                                              const std::function<void(int)>& during) {
   struct Shared {
     std::vector<std::vector<int64_t>> values = std::vector<std::vector<int64_t>>(kConsumers);
-    std::atomic<int> progress{0};
     std::atomic<int> failures{0};
     std::atomic<int> finished{0};
     std::atomic<int> read[kConsumers] = {};  // rounds read, per consumer
@@ -64,7 +63,6 @@ std::vector<std::vector<int64_t>> ReadRounds(const TestCluster& cluster, int rou
           if (!(*iterator)->GetNext(&element, &end).ok() || end) return void(++shared->failures);
           shared->values[c].push_back(element.components.at(0).data<int64_t>()[0]);
           ++shared->read[c];
-          if (c == 0) shared->progress = r + 1;
         }
       };
       read();
@@ -74,7 +72,7 @@ std::vector<std::vector<int64_t>> ReadRounds(const TestCluster& cluster, int rou
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(90);
   while (shared->finished < kConsumers && shared->failures == 0 &&
          std::chrono::steady_clock::now() < give_up) {
-    if (shared->progress < rounds) during(shared->progress);
+    if (shared->read[0] < rounds) during(shared->read[0]);
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   if (shared->finished < kConsumers) {
