@@ -68,7 +68,7 @@ int RunBench(const BenchOptions& options, std::ostream& out, std::ostream& err) 
   absl::StatusOr<std::unique_ptr<InputReader>> reader =
       InputReader::Open(options.read, /*service_required=*/false);
   if (!reader.ok()) return Fail(reader.status(), err, !IsUnreachable(reader.status()));
-  if (absl::Status status = (*reader)->Start(); !status.ok()) return Fail(status, err, false);
+  if (const int code = (*reader)->StartOrFail(err); code != 0) return code;
 
   BenchStats stats;
   stats.replicas = static_cast<int>(options.read.replicas.size());

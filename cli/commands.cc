@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "cli/exit_codes.h"
 #include "cli/input_reader.h"
+#include "cli/line_writer.h"
 #include "google/protobuf/text_format.h"
 #include "pipeline/builder.h"
 #include "pipeline/function.h"
@@ -17,10 +18,31 @@ struct Loaded {
   DatasetPtr dataset;
 };
 
+// The index of the pipeline's distribute step, or -1.
+int DistributeIndex(const proto::DatasetDef& def) {
+  for (int i = 0; i < def.steps_size(); ++i) {
+    if (def.steps(i).has_distribute()) return i;
+  }
+  return -1;
+}
+
+// "FILE:LINE: " for step `index`, when known.
+std::string StepWhere(const LoadedPipeline& pipeline, int index) {
+  return index < static_cast<int>(pipeline.step_locations.size()) ? pipeline.step_locations[index] + ": "
+                                                                  : "";
+}
+
 absl::StatusOr<Loaded> Load(const RunOptions& options) {
   if (absl::Status status = LoadPlugins(options.plugins); !status.ok()) return status;
-  absl::StatusOr<LoadedPipeline> pipeline = LoadPipelineFile(options.pipeline_path);
+  absl::StatusOr<LoadedPipeline> pipeline = LoadPipelineFile(options.pipeline_path, {.validate = false});
   if (!pipeline.ok()) return pipeline.status();
+  if (const int index = DistributeIndex(pipeline->def); index >= 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        StepWhere(*pipeline, index), "step ", index + 1,
+        " (distribute) reads from the data service, which `sluice run` does not: it runs pipelines in "
+        "this process. Use `sluice read ",
+        options.pipeline_path, "`, or `sluice inspect` to see both halves"));
+  }
   BuildOptions build;
   build.step_locations = &pipeline->step_locations;
   absl::StatusOr<DatasetPtr> dataset = BuildDataset(pipeline->def, build);
@@ -28,21 +50,74 @@ absl::StatusOr<Loaded> Load(const RunOptions& options) {
   return Loaded{*std::move(pipeline), *std::move(dataset)};
 }
 
-// Prints up to `limit` steps (all for -1) as JSON lines.
+// Prints up to `limit` steps (all for -1) as JSON lines, each on its way
+// out within 100 ms (cli/line_writer.h).
 int PrintSteps(InputReader& reader, int64_t limit, std::ostream& out, std::ostream& err) {
-  if (absl::Status status = reader.Start(); !status.ok()) return Fail(status, err, false);
+  if (const int code = reader.StartOrFail(err); code != 0) return code;
+  LineWriter writer(out);
   for (int64_t count = 0; limit < 0 || count < limit; ++count) {
     absl::StatusOr<bool> more = reader.Next();
     if (more.ok() && !*more) break;
     absl::StatusOr<std::string> line = more.ok() ? reader.CurrentJson() : more.status();
-    if (!line.ok()) {
-      out.flush();  // the elements before the error
-      return Fail(line.status(), err, false);
-    }
-    line->push_back('\n');
-    out.write(line->data(), static_cast<std::streamsize>(line->size()));
+    if (!line.ok()) return Fail(line.status(), err, false);
+    writer.Write(*line);
   }
-  out.flush();
+  return 0;
+}
+
+// The steps [begin, end) of `def`, one line each, numbered from 1.
+void PrintStepList(const proto::DatasetDef& def, int begin, int end, std::ostream& out) {
+  for (int i = begin; i < end; ++i) {
+    const proto::Step& step = def.steps(i);
+    const std::string op = StepOpName(step);
+    const auto* field = proto::Step::descriptor()->FindFieldByName(op);
+    std::string args;
+    google::protobuf::TextFormat::Printer printer;
+    printer.SetSingleLineMode(true);
+    printer.PrintToString(step.GetReflection()->GetMessage(step, field), &args);
+    out << "  " << i + 1 << ". " << op << (args.empty() ? "" : " { " + args + "}") << "\n";
+  }
+}
+
+// What `inspect` says of a dataset built here: spec, cardinality, splits.
+void PrintDatasetFacts(const proto::DatasetDef& def, const DatasetBase& dataset, const std::string& indent,
+                       std::ostream& out) {
+  out << indent << "element_spec: " << dataset.element_spec().DebugString() << "\n";
+  out << indent << "cardinality:  " << CardinalityString(dataset.Cardinality()) << "\n";
+  absl::StatusOr<std::unique_ptr<SplitProvider>> splits = MakeSplitProvider(def);
+  out << indent
+      << "splittable:   " << (splits.ok() ? "yes" : absl::StrCat("no (", splits.status().message(), ")"))
+      << "\n";
+}
+
+// `inspect` of a pipeline with a distribute step: the workers' half, which
+// is built here when it can be (its files may exist only on the workers),
+// the step itself, and the reader's half.
+int InspectDistributed(const RunOptions& options, const LoadedPipeline& pipeline, int index,
+                       std::ostream& out) {
+  const proto::DatasetDef& def = pipeline.def;
+  const proto::DatasetDef worker_part = WorkerPart(def);
+  out << "pipeline:     " << options.pipeline_path << "\n";
+  out << "fingerprint:  " << DatasetFingerprint(def) << "\n";
+  out << "on the workers (steps 1-" << index << "; the dataset the dispatcher registers):\n";
+  out << "  fingerprint:  " << DatasetFingerprint(worker_part) << "\n";
+  BuildOptions build;
+  build.step_locations = &pipeline.step_locations;
+  absl::StatusOr<DatasetPtr> built = BuildDataset(worker_part, build);
+  if (built.ok()) {
+    PrintDatasetFacts(worker_part, **built, "  ", out);
+  } else {
+    out << "  element_spec: not known here (" << built.status().message() << ")\n";
+  }
+  PrintStepList(def, 0, index, out);
+  out << "distribute (step " << index + 1 << "):\n";
+  PrintStepList(def, index, index + 1, out);
+  if (index + 1 == def.steps_size()) {
+    out << "in the reading process: no steps\n";
+  } else {
+    out << "in the reading process (steps " << index + 2 << "-" << def.steps_size() << "):\n";
+    PrintStepList(def, index + 1, def.steps_size(), out);
+  }
   return 0;
 }
 
@@ -61,27 +136,20 @@ int ReadPipeline(const ReadOptions& options, std::ostream& out, std::ostream& er
 }
 
 int InspectPipeline(const RunOptions& options, std::ostream& out, std::ostream& err) {
+  if (absl::Status status = LoadPlugins(options.plugins); !status.ok()) return Fail(status, err, true);
+  absl::StatusOr<LoadedPipeline> pipeline = LoadPipelineFile(options.pipeline_path, {.validate = false});
+  if (!pipeline.ok()) return Fail(pipeline.status(), err, true);
+  if (const int index = DistributeIndex(pipeline->def); index >= 0) {
+    return InspectDistributed(options, *pipeline, index, out);
+  }
   absl::StatusOr<Loaded> loaded = Load(options);
   if (!loaded.ok()) return Fail(loaded.status(), err, true);
   const proto::DatasetDef& def = loaded->pipeline.def;
   out << "pipeline:     " << options.pipeline_path << "\n";
   out << "fingerprint:  " << DatasetFingerprint(def) << "\n";
-  out << "element_spec: " << loaded->dataset->element_spec().DebugString() << "\n";
-  out << "cardinality:  " << CardinalityString(loaded->dataset->Cardinality()) << "\n";
-  absl::StatusOr<std::unique_ptr<SplitProvider>> splits = MakeSplitProvider(def);
-  out << "splittable:   " << (splits.ok() ? "yes" : absl::StrCat("no (", splits.status().message(), ")"))
-      << "\n";
+  PrintDatasetFacts(def, *loaded->dataset, "", out);
   out << "steps:\n";
-  for (int i = 0; i < def.steps_size(); ++i) {
-    const proto::Step& step = def.steps(i);
-    const std::string op = StepOpName(step);
-    const auto* field = proto::Step::descriptor()->FindFieldByName(op);
-    std::string args;
-    google::protobuf::TextFormat::Printer printer;
-    printer.SetSingleLineMode(true);
-    printer.PrintToString(step.GetReflection()->GetMessage(step, field), &args);
-    out << "  " << i + 1 << ". " << op << (args.empty() ? "" : " { " + args + "}") << "\n";
-  }
+  PrintStepList(def, 0, def.steps_size(), out);
   return 0;
 }
 

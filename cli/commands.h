@@ -40,6 +40,10 @@ struct ReadOptions {
   // With replicas: the global batch size, for a pipeline that does not end
   // in a batch step. 0: from the pipeline.
   int64_t global_batch_size = 0;
+  // The distribute step's allow_partial (set when true) and timeout_ms
+  // (set when > 0).
+  bool allow_partial = false;
+  int64_t timeout_ms = 0;
 };
 
 // `sluice read`: runs a pipeline whose `distribute` step reads from the

@@ -451,8 +451,8 @@ TEST_CASE("cli: status refuses a malformed --service or --timeout-ms with exit 2
     std::ostringstream out, err;
     CHECK(cli::ShowStatus({.service = service}, out, err) == 2);
     CHECK_THAT(out.str(), Equals(""));
-    CHECK_THAT(err.str(),
-               Equals("sluice: invalid service address '" + service + "': expected grpc://HOST:PORT\n"));
+    CHECK_THAT(err.str(), Equals("sluice: invalid service address '" + service +
+                                 "': expected HOST:PORT or grpc://HOST:PORT\n"));
   }
   std::ostringstream out, err;
   CHECK(cli::ShowStatus({.service = "grpc://127.0.0.1:1", .timeout_ms = 0}, out, err) == 2);
@@ -463,7 +463,8 @@ TEST_CASE("cli: status refuses a malformed --service or --timeout-ms with exit 2
 TEST_CASE("cli: the sluice binary's status names a malformed --service", "[cli]") {
   Result result = Shell(absl::StrCat("timeout 60 '", SLUICE_CLI, "' status --service localhost 2>&1"));
   CHECK(result.code == 2);
-  CHECK_THAT(result.out, Equals("sluice: invalid service address 'localhost': expected grpc://HOST:PORT\n"));
+  CHECK_THAT(result.out,
+             Equals("sluice: invalid service address 'localhost': expected HOST:PORT or grpc://HOST:PORT\n"));
 
   result = Shell(absl::StrCat("timeout 60 '", SLUICE_CLI, "' status 2>&1"));
   CHECK(result.code == 2);
@@ -618,6 +619,78 @@ TEST_CASE("cli: bench reports a failure while reading with exit 1, after the sum
   CheckSummary(result.out, "stopped by an error", 0, 0, 0);
   CHECK_THAT(result.err,
              Equals("sluice: cannot open '" + dir.File("nope.txt") + "': No such file or directory\n"));
+}
+
+// ---------------------------------------------------------------------------
+// pipelines that read from the data service
+
+constexpr char kServicePipeline[] =
+    "pipeline:\n"
+    "  - range: 10\n"
+    "  - map: {fn: square}\n"
+    "  - distribute: {processing_mode: distributed_epoch}\n"
+    "  - map: {fn: add, value: 1}\n"
+    "  - batch: {batch_size: 5}\n";
+
+TEST_CASE("cli: run refuses a distribute step with exit 2, naming its file:line and sluice read",
+          "[cli][hardening]") {
+  testing::TempDir dir;
+  const std::string path = dir.File("service.yaml");
+  WriteFile(path, kServicePipeline);
+  const Result result = Run(path);
+  CHECK(result.code == 2);
+  CHECK(result.out.empty());
+  CHECK_THAT(result.err,
+             Equals("sluice: " + path +
+                    ":4:5: step 3 (distribute) reads from the data service, which `sluice run` does "
+                    "not: it runs pipelines in this process. Use `sluice read " +
+                    path + "`, or `sluice inspect` to see both halves\n"));
+}
+
+TEST_CASE("cli: inspect shows both halves of a pipeline with a distribute step", "[cli][hardening]") {
+  testing::TempDir dir;
+  const std::string path = dir.File("service.yaml");
+  WriteFile(path, kServicePipeline);
+  const Result result = Inspect(path);
+  CHECK(result.code == 0);
+  CHECK_THAT(result.err, Equals(""));
+  absl::StatusOr<LoadedPipeline> whole = LoadPipelineFile(path, {.validate = false});
+  REQUIRE(whole.ok());
+  CHECK_THAT(
+      result.out,
+      Equals("pipeline:     " + path + "\n" + "fingerprint:  " + DatasetFingerprint(whole->def) + "\n" +
+             "on the workers (steps 1-2; the dataset the dispatcher registers):\n"
+             "  fingerprint:  " +
+             Dataset::Range(10).Map("square").Fingerprint() +
+             "\n"
+             "  element_spec: TensorSpec(shape=[], dtype=int64)\n"
+             "  cardinality:  10\n"
+             "  splittable:   yes\n"
+             "  1. range { stop: 10 step: 1 }\n"
+             "  2. map { fn { name: \"square\" } deterministic: true }\n"
+             "distribute (step 3):\n"
+             "  3. distribute { processing_mode: \"distributed_epoch\" }\n"
+             "in the reading process (steps 4-5):\n"
+             "  4. map { fn { name: \"add\" args { key: \"value\" value { i: 1 } } } deterministic: true }\n"
+             "  5. batch { batch_size: 5 deterministic: true }\n"));
+}
+
+TEST_CASE("cli: inspect of a distribute pipeline whose files only the workers have", "[cli][hardening]") {
+  testing::TempDir dir;
+  const std::string path = dir.File("files.yaml");
+  WriteFile(path,
+            "pipeline:\n"
+            "  - list_files: [\"/nonexistent/sluice/*.txt\"]\n"
+            "  - distribute: {}\n");
+  const Result result = Inspect(path);
+  CHECK(result.code == 0);
+  CHECK_THAT(result.out,
+             Contains("  element_spec: not known here (" + path +
+                      ":2:5: step 1 (list_files): cannot read pattern '/nonexistent/sluice/*.txt')\n"
+                      "  1. list_files { pattern: \"/nonexistent/sluice/*.txt\" shuffle: true }\n"
+                      "distribute (step 2):\n"
+                      "  2. distribute\n"
+                      "in the reading process: no steps\n"));
 }
 
 }  // namespace

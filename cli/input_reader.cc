@@ -1,6 +1,7 @@
 #include "cli/input_reader.h"
 
 #include "absl/strings/str_cat.h"
+#include "cli/exit_codes.h"
 #include "cli/replica_reader.h"
 #include "client/data_service_dataset.h"
 #include "common/json.h"
@@ -49,15 +50,27 @@ class ElementReader : public InputReader {
 };
 
 // The pipeline file with the flags applied to its `distribute` step.
-absl::StatusOr<LoadedPipeline> LoadWithServiceFlags(const ReadOptions& options, bool service_required) {
+absl::StatusOr<LoadedPipeline> LoadWithServiceFlags(const ReadOptions& options, bool service_required,
+                                                    std::string* distribute_location) {
   if (absl::Status status = LoadPlugins(options.run.plugins); !status.ok()) return status;
   // Not validated on load: the steps before `distribute` may read files
   // that only the workers have. Building checks the rest.
   absl::StatusOr<LoadedPipeline> pipeline = LoadPipelineFile(options.run.pipeline_path, {.validate = false});
   if (!pipeline.ok()) return pipeline.status();
   proto::DistributeOp* distribute = nullptr;
-  for (proto::Step& step : *pipeline->def.mutable_steps()) {
-    if (step.has_distribute()) distribute = step.mutable_distribute();
+  for (int i = 0; i < pipeline->def.steps_size(); ++i) {
+    if (!pipeline->def.steps(i).has_distribute()) continue;
+    const std::string where =
+        i < static_cast<int>(pipeline->step_locations.size()) ? pipeline->step_locations[i] + ": " : "";
+    if (distribute != nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, "step ", i + 1,
+                       " (distribute): a pipeline has one distribute step at most; "
+                       "the first is ",
+                       *distribute_location));
+    }
+    distribute = pipeline->def.mutable_steps(i)->mutable_distribute();
+    *distribute_location = absl::StrCat(where, "step ", i + 1, " (distribute)");
   }
   if (distribute == nullptr) {
     if (options.service.empty()) {
@@ -82,6 +95,8 @@ absl::StatusOr<LoadedPipeline> LoadWithServiceFlags(const ReadOptions& options, 
   if (!options.sharding_policy.empty()) distribute->set_sharding_policy(options.sharding_policy);
   if (options.num_consumers >= 0) distribute->set_num_consumers(options.num_consumers);
   if (options.consumer_index >= 0) distribute->set_consumer_index(options.consumer_index);
+  if (options.allow_partial) distribute->set_allow_partial(true);
+  if (options.timeout_ms > 0) distribute->set_timeout_ms(options.timeout_ms);
   return pipeline;
 }
 
@@ -97,15 +112,32 @@ absl::Status LoadPlugins(const std::vector<std::string>& plugins) {
 absl::StatusOr<std::unique_ptr<InputReader>> InputReader::Open(const ReadOptions& options,
                                                                bool service_required) {
   EnableDataService();
-  absl::StatusOr<LoadedPipeline> pipeline = LoadWithServiceFlags(options, service_required);
+  std::string distribute_location;
+  absl::StatusOr<LoadedPipeline> pipeline =
+      LoadWithServiceFlags(options, service_required, &distribute_location);
   if (!pipeline.ok()) return pipeline.status();
-  if (!options.replicas.empty())
-    return OpenReplicaReader(pipeline->def, options.replicas, options.global_batch_size);
-  BuildOptions build;
-  build.step_locations = &pipeline->step_locations;
-  absl::StatusOr<DatasetPtr> dataset = BuildDataset(pipeline->def, build);
-  if (!dataset.ok()) return dataset.status();
-  return ForDataset(*std::move(dataset));
+  absl::StatusOr<std::unique_ptr<InputReader>> reader;
+  if (!options.replicas.empty()) {
+    reader = OpenReplicaReader(pipeline->def, options.replicas, options.global_batch_size);
+  } else {
+    BuildOptions build;
+    build.step_locations = &pipeline->step_locations;
+    absl::StatusOr<DatasetPtr> dataset = BuildDataset(pipeline->def, build);
+    if (!dataset.ok()) return dataset.status();
+    reader = ForDataset(*std::move(dataset));
+  }
+  if (reader.ok()) (*reader)->distribute_location_ = std::move(distribute_location);
+  return reader;
+}
+
+int InputReader::StartOrFail(std::ostream& err) {
+  absl::Status status = Start();
+  if (status.ok()) return 0;
+  const bool refused = absl::IsInvalidArgument(status) || absl::IsFailedPrecondition(status);
+  if (refused && !distribute_location_.empty()) {
+    status = absl::Status(status.code(), absl::StrCat(distribute_location_, ": ", status.message()));
+  }
+  return Fail(status, err, refused);
 }
 
 std::unique_ptr<InputReader> InputReader::ForDataset(DatasetPtr dataset) {

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -51,6 +52,17 @@ class InputReader {
   // The current step as one line of JSON, without the newline.
   virtual absl::StatusOr<std::string> CurrentJson() const = 0;
   virtual StepSize CurrentSize() const = 0;
+
+  // Start() with its error made the command's exit code: the service's
+  // refusal of the definition (InvalidArgument, FailedPrecondition: a mode
+  // and option that do not go together, a pipeline that cannot be split)
+  // is the user's to fix (2) and names the distribute step's file:line;
+  // anything else is a failure to run (1).
+  int StartOrFail(std::ostream& err);
+
+ private:
+  // "FILE:LINE:COL: step N (distribute)", when there is such a step.
+  std::string distribute_location_;
 };
 
 }  // namespace sluice::cli

@@ -47,6 +47,14 @@ int main(int argc, char** argv) {
                      "With --replicas: the global batch size, when the pipeline does not end in a batch step")
         ->check(CLI::NonNegativeNumber);
     command->add_option("--plugin", read.run.plugins, "Element-function plugin library to load (repeatable)");
+    command->add_flag(
+        "--allow-partial", read.allow_partial,
+        "parallel_epochs: accept a partial epoch when a worker is lost (a warning, exit code 0)");
+    command
+        ->add_option(
+            "--timeout-ms", read.timeout_ms,
+            "Fail when the dispatcher has not answered for this long (default 60000; overrides the YAML)")
+        ->check(CLI::PositiveNumber);
   };
   CLI::App* run = app.add_subcommand("run", "Run a pipeline locally and print its elements as JSON lines");
   add_pipeline_flags(run);

@@ -10,13 +10,17 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "client/definition_checks.h"
 #include "client/element_transport.h"
+#include "client/epoch_losses.h"
 #include "client/split_position_filter.h"
+#include "client/warnings.h"
 #include "common/compression.h"
 #include "common/grpc_util.h"
 #include "common/malloc_tuning.h"
 #include "common/proto_convert.h"
 #include "pipeline/builder.h"
+#include "pipeline/sharding.h"
 #include "sluice/service.grpc.pb.h"
 
 namespace sluice {
@@ -96,8 +100,9 @@ class DataServiceDataset : public DatasetBase {
  public:
   DataServiceDataset(std::shared_ptr<ServiceHandle> service, proto::JobParams params, ElementSpec spec,
                      int64_t cardinality, int64_t max_outstanding, std::chrono::milliseconds deadline,
-                     proto::WireCompression compression, int64_t consumer_index)
+                     proto::WireCompression compression, int64_t consumer_index, bool allow_partial)
       : consumer_index_(consumer_index),
+        allow_partial_(allow_partial),
         deadline_(deadline),
         compression_(compression),
         service_(std::move(service)),
@@ -120,6 +125,7 @@ class DataServiceDataset : public DatasetBase {
   class Iterator;
 
   const int64_t consumer_index_;  // coordinated reads; -1 otherwise
+  const bool allow_partial_;
   const std::chrono::milliseconds deadline_;
   const proto::WireCompression compression_;
   const std::shared_ptr<ServiceHandle> service_;
@@ -136,14 +142,20 @@ class DataServiceDataset : public DatasetBase {
 class DataServiceDataset::Iterator : public IteratorBase {
  public:
   // `sole_reader`: no other consumer shares the job (it has no name).
+  // `losses`: set for a parallel_epochs read, whose lost tasks cut it short.
+  // `dispatcher_deadline`: how long the dispatcher may go unheard before
+  // the read fails.
   Iterator(std::shared_ptr<ServiceHandle> service, int64_t max_outstanding, int64_t iteration_client_id,
-           proto::WireCompression compression, int64_t consumer_index, bool sole_reader)
+           proto::WireCompression compression, int64_t consumer_index, bool sole_reader,
+           std::optional<EpochLosses> losses, std::chrono::milliseconds dispatcher_deadline)
       : service_(std::move(service)),
         max_outstanding_(max_outstanding),
         client_id_(iteration_client_id),
         compression_(compression),
+        dispatcher_deadline_(absl::FromChrono(dispatcher_deadline)),
         positions_(sole_reader),
-        consumer_index_(consumer_index) {
+        consumer_index_(consumer_index),
+        losses_(std::move(losses)) {
     heartbeat_ = std::thread([this] { HeartbeatLoop(); });
     if (coordinated()) rounds_ = std::thread([this] { RoundLoop(); });
   }
@@ -184,6 +196,15 @@ class DataServiceDataset::Iterator : public IteratorBase {
                                               *positions_.gapped().begin(),
                                               " were lost in transit and never read again"));
     }
+    // A read ends normally only when it delivered everything its mode
+    // promises (docs/design.md, "What a read promises"); judged once, so
+    // that an accepted partial epoch warns once.
+    if (!end_status_.has_value()) {
+      end_status_ = losses_.has_value()
+                        ? losses_->Finish(static_cast<int64_t>(tasks_.size()) + unseen_lost_tasks_)
+                        : absl::OkStatus();
+    }
+    if (!end_status_->ok()) return *end_status_;
     *end = true;
     return absl::OkStatus();
   }
@@ -211,8 +232,12 @@ class DataServiceDataset::Iterator : public IteratorBase {
     // Since when requests fail as unreachable; reported to the dispatcher
     // after kUnreachableReportAfter.
     std::optional<absl::Time> unreachable_since;
+    std::string unreachable_error;
     // Coordinated reads: the first round the task serves.
     int64_t starting_round = 0;
+    // Elements of the task delivered to this reader.
+    int64_t elements = 0;
+    bool warned_unreachable = false;
   };
 
   bool coordinated() const { return consumer_index_ >= 0; }
@@ -222,8 +247,35 @@ class DataServiceDataset::Iterator : public IteratorBase {
   static void NoteReachability(TaskState& task, const absl::Status& status) {
     if (!absl::IsUnavailable(status)) {
       task.unreachable_since.reset();
-    } else if (!task.unreachable_since.has_value()) {
-      task.unreachable_since = absl::Now();
+      return;
+    }
+    task.unreachable_error = std::string(status.message());
+    if (!task.unreachable_since.has_value()) task.unreachable_since = absl::Now();
+  }
+
+  // A dispatcher unheard for dispatcher_deadline_ fails the read, naming
+  // it; before that, one warning after kUnreachableReportAfter says that
+  // the reader is retrying.
+  void NoteDispatcherReachability(const absl::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const absl::Time now = absl::Now();
+    if (status.ok() || !IsTransient(status)) {
+      dispatcher_heard_ = now;
+      warned_dispatcher_ = false;
+      return;
+    }
+    const absl::Duration silent = now - dispatcher_heard_;
+    if (silent >= dispatcher_deadline_) {
+      if (status_.ok()) {
+        status_ = absl::UnavailableError(
+            absl::StrCat("lost the dispatcher at ", service_->address, ": no answer for ",
+                         absl::ToInt64Milliseconds(silent), " ms (timeout_ms ",
+                         absl::ToInt64Milliseconds(dispatcher_deadline_), "): ", status.message()));
+      }
+    } else if (silent >= kUnreachableReportAfter && !warned_dispatcher_) {
+      warned_dispatcher_ = true;
+      Warn(absl::StrCat("the dispatcher at ", service_->address, " does not answer (", status.message(),
+                        "); retrying for up to ", absl::ToInt64Milliseconds(dispatcher_deadline_),
+                        " ms (timeout_ms)"));
     }
   }
 
@@ -326,6 +378,7 @@ class DataServiceDataset::Iterator : public IteratorBase {
           continue;
         }
         buffer_.push_back(std::move(first->second.elements[i]));
+        ++task.elements;
       }
       // Reported only now, in order: an earlier response still out may
       // hold the split's first elements. A split with a gap is not
@@ -372,10 +425,18 @@ class DataServiceDataset::Iterator : public IteratorBase {
         reported = completed_tasks_;
         reported_splits = completed_splits_;
         std::set<std::string> unreachable;
-        for (const auto& [id, task] : tasks_) {
+        for (auto& [id, task] : tasks_) {
           if (!task.removed && task.unreachable_since.has_value() &&
               absl::Now() - *task.unreachable_since >= kUnreachableReportAfter) {
             unreachable.insert(task.worker_address);
+            if (!task.warned_unreachable) {
+              task.warned_unreachable = true;
+              Warn(absl::StrCat("worker ", task.worker_address, " (task ", id,
+                                ") does not answer: ", task.unreachable_error,
+                                "; reading from the other workers, and reported to "
+                                "the dispatcher at ",
+                                service_->address));
+            }
           }
         }
         for (const std::string& address : unreachable) request.add_unreachable_workers(address);
@@ -385,11 +446,14 @@ class DataServiceDataset::Iterator : public IteratorBase {
       for (int64_t seq : reported_splits) request.add_completed_splits(seq);
       proto::ClientHeartbeatResponse response;
       grpc::ClientContext context;
-      context.set_deadline(std::chrono::system_clock::now() + kRpcTimeout);
+      context.set_deadline(
+          std::chrono::system_clock::now() +
+          std::min<std::chrono::milliseconds>(kRpcTimeout, absl::ToChronoMilliseconds(dispatcher_deadline_)));
       absl::Status status =
           FromGrpcStatus(service_->dispatcher->ClientHeartbeat(&context, request, &response));
       absl::MutexLock lock(&mu_);
       if (cancelled_) return;
+      NoteDispatcherReachability(status);
       if (status.ok()) {
         completed_tasks_.erase(completed_tasks_.begin(), completed_tasks_.begin() + reported.size());
         completed_splits_.erase(completed_splits_.begin(),
@@ -411,6 +475,18 @@ class DataServiceDataset::Iterator : public IteratorBase {
         }
         for (auto& [id, task] : tasks_) {
           if (!listed.contains(id)) task.removed = true;
+        }
+        for (const proto::LostTask& lost : response.lost_tasks()) {
+          auto task = tasks_.find(lost.task_id());
+          // A task read to its end lost nothing.
+          if (!losses_.has_value() || (task != tasks_.end() && task->second.ended)) continue;
+          losses_->TaskLost(lost.task_id(), lost.worker_address(), lost.reason(),
+                            task == tasks_.end() ? 0 : task->second.elements);
+          if (task == tasks_.end()) ++unseen_lost_tasks_;
+        }
+        if (response.error_code() != 0 && status_.ok()) {
+          status_ = absl::Status(static_cast<absl::StatusCode>(response.error_code()),
+                                 absl::StrCat("the iteration failed: ", response.error_message()));
         }
         iteration_finished_ = response.iteration_finished();
         round_horizon_ = response.round_horizon();
@@ -529,6 +605,7 @@ class DataServiceDataset::Iterator : public IteratorBase {
   const int64_t min_request_ = std::max<int64_t>(1, request_share_ / 2);
   const int64_t client_id_;
   const proto::WireCompression compression_;
+  const absl::Duration dispatcher_deadline_;
 
   absl::Mutex mu_;
   std::deque<Element> buffer_ ABSL_GUARDED_BY(mu_);
@@ -555,6 +632,15 @@ class DataServiceDataset::Iterator : public IteratorBase {
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
   bool heartbeat_now_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status status_ ABSL_GUARDED_BY(mu_);
+  // The last answer from the dispatcher (or the start).
+  absl::Time dispatcher_heard_ ABSL_GUARDED_BY(mu_) = absl::Now();
+  bool warned_dispatcher_ ABSL_GUARDED_BY(mu_) = false;
+  // parallel_epochs: tasks lost before the reader saw their end.
+  std::optional<EpochLosses> losses_ ABSL_GUARDED_BY(mu_);
+  // Lost tasks this reader never heard of while they ran.
+  int64_t unseen_lost_tasks_ ABSL_GUARDED_BY(mu_) = 0;
+  // How the read ends, once judged.
+  std::optional<absl::Status> end_status_ ABSL_GUARDED_BY(mu_);
   std::thread heartbeat_;
 };
 
@@ -572,7 +658,8 @@ absl::StatusOr<std::unique_ptr<IteratorBase>> DataServiceDataset::MakeIterator(c
   proto::GetOrCreateIterationRequest iteration_request;
   *iteration_request.mutable_version() = CurrentVersion();
   iteration_request.set_job_id(job.job_id());
-  iteration_request.set_repetition(repetitions_.fetch_add(1));
+  const int64_t repetition = repetitions_.fetch_add(1);
+  iteration_request.set_repetition(repetition);
   iteration_request.set_consumer_index(std::max<int64_t>(0, consumer_index_));
   proto::GetOrCreateIterationResponse iteration;
   status = CallWithRetries(
@@ -581,8 +668,22 @@ absl::StatusOr<std::unique_ptr<IteratorBase>> DataServiceDataset::MakeIterator(c
       },
       kRpcTimeout, deadline_, absl::StrCat("starting an iteration at ", service_->address));
   if (!status.ok()) return status;
+  if (iteration.already_finished()) {
+    Warn(absl::StrCat("job '", params_.job_name(), "' repetition ", repetition,
+                      " already finished: nothing to read (each repetition of a shared job is read once, as "
+                      "in tf.data; use another job_name to read the data again)"));
+  }
+  // In parallel_epochs every task runs the whole epoch, so a lost one cut
+  // it short; in distributed_epoch its splits are read again, and static
+  // shards are run again when their worker returns.
+  std::optional<EpochLosses> losses;
+  if (params_.processing_mode() == proto::PARALLEL_EPOCHS && !IsStaticPolicy(params_.sharding_policy()) &&
+      consumer_index_ < 0) {
+    losses.emplace(cardinality_, !params_.job_name().empty(), allow_partial_);
+  }
   return std::make_unique<Iterator>(service_, max_outstanding_, iteration.iteration_client_id(), compression_,
-                                    consumer_index_, params_.job_name().empty());
+                                    consumer_index_, params_.job_name().empty(), std::move(losses),
+                                    deadline_);
 }
 
 }  // namespace
@@ -591,6 +692,7 @@ absl::StatusOr<DatasetPtr> MakeDataServiceDataset(const proto::DatasetDef& worke
                                                   const proto::DistributeOp& op) {
   proto::JobParams params;
   if (absl::Status s = ParseModeAndPolicy(op, &params); !s.ok()) return s;
+  if (absl::Status s = CheckSendable(worker_part); !s.ok()) return s;
   if (op.service().empty())
     return absl::InvalidArgumentError("distribute: missing 'service' (grpc://HOST:PORT)");
   absl::StatusOr<std::string> address = ParseServiceAddress(op.service());
@@ -620,11 +722,21 @@ absl::StatusOr<DatasetPtr> MakeDataServiceDataset(const proto::DatasetDef& worke
   *register_request.mutable_version() = CurrentVersion();
   *register_request.mutable_dataset() = worker_part;
   proto::GetOrRegisterDatasetResponse registered;
+  // The first contact: a dispatcher not up yet is waited for, and the user
+  // hears so after a second rather than only at the deadline.
+  auto still_retrying = [&](const std::string& reason) {
+    Warn(absl::StrCat("the dispatcher at ", *address, " does not answer yet (", reason,
+                      "); retrying for up to ", deadline.count(),
+                      " ms (timeout_ms, sluice read --timeout-ms)"));
+  };
   absl::Status status = CallWithRetries(
       [&](grpc::ClientContext* c) {
         return service->dispatcher->GetOrRegisterDataset(c, register_request, &registered);
       },
-      kRpcTimeout, deadline, absl::StrCat("registering the dataset at ", *address));
+      kRpcTimeout, deadline, absl::StrCat("registering the dataset at ", *address), nullptr, still_retrying);
+  if (absl::IsUnimplemented(status)) {
+    return absl::UnimplementedError(absl::StrCat("the dispatcher at ", *address, ": ", status.message()));
+  }
   if (!status.ok()) return status;
   proto::GetDatasetInfoRequest info_request;
   *info_request.mutable_version() = CurrentVersion();
@@ -645,7 +757,7 @@ absl::StatusOr<DatasetPtr> MakeDataServiceDataset(const proto::DatasetDef& worke
   const int64_t consumer_index = op.num_consumers() > 0 ? op.consumer_index() : -1;
   return std::make_shared<DataServiceDataset>(std::move(service), std::move(params), *std::move(spec),
                                               info.cardinality(), max_outstanding, deadline, *compression,
-                                              consumer_index);
+                                              consumer_index, op.allow_partial());
 }
 
 void EnableDataService() {

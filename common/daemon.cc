@@ -68,14 +68,18 @@ int WaitForShutdownSignal() {
   return signal;
 }
 
-absl::Status SetLogLevel(const std::string& level) {
-  const spdlog::level::level_enum parsed = spdlog::level::from_str(level);
+absl::Status CheckLogLevel(const std::string& level) {
   // from_str maps anything unknown to "off"; only "off" itself may.
-  if (parsed == spdlog::level::off && level != "off") {
+  if (spdlog::level::from_str(level) == spdlog::level::off && level != "off") {
     return absl::InvalidArgumentError(
         absl::StrCat("unknown log level '", level, "' (valid: trace, debug, info, warn, error, off)"));
   }
-  spdlog::set_level(parsed);
+  return absl::OkStatus();
+}
+
+absl::Status SetLogLevel(const std::string& level) {
+  if (absl::Status status = CheckLogLevel(level); !status.ok()) return status;
+  spdlog::set_level(spdlog::level::from_str(level));
   return absl::OkStatus();
 }
 
@@ -87,11 +91,15 @@ absl::StatusOr<std::unique_ptr<grpc::Server>> StartServer(const ServerOptions& o
   builder.AddListeningPort(address, grpc::InsecureServerCredentials(), bound_port);
   builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
   builder.SetMaxSendMessageSize(kMaxMessageBytes);
+  // gRPC sets SO_REUSEPORT by default, so a second daemon on a port in use
+  // would start and take half the calls: two dispatchers answering in
+  // turn, or a doubled worker. A port in use must be a startup error.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   for (grpc::Service* service : services) builder.RegisterService(service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || *bound_port == 0) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot listen on ", address, " (in use, or not an address here?)"));
+    return absl::FailedPreconditionError(absl::StrCat(
+        "cannot listen on ", address, ": the port is in use, or the address is not one of this host's"));
   }
   spdlog::info("listening on {}:{}", options.bind_address, *bound_port);
   if (!options.port_file.empty()) {

@@ -16,7 +16,8 @@
 
 namespace sluice {
 
-// Exit code for bad configuration or flags.
+// Exit code for bad configuration or flags, and for a port already in use:
+// settings the operator must fix.
 inline constexpr int kConfigErrorExitCode = 2;
 
 // Parses `argv`: the YAML file named by --config (if any) first, then every
@@ -39,6 +40,8 @@ void TurnOffMutexDeadlockDetection();
 
 // "trace", "debug", "info", "warn", "error", "off".
 absl::Status SetLogLevel(const std::string& level);
+// SetLogLevel's check alone, for the config schema.
+absl::Status CheckLogLevel(const std::string& level);
 
 struct ServerOptions {
   std::string bind_address;

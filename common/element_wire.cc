@@ -287,6 +287,8 @@ absl::Status ReadElement(CodedInputStream& in, Element* element) {
 
 }  // namespace
 
+size_t EncodedElementSize(const Element& element) { return ElementSize(element); }
+
 absl::StatusOr<grpc::ByteBuffer> EncodeElementsResponse(const std::vector<Element>& elements,
                                                         bool end_of_sequence, int64_t first_index,
                                                         proto::WireCompression compression,

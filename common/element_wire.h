@@ -54,6 +54,10 @@ absl::StatusOr<grpc::ByteBuffer> EncodeElementsResponse(const std::vector<Elemen
                                                         proto::WireCompression compression,
                                                         const SplitTags& tags = {});
 
+// The bytes `element` takes in a response, uncompressed (its ElementProto
+// serialized), for keeping responses under gRPC's message limit.
+size_t EncodedElementSize(const Element& element);
+
 // Any message as a ByteBuffer (one copy), and back.
 grpc::ByteBuffer SerializeToByteBuffer(const google::protobuf::MessageLite& message);
 bool ParseFromByteBuffer(const grpc::ByteBuffer& buffer, google::protobuf::MessageLite* message);

@@ -10,7 +10,18 @@ namespace sluice {
 absl::Status FromGrpcStatus(const grpc::Status& status) {
   if (status.ok()) return absl::OkStatus();
   // The numeric codes of the two are the same, by design of both.
-  return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
+  const auto code = static_cast<absl::StatusCode>(status.error_code());
+  if (!status.error_message().empty()) return absl::Status(code, status.error_message());
+  // gRPC says nothing when the peer serves no such method: most often the
+  // address is another kind of server (a worker's port given as the
+  // dispatcher's, or the reverse).
+  if (code == absl::StatusCode::kUnimplemented) {
+    return absl::UnimplementedError(
+        "the server there does not serve this call: is the address that of the right kind of Sluice "
+        "server (a dispatcher, not a worker, or the reverse) and of the same release?");
+  }
+  return absl::Status(
+      code, absl::StrCat("the server answered ", absl::StatusCodeToString(code), " with no message"));
 }
 
 grpc::Status ToGrpcStatus(const absl::Status& status) {
@@ -42,7 +53,7 @@ absl::StatusOr<std::string> ParseServiceAddress(const std::string& address) {
                        (host.find(':') == std::string::npos || (host.front() == '[' && host.back() == ']'));
   if (!host_ok || !absl::SimpleAtoi(rest.substr(colon + 1), &port) || port <= 0 || port > 65535) {
     return absl::InvalidArgumentError(
-        absl::StrCat("invalid service address '", address, "': expected grpc://HOST:PORT"));
+        absl::StrCat("invalid service address '", address, "': expected HOST:PORT or grpc://HOST:PORT"));
   }
   return rest;
 }
@@ -61,16 +72,32 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
 
 absl::Status CallWithRetries(const std::function<grpc::Status(grpc::ClientContext*)>& call,
                              std::chrono::milliseconds timeout, std::chrono::milliseconds overall,
-                             const std::string& what, const std::function<bool()>& cancelled) {
-  const auto give_up = std::chrono::steady_clock::now() + overall;
+                             const std::string& what, const std::function<bool()>& cancelled,
+                             const std::function<void(const std::string& reason)>& still_retrying) {
+  const auto start = std::chrono::steady_clock::now();
+  const auto give_up = start + overall;
   std::chrono::milliseconds backoff(10);
+  // The most telling reason the peer did not answer: a call cut short by
+  // its deadline says only "tcp handshaker shutdown", while an earlier one
+  // may have said "Connection refused".
+  std::string reason;
+  bool told = false;
   while (true) {
     grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() + timeout);
+    context.set_deadline(std::chrono::system_clock::now() + std::min(timeout, overall));
     grpc::Status status = call(&context);
     if (status.error_code() != grpc::StatusCode::UNAVAILABLE) return FromGrpcStatus(status);
-    if (std::chrono::steady_clock::now() + backoff > give_up) {
-      return absl::UnavailableError(absl::StrCat(what, ": ", status.error_message()));
+    if (reason.empty() || !absl::StrContains(status.error_message(), "handshaker shutdown")) {
+      reason = status.error_message();
+    }
+    const auto now = std::chrono::steady_clock::now();
+    if (still_retrying && !told && now + backoff - start >= std::chrono::seconds(1)) {
+      told = true;
+      still_retrying(reason);
+    }
+    if (now + backoff > give_up) {
+      return absl::UnavailableError(absl::StrCat(what, ": no answer within ", overall.count(),
+                                                 " ms: ", reason.empty() ? "no reason given" : reason));
     }
     std::this_thread::sleep_for(backoff);
     if (cancelled && cancelled()) return absl::CancelledError(absl::StrCat(what, ": cancelled"));

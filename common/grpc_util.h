@@ -41,11 +41,16 @@ inline constexpr int kMaxMessageBytes = 256 * 1024 * 1024;
 
 // Calls `call` with a fresh context whose deadline is `timeout` away, and
 // retries UNAVAILABLE with exponential backoff (10 ms doubling to 1 s) until
-// `overall` has passed. Other errors return at once. When `cancelled` is
-// given and returns true between attempts, the call gives up: Cancelled.
+// `overall` has passed; the error then names how long it waited and the
+// most telling reason seen ("Connection refused"). Other errors return at
+// once. When `cancelled` is given and returns true between attempts, the
+// call gives up: Cancelled. `still_retrying`, when given, hears the reason
+// once the peer has not answered for a second, so that a caller can say
+// that it is waiting.
 absl::Status CallWithRetries(const std::function<grpc::Status(grpc::ClientContext*)>& call,
                              std::chrono::milliseconds timeout, std::chrono::milliseconds overall,
-                             const std::string& what, const std::function<bool()>& cancelled = nullptr);
+                             const std::string& what, const std::function<bool()>& cancelled = nullptr,
+                             const std::function<void(const std::string& reason)>& still_retrying = nullptr);
 
 }  // namespace sluice
 

@@ -9,7 +9,7 @@ namespace sluice {
 namespace {
 
 std::string InvalidAddress(const std::string& address) {
-  return "invalid service address '" + address + "': expected grpc://HOST:PORT";
+  return "invalid service address '" + address + "': expected HOST:PORT or grpc://HOST:PORT";
 }
 
 TEST_CASE("grpc_util: ParseServiceAddress accepts grpc://HOST:PORT and HOST:PORT", "[grpc]") {
@@ -97,10 +97,18 @@ TEST_CASE("grpc_util: OK converts to OK both ways", "[grpc]") {
   CHECK(ok.ok());
   CHECK(ok.error_code() == grpc::StatusCode::OK);
   CHECK(ok.error_message().empty());
-  // An empty message survives too.
+  // An empty message is replaced by one that says what happened.
   absl::Status empty = FromGrpcStatus(grpc::Status(grpc::StatusCode::NOT_FOUND, ""));
   CHECK(empty.code() == absl::StatusCode::kNotFound);
-  CHECK(empty.message().empty());
+  CHECK(empty.message() == "the server answered NOT_FOUND with no message");
+  // gRPC's answer for a method the server does not serve: the wrong kind
+  // of server at that address.
+  absl::Status unimplemented = FromGrpcStatus(grpc::Status(grpc::StatusCode::UNIMPLEMENTED, ""));
+  CHECK(unimplemented.code() == absl::StatusCode::kUnimplemented);
+  CHECK(
+      unimplemented.message() ==
+      "the server there does not serve this call: is the address that of the right kind of Sluice server (a "
+      "dispatcher, not a worker, or the reverse) and of the same release?");
 }
 
 TEST_CASE("grpc_util: CheckVersion", "[grpc]") {
@@ -197,11 +205,30 @@ TEST_CASE("grpc_util: CallWithRetries gives up on UNAVAILABLE after the overall 
       std::chrono::milliseconds(100), std::chrono::milliseconds(50), "GetThing");
   const auto elapsed = std::chrono::steady_clock::now() - start;
   CHECK(status.code() == absl::StatusCode::kUnavailable);
-  CHECK(status.message() == "GetThing: connection refused");
+  CHECK(status.message() == "GetThing: no answer within 50 ms: connection refused");
   CHECK(calls >= 1);
   CHECK(calls <= 4);
   // It never sleeps past the overall limit.
   CHECK(elapsed < std::chrono::milliseconds(1000));
+}
+
+TEST_CASE("grpc_util: CallWithRetries reports the telling reason, and says once that it is retrying",
+          "[grpc][hardening]") {
+  int calls = 0;
+  std::vector<std::string> told;
+  absl::Status status = CallWithRetries(
+      [&](grpc::ClientContext*) {
+        // The last attempt is cut short by its deadline, as a connect in
+        // progress is; the earlier ones said why.
+        return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                            ++calls < 4 ? "Connection refused" : "tcp handshaker shutdown");
+      },
+      std::chrono::milliseconds(100), std::chrono::milliseconds(1300), "GetThing", nullptr,
+      [&](const std::string& reason) { told.push_back(reason); });
+  CHECK(status.code() == absl::StatusCode::kUnavailable);
+  CHECK(status.message() == "GetThing: no answer within 1300 ms: Connection refused");
+  CHECK(calls >= 5);
+  CHECK(told == std::vector<std::string>{"Connection refused"});
 }
 
 }  // namespace

@@ -3,8 +3,11 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <new>
 #include <sstream>
+#include <stdexcept>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -13,7 +16,11 @@ namespace sluice {
 
 int64_t NumElements(const Shape& shape) {
   int64_t n = 1;
-  for (int64_t d : shape) n *= d;
+  for (int64_t d : shape) {
+    // Past int64 (a padded shape of 2^62 rows of 2^62): -1, which no
+    // buffer is allocated for, rather than a wrapped count that one is.
+    if (__builtin_mul_overflow(n, d, &n)) return -1;
+  }
   return n;
 }
 
@@ -28,6 +35,14 @@ std::atomic<LargeBufferAllocator*> large_buffer_allocator{nullptr};
 void SetLargeBufferAllocator(LargeBufferAllocator* allocator) { large_buffer_allocator.store(allocator); }
 
 std::shared_ptr<TensorBuffer> TensorBuffer::Allocate(DType dtype, int64_t num_elements, bool zeroed) {
+  if (num_elements < 0 ||
+      static_cast<uint64_t>(num_elements) > std::numeric_limits<size_t>::max() / 2 / DTypeSize(dtype)) {
+    // Caught where pipeline code runs (common/exceptions.h) and made
+    // ResourceExhausted, as a failed allocation is.
+    throw std::length_error(
+        num_elements < 0 ? std::string("a tensor whose element count overflows int64")
+                         : absl::StrCat("a tensor of ", num_elements, " elements of ", DTypeName(dtype)));
+  }
   const size_t bytes = static_cast<size_t>(num_elements) * DTypeSize(dtype);
   if (LargeBufferAllocator* allocator = large_buffer_allocator.load();
       allocator != nullptr && dtype != DType::kString && bytes >= allocator->min_bytes()) {

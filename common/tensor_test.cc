@@ -179,5 +179,14 @@ TEST_CASE("Large numeric buffers come from the installed allocator, and go back 
   CHECK(allocator.allocations == 1);
 }
 
+TEST_CASE("A shape past int64 allocates nothing and throws length_error", "[tensor][hardening]") {
+  const int64_t huge = int64_t{1} << 62;
+  CHECK(NumElements({2, huge}) == -1);
+  CHECK(NumElements({huge, huge}) == -1);
+  CHECK(NumElements({2, huge / 2}) == huge);
+  CHECK_THROWS_WITH(Tensor(DType::kInt64, {huge, huge}), "a tensor whose element count overflows int64");
+  CHECK_THROWS_WITH(Tensor(DType::kInt64, {huge}), "a tensor of 4611686018427387904 elements of int64");
+}
+
 }  // namespace
 }  // namespace sluice

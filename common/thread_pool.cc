@@ -6,10 +6,19 @@ namespace sluice {
 
 ThreadPool::ThreadPool(int num_threads) {
   threads_.reserve(num_threads);
-  for (int i = 0; i < num_threads; ++i) threads_.emplace_back([this] { WorkerLoop(); });
+  try {
+    for (int i = 0; i < num_threads; ++i) threads_.emplace_back([this] { WorkerLoop(); });
+  } catch (...) {
+    // Out of threads: the ones started are joined before the error goes
+    // on (a joinable std::thread destroyed would call std::terminate).
+    Shutdown();
+    throw;
+  }
 }
 
-ThreadPool::~ThreadPool() {
+ThreadPool::~ThreadPool() { Shutdown(); }
+
+void ThreadPool::Shutdown() {
   {
     absl::MutexLock lock(&mu_);
     stopping_ = true;

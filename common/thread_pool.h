@@ -16,6 +16,8 @@ namespace sluice {
 
 class ThreadPool {
  public:
+  // Throws std::system_error when a thread cannot be started, having
+  // joined the ones that were.
   explicit ThreadPool(int num_threads);
   // Runs every task already scheduled, then joins the threads.
   ~ThreadPool();
@@ -27,6 +29,7 @@ class ThreadPool {
 
  private:
   void WorkerLoop();
+  void Shutdown();
 
   absl::Mutex mu_;
   std::deque<std::function<void()>> tasks_ ABSL_GUARDED_BY(mu_);

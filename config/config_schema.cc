@@ -3,12 +3,14 @@
 #include <yaml-cpp/yaml.h>
 
 #include <fstream>
+#include <regex>
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "common/strings.h"
+#include "pipeline/yaml_keys.h"
 
 namespace sluice {
 
@@ -21,9 +23,11 @@ void ConfigSchema::AddInt(const std::string& key, int64_t* value, int64_t min, i
   entries_.push_back(entry);
 }
 
-void ConfigSchema::AddString(const std::string& key, std::string* value, const std::string& help) {
+void ConfigSchema::AddString(const std::string& key, std::string* value, const std::string& help,
+                             StringCheck check) {
   Entry entry{key, "string", help};
   entry.string_value = value;
+  entry.check = std::move(check);
   entries_.push_back(entry);
 }
 
@@ -52,6 +56,7 @@ absl::Status ConfigSchema::LoadYamlFile(const std::string& path) {
   if (!root.IsMap()) return error(root, absl::StrCat("a ", name_, " config is a map of settings"));
   std::vector<std::string> keys;
   for (const Entry& e : entries_) keys.push_back(e.key);
+  if (absl::Status status = CheckUniqueKeys(root, path); !status.ok()) return status;
   for (const auto& item : root) {
     const std::string key = item.first.Scalar();
     auto entry = std::find_if(entries_.begin(), entries_.end(), [&](const Entry& e) { return e.key == key; });
@@ -63,7 +68,11 @@ absl::Status ConfigSchema::LoadYamlFile(const std::string& path) {
     if (entry->int_value != nullptr) {
       int64_t v = 0;
       if (!value.IsScalar() || !absl::SimpleAtoi(value.Scalar(), &v)) {
-        return error(value, absl::StrCat("'", key, "' must be an integer"));
+        // Digits that do not fit in 64 bits are a number out of range.
+        const bool digits = value.IsScalar() && std::regex_match(value.Scalar(), std::regex("[-+]?[0-9]+"));
+        return error(value, digits ? absl::StrCat("'", key, "' must be in [", entry->min, ", ", entry->max,
+                                                  "], got ", value.Scalar())
+                                   : absl::StrCat("'", key, "' must be an integer"));
       }
       if (v < entry->min || v > entry->max) {
         return error(value,
@@ -72,6 +81,11 @@ absl::Status ConfigSchema::LoadYamlFile(const std::string& path) {
       *entry->int_value = v;
     } else if (entry->string_value != nullptr) {
       if (!value.IsScalar()) return error(value, absl::StrCat("'", key, "' must be a string"));
+      if (entry->check) {
+        if (absl::Status s = entry->check(value.Scalar()); !s.ok()) {
+          return error(value, absl::StrCat("'", key, "': ", s.message()));
+        }
+      }
       *entry->string_value = value.Scalar();
     } else {
       entry->list_value->clear();
@@ -109,6 +123,12 @@ absl::Status ConfigSchema::Validate() const {
       return absl::InvalidArgumentError(absl::StrCat("--", absl::StrReplaceAll(e.key, {{"_", "-"}}),
                                                      " must be in [", e.min, ", ", e.max, "], got ",
                                                      *e.int_value));
+    }
+    if (e.check && !e.string_value->empty()) {
+      if (absl::Status s = e.check(*e.string_value); !s.ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--", absl::StrReplaceAll(e.key, {{"_", "-"}}), ": ", s.message()));
+      }
     }
   }
   return absl::OkStatus();

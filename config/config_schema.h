@@ -6,8 +6,9 @@
 //   absl::Status status = schema.LoadYamlFile("dispatcher.yaml");
 //   schema.AddFlags(app);  // CLI11: --port, ... override the file
 //
-// An unknown key, a wrong type or an out-of-range value is InvalidArgument
-// naming the file, line, column and key (and the closest valid key).
+// An unknown or repeated key, a wrong type or an out-of-range value is
+// InvalidArgument naming the file, line, column and key (and the closest
+// valid key).
 #ifndef SLUICE_CONFIG_CONFIG_SCHEMA_H_
 #define SLUICE_CONFIG_CONFIG_SCHEMA_H_
 
@@ -29,7 +30,11 @@ class ConfigSchema {
   explicit ConfigSchema(std::string name) : name_(std::move(name)) {}
 
   void AddInt(const std::string& key, int64_t* value, int64_t min, int64_t max, const std::string& help);
-  void AddString(const std::string& key, std::string* value, const std::string& help);
+  // `check`, when given, judges the value both from the file (the error then
+  // names file:line:column and the key) and from the flag (naming the flag).
+  using StringCheck = std::function<absl::Status(const std::string& value)>;
+  void AddString(const std::string& key, std::string* value, const std::string& help,
+                 StringCheck check = nullptr);
   void AddStringList(const std::string& key, std::vector<std::string>* values, const std::string& help);
 
   // Reads the settings in a YAML map file.
@@ -51,6 +56,7 @@ class ConfigSchema {
     int64_t min = 0;
     int64_t max = 0;
     std::string* string_value = nullptr;
+    StringCheck check;
     std::vector<std::string>* list_value = nullptr;
   };
 

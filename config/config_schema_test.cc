@@ -194,10 +194,46 @@ TEST_CASE("config: an integer out of range", "[config]") {
   CHECK(negative.code() == absl::StatusCode::kInvalidArgument);
   CHECK(std::string(negative.message()) == path + ":1:7: 'port' must be in [0, 65535], got -1");
 
-  // Past int64: not an integer at all.
+  // Past int64: still a number out of range, not "not an integer".
   absl::Status huge = Load(dir, "port: 99999999999999999999\n", &s, &path);
   CHECK(huge.code() == absl::StatusCode::kInvalidArgument);
-  CHECK(std::string(huge.message()) == path + ":1:7: 'port' must be an integer");
+  CHECK(std::string(huge.message()) == path + ":1:7: 'port' must be in [0, 65535], got 99999999999999999999");
+  absl::Status word = Load(dir, "port: many\n", &s, &path);
+  CHECK(std::string(word.message()) == path + ":1:7: 'port' must be an integer");
+}
+
+TEST_CASE("config: a key set twice names both lines", "[config][hardening]") {
+  TempDir dir;
+  Settings s;
+  std::string path;
+  absl::Status twice = Load(dir, "port: 7000\nnum_workers: 2\nport: 7001\n", &s, &path);
+  CHECK(twice.code() == absl::StatusCode::kInvalidArgument);
+  CHECK(std::string(twice.message()) ==
+        path + ":3:1: 'port' is set twice (first at line 1); a key may appear once");
+}
+
+// A string setting with a check, as log_level and advertised_address have.
+absl::Status CheckColour(const std::string& value) {
+  if (value == "red" || value == "blue") return absl::OkStatus();
+  return absl::InvalidArgumentError("unknown colour '" + value + "' (valid: red, blue)");
+}
+
+TEST_CASE("config: a string's check names the file and line, or the flag", "[config][hardening]") {
+  TempDir dir;
+  std::string colour = "red";
+  ConfigSchema schema("dispatcher");
+  schema.AddString("colour", &colour, "a colour", CheckColour);
+  const std::string path = dir.File("config.yaml");
+  WriteFile(path, "\ncolour: green\n");
+  absl::Status file = schema.LoadYamlFile(path);
+  CHECK(file.code() == absl::StatusCode::kInvalidArgument);
+  CHECK(std::string(file.message()) == path + ":2:9: 'colour': unknown colour 'green' (valid: red, blue)");
+  CHECK(colour == "red");
+  WriteFile(path, "colour: blue\n");
+  CHECK(schema.LoadYamlFile(path).ok());
+  CHECK(colour == "blue");
+  colour = "green";  // as a flag sets it
+  CHECK(schema.Validate().message() == "--colour: unknown colour 'green' (valid: red, blue)");
 }
 
 TEST_CASE("config: invalid YAML names the place", "[config]") {

@@ -1,5 +1,7 @@
 #include "dispatcher/dispatcher_config.h"
 
+#include "common/daemon.h"
+
 namespace sluice::dispatcher {
 
 void DescribeDispatcherConfig(DispatcherConfig* config, ConfigSchema* schema) {
@@ -11,6 +13,9 @@ void DescribeDispatcherConfig(DispatcherConfig* config, ConfigSchema* schema) {
                  "a client silent this long is released");
   schema->AddInt("job_gc_timeout_ms", &config->job_gc_timeout_ms, 10, 86400000 * 30LL,
                  "an iteration without clients this long is collected, with its tasks on the workers");
+  schema->AddInt(
+      "job_retention_ms", &config->job_retention_ms, 10, 86400000 * 30LL,
+      "a job whose iterations are all over, and a dataset no job uses, are forgotten after this long");
   schema->AddInt("splits_per_request", &config->splits_per_request, 1, 1 << 20,
                  "distributed_epoch splits handed out per worker request");
   schema->AddInt("elements_per_split", &config->elements_per_split, 1, 1 << 30,
@@ -24,7 +29,7 @@ void DescribeDispatcherConfig(DispatcherConfig* config, ConfigSchema* schema) {
                     "journal state here and recover it on start; empty: nothing survives a restart");
   schema->AddInt("snapshot_interval", &config->snapshot_interval, 1, 1 << 30,
                  "journal records between snapshots that compact the journal");
-  schema->AddString("log_level", &config->log_level, "trace, debug, info, warn, error or off");
+  schema->AddString("log_level", &config->log_level, "trace, debug, info, warn, error or off", CheckLogLevel);
   schema->AddString("port_file", &config->port_file, "write the bound port to this file");
 }
 

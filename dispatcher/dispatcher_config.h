@@ -21,6 +21,10 @@ struct DispatcherConfig {
   // An iteration without clients for this long is collected: its workers
   // drop its tasks and buffers. An iteration with a live client never is.
   int64_t job_gc_timeout_ms = 300000;
+  // A job whose iterations are all over (finished or collected, without
+  // clients), and a dataset that no job uses, are removed from the state
+  // after this long; a named job read after that starts anew.
+  int64_t job_retention_ms = 300000;
   // Splits handed to a worker per GetSplits call, at most.
   int64_t splits_per_request = 16384;
   // Elements of range/from_tensor_slices per split.

@@ -45,6 +45,7 @@
 #include "dispatcher/dispatcher_config.h"
 #include "dispatcher/dispatcher_state.h"
 #include "dispatcher/journal.h"
+#include "dispatcher/request_checks.h"
 #include "pipeline/dataset.h"
 #include "sluice/service.pb.h"
 
@@ -56,6 +57,20 @@ inline constexpr int kJournalFailureExitCode = 3;
 // A client's report that it cannot reach a worker removes the worker only
 // if the dispatcher has not heard from it for this long either.
 inline constexpr auto kUnreachableWorkerSilence = std::chrono::milliseconds(2000);
+// Clients released for silence that the dispatcher remembers, to take
+// them back or to say what happened.
+inline constexpr size_t kMaxReleasedClientsKept = 100000;
+// An iteration whose tasks are lost this many times in a row, each within
+// kCrashLoopTaskLifetime of starting (its worker restarted or went
+// silent), fails with the losses as its cause: its pipeline most likely
+// crashes the workers, and handing it on would crash them all in turn.
+inline constexpr int kCrashLoopLosses = 4;
+inline constexpr auto kCrashLoopTaskLifetime = std::chrono::seconds(10);
+// A snapshot replaces the journal after this many bytes of records too
+// (a LeaseSplits record of thousands of splits is large).
+inline constexpr int64_t kSnapshotJournalBytes = int64_t{64} << 20;
+// How the lost reason of a worker that clients cannot reach begins.
+inline constexpr char kUnreachableReason[] = "unreachable from clients";
 
 class DispatcherImpl {
  public:
@@ -104,9 +119,31 @@ class DispatcherImpl {
   absl::Status Apply(const proto::Update& update) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status Recover() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<std::unique_ptr<SplitProvider>> NewSplitProvider(const proto::DatasetDef& def) const;
-  // Removes a worker and finds takers for its undelivered splits.
-  void RemoveWorker(const std::string& address,
+  // Removes a worker, its unfinished tasks lost for `reason`, and finds
+  // takers for its undelivered splits.
+  void RemoveWorker(const std::string& address, const std::string& reason,
                     std::vector<std::pair<std::string, proto::TaskDef>>* new_tasks)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Counts the loss of `task` (just lost, for `reason`) towards its
+  // iteration's crash loop, and fails the iteration at kCrashLoopLosses.
+  void NoteLostTask(const DispatcherState::Task& task, const std::string& reason, Clock::time_point now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Drops what this process keeps about an iteration that reads no more
+  // (collected, failed or removed): its split provider and timers.
+  void ForgetIteration(int64_t iteration_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Fails an iteration (journaled) for `message`; its readers get it.
+  void FailIteration(int64_t iteration_id, absl::StatusCode code, const std::string& message)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether `address` may be given a task in `iteration`: not after its
+  // task there was lost in parallel_epochs (its epoch would be read
+  // twice), nor after clients could not reach it there; never in a
+  // failed iteration.
+  bool MayRunIn(const DispatcherState::Iteration& iteration, const std::string& address) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Clients report `address` unreachable: once they have for
+  // worker_timeout_ms while it still heartbeats, it is removed.
+  void NoteUnreachable(const std::string& address,
+                       std::vector<std::pair<std::string, proto::TaskDef>>* new_tasks)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Makes a task, on the least busy live worker, for every iteration whose
   // returned splits no task can take.
@@ -125,6 +162,10 @@ class DispatcherImpl {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RemoveLostWorkers();
   void CollectAbandonedIterations(Clock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Jobs whose iterations are all over and without clients, and datasets
+  // that no job uses, after job_gc_timeout_ms: removed from the state (and
+  // so from the journal at its next snapshot).
+  void CollectFinishedJobs(Clock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const DispatcherConfig config_;  // constant after construction
   const TaskPushFn push_task_;
@@ -138,9 +179,34 @@ class DispatcherImpl {
   std::map<std::string, Clock::time_point> worker_heartbeats_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, int64_t> worker_heartbeat_unix_ms_ ABSL_GUARDED_BY(mu_);
   std::map<int64_t, Clock::time_point> client_heartbeats_ ABSL_GUARDED_BY(mu_);
+  // Clients released for silence (client_timeout_ms), by id: their
+  // iteration and consumer index, so that a trainer that was only paused
+  // (evaluation, a checkpoint) is taken back while its iteration lives.
+  struct ReleasedClient {
+    int64_t iteration_id = 0;
+    int64_t consumer_index = -1;
+  };
+  std::map<int64_t, ReleasedClient> released_clients_ ABSL_GUARDED_BY(mu_);
+  // Consumer index of each coordinated client, for the above.
+  std::map<int64_t, int64_t> client_consumer_index_ ABSL_GUARDED_BY(mu_);
+  // Takes back a client released for silence, or says what happened.
+  absl::StatusOr<int64_t> ResumeReleasedClient(int64_t iteration_client_id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Workers that clients report unreachable: the first and the latest
+  // report of the current run of reports.
+  std::map<std::string, std::pair<Clock::time_point, Clock::time_point>> unreachable_reports_
+      ABSL_GUARDED_BY(mu_);
+  // When each unfinished task was made (or this dispatcher started), and
+  // each iteration's run of losses of short-lived tasks, for the crash
+  // loop bound.
+  std::map<int64_t, Clock::time_point> task_started_ ABSL_GUARDED_BY(mu_);
+  std::map<int64_t, std::vector<std::string>> crash_losses_ ABSL_GUARDED_BY(mu_);
   // Coordinated reads: the furthest round a consumer of each iteration has
   // reported.
   std::map<int64_t, int64_t> iteration_rounds_ ABSL_GUARDED_BY(mu_);
+  // Since when each job has been over, and each dataset unused.
+  std::map<int64_t, Clock::time_point> job_idle_since_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, Clock::time_point> dataset_idle_since_ ABSL_GUARDED_BY(mu_);
   // Since when each uncollected iteration has had no client.
   std::map<int64_t, Clock::time_point> iteration_idle_since_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

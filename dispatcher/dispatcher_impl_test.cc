@@ -521,7 +521,7 @@ TEST_CASE("dispatcher_impl: GetOrCreateIteration errors", "[dispatcher]") {
   request.set_repetition(-1);
   absl::Status negative = d.GetOrCreateIteration(request, &response);
   CHECK(negative.code() == absl::StatusCode::kInvalidArgument);
-  CHECK(negative.message() == "repetition must be >= 0");
+  CHECK(negative.message() == "GetOrCreateIteration: repetition must be in [0, 2^40 = 1099511627776], got -1");
   CHECK(Snapshot(d).iterations_size() == 0);
 }
 
@@ -580,12 +580,12 @@ TEST_CASE("dispatcher_impl: released clients are unknown, releasing again is fin
   proto::ClientHeartbeatResponse response;
   absl::Status status = d.ClientHeartbeat(request, &response);
   CHECK(status.code() == absl::StatusCode::kNotFound);
-  CHECK(status.message() == "unknown iteration client 1");
+  CHECK(status.message() == "unknown iteration client 1 (never given out, or already released)");
 
   request.set_iteration_client_id(99);
   absl::Status unknown = d.ClientHeartbeat(request, &response);
   CHECK(unknown.code() == absl::StatusCode::kNotFound);
-  CHECK(unknown.message() == "unknown iteration client 99");
+  CHECK(unknown.message() == "unknown iteration client 99 (never given out, or already released)");
 }
 
 TEST_CASE("dispatcher_impl: GetSplits hands out every split of an epoch once", "[dispatcher]") {
@@ -931,6 +931,7 @@ TEST_CASE("dispatcher_impl: an iteration without clients is collected, one with 
           "[dispatcher]") {
   DispatcherConfig config = TestConfig();
   config.job_gc_timeout_ms = 200;
+  config.job_retention_ms = 600000;  // the collected iteration stays in view
   DispatcherImpl d(config);
   REQUIRE(d.Start().ok());
   Heartbeat(d, "w1:1");
@@ -995,12 +996,23 @@ TEST_CASE("dispatcher_impl: a removed worker's old tasks stay gone after it re-r
   DispatcherImpl d(TestConfig());
   Heartbeat(d, "w1:1");
   Heartbeat(d, "w2:2");
-  const auto it = Iteration(d, Job(d, Register(d, SquaresDef())));
+  const int64_t job = Job(d, Register(d, SquaresDef()));
+  const auto it = Iteration(d, job);
   Shutdown(d, "w2:2");
+  proto::ClientHeartbeatResponse beat = ClientBeat(d, it.iteration_client_id());
+  CHECK(Listed(beat) == Listing{{1, "w1:1"}});
+  // Its readers learn that its epoch was cut short, and why.
+  REQUIRE(beat.lost_tasks_size() == 1);
+  CHECK(beat.lost_tasks(0).task_id() == 2);
+  CHECK(beat.lost_tasks(0).worker_address() == "w2:2");
+  CHECK(beat.lost_tasks(0).reason() == "worker shut down");
+  // w2 comes back: in parallel_epochs it does not run this iteration's
+  // epoch again (what it had delivered would repeat)...
+  CHECK(NewTaskIds(Heartbeat(d, "w2:2")).empty());
   CHECK(Listed(ClientBeat(d, it.iteration_client_id())) == Listing{{1, "w1:1"}});
-  // w2 comes back: it joins the still unfinished iteration with a new task.
-  CHECK(NewTaskIds(Heartbeat(d, "w2:2")) == std::vector<int64_t>{3});
-  CHECK(Listed(ClientBeat(d, it.iteration_client_id())) == Listing{{1, "w1:1"}, {3, "w2:2"}});
+  // ...but runs the next one.
+  const auto next = Iteration(d, job, 1);
+  CHECK(Listed(ClientBeat(d, next.iteration_client_id())) == Listing{{3, "w1:1"}, {4, "w2:2"}});
 }
 
 // The begin of each split of a GetSplits answer, and its seq.

@@ -30,28 +30,51 @@ bool RemoveSplits(SplitRuns* runs, int64_t seq, int64_t count) {
   return true;
 }
 
+namespace {
+
+// Ids are positive, and below the largest int64 so that the next id
+// (id + 1) cannot overflow.
+bool ValidId(int64_t id) { return id > 0 && id < INT64_MAX; }
+
+// A leased run as the state may hold it: numbered from 1, at least one
+// split (count 0 means 1), positions in order, a split size for a run, and
+// no seq or position past int64.
+bool ValidLease(const proto::SplitLease& lease) {
+  const Split run = SplitFromMessage(lease);
+  return lease.count() >= 0 && run.seq > 0 && run.seq <= INT64_MAX - run.count && run.begin >= 0 &&
+         run.begin <= run.end &&
+         (run.count == 1 || (run.split_size > 0 && run.split_size <= INT64_MAX / run.count));
+}
+
+}  // namespace
+
+// Every case checks everything it needs before it changes anything, so a
+// refused update leaves the state as it was (dispatcher_hardening_test).
 absl::Status DispatcherState::Apply(const proto::Update& update) {
   switch (update.kind_case()) {
     case proto::Update::kRegisterDataset: {
       const auto& u = update.register_dataset();
+      if (u.dataset_id().empty()) return absl::FailedPreconditionError("a dataset needs an id");
       if (datasets_.contains(u.dataset_id())) {
         return absl::FailedPreconditionError(absl::StrCat("dataset ", u.dataset_id(), " already exists"));
       }
       datasets_[u.dataset_id()] = Dataset{u.dataset_id(), u.fingerprint(), u.dataset()};
       dataset_by_fingerprint_.emplace(u.fingerprint(), u.dataset_id());
       int64_t numeric = 0;
-      if (absl::SimpleAtoi(u.dataset_id(), &numeric))
+      if (absl::SimpleAtoi(u.dataset_id(), &numeric) && numeric < INT64_MAX)
         next_dataset_id_ = std::max(next_dataset_id_, numeric + 1);
       return absl::OkStatus();
     }
     case proto::Update::kRegisterWorker: {
       const auto& u = update.register_worker();
+      if (u.address().empty()) return absl::FailedPreconditionError("a worker needs an address");
       workers_[u.address()] = Worker{u.address(), {u.tags().begin(), u.tags().end()}, u.incarnation()};
       return absl::OkStatus();
     }
     case proto::Update::kCreateJob: {
       const auto& u = update.create_job();
-      if (jobs_.contains(u.job_id()) || !datasets_.contains(u.params().dataset_id())) {
+      if (!ValidId(u.job_id()) || jobs_.contains(u.job_id()) ||
+          !datasets_.contains(u.params().dataset_id())) {
         return absl::FailedPreconditionError(absl::StrCat("cannot create job ", u.job_id()));
       }
       if (!u.params().job_name().empty() && job_by_name_.contains(u.params().job_name())) {
@@ -65,18 +88,16 @@ absl::Status DispatcherState::Apply(const proto::Update& update) {
     case proto::Update::kCreateIteration: {
       const auto& u = update.create_iteration();
       auto job = jobs_.find(u.job_id());
-      if (job == jobs_.end() || iterations_.contains(u.iteration_id()) || u.repetition() < 0 ||
-          FindIterationForRepetition(u.job_id(), u.repetition()) != nullptr) {
+      if (job == jobs_.end() || !ValidId(u.iteration_id()) || iterations_.contains(u.iteration_id()) ||
+          u.repetition() < 0 || FindIterationForRepetition(u.job_id(), u.repetition()) != nullptr) {
         return absl::FailedPreconditionError(absl::StrCat("cannot create iteration ", u.iteration_id()));
       }
       Iteration iteration;
       iteration.id = u.iteration_id();
       iteration.job_id = u.job_id();
       iteration.repetition = u.repetition();
+      iteration.infinite = u.infinite();
       iterations_[u.iteration_id()] = iteration;
-      if (static_cast<int64_t>(job->second.iterations.size()) <= u.repetition()) {
-        job->second.iterations.resize(u.repetition() + 1, 0);
-      }
       job->second.iterations[u.repetition()] = u.iteration_id();
       next_iteration_id_ = std::max(next_iteration_id_, u.iteration_id() + 1);
       return absl::OkStatus();
@@ -84,8 +105,8 @@ absl::Status DispatcherState::Apply(const proto::Update& update) {
     case proto::Update::kCreateTask: {
       const auto& u = update.create_task();
       auto iteration = iterations_.find(u.iteration_id());
-      if (iteration == iterations_.end() || tasks_.contains(u.task_id()) ||
-          !workers_.contains(u.worker_address())) {
+      if (iteration == iterations_.end() || !ValidId(u.task_id()) || tasks_.contains(u.task_id()) ||
+          !workers_.contains(u.worker_address()) || u.starting_round() < 0) {
         return absl::FailedPreconditionError(absl::StrCat("cannot create task ", u.task_id()));
       }
       tasks_[u.task_id()] = Task{u.task_id(), u.iteration_id(), u.worker_address(), false};
@@ -98,12 +119,16 @@ absl::Status DispatcherState::Apply(const proto::Update& update) {
     case proto::Update::kAcquireIterationClient: {
       const auto& u = update.acquire_iteration_client();
       auto iteration = iterations_.find(u.iteration_id());
-      if (iteration == iterations_.end() || iteration_of_client_.contains(u.iteration_client_id())) {
+      const int64_t num_consumers =
+          iteration == iterations_.end() ? 0 : jobs_.at(iteration->second.job_id).params.num_consumers();
+      if (iteration == iterations_.end() || !ValidId(u.iteration_client_id()) ||
+          iteration_of_client_.contains(u.iteration_client_id()) ||
+          (num_consumers > 0 && (u.consumer_index() < 0 || u.consumer_index() >= num_consumers))) {
         return absl::FailedPreconditionError(
             absl::StrCat("cannot add client ", u.iteration_client_id(), " to iteration ", u.iteration_id()));
       }
       iteration->second.clients.insert(u.iteration_client_id());
-      if (jobs_.at(iteration->second.job_id).params.num_consumers() > 0) {
+      if (num_consumers > 0) {
         iteration->second.consumers_joined.insert(u.consumer_index());
       }
       iteration_of_client_[u.iteration_client_id()] = u.iteration_id();
@@ -141,6 +166,7 @@ absl::Status DispatcherState::Apply(const proto::Update& update) {
         if (!task.finished) {
           task.finished = true;
           task.lost = true;
+          task.lost_reason = update.remove_worker().reason();
         }
         UpdateFinished(iterations_[task.iteration_id]);
       }
@@ -158,6 +184,11 @@ absl::Status DispatcherState::Apply(const proto::Update& update) {
       int64_t next_new = iteration.next_split_seq;
       SplitRuns returned_left = iteration.returned_splits;
       for (const proto::SplitLease& lease : u.splits()) {
+        if (!ValidLease(lease)) {
+          return absl::FailedPreconditionError(
+              absl::StrCat("a lease of iteration ", iteration.id, " has seq ", lease.seq(), ", count ",
+                           lease.count(), ", positions ", lease.begin(), " to ", lease.end()));
+        }
         const Split run = SplitFromMessage(lease);
         if (run.seq == next_new) {
           next_new += run.count;
@@ -174,7 +205,10 @@ absl::Status DispatcherState::Apply(const proto::Update& update) {
       task->second.last_split_response.clear();
       for (const proto::SplitLease& lease : u.splits()) {
         const Split run = SplitFromMessage(lease);
-        task->second.leases[run.seq] = run;
+        // An endless dataset's splits are not leased: a lost task's splits
+        // would only come again among endless others, and its leases would
+        // grow for as long as it is read (issue 14: 3-4 MB/s).
+        if (!iteration.infinite) task->second.leases[run.seq] = run;
         task->second.last_split_response.push_back(run);
       }
       task->second.last_split_request = u.request_id();
@@ -215,6 +249,58 @@ absl::Status DispatcherState::Apply(const proto::Update& update) {
       task->second.leases.clear();
       return absl::OkStatus();
     }
+    case proto::Update::kRemoveJob: {
+      auto job = jobs_.find(update.remove_job().job_id());
+      if (job == jobs_.end()) {
+        return absl::FailedPreconditionError(absl::StrCat("unknown job ", update.remove_job().job_id()));
+      }
+      for (const auto& [repetition, iteration_id] : job->second.iterations) {
+        const Iteration& iteration = iterations_.at(iteration_id);
+        if (!iteration.finished || !iteration.clients.empty()) {
+          return absl::FailedPreconditionError(
+              absl::StrCat("job ", job->first, " still has iteration ", iteration_id, " running or read"));
+        }
+      }
+      for (const auto& [repetition, iteration_id] : job->second.iterations) {
+        for (int64_t task : iterations_.at(iteration_id).tasks) tasks_.erase(task);
+        iterations_.erase(iteration_id);
+      }
+      auto named = job_by_name_.find(job->second.params.job_name());
+      if (named != job_by_name_.end() && named->second == job->first) job_by_name_.erase(named);
+      jobs_.erase(job);
+      return absl::OkStatus();
+    }
+    case proto::Update::kRemoveDataset: {
+      const std::string& id = update.remove_dataset().dataset_id();
+      auto dataset = datasets_.find(id);
+      if (dataset == datasets_.end() || std::any_of(jobs_.begin(), jobs_.end(), [&](const auto& job) {
+            return job.second.params.dataset_id() == id;
+          })) {
+        return absl::FailedPreconditionError(absl::StrCat("cannot remove dataset ", id));
+      }
+      auto by_fingerprint = dataset_by_fingerprint_.find(dataset->second.fingerprint);
+      if (by_fingerprint != dataset_by_fingerprint_.end() && by_fingerprint->second == id) {
+        dataset_by_fingerprint_.erase(by_fingerprint);
+      }
+      datasets_.erase(dataset);
+      return absl::OkStatus();
+    }
+    case proto::Update::kFailIteration: {
+      const auto& u = update.fail_iteration();
+      auto iteration = iterations_.find(u.iteration_id());
+      if (iteration == iterations_.end() || u.code() <= 0 ||
+          u.code() > static_cast<int>(absl::StatusCode::kUnauthenticated)) {
+        return absl::FailedPreconditionError(absl::StrCat("cannot fail iteration ", u.iteration_id()));
+      }
+      // The first cause stands: later failures are its consequences.
+      if (iteration->second.error_code == 0) {
+        iteration->second.error_code = u.code();
+        iteration->second.error_message = u.message();
+      }
+      DropSplits(iteration->second);
+      UpdateFinished(iteration->second);
+      return absl::OkStatus();
+    }
     case proto::Update::kGarbageCollectIteration: {
       auto iteration = iterations_.find(update.garbage_collect_iteration().iteration_id());
       if (iteration == iterations_.end() || !iteration->second.clients.empty()) {
@@ -223,6 +309,7 @@ absl::Status DispatcherState::Apply(const proto::Update& update) {
       }
       iteration->second.collected = true;
       iteration->second.finished = true;
+      DropSplits(iteration->second);
       return absl::OkStatus();
     }
     case proto::Update::KIND_NOT_SET:
@@ -247,12 +334,24 @@ void DispatcherState::UpdateFinished(Iteration& iteration) {
     }
   }
   // Returned splits still have to be read, by a task yet to be made.
-  iteration.finished = iteration.collected || (all_tasks_finished && iteration.returned_splits.empty());
+  iteration.finished = iteration.collected || iteration.error_code != 0 ||
+                       (all_tasks_finished && iteration.returned_splits.empty());
+}
+
+void DispatcherState::DropSplits(Iteration& iteration) {
+  iteration.returned_splits.clear();
+  iteration.split_cursor.clear();
+  for (int64_t id : iteration.tasks) {
+    Task& task = tasks_.at(id);
+    task.leases.clear();
+    task.last_split_response.clear();
+    task.last_end_of_splits = true;
+  }
 }
 
 void DispatcherState::ReturnLeases(Task& task) {
   Iteration& iteration = iterations_[task.iteration_id];
-  if (!iteration.collected) {
+  if (!iteration.collected && iteration.error_code == 0) {
     for (const auto& [seq, split] : task.leases) iteration.returned_splits[seq] = split;
   }
   task.leases.clear();
@@ -312,6 +411,9 @@ proto::StateSnapshot DispatcherState::ToSnapshot() const {
     i->set_splits_exhausted(iteration.splits_exhausted);
     i->set_round_horizon(iteration.round_horizon);
     for (int64_t consumer : iteration.consumers_joined) i->add_consumers_joined(consumer);
+    i->set_error_code(iteration.error_code);
+    i->set_error_message(iteration.error_message);
+    i->set_infinite(iteration.infinite);
   }
   for (const auto& [id, task] : tasks_) {
     auto* t = snapshot.add_tasks();
@@ -326,6 +428,7 @@ proto::StateSnapshot DispatcherState::ToSnapshot() const {
     t->set_last_end_of_splits(task.last_end_of_splits);
     LeasesToProto(Values(task.leases), t->mutable_leases());
     t->set_starting_round(task.starting_round);
+    t->set_lost_reason(task.lost_reason);
   }
   snapshot.set_next_dataset_id(next_dataset_id_);
   snapshot.set_next_job_id(next_job_id_);
@@ -361,6 +464,7 @@ absl::StatusOr<DispatcherState> DispatcherState::FromSnapshot(const proto::State
     task.last_end_of_splits = t.last_end_of_splits();
     for (const Split& split : LeasesFromProto(t.leases())) task.leases[split.seq] = split;
     task.starting_round = t.starting_round();
+    task.lost_reason = t.lost_reason();
     state.tasks_[t.task_id()] = std::move(task);
   }
   for (const auto& i : snapshot.iterations()) {
@@ -392,9 +496,9 @@ absl::StatusOr<DispatcherState> DispatcherState::FromSnapshot(const proto::State
     iteration.splits_exhausted = i.splits_exhausted();
     iteration.round_horizon = i.round_horizon();
     iteration.consumers_joined.insert(i.consumers_joined().begin(), i.consumers_joined().end());
-    if (static_cast<int64_t>(job->second.iterations.size()) <= iteration.repetition) {
-      job->second.iterations.resize(iteration.repetition + 1, 0);
-    }
+    iteration.error_code = i.error_code();
+    iteration.error_message = i.error_message();
+    iteration.infinite = i.infinite();
     job->second.iterations[iteration.repetition] = iteration.id;
     state.UpdateFinished(state.iterations_[iteration.id] = std::move(iteration));
   }
@@ -442,11 +546,9 @@ const DispatcherState::Iteration* DispatcherState::FindIteration(int64_t id) con
 const DispatcherState::Iteration* DispatcherState::FindIterationForRepetition(int64_t job_id,
                                                                               int64_t repetition) const {
   const Job* job = FindJob(job_id);
-  if (job == nullptr || repetition < 0 || repetition >= static_cast<int64_t>(job->iterations.size()) ||
-      job->iterations[repetition] == 0) {
-    return nullptr;
-  }
-  return FindIteration(job->iterations[repetition]);
+  if (job == nullptr) return nullptr;
+  auto it = job->iterations.find(repetition);
+  return it == job->iterations.end() ? nullptr : FindIteration(it->second);
 }
 
 std::optional<int64_t> DispatcherState::IterationOfClient(int64_t iteration_client_id) const {

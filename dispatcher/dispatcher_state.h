@@ -5,6 +5,7 @@
 #ifndef SLUICE_DISPATCHER_DISPATCHER_STATE_H_
 #define SLUICE_DISPATCHER_DISPATCHER_STATE_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -30,6 +31,14 @@ inline bool IsStaticSharding(const proto::JobParams& params) {
   return IsStaticPolicy(params.sharding_policy());
 }
 
+// Whether a worker may run a task of the job: any worker, or for static
+// sharding a listed one.
+inline bool RunsOn(const proto::JobParams& params, const std::string& address) {
+  return !IsStaticSharding(params) ||
+         std::find(params.static_workers().begin(), params.static_workers().end(), address) !=
+             params.static_workers().end();
+}
+
 // How many splits `runs` hold.
 int64_t CountSplits(const SplitRuns& runs);
 // Removes splits [seq, seq + count) when one run holds them all, splitting
@@ -51,7 +60,9 @@ class DispatcherState {
   struct Job {
     int64_t id = 0;
     proto::JobParams params;
-    std::vector<int64_t> iterations;  // by repetition
+    // Iteration ids by repetition (a map: a client names the repetition,
+    // and 2^62 must cost no more than 0).
+    std::map<int64_t, int64_t> iterations;
   };
   struct Task {
     int64_t id = 0;
@@ -61,6 +72,8 @@ class DispatcherState {
     // Ended because its worker was removed: over for good, even if a
     // worker re-registers at the same address.
     bool lost = false;
+    // Why its worker was removed, when lost.
+    std::string lost_reason;
     // A client read it to its end, so its splits are delivered.
     bool completed = false;
     // distributed_epoch: the last GetSplits request answered, and its
@@ -94,6 +107,12 @@ class DispatcherState {
     // consumer indexes that have joined.
     int64_t round_horizon = 0;
     std::set<int64_t> consumers_joined;
+    // Failed (FailIteration): an absl::StatusCode and the cause; 0 else.
+    int error_code = 0;
+    std::string error_message;
+    // distributed_epoch over a dataset without end (repeat without a
+    // count): its splits are not leased.
+    bool infinite = false;
   };
 
   // Applies one update; an update that contradicts the state (an unknown
@@ -133,6 +152,9 @@ class DispatcherState {
   void UpdateFinished(Iteration& iteration);
   // A lost task's undelivered splits go back to its iteration.
   void ReturnLeases(Task& task);
+  // A collected or failed iteration reads no more splits: its leases,
+  // returned splits and cached answers go.
+  void DropSplits(Iteration& iteration);
 
   std::map<std::string, Dataset> datasets_;
   std::map<std::string, std::string> dataset_by_fingerprint_;

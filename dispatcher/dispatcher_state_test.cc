@@ -143,7 +143,8 @@ std::string Describe(const DispatcherState& state) {
   }
   for (const auto& [id, j] : state.jobs()) {
     out += "job " + std::to_string(id) + " params=" + j.params.ShortDebugString() + " iterations=";
-    for (int64_t i : j.iterations) out += std::to_string(i) + ",";
+    for (const auto& [repetition, i] : j.iterations)
+      out += std::to_string(repetition) + ":" + std::to_string(i) + ",";
     if (!j.params.job_name().empty()) {
       const auto* by_name = state.FindJobByName(j.params.job_name());
       out += " by_name=" + (by_name == nullptr ? std::string("none") : std::to_string(by_name->id));
@@ -326,16 +327,16 @@ TEST_CASE("dispatcher_state: CreateIteration is found by id and repetition", "[d
   CHECK(state.FindIterationForRepetition(1, 1) == nullptr);
   CHECK(state.FindIterationForRepetition(1, -1) == nullptr);
   CHECK(state.FindIterationForRepetition(2, 0) == nullptr);
-  CHECK(state.FindJob(1)->iterations == std::vector<int64_t>{1});
+  CHECK(state.FindJob(1)->iterations == std::map<int64_t, int64_t>{{0, 1}});
   CHECK(state.NextIterationId() == 2);
 
   // Repetitions may come out of order; gaps are not found.
   REQUIRE(state.Apply(CreateIteration(2, 1, 2)).ok());
-  CHECK(state.FindJob(1)->iterations == std::vector<int64_t>{1, 0, 2});
+  CHECK(state.FindJob(1)->iterations == std::map<int64_t, int64_t>{{0, 1}, {2, 2}});
   CHECK(state.FindIterationForRepetition(1, 1) == nullptr);
   CHECK(state.FindIterationForRepetition(1, 2)->id == 2);
   REQUIRE(state.Apply(CreateIteration(3, 1, 1)).ok());
-  CHECK(state.FindJob(1)->iterations == std::vector<int64_t>{1, 3, 2});
+  CHECK(state.FindJob(1)->iterations == std::map<int64_t, int64_t>{{0, 1}, {1, 3}, {2, 2}});
   CHECK(state.FindIterationForRepetition(1, 1)->id == 3);
   CHECK(state.NextIterationId() == 4);
 }
@@ -356,7 +357,7 @@ TEST_CASE("dispatcher_state: CreateIteration with an unknown job or a taken id i
   CHECK(duplicate.message() == "cannot create iteration 1");
   CHECK(state.FindIteration(1)->repetition == 0);
   CHECK(state.FindIterationForRepetition(1, 1) == nullptr);
-  CHECK(state.FindJob(1)->iterations == std::vector<int64_t>{1});
+  CHECK(state.FindJob(1)->iterations == std::map<int64_t, int64_t>{{0, 1}});
 }
 
 TEST_CASE("dispatcher_state: CreateTask attaches the task to its iteration and worker", "[dispatcher]") {
@@ -640,7 +641,7 @@ TEST_CASE("dispatcher_state: updates survive a serialization round trip", "[disp
   }
   CHECK(Describe(replayed) == Describe(live));
   CHECK(replayed.FindIteration(1)->finished);
-  CHECK(replayed.FindJobByName("shared")->iterations == std::vector<int64_t>{1, 2});
+  CHECK(replayed.FindJobByName("shared")->iterations == std::map<int64_t, int64_t>{{0, 1}, {1, 2}});
 }
 
 TEST_CASE("dispatcher_state: GarbageCollectIteration needs an iteration without clients", "[dispatcher]") {

@@ -262,7 +262,8 @@ Journal::Journal(Journal&& other) noexcept
     : dir_(std::move(other.dir_)),
       fd_(std::exchange(other.fd_, -1)),
       sequence_(other.sequence_),
-      records_since_snapshot_(other.records_since_snapshot_) {}
+      records_since_snapshot_(other.records_since_snapshot_),
+      bytes_since_snapshot_(other.bytes_since_snapshot_) {}
 
 Journal& Journal::operator=(Journal&& other) noexcept {
   if (this != &other) {
@@ -271,6 +272,7 @@ Journal& Journal::operator=(Journal&& other) noexcept {
     fd_ = std::exchange(other.fd_, -1);
     sequence_ = other.sequence_;
     records_since_snapshot_ = other.records_since_snapshot_;
+    bytes_since_snapshot_ = other.bytes_since_snapshot_;
   }
   return *this;
 }
@@ -303,9 +305,11 @@ absl::Status Journal::StartFile(int64_t sequence) {
 
 absl::Status Journal::Append(const proto::Update& update) {
   const std::string path = (fs::path(dir_) / FileName("journal", sequence_, ".log")).string();
-  if (absl::Status s = WriteAll(fd_, EncodeRecord(update.SerializeAsString()), path); !s.ok()) return s;
+  const std::string record = EncodeRecord(update.SerializeAsString());
+  if (absl::Status s = WriteAll(fd_, record, path); !s.ok()) return s;
   if (::fdatasync(fd_) != 0) return absl::InternalError(Errno("cannot sync", path));
   ++records_since_snapshot_;
+  bytes_since_snapshot_ += static_cast<int64_t>(record.size());
   return absl::OkStatus();
 }
 
@@ -327,6 +331,7 @@ absl::Status Journal::WriteSnapshot(const proto::StateSnapshot& snapshot) {
   if (absl::Status s = SyncDirectory(dir_); !s.ok()) return s;
   if (absl::Status s = StartFile(sequence); !s.ok()) return s;
   records_since_snapshot_ = 0;
+  bytes_since_snapshot_ = 0;
   std::error_code error;
   for (const auto& entry : fs::directory_iterator(dir_, error)) {
     const std::string name = entry.path().filename().string();

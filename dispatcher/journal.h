@@ -57,6 +57,9 @@ class Journal {
   absl::Status WriteSnapshot(const proto::StateSnapshot& snapshot);
   // Updates appended since the last snapshot.
   int64_t records_since_snapshot() const { return records_since_snapshot_; }
+  // Bytes appended since the last snapshot (large LeaseSplits records
+  // make a journal long in few records).
+  int64_t bytes_since_snapshot() const { return bytes_since_snapshot_; }
   const std::string& dir() const { return dir_; }
 
  private:
@@ -67,6 +70,7 @@ class Journal {
   int fd_ = -1;
   int64_t sequence_ = 0;  // of the journal file being appended to
   int64_t records_since_snapshot_ = 0;
+  int64_t bytes_since_snapshot_ = 0;
 };
 
 }  // namespace sluice::dispatcher

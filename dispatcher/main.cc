@@ -38,7 +38,7 @@ int main(int argc, char** argv) {
                                     {&service}, &port);
   if (!server.ok()) {
     std::cerr << "dispatcherd: " << server.status().message() << "\n";
-    return 1;
+    return sluice::kConfigErrorExitCode;
   }
   const int signal = sluice::WaitForShutdownSignal();
   spdlog::info("signal {}: shutting down", signal);

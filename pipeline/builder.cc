@@ -284,6 +284,16 @@ proto::DatasetDef WorkerPart(const proto::DatasetDef& def) {
   return part;
 }
 
+namespace {
+
+// "file:line:column: " of step `i` when the definition came from YAML.
+std::string StepLocation(const BuildOptions& options, int i) {
+  if (options.step_locations == nullptr || i >= static_cast<int>(options.step_locations->size())) return "";
+  return absl::StrCat((*options.step_locations)[i], ": ");
+}
+
+}  // namespace
+
 absl::StatusOr<DatasetPtr> BuildDataset(const proto::DatasetDef& def, const BuildOptions& options) {
   for (const std::string& plugin : def.plugins()) {
     if (absl::Status status = LoadPlugin(plugin); !status.ok()) return status;
@@ -315,7 +325,8 @@ absl::StatusOr<DatasetPtr> BuildDataset(const proto::DatasetDef& def, const Buil
       absl::StatusOr<DatasetPtr> batched = BuildTransform(dataset, def.steps(i + 1));
       if (batched.ok()) next = BuildTransform(*std::move(batched), step);
       if (batched.ok() && next.ok()) {
-        dataset = *std::move(next);
+        dataset = ContainExceptions(*std::move(next), absl::StrCat(StepLocation(options, i), "steps ", i + 1,
+                                                                   "-", i + 2, " (", op, ", batch)"));
         ++i;
         continue;
       }
@@ -323,19 +334,17 @@ absl::StatusOr<DatasetPtr> BuildDataset(const proto::DatasetDef& def, const Buil
     } else {
       next = BuildTransform(dataset, step);
     }
+    const std::string where = absl::StrCat(StepLocation(options, i), "step ", i + 1, " (", op, ")");
     if (!next.ok()) {
-      std::string where;
-      if (options.step_locations != nullptr && i < static_cast<int>(options.step_locations->size())) {
-        where = absl::StrCat((*options.step_locations)[i], ": ");
-      }
       // Op factories start their messages with the op's name, which the
       // step prefix already gives.
       absl::string_view message = next.status().message();
       absl::ConsumePrefix(&message, absl::StrCat(op, ": "));
-      return absl::Status(next.status().code(),
-                          absl::StrCat(where, "step ", i + 1, " (", op, "): ", message));
+      return absl::Status(next.status().code(), absl::StrCat(where, ": ", message));
     }
-    dataset = *std::move(next);
+    // What a step's iterator throws (a failed allocation, a plugin's
+    // exception) becomes its error, naming the step.
+    dataset = ContainExceptions(*std::move(next), where);
   }
   return dataset;
 }

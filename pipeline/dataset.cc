@@ -1,6 +1,58 @@
 #include "pipeline/dataset.h"
 
+#include "common/exceptions.h"
+
 namespace sluice {
+namespace {
+
+class ContainedIterator : public IteratorBase {
+ public:
+  ContainedIterator(std::unique_ptr<IteratorBase> input, std::string where)
+      : input_(std::move(input)), where_(std::move(where)) {}
+  absl::Status GetNext(Element* element, bool* end_of_sequence) override {
+    try {
+      return input_->GetNext(element, end_of_sequence);
+    } catch (...) {
+      return StatusFromCurrentException(where_);
+    }
+  }
+  absl::Status GetNextBatch(int64_t max_rows, Element* batch, int64_t* rows, bool* end_of_sequence) override {
+    try {
+      return input_->GetNextBatch(max_rows, batch, rows, end_of_sequence);
+    } catch (...) {
+      return StatusFromCurrentException(where_);
+    }
+  }
+
+ private:
+  const std::unique_ptr<IteratorBase> input_;
+  const std::string where_;
+};
+
+class ContainedDataset : public DatasetBase {
+ public:
+  ContainedDataset(DatasetPtr input, std::string where)
+      : input_(std::move(input)), where_(std::move(where)) {}
+  const ElementSpec& element_spec() const override { return input_->element_spec(); }
+  int64_t Cardinality() const override { return input_->Cardinality(); }
+  std::string DebugName() const override { return input_->DebugName(); }
+  absl::StatusOr<std::unique_ptr<IteratorBase>> MakeIterator(const IteratorContext& context) const override {
+    absl::StatusOr<std::unique_ptr<IteratorBase>> input =
+        CallContained(where_, [&] { return input_->MakeIterator(context); });
+    if (!input.ok()) return input.status();
+    return std::make_unique<ContainedIterator>(*std::move(input), where_);
+  }
+
+ private:
+  const DatasetPtr input_;
+  const std::string where_;
+};
+
+}  // namespace
+
+DatasetPtr ContainExceptions(DatasetPtr dataset, std::string where) {
+  return std::make_shared<ContainedDataset>(std::move(dataset), std::move(where));
+}
 
 absl::StatusOr<std::vector<Element>> CollectElements(const DatasetBase& dataset,
                                                      const IteratorContext& context, int64_t limit) {

@@ -109,6 +109,12 @@ using DatasetPtr = std::shared_ptr<const DatasetBase>;
 absl::StatusOr<std::vector<Element>> CollectElements(const DatasetBase& dataset,
                                                      const IteratorContext& context = {}, int64_t limit = -1);
 
+// `dataset` with what its iterators throw (std::bad_alloc from a failed
+// allocation, a plugin function's exception) made their error, a Status
+// whose message starts with `where` ("step 3 (batch)"), instead of an
+// exception that reaches std::terminate. The builder wraps every step.
+DatasetPtr ContainExceptions(DatasetPtr dataset, std::string where);
+
 // A cardinality as text: "10", "infinite", "unknown".
 std::string CardinalityString(int64_t cardinality);
 

@@ -1,6 +1,8 @@
 // The file sources: text_line, tfrecord and fixed_length_record. Each reads
 // its files in order; under a split provider, only the files of the splits
 // it is handed (one file per split).
+#include <utility>
+
 #include "absl/strings/str_cat.h"
 #include "pipeline/ops.h"
 #include "pipeline/record_io.h"
@@ -8,6 +10,9 @@
 
 namespace sluice {
 namespace {
+
+// The largest record, header or footer fixed_length_record reads.
+constexpr int64_t kMaxFixedRecordBytes = int64_t{1} << 30;
 
 const char* FormatName(RecordFormat format) {
   switch (format) {
@@ -183,6 +188,17 @@ absl::StatusOr<DatasetPtr> MakeFileSourceDataset(FileSourceConfig config) {
     }
     if (config.header_bytes < 0 || config.footer_bytes < 0) {
       return absl::InvalidArgumentError("fixed_length_record: header_bytes and footer_bytes must be >= 0");
+    }
+    // A record is read whole into memory (and record plus footer ahead), so
+    // a size past any element that can exist is refused here, not by
+    // running out of memory.
+    for (const auto& [name, value] : {std::pair<const char*, int64_t>{"record_bytes", config.record_bytes},
+                                      {"header_bytes", config.header_bytes},
+                                      {"footer_bytes", config.footer_bytes}}) {
+      if (value > kMaxFixedRecordBytes) {
+        return absl::InvalidArgumentError(absl::StrCat("fixed_length_record: ", name, " must be at most ",
+                                                       kMaxFixedRecordBytes, " (1 GiB), got ", value));
+      }
     }
   }
   return std::make_shared<FileSourceDataset>(std::move(config), *compression);

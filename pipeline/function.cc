@@ -134,6 +134,11 @@ absl::StatusOr<std::unique_ptr<ElementFunction>> FunctionRegistry::Create(
   return function;
 }
 
+void FunctionRegistry::Unregister(const std::string& name) {
+  absl::MutexLock lock(&mu_);
+  entries_.erase(name);
+}
+
 bool FunctionRegistry::Contains(const std::string& name) const {
   absl::MutexLock lock(&mu_);
   return entries_.contains(name);

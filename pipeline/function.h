@@ -88,6 +88,9 @@ class FunctionRegistry {
 
   // Fails on a duplicate name.
   absl::Status Register(const std::string& name, const std::string& description, FunctionFactory factory);
+  // Forgets a function, for tests that register one for their own time;
+  // datasets already built with it keep it.
+  void Unregister(const std::string& name);
   // Makes a function from a FunctionDef. An unknown name or argument is
   // InvalidArgument with the closest valid name.
   absl::StatusOr<std::unique_ptr<ElementFunction>> Create(const proto::FunctionDef& def) const;

@@ -10,12 +10,24 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "common/exceptions.h"
 #include "common/thread_pool.h"
 #include "pipeline/batch_util.h"
 #include "pipeline/ops.h"
 
 namespace sluice {
 namespace {
+
+// A bulk read asks a source for at most this many rows at once, since the
+// source allocates them all first.
+constexpr int64_t kMaxBulkBatchRows = int64_t{1} << 20;
+// Sub-pipelines an interleave keeps open at once, at most; tf.data's
+// default is the number of cores.
+constexpr int64_t kMaxCycleLength = int64_t{1} << 16;
+// A parallel interleave reads each sub-pipeline up to two blocks ahead, but
+// no more than twice this many elements (a block_length near 2^63 doubled
+// overflowed into a buffer that never had room: a hang).
+constexpr int64_t kMaxBlockAhead = int64_t{1} << 12;
 
 // What one pull takes from the input: the elements of one map call or one
 // batch, or a batch that the input already stacked (its bulk path).
@@ -49,9 +61,10 @@ class SequentialIterator : public IteratorBase {
 
 class ParallelIterator : public IteratorBase {
  public:
-  ParallelIterator(std::unique_ptr<IteratorBase> input, PullFn pull, TransformFn transform, int parallelism,
-                   bool deterministic)
+  ParallelIterator(std::unique_ptr<IteratorBase> input, std::string name, PullFn pull, TransformFn transform,
+                   int parallelism, bool deterministic)
       : input_(std::move(input)),
+        name_(std::move(name)),
         pull_(std::move(pull)),
         transform_(std::move(transform)),
         parallelism_(parallelism),
@@ -124,7 +137,9 @@ class ParallelIterator : public IteratorBase {
       if (skip) {
         end = true;
       } else {
-        status = pull_(input_.get(), &unit, &end);
+        // On a pool thread, where nothing else would catch what the input
+        // or the function throws.
+        status = CallContained(name_, [&] { return pull_(input_.get(), &unit, &end); });
         if (status.ok() && end) {
           absl::MutexLock lock(&mu_);
           input_done_ = true;
@@ -133,7 +148,7 @@ class ParallelIterator : public IteratorBase {
     }
     Element result;
     if (status.ok() && !end) {
-      absl::StatusOr<Element> out = transform_(unit);
+      absl::StatusOr<Element> out = CallContained(name_, [&] { return transform_(unit); });
       if (out.ok()) {
         result = *std::move(out);
       } else {
@@ -174,6 +189,7 @@ class ParallelIterator : public IteratorBase {
 
   absl::Mutex input_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   std::unique_ptr<IteratorBase> input_ ABSL_GUARDED_BY(input_mu_);
+  const std::string name_;  // the op's, for errors
   const PullFn pull_;
   const TransformFn transform_;
   const int parallelism_;
@@ -214,7 +230,7 @@ class PullTransformDataset : public DatasetBase {
     if (num_parallel_calls_ == 0 || num_parallel_calls_ == 1) {
       return std::make_unique<SequentialIterator>(*std::move(input), pull_, transform_);
     }
-    return std::make_unique<ParallelIterator>(*std::move(input), pull_, transform_,
+    return std::make_unique<ParallelIterator>(*std::move(input), name_, pull_, transform_,
                                               ResolveParallelism(num_parallel_calls_), deterministic_);
   }
 
@@ -313,9 +329,10 @@ class InterleaveDataset : public DatasetBase {
       // Sub-pipelines read whole inputs: splits belong to the outer source.
       absl::StatusOr<std::unique_ptr<IteratorBase>> it = (*sub)->MakeIterator(IteratorContext{});
       if (!it.ok()) return it.status();
-      *slot = dataset_->num_parallel_calls_ > 1 || dataset_->num_parallel_calls_ == -1
-                  ? MakeBackgroundIterator(*std::move(it), 2 * dataset_->block_length_)
-                  : *std::move(it);
+      *slot =
+          dataset_->num_parallel_calls_ > 1 || dataset_->num_parallel_calls_ == -1
+              ? MakeBackgroundIterator(*std::move(it), 2 * std::min(dataset_->block_length_, kMaxBlockAhead))
+              : *std::move(it);
       ++open_;
       return absl::OkStatus();
     }
@@ -368,17 +385,28 @@ absl::StatusOr<DatasetPtr> MakeBatchDataset(DatasetPtr input, const proto::Batch
   PullFn pull = [batch_size, drop_remainder](IteratorBase* in, Unit* unit, bool* end) {
     unit->elements.clear();
     unit->stacked = false;
-    Element stacked;
-    int64_t rows = 0;
     bool input_end = false;
-    absl::Status bulk = in->GetNextBatch(batch_size, &stacked, &rows, &input_end);
+    // A source's bulk read allocates all the rows it is asked for up front,
+    // so a batch is read in chunks of at most kMaxBulkBatchRows rows (the
+    // transform joins them): a huge batch_size over a short input costs
+    // only what the input has.
+    int64_t total = 0;
+    absl::Status bulk;
+    while (total < batch_size) {
+      Element chunk;
+      int64_t rows = 0;
+      bulk = in->GetNextBatch(std::min(batch_size - total, kMaxBulkBatchRows), &chunk, &rows, &input_end);
+      if (!bulk.ok() || rows == 0) break;
+      total += rows;
+      unit->elements.push_back(std::move(chunk));
+      if (input_end) break;
+    }
     if (bulk.ok()) {
-      *end = rows == 0 || (drop_remainder && rows < batch_size);
-      unit->elements.push_back(std::move(stacked));
+      *end = total == 0 || (drop_remainder && total < batch_size);
       unit->stacked = true;
       return absl::OkStatus();
     }
-    if (!absl::IsUnimplemented(bulk)) return bulk;
+    if (!absl::IsUnimplemented(bulk) || !unit->elements.empty()) return bulk;
     while (static_cast<int64_t>(unit->elements.size()) < batch_size) {
       Element element;
       if (absl::Status status = in->GetNext(&element, &input_end); !status.ok()) return status;
@@ -390,7 +418,8 @@ absl::StatusOr<DatasetPtr> MakeBatchDataset(DatasetPtr input, const proto::Batch
     return absl::OkStatus();
   };
   TransformFn transform = [](Unit& unit) -> absl::StatusOr<Element> {
-    if (unit.stacked) return std::move(unit.elements[0]);
+    if (unit.stacked)
+      return unit.elements.size() == 1 ? std::move(unit.elements[0]) : ConcatBatches(unit.elements);
     return StackElements(unit.elements);
   };
   const int64_t n = input->Cardinality();
@@ -404,6 +433,11 @@ absl::StatusOr<DatasetPtr> MakeBatchDataset(DatasetPtr input, const proto::Batch
 
 absl::StatusOr<DatasetPtr> MakeInterleaveDataset(DatasetPtr input, const proto::InterleaveOp& op,
                                                  SubDatasetFactory make_sub_dataset, ElementSpec sub_spec) {
+  if (op.cycle_length() > kMaxCycleLength) {
+    return absl::InvalidArgumentError(absl::StrCat("interleave: cycle_length must be at most ",
+                                                   kMaxCycleLength, " (sub-pipelines open at once), got ",
+                                                   op.cycle_length()));
+  }
   if (op.cycle_length() <= 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("interleave: cycle_length must be > 0, got ", op.cycle_length()));

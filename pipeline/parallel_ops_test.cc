@@ -4,11 +4,17 @@
 #include <cstdint>
 #include <fstream>
 #include <memory>
+#include <new>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "common/exceptions.h"
 #include "pipeline/dataset.h"
+#include "pipeline/function.h"
+#include "pipeline/ops.h"
 #include "sluice/dataset.h"
 #include "tests/testing/test_util.h"
 
@@ -435,6 +441,165 @@ TEST_CASE("parallel_ops: destroying a parallel batch iterator mid-stream", "[ops
   }
   // take() ends the collection with work still in flight behind it.
   CHECK(IntsOf(Dataset::Range(100000).Map("square", {}, Parallel(8)).Take(3)) == Ints{0, 1, 4});
+}
+
+TEST_CASE("parallel_ops: a batch_size far past the input costs only the input", "[pipeline][hardening]") {
+  // 2^40 rows were allocated up front by the source's bulk read: abort.
+  absl::StatusOr<Lines> lines = testing::RunYaml("pipeline:\n  - range: 3\n  - batch: 1099511627776\n");
+  INFO(lines.status().ToString());
+  REQUIRE(lines.ok());
+  CHECK(*lines == Lines{"[0, 1, 2]"});
+  absl::StatusOr<Lines> dropped = testing::RunYaml(
+      "pipeline:\n  - range: 3\n  - batch: {batch_size: 1099511627776, drop_remainder: true}\n");
+  REQUIRE(dropped.ok());
+  CHECK(dropped->empty());
+}
+
+TEST_CASE("parallel_ops: a batch past the bulk read's 2^20 rows is read in chunks and joined",
+          "[pipeline][hardening]") {
+  const int64_t rows = (int64_t{1} << 20) + 3;
+  DatasetPtr batches = MustBuild(Dataset::Range(rows + 2).Batch(rows));
+  std::unique_ptr<IteratorBase> it = MustIterate(batches);
+  Element first;
+  bool end = true;
+  REQUIRE(it->GetNext(&first, &end).ok());
+  REQUIRE_FALSE(end);
+  REQUIRE(first.components.at(0).shape() == std::vector<int64_t>{rows});
+  const int64_t* values = first.components[0].data<int64_t>();
+  CHECK(values[0] == 0);
+  CHECK(values[(int64_t{1} << 20) - 1] == (int64_t{1} << 20) - 1);
+  CHECK(values[int64_t{1} << 20] == int64_t{1} << 20);
+  CHECK(values[rows - 1] == rows - 1);
+  CHECK(NextJson(*it) == absl::StrCat("[", rows, ", ", rows + 1, "]"));
+  Element none;
+  REQUIRE(it->GetNext(&none, &end).ok());
+  CHECK(end);
+}
+
+TEST_CASE("parallel_ops: a shuffle buffer far past the input costs only the input", "[pipeline][hardening]") {
+  absl::StatusOr<Lines> lines =
+      testing::RunYaml("pipeline:\n  - range: 3\n  - shuffle: {buffer_size: 1099511627776, seed: 1}\n");
+  INFO(lines.status().ToString());
+  REQUIRE(lines.ok());
+  Lines sorted = *lines;
+  std::sort(sorted.begin(), sorted.end());
+  CHECK(sorted == Lines{"0", "1", "2"});
+}
+
+TEST_CASE("parallel_ops: interleave's cycle_length is bounded, naming the bound", "[pipeline][hardening]") {
+  absl::StatusOr<Lines> lines = testing::RunYaml(
+      "pipeline:\n  - range: 3\n  - interleave: {cycle_length: 9223372036854775807, pipeline: [{range: "
+      "2}]}\n");
+  CHECK(lines.status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK(lines.status().message() ==
+        "test.yaml:3:5: step 2 (interleave): cycle_length must be at most 65536 (sub-pipelines open at "
+        "once), got "
+        "9223372036854775807");
+}
+
+// Throws what `kind` says on every element: what a plugin's bug, or an
+// allocation failing inside a function, looks like to the engine.
+class ThrowingFunction : public ElementFunction {
+ public:
+  explicit ThrowingFunction(std::string kind) : kind_(std::move(kind)) {}
+  absl::StatusOr<ElementSpec> OutputSpec(const ElementSpec& input) const override { return input; }
+  absl::StatusOr<Element> Call(const Element&) const override {
+    if (kind_ == "bad_alloc") throw std::bad_alloc();
+    if (kind_ == "length") {
+      std::vector<int64_t> rows;
+      rows.reserve(rows.max_size() + 1);  // std::length_error
+    }
+    if (kind_ == "runtime") throw std::runtime_error("plugin bug");
+    throw 42;
+  }
+
+ private:
+  const std::string kind_;
+};
+
+// Registers test_throw for the life of a test (the registry is global, and
+// `sluice functions` lists it whole).
+class ScopedThrowingFunction {
+ public:
+  ScopedThrowingFunction() {
+    REQUIRE(FunctionRegistry::Global()
+                .Register("test_throw", "throws what `kind` says",
+                          [](FunctionArgs& args) -> absl::StatusOr<std::unique_ptr<ElementFunction>> {
+                            absl::StatusOr<std::string> kind = args.GetString("kind");
+                            if (!kind.ok()) return kind.status();
+                            return std::make_unique<ThrowingFunction>(*kind);
+                          })
+                .ok());
+  }
+  ~ScopedThrowingFunction() { FunctionRegistry::Global().Unregister("test_throw"); }
+};
+
+TEST_CASE("parallel_ops: what a step throws is its error, naming the step, not std::terminate",
+          "[pipeline][hardening]") {
+  ScopedThrowingFunction registered;
+  struct Case {
+    std::string kind;
+    absl::StatusCode code;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {"bad_alloc", absl::StatusCode::kResourceExhausted,
+       "step 2 (map): out of memory (an allocation failed: std::bad_alloc)"},
+      {"length", absl::StatusCode::kResourceExhausted,
+       "step 2 (map): asked for more memory than can be allocated (vector::reserve)"},
+      {"runtime", absl::StatusCode::kInternal, "step 2 (map): threw an exception: plugin bug"},
+      {"int", absl::StatusCode::kInternal, "step 2 (map): threw an exception that is not a std::exception"},
+  };
+  for (const Case& c : cases) {
+    INFO(c.kind);
+    absl::StatusOr<Lines> lines =
+        testing::RunYaml("pipeline:\n  - range: 3\n  - map: {fn: test_throw, kind: " + c.kind + "}\n");
+    CHECK(lines.status().code() == c.code);
+    CHECK(lines.status().message() == c.message);
+    CHECK(IsAllocationFailure(lines.status()) == (c.code == absl::StatusCode::kResourceExhausted));
+  }
+  // On a pool thread (parallel map) the op names itself; the next element
+  // is tried, and fails the same way.
+  absl::StatusOr<DatasetPtr> parallel = testing::DatasetFromYaml(
+      "pipeline:\n  - range: 3\n  - map: {fn: test_throw, kind: bad_alloc, num_parallel_calls: 2}\n  - "
+      "prefetch: 2\n");
+  REQUIRE(parallel.ok());
+  std::unique_ptr<IteratorBase> it = MustIterate(*parallel);
+  for (int i = 0; i < 2; ++i) {
+    Element element;
+    bool end = false;
+    const absl::Status status = it->GetNext(&element, &end);
+    CHECK(status.code() == absl::StatusCode::kResourceExhausted);
+    CHECK(status.message() == "map(test_throw): out of memory (an allocation failed: std::bad_alloc)");
+  }
+}
+
+// An iterator that throws, as an op's would without the builder's wrapper.
+class ThrowingIterator : public IteratorBase {
+ public:
+  absl::Status GetNext(Element*, bool*) override { throw std::runtime_error("boom"); }
+};
+
+TEST_CASE("parallel_ops: prefetch's thread makes what its input throws the read's error",
+          "[pipeline][hardening]") {
+  std::unique_ptr<IteratorBase> it = MakeBackgroundIterator(std::make_unique<ThrowingIterator>(), 2);
+  Element element;
+  bool end = false;
+  const absl::Status status = it->GetNext(&element, &end);
+  CHECK(status.code() == absl::StatusCode::kInternal);
+  CHECK(status.message() == "prefetch: threw an exception: boom");
+}
+
+TEST_CASE("parallel_ops: a parallel interleave with a block_length near 2^63 reads every block",
+          "[pipeline][hardening]") {
+  // Twice the block_length overflowed into a read-ahead buffer that never
+  // had room: the read hung.
+  absl::StatusOr<Lines> lines = testing::RunYaml(
+      "pipeline:\n  - range: 2\n  - interleave: {cycle_length: 2, block_length: 9223372036854775807, "
+      "num_parallel_calls: 2, pipeline: [{range: 3}]}\n");
+  INFO(lines.status().ToString());
+  REQUIRE(lines.ok());
+  CHECK(*lines == Lines{"0", "1", "2", "0", "1", "2"});
 }
 
 }  // namespace

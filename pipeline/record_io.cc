@@ -116,7 +116,7 @@ absl::Status InputStream::Read(size_t n, std::string* out) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<bool> InputStream::ReadLine(std::string* line) {
+absl::StatusOr<bool> InputStream::ReadLine(std::string* line, size_t max_bytes) {
   line->clear();
   bool any = false;
   while (true) {
@@ -127,12 +127,19 @@ absl::StatusOr<bool> InputStream::ReadLine(std::string* line) {
     any = true;
     const size_t newline = buffer_.find('\n', buffer_pos_);
     const size_t stop = newline == std::string::npos ? buffer_.size() : newline;
+    if (line->size() + (stop - buffer_pos_) > max_bytes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "'", path_, "': line ", lines_ + 1, " is longer than ", max_bytes,
+          " bytes, the longest line text_line reads (is it a text file? records this long belong in "
+          "tfrecord files)"));
+    }
     line->append(buffer_, buffer_pos_, stop - buffer_pos_);
     offset_ += stop - buffer_pos_ + (newline == std::string::npos ? 0 : 1);
     buffer_pos_ = newline == std::string::npos ? buffer_.size() : newline + 1;
     if (newline != std::string::npos) break;
   }
   if (!line->empty() && line->back() == '\r') line->pop_back();
+  if (any) ++lines_;
   return any;
 }
 

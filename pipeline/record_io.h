@@ -24,6 +24,9 @@ enum class Compression { kNone, kGzip, kZlib };
 // "" / "NONE", "GZIP", "ZLIB"; anything else is InvalidArgument.
 absl::StatusOr<Compression> ParseCompression(const std::string& name);
 
+// The longest line text_line reads: 64 MiB.
+inline constexpr size_t kMaxLineBytes = size_t{64} << 20;
+
 // A buffered, possibly decompressing, reader of one file.
 class InputStream {
  public:
@@ -34,7 +37,10 @@ class InputStream {
   // end of the stream was reached.
   absl::Status Read(size_t n, std::string* out);
   // Reads one line without its "\n" (and "\r\n"); false at end of stream.
-  absl::StatusOr<bool> ReadLine(std::string* line);
+  // A line past `max_bytes` is InvalidArgument naming the file, the line
+  // and the limit, rather than a buffer that grows until memory runs out
+  // (a binary file, /dev/zero).
+  absl::StatusOr<bool> ReadLine(std::string* line, size_t max_bytes = kMaxLineBytes);
   // Bytes consumed so far (uncompressed).
   uint64_t offset() const { return offset_; }
   const std::string& path() const { return path_; }
@@ -54,6 +60,7 @@ class InputStream {
   std::string buffer_;     // decompressed bytes not yet consumed
   size_t buffer_pos_ = 0;
   uint64_t offset_ = 0;
+  int64_t lines_ = 0;  // lines read so far
 };
 
 class TFRecordReader {

@@ -23,6 +23,7 @@
 namespace sluice {
 namespace {
 
+using Catch::Matchers::Contains;
 using testing::WriteFile;
 
 using Catch::Matchers::EndsWith;
@@ -367,6 +368,32 @@ TEST_CASE("records: text_line with and without a trailing newline", "[records]")
   CHECK(*lines == std::vector<std::string>{"\"\"", "\"alpha\"", "\"\""});
 }
 
+TEST_CASE("records: a line past the limit fails naming the file, the line and the limit",
+          "[records][hardening]") {
+  testing::TempDir dir;
+  const std::string path = dir.File("lines.txt");
+  WriteFile(path, "ab\ncdefgh\nij\n");
+  absl::StatusOr<std::unique_ptr<InputStream>> stream = InputStream::Open(path, Compression::kNone);
+  REQUIRE(stream.ok());
+  std::string line;
+  absl::StatusOr<bool> got = (*stream)->ReadLine(&line, 4);
+  REQUIRE(got.ok());
+  CHECK(line == "ab");
+  got = (*stream)->ReadLine(&line, 4);
+  CHECK(got.status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK(got.status().message() ==
+        "'" + path +
+            "': line 2 is longer than 4 bytes, the longest line text_line reads (is it a text file? records "
+            "this long belong in tfrecord files)");
+  // /dev/zero has no newline: the read stops at 64 MiB, not at the end of
+  // memory.
+  const Drained zeros = ReadLines("/dev/zero");
+  CHECK(zeros.records.empty());
+  CHECK(zeros.status.code() == absl::StatusCode::kInvalidArgument);
+  CHECK_THAT(std::string(zeros.status.message()),
+             Contains("'/dev/zero': line 1 is longer than 67108864 bytes, the longest line text_line reads"));
+}
+
 TEST_CASE("records: text_line strips CRLF", "[records]") {
   testing::TempDir dir;
   const std::string path = dir.File("crlf.txt");
@@ -511,6 +538,24 @@ TEST_CASE("records: fixed_length_record argument errors", "[records]") {
   REQUIRE_FALSE(dataset.ok());
   CHECK_THAT(std::string(dataset.status().message()),
              Equals("fixed_length_record: header_bytes and footer_bytes must be >= 0"));
+
+  // Sizes past 1 GiB (2^62 + 2^62 overflowed record plus footer).
+  config.footer_bytes = int64_t{1} << 62;
+  dataset = MakeFileSourceDataset(config);
+  REQUIRE_FALSE(dataset.ok());
+  CHECK(dataset.status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK_THAT(
+      std::string(dataset.status().message()),
+      Equals(
+          "fixed_length_record: footer_bytes must be at most 1073741824 (1 GiB), got 4611686018427387904"));
+  config.footer_bytes = 0;
+  config.record_bytes = int64_t{1} << 40;
+  dataset = MakeFileSourceDataset(config);
+  REQUIRE_FALSE(dataset.ok());
+  CHECK_THAT(
+      std::string(dataset.status().message()),
+      Equals("fixed_length_record: record_bytes must be at most 1073741824 (1 GiB), got 1099511627776"));
+  config.record_bytes = 4;
 
   config.files.clear();
   config.footer_bytes = 0;

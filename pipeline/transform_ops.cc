@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "common/exceptions.h"
 #include "common/proto_convert.h"
 #include "pipeline/batch_util.h"
 #include "pipeline/ops.h"
@@ -530,24 +531,29 @@ class BackgroundIterator : public UnaryIterator {
   }
 
   void Produce() {
+    // On its own thread, where nothing else would catch what the input
+    // throws (or a failed allocation here).
+    absl::Status status = CallContained("prefetch", [this] { return ProduceUntilEnd(); });
+    absl::MutexLock lock(&mu_);
+    status_ = status;
+    done_ = true;
+  }
+
+  // Fills the buffer until the input ends or fails, or the consumer goes.
+  absl::Status ProduceUntilEnd() {
     while (true) {
       {
         absl::MutexLock lock(&mu_);
         mu_.Await(absl::Condition(this, &BackgroundIterator::ReadyForProducer));
-        if (cancelled_) break;
+        if (cancelled_) return absl::OkStatus();
       }
       Element element;
       bool end = false;
       absl::Status status = input_->GetNext(&element, &end);
+      if (!status.ok() || end) return status;
       absl::MutexLock lock(&mu_);
-      if (!status.ok() || end) {
-        status_ = status;
-        break;
-      }
       buffer_.push_back(std::move(element));
     }
-    absl::MutexLock lock(&mu_);
-    done_ = true;
   }
 
   const int64_t capacity_;

@@ -512,5 +512,19 @@ TEST_CASE("transform_ops: cardinality of each transform", "[ops][cardinality]") 
   CHECK(CardinalityOf(unknown.PaddedBatch(3)) == kUnknownCardinality);
 }
 
+TEST_CASE("transform_ops: padded_batch past int64 elements fails the read instead of writing past a buffer",
+          "[ops][padded_batch][hardening]") {
+  // 2^62 rows of 2^62: the element count wrapped and a small buffer was
+  // written as a huge one (a segfault).
+  absl::StatusOr<Lines> lines = testing::RunYaml(
+      "pipeline:\n  - from_tensor_slices: [[1, 2], [3, 4]]\n  - padded_batch: {batch_size: "
+      "4611686018427387904, "
+      "padded_shapes: [[4611686018427387904]]}\n");
+  CHECK(lines.status().code() == absl::StatusCode::kResourceExhausted);
+  CHECK(lines.status().message() ==
+        "step 2 (padded_batch): asked for more memory than can be allocated (a tensor whose element count "
+        "overflows int64)");
+}
+
 }  // namespace
 }  // namespace sluice

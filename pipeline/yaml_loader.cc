@@ -1,5 +1,6 @@
 #include "pipeline/yaml_loader.h"
 
+#include <yaml-cpp/depthguard.h>
 #include <yaml-cpp/yaml.h>
 
 #include <filesystem>
@@ -13,7 +14,9 @@
 #include "common/proto_convert.h"
 #include "common/strings.h"
 #include "pipeline/builder.h"
+#include "pipeline/data_paths.h"
 #include "pipeline/function.h"
+#include "pipeline/yaml_keys.h"
 
 namespace sluice {
 namespace {
@@ -545,16 +548,31 @@ class Loader {
 
 }  // namespace
 
+// Builds the dataset, so that argument values are checked at load time.
+static absl::StatusOr<LoadedPipeline> Validated(LoadedPipeline loaded) {
+  BuildOptions build;
+  build.step_locations = &loaded.step_locations;
+  absl::StatusOr<DatasetPtr> dataset = BuildDataset(loaded.def, build);
+  if (!dataset.ok()) return dataset.status();
+  return loaded;
+}
+
 absl::StatusOr<LoadedPipeline> ParsePipelineYaml(std::string_view text, const std::string& source_name,
                                                  const std::string& base_dir,
                                                  const YamlLoadOptions& options) {
   YAML::Node root;
   try {
     root = YAML::Load(std::string(text));
+  } catch (const YAML::DeepRecursion& e) {
+    // yaml-cpp's own message for this is "bad file".
+    return absl::InvalidArgumentError(absl::StrCat(source_name, ":", e.mark.line + 1, ":", e.mark.column + 1,
+                                                   ": the YAML nests ", e.depth(),
+                                                   " levels deep, its parser's limit: nest fewer pipelines"));
   } catch (const YAML::Exception& e) {
     return absl::InvalidArgumentError(
         absl::StrCat(source_name, ":", e.mark.line + 1, ":", e.mark.column + 1, ": invalid YAML: ", e.msg));
   }
+  if (absl::Status status = CheckUniqueKeys(root, source_name); !status.ok()) return status;
   absl::StatusOr<LoadedPipeline> loaded;
   try {
     loaded = Loader(source_name, base_dir).Load(root);
@@ -563,11 +581,7 @@ absl::StatusOr<LoadedPipeline> ParsePipelineYaml(std::string_view text, const st
         absl::StrCat(source_name, ":", e.mark.line + 1, ":", e.mark.column + 1, ": ", e.msg));
   }
   if (!loaded.ok() || !options.validate) return loaded;
-  BuildOptions build;
-  build.step_locations = &loaded->step_locations;
-  absl::StatusOr<DatasetPtr> dataset = BuildDataset(loaded->def, build);
-  if (!dataset.ok()) return dataset.status();
-  return loaded;
+  return Validated(*std::move(loaded));
 }
 
 absl::StatusOr<LoadedPipeline> LoadPipelineFile(const std::string& path, const YamlLoadOptions& options) {
@@ -575,8 +589,13 @@ absl::StatusOr<LoadedPipeline> LoadPipelineFile(const std::string& path, const Y
   if (!file) return absl::NotFoundError(absl::StrCat("cannot read pipeline file '", path, "'"));
   std::stringstream text;
   text << file.rdbuf();
-  const std::string base_dir = std::filesystem::path(path).parent_path().string();
-  return ParsePipelineYaml(text.str(), path, base_dir.empty() ? "." : base_dir, options);
+  std::string base_dir = std::filesystem::path(path).parent_path().string();
+  if (base_dir.empty()) base_dir = ".";
+  absl::StatusOr<LoadedPipeline> loaded = ParsePipelineYaml(text.str(), path, base_dir, {.validate = false});
+  if (!loaded.ok()) return loaded;
+  ResolveDataPaths(base_dir, &loaded->def);
+  if (!options.validate) return loaded;
+  return Validated(*std::move(loaded));
 }
 
 }  // namespace sluice

@@ -552,5 +552,20 @@ TEST_CASE("yaml: an empty document", "[yaml]") {
   CheckLoadError("", "test.yaml: expected a map with a 'pipeline' list");
 }
 
+TEST_CASE("yaml: a pipeline nested past the parser's limit says so, not 'bad file'", "[yaml][hardening]") {
+  std::string zips = "{range: 2}";
+  for (int i = 0; i < 300; ++i) zips = "{zip: [[" + zips + "], [{range: 2}]]}";
+  const absl::Status status = LoadError("pipeline:\n  - " + zips + "\n");
+  CHECK(status.code() == absl::StatusCode::kInvalidArgument);
+  CHECK(status.message() ==
+        "test.yaml:3:1: the YAML nests 500 levels deep, its parser's limit: nest fewer pipelines");
+  // 60 levels of zip, the issue's, read locally.
+  zips = "{range: 2}";
+  for (int i = 0; i < 60; ++i) zips = "{zip: [[" + zips + "], [{range: 2}]]}";
+  absl::StatusOr<std::vector<std::string>> lines = testing::RunYaml("pipeline:\n  - " + zips + "\n");
+  REQUIRE(lines.ok());
+  CHECK(lines->size() == 2);
+}
+
 }  // namespace
 }  // namespace sluice

@@ -7,15 +7,18 @@
 #ifndef SLUICE_WORKER_GRPC_WORKER_IMPL_H_
 #define SLUICE_WORKER_GRPC_WORKER_IMPL_H_
 
+#include "absl/strings/str_cat.h"
 #include "common/element_wire.h"
 #include "common/grpc_util.h"
 #include "sluice/service.grpc.pb.h"
+#include "worker/request_checks.h"
 #include "worker/worker_impl.h"
 
 namespace sluice::worker {
 
 class GrpcWorkerImpl final
-    : public proto::WorkerService::WithRawCallbackMethod_GetElements<proto::WorkerService::Service> {
+    : public proto::WorkerService::WithRawCallbackMethod_ProcessTask<
+          proto::WorkerService::WithRawCallbackMethod_GetElements<proto::WorkerService::Service>> {
  public:
   explicit GrpcWorkerImpl(WorkerImpl* impl) : impl_(impl) {}
 
@@ -23,8 +26,8 @@ class GrpcWorkerImpl final
                                         grpc::ByteBuffer* response) override {
     grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
     proto::GetElementsRequest parsed;
-    if (!ParseFromByteBuffer(*request, &parsed)) {
-      reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "GetElements request does not parse"));
+    if (absl::Status status = ParseRequest(*request, "GetElements", &parsed); !status.ok()) {
+      reactor->Finish(ToGrpcStatus(status));
       return reactor;
     }
     impl_->GetElements(parsed, [reactor, response](WorkerImpl::ElementsReply reply) {
@@ -32,14 +35,31 @@ class GrpcWorkerImpl final
           reply.status.ok() ? EncodeElementsResponse(reply.elements, reply.end_of_sequence, reply.first_index,
                                                      reply.compression, reply.tags)
                             : absl::StatusOr<grpc::ByteBuffer>(reply.status);
+      // The last guard: compression can make a response a little larger
+      // than its elements, and gRPC would answer past its limit with only
+      // "Sent message larger than max".
+      if (bytes.ok() && bytes->Length() > static_cast<size_t>(kMaxMessageBytes)) {
+        bytes = absl::ResourceExhaustedError(absl::StrCat(
+            "a response of ", reply.elements.size(), " elements from index ", reply.first_index, " is ",
+            bytes->Length(), " bytes once compressed, more than gRPC's ", kMaxMessageBytes,
+            "-byte message limit: make elements smaller before distribute, or read without compression"));
+      }
       if (bytes.ok()) *response = *std::move(bytes);
       reactor->Finish(ToGrpcStatus(bytes.status()));
     });
     return reactor;
   }
-  grpc::Status ProcessTask(grpc::ServerContext*, const proto::ProcessTaskRequest* request,
-                           proto::ProcessTaskResponse*) override {
-    return ToGrpcStatus(impl_->ProcessTask(*request));
+  // Raw too, so that a request protobuf cannot parse (a definition nested
+  // past its depth limit) is refused saying so.
+  grpc::ServerUnaryReactor* ProcessTask(grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+                                        grpc::ByteBuffer* response) override {
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    proto::ProcessTaskRequest parsed;
+    absl::Status status = ParseRequest(*request, "ProcessTask", &parsed);
+    if (status.ok()) status = impl_->ProcessTask(parsed);
+    if (status.ok()) *response = SerializeToByteBuffer(proto::ProcessTaskResponse());
+    reactor->Finish(ToGrpcStatus(status));
+    return reactor;
   }
   grpc::Status GetStatus(grpc::ServerContext*, const proto::WorkerStatusRequest* request,
                          proto::WorkerStatusResponse* response) override {

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/daemon.h"
+#include "common/grpc_util.h"
 #include "pipeline/builder.h"
 #include "worker/grpc_worker_impl.h"
 #include "worker/worker_impl.h"
@@ -42,6 +43,14 @@ int main(int argc, char** argv) {
     std::cerr << "workerd: --dispatcher HOST:PORT is required (or 'dispatcher' in the config file)\n";
     return sluice::kConfigErrorExitCode;
   }
+  if (absl::Status status = sluice::ParseServiceAddress(config.dispatcher).status(); !status.ok()) {
+    std::cerr << "workerd: --dispatcher: " << status.message() << "\n";
+    return sluice::kConfigErrorExitCode;
+  }
+  if (absl::Status status = sluice::worker::ApplyMemoryLimit(config.max_memory_bytes); !status.ok()) {
+    std::cerr << "workerd: " << status.message() << "\n";
+    return sluice::kConfigErrorExitCode;
+  }
   for (const std::string& plugin : config.plugins) {
     if (absl::Status status = sluice::LoadPlugin(plugin); !status.ok()) {
       std::cerr << "workerd: " << status.message() << "\n";
@@ -55,7 +64,7 @@ int main(int argc, char** argv) {
                                     {&service}, &port);
   if (!server.ok()) {
     std::cerr << "workerd: " << server.status().message() << "\n";
-    return 1;
+    return sluice::kConfigErrorExitCode;
   }
   if (absl::Status status = impl.Start(AdvertisedAddress(config, port)); !status.ok()) {
     std::cerr << "workerd: " << status.message() << "\n";

@@ -1,13 +1,62 @@
 #include "worker/worker_config.h"
 
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "common/daemon.h"
+#include "common/grpc_util.h"
+
 namespace sluice::worker {
+namespace {
+
+absl::Status CheckAdvertisedAddress(const std::string& address) {
+  absl::StatusOr<std::string> parsed = ParseServiceAddress(address);
+  if (!parsed.ok() || *parsed != address) {
+    return absl::InvalidArgumentError(absl::StrCat("'", address, "' is not HOST:PORT"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+int64_t DefaultMaxMemoryBytes() {
+  const int64_t pages = sysconf(_SC_PHYS_PAGES);
+  const int64_t page_size = sysconf(_SC_PAGE_SIZE);
+  const int64_t physical = pages > 0 && page_size > 0 ? pages * page_size : 0;
+  return std::max<int64_t>(physical / 4 * 3, int64_t{4} << 30);
+}
+
+absl::Status ApplyMemoryLimit(int64_t max_memory_bytes) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  (void)max_memory_bytes;
+  return absl::OkStatus();
+#else
+  if (max_memory_bytes == 0) return absl::OkStatus();
+  rlimit limit{};
+  limit.rlim_cur = static_cast<rlim_t>(max_memory_bytes);
+  limit.rlim_max = RLIM_INFINITY;
+  rlimit current{};
+  if (getrlimit(RLIMIT_AS, &current) == 0) limit.rlim_max = current.rlim_max;
+  if (limit.rlim_max != RLIM_INFINITY && limit.rlim_cur > limit.rlim_max) limit.rlim_cur = limit.rlim_max;
+  if (setrlimit(RLIMIT_AS, &limit) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("max_memory_bytes ", max_memory_bytes,
+                                                   ": cannot set the limit: ", std::strerror(errno)));
+  }
+  return absl::OkStatus();
+#endif
+}
 
 void DescribeWorkerConfig(WorkerConfig* config, ConfigSchema* schema) {
   schema->AddString("dispatcher", &config->dispatcher, "dispatcher address, HOST:PORT");
   schema->AddInt("port", &config->port, 0, 65535, "port to listen on; 0 picks a free one");
   schema->AddString("bind_address", &config->bind_address, "address to listen on");
   schema->AddString("advertised_address", &config->advertised_address,
-                    "HOST:PORT clients use to reach this worker");
+                    "HOST:PORT clients use to reach this worker", CheckAdvertisedAddress);
   schema->AddInt("heartbeat_interval_ms", &config->heartbeat_interval_ms, 10, 3600000,
                  "time between heartbeats to the dispatcher");
   schema->AddInt("buffer_elements", &config->buffer_elements, 1, 1 << 20,
@@ -18,8 +67,10 @@ void DescribeWorkerConfig(WorkerConfig* config, ConfigSchema* schema) {
   schema->AddStringList("plugins", &config->plugins, "element-function plugin libraries to load");
   schema->AddInt("dispatcher_timeout_ms", &config->dispatcher_timeout_ms, 100, 86400000,
                  "how long to retry reaching the dispatcher at startup");
-  schema->AddString("log_level", &config->log_level, "trace, debug, info, warn, error or off");
+  schema->AddString("log_level", &config->log_level, "trace, debug, info, warn, error or off", CheckLogLevel);
   schema->AddString("port_file", &config->port_file, "write the bound port to this file");
+  schema->AddInt("max_memory_bytes", &config->max_memory_bytes, 0, int64_t{1} << 50,
+                 "address space limit; an allocation past it fails its task, not the worker (0: none)");
 }
 
 }  // namespace sluice::worker

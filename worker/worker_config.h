@@ -7,9 +7,15 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "config/config_schema.h"
 
 namespace sluice::worker {
+
+// Three quarters of the machine's physical memory, but at least 4 GiB
+// (a worker's virtual size with its threads' stacks and malloc arenas
+// is over 1 GiB before any data).
+int64_t DefaultMaxMemoryBytes();
 
 struct WorkerConfig {
   std::string dispatcher;  // HOST:PORT or grpc://HOST:PORT
@@ -28,9 +34,17 @@ struct WorkerConfig {
   int64_t dispatcher_timeout_ms = 60000;
   std::string log_level = "info";
   std::string port_file;
+  // The worker's address space limit (RLIMIT_AS): an allocation past it
+  // fails the task that made it with ResourceExhausted, not the process.
+  // Default: three quarters of the machine's memory; 0: no limit.
+  int64_t max_memory_bytes = DefaultMaxMemoryBytes();
 };
 
 void DescribeWorkerConfig(WorkerConfig* config, ConfigSchema* schema);
+
+// Applies max_memory_bytes to this process; a no-op for 0, and in
+// sanitizer builds (which reserve terabytes of address space).
+absl::Status ApplyMemoryLimit(int64_t max_memory_bytes);
 
 }  // namespace sluice::worker
 

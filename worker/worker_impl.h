@@ -19,6 +19,8 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -72,7 +74,9 @@ class WorkerImpl {
 
   absl::Status Heartbeat();
   void HeartbeatLoop();
-  void ReportFinished(int64_t task_id);
+  // Tells the dispatcher the task ended: finished, and with a failed
+  // pipeline's status, failed.
+  void ReportFinished(int64_t task_id, const absl::Status& status);
   void StartTaskLocked(const proto::TaskDef& def) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ExpireLoop();
 
@@ -87,6 +91,8 @@ class WorkerImpl {
   absl::Mutex mu_;
   std::map<int64_t, std::shared_ptr<Task>> tasks_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  // Tasks that failed to start, for the heartbeat thread to report.
+  std::vector<std::pair<int64_t, absl::Status>> unreported_failures_ ABSL_GUARDED_BY(mu_);
   // Start has registered; dispatcher_ is set (and constant) from then on.
   bool registered_ ABSL_GUARDED_BY(mu_) = false;
   std::thread heartbeat_thread_;

@@ -1,0 +1,48 @@
+// Range checks of every DispatcherService request, done at the RPC edge
+// before anything reaches the state machine: a careless or hostile client
+// gets InvalidArgument naming the RPC, the field and its value (issue 14:
+// processing_mode 99 was accepted, max_splits -5 handed out a split, and
+// repetition 2^62 broke every later iteration).
+//
+// These check a request on its own; what needs the state (does the job
+// exist, is consumer_index within the job's num_consumers) is checked by
+// DispatcherImpl under its lock.
+#ifndef SLUICE_DISPATCHER_REQUEST_CHECKS_H_
+#define SLUICE_DISPATCHER_REQUEST_CHECKS_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "sluice/service.pb.h"
+
+namespace sluice::dispatcher {
+
+// The largest repetition a client may ask for: a trainer counts its
+// epochs from 0, and 2^40 of them is far past any real run.
+inline constexpr int64_t kMaxRepetition = int64_t{1} << 40;
+// Coordinated reads: the most consumers one job may have.
+inline constexpr int64_t kMaxConsumers = 1 << 16;
+// Longest dataset id, job name, worker tag or incarnation taken, and the
+// most tags one worker may have.
+inline constexpr size_t kMaxNameBytes = 1024;
+inline constexpr int kMaxWorkerTags = 256;
+
+// `address` as a worker must give it: HOST:PORT, printable, without a
+// scheme. `what` names the field, e.g. "WorkerHeartbeat: worker_address".
+absl::Status CheckWorkerAddress(const std::string& what, const std::string& address);
+
+absl::Status CheckRequest(const proto::GetOrRegisterDatasetRequest& request);
+absl::Status CheckRequest(const proto::GetDatasetInfoRequest& request);
+absl::Status CheckRequest(const proto::GetOrCreateJobRequest& request);
+absl::Status CheckRequest(const proto::GetOrCreateIterationRequest& request);
+absl::Status CheckRequest(const proto::ClientHeartbeatRequest& request);
+absl::Status CheckRequest(const proto::ReleaseIterationClientRequest& request);
+absl::Status CheckRequest(const proto::WorkerHeartbeatRequest& request);
+absl::Status CheckRequest(const proto::WorkerUpdatesRequest& request);
+absl::Status CheckRequest(const proto::WorkerShutdownRequest& request);
+absl::Status CheckRequest(const proto::GetSplitsRequest& request);
+
+}  // namespace sluice::dispatcher
+
+#endif  // SLUICE_DISPATCHER_REQUEST_CHECKS_H_

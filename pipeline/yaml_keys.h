@@ -1,0 +1,22 @@
+// yaml-cpp accepts a map that sets one key twice and keeps one value
+// without a word. A repeated key is almost always a mistake (an edit that
+// meant to replace the first), so pipelines and daemon configs refuse it.
+#ifndef SLUICE_PIPELINE_YAML_KEYS_H_
+#define SLUICE_PIPELINE_YAML_KEYS_H_
+
+#include <yaml-cpp/yaml.h>
+
+#include <string>
+
+#include "absl/status/status.h"
+
+namespace sluice {
+
+// InvalidArgument "SOURCE:LINE:COLUMN: 'KEY' is set twice (first at line
+// N); a key may appear once" for the first repeated key in any map of the
+// document, nested ones included.
+absl::Status CheckUniqueKeys(const YAML::Node& node, const std::string& source);
+
+}  // namespace sluice
+
+#endif  // SLUICE_PIPELINE_YAML_KEYS_H_

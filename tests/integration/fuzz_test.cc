@@ -1,0 +1,397 @@
+// A fuzz-style test of both daemons (issue 14): with a fixed seed, a few
+// thousand random and boundary-valued requests to every RPC of a real
+// dispatcher and worker; then both must still be up and a normal read must
+// give the exact answer. A call that does not return within its deadline,
+// and an UNKNOWN or INTERNAL error with no message, fail the test with the
+// request that caused it.
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/grpc_util.h"
+#include "sluice/dataset.h"
+#include "sluice/service.grpc.pb.h"
+#include "tests/integration/test_cluster.h"
+
+namespace sluice {
+namespace {
+
+using testing::TestCluster;
+
+constexpr uint64_t kSeed = 14;
+constexpr int kDispatcherRequests = 3000;
+constexpr int kWorkerRequests = 1500;
+constexpr auto kCallDeadline = std::chrono::seconds(2);
+
+class Fuzzer {
+ public:
+  explicit Fuzzer(std::set<std::string> protected_addresses)
+      : random_(kSeed), protected_(std::move(protected_addresses)) {}
+
+  int64_t Int64() {
+    static const std::vector<int64_t> kEdges = {0,
+                                                1,
+                                                -1,
+                                                2,
+                                                int64_t{1} << 26,
+                                                int64_t{1} << 40,
+                                                int64_t{1} << 62,
+                                                std::numeric_limits<int64_t>::max(),
+                                                std::numeric_limits<int64_t>::min()};
+    return random_() % 4 == 0 ? static_cast<int64_t>(random_()) : kEdges[random_() % kEdges.size()];
+  }
+  int32_t Int32() {
+    static const std::vector<int32_t> kEdges = {
+        0, 1, -5, 99, std::numeric_limits<int32_t>::max(), std::numeric_limits<int32_t>::min()};
+    return random_() % 4 == 0 ? static_cast<int32_t>(random_()) : kEdges[random_() % kEdges.size()];
+  }
+  // Ids small enough to hit real objects now and then.
+  int64_t Id() { return random_() % 2 == 0 ? static_cast<int64_t>(random_() % 8) : Int64(); }
+  bool Bool() { return random_() % 2 == 0; }
+  std::string String() {
+    static const std::vector<std::string> kEdges = {"", "x", std::string(65536, 'a'),
+                                                    // A NUL and non-ASCII, still UTF-8: proto3 string
+                                                    // fields must be, or gRPC refuses the message itself.
+                                                    std::string("nul\0byte \xc3\xa9", 11), "garbage",
+                                                    "127.0.0.1:1", ":0", "w:99999", "grpc://127.0.0.1:2",
+                                                    "1000"};
+    return kEdges[random_() % kEdges.size()];
+  }
+  // A worker address that is never one of the real workers: shutting one
+  // down or finishing its tasks is what a real request may do, and would
+  // make the read at the end legitimately different.
+  std::string Address() {
+    std::string address = String();
+    return protected_.contains(address) ? "127.0.0.1:1" : address;
+  }
+  proto::VersionInfo Version() {
+    proto::VersionInfo version = CurrentVersion();
+    if (random_() % 10 == 0) version.set_protocol_version(Int32());
+    return version;
+  }
+  // Definitions with extreme arguments, unknown names and deep nesting.
+  proto::DatasetDef Definition() {
+    switch (random_() % 8) {
+      case 0:
+        return Dataset::Range(Int64()).def();
+      case 1:
+        return Dataset::Range(3).Batch(std::max<int64_t>(1, Int64())).def();
+      case 2:
+        return Dataset::Range(3).Shuffle(Int64()).def();
+      case 3: {
+        proto::DatasetDef def = Dataset::Range(3).Interleave(Dataset::Range(2)).def();
+        def.mutable_steps(1)->mutable_interleave()->set_cycle_length(Int64());
+        return def;
+      }
+      case 4: {
+        // Deep, but within what protobuf parses: past that, gRPC itself
+        // answers INTERNAL with no message before any of our code runs
+        // (the client refuses such a definition before sending it:
+        // client/definition_checks.h).
+        Dataset nested = Dataset::Range(2);
+        for (int i = 0; i < 28; ++i) nested = Dataset::Zip({nested, Dataset::Range(2)});
+        return nested.def();
+      }
+      case 5:
+        return Dataset::Range(3).Map("no_such_function").def();
+      case 6: {
+        proto::DatasetDef def;
+        def.add_steps();  // a step with no op
+        return def;
+      }
+      default:
+        return proto::DatasetDef();
+    }
+  }
+  std::mt19937_64& random() { return random_; }
+
+ private:
+  std::mt19937_64 random_;
+  const std::set<std::string> protected_;
+};
+
+// One RPC: its name and a call that sends a fresh random request with the
+// given context, returning the status and the request's text.
+using Rpc = std::function<grpc::Status(grpc::ClientContext*, std::string* request_text)>;
+
+// Runs `count` calls picked from `rpcs`; the failures, one line each.
+// `accepted` counts the calls that succeeded, so that a test can see the
+// fuzz reached past the first checks.
+std::vector<std::string> Barrage(Fuzzer& fuzzer, const std::vector<std::pair<std::string, Rpc>>& rpcs,
+                                 int count, int* accepted) {
+  std::vector<std::string> failures;
+  for (int i = 0; i < count; ++i) {
+    const auto& [name, rpc] = rpcs[fuzzer.random()() % rpcs.size()];
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + kCallDeadline);
+    std::string request;
+    const grpc::Status status = rpc(&context, &request);
+    const bool hang = status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
+    const bool silent = (status.error_code() == grpc::StatusCode::UNKNOWN ||
+                         status.error_code() == grpc::StatusCode::INTERNAL) &&
+                        status.error_message().empty();
+    const bool gone = status.error_code() == grpc::StatusCode::UNAVAILABLE;
+    *accepted += status.ok() ? 1 : 0;
+    if (hang || silent || gone) {
+      failures.push_back(absl::StrCat("call ", i, " ", name, " -> ", status.error_code(), " '",
+                                      status.error_message(), "': ", request.substr(0, 300)));
+    }
+  }
+  return failures;
+}
+
+template <typename Request>
+std::string Text(const Request& request) {
+  return request.ShortDebugString();
+}
+
+std::vector<std::pair<std::string, Rpc>> DispatcherRpcs(proto::DispatcherService::Stub& stub, Fuzzer& f) {
+  std::vector<std::pair<std::string, Rpc>> rpcs;
+  rpcs.emplace_back("GetVersion", [&](grpc::ClientContext* c, std::string* text) {
+    proto::GetVersionRequest request;
+    proto::GetVersionResponse response;
+    *text = Text(request);
+    return stub.GetVersion(c, request, &response);
+  });
+  rpcs.emplace_back("GetOrRegisterDataset", [&](grpc::ClientContext* c, std::string* text) {
+    proto::GetOrRegisterDatasetRequest request;
+    *request.mutable_version() = f.Version();
+    *request.mutable_dataset() = f.Definition();
+    if (f.Bool()) request.set_dataset_id(f.String());
+    proto::GetOrRegisterDatasetResponse response;
+    *text = Text(request);
+    return stub.GetOrRegisterDataset(c, request, &response);
+  });
+  rpcs.emplace_back("GetDatasetInfo", [&](grpc::ClientContext* c, std::string* text) {
+    proto::GetDatasetInfoRequest request;
+    *request.mutable_version() = f.Version();
+    request.set_dataset_id(f.String());
+    proto::GetDatasetInfoResponse response;
+    *text = Text(request);
+    return stub.GetDatasetInfo(c, request, &response);
+  });
+  rpcs.emplace_back("GetOrCreateJob", [&](grpc::ClientContext* c, std::string* text) {
+    proto::GetOrCreateJobRequest request;
+    *request.mutable_version() = f.Version();
+    proto::JobParams* params = request.mutable_params();
+    params->set_dataset_id(f.Bool() ? "1000" : f.String());
+    params->set_processing_mode(static_cast<proto::ProcessingMode>(f.Bool() ? f.random()() % 3 : f.Int32()));
+    params->set_sharding_policy(static_cast<proto::ShardingPolicy>(f.Bool() ? f.random()() % 7 : f.Int32()));
+    if (f.Bool()) params->set_job_name(f.String());
+    params->set_exactly_once(f.Bool());
+    if (f.Bool()) params->set_num_consumers(f.Int64());
+    if (f.random()() % 8 == 0) params->add_static_workers(f.String());
+    proto::GetOrCreateJobResponse response;
+    *text = Text(request);
+    return stub.GetOrCreateJob(c, request, &response);
+  });
+  rpcs.emplace_back("GetOrCreateIteration", [&](grpc::ClientContext* c, std::string* text) {
+    proto::GetOrCreateIterationRequest request;
+    *request.mutable_version() = f.Version();
+    request.set_job_id(f.Id());
+    request.set_repetition(f.Int64());
+    request.set_consumer_index(f.Int64());
+    proto::GetOrCreateIterationResponse response;
+    *text = Text(request);
+    return stub.GetOrCreateIteration(c, request, &response);
+  });
+  rpcs.emplace_back("ClientHeartbeat", [&](grpc::ClientContext* c, std::string* text) {
+    proto::ClientHeartbeatRequest request;
+    *request.mutable_version() = f.Version();
+    request.set_iteration_client_id(f.Id());
+    for (int i = 0; i < 3; ++i) {
+      if (f.Bool()) request.add_completed_tasks(f.Id());
+      if (f.Bool()) request.add_completed_splits(f.Int64());
+      if (f.Bool()) request.add_unreachable_workers(f.Address());
+    }
+    request.set_current_round(f.Int64());
+    proto::ClientHeartbeatResponse response;
+    *text = Text(request);
+    return stub.ClientHeartbeat(c, request, &response);
+  });
+  rpcs.emplace_back("ReleaseIterationClient", [&](grpc::ClientContext* c, std::string* text) {
+    proto::ReleaseIterationClientRequest request;
+    *request.mutable_version() = f.Version();
+    request.set_iteration_client_id(f.Id());
+    proto::ReleaseIterationClientResponse response;
+    *text = Text(request);
+    return stub.ReleaseIterationClient(c, request, &response);
+  });
+  rpcs.emplace_back("WorkerHeartbeat", [&](grpc::ClientContext* c, std::string* text) {
+    proto::WorkerHeartbeatRequest request;
+    *request.mutable_version() = f.Version();
+    request.set_worker_address(f.Address());
+    if (f.Bool()) request.add_tags(f.String());
+    if (f.Bool()) request.add_current_tasks(f.Id());
+    request.set_incarnation(f.String());
+    proto::WorkerHeartbeatResponse response;
+    *text = Text(request);
+    return stub.WorkerHeartbeat(c, request, &response);
+  });
+  rpcs.emplace_back("WorkerUpdates", [&](grpc::ClientContext* c, std::string* text) {
+    proto::WorkerUpdatesRequest request;
+    *request.mutable_version() = f.Version();
+    request.set_worker_address(f.Address());
+    if (f.Bool()) request.add_finished_tasks(f.Id());
+    if (f.Bool()) {
+      auto* failure = request.add_failed_tasks();
+      failure->set_task_id(f.Id());
+      failure->set_code(f.Int32());
+      failure->set_message(f.String());
+    }
+    proto::WorkerUpdatesResponse response;
+    *text = Text(request);
+    return stub.WorkerUpdates(c, request, &response);
+  });
+  rpcs.emplace_back("WorkerShutdown", [&](grpc::ClientContext* c, std::string* text) {
+    proto::WorkerShutdownRequest request;
+    *request.mutable_version() = f.Version();
+    request.set_worker_address(f.Address());
+    proto::WorkerShutdownResponse response;
+    *text = Text(request);
+    return stub.WorkerShutdown(c, request, &response);
+  });
+  rpcs.emplace_back("GetSplits", [&](grpc::ClientContext* c, std::string* text) {
+    proto::GetSplitsRequest request;
+    *request.mutable_version() = f.Version();
+    request.set_iteration_id(f.Id());
+    request.set_task_id(f.Id());
+    request.set_max_splits(f.Int32());
+    request.set_request_id(f.Int64());
+    proto::GetSplitsResponse response;
+    *text = Text(request);
+    return stub.GetSplits(c, request, &response);
+  });
+  rpcs.emplace_back("GetWorkers", [&](grpc::ClientContext* c, std::string* text) {
+    proto::GetWorkersRequest request;
+    *request.mutable_version() = f.Version();
+    proto::GetWorkersResponse response;
+    *text = Text(request);
+    return stub.GetWorkers(c, request, &response);
+  });
+  rpcs.emplace_back("GetStatus", [&](grpc::ClientContext* c, std::string* text) {
+    proto::GetStatusRequest request;
+    *request.mutable_version() = f.Version();
+    proto::StatusSnapshot response;
+    *text = Text(request);
+    return stub.GetStatus(c, request, &response);
+  });
+  return rpcs;
+}
+
+std::vector<std::pair<std::string, Rpc>> WorkerRpcs(proto::WorkerService::Stub& stub, Fuzzer& f) {
+  std::vector<std::pair<std::string, Rpc>> rpcs;
+  rpcs.emplace_back("GetElements", [&](grpc::ClientContext* c, std::string* text) {
+    proto::GetElementsRequest request;
+    *request.mutable_version() = f.Version();
+    request.set_task_id(f.Id());
+    request.set_max_elements(f.Int32());
+    request.set_compression(static_cast<proto::WireCompression>(f.Bool() ? f.random()() % 3 : f.Int32()));
+    request.set_consumer_index(f.Int64());
+    request.set_round(f.Int64());
+    request.set_others_past_round(f.Bool());
+    proto::GetElementsResponse response;
+    *text = Text(request);
+    return stub.GetElements(c, request, &response);
+  });
+  rpcs.emplace_back("ProcessTask", [&](grpc::ClientContext* c, std::string* text) {
+    proto::ProcessTaskRequest request;
+    *request.mutable_version() = f.Version();
+    proto::TaskDef* task = request.mutable_task();
+    // Far from the dispatcher's own ids, so that no real task is replaced.
+    task->set_task_id(1000000 + f.random()() % 1000);
+    task->set_iteration_id(f.Int64());
+    *task->mutable_dataset() = f.Definition();
+    task->set_processing_mode(static_cast<proto::ProcessingMode>(f.random()() % 2 ? 1 : f.Int32()));
+    task->set_sharding_policy(static_cast<proto::ShardingPolicy>(f.Int32()));
+    task->set_num_shards(f.Int32());
+    task->set_shard_index(f.Int32());
+    task->set_num_consumers(f.random()() % 4 == 0 ? f.Int64() : 0);
+    proto::ProcessTaskResponse response;
+    *text = Text(request).substr(0, 300);
+    return stub.ProcessTask(c, request, &response);
+  });
+  rpcs.emplace_back("GetStatus", [&](grpc::ClientContext* c, std::string* text) {
+    proto::WorkerStatusRequest request;
+    proto::WorkerStatusResponse response;
+    *text = Text(request);
+    return stub.GetStatus(c, request, &response);
+  });
+  return rpcs;
+}
+
+TEST_CASE("fuzz: random and boundary requests to every RPC leave both daemons up and reads exact",
+          "[service][hardening][fuzz]") {
+  INFO("seed " << kSeed);
+  TestCluster cluster({.num_workers = 1,
+                       .dispatcher_args = {"--worker-timeout-ms", "1000"},
+                       .worker_args = {"--max-memory-bytes", "6000000000"}});
+  const std::string port = testing::WaitForFile(cluster.dir().File("worker0.port"), std::chrono::seconds(10));
+  REQUIRE(!port.empty());
+  const int worker_port = std::stoi(port);
+  // The real worker, as it advertises itself and as a test would name it.
+  std::set<std::string> real = {absl::StrCat("127.0.0.1:", worker_port),
+                                absl::StrCat("localhost:", worker_port)};
+  auto status = proto::DispatcherService::NewStub(MakeChannel(cluster.DispatcherAddress()));
+  {
+    proto::GetWorkersRequest request;
+    *request.mutable_version() = CurrentVersion();
+    proto::GetWorkersResponse response;
+    grpc::ClientContext context;
+    REQUIRE(status->GetWorkers(&context, request, &response).ok());
+    for (const auto& worker : response.workers()) real.insert(worker.address());
+  }
+  Fuzzer fuzzer(real);
+  auto dispatcher = proto::DispatcherService::NewStub(MakeChannel(cluster.DispatcherAddress()));
+  auto worker = proto::WorkerService::NewStub(MakeChannel(absl::StrCat("127.0.0.1:", worker_port)));
+  const auto start = std::chrono::steady_clock::now();
+  int dispatcher_accepted = 0;
+  int worker_accepted = 0;
+  std::vector<std::string> failures =
+      Barrage(fuzzer, DispatcherRpcs(*dispatcher, fuzzer), kDispatcherRequests, &dispatcher_accepted);
+  const std::vector<std::string> worker_failures =
+      Barrage(fuzzer, WorkerRpcs(*worker, fuzzer), kWorkerRequests, &worker_accepted);
+  failures.insert(failures.end(), worker_failures.begin(), worker_failures.end());
+  INFO("barrage took " << std::chrono::duration_cast<std::chrono::milliseconds>(
+                              std::chrono::steady_clock::now() - start)
+                              .count()
+                       << " ms");
+  std::string report;
+  for (const std::string& failure : failures) absl::StrAppend(&report, failure, "\n");
+  INFO(report);
+  CHECK(failures.empty());
+  // Some requests got through the checks to the logic behind them.
+  CAPTURE(dispatcher_accepted, worker_accepted);
+  CHECK(dispatcher_accepted > 300);
+  CHECK(worker_accepted > 100);
+
+  // Both still up: the workers the fuzz registered at random addresses go
+  // silent and are dropped after --worker-timeout-ms, leaving the real one.
+  cluster.WaitForRegisteredWorkers(1, std::chrono::seconds(20));
+  CHECK(cluster.RegisteredWorkers() == 1);
+  absl::StatusOr<std::vector<Element>> epoch =
+      Dataset::Range(1000).Distribute(cluster.ServiceUrl(), "distributed_epoch").Collect();
+  INFO(epoch.status().ToString());
+  REQUIRE(epoch.ok());
+  std::vector<int64_t> values;
+  for (const Element& e : *epoch) values.push_back(e.components.at(0).data<int64_t>()[0]);
+  std::sort(values.begin(), values.end());
+  std::vector<int64_t> expected(1000);
+  for (int64_t i = 0; i < 1000; ++i) expected[i] = i;
+  CHECK(values == expected);
+  absl::StatusOr<std::vector<Element>> parallel =
+      Dataset::Range(100).Distribute(cluster.ServiceUrl(), "parallel_epochs").Collect();
+  INFO(parallel.status().ToString());
+  REQUIRE(parallel.ok());
+  CHECK(parallel->size() == 100);
+}
+
+}  // namespace
+}  // namespace sluice

@@ -1,0 +1,85 @@
+#include "worker/request_checks.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "common/element_wire.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "grpcpp/support/proto_buffer_reader.h"
+
+namespace sluice::worker {
+namespace {
+
+absl::Status OutOfRange(absl::string_view rpc, absl::string_view field, int64_t value,
+                        absl::string_view allowed) {
+  return absl::InvalidArgumentError(absl::StrCat(rpc, ": ", field, " must be ", allowed, ", got ", value));
+}
+
+// Protobuf's default parse depth, which gRPC uses.
+constexpr int kProtobufDepthLimit = 100;
+
+}  // namespace
+
+absl::Status ParseRequest(const grpc::ByteBuffer& bytes, absl::string_view rpc,
+                          google::protobuf::MessageLite* request) {
+  if (ParseFromByteBuffer(bytes, request)) return absl::OkStatus();
+  // Again without the depth limit (but bounded, for the stack), to tell
+  // nesting from malformed bytes.
+  grpc::ByteBuffer shared(bytes);
+  grpc::ProtoBufferReader reader(&shared);
+  google::protobuf::io::CodedInputStream coded(&reader);
+  coded.SetRecursionLimit(100 * kProtobufDepthLimit);
+  if (reader.status().ok() && request->ParseFromCodedStream(&coded) && coded.ConsumedEntireMessage()) {
+    request->Clear();
+    return absl::InvalidArgumentError(absl::StrCat(
+        rpc, ": the request nests messages deeper than protobuf's limit of ", kProtobufDepthLimit,
+        " (zip or interleave pipelines inside each other add three levels each): nest fewer pipelines"));
+  }
+  request->Clear();
+  return absl::InvalidArgumentError(
+      absl::StrCat(rpc, ": the request does not parse as a ", request->GetTypeName(),
+                   " (malformed bytes, a string field that is not UTF-8, or nesting past ",
+                   100 * kProtobufDepthLimit, " levels)"));
+}
+
+absl::Status CheckGetElementsRequest(const proto::GetElementsRequest& request) {
+  constexpr absl::string_view kRpc = "GetElements";
+  if (request.task_id() < 0) return OutOfRange(kRpc, "task_id", request.task_id(), ">= 0");
+  if (request.max_elements() < 0) {
+    return OutOfRange(kRpc, "max_elements", request.max_elements(), ">= 0 (0 asks for one)");
+  }
+  if (!proto::WireCompression_IsValid(request.compression())) {
+    return OutOfRange(kRpc, "compression", request.compression(),
+                      "COMPRESSION_NONE (0), COMPRESSION_SNAPPY (1) or COMPRESSION_ZSTD (2)");
+  }
+  if (request.consumer_index() < 0) {
+    return OutOfRange(kRpc, "consumer_index", request.consumer_index(), ">= 0");
+  }
+  if (request.round() < 0) return OutOfRange(kRpc, "round", request.round(), ">= 0");
+  return absl::OkStatus();
+}
+
+absl::Status CheckTaskDef(const proto::TaskDef& task) {
+  constexpr absl::string_view kRpc = "ProcessTask";
+  if (task.task_id() <= 0) return OutOfRange(kRpc, "task.task_id", task.task_id(), "> 0");
+  if (task.iteration_id() < 0) return OutOfRange(kRpc, "task.iteration_id", task.iteration_id(), ">= 0");
+  if (task.processing_mode() != proto::PARALLEL_EPOCHS &&
+      task.processing_mode() != proto::DISTRIBUTED_EPOCH) {
+    return OutOfRange(kRpc, "task.processing_mode", task.processing_mode(),
+                      "PARALLEL_EPOCHS (1) or DISTRIBUTED_EPOCH (2)");
+  }
+  if (!proto::ShardingPolicy_IsValid(task.sharding_policy())) {
+    return OutOfRange(kRpc, "task.sharding_policy", task.sharding_policy(), "a ShardingPolicy (0 to 6)");
+  }
+  if (task.num_shards() < 0) return OutOfRange(kRpc, "task.num_shards", task.num_shards(), ">= 0");
+  if (task.shard_index() < 0 || (task.num_shards() > 0 && task.shard_index() >= task.num_shards())) {
+    return OutOfRange(kRpc, "task.shard_index", task.shard_index(),
+                      absl::StrCat("in [0, num_shards ", task.num_shards(), ")"));
+  }
+  if (task.num_consumers() < 0 || task.num_consumers() > kMaxTaskConsumers) {
+    return OutOfRange(kRpc, "task.num_consumers", task.num_consumers(),
+                      absl::StrCat("in [0, ", kMaxTaskConsumers, "]"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace sluice::worker

@@ -1,0 +1,418 @@
+#include "worker/worker_task.h"
+
+#include <spdlog/spdlog.h>
+
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "common/element_wire.h"
+#include "common/exceptions.h"
+#include "common/grpc_util.h"
+#include "pipeline/builder.h"
+#include "pipeline/sharding.h"
+
+namespace sluice::worker {
+namespace {
+
+// What one GetElements response may carry: the message limit less room
+// for the framing of its elements.
+constexpr int64_t kMaxResponseBytes = kMaxMessageBytes - (4 << 20);
+
+// An element that no response can carry; `which` is "element 7".
+absl::Status ElementTooLarge(int64_t task_id, absl::string_view which, int64_t bytes) {
+  return absl::ResourceExhaustedError(
+      absl::StrCat("task ", task_id, ": ", which, " is ", bytes, " bytes, more than the ", kMaxResponseBytes,
+                   " bytes a response can carry (gRPC's ", kMaxMessageBytes,
+                   "-byte message limit less framing): make elements smaller before distribute (a smaller "
+                   "batch_size, or batch after distribute)"));
+}
+
+int64_t ElementBytes(const Element& element) {
+  int64_t bytes = 0;
+  for (const Tensor& t : element.components) bytes += static_cast<int64_t>(t.ByteSize());
+  return bytes;
+}
+
+// Fetches a distributed_epoch task's splits from the dispatcher.
+SplitPrefetcher::FetchFn FetchSplitsFrom(proto::DispatcherService::Stub* dispatcher, int64_t iteration_id,
+                                         int64_t task_id) {
+  // Numbers the requests, so that the dispatcher answers a retry with the
+  // splits it leased the first time. One fetch thread calls this.
+  auto last_request = std::make_shared<int64_t>(0);
+  return [=](int max_splits, const std::function<bool()>& cancelled, std::vector<Split>* splits, bool* end) {
+    proto::GetSplitsRequest request;
+    *request.mutable_version() = CurrentVersion();
+    request.set_iteration_id(iteration_id);
+    request.set_task_id(task_id);
+    request.set_max_splits(max_splits);
+    request.set_request_id(++*last_request);
+    proto::GetSplitsResponse response;
+    absl::Status status = CallWithRetries(
+        [&](grpc::ClientContext* context) { return dispatcher->GetSplits(context, request, &response); },
+        kDispatcherRpcTimeout, kDispatcherRetryFor, "GetSplits", cancelled);
+    if (!status.ok()) return status;
+    for (const auto& s : response.splits()) splits->push_back(SplitFromMessage(s));
+    *end = response.end_of_splits();
+    return absl::OkStatus();
+  };
+}
+
+// Hands out one split, then says end: an exactly_once task runs its
+// pipeline once per split, so it knows where each element came from.
+class OneSplitProvider : public SplitProvider {
+ public:
+  explicit OneSplitProvider(Split split) : split_(split) {}
+  absl::Status GetNext(Split* split, bool* end_of_splits) override {
+    *end_of_splits = given_;
+    *split = split_;
+    given_ = true;
+    return absl::OkStatus();
+  }
+  absl::Status Reset() override {
+    given_ = false;
+    return absl::OkStatus();
+  }
+  std::string Save() const override { return given_ ? "1" : "0"; }
+  absl::Status Restore(const std::string& state) override {
+    given_ = state == "1";
+    return absl::OkStatus();
+  }
+
+ private:
+  const Split split_;
+  bool given_ = false;
+};
+
+}  // namespace
+
+WorkerImpl::Task::~Task() {
+  {
+    absl::MutexLock lock(&mu_);
+    cancelled_ = true;
+    if (splits_ != nullptr) splits_->Cancel();
+  }
+  {
+    absl::MutexLock lock(&run_->mu);
+    run_->mu.Await(absl::Condition(&run_->done));
+  }
+  // Every parked request gets its answer: an empty one, as for a task
+  // this worker does not have.
+  ExpireWaiters(absl::InfiniteFuture());
+}
+
+absl::Status WorkerImpl::Task::Start() {
+  {
+    absl::MutexLock lock(&run_->mu);
+    run_->done = false;
+  }
+  try {
+    if (def_.processing_mode() == proto::DISTRIBUTED_EPOCH) {
+      // Started now, so the first splits arrive while the pipeline builds.
+      splits_ = std::make_unique<SplitPrefetcher>(
+          FetchSplitsFrom(dispatcher_, def_.iteration_id(), def_.task_id()), SplitPrefetcher::Options{});
+    }
+    // Detached, so that its stack goes when its pipeline ends rather than
+    // when the task is dropped (at job GC, minutes later: a worker serving
+    // many short reads ran out of threads). The destructor waits on
+    // `run_`, which the thread shares, so nothing of the task is touched
+    // after it says it is done.
+    std::thread([this, run = run_] {
+      Run();
+      absl::MutexLock lock(&run->mu);
+      run->done = true;
+    }).detach();
+    return absl::OkStatus();
+  } catch (...) {
+    // Out of threads (or of memory for a stack): this task fails, the
+    // worker goes on.
+    const absl::Status status = StatusFromCurrentException("the worker cannot start the task");
+    splits_.reset();
+    {
+      absl::MutexLock lock(&mu_);
+      status_ = status;
+      done_ = true;
+    }
+    ServeWaiters();
+    absl::MutexLock lock(&run_->mu);
+    run_->done = true;
+    return status;
+  }
+}
+
+void WorkerImpl::Task::Take(int max_elements, proto::WireCompression compression, absl::Time deadline,
+                            ElementsCallback done) {
+  ElementsReply reply;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!HasOutput()) {
+      waiters_.push_back({max_elements, compression, deadline, std::move(done)});
+      return;
+    }
+    reply = TakeLocked(max_elements, compression);
+  }
+  done(std::move(reply));
+}
+
+void WorkerImpl::Task::TakeRound(int64_t round, int64_t consumer, bool others_past_round,
+                                 proto::WireCompression compression, absl::Time deadline,
+                                 ElementsCallback done) {
+  if (consumer < 0 || consumer >= def_.num_consumers()) {
+    ElementsReply reply;
+    reply.status = absl::InvalidArgumentError(absl::StrCat(
+        "consumer_index ", consumer, " is out of range for ", def_.num_consumers(), " consumers"));
+    return done(std::move(reply));
+  }
+  std::vector<std::pair<ElementsCallback, ElementsReply>> ready;
+  {
+    absl::MutexLock lock(&mu_);
+    Round& r = rounds_[round];
+    r.others_past |= others_past_round;
+    r.waiters.push_back({consumer, compression, deadline, std::move(done)});
+    AssembleRoundsLocked(&ready);
+  }
+  for (auto& [callback, reply] : ready) callback(std::move(reply));
+}
+
+void WorkerImpl::Task::ExpireWaiters(absl::Time now) {
+  std::vector<std::pair<ElementsCallback, ElementsReply>> expired;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto& [index, round] : rounds_) {
+      for (auto it = round.waiters.begin(); it != round.waiters.end();) {
+        if (it->deadline > now) {
+          ++it;
+          continue;
+        }
+        ElementsReply reply;
+        reply.compression = it->compression;
+        expired.emplace_back(std::move(it->done), std::move(reply));
+        it = round.waiters.erase(it);
+      }
+    }
+    for (auto it = waiters_.begin(); it != waiters_.end();) {
+      if (it->deadline > now) {
+        ++it;
+        continue;
+      }
+      ElementsReply reply;
+      reply.compression = it->compression;
+      reply.first_index = handed_out_;
+      expired.emplace_back(std::move(it->done), std::move(reply));
+      it = waiters_.erase(it);
+    }
+  }
+  for (auto& [done, reply] : expired) done(std::move(reply));
+}
+
+void WorkerImpl::Task::Buffered(int64_t* elements, int64_t* bytes) {
+  absl::MutexLock lock(&mu_);
+  *elements += static_cast<int64_t>(buffer_.size());
+  *bytes += bytes_;
+}
+
+void WorkerImpl::Task::AssembleRoundsLocked(std::vector<std::pair<ElementsCallback, ElementsReply>>* ready) {
+  const size_t n = static_cast<size_t>(def_.num_consumers());
+  for (auto& [index, round] : rounds_) {
+    if (!round.assembled && (round.others_past || round.AllWaiting(n)) && buffer_.size() >= n) {
+      for (size_t i = 0; i < n; ++i) {
+        bytes_ -= ElementBytes(buffer_.front());
+        round.elements.push_back(std::move(buffer_.front()));
+        buffer_.pop_front();
+      }
+      handed_out_ += static_cast<int64_t>(n);
+      round.assembled = true;
+      ++assembled_rounds_;
+    }
+    const bool failed = !round.assembled && done_ && buffer_.size() < n;
+    if (!round.assembled && !failed) continue;
+    for (RoundWaiter& waiter : round.waiters) {
+      ElementsReply reply;
+      reply.compression = waiter.compression;
+      if (round.assembled) {
+        const Element& element = round.elements[waiter.consumer];
+        if (const auto bytes = static_cast<int64_t>(EncodedElementSize(element)); bytes > kMaxResponseBytes) {
+          reply.status = ElementTooLarge(
+              id(), absl::StrCat("round ", index, "'s element for consumer ", waiter.consumer), bytes);
+        } else {
+          reply.elements.push_back(element);  // shares the tensors' buffers
+        }
+      } else if (!status_.ok()) {
+        reply.status = status_;
+      } else {
+        reply.end_of_sequence = true;
+      }
+      ready->emplace_back(std::move(waiter.done), std::move(reply));
+    }
+    round.waiters.clear();
+  }
+  // Forgets the oldest rounds, assembled or abandoned, beyond what is kept.
+  while (rounds_.size() > kKeptRounds && rounds_.begin()->second.waiters.empty())
+    rounds_.erase(rounds_.begin());
+}
+
+WorkerImpl::ElementsReply WorkerImpl::Task::TakeLocked(int max_elements, proto::WireCompression compression) {
+  ElementsReply reply;
+  reply.compression = compression;
+  reply.first_index = handed_out_;
+  int64_t reply_bytes = 0;
+  while (!buffer_.empty() && static_cast<int>(reply.elements.size()) < max_elements) {
+    const auto encoded_bytes = static_cast<int64_t>(EncodedElementSize(buffer_.front()));
+    // A response stays under gRPC's message limit: a full one goes now,
+    // and an element that alone is past it cannot be sent at all.
+    if (reply_bytes + encoded_bytes > kMaxResponseBytes) {
+      if (!reply.elements.empty()) break;
+      reply.status = ElementTooLarge(id(), absl::StrCat("element ", handed_out_), encoded_bytes);
+      return reply;
+    }
+    reply_bytes += encoded_bytes;
+    bytes_ -= ElementBytes(buffer_.front());
+    reply.elements.push_back(std::move(buffer_.front()));
+    buffer_.pop_front();
+    if (!tags_.empty()) {
+      reply.tags.split_seqs.push_back(tags_.front().first);
+      reply.tags.split_positions.push_back(tags_.front().second);
+      tags_.pop_front();
+    }
+  }
+  handed_out_ += static_cast<int64_t>(reply.elements.size());
+  // A split is wholly sent once every element produced from it is.
+  while (!completions_.empty() && completions_.front().first <= handed_out_) {
+    reply.tags.completed_splits.push_back(completions_.front().second);
+    completions_.pop_front();
+  }
+  if (buffer_.empty() && done_) {
+    // A failed pipeline's error comes after its last elements.
+    if (!status_.ok() && reply.elements.empty()) reply.status = status_;
+    if (status_.ok()) reply.end_of_sequence = true;
+  }
+  return reply;
+}
+
+void WorkerImpl::Task::ServeWaiters() {
+  std::vector<std::pair<ElementsCallback, ElementsReply>> served;
+  {
+    absl::MutexLock lock(&mu_);
+    if (coordinated()) AssembleRoundsLocked(&served);
+    while (!waiters_.empty() && HasOutput()) {
+      Waiter waiter = std::move(waiters_.front());
+      waiters_.pop_front();
+      served.emplace_back(std::move(waiter.done), TakeLocked(waiter.max_elements, waiter.compression));
+    }
+  }
+  for (auto& [done, reply] : served) done(std::move(reply));
+}
+
+bool WorkerImpl::Task::HasRoom() const {
+  // A coordinated round needs num_consumers elements at once.
+  const int64_t max_elements = std::max(max_elements_, 2 * def_.num_consumers());
+  return cancelled_ || (static_cast<int64_t>(buffer_.size()) < max_elements && bytes_ < max_bytes_);
+}
+
+void WorkerImpl::Task::Run() {
+  absl::Status status = ProduceContained();
+  // The split prefetcher's thread goes with the pipeline, not with the
+  // task (which lives until the reader is done, or until job GC).
+  std::unique_ptr<SplitPrefetcher> splits;
+  {
+    absl::MutexLock lock(&mu_);
+    splits = std::move(splits_);
+  }
+  splits.reset();
+  {
+    absl::MutexLock lock(&mu_);
+    if (cancelled_) return;
+    status_ = status;
+    done_ = true;
+  }
+  ServeWaiters();
+  if (!status.ok()) spdlog::error("task {} failed: {}", id(), std::string(status.message()));
+  on_finished_(id(), status);
+}
+
+absl::Status WorkerImpl::Task::ProduceContained() {
+  absl::Status status = CallContained("the pipeline", [this] { return Produce(); });
+  if (!IsAllocationFailure(status) || max_memory_bytes_ == 0) return status;
+  return absl::ResourceExhaustedError(
+      absl::StrCat(status.message(), "; the worker's max_memory_bytes is ", max_memory_bytes_,
+                   ": lower batch, shuffle or buffer sizes, or raise max_memory_bytes (--max-memory-bytes)"));
+}
+
+absl::Status WorkerImpl::Task::WaitForRoom() {
+  absl::MutexLock lock(&mu_);
+  mu_.Await(absl::Condition(this, &Task::HasRoom));
+  if (cancelled_) return absl::CancelledError("task cancelled");
+  return absl::OkStatus();
+}
+
+void WorkerImpl::Task::Push(Element element, std::optional<std::pair<int64_t, int64_t>> tag) {
+  const int64_t bytes = ElementBytes(element);
+  bool serve = false;
+  {
+    absl::MutexLock lock(&mu_);
+    bytes_ += bytes;
+    buffer_.push_back(std::move(element));
+    if (tag.has_value()) tags_.push_back(*tag);
+    ++produced_;
+    serve = !waiters_.empty() || !rounds_.empty();
+  }
+  if (serve) ServeWaiters();
+}
+
+absl::Status WorkerImpl::Task::ProducePerSplit(const DatasetPtr& dataset) {
+  while (true) {
+    Split run;
+    bool end = false;
+    if (absl::Status s = splits_->GetNext(&run, &end); !s.ok()) return s;
+    if (end) return absl::OkStatus();
+    for (int64_t index = 0; index < run.count; ++index) {
+      if (absl::Status s = ProduceOneSplit(dataset, SplitRunPart(run, index, 1)); !s.ok()) return s;
+    }
+  }
+}
+
+absl::Status WorkerImpl::Task::ProduceOneSplit(const DatasetPtr& dataset, const Split& split) {
+  OneSplitProvider one(split);
+  IteratorContext context;
+  context.split_provider = &one;
+  absl::StatusOr<std::unique_ptr<IteratorBase>> iterator = dataset->MakeIterator(context);
+  if (!iterator.ok()) return iterator.status();
+  for (int64_t position = 0;; ++position) {
+    if (absl::Status s = WaitForRoom(); !s.ok()) return s;
+    Element element;
+    bool end = false;
+    if (absl::Status s = (*iterator)->GetNext(&element, &end); !s.ok()) return s;
+    if (end) break;
+    Push(std::move(element), std::make_pair(split.seq, position));
+  }
+  absl::MutexLock lock(&mu_);
+  completions_.emplace_back(produced_, split.seq);
+  return absl::OkStatus();
+}
+
+absl::Status WorkerImpl::Task::Produce() {
+  proto::DatasetDef def = def_.dataset();
+  if (IsStaticPolicy(def_.sharding_policy())) {
+    if (absl::Status s = ShardForWorker(def_.sharding_policy(), def_.num_shards(), def_.shard_index(), &def);
+        !s.ok()) {
+      return s;
+    }
+  }
+  absl::StatusOr<DatasetPtr> dataset = BuildDataset(def);
+  if (!dataset.ok()) return dataset.status();
+  if (def_.exactly_once() && splits_ != nullptr) return ProducePerSplit(*dataset);
+  IteratorContext context;
+  context.split_provider = splits_.get();  // null in parallel_epochs
+  absl::StatusOr<std::unique_ptr<IteratorBase>> iterator = (*dataset)->MakeIterator(context);
+  if (!iterator.ok()) return iterator.status();
+  while (true) {
+    if (absl::Status s = WaitForRoom(); !s.ok()) return s;
+    Element element;
+    bool end = false;
+    if (absl::Status status = (*iterator)->GetNext(&element, &end); !status.ok()) return status;
+    if (end) return absl::OkStatus();
+    Push(std::move(element), std::nullopt);
+  }
+}
+
+}  // namespace sluice::worker

@@ -1,0 +1,190 @@
+// WorkerImpl::Task: one task of a worker. Its pipeline runs on its own
+// thread into a buffer bounded by count and bytes; GetElements requests
+// take from the buffer or are parked until it has elements (or, for
+// coordinated reads, until a round is assembled). A pipeline that fails,
+// throws or cannot start ends the task with that status, which readers get
+// after the elements already buffered. The thread ends with the pipeline;
+// the task (and its buffer) lives until the dispatcher drops it.
+#ifndef SLUICE_WORKER_WORKER_TASK_H_
+#define SLUICE_WORKER_WORKER_TASK_H_
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "pipeline/dataset.h"
+#include "pipeline/split_provider.h"
+#include "worker/split_prefetcher.h"
+#include "worker/worker_impl.h"
+
+namespace sluice::worker {
+
+// Calls to the dispatcher: each try's deadline, and how long to retry.
+inline constexpr auto kDispatcherRpcTimeout = std::chrono::seconds(10);
+inline constexpr auto kDispatcherRetryFor = std::chrono::seconds(60);
+
+class WorkerImpl::Task {
+ public:
+  Task(proto::TaskDef def, const WorkerConfig& config, proto::DispatcherService::Stub* dispatcher,
+       std::function<void(int64_t, const absl::Status&)> on_finished)
+      : def_(std::move(def)),
+        max_elements_(config.buffer_elements),
+        max_bytes_(config.buffer_bytes),
+        dispatcher_(dispatcher),
+        on_finished_(std::move(on_finished)),
+        max_memory_bytes_(config.max_memory_bytes) {}
+
+  ~Task();
+
+  int64_t id() const { return def_.task_id(); }
+
+  // Builds the pipeline and starts producing. A pipeline that fails to
+  // build makes a task whose readers get that error. A task that cannot
+  // start (no thread for it) ends at once with its error, which readers
+  // get and which is returned, for the caller to report as the task's
+  // thread would have.
+  absl::Status Start();
+
+  // Answers at once when there are elements or the pipeline has ended;
+  // otherwise parks the request until there are, or until `deadline`.
+  void Take(int max_elements, proto::WireCompression compression, absl::Time deadline, ElementsCallback done);
+
+  bool coordinated() const { return def_.num_consumers() > 0; }
+
+  // Coordinated reads: consumer `consumer`'s element of `round`. A round
+  // is assembled, from the next num_consumers elements, once every
+  // consumer is waiting for it here, or once one says that another consumer
+  // already has its element of the round (`others_past_round`: their
+  // worker was lost); until then (or until `deadline`) the request is
+  // parked.
+  void TakeRound(int64_t round, int64_t consumer, bool others_past_round, proto::WireCompression compression,
+                 absl::Time deadline, ElementsCallback done);
+
+  // Answers, empty, the parked requests whose wait is over.
+  void ExpireWaiters(absl::Time now);
+
+  void Buffered(int64_t* elements, int64_t* bytes);
+
+ private:
+  struct Waiter {
+    int max_elements;
+    proto::WireCompression compression;
+    absl::Time deadline;
+    ElementsCallback done;
+  };
+
+  bool HasOutput() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !buffer_.empty() || done_; }
+
+  struct RoundWaiter {
+    int64_t consumer;
+    proto::WireCompression compression;
+    absl::Time deadline;
+    ElementsCallback done;
+  };
+  struct Round {
+    std::vector<Element> elements;  // one per consumer, once assembled
+    bool assembled = false;
+    // A consumer has its element of this round from another worker.
+    bool others_past = false;
+    std::vector<RoundWaiter> waiters;
+    // Whether every consumer is waiting here now. Only waiting ones count:
+    // one whose request ran out may ask another worker next (its task list
+    // changed), and a round assembled without it here would never reach it.
+    bool AllWaiting(size_t num_consumers) const {
+      std::set<int64_t> waiting;
+      for (const RoundWaiter& waiter : waiters) waiting.insert(waiter.consumer);
+      return waiting.size() == num_consumers;
+    }
+  };
+  // Assembled rounds kept for consumers that ask again (a lost answer).
+  static constexpr size_t kKeptRounds = 256;
+
+  // Assembles, in round order, every round that all consumers wait for
+  // (or that a consumer marked as passed by others), and answers the
+  // parked requests of assembled rounds.
+  void AssembleRoundsLocked(std::vector<std::pair<ElementsCallback, ElementsReply>>* ready)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  ElementsReply TakeLocked(int max_elements, proto::WireCompression compression)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // Answers parked requests while there is output; the answers are sent
+  // (encoded, even) after the lock is released.
+  void ServeWaiters();
+  bool HasRoom() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  void Run();
+
+  // Produce, with what the pipeline throws made this task's error (the
+  // builder's wrappers catch what each step throws; this catches the rest):
+  // one request must not take the whole worker down. A failed allocation
+  // says which setting bounds memory.
+  absl::Status ProduceContained();
+
+  // Waits for room in the buffer, before the pipeline is asked for an
+  // element, so that it runs no further ahead than the buffer allows.
+  absl::Status WaitForRoom();
+
+  // Adds an element (with its tag in exactly_once) and serves parked
+  // requests.
+  void Push(Element element, std::optional<std::pair<int64_t, int64_t>> tag);
+
+  // exactly_once: the pipeline runs once per split, from the split's
+  // start, so a split that a lost worker had begun gives the same elements
+  // at the same positions when rerun here.
+  absl::Status ProducePerSplit(const DatasetPtr& dataset);
+
+  absl::Status ProduceOneSplit(const DatasetPtr& dataset, const Split& split);
+
+  absl::Status Produce();
+
+  const proto::TaskDef def_;
+  const int64_t max_elements_;
+  const int64_t max_bytes_;
+  proto::DispatcherService::Stub* const dispatcher_;
+  const std::function<void(int64_t, const absl::Status&)> on_finished_;
+  const int64_t max_memory_bytes_;  // for messages
+  // Set before the task thread starts; moved out (under mu_) by that
+  // thread when the pipeline ends, and cancelled (under mu_) by the
+  // destructor.
+  std::unique_ptr<SplitPrefetcher> splits_;
+
+  absl::Mutex mu_;
+  std::deque<Element> buffer_ ABSL_GUARDED_BY(mu_);
+  std::deque<Waiter> waiters_ ABSL_GUARDED_BY(mu_);
+  // Coordinated reads, by round.
+  std::map<int64_t, Round> rounds_ ABSL_GUARDED_BY(mu_);
+  int64_t assembled_rounds_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t handed_out_ ABSL_GUARDED_BY(mu_) = 0;  // elements taken from buffer_ so far
+  int64_t produced_ ABSL_GUARDED_BY(mu_) = 0;    // elements put in buffer_ so far
+  // exactly_once: (split seq, position) of each buffered element, and
+  // (elements produced when the split ended, split seq) of finished splits
+  // not yet reported.
+  std::deque<std::pair<int64_t, int64_t>> tags_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::pair<int64_t, int64_t>> completions_ ABSL_GUARDED_BY(mu_);
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status status_ ABSL_GUARDED_BY(mu_);
+  // Whether the task's thread has finished with the task.
+  struct RunState {
+    absl::Mutex mu;
+    bool done ABSL_GUARDED_BY(mu) = true;  // no thread yet
+  };
+  const std::shared_ptr<RunState> run_ = std::make_shared<RunState>();
+};
+
+}  // namespace sluice::worker
+
+#endif  // SLUICE_WORKER_WORKER_TASK_H_
