@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "common/element.h"
 #include "sluice/service.pb.h"
 
@@ -61,6 +62,14 @@ size_t EncodedElementSize(const Element& element);
 // Any message as a ByteBuffer (one copy), and back.
 grpc::ByteBuffer SerializeToByteBuffer(const google::protobuf::MessageLite& message);
 bool ParseFromByteBuffer(const grpc::ByteBuffer& buffer, google::protobuf::MessageLite* message);
+
+// Parses a request that gRPC handed over as bytes, so that one protobuf
+// cannot parse is InvalidArgument saying why, not gRPC's INTERNAL with an
+// empty message: nested past protobuf's 100-message limit (a definition
+// with about 30 zips or interleaves inside each other), or malformed (a
+// string that is not UTF-8).
+absl::Status ParseRequest(const grpc::ByteBuffer& bytes, absl::string_view rpc,
+                          google::protobuf::MessageLite* request);
 
 // Decodes a serialized GetElementsResponse, compressed or not. Malformed
 // bytes are DataLoss or InvalidArgument naming what is wrong, never a crash.

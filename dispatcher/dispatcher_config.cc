@@ -29,6 +29,8 @@ void DescribeDispatcherConfig(DispatcherConfig* config, ConfigSchema* schema) {
                     "journal state here and recover it on start; empty: nothing survives a restart");
   schema->AddInt("snapshot_interval", &config->snapshot_interval, 1, 1 << 30,
                  "journal records between snapshots that compact the journal");
+  schema->AddInt("snapshot_bytes", &config->snapshot_bytes, 1, int64_t{1} << 40,
+                 "journal bytes after which a snapshot compacts the journal, whatever the records");
   schema->AddString("log_level", &config->log_level, "trace, debug, info, warn, error or off", CheckLogLevel);
   schema->AddString("port_file", &config->port_file, "write the bound port to this file");
 }

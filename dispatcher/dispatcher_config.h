@@ -40,8 +40,11 @@ struct DispatcherConfig {
   // Where the journal and snapshots live; empty: state is not kept across
   // restarts.
   std::string work_dir;
-  // A snapshot replaces the journal after this many records.
+  // A snapshot replaces the journal after this many records, or after
+  // this many bytes of them (an endless distributed_epoch read journals
+  // its split leases, hundreds of KB a second, in few records).
   int64_t snapshot_interval = 10000;
+  int64_t snapshot_bytes = int64_t{64} << 20;
   std::string log_level = "info";
   // When set, the bound port is written here (for scripts using port 0).
   std::string port_file;

@@ -138,7 +138,7 @@ absl::Status DispatcherImpl::Apply(const proto::Update& update) {
   if (!journal_.has_value()) return absl::OkStatus();
   absl::Status status = journal_->Append(update);
   if (status.ok() && (journal_->records_since_snapshot() >= config_.snapshot_interval ||
-                      journal_->bytes_since_snapshot() >= kSnapshotJournalBytes)) {
+                      journal_->bytes_since_snapshot() >= config_.snapshot_bytes)) {
     status = journal_->WriteSnapshot(state_.ToSnapshot());
   }
   if (!status.ok()) {

@@ -66,9 +66,6 @@ inline constexpr size_t kMaxReleasedClientsKept = 100000;
 // crashes the workers, and handing it on would crash them all in turn.
 inline constexpr int kCrashLoopLosses = 4;
 inline constexpr auto kCrashLoopTaskLifetime = std::chrono::seconds(10);
-// A snapshot replaces the journal after this many bytes of records too
-// (a LeaseSplits record of thousands of splits is large).
-inline constexpr int64_t kSnapshotJournalBytes = int64_t{64} << 20;
 // How the lost reason of a worker that clients cannot reach begins.
 inline constexpr char kUnreachableReason[] = "unreachable from clients";
 

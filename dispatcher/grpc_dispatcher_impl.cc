@@ -1,13 +1,23 @@
 #include "dispatcher/grpc_dispatcher_impl.h"
 
+#include "common/element_wire.h"
 #include "common/grpc_util.h"
 
 namespace sluice::dispatcher {
 
-#define SLUICE_DEFINE_RPC(Method, Request, Response)                                           \
-  grpc::Status GrpcDispatcherImpl::Method(grpc::ServerContext*, const proto::Request* request, \
-                                          proto::Response* response) {                         \
-    return ToGrpcStatus(impl_->Method(*request, response));                                    \
+#define SLUICE_DEFINE_RPC(Method, Request, Response)                                                       \
+  grpc::ServerUnaryReactor* GrpcDispatcherImpl::Method(                                                    \
+      grpc::CallbackServerContext* context, const grpc::ByteBuffer* request, grpc::ByteBuffer* response) { \
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();                                         \
+    calls_.Schedule([this, reactor, request, response] {                                                   \
+      proto::Request parsed;                                                                               \
+      absl::Status status = ParseRequest(*request, #Method, &parsed);                                      \
+      proto::Response answer;                                                                              \
+      if (status.ok()) status = impl_->Method(parsed, &answer);                                            \
+      if (status.ok()) *response = SerializeToByteBuffer(answer);                                          \
+      reactor->Finish(ToGrpcStatus(status));                                                               \
+    });                                                                                                    \
+    return reactor;                                                                                        \
   }
 SLUICE_DISPATCHER_RPCS(SLUICE_DEFINE_RPC)
 #undef SLUICE_DEFINE_RPC

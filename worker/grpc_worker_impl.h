@@ -1,4 +1,6 @@
-// The gRPC face of WorkerImpl: one line per RPC, except GetElements.
+// The gRPC face of WorkerImpl. Every method takes its request as bytes and
+// parses it itself (ParseRequest), so that what protobuf cannot parse is
+// InvalidArgument saying why rather than INTERNAL with an empty message.
 //
 // GetElements is a callback method on raw bytes: the request is parked
 // without holding a thread while the task has nothing to send, and the
@@ -17,8 +19,9 @@
 namespace sluice::worker {
 
 class GrpcWorkerImpl final
-    : public proto::WorkerService::WithRawCallbackMethod_ProcessTask<
-          proto::WorkerService::WithRawCallbackMethod_GetElements<proto::WorkerService::Service>> {
+    : public proto::WorkerService::WithRawCallbackMethod_GetStatus<
+          proto::WorkerService::WithRawCallbackMethod_ProcessTask<
+              proto::WorkerService::WithRawCallbackMethod_GetElements<proto::WorkerService::Service>>> {
  public:
   explicit GrpcWorkerImpl(WorkerImpl* impl) : impl_(impl) {}
 
@@ -49,8 +52,6 @@ class GrpcWorkerImpl final
     });
     return reactor;
   }
-  // Raw too, so that a request protobuf cannot parse (a definition nested
-  // past its depth limit) is refused saying so.
   grpc::ServerUnaryReactor* ProcessTask(grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
                                         grpc::ByteBuffer* response) override {
     grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
@@ -61,9 +62,16 @@ class GrpcWorkerImpl final
     reactor->Finish(ToGrpcStatus(status));
     return reactor;
   }
-  grpc::Status GetStatus(grpc::ServerContext*, const proto::WorkerStatusRequest* request,
-                         proto::WorkerStatusResponse* response) override {
-    return ToGrpcStatus(impl_->GetStatus(*request, response));
+  grpc::ServerUnaryReactor* GetStatus(grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+                                      grpc::ByteBuffer* response) override {
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    proto::WorkerStatusRequest parsed;
+    proto::WorkerStatusResponse answer;
+    absl::Status status = ParseRequest(*request, "GetStatus", &parsed);
+    if (status.ok()) status = impl_->GetStatus(parsed, &answer);
+    if (status.ok()) *response = SerializeToByteBuffer(answer);
+    reactor->Finish(ToGrpcStatus(status));
+    return reactor;
   }
 
  private:

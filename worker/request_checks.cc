@@ -3,8 +3,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "common/element_wire.h"
-#include "google/protobuf/io/coded_stream.h"
-#include "grpcpp/support/proto_buffer_reader.h"
 
 namespace sluice::worker {
 namespace {
@@ -14,32 +12,7 @@ absl::Status OutOfRange(absl::string_view rpc, absl::string_view field, int64_t 
   return absl::InvalidArgumentError(absl::StrCat(rpc, ": ", field, " must be ", allowed, ", got ", value));
 }
 
-// Protobuf's default parse depth, which gRPC uses.
-constexpr int kProtobufDepthLimit = 100;
-
 }  // namespace
-
-absl::Status ParseRequest(const grpc::ByteBuffer& bytes, absl::string_view rpc,
-                          google::protobuf::MessageLite* request) {
-  if (ParseFromByteBuffer(bytes, request)) return absl::OkStatus();
-  // Again without the depth limit (but bounded, for the stack), to tell
-  // nesting from malformed bytes.
-  grpc::ByteBuffer shared(bytes);
-  grpc::ProtoBufferReader reader(&shared);
-  google::protobuf::io::CodedInputStream coded(&reader);
-  coded.SetRecursionLimit(100 * kProtobufDepthLimit);
-  if (reader.status().ok() && request->ParseFromCodedStream(&coded) && coded.ConsumedEntireMessage()) {
-    request->Clear();
-    return absl::InvalidArgumentError(absl::StrCat(
-        rpc, ": the request nests messages deeper than protobuf's limit of ", kProtobufDepthLimit,
-        " (zip or interleave pipelines inside each other add three levels each): nest fewer pipelines"));
-  }
-  request->Clear();
-  return absl::InvalidArgumentError(
-      absl::StrCat(rpc, ": the request does not parse as a ", request->GetTypeName(),
-                   " (malformed bytes, a string field that is not UTF-8, or nesting past ",
-                   100 * kProtobufDepthLimit, " levels)"));
-}
 
 absl::Status CheckGetElementsRequest(const proto::GetElementsRequest& request) {
   constexpr absl::string_view kRpc = "GetElements";

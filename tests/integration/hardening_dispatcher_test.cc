@@ -7,9 +7,12 @@
 #include <chrono>
 #include <map>
 #include <string>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "common/grpc_util.h"
 #include "sluice/dataset.h"
+#include "sluice/service.grpc.pb.h"
 #include "tests/integration/test_cluster.h"
 
 namespace sluice {
@@ -17,6 +20,12 @@ namespace {
 
 using Catch::Matchers::Contains;
 using testing::TestCluster;
+
+int CountOf(const std::string& text, const std::string& part) {
+  int count = 0;
+  for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + part.size())) ++count;
+  return count;
+}
 
 TEST_CASE(
     "hardening dispatcher: a worker restarted mid-epoch in parallel_epochs is not given the epoch again",
@@ -76,6 +85,95 @@ TEST_CASE("hardening dispatcher: a pipeline that fails on a worker fails the ite
   CHECK_THAT(testing::ReadFileOrEmpty(cluster.dispatcher().log_path()),
              Contains("iteration 1 failed: task "));
   CHECK(cluster.RegisteredWorkers() == 2);
+}
+
+// A worker that dies soon after taking its task (a pipeline that segfaults
+// or is OOM-killed, here kill -9) and is restarted by its supervisor: the
+// dispatcher used to hand the iteration on to the next incarnation
+// forever. After kCrashLoopLosses (4) such losses in a row the iteration
+// fails, naming each loss.
+TEST_CASE(
+    "hardening dispatcher: a worker killed soon after taking its task, 4 times in a row, fails the iteration",
+    "[service][hardening][dispatcher]") {
+  TestCluster cluster({.num_workers = 2});
+  proto::DistributeOp op;
+  op.set_service(cluster.ServiceUrl());
+  op.set_processing_mode("distributed_epoch");
+  absl::StatusOr<DatasetPtr> built = Dataset::Range(int64_t{1} << 40).Distribute(op).Build();
+  REQUIRE(built.ok());
+  absl::StatusOr<std::unique_ptr<IteratorBase>> iterator = (*built)->MakeIterator(IteratorContext{});
+  REQUIRE(iterator.ok());
+  Element element;
+  bool end = false;
+  REQUIRE((*iterator)->GetNext(&element, &end).ok());
+  // Each restart comes within a second of the last: the task the worker
+  // had (its first, then the one each incarnation gets) is lost young.
+  for (int crash = 0; crash < 4; ++crash) {
+    cluster.KillWorker(0);
+    cluster.RestartWorker(0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  }
+  absl::Status status;
+  int64_t read = 0;
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (status.ok() && !end && std::chrono::steady_clock::now() < give_up) {
+    status = (*iterator)->GetNext(&element, &end);
+    ++read;
+  }
+  INFO(status.ToString() << " after " << read << " more elements");
+  CHECK(absl::IsInternal(status));
+  CHECK_FALSE(end);
+  const std::string message(status.message());
+  CHECK_THAT(message,
+             Contains("iteration 1 lost its tasks 4 times in a row, each within 10000 ms of starting, so "
+                      "its pipeline most likely crashes the workers (see their logs): task "));
+  // The four tasks worker 0 had, each named with its worker and why.
+  const std::string worker0 = absl::StrCat("127.0.0.1:", cluster.WorkerPort(0));
+  CHECK(CountOf(message, absl::StrCat(" on ", worker0, " (worker restarted) after ")) == 4);
+  CHECK_THAT(testing::ReadFileOrEmpty(cluster.dispatcher().log_path()), Contains("iteration 1 failed: "));
+  // The workers live on, and a new read is served.
+  absl::StatusOr<std::vector<Element>> again = Dataset::Range(10).Distribute(op).Collect();
+  REQUIRE(again.ok());
+  CHECK(again->size() == 10);
+}
+
+// The dispatcher's side of what protobuf cannot parse: InvalidArgument
+// saying why, where gRPC answered INTERNAL with an empty message.
+TEST_CASE("hardening dispatcher: a request protobuf cannot parse is refused saying why",
+          "[service][hardening][dispatcher]") {
+  TestCluster cluster({.num_workers = 1});
+  auto dispatcher = proto::DispatcherService::NewStub(MakeChannel(cluster.DispatcherAddress()));
+  auto deadline = [] { return std::chrono::system_clock::now() + std::chrono::seconds(10); };
+  Dataset nested = Dataset::Range(2);
+  for (int i = 0; i < 40; ++i) nested = Dataset::Zip({nested, Dataset::Range(2)});
+  proto::GetOrRegisterDatasetRequest deep;
+  *deep.mutable_version() = CurrentVersion();
+  *deep.mutable_dataset() = nested.def();
+  proto::GetOrRegisterDatasetResponse registered;
+  grpc::ClientContext deep_context;
+  deep_context.set_deadline(deadline());
+  grpc::Status status = dispatcher->GetOrRegisterDataset(&deep_context, deep, &registered);
+  CHECK(status.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+  CHECK(status.error_message() ==
+        "GetOrRegisterDataset: the request nests messages deeper than protobuf's limit of 100 (zip or "
+        "interleave pipelines inside each other add three levels each): nest fewer pipelines");
+  proto::WorkerHeartbeatRequest not_utf8;
+  *not_utf8.mutable_version() = CurrentVersion();
+  not_utf8.set_worker_address("127.0.0.1:\xff");
+  proto::WorkerHeartbeatResponse beat;
+  grpc::ClientContext beat_context;
+  beat_context.set_deadline(deadline());
+  status = dispatcher->WorkerHeartbeat(&beat_context, not_utf8, &beat);
+  CHECK(status.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+  CHECK(status.error_message() ==
+        "WorkerHeartbeat: the request does not parse as a sluice.proto.WorkerHeartbeatRequest (malformed "
+        "bytes, "
+        "a string field that is not UTF-8, or nesting past 10000 levels)");
+  // Nothing of either was taken in, and a read is served whole.
+  CHECK(cluster.RegisteredWorkers() == 1);
+  absl::StatusOr<std::vector<Element>> read = Dataset::Range(5).Distribute(cluster.ServiceUrl()).Collect();
+  REQUIRE(read.ok());
+  CHECK(read->size() == 5);
 }
 
 }  // namespace

@@ -84,6 +84,8 @@ class TestCluster {
   void KillWorker(int i);
   void RestartWorker(int i);
   Process& worker(int i) { return *workers_.at(i); }
+  // The port worker i listens on (its address is 127.0.0.1:PORT).
+  int WorkerPort(int index) const;
   Process& dispatcher() { return *dispatcher_; }
   int num_workers() const { return static_cast<int>(workers_.size()); }
   // Registered workers, as the dispatcher reports them.
@@ -94,8 +96,6 @@ class TestCluster {
  private:
   void StartDispatcher(int port);
   void StartWorker(int index, int port);
-  int WorkerPort(int index) const;
-
   const Options options_;
   TempDir dir_;
   int dispatcher_port_ = 0;
