@@ -29,7 +29,7 @@
 #include <thread>
 #include <vector>
 
-#include "common/grpc_util.h"
+#include "service/grpc_util.h"
 #include "sluice/dataset.h"
 #include "sluice/service.grpc.pb.h"
 

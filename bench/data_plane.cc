@@ -51,9 +51,9 @@
 
 #include "bench/bench_daemons.h"
 #include "bench_stream.grpc.pb.h"
-#include "common/daemon.h"
-#include "common/grpc_util.h"
-#include "common/malloc_tuning.h"
+#include "service/daemon.h"
+#include "service/grpc_util.h"
+#include "service/malloc_tuning.h"
 #include "sluice/dataset.h"
 #include "sluice/service.grpc.pb.h"
 

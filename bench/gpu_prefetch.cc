@@ -38,7 +38,7 @@
 #include <vector>
 
 #include "bench/bench_daemons.h"
-#include "common/daemon.h"
+#include "service/daemon.h"
 #include "sluice/distribute.h"
 
 namespace {

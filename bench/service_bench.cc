@@ -45,8 +45,8 @@
 #include <vector>
 
 #include "bench/bench_daemons.h"
-#include "common/daemon.h"
-#include "common/grpc_util.h"
+#include "service/daemon.h"
+#include "service/grpc_util.h"
 #include "sluice/dataset.h"
 #include "sluice/service.grpc.pb.h"
 

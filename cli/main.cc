@@ -6,7 +6,7 @@
 
 #include "CLI/CLI.hpp"
 #include "cli/commands.h"
-#include "common/daemon.h"
+#include "service/daemon.h"
 
 int main(int argc, char** argv) {
   std::ios::sync_with_stdio(false);

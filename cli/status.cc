@@ -9,8 +9,9 @@
 #include "absl/strings/str_join.h"
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
-#include "common/grpc_util.h"
 #include "google/protobuf/util/json_util.h"
+#include "service/grpc_util.h"
+#include "service/job_params.h"
 #include "sluice/service.grpc.pb.h"
 
 namespace sluice::cli {
@@ -50,18 +51,6 @@ std::string JoinOrDash(const Container& values) {
 std::string HeartbeatAge(int64_t last_unix_ms, int64_t now_unix_ms) {
   if (last_unix_ms <= 0) return "never";
   return absl::StrFormat("%.1f s ago", std::max<int64_t>(0, now_unix_ms - last_unix_ms) / 1000.0);
-}
-
-// The names the pipeline's `processing_mode` uses.
-std::string ModeName(proto::ProcessingMode mode) {
-  switch (mode) {
-    case proto::PARALLEL_EPOCHS:
-      return "parallel_epochs";
-    case proto::DISTRIBUTED_EPOCH:
-      return "distributed_epoch";
-    default:
-      return "unset";
-  }
 }
 
 int64_t NowUnixMs() {
@@ -119,7 +108,7 @@ std::string FormatStatusTables(const proto::StatusSnapshot& snapshot, int64_t no
   rows.clear();
   for (const proto::StatusSnapshot::Job& job : snapshot.jobs()) {
     rows.push_back({absl::StrCat(job.job_id()), job.params().dataset_id(),
-                    ModeName(job.params().processing_mode()),
+                    ProcessingModeName(job.params().processing_mode()),
                     job.params().job_name().empty() ? "-" : job.params().job_name()});
   }
   out += "\n";

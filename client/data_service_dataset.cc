@@ -15,12 +15,13 @@
 #include "client/epoch_losses.h"
 #include "client/split_position_filter.h"
 #include "client/warnings.h"
-#include "common/compression.h"
-#include "common/grpc_util.h"
-#include "common/malloc_tuning.h"
 #include "common/proto_convert.h"
 #include "pipeline/builder.h"
 #include "pipeline/sharding.h"
+#include "service/compression.h"
+#include "service/grpc_util.h"
+#include "service/job_params.h"
+#include "service/malloc_tuning.h"
 #include "sluice/service.grpc.pb.h"
 
 namespace sluice {
@@ -44,44 +45,6 @@ constexpr int kRequestsInFlightPerTask = 4;
 // A worker unreachable this long is reported to the dispatcher, which
 // declares it lost if it has stopped heartbeating too.
 constexpr absl::Duration kUnreachableReportAfter = absl::Seconds(1);
-
-absl::StatusOr<proto::ProcessingMode> ParseMode(const std::string& mode) {
-  if (mode == "parallel_epochs" || mode.empty()) return proto::PARALLEL_EPOCHS;
-  if (mode == "distributed_epoch") return proto::DISTRIBUTED_EPOCH;
-  return absl::InvalidArgumentError(absl::StrCat("distribute: unknown processing_mode '", mode,
-                                                 "' (valid: parallel_epochs, distributed_epoch)"));
-}
-
-// The job's mode and policy from the step's processing_mode and
-// sharding_policy; either may be left out, and they must agree.
-absl::Status ParseModeAndPolicy(const proto::DistributeOp& op, proto::JobParams* params) {
-  params->set_exactly_once(op.exactly_once());
-  absl::StatusOr<proto::ProcessingMode> mode = ParseMode(op.processing_mode());
-  if (!mode.ok()) return mode.status();
-  // Without a policy, the dispatcher derives it from the mode.
-  if (op.sharding_policy().empty()) {
-    params->set_processing_mode(*mode);
-    return absl::OkStatus();
-  }
-  proto::ShardingPolicy policy = proto::SHARDING_POLICY_UNSET;
-  if (!proto::ShardingPolicy_Parse("SHARDING_" + absl::AsciiStrToUpper(op.sharding_policy()), &policy) ||
-      policy == proto::SHARDING_POLICY_UNSET) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("distribute: unknown sharding_policy '", op.sharding_policy(),
-                     "' (valid: OFF, DYNAMIC, FILE, DATA, FILE_OR_DATA, HINT)"));
-  }
-  const proto::ProcessingMode implied =
-      policy == proto::SHARDING_DYNAMIC ? proto::DISTRIBUTED_EPOCH : proto::PARALLEL_EPOCHS;
-  if (!op.processing_mode().empty() && *mode != implied) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("distribute: sharding_policy ", op.sharding_policy(),
-                     " does not go with processing_mode ", op.processing_mode(),
-                     " (DYNAMIC is distributed_epoch; the other policies run like parallel_epochs)"));
-  }
-  params->set_processing_mode(implied);
-  params->set_sharding_policy(policy);
-  return absl::OkStatus();
-}
 
 // Errors of a worker that is slow, restarting or leaving: retried until the
 // dispatcher stops listing its task.
@@ -645,7 +608,7 @@ class DataServiceDataset::Iterator : public IteratorBase {
 };
 
 absl::StatusOr<std::unique_ptr<IteratorBase>> DataServiceDataset::MakeIterator(const IteratorContext&) const {
-  // Elements arrive as a steady stream of large messages (common/malloc_tuning.h).
+  // Elements arrive as a steady stream of large messages (service/malloc_tuning.h).
   TuneMallocForLargeMessages();
   proto::GetOrCreateJobRequest job_request;
   *job_request.mutable_version() = CurrentVersion();
@@ -691,7 +654,7 @@ absl::StatusOr<std::unique_ptr<IteratorBase>> DataServiceDataset::MakeIterator(c
 absl::StatusOr<DatasetPtr> MakeDataServiceDataset(const proto::DatasetDef& worker_part,
                                                   const proto::DistributeOp& op) {
   proto::JobParams params;
-  if (absl::Status s = ParseModeAndPolicy(op, &params); !s.ok()) return s;
+  if (absl::Status s = JobParamsFromDistribute(op, &params); !s.ok()) return s;
   if (absl::Status s = CheckSendable(worker_part); !s.ok()) return s;
   if (op.service().empty())
     return absl::InvalidArgumentError("distribute: missing 'service' (grpc://HOST:PORT)");

@@ -5,8 +5,8 @@
 #include <chrono>
 
 #include "absl/synchronization/notification.h"
-#include "common/element_wire.h"
-#include "common/grpc_util.h"
+#include "service/element_wire.h"
+#include "service/grpc_util.h"
 
 namespace sluice {
 namespace {
@@ -15,7 +15,7 @@ constexpr auto kRpcTimeout = std::chrono::seconds(30);
 constexpr char kGetElementsMethod[] = "/sluice.proto.WorkerService/GetElements";
 
 // Calls GetElements as raw bytes, so that the response is decoded from
-// gRPC's slices straight into tensors (common/element_wire.h).
+// gRPC's slices straight into tensors (service/element_wire.h).
 class GrpcElementTransport : public ElementTransport {
  public:
   explicit GrpcElementTransport(const std::string& address) : stub_(MakeChannel(address)) {}

@@ -11,7 +11,7 @@
 
 #include "absl/status/status.h"
 #include "common/element.h"
-#include "common/element_wire.h"
+#include "service/element_wire.h"
 #include "sluice/service.pb.h"
 
 namespace sluice {

@@ -4,8 +4,10 @@
 #   find_package(Sluice CONFIG REQUIRED)
 #   target_link_libraries(app PRIVATE Sluice::client)
 #
-# Installs the shared libraries sluice_core and sluice_client (exported as
-# Sluice::core and Sluice::client), the SDK's public headers with the
+# Installs the shared libraries sluice_core, sluice_service and
+# sluice_client (exported as Sluice::core, Sluice::service and
+# Sluice::client; the service's headers are not installed, and the client
+# links it privately), the SDK's public headers with the
 # headers they include, the daemons and the sluice command. Included from
 # the top-level CMakeLists.txt once every target exists.
 include(GNUInstallDirs)
@@ -16,14 +18,15 @@ set(SLUICE_CMAKE_INSTALL_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/Sluice)
 # Installed binaries find the installed libraries beside them, and
 # libraries outside the system directories (the CUDA runtime) where they
 # were linked from.
-set_target_properties(sluice_core sluice_client PROPERTIES
+set_target_properties(sluice_core sluice_service sluice_client PROPERTIES
   INSTALL_RPATH "$ORIGIN" INSTALL_RPATH_USE_LINK_PATH ON)
 set_target_properties(sluice_core PROPERTIES EXPORT_NAME core)
+set_target_properties(sluice_service PROPERTIES EXPORT_NAME service)
 set_target_properties(sluice_client PROPERTIES EXPORT_NAME client)
 # client/include/sluice installs to include/sluice (sluice_core's include
 # dir too).
 target_include_directories(sluice_client PUBLIC $<INSTALL_INTERFACE:include>)
-install(TARGETS sluice_core sluice_client EXPORT SluiceTargets
+install(TARGETS sluice_core sluice_service sluice_client EXPORT SluiceTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 
 set_target_properties(dispatcherd workerd sluice PROPERTIES

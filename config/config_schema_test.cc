@@ -4,8 +4,8 @@
 #include <string>
 #include <vector>
 
-#include "common/daemon.h"
 #include "dispatcher/dispatcher_config.h"
+#include "service/daemon.h"
 #include "tests/testing/test_util.h"
 
 namespace sluice {

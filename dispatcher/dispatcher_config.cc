@@ -1,6 +1,6 @@
 #include "dispatcher/dispatcher_config.h"
 
-#include "common/daemon.h"
+#include "service/daemon.h"
 
 namespace sluice::dispatcher {
 

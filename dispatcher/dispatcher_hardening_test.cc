@@ -8,9 +8,9 @@
 #include <thread>
 #include <vector>
 
-#include "common/grpc_util.h"
 #include "dispatcher/dispatcher_impl.h"
 #include "dispatcher/dispatcher_state.h"
+#include "service/grpc_util.h"
 #include "sluice/dataset.h"
 
 namespace sluice::dispatcher {
@@ -233,8 +233,9 @@ TEST_CASE("dispatcher hardening: leases with bad numbers and ids past int64 are 
   CHECK(state.FindIteration(1)->next_split_seq == 3);
 }
 
-TEST_CASE("dispatcher hardening: a collected or failed iteration drops its leases, and an endless one keeps none",
-          "[dispatcher][hardening]") {
+TEST_CASE(
+    "dispatcher hardening: a collected or failed iteration drops its leases, and an endless one keeps none",
+    "[dispatcher][hardening]") {
   DispatcherState state;
   REQUIRE(state.Apply(Registered()).ok());
   REQUIRE(state.Apply(Job(1)).ok());
@@ -666,7 +667,8 @@ TEST_CASE("dispatcher hardening: an iteration that keeps losing short-lived task
                    "iteration 1 lost its tasks 4 times in a row, each within 10000 ms of starting, so its "
                    "pipeline most likely crashes the workers (see their logs): task 1 on w:1 (worker "
                    "restarted) after "));
-    CHECK_THAT(failed.error_message(), Catch::Matchers::Contains("; task 4 on x:2 (worker restarted) after "));
+    CHECK_THAT(failed.error_message(),
+               Catch::Matchers::Contains("; task 4 on x:2 (worker restarted) after "));
     CHECK(failed.iteration_finished());
     CHECK(failed.tasks_size() == 0);
     // Nothing of it is handed on: the workers drop what they hold, and a

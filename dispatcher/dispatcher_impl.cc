@@ -10,52 +10,21 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "common/grpc_util.h"
 #include "common/proto_convert.h"
 #include "dispatcher/request_checks.h"
 #include "pipeline/builder.h"
 #include "pipeline/sharding.h"
 #include "pipeline/split_provider.h"
+#include "service/grpc_util.h"
+#include "service/job_params.h"
 
 namespace sluice::dispatcher {
 namespace {
-
-const char* ModeName(proto::ProcessingMode mode) {
-  return mode == proto::DISTRIBUTED_EPOCH ? "distributed_epoch" : "parallel_epochs";
-}
 
 bool SameParams(const proto::JobParams& a, const proto::JobParams& b) {
   return a.dataset_id() == b.dataset_id() && a.processing_mode() == b.processing_mode() &&
          a.sharding_policy() == b.sharding_policy() && a.exactly_once() == b.exactly_once() &&
          a.num_consumers() == b.num_consumers();
-}
-
-// exactly_once needs a worker side whose output positions within a split
-// are the same on every run: an element source, then element-wise steps.
-absl::Status CheckExactlyOnce(const proto::JobParams& params, const proto::DatasetDef& def) {
-  if (params.processing_mode() != proto::DISTRIBUTED_EPOCH) {
-    return absl::FailedPreconditionError(absl::StrCat("exactly_once needs distributed_epoch; the job is ",
-                                                      ModeName(params.processing_mode())));
-  }
-  auto refuse = [](int index, const std::string& why) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("exactly_once needs a worker side that is element-wise (range or from_tensor_slices, "
-                     "then map, filter or prefetch; batch after distribute): step ",
-                     index + 1, " ", why));
-  };
-  if (def.steps_size() == 0 || !(def.steps(0).has_range() || def.steps(0).has_from_tensor_slices())) {
-    return refuse(0, "is not range or from_tensor_slices");
-  }
-  for (int i = 1; i < def.steps_size(); ++i) {
-    const proto::Step& step = def.steps(i);
-    if (step.has_map() && step.map().num_parallel_calls() > 1 && !step.map().deterministic()) {
-      return refuse(i, "is a map with deterministic: false, whose order changes from run to run");
-    }
-    if (!step.has_map() && !step.has_filter() && !step.has_prefetch()) {
-      return refuse(i, "is " + StepName(step));
-    }
-  }
-  return absl::OkStatus();
 }
 
 }  // namespace
@@ -234,16 +203,7 @@ absl::Status DispatcherImpl::GetOrCreateJob(const proto::GetOrCreateJobRequest& 
   if (absl::Status s = CheckRequest(request); !s.ok()) return s;
   const proto::JobParams& params = request.params();
   proto::JobParams job_params = params;
-  if (job_params.sharding_policy() == proto::SHARDING_POLICY_UNSET) {
-    job_params.set_sharding_policy(
-        params.processing_mode() == proto::DISTRIBUTED_EPOCH ? proto::SHARDING_DYNAMIC : proto::SHARDING_OFF);
-  }
-  if ((job_params.sharding_policy() == proto::SHARDING_DYNAMIC) !=
-      (params.processing_mode() == proto::DISTRIBUTED_EPOCH)) {
-    return absl::InvalidArgumentError(absl::StrCat("job: sharding policy ",
-                                                   ShardingPolicyName(job_params.sharding_policy()),
-                                                   " does not go with ", ModeName(params.processing_mode())));
-  }
+  if (absl::Status s = ResolveShardingPolicy(&job_params); !s.ok()) return s;
   absl::MutexLock lock(&mu_);
   const auto* dataset = state_.FindDataset(params.dataset_id());
   if (dataset == nullptr)
@@ -253,8 +213,8 @@ absl::Status DispatcherImpl::GetOrCreateJob(const proto::GetOrCreateJobRequest& 
       if (!SameParams(job->params, job_params)) {
         return absl::InvalidArgumentError(absl::StrCat(
             "job '", params.job_name(), "' already exists for dataset ", job->params.dataset_id(), " in ",
-            ModeName(job->params.processing_mode()), " mode; asked for dataset ", params.dataset_id(), " in ",
-            ModeName(params.processing_mode()), " mode"));
+            ProcessingModeName(job->params.processing_mode()), " mode; asked for dataset ",
+            params.dataset_id(), " in ", ProcessingModeName(params.processing_mode()), " mode"));
       }
       response->set_job_id(job->id);
       return absl::OkStatus();

@@ -9,9 +9,9 @@
 #include <thread>
 #include <vector>
 
-#include "common/grpc_util.h"
 #include "pipeline/builder.h"
 #include "pipeline/split_provider.h"
+#include "service/grpc_util.h"
 #include "sluice/dataset.h"
 #include "tests/testing/test_util.h"
 

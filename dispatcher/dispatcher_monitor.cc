@@ -10,8 +10,8 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "common/grpc_util.h"
 #include "dispatcher/dispatcher_impl.h"
+#include "service/grpc_util.h"
 
 namespace sluice::dispatcher {
 

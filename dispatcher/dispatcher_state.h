@@ -18,6 +18,7 @@
 #include "absl/status/statusor.h"
 #include "pipeline/dataset.h"
 #include "pipeline/sharding.h"
+#include "service/job_params.h"
 #include "sluice/journal.pb.h"
 
 namespace sluice::dispatcher {
@@ -25,11 +26,6 @@ namespace sluice::dispatcher {
 // Splits held in runs (Split with count > 1), by first seq; the runs in one
 // map never overlap.
 using SplitRuns = std::map<int64_t, Split>;
-
-// FILE, DATA, FILE_OR_DATA or HINT: each listed worker runs its own shard.
-inline bool IsStaticSharding(const proto::JobParams& params) {
-  return IsStaticPolicy(params.sharding_policy());
-}
 
 // Whether a worker may run a task of the job: any worker, or for static
 // sharding a listed one.

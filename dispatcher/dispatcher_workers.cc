@@ -10,11 +10,11 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "common/grpc_util.h"
 #include "dispatcher/dispatcher_impl.h"
 #include "dispatcher/request_checks.h"
 #include "pipeline/sharding.h"
 #include "pipeline/split_provider.h"
+#include "service/grpc_util.h"
 
 namespace sluice::dispatcher {
 namespace {

@@ -1,7 +1,7 @@
 #include "dispatcher/grpc_dispatcher_impl.h"
 
-#include "common/element_wire.h"
-#include "common/grpc_util.h"
+#include "service/element_wire.h"
+#include "service/grpc_util.h"
 
 namespace sluice::dispatcher {
 

@@ -3,10 +3,10 @@
 
 #include <iostream>
 
-#include "common/daemon.h"
 #include "dispatcher/dispatcher_impl.h"
 #include "dispatcher/grpc_dispatcher_impl.h"
 #include "dispatcher/task_pusher.h"
+#include "service/daemon.h"
 
 int main(int argc, char** argv) {
   sluice::TurnOffMutexDeadlockDetection();

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "common/grpc_util.h"
+#include "service/grpc_util.h"
 
 namespace sluice::dispatcher {
 namespace {

@@ -4,7 +4,7 @@
 
 #include <chrono>
 
-#include "common/grpc_util.h"
+#include "service/grpc_util.h"
 
 namespace sluice::dispatcher {
 namespace {

@@ -8,7 +8,6 @@
 
 #include "absl/status/status.h"
 #include "sluice/dataset.pb.h"
-#include "sluice/service.pb.h"
 
 namespace sluice {
 

@@ -5,13 +5,13 @@
 // GetElements is a callback method on raw bytes: the request is parked
 // without holding a thread while the task has nothing to send, and the
 // response is encoded straight from the tensors' buffers
-// (common/element_wire.h) instead of through a GetElementsResponse proto.
+// (service/element_wire.h) instead of through a GetElementsResponse proto.
 #ifndef SLUICE_WORKER_GRPC_WORKER_IMPL_H_
 #define SLUICE_WORKER_GRPC_WORKER_IMPL_H_
 
 #include "absl/strings/str_cat.h"
-#include "common/element_wire.h"
-#include "common/grpc_util.h"
+#include "service/element_wire.h"
+#include "service/grpc_util.h"
 #include "sluice/service.grpc.pb.h"
 #include "worker/request_checks.h"
 #include "worker/worker_impl.h"

@@ -5,9 +5,9 @@
 #include <iostream>
 
 #include "absl/strings/str_cat.h"
-#include "common/daemon.h"
-#include "common/grpc_util.h"
 #include "pipeline/builder.h"
+#include "service/daemon.h"
+#include "service/grpc_util.h"
 #include "worker/grpc_worker_impl.h"
 #include "worker/worker_impl.h"
 

@@ -2,7 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
-#include "common/element_wire.h"
+#include "service/element_wire.h"
 
 namespace sluice::worker {
 namespace {

@@ -8,8 +8,8 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "common/daemon.h"
-#include "common/grpc_util.h"
+#include "service/daemon.h"
+#include "service/grpc_util.h"
 
 namespace sluice::worker {
 namespace {

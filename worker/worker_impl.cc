@@ -5,7 +5,7 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
-#include "common/grpc_util.h"
+#include "service/grpc_util.h"
 #include "worker/request_checks.h"
 #include "worker/worker_task.h"
 

@@ -26,8 +26,8 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "common/element.h"
-#include "common/element_wire.h"
 #include "pipeline/dataset.h"
+#include "service/element_wire.h"
 #include "sluice/service.grpc.pb.h"
 #include "worker/worker_config.h"
 

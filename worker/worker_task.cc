@@ -6,11 +6,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
-#include "common/element_wire.h"
 #include "common/exceptions.h"
-#include "common/grpc_util.h"
 #include "pipeline/builder.h"
 #include "pipeline/sharding.h"
+#include "service/element_wire.h"
+#include "service/grpc_util.h"
 
 namespace sluice::worker {
 namespace {

@@ -11,8 +11,8 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "common/grpc_util.h"
 #include "common/proto_convert.h"
+#include "service/grpc_util.h"
 #include "sluice/dataset.h"
 #include "sluice/service.grpc.pb.h"
 #include "tests/integration/test_cluster.h"

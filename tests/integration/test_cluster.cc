@@ -14,7 +14,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "common/grpc_util.h"
+#include "service/grpc_util.h"
 #include "sluice/service.grpc.pb.h"
 
 extern char** environ;

@@ -1,4 +1,4 @@
-#include "common/element_wire.h"
+#include "service/element_wire.h"
 
 #include <catch2/catch.hpp>
 #include <random>

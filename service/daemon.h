@@ -2,8 +2,8 @@
 // config file before the flags that override it, logging setup, binding
 // (port 0 picks a free port, logged and optionally written to a file), and
 // waiting for SIGTERM/SIGINT to shut down cleanly.
-#ifndef SLUICE_COMMON_DAEMON_H_
-#define SLUICE_COMMON_DAEMON_H_
+#ifndef SLUICE_SERVICE_DAEMON_H_
+#define SLUICE_SERVICE_DAEMON_H_
 
 #include <grpcpp/grpcpp.h>
 
@@ -56,4 +56,4 @@ absl::StatusOr<std::unique_ptr<grpc::Server>> StartServer(const ServerOptions& o
 
 }  // namespace sluice
 
-#endif  // SLUICE_COMMON_DAEMON_H_
+#endif  // SLUICE_SERVICE_DAEMON_H_

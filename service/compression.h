@@ -1,8 +1,8 @@
 // Compression of elements on the wire: none, snappy or zstd, from Debian's
 // libsnappy and libzstd. Snappy costs little CPU for a modest ratio; zstd
 // compresses better for links slower than the CPU.
-#ifndef SLUICE_COMMON_COMPRESSION_H_
-#define SLUICE_COMMON_COMPRESSION_H_
+#ifndef SLUICE_SERVICE_COMPRESSION_H_
+#define SLUICE_SERVICE_COMPRESSION_H_
 
 #include <string>
 #include <string_view>
@@ -23,4 +23,4 @@ absl::Status Decompress(proto::WireCompression compression, std::string_view inp
 
 }  // namespace sluice
 
-#endif  // SLUICE_COMMON_COMPRESSION_H_
+#endif  // SLUICE_SERVICE_COMPRESSION_H_

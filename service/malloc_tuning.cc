@@ -1,4 +1,4 @@
-#include "common/malloc_tuning.h"
+#include "service/malloc_tuning.h"
 
 #include <cstdlib>
 

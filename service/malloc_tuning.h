@@ -7,8 +7,8 @@
 // reader's throughput: 1.8-2.2 GB/s against 3.4-4.0 GB/s with the
 // thresholds fixed. The data service reader therefore fixes them, once per
 // process, unless the user has chosen malloc settings of their own.
-#ifndef SLUICE_COMMON_MALLOC_TUNING_H_
-#define SLUICE_COMMON_MALLOC_TUNING_H_
+#ifndef SLUICE_SERVICE_MALLOC_TUNING_H_
+#define SLUICE_SERVICE_MALLOC_TUNING_H_
 
 #include <cstddef>
 #include <string>
@@ -41,4 +41,4 @@ const MallocTuningDecision& TuneMallocForLargeMessages();
 
 }  // namespace sluice
 
-#endif  // SLUICE_COMMON_MALLOC_TUNING_H_
+#endif  // SLUICE_SERVICE_MALLOC_TUNING_H_

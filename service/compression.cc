@@ -1,4 +1,4 @@
-#include "common/compression.h"
+#include "service/compression.h"
 
 #include <snappy.h>
 #include <zstd.h>

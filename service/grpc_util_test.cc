@@ -1,4 +1,4 @@
-#include "common/grpc_util.h"
+#include "service/grpc_util.h"
 
 #include <catch2/catch.hpp>
 #include <chrono>

@@ -1,4 +1,4 @@
-#include "common/element_wire.h"
+#include "service/element_wire.h"
 
 #include <google/protobuf/io/coded_stream.h>
 #include <grpcpp/support/proto_buffer_reader.h>
@@ -8,8 +8,8 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "common/compression.h"
 #include "common/proto_convert.h"
+#include "service/compression.h"
 
 namespace sluice {
 namespace {

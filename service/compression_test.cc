@@ -1,4 +1,4 @@
-#include "common/compression.h"
+#include "service/compression.h"
 
 #include <catch2/catch.hpp>
 

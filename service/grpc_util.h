@@ -1,8 +1,8 @@
 // The boundary between gRPC and the rest of Sluice: status conversion (the
 // only place it happens), protocol-version checks, channels, deadlines and
 // retries of UNAVAILABLE with backoff.
-#ifndef SLUICE_COMMON_GRPC_UTIL_H_
-#define SLUICE_COMMON_GRPC_UTIL_H_
+#ifndef SLUICE_SERVICE_GRPC_UTIL_H_
+#define SLUICE_SERVICE_GRPC_UTIL_H_
 
 #include <grpcpp/grpcpp.h>
 
@@ -54,4 +54,4 @@ absl::Status CallWithRetries(const std::function<grpc::Status(grpc::ClientContex
 
 }  // namespace sluice
 
-#endif  // SLUICE_COMMON_GRPC_UTIL_H_
+#endif  // SLUICE_SERVICE_GRPC_UTIL_H_

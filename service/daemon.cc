@@ -1,4 +1,4 @@
-#include "common/daemon.h"
+#include "service/daemon.h"
 
 #include <signal.h>
 #include <spdlog/spdlog.h>
@@ -10,7 +10,7 @@
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "common/grpc_util.h"
+#include "service/grpc_util.h"
 
 namespace sluice {
 

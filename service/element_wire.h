@@ -12,8 +12,8 @@
 //    would take two.
 // Compressed elements (compression other than none) still go through the
 // proto; their bytes are small after compression and copied anyway.
-#ifndef SLUICE_COMMON_ELEMENT_WIRE_H_
-#define SLUICE_COMMON_ELEMENT_WIRE_H_
+#ifndef SLUICE_SERVICE_ELEMENT_WIRE_H_
+#define SLUICE_SERVICE_ELEMENT_WIRE_H_
 
 #include <grpcpp/support/byte_buffer.h>
 
@@ -80,4 +80,4 @@ absl::Status DecodeElements(const proto::GetElementsResponse& response, std::vec
 
 }  // namespace sluice
 
-#endif  // SLUICE_COMMON_ELEMENT_WIRE_H_
+#endif  // SLUICE_SERVICE_ELEMENT_WIRE_H_

@@ -1,0 +1,99 @@
+#include "service/job_params.h"
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "pipeline/sharding.h"
+
+namespace sluice {
+
+absl::StatusOr<proto::ProcessingMode> ParseProcessingMode(const std::string& name) {
+  if (name == "parallel_epochs" || name.empty()) return proto::PARALLEL_EPOCHS;
+  if (name == "distributed_epoch") return proto::DISTRIBUTED_EPOCH;
+  return absl::InvalidArgumentError(absl::StrCat("distribute: unknown processing_mode '", name,
+                                                 "' (valid: parallel_epochs, distributed_epoch)"));
+}
+
+std::string ProcessingModeName(proto::ProcessingMode mode) {
+  switch (mode) {
+    case proto::PARALLEL_EPOCHS:
+      return "parallel_epochs";
+    case proto::DISTRIBUTED_EPOCH:
+      return "distributed_epoch";
+    case proto::PROCESSING_MODE_UNSET:
+      return "unset";
+    default:
+      return absl::StrCat("unknown (", static_cast<int>(mode), ")");
+  }
+}
+
+absl::Status JobParamsFromDistribute(const proto::DistributeOp& op, proto::JobParams* params) {
+  params->set_exactly_once(op.exactly_once());
+  absl::StatusOr<proto::ProcessingMode> mode = ParseProcessingMode(op.processing_mode());
+  if (!mode.ok()) return mode.status();
+  // Without a policy, the dispatcher derives it from the mode.
+  if (op.sharding_policy().empty()) {
+    params->set_processing_mode(*mode);
+    return absl::OkStatus();
+  }
+  proto::ShardingPolicy policy = proto::SHARDING_POLICY_UNSET;
+  if (!proto::ShardingPolicy_Parse("SHARDING_" + absl::AsciiStrToUpper(op.sharding_policy()), &policy) ||
+      policy == proto::SHARDING_POLICY_UNSET) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("distribute: unknown sharding_policy '", op.sharding_policy(),
+                     "' (valid: OFF, DYNAMIC, FILE, DATA, FILE_OR_DATA, HINT)"));
+  }
+  const proto::ProcessingMode implied =
+      policy == proto::SHARDING_DYNAMIC ? proto::DISTRIBUTED_EPOCH : proto::PARALLEL_EPOCHS;
+  if (!op.processing_mode().empty() && *mode != implied) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("distribute: sharding_policy ", op.sharding_policy(),
+                     " does not go with processing_mode ", op.processing_mode(),
+                     " (DYNAMIC is distributed_epoch; the other policies run like parallel_epochs)"));
+  }
+  params->set_processing_mode(implied);
+  params->set_sharding_policy(policy);
+  return absl::OkStatus();
+}
+
+absl::Status ResolveShardingPolicy(proto::JobParams* params) {
+  const bool distributed = params->processing_mode() == proto::DISTRIBUTED_EPOCH;
+  if (params->sharding_policy() == proto::SHARDING_POLICY_UNSET) {
+    params->set_sharding_policy(distributed ? proto::SHARDING_DYNAMIC : proto::SHARDING_OFF);
+  }
+  if ((params->sharding_policy() == proto::SHARDING_DYNAMIC) != distributed) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("job: sharding policy ", ShardingPolicyName(params->sharding_policy()),
+                     " does not go with ", ProcessingModeName(params->processing_mode())));
+  }
+  return absl::OkStatus();
+}
+
+bool IsStaticSharding(const proto::JobParams& params) { return IsStaticPolicy(params.sharding_policy()); }
+
+absl::Status CheckExactlyOnce(const proto::JobParams& params, const proto::DatasetDef& def) {
+  if (params.processing_mode() != proto::DISTRIBUTED_EPOCH) {
+    return absl::FailedPreconditionError(absl::StrCat("exactly_once needs distributed_epoch; the job is ",
+                                                      ProcessingModeName(params.processing_mode())));
+  }
+  auto refuse = [](int index, const std::string& why) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("exactly_once needs a worker side that is element-wise (range or from_tensor_slices, "
+                     "then map, filter or prefetch; batch after distribute): step ",
+                     index + 1, " ", why));
+  };
+  if (def.steps_size() == 0 || !(def.steps(0).has_range() || def.steps(0).has_from_tensor_slices())) {
+    return refuse(0, "is not range or from_tensor_slices");
+  }
+  for (int i = 1; i < def.steps_size(); ++i) {
+    const proto::Step& step = def.steps(i);
+    if (step.has_map() && step.map().num_parallel_calls() > 1 && !step.map().deterministic()) {
+      return refuse(i, "is a map with deterministic: false, whose order changes from run to run");
+    }
+    if (!step.has_map() && !step.has_filter() && !step.has_prefetch()) {
+      return refuse(i, "is " + StepName(step));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace sluice

@@ -1,0 +1,47 @@
+// A job's processing mode and sharding policy, and the rules that tie them
+// together, in one place for the client (which builds JobParams from a
+// distribute step) and the dispatcher (which checks what it is sent).
+//
+//   proto::JobParams params;
+//   absl::Status status = JobParamsFromDistribute(op, &params);
+#ifndef SLUICE_SERVICE_JOB_PARAMS_H_
+#define SLUICE_SERVICE_JOB_PARAMS_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "sluice/dataset.pb.h"
+#include "sluice/service.pb.h"
+
+namespace sluice {
+
+// "parallel_epochs" (also for "") or "distributed_epoch"; InvalidArgument
+// naming the valid ones otherwise.
+absl::StatusOr<proto::ProcessingMode> ParseProcessingMode(const std::string& name);
+// The name a pipeline's processing_mode uses; "unset" for 0 and
+// "unknown (N)" for values past the enum.
+std::string ProcessingModeName(proto::ProcessingMode mode);
+
+// The mode, sharding policy and exactly_once of a distribute step: either
+// of processing_mode and sharding_policy may be left out, and they must
+// agree (DYNAMIC is distributed_epoch; the other policies run like
+// parallel_epochs). Leaves the policy unset when the step has none.
+absl::Status JobParamsFromDistribute(const proto::DistributeOp& op, proto::JobParams* params);
+
+// Sets the policy a mode implies when none is given (OFF, or DYNAMIC for
+// distributed_epoch), and refuses a policy that does not go with the mode.
+absl::Status ResolveShardingPolicy(proto::JobParams* params);
+
+// FILE, DATA, FILE_OR_DATA or HINT: each listed worker runs its own shard.
+bool IsStaticSharding(const proto::JobParams& params);
+
+// exactly_once needs distributed_epoch and a worker side whose output
+// positions within a split are the same on every run: range or
+// from_tensor_slices, then map (deterministic), filter or prefetch.
+// FailedPrecondition naming the step otherwise.
+absl::Status CheckExactlyOnce(const proto::JobParams& params, const proto::DatasetDef& def);
+
+}  // namespace sluice
+
+#endif  // SLUICE_SERVICE_JOB_PARAMS_H_

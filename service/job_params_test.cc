@@ -1,0 +1,77 @@
+#include "service/job_params.h"
+
+#include <catch2/catch.hpp>
+
+namespace sluice {
+namespace {
+
+proto::DistributeOp Op(const std::string& mode, const std::string& policy) {
+  proto::DistributeOp op;
+  op.set_processing_mode(mode);
+  op.set_sharding_policy(policy);
+  return op;
+}
+
+TEST_CASE("job_params: a distribute step's mode and policy, either left out, must agree", "[service]") {
+  proto::JobParams params;
+  REQUIRE(JobParamsFromDistribute(Op("", ""), &params).ok());
+  CHECK(params.processing_mode() == proto::PARALLEL_EPOCHS);
+  CHECK(params.sharding_policy() == proto::SHARDING_POLICY_UNSET);
+  params.Clear();
+  REQUIRE(JobParamsFromDistribute(Op("", "dynamic"), &params).ok());
+  CHECK(params.processing_mode() == proto::DISTRIBUTED_EPOCH);
+  CHECK(params.sharding_policy() == proto::SHARDING_DYNAMIC);
+  params.Clear();
+  REQUIRE(JobParamsFromDistribute(Op("parallel_epochs", "FILE_OR_DATA"), &params).ok());
+  CHECK(params.processing_mode() == proto::PARALLEL_EPOCHS);
+  CHECK(params.sharding_policy() == proto::SHARDING_FILE_OR_DATA);
+  CHECK(JobParamsFromDistribute(Op("epochs", ""), &params).message() ==
+        "distribute: unknown processing_mode 'epochs' (valid: parallel_epochs, distributed_epoch)");
+  CHECK(JobParamsFromDistribute(Op("", "policy_unset"), &params).message() ==
+        "distribute: unknown sharding_policy 'policy_unset' (valid: OFF, DYNAMIC, FILE, DATA, FILE_OR_DATA, "
+        "HINT)");
+  CHECK(JobParamsFromDistribute(Op("distributed_epoch", "data"), &params).message() ==
+        "distribute: sharding_policy data does not go with processing_mode distributed_epoch (DYNAMIC is "
+        "distributed_epoch; the other policies run like parallel_epochs)");
+}
+
+TEST_CASE("job_params: the dispatcher derives a missing policy and refuses one that contradicts the mode",
+          "[service]") {
+  proto::JobParams params;
+  params.set_processing_mode(proto::DISTRIBUTED_EPOCH);
+  REQUIRE(ResolveShardingPolicy(&params).ok());
+  CHECK(params.sharding_policy() == proto::SHARDING_DYNAMIC);
+  params.set_processing_mode(proto::PARALLEL_EPOCHS);
+  params.clear_sharding_policy();
+  REQUIRE(ResolveShardingPolicy(&params).ok());
+  CHECK(params.sharding_policy() == proto::SHARDING_OFF);
+  CHECK_FALSE(IsStaticSharding(params));
+  params.set_sharding_policy(proto::SHARDING_HINT);
+  REQUIRE(ResolveShardingPolicy(&params).ok());
+  CHECK(IsStaticSharding(params));
+  params.set_sharding_policy(proto::SHARDING_DYNAMIC);
+  CHECK(ResolveShardingPolicy(&params).message() ==
+        "job: sharding policy DYNAMIC does not go with parallel_epochs");
+  CHECK(ProcessingModeName(proto::PROCESSING_MODE_UNSET) == "unset");
+  CHECK(ProcessingModeName(static_cast<proto::ProcessingMode>(9)) == "unknown (9)");
+}
+
+TEST_CASE("job_params: exactly_once needs distributed_epoch and an element-wise worker side", "[service]") {
+  proto::JobParams params;
+  params.set_processing_mode(proto::DISTRIBUTED_EPOCH);
+  proto::DatasetDef def;
+  def.add_steps()->mutable_range()->set_stop(10);
+  def.add_steps()->mutable_map()->mutable_fn()->set_name("square");
+  CHECK(CheckExactlyOnce(params, def).ok());
+  def.add_steps()->mutable_batch()->set_batch_size(2);
+  CHECK(CheckExactlyOnce(params, def).message() ==
+        "exactly_once needs a worker side that is element-wise (range or from_tensor_slices, then map, "
+        "filter or "
+        "prefetch; batch after distribute): step 3 is batch");
+  params.set_processing_mode(proto::PARALLEL_EPOCHS);
+  CHECK(CheckExactlyOnce(params, def).message() ==
+        "exactly_once needs distributed_epoch; the job is parallel_epochs");
+}
+
+}  // namespace
+}  // namespace sluice
