@@ -29,6 +29,7 @@
 #include <thread>
 #include <vector>
 
+#include "service/dispatcher_client.h"
 #include "service/grpc_util.h"
 #include "sluice/dataset.h"
 #include "sluice/service.grpc.pb.h"
@@ -184,13 +185,9 @@ struct Cluster {
 };
 
 int RegisteredWorkers(const std::string& address) {
-  auto stub = sluice::proto::DispatcherService::NewStub(sluice::MakeChannel(address));
-  sluice::proto::GetWorkersRequest request;
-  *request.mutable_version() = sluice::CurrentVersion();
+  sluice::DispatcherClient dispatcher(address);
   sluice::proto::GetWorkersResponse response;
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
-  if (!stub->GetWorkers(&context, request, &response).ok()) return -1;
+  if (!dispatcher.GetWorkers({}, &response, {.attempt_timeout = std::chrono::seconds(2)}).ok()) return -1;
   return response.workers_size();
 }
 

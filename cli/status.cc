@@ -10,6 +10,7 @@
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
 #include "google/protobuf/util/json_util.h"
+#include "service/dispatcher_client.h"
 #include "service/grpc_util.h"
 #include "service/job_params.h"
 #include "sluice/service.grpc.pb.h"
@@ -63,19 +64,15 @@ int64_t NowUnixMs() {
 // up yet included.
 absl::StatusOr<proto::StatusSnapshot> FetchStatus(const std::string& address,
                                                   std::chrono::milliseconds timeout) {
-  auto dispatcher = proto::DispatcherService::NewStub(MakeChannel(address));
-  proto::GetStatusRequest request;
-  *request.mutable_version() = CurrentVersion();
+  DispatcherClient dispatcher(address);
   proto::StatusSnapshot snapshot;
-  const auto deadline = std::chrono::system_clock::now() + timeout;
-  absl::Status status = CallWithRetries(
-      [&](grpc::ClientContext* context) {
-        // Every attempt ends by the same deadline, so that the command ends
-        // within the timeout rather than a timeout after the last retry.
-        context->set_deadline(deadline);
-        return dispatcher->GetStatus(context, request, &snapshot);
-      },
-      timeout, timeout, absl::StrCat("getting the status of the dispatcher at ", address));
+  // Every attempt ends by the same deadline, so that the command ends
+  // within the timeout rather than a timeout after the last retry.
+  absl::Status status =
+      dispatcher.GetStatus({}, &snapshot,
+                           {.attempt_timeout = timeout,
+                            .retry_for = timeout,
+                            .what = absl::StrCat("getting the status of the dispatcher at ", address)});
   if (IsUnreachable(status)) {
     return absl::UnavailableError(
         absl::StrCat("no dispatcher answered at ", address, " within ", timeout.count(), " ms"));

@@ -19,6 +19,7 @@
 #include "pipeline/builder.h"
 #include "pipeline/sharding.h"
 #include "service/compression.h"
+#include "service/dispatcher_client.h"
 #include "service/grpc_util.h"
 #include "service/job_params.h"
 #include "service/malloc_tuning.h"
@@ -27,7 +28,6 @@
 namespace sluice {
 namespace {
 
-constexpr auto kRpcTimeout = std::chrono::seconds(10);
 // How long a client waits for a dispatcher that is not up yet, by default.
 constexpr std::chrono::milliseconds kDefaultDispatcherDeadline(60000);
 constexpr absl::Duration kHeartbeatInterval = absl::Milliseconds(100);
@@ -53,15 +53,9 @@ bool IsTransient(const absl::Status& status) {
          absl::IsAborted(status);
 }
 
-struct ServiceHandle {
-  std::string address;
-  std::shared_ptr<grpc::Channel> channel;
-  std::unique_ptr<proto::DispatcherService::Stub> dispatcher;
-};
-
 class DataServiceDataset : public DatasetBase {
  public:
-  DataServiceDataset(std::shared_ptr<ServiceHandle> service, proto::JobParams params, ElementSpec spec,
+  DataServiceDataset(std::shared_ptr<DispatcherClient> service, proto::JobParams params, ElementSpec spec,
                      int64_t cardinality, int64_t max_outstanding, std::chrono::milliseconds deadline,
                      proto::WireCompression compression, int64_t consumer_index, bool allow_partial)
       : consumer_index_(consumer_index),
@@ -91,7 +85,7 @@ class DataServiceDataset : public DatasetBase {
   const bool allow_partial_;
   const std::chrono::milliseconds deadline_;
   const proto::WireCompression compression_;
-  const std::shared_ptr<ServiceHandle> service_;
+  const std::shared_ptr<DispatcherClient> service_;
   const proto::JobParams params_;
   const ElementSpec spec_;
   const int64_t cardinality_;
@@ -108,7 +102,7 @@ class DataServiceDataset::Iterator : public IteratorBase {
   // `losses`: set for a parallel_epochs read, whose lost tasks cut it short.
   // `dispatcher_deadline`: how long the dispatcher may go unheard before
   // the read fails.
-  Iterator(std::shared_ptr<ServiceHandle> service, int64_t max_outstanding, int64_t iteration_client_id,
+  Iterator(std::shared_ptr<DispatcherClient> service, int64_t max_outstanding, int64_t iteration_client_id,
            proto::WireCompression compression, int64_t consumer_index, bool sole_reader,
            std::optional<EpochLosses> losses, std::chrono::milliseconds dispatcher_deadline)
       : service_(std::move(service)),
@@ -134,12 +128,10 @@ class DataServiceDataset::Iterator : public IteratorBase {
       for (std::thread& thread : task.threads) thread.join();
     }
     proto::ReleaseIterationClientRequest request;
-    *request.mutable_version() = CurrentVersion();
     request.set_iteration_client_id(client_id_);
     proto::ReleaseIterationClientResponse response;
-    grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
-    (void)service_->dispatcher->ReleaseIterationClient(&context, request, &response);
+    // Best effort: a client not released is released after client_timeout_ms.
+    (void)service_->ReleaseIterationClient(request, &response, {.attempt_timeout = std::chrono::seconds(2)});
   }
 
   absl::Status GetNext(Element* element, bool* end) override {
@@ -230,13 +222,13 @@ class DataServiceDataset::Iterator : public IteratorBase {
     if (silent >= dispatcher_deadline_) {
       if (status_.ok()) {
         status_ = absl::UnavailableError(
-            absl::StrCat("lost the dispatcher at ", service_->address, ": no answer for ",
+            absl::StrCat("lost the dispatcher at ", service_->address(), ": no answer for ",
                          absl::ToInt64Milliseconds(silent), " ms (timeout_ms ",
                          absl::ToInt64Milliseconds(dispatcher_deadline_), "): ", status.message()));
       }
     } else if (silent >= kUnreachableReportAfter && !warned_dispatcher_) {
       warned_dispatcher_ = true;
-      Warn(absl::StrCat("the dispatcher at ", service_->address, " does not answer (", status.message(),
+      Warn(absl::StrCat("the dispatcher at ", service_->address(), " does not answer (", status.message(),
                         "); retrying for up to ", absl::ToInt64Milliseconds(dispatcher_deadline_),
                         " ms (timeout_ms)"));
     }
@@ -379,7 +371,6 @@ class DataServiceDataset::Iterator : public IteratorBase {
   void HeartbeatLoop() {
     while (true) {
       proto::ClientHeartbeatRequest request;
-      *request.mutable_version() = CurrentVersion();
       request.set_iteration_client_id(client_id_);
       std::vector<int64_t> reported;
       std::vector<int64_t> reported_splits;
@@ -398,7 +389,7 @@ class DataServiceDataset::Iterator : public IteratorBase {
                                 ") does not answer: ", task.unreachable_error,
                                 "; reading from the other workers, and reported to "
                                 "the dispatcher at ",
-                                service_->address));
+                                service_->address()));
             }
           }
         }
@@ -408,12 +399,10 @@ class DataServiceDataset::Iterator : public IteratorBase {
       for (int64_t id : reported) request.add_completed_tasks(id);
       for (int64_t seq : reported_splits) request.add_completed_splits(seq);
       proto::ClientHeartbeatResponse response;
-      grpc::ClientContext context;
-      context.set_deadline(
-          std::chrono::system_clock::now() +
-          std::min<std::chrono::milliseconds>(kRpcTimeout, absl::ToChronoMilliseconds(dispatcher_deadline_)));
-      absl::Status status =
-          FromGrpcStatus(service_->dispatcher->ClientHeartbeat(&context, request, &response));
+      absl::Status status = service_->ClientHeartbeat(
+          std::move(request), &response,
+          {.attempt_timeout = std::min<std::chrono::milliseconds>(
+               kDispatcherRpcTimeout, absl::ToChronoMilliseconds(dispatcher_deadline_))});
       absl::MutexLock lock(&mu_);
       if (cancelled_) return;
       NoteDispatcherReachability(status);
@@ -558,7 +547,7 @@ class DataServiceDataset::Iterator : public IteratorBase {
     }
   }
 
-  const std::shared_ptr<ServiceHandle> service_;
+  const std::shared_ptr<DispatcherClient> service_;
   const int64_t max_outstanding_;
   // Each request takes up to half the budget, so that two can be out at
   // once whatever the element size; the byte target keeps large elements
@@ -611,25 +600,21 @@ absl::StatusOr<std::unique_ptr<IteratorBase>> DataServiceDataset::MakeIterator(c
   // Elements arrive as a steady stream of large messages (service/malloc_tuning.h).
   TuneMallocForLargeMessages();
   proto::GetOrCreateJobRequest job_request;
-  *job_request.mutable_version() = CurrentVersion();
   *job_request.mutable_params() = params_;
   proto::GetOrCreateJobResponse job;
-  absl::Status status = CallWithRetries(
-      [&](grpc::ClientContext* c) { return service_->dispatcher->GetOrCreateJob(c, job_request, &job); },
-      kRpcTimeout, deadline_, absl::StrCat("creating a job at ", service_->address));
+  absl::Status status = service_->GetOrCreateJob(
+      job_request, &job,
+      {.retry_for = deadline_, .what = absl::StrCat("creating a job at ", service_->address())});
   if (!status.ok()) return status;
   proto::GetOrCreateIterationRequest iteration_request;
-  *iteration_request.mutable_version() = CurrentVersion();
   iteration_request.set_job_id(job.job_id());
   const int64_t repetition = repetitions_.fetch_add(1);
   iteration_request.set_repetition(repetition);
   iteration_request.set_consumer_index(std::max<int64_t>(0, consumer_index_));
   proto::GetOrCreateIterationResponse iteration;
-  status = CallWithRetries(
-      [&](grpc::ClientContext* c) {
-        return service_->dispatcher->GetOrCreateIteration(c, iteration_request, &iteration);
-      },
-      kRpcTimeout, deadline_, absl::StrCat("starting an iteration at ", service_->address));
+  status = service_->GetOrCreateIteration(
+      iteration_request, &iteration,
+      {.retry_for = deadline_, .what = absl::StrCat("starting an iteration at ", service_->address())});
   if (!status.ok()) return status;
   if (iteration.already_finished()) {
     Warn(absl::StrCat("job '", params_.job_name(), "' repetition ", repetition,
@@ -676,13 +661,9 @@ absl::StatusOr<DatasetPtr> MakeDataServiceDataset(const proto::DatasetDef& worke
   }
   const std::chrono::milliseconds deadline =
       op.timeout_ms() > 0 ? std::chrono::milliseconds(op.timeout_ms()) : kDefaultDispatcherDeadline;
-  auto service = std::make_shared<ServiceHandle>();
-  service->address = *address;
-  service->channel = MakeChannel(*address);
-  service->dispatcher = proto::DispatcherService::NewStub(service->channel);
+  auto service = std::make_shared<DispatcherClient>(*address);
 
   proto::GetOrRegisterDatasetRequest register_request;
-  *register_request.mutable_version() = CurrentVersion();
   *register_request.mutable_dataset() = worker_part;
   proto::GetOrRegisterDatasetResponse registered;
   // The first contact: a dispatcher not up yet is waited for, and the user
@@ -692,22 +673,19 @@ absl::StatusOr<DatasetPtr> MakeDataServiceDataset(const proto::DatasetDef& worke
                       "); retrying for up to ", deadline.count(),
                       " ms (timeout_ms, sluice read --timeout-ms)"));
   };
-  absl::Status status = CallWithRetries(
-      [&](grpc::ClientContext* c) {
-        return service->dispatcher->GetOrRegisterDataset(c, register_request, &registered);
-      },
-      kRpcTimeout, deadline, absl::StrCat("registering the dataset at ", *address), nullptr, still_retrying);
+  absl::Status status =
+      service->GetOrRegisterDataset(register_request, &registered,
+                                    {.retry_for = deadline,
+                                     .what = absl::StrCat("registering the dataset at ", *address),
+                                     .still_retrying = still_retrying});
   if (absl::IsUnimplemented(status)) {
     return absl::UnimplementedError(absl::StrCat("the dispatcher at ", *address, ": ", status.message()));
   }
   if (!status.ok()) return status;
   proto::GetDatasetInfoRequest info_request;
-  *info_request.mutable_version() = CurrentVersion();
   info_request.set_dataset_id(registered.dataset_id());
   proto::GetDatasetInfoResponse info;
-  status = CallWithRetries(
-      [&](grpc::ClientContext* c) { return service->dispatcher->GetDatasetInfo(c, info_request, &info); },
-      kRpcTimeout, deadline, "GetDatasetInfo");
+  status = service->GetDatasetInfo(info_request, &info, {.retry_for = deadline});
   if (!status.ok()) return status;
   absl::StatusOr<ElementSpec> spec = ElementSpecFromProto(info.element_spec());
   if (!spec.ok()) return spec.status();

@@ -11,25 +11,10 @@
 
 #include "common/thread_pool.h"
 #include "dispatcher/dispatcher_impl.h"
+#include "service/dispatcher_rpcs.h"
 #include "sluice/service.grpc.pb.h"
 
 namespace sluice::dispatcher {
-
-// Every dispatcher RPC: X(method, request type, response type).
-#define SLUICE_DISPATCHER_RPCS(X)                                                          \
-  X(GetVersion, GetVersionRequest, GetVersionResponse)                                     \
-  X(GetOrRegisterDataset, GetOrRegisterDatasetRequest, GetOrRegisterDatasetResponse)       \
-  X(GetDatasetInfo, GetDatasetInfoRequest, GetDatasetInfoResponse)                         \
-  X(GetOrCreateJob, GetOrCreateJobRequest, GetOrCreateJobResponse)                         \
-  X(GetOrCreateIteration, GetOrCreateIterationRequest, GetOrCreateIterationResponse)       \
-  X(ClientHeartbeat, ClientHeartbeatRequest, ClientHeartbeatResponse)                      \
-  X(ReleaseIterationClient, ReleaseIterationClientRequest, ReleaseIterationClientResponse) \
-  X(WorkerHeartbeat, WorkerHeartbeatRequest, WorkerHeartbeatResponse)                      \
-  X(WorkerUpdates, WorkerUpdatesRequest, WorkerUpdatesResponse)                            \
-  X(WorkerShutdown, WorkerShutdownRequest, WorkerShutdownResponse)                         \
-  X(GetSplits, GetSplitsRequest, GetSplitsResponse)                                        \
-  X(GetWorkers, GetWorkersRequest, GetWorkersResponse)                                     \
-  X(GetStatus, GetStatusRequest, StatusSnapshot)
 
 // DispatcherService with every method a raw callback method: the
 // generated WithRawCallbackMethod_X templates, nested.

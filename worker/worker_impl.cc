@@ -33,19 +33,13 @@ absl::Status WorkerImpl::Start(const std::string& address) {
   absl::StatusOr<std::string> dispatcher = ParseServiceAddress(config_.dispatcher);
   if (!dispatcher.ok()) return dispatcher.status();
   address_ = address;
-  channel_ = MakeChannel(*dispatcher);
-  dispatcher_ = proto::DispatcherService::NewStub(channel_);
+  dispatcher_ = std::make_unique<DispatcherClient>(*dispatcher);
   // The first heartbeat registers; it waits for a dispatcher still starting.
-  proto::WorkerHeartbeatRequest request;
-  *request.mutable_version() = CurrentVersion();
-  request.set_worker_address(address_);
-  request.set_incarnation(incarnation_);
-  for (const std::string& tag : config_.tags) request.add_tags(tag);
   proto::WorkerHeartbeatResponse response;
-  absl::Status status = CallWithRetries(
-      [&](grpc::ClientContext* context) { return dispatcher_->WorkerHeartbeat(context, request, &response); },
-      kDispatcherRpcTimeout, std::chrono::milliseconds(config_.dispatcher_timeout_ms),
-      absl::StrCat("registering with the dispatcher at ", *dispatcher));
+  absl::Status status = dispatcher_->WorkerHeartbeat(
+      HeartbeatRequest(), &response,
+      {.retry_for = std::chrono::milliseconds(config_.dispatcher_timeout_ms),
+       .what = absl::StrCat("registering with the dispatcher at ", *dispatcher)});
   if (!status.ok()) return status;
   spdlog::info("registered with the dispatcher at {} as {}", *dispatcher, address_);
   {
@@ -68,14 +62,12 @@ void WorkerImpl::Stop() {
   if (expire_thread_.joinable()) expire_thread_.join();
   if (dispatcher_ != nullptr) {
     proto::WorkerShutdownRequest request;
-    *request.mutable_version() = CurrentVersion();
     request.set_worker_address(address_);
     proto::WorkerShutdownResponse response;
-    grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
-    grpc::Status status = dispatcher_->WorkerShutdown(&context, request, &response);
+    absl::Status status =
+        dispatcher_->WorkerShutdown(request, &response, {.attempt_timeout = std::chrono::seconds(2)});
     if (!status.ok())
-      spdlog::warn("could not tell the dispatcher about shutdown: {}", status.error_message());
+      spdlog::warn("could not tell the dispatcher about shutdown: {}", std::string(status.message()));
   }
   tasks.clear();  // joins the task threads
 }
@@ -98,21 +90,22 @@ void WorkerImpl::HeartbeatLoop() {
   }
 }
 
-absl::Status WorkerImpl::Heartbeat() {
+proto::WorkerHeartbeatRequest WorkerImpl::HeartbeatRequest() const {
   proto::WorkerHeartbeatRequest request;
-  *request.mutable_version() = CurrentVersion();
   request.set_worker_address(address_);
   request.set_incarnation(incarnation_);
   for (const std::string& tag : config_.tags) request.add_tags(tag);
+  return request;
+}
+
+absl::Status WorkerImpl::Heartbeat() {
+  proto::WorkerHeartbeatRequest request = HeartbeatRequest();
   {
     absl::MutexLock lock(&mu_);
     for (const auto& [id, task] : tasks_) request.add_current_tasks(id);
   }
   proto::WorkerHeartbeatResponse response;
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + kDispatcherRpcTimeout);
-  if (absl::Status status = FromGrpcStatus(dispatcher_->WorkerHeartbeat(&context, request, &response));
-      !status.ok()) {
+  if (absl::Status status = dispatcher_->WorkerHeartbeat(std::move(request), &response); !status.ok()) {
     return status;
   }
   // Declared before the lock, so removed tasks are destroyed (their threads
@@ -158,7 +151,6 @@ absl::Status WorkerImpl::ProcessTask(const proto::ProcessTaskRequest& request) {
 
 void WorkerImpl::ReportFinished(int64_t task_id, const absl::Status& status) {
   proto::WorkerUpdatesRequest request;
-  *request.mutable_version() = CurrentVersion();
   request.set_worker_address(address_);
   request.add_finished_tasks(task_id);
   // The pipeline's failure, for the dispatcher to fail the iteration with;
@@ -170,9 +162,8 @@ void WorkerImpl::ReportFinished(int64_t task_id, const absl::Status& status) {
     failure->set_message(std::string(status.message()));
   }
   proto::WorkerUpdatesResponse response;
-  absl::Status reported = CallWithRetries(
-      [&](grpc::ClientContext* context) { return dispatcher_->WorkerUpdates(context, request, &response); },
-      kDispatcherRpcTimeout, kDispatcherRetryFor, "WorkerUpdates");
+  absl::Status reported =
+      dispatcher_->WorkerUpdates(std::move(request), &response, {.retry_for = kDispatcherRetryFor});
   if (!reported.ok())
     spdlog::warn("could not report task {} finished: {}", task_id, std::string(reported.message()));
 }

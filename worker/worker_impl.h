@@ -27,6 +27,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/element.h"
 #include "pipeline/dataset.h"
+#include "service/dispatcher_client.h"
 #include "service/element_wire.h"
 #include "sluice/service.grpc.pb.h"
 #include "worker/worker_config.h"
@@ -72,6 +73,9 @@ class WorkerImpl {
  private:
   class Task;
 
+  // Who this worker is: its address, incarnation and tags (the first
+  // heartbeat registers with them).
+  proto::WorkerHeartbeatRequest HeartbeatRequest() const;
   absl::Status Heartbeat();
   void HeartbeatLoop();
   // Tells the dispatcher the task ended: finished, and with a failed
@@ -81,8 +85,7 @@ class WorkerImpl {
   void ExpireLoop();
 
   const WorkerConfig config_;
-  std::shared_ptr<grpc::Channel> channel_;
-  std::unique_ptr<proto::DispatcherService::Stub> dispatcher_;
+  std::unique_ptr<DispatcherClient> dispatcher_;
   std::string address_;
   // Random per process: tells the dispatcher this run from an earlier one
   // at the same address.

@@ -35,22 +35,20 @@ int64_t ElementBytes(const Element& element) {
 }
 
 // Fetches a distributed_epoch task's splits from the dispatcher.
-SplitPrefetcher::FetchFn FetchSplitsFrom(proto::DispatcherService::Stub* dispatcher, int64_t iteration_id,
+SplitPrefetcher::FetchFn FetchSplitsFrom(DispatcherClient* dispatcher, int64_t iteration_id,
                                          int64_t task_id) {
   // Numbers the requests, so that the dispatcher answers a retry with the
   // splits it leased the first time. One fetch thread calls this.
   auto last_request = std::make_shared<int64_t>(0);
   return [=](int max_splits, const std::function<bool()>& cancelled, std::vector<Split>* splits, bool* end) {
     proto::GetSplitsRequest request;
-    *request.mutable_version() = CurrentVersion();
     request.set_iteration_id(iteration_id);
     request.set_task_id(task_id);
     request.set_max_splits(max_splits);
     request.set_request_id(++*last_request);
     proto::GetSplitsResponse response;
-    absl::Status status = CallWithRetries(
-        [&](grpc::ClientContext* context) { return dispatcher->GetSplits(context, request, &response); },
-        kDispatcherRpcTimeout, kDispatcherRetryFor, "GetSplits", cancelled);
+    absl::Status status =
+        dispatcher->GetSplits(request, &response, {.retry_for = kDispatcherRetryFor, .cancelled = cancelled});
     if (!status.ok()) return status;
     for (const auto& s : response.splits()) splits->push_back(SplitFromMessage(s));
     *end = response.end_of_splits();

@@ -31,12 +31,11 @@
 namespace sluice::worker {
 
 // Calls to the dispatcher: each try's deadline, and how long to retry.
-inline constexpr auto kDispatcherRpcTimeout = std::chrono::seconds(10);
 inline constexpr auto kDispatcherRetryFor = std::chrono::seconds(60);
 
 class WorkerImpl::Task {
  public:
-  Task(proto::TaskDef def, const WorkerConfig& config, proto::DispatcherService::Stub* dispatcher,
+  Task(proto::TaskDef def, const WorkerConfig& config, DispatcherClient* dispatcher,
        std::function<void(int64_t, const absl::Status&)> on_finished)
       : def_(std::move(def)),
         max_elements_(config.buffer_elements),
@@ -152,7 +151,7 @@ class WorkerImpl::Task {
   const proto::TaskDef def_;
   const int64_t max_elements_;
   const int64_t max_bytes_;
-  proto::DispatcherService::Stub* const dispatcher_;
+  DispatcherClient* const dispatcher_;
   const std::function<void(int64_t, const absl::Status&)> on_finished_;
   const int64_t max_memory_bytes_;  // for messages
   // Set before the task thread starts; moved out (under mu_) by that

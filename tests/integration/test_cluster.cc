@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "service/dispatcher_client.h"
 #include "service/grpc_util.h"
 #include "sluice/service.grpc.pb.h"
 
@@ -164,15 +165,11 @@ void TestCluster::RestartWorker(int i) {
   StartWorker(i, port);
   // Registered again once the dispatcher has heard from that address since
   // the old process died.
-  auto stub = proto::DispatcherService::NewStub(MakeChannel(DispatcherAddress()));
+  DispatcherClient dispatcher(DispatcherAddress());
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
   while (true) {
-    proto::GetWorkersRequest request;
-    *request.mutable_version() = CurrentVersion();
     proto::GetWorkersResponse response;
-    grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
-    if (stub->GetWorkers(&context, request, &response).ok()) {
+    if (dispatcher.GetWorkers({}, &response, {.attempt_timeout = std::chrono::seconds(5)}).ok()) {
       for (const auto& worker : response.workers()) {
         if (worker.address() == address && worker.last_heartbeat_unix_ms() > killed_at) return;
       }
@@ -224,13 +221,9 @@ void TestCluster::AddWorker() {
 }
 
 int TestCluster::RegisteredWorkers() {
-  auto stub = proto::DispatcherService::NewStub(MakeChannel(DispatcherAddress()));
-  proto::GetWorkersRequest request;
-  *request.mutable_version() = CurrentVersion();
+  DispatcherClient dispatcher(DispatcherAddress());
   proto::GetWorkersResponse response;
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
-  if (!stub->GetWorkers(&context, request, &response).ok()) return -1;
+  if (!dispatcher.GetWorkers({}, &response, {.attempt_timeout = std::chrono::seconds(5)}).ok()) return -1;
   return response.workers_size();
 }
 
