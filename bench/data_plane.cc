@@ -51,6 +51,7 @@
 
 #include "bench/bench_daemons.h"
 #include "bench_stream.grpc.pb.h"
+#include "client/dataset_internal.h"
 #include "service/daemon.h"
 #include "service/grpc_util.h"
 #include "service/malloc_tuning.h"
@@ -103,7 +104,7 @@ double ReadRate(const sluice::DatasetPtr& dataset, double seconds, int64_t expec
 }
 
 sluice::DatasetPtr BuildOrDie(const sluice::Dataset& dataset) {
-  auto built = dataset.Build();
+  auto built = sluice::internal::BuildPipeline(dataset);
   if (!built.ok()) Fail("building the pipeline: " + std::string(built.status().message()));
   return *built;
 }
@@ -294,14 +295,15 @@ int main(int argc, char** argv) {
   const std::string iperf3 = FindInPath("iperf3");
 
   // Pipelines. repeat() forever: each read stops after its time.
-  const sluice::DatasetPtr big =
-      BuildOrDie(sluice::Dataset::FromTensors({sluice::Tensor(sluice::DType::kUInt8, {kBigElementBytes})})
-                     .Repeat(-1)
-                     .Distribute(cluster.url(), "parallel_epochs", "", max_outstanding, 20000));
+  const sluice::DatasetPtr big = BuildOrDie(
+      sluice::Dataset::FromTensors({sluice::Tensor(sluice::DType::kUInt8, {kBigElementBytes})})
+          .Repeat(-1)
+          .ReadFromService(
+              {.service = cluster.url(), .max_outstanding_requests = max_outstanding, .timeout_ms = 20000}));
   const sluice::Dataset small_local =
       sluice::Dataset::FromTensors({sluice::Tensor(sluice::DType::kUInt8, {kSmallElementBytes})}).Repeat(-1);
-  const sluice::DatasetPtr small =
-      BuildOrDie(small_local.Distribute(cluster.url(), "parallel_epochs", "", max_outstanding, 20000));
+  const sluice::DatasetPtr small = BuildOrDie(small_local.ReadFromService(
+      {.service = cluster.url(), .max_outstanding_requests = max_outstanding, .timeout_ms = 20000}));
   const sluice::DatasetPtr local = BuildOrDie(small_local);
 
   Samples sluice_big, grpc_stream, iperf, iperf_1m, sluice_small, local_small;

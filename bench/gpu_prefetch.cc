@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "bench/bench_daemons.h"
+#include "common/large_buffer_allocator.h"
 #include "service/daemon.h"
 #include "sluice/distribute.h"
 
@@ -110,7 +111,8 @@ double SluicePrefetch(const sluice::Tensor& batch, int steps, int packing_thread
 // distribute (parallel_epochs, one worker), read onto `device`.
 double ServiceRate(const Cluster& cluster, const sluice::Tensor& batch, int steps,
                    const std::string& device) {
-  const sluice::Dataset dataset = sluice::Dataset::FromTensors({batch}).Repeat().Distribute(cluster.url());
+  const sluice::Dataset dataset =
+      sluice::Dataset::FromTensors({batch}).Repeat().ReadFromService({.service = cluster.url()});
   return DistributedRate(dataset, batch.dim(0), static_cast<int64_t>(batch.ByteSize()), steps, device,
                          sluice::DistributeOptions{});
 }

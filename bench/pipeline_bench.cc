@@ -17,9 +17,10 @@
 #include <string>
 #include <vector>
 
-#include "common/element.h"
+#include "client/dataset_internal.h"
 #include "pipeline/record_io.h"
 #include "sluice/dataset.h"
+#include "sluice/element.h"
 #include "sluice/example.pb.h"
 
 namespace {
@@ -52,7 +53,7 @@ void Report(const char* name, int64_t elements, double engine_seconds, double lo
 }
 
 int64_t DrainBatches(const sluice::Dataset& dataset) {
-  auto built = dataset.Build();
+  auto built = sluice::internal::BuildPipeline(dataset);
   if (!built.ok()) {
     std::fprintf(stderr, "pipeline_bench: %s\n", std::string(built.status().message()).c_str());
     std::exit(1);

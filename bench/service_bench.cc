@@ -45,6 +45,7 @@
 #include <vector>
 
 #include "bench/bench_daemons.h"
+#include "client/dataset_internal.h"
 #include "service/daemon.h"
 #include "service/grpc_util.h"
 #include "sluice/dataset.h"
@@ -100,7 +101,7 @@ Epoch ReadEpoch(const sluice::DatasetPtr& dataset, int64_t rows, int64_t sum, co
 }
 
 sluice::DatasetPtr BuildOrDie(const sluice::Dataset& dataset) {
-  auto built = dataset.Build();
+  auto built = sluice::internal::BuildPipeline(dataset);
   if (!built.ok()) Fail("building the pipeline: " + std::string(built.status().message()));
   return *built;
 }
@@ -145,9 +146,11 @@ struct Best {
 void Compare(const char* name, const sluice::Dataset& pipeline, int64_t rows, int64_t sum, int repeats,
              const Cluster& cluster) {
   const sluice::DatasetPtr parallel =
-      BuildOrDie(pipeline.Distribute(cluster.url(), "parallel_epochs", "", 0, 20000));
+      BuildOrDie(pipeline.ReadFromService({.service = cluster.url(), .timeout_ms = 20000}));
   const sluice::DatasetPtr distributed =
-      BuildOrDie(pipeline.Distribute(cluster.url(), "distributed_epoch", "", 0, 20000));
+      BuildOrDie(pipeline.ReadFromService({.service = cluster.url(),
+                                           .processing_mode = sluice::ProcessingMode::kDistributedEpoch,
+                                           .timeout_ms = 20000}));
   const sluice::DatasetPtr local = BuildOrDie(pipeline);
   Best pe, de, lo;
   // Each round's overhead, from its two back-to-back epochs: a fast or slow

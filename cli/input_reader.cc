@@ -3,7 +3,6 @@
 #include "absl/strings/str_cat.h"
 #include "cli/exit_codes.h"
 #include "cli/replica_reader.h"
-#include "client/data_service_dataset.h"
 #include "common/json.h"
 #include "pipeline/builder.h"
 #include "pipeline/function.h"
@@ -111,7 +110,6 @@ absl::Status LoadPlugins(const std::vector<std::string>& plugins) {
 
 absl::StatusOr<std::unique_ptr<InputReader>> InputReader::Open(const ReadOptions& options,
                                                                bool service_required) {
-  EnableDataService();
   std::string distribute_location;
   absl::StatusOr<LoadedPipeline> pipeline =
       LoadWithServiceFlags(options, service_required, &distribute_location);

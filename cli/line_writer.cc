@@ -12,24 +12,28 @@ LineWriter::~LineWriter() {
   }
   flusher_.join();
   absl::MutexLock lock(&mu_);
-  out_.flush();
+  FlushLocked();
 }
 
 void LineWriter::Write(const std::string& line) {
   absl::MutexLock lock(&mu_);
-  out_.write(line.data(), static_cast<std::streamsize>(line.size()));
-  out_.put('\n');
-  unflushed_ = true;
+  pending_.append(line);
+  pending_.push_back('\n');
+  if (pending_.size() >= kFlushBytes) FlushLocked();
+}
+
+void LineWriter::FlushLocked() {
+  if (pending_.empty()) return;
+  out_.write(pending_.data(), static_cast<std::streamsize>(pending_.size()));
+  out_.flush();
+  pending_.clear();
 }
 
 void LineWriter::FlushLoop() {
   absl::MutexLock lock(&mu_);
   while (!stopping_) {
     mu_.AwaitWithTimeout(absl::Condition(&stopping_), delay_);
-    if (unflushed_) {
-      out_.flush();
-      unflushed_ = false;
-    }
+    FlushLocked();
   }
 }
 

@@ -1,11 +1,15 @@
 // LineWriter: writes `sluice read`'s and `sluice run`'s lines so that the
 // stream is never more than a short delay behind them, even while the
-// reader waits for the next element: a read killed by a timeout or a
-// signal keeps what it had printed. Flushing every line would cost a write
-// system call per line; a thread flushes instead, under the same lock.
+// reader waits for the next element, and only ever holds whole lines: a
+// read killed by a timeout or a signal keeps what it had printed, each line
+// with its newline. Lines gather here and reach the stream in one write of
+// whole lines, then a flush, when kFlushBytes have gathered or a thread
+// finds some waiting; a stream's own buffer would send a line split at its
+// buffer's end.
 #ifndef SLUICE_CLI_LINE_WRITER_H_
 #define SLUICE_CLI_LINE_WRITER_H_
 
+#include <cstddef>
 #include <ostream>
 #include <string>
 #include <thread>
@@ -28,13 +32,17 @@ class LineWriter {
   // Writes `line` and a newline.
   void Write(const std::string& line);
 
+  // Gathered lines go out in one write once they pass this size.
+  static constexpr size_t kFlushBytes = size_t{64} << 10;
+
  private:
+  void FlushLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FlushLoop();
 
   const absl::Duration delay_;
   absl::Mutex mu_;
   std::ostream& out_ ABSL_GUARDED_BY(mu_);
-  bool unflushed_ ABSL_GUARDED_BY(mu_) = false;
+  std::string pending_ ABSL_GUARDED_BY(mu_);  // whole lines, each with its newline
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread flusher_;
 };

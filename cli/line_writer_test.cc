@@ -5,6 +5,7 @@
 #include <streambuf>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/synchronization/mutex.h"
 
@@ -12,23 +13,31 @@ namespace sluice::cli {
 namespace {
 
 // A stream buffer that holds what is written until it is flushed (like a
-// file's), and records what was flushed.
+// file's), and records what was flushed and each piece it was handed.
 class HoldingBuffer : public std::streambuf {
  public:
   std::string flushed() {
     absl::MutexLock lock(&mu_);
     return flushed_;
   }
+  std::vector<std::string> pieces() {
+    absl::MutexLock lock(&mu_);
+    return pieces_;
+  }
 
  protected:
   std::streamsize xsputn(const char* s, std::streamsize n) override {
     absl::MutexLock lock(&mu_);
     held_.append(s, static_cast<size_t>(n));
+    pieces_.emplace_back(s, static_cast<size_t>(n));
     return n;
   }
   int overflow(int c) override {
     absl::MutexLock lock(&mu_);
-    if (c != traits_type::eof()) held_.push_back(static_cast<char>(c));
+    if (c != traits_type::eof()) {
+      held_.push_back(static_cast<char>(c));
+      pieces_.emplace_back(1, static_cast<char>(c));
+    }
     return c;
   }
   int sync() override {
@@ -42,6 +51,7 @@ class HoldingBuffer : public std::streambuf {
   absl::Mutex mu_;
   std::string held_ ABSL_GUARDED_BY(mu_);
   std::string flushed_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> pieces_ ABSL_GUARDED_BY(mu_);
 };
 
 TEST_CASE("line_writer: lines are flushed within the delay while the writer waits", "[cli][hardening]") {
@@ -62,6 +72,31 @@ TEST_CASE("line_writer: lines are flushed within the delay while the writer wait
   }
   // The last lines go out when the writer ends.
   CHECK(buffer.flushed() == "first\nsecond\nthird\n");
+}
+
+// A stream's own buffer sends a line split where the buffer ends; a signal
+// between its two writes would leave half a line in the file.
+TEST_CASE("line_writer: the stream is only ever handed whole lines", "[cli][hardening]") {
+  HoldingBuffer buffer;
+  std::ostream out(&buffer);
+  std::string expected;
+  {
+    LineWriter writer(out, absl::Seconds(60));  // no timed flush in this test
+    const std::string line(1000, 'x');
+    // 70 lines of 1001 bytes pass kFlushBytes (65536) at the 66th.
+    for (int i = 0; i < 70; ++i) {
+      writer.Write(line);
+      expected += line + "\n";
+    }
+    REQUIRE(buffer.pieces().size() == 1);  // one write of the first 66 lines
+    CHECK(buffer.pieces()[0].size() == 66 * 1001);
+    CHECK(buffer.flushed() == buffer.pieces()[0]);  // and flushed at once
+  }
+  const std::vector<std::string> pieces = buffer.pieces();
+  REQUIRE(pieces.size() == 2);
+  CHECK(pieces[1].size() == 4 * 1001);
+  for (const std::string& piece : pieces) CHECK(piece.back() == '\n');
+  CHECK(buffer.flushed() == expected);
 }
 
 }  // namespace

@@ -62,7 +62,11 @@ absl::StatusOr<std::unique_ptr<InputReader>> OpenReplicaReader(const proto::Data
   if (!replicas.ok()) return replicas.status();
   DistributeOptions options;
   options.global_batch_size = global_batch_size;
-  absl::StatusOr<DistributedDataset> dataset = DistributeDataset(Dataset::FromDef(def), *replicas, options);
+  // The CLI holds the loaded YAML as a definition; the SDK takes it as the
+  // serialized definition a Dataset saves.
+  absl::StatusOr<Dataset> dataset_def = Dataset::Deserialize(def.SerializeAsString());
+  if (!dataset_def.ok()) return dataset_def.status();
+  absl::StatusOr<DistributedDataset> dataset = DistributeDataset(*dataset_def, *replicas, options);
   if (!dataset.ok()) return dataset.status();
   return std::make_unique<ReplicaReader>(*std::move(dataset));
 }

@@ -10,6 +10,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "client/device_backend.h"
+#include "common/large_buffer_allocator.h"
 
 namespace sluice {
 namespace {

@@ -1,7 +1,6 @@
 // The dataset a `distribute` step becomes in the reading process: it reads
-// the job's elements from the service's workers. EnableDataService()
-// registers it as the builder's DistributeFactory; the SDK's Build() and
-// the sluice CLI call it.
+// the job's elements from the service's workers. Loading the client library
+// registers it as the builder's DistributeFactory.
 #ifndef SLUICE_CLIENT_DATA_SERVICE_DATASET_H_
 #define SLUICE_CLIENT_DATA_SERVICE_DATASET_H_
 
@@ -16,10 +15,6 @@ namespace sluice {
 // is a new repetition of the job.
 absl::StatusOr<DatasetPtr> MakeDataServiceDataset(const proto::DatasetDef& worker_part,
                                                   const proto::DistributeOp& op);
-
-// Lets BuildDataset turn `distribute` steps into MakeDataServiceDataset.
-// Idempotent.
-void EnableDataService();
 
 }  // namespace sluice
 

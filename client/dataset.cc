@@ -1,31 +1,85 @@
 #include "sluice/dataset.h"
 
-#include "client/data_service_dataset.h"
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "client/dataset_internal.h"
 #include "common/proto_convert.h"
 #include "pipeline/builder.h"
 
 namespace sluice {
+namespace internal {
 
-FunctionArg::FunctionArg(std::vector<FunctionArg> values) {
-  proto_.mutable_list();  // an empty list is still a list
-  for (const FunctionArg& v : values) *proto_.mutable_list()->add_values() = v.proto();
+Dataset DatasetAccess::FromDefinition(proto::DatasetDef def) {
+  auto definition = std::make_shared<DatasetDefinition>();
+  definition->def = std::move(def);
+  return Dataset(std::move(definition));
 }
 
-FunctionArg::FunctionArg(std::map<std::string, FunctionArg> entries) {
-  proto_.mutable_map();
-  auto* map = proto_.mutable_map()->mutable_entries();
-  for (const auto& [key, value] : entries) (*map)[key] = value.proto();
+}  // namespace internal
+
+using internal::DatasetAccess;
+
+namespace {
+
+std::shared_ptr<const internal::FunctionArgValue> ArgOf(proto::AttrValue proto) {
+  auto value = std::make_shared<internal::FunctionArgValue>();
+  value->proto = std::move(proto);
+  return value;
 }
 
+template <typename Set>
+std::shared_ptr<const internal::FunctionArgValue> ArgSetBy(Set set) {
+  proto::AttrValue proto;
+  set(proto);
+  return ArgOf(std::move(proto));
+}
+
+}  // namespace
+
+FunctionArg::FunctionArg(int value) : FunctionArg(int64_t{value}) {}
+FunctionArg::FunctionArg(int64_t value) : value_(ArgSetBy([&](proto::AttrValue& p) { p.set_i(value); })) {}
+FunctionArg::FunctionArg(double value) : value_(ArgSetBy([&](proto::AttrValue& p) { p.set_f(value); })) {}
+FunctionArg::FunctionArg(bool value) : value_(ArgSetBy([&](proto::AttrValue& p) { p.set_b(value); })) {}
+FunctionArg::FunctionArg(const char* value) : FunctionArg(std::string(value)) {}
+FunctionArg::FunctionArg(std::string value)
+    : value_(ArgSetBy([&](proto::AttrValue& p) { p.set_s(std::move(value)); })) {}
+
+FunctionArg::FunctionArg(std::vector<FunctionArg> values)
+    : value_(ArgSetBy([&](proto::AttrValue& p) {
+        p.mutable_list();  // an empty list is still a list
+        for (const FunctionArg& v : values) *p.mutable_list()->add_values() = DatasetAccess::Proto(v);
+      })) {}
+
+FunctionArg::FunctionArg(std::map<std::string, FunctionArg> entries)
+    : value_(ArgSetBy([&](proto::AttrValue& p) {
+        auto* map = p.mutable_map()->mutable_entries();
+        for (const auto& [key, value] : entries) (*map)[key] = DatasetAccess::Proto(value);
+      })) {}
+
+Dataset::Dataset(std::shared_ptr<const internal::DatasetDefinition> definition)
+    : definition_(std::move(definition)) {}
+
+namespace {
+
+// `dataset`'s definition with one more step, `op` with its defaults, edited
+// by `edit`.
 template <typename Edit>
-Dataset Dataset::With(const char* op, Edit edit) const {
-  proto::DatasetDef def = def_;
+Dataset With(const proto::DatasetDef& base, const char* op, Edit edit) {
+  proto::DatasetDef def = base;
   // NewStep only fails for unknown op names, and these are all known.
   proto::Step* step = def.add_steps();
   *step = *NewStep(op);
   edit(*step);
-  return Dataset(std::move(def));
+  return internal::DatasetFromDefinition(std::move(def));
 }
+
+template <typename Edit>
+Dataset Source(const char* op, Edit edit) {
+  return With(proto::DatasetDef(), op, edit);
+}
+
+}  // namespace
 
 namespace {
 
@@ -43,7 +97,7 @@ void AddStrings(const std::vector<std::string>& values,
 
 void SetFunction(const std::string& fn, const FunctionArgMap& args, proto::FunctionDef* def) {
   def->set_name(fn);
-  for (const auto& [key, value] : args) (*def->mutable_args())[key] = value.proto();
+  for (const auto& [key, value] : args) (*def->mutable_args())[key] = DatasetAccess::Proto(value);
 }
 
 }  // namespace
@@ -51,7 +105,7 @@ void SetFunction(const std::string& fn, const FunctionArgMap& args, proto::Funct
 Dataset Dataset::Range(int64_t stop) { return Range(0, stop, 1); }
 
 Dataset Dataset::Range(int64_t start, int64_t stop, int64_t step) {
-  return Dataset(proto::DatasetDef()).With("range", [&](proto::Step& s) {
+  return Source("range", [&](proto::Step& s) {
     s.mutable_range()->set_start(start);
     s.mutable_range()->set_stop(stop);
     s.mutable_range()->set_step(step);
@@ -59,21 +113,21 @@ Dataset Dataset::Range(int64_t start, int64_t stop, int64_t step) {
 }
 
 Dataset Dataset::FromTensors(std::vector<Tensor> components, std::vector<std::string> names) {
-  return Dataset(proto::DatasetDef()).With("from_tensors", [&](proto::Step& s) {
+  return Source("from_tensors", [&](proto::Step& s) {
     AddTensors(components, names, s.mutable_from_tensors()->mutable_components(),
                s.mutable_from_tensors()->mutable_names());
   });
 }
 
 Dataset Dataset::FromTensorSlices(std::vector<Tensor> components, std::vector<std::string> names) {
-  return Dataset(proto::DatasetDef()).With("from_tensor_slices", [&](proto::Step& s) {
+  return Source("from_tensor_slices", [&](proto::Step& s) {
     AddTensors(components, names, s.mutable_from_tensor_slices()->mutable_components(),
                s.mutable_from_tensor_slices()->mutable_names());
   });
 }
 
 Dataset Dataset::ListFiles(std::vector<std::string> patterns, bool shuffle, std::optional<int64_t> seed) {
-  return Dataset(proto::DatasetDef()).With("list_files", [&](proto::Step& s) {
+  return Source("list_files", [&](proto::Step& s) {
     AddStrings(patterns, s.mutable_list_files()->mutable_pattern());
     s.mutable_list_files()->set_shuffle(shuffle);
     if (seed.has_value()) s.mutable_list_files()->set_seed(*seed);
@@ -81,14 +135,14 @@ Dataset Dataset::ListFiles(std::vector<std::string> patterns, bool shuffle, std:
 }
 
 Dataset Dataset::TextLine(std::vector<std::string> files, std::string compression_type) {
-  return Dataset(proto::DatasetDef()).With("text_line", [&](proto::Step& s) {
+  return Source("text_line", [&](proto::Step& s) {
     AddStrings(files, s.mutable_text_line()->mutable_files());
     s.mutable_text_line()->set_compression_type(compression_type);
   });
 }
 
 Dataset Dataset::TFRecord(std::vector<std::string> files, std::string compression_type) {
-  return Dataset(proto::DatasetDef()).With("tfrecord", [&](proto::Step& s) {
+  return Source("tfrecord", [&](proto::Step& s) {
     AddStrings(files, s.mutable_tfrecord()->mutable_files());
     s.mutable_tfrecord()->set_compression_type(compression_type);
   });
@@ -96,7 +150,7 @@ Dataset Dataset::TFRecord(std::vector<std::string> files, std::string compressio
 
 Dataset Dataset::FixedLengthRecord(std::vector<std::string> files, int64_t record_bytes, int64_t header_bytes,
                                    int64_t footer_bytes, std::string compression_type) {
-  return Dataset(proto::DatasetDef()).With("fixed_length_record", [&](proto::Step& s) {
+  return Source("fixed_length_record", [&](proto::Step& s) {
     auto* op = s.mutable_fixed_length_record();
     AddStrings(files, op->mutable_files());
     op->set_record_bytes(record_bytes);
@@ -107,15 +161,22 @@ Dataset Dataset::FixedLengthRecord(std::vector<std::string> files, int64_t recor
 }
 
 Dataset Dataset::Zip(const std::vector<Dataset>& datasets) {
-  return Dataset(proto::DatasetDef()).With("zip", [&](proto::Step& s) {
-    for (const Dataset& d : datasets) *s.mutable_zip()->add_datasets() = d.def();
+  return Source("zip", [&](proto::Step& s) {
+    for (const Dataset& d : datasets) *s.mutable_zip()->add_datasets() = DatasetAccess::Definition(d);
   });
 }
 
-Dataset Dataset::FromDef(proto::DatasetDef def) { return Dataset(std::move(def)); }
+absl::StatusOr<Dataset> Dataset::Deserialize(std::string_view bytes) {
+  proto::DatasetDef def;
+  if (!def.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("these ", bytes.size(), " bytes are not a serialized dataset definition"));
+  }
+  return internal::DatasetFromDefinition(std::move(def));
+}
 
 Dataset Dataset::Map(const std::string& fn, const FunctionArgMap& args, MapOptions options) const {
-  return With("map", [&](proto::Step& s) {
+  return With(DatasetAccess::Definition(*this), "map", [&](proto::Step& s) {
     SetFunction(fn, args, s.mutable_map()->mutable_fn());
     s.mutable_map()->set_num_parallel_calls(options.num_parallel_calls);
     s.mutable_map()->set_deterministic(options.deterministic);
@@ -123,22 +184,22 @@ Dataset Dataset::Map(const std::string& fn, const FunctionArgMap& args, MapOptio
 }
 
 Dataset Dataset::Filter(const std::string& fn, const FunctionArgMap& args) const {
-  return With("filter", [&](proto::Step& s) { SetFunction(fn, args, s.mutable_filter()->mutable_fn()); });
+  return With(DatasetAccess::Definition(*this), "filter",
+              [&](proto::Step& s) { SetFunction(fn, args, s.mutable_filter()->mutable_fn()); });
 }
 
-Dataset Dataset::Batch(int64_t batch_size, bool drop_remainder, int64_t num_parallel_calls,
-                       bool deterministic) const {
-  return With("batch", [&](proto::Step& s) {
+Dataset Dataset::Batch(int64_t batch_size, BatchOptions options) const {
+  return With(DatasetAccess::Definition(*this), "batch", [&](proto::Step& s) {
     s.mutable_batch()->set_batch_size(batch_size);
-    s.mutable_batch()->set_drop_remainder(drop_remainder);
-    s.mutable_batch()->set_num_parallel_calls(num_parallel_calls);
-    s.mutable_batch()->set_deterministic(deterministic);
+    s.mutable_batch()->set_drop_remainder(options.drop_remainder);
+    s.mutable_batch()->set_num_parallel_calls(options.num_parallel_calls);
+    s.mutable_batch()->set_deterministic(options.deterministic);
   });
 }
 
 Dataset Dataset::PaddedBatch(int64_t batch_size, const std::vector<std::vector<int64_t>>& padded_shapes,
                              const std::vector<Tensor>& padding_values, bool drop_remainder) const {
-  return With("padded_batch", [&](proto::Step& s) {
+  return With(DatasetAccess::Definition(*this), "padded_batch", [&](proto::Step& s) {
     auto* op = s.mutable_padded_batch();
     op->set_batch_size(batch_size);
     op->set_drop_remainder(drop_remainder);
@@ -151,11 +212,11 @@ Dataset Dataset::PaddedBatch(int64_t batch_size, const std::vector<std::vector<i
 }
 
 Dataset Dataset::Unbatch() const {
-  return With("unbatch", [](proto::Step&) {});
+  return With(DatasetAccess::Definition(*this), "unbatch", [](proto::Step&) {});
 }
 
 Dataset Dataset::Rebatch(int64_t batch_size, bool drop_remainder) const {
-  return With("rebatch", [&](proto::Step& s) {
+  return With(DatasetAccess::Definition(*this), "rebatch", [&](proto::Step& s) {
     s.mutable_rebatch()->set_batch_size(batch_size);
     s.mutable_rebatch()->set_drop_remainder(drop_remainder);
   });
@@ -163,7 +224,7 @@ Dataset Dataset::Rebatch(int64_t batch_size, bool drop_remainder) const {
 
 Dataset Dataset::Shuffle(int64_t buffer_size, std::optional<int64_t> seed,
                          bool reshuffle_each_iteration) const {
-  return With("shuffle", [&](proto::Step& s) {
+  return With(DatasetAccess::Definition(*this), "shuffle", [&](proto::Step& s) {
     s.mutable_shuffle()->set_buffer_size(buffer_size);
     if (seed.has_value()) s.mutable_shuffle()->set_seed(*seed);
     s.mutable_shuffle()->set_reshuffle_each_iteration(reshuffle_each_iteration);
@@ -171,33 +232,37 @@ Dataset Dataset::Shuffle(int64_t buffer_size, std::optional<int64_t> seed,
 }
 
 Dataset Dataset::Repeat(int64_t count) const {
-  return With("repeat", [&](proto::Step& s) { s.mutable_repeat()->set_count(count); });
+  return With(DatasetAccess::Definition(*this), "repeat",
+              [&](proto::Step& s) { s.mutable_repeat()->set_count(count); });
 }
 
 Dataset Dataset::Take(int64_t count) const {
-  return With("take", [&](proto::Step& s) { s.mutable_take()->set_count(count); });
+  return With(DatasetAccess::Definition(*this), "take",
+              [&](proto::Step& s) { s.mutable_take()->set_count(count); });
 }
 
 Dataset Dataset::Skip(int64_t count) const {
-  return With("skip", [&](proto::Step& s) { s.mutable_skip()->set_count(count); });
+  return With(DatasetAccess::Definition(*this), "skip",
+              [&](proto::Step& s) { s.mutable_skip()->set_count(count); });
 }
 
 Dataset Dataset::Shard(int64_t num_shards, int64_t index) const {
-  return With("shard", [&](proto::Step& s) {
+  return With(DatasetAccess::Definition(*this), "shard", [&](proto::Step& s) {
     s.mutable_shard()->set_num_shards(num_shards);
     s.mutable_shard()->set_index(index);
   });
 }
 
 Dataset Dataset::Enumerate(int64_t start) const {
-  return With("enumerate", [&](proto::Step& s) { s.mutable_enumerate()->set_start(start); });
+  return With(DatasetAccess::Definition(*this), "enumerate",
+              [&](proto::Step& s) { s.mutable_enumerate()->set_start(start); });
 }
 
 Dataset Dataset::Interleave(const Dataset& per_element, int64_t cycle_length, int64_t block_length,
                             int64_t num_parallel_calls) const {
-  return With("interleave", [&](proto::Step& s) {
+  return With(DatasetAccess::Definition(*this), "interleave", [&](proto::Step& s) {
     auto* op = s.mutable_interleave();
-    *op->mutable_pipeline() = per_element.def();
+    *op->mutable_pipeline() = DatasetAccess::Definition(per_element);
     op->set_cycle_length(cycle_length);
     op->set_block_length(block_length);
     op->set_num_parallel_calls(num_parallel_calls);
@@ -205,42 +270,48 @@ Dataset Dataset::Interleave(const Dataset& per_element, int64_t cycle_length, in
 }
 
 Dataset Dataset::Prefetch(int64_t buffer_size) const {
-  return With("prefetch", [&](proto::Step& s) { s.mutable_prefetch()->set_buffer_size(buffer_size); });
+  return With(DatasetAccess::Definition(*this), "prefetch",
+              [&](proto::Step& s) { s.mutable_prefetch()->set_buffer_size(buffer_size); });
 }
 
-Dataset Dataset::Distribute(const std::string& service, const std::string& mode, const std::string& job_name,
-                            int64_t max_outstanding_requests, int64_t timeout_ms) const {
-  return With("distribute", [&](proto::Step& s) {
-    auto* op = s.mutable_distribute();
-    op->set_service(service);
-    op->set_processing_mode(mode);
-    op->set_job_name(job_name);
-    op->set_max_outstanding_requests(max_outstanding_requests);
-    op->set_timeout_ms(timeout_ms);
-  });
-}
-
-Dataset Dataset::Distribute(const proto::DistributeOp& op) const {
-  return With("distribute", [&](proto::Step& s) { *s.mutable_distribute() = op; });
+Dataset Dataset::ReadFromService(const ServiceOptions& options) const {
+  return internal::ReadFromService(*this, internal::DistributeOpFromOptions(options));
 }
 
 Dataset Dataset::WithPlugin(const std::string& library_path) const {
-  proto::DatasetDef def = def_;
+  proto::DatasetDef def = DatasetAccess::Definition(*this);
   def.add_plugins(library_path);
-  return Dataset(std::move(def));
+  return internal::DatasetFromDefinition(std::move(def));
 }
 
-std::string Dataset::Fingerprint() const { return DatasetFingerprint(def_); }
+std::string Dataset::Fingerprint() const { return DatasetFingerprint(DatasetAccess::Definition(*this)); }
 
-absl::StatusOr<DatasetPtr> Dataset::Build() const {
-  EnableDataService();
-  return BuildDataset(def_);
+std::string Dataset::Serialize() const { return DatasetAccess::Definition(*this).SerializeAsString(); }
+
+absl::StatusOr<Iterator> Dataset::MakeIterator() const {
+  absl::StatusOr<DatasetPtr> dataset = internal::BuildPipeline(*this);
+  if (!dataset.ok()) return dataset.status();
+  absl::StatusOr<std::unique_ptr<IteratorBase>> input = (*dataset)->MakeIterator(IteratorContext{});
+  if (!input.ok()) return input.status();
+  return DatasetAccess::MakeIterator(*std::move(dataset), *std::move(input));
 }
 
 absl::StatusOr<std::vector<Element>> Dataset::Collect(int64_t limit) const {
-  absl::StatusOr<DatasetPtr> dataset = Build();
+  absl::StatusOr<DatasetPtr> dataset = internal::BuildPipeline(*this);
   if (!dataset.ok()) return dataset.status();
   return CollectElements(**dataset, IteratorContext{}, limit);
 }
 
+namespace internal {
+
+Dataset ReadFromService(const Dataset& dataset, const proto::DistributeOp& op) {
+  return With(DatasetAccess::Definition(dataset), "distribute",
+              [&](proto::Step& s) { *s.mutable_distribute() = op; });
+}
+
+absl::StatusOr<DatasetPtr> BuildPipeline(const Dataset& dataset) {
+  return BuildDataset(DatasetAccess::Definition(dataset));
+}
+
+}  // namespace internal
 }  // namespace sluice

@@ -2,6 +2,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "client/dataset_internal.h"
 #include "tests/testing/test_util.h"
 
 namespace sluice {
@@ -19,8 +20,8 @@ TEST_CASE("The fluent builder runs the issue's example", "[client]") {
 TEST_CASE("Builder datasets are values: each call returns a new one", "[client]") {
   Dataset base = Dataset::Range(6);
   Dataset evens = base.Filter("equal", {{"value", 0}}).Take(1);
-  CHECK(base.def().steps_size() == 1);
-  CHECK(evens.def().steps_size() == 3);
+  CHECK(internal::DefinitionOf(base).steps_size() == 1);
+  CHECK(internal::DefinitionOf(evens).steps_size() == 3);
   CHECK(testing::Int64Values(*base.Collect()) == std::vector<int64_t>{0, 1, 2, 3, 4, 5});
   CHECK(testing::Int64Values(*Dataset::Range(6).Map("mod", {{"value", 3}}).Collect()) ==
         std::vector<int64_t>{0, 1, 2, 0, 1, 2});
@@ -38,17 +39,18 @@ TEST_CASE("Builder errors surface at Build with the step", "[client]") {
 TEST_CASE("Named slices, zip and enumerate compose", "[client]") {
   Dataset named = Dataset::FromTensorSlices(
       {Tensor::FromVector<int64_t>({1, 2}), Tensor::FromVector<std::string>({"a", "b"})}, {"id", "tag"});
-  std::vector<std::string> lines = *testing::JsonLines(**named.Build());
+  std::vector<std::string> lines = *testing::JsonLines(**internal::BuildPipeline(named));
   CHECK(lines == std::vector<std::string>{"{\"id\": 1, \"tag\": \"a\"}", "{\"id\": 2, \"tag\": \"b\"}"});
   Dataset zipped = Dataset::Zip({Dataset::Range(3), Dataset::Range(10, 20, 5)}).Enumerate(100);
-  CHECK(*testing::JsonLines(**zipped.Build()) == std::vector<std::string>{"[100, 0, 10]", "[101, 1, 15]"});
+  CHECK(*testing::JsonLines(**internal::BuildPipeline(zipped)) ==
+        std::vector<std::string>{"[100, 0, 10]", "[101, 1, 15]"});
 }
 
 TEST_CASE("distribute's sharding and coordinated-read options are checked before any RPC", "[client]") {
   // Nothing listens on port 1: each error comes before the dispatcher is asked.
   auto error = [](proto::DistributeOp op) {
     op.set_service("grpc://127.0.0.1:1");
-    absl::Status status = Dataset::Range(3).Distribute(op).Build().status();
+    absl::Status status = internal::BuildPipeline(internal::ReadFromService(Dataset::Range(3), op)).status();
     CHECK(absl::IsInvalidArgument(status));
     return std::string(status.message());
   };

@@ -2,6 +2,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "client/dataset_internal.h"
 #include "sluice/dataset.h"
 
 namespace sluice {
@@ -11,12 +12,12 @@ namespace {
 proto::DatasetDef NestedZip(int levels) {
   Dataset dataset = Dataset::Range(2);
   for (int i = 0; i < levels; ++i) dataset = Dataset::Zip({dataset, Dataset::Range(2)});
-  return dataset.def();
+  return internal::DefinitionOf(dataset);
 }
 
 TEST_CASE("definition_checks: a definition nested past protobuf's parse limit is refused before sending",
           "[client][hardening]") {
-  CHECK(DefinitionDepth(Dataset::Range(2).def()) == 3);  // def, step, range op
+  CHECK(DefinitionDepth(internal::DefinitionOf(Dataset::Range(2))) == 3);  // def, step, range op
   CHECK(DefinitionDepth(NestedZip(1)) == 6);
   CHECK(CheckSendable(NestedZip(28)).ok());
   const absl::Status deep = CheckSendable(NestedZip(60));

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/synchronization/blocking_counter.h"
+#include "client/device_tensor_state.h"
 
 namespace sluice {
 
@@ -31,6 +32,8 @@ struct AllFences : ReadyFence {
 };
 
 }  // namespace
+
+namespace internal {
 
 // The device buffer of one replica value, back to its pool when the last
 // tensor, DLPack view or host Tensor over it is dropped. Streams recorded
@@ -76,6 +79,8 @@ class BufferUse {
   std::vector<Tensor> sources_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<ReadyFence> copied_ ABSL_GUARDED_BY(mu_);
 };
+
+}  // namespace internal
 
 absl::Status ReplicaValue::WaitOnStream(void* stream) const {
   if (ready == nullptr) return absl::OkStatus();
@@ -295,7 +300,7 @@ absl::StatusOr<ReplicaValue> DevicePrefetcher::CopyToReplica(size_t replica, con
   ReplicaValue value;
   value.device = device;
   value.names = element.names;
-  std::shared_ptr<BufferUse> use;
+  std::shared_ptr<internal::BufferUse> use;
   if (total > 0) {
     {
       absl::MutexLock lock(&mu_);
@@ -307,7 +312,8 @@ absl::StatusOr<ReplicaValue> DevicePrefetcher::CopyToReplica(size_t replica, con
       blocked_pool_ = nullptr;
     }
     if (!device_buffer.ok()) return device_buffer.status();
-    use = std::make_shared<BufferUse>(device_pools_[replica], backends_[replica], *std::move(device_buffer));
+    use = std::make_shared<internal::BufferUse>(device_pools_[replica], backends_[replica],
+                                                *std::move(device_buffer));
     char* device_data = static_cast<char*>(use->data());
     if (backend.host_addressable()) {
       for (size_t i = 0; i < element.components.size(); ++i) {
@@ -393,27 +399,27 @@ absl::StatusOr<ReplicaValue> DevicePrefetcher::CopyToReplica(size_t replica, con
 
   for (size_t i = 0; i < element.components.size(); ++i) {
     const Tensor& tensor = element.components[i];
-    DeviceTensor out;
-    out.dtype_ = tensor.dtype();
-    out.shape_ = tensor.shape();
-    out.device_ = device;
+    internal::DeviceTensorState out;
+    out.dtype = tensor.dtype();
+    out.shape = tensor.shape();
+    out.device = device;
     if (tensor.dtype() == DType::kString) {
-      out.host_ = tensor;
+      out.host = tensor;
     } else if (use == nullptr) {
-      out.host_ = Tensor(tensor.dtype(), tensor.shape());  // no bytes at all
+      out.host = Tensor(tensor.dtype(), tensor.shape());  // no bytes at all
     } else {
-      out.byte_size_ = tensor.ByteSize();
-      out.data_ = static_cast<char*>(use->data()) + offsets[i];
-      out.lease_ = std::shared_ptr<void>(use, out.data_);
+      out.byte_size = tensor.ByteSize();
+      out.data = static_cast<char*>(use->data()) + offsets[i];
+      out.lease = std::shared_ptr<void>(use, out.data);
       if (backend.host_addressable()) {
         auto buffer =
-            TensorBuffer::Wrap(tensor.dtype(), tensor.num_elements(), out.data_, [lease = out.lease_] {});
-        out.host_ = Tensor::FromBuffer(tensor.dtype(), tensor.shape(), std::move(buffer));
+            TensorBuffer::Wrap(tensor.dtype(), tensor.num_elements(), out.data, [lease = out.lease] {});
+        out.host = Tensor::FromBuffer(tensor.dtype(), tensor.shape(), std::move(buffer));
       } else {
-        out.backend_ = backends_[replica];
+        out.backend = backends_[replica];
       }
     }
-    value.components.push_back(std::move(out));
+    value.components.push_back(internal::DeviceTensorAccess::Make(std::move(out)));
   }
   return value;
 }

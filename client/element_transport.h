@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "common/element.h"
 #include "service/element_wire.h"
+#include "sluice/element.h"
 #include "sluice/service.pb.h"
 
 namespace sluice {

@@ -7,8 +7,8 @@
 # Installs the shared libraries sluice_core, sluice_service and
 # sluice_client (exported as Sluice::core, Sluice::service and
 # Sluice::client; the service's headers are not installed, and the client
-# links it privately), the SDK's public headers with the
-# headers they include, the daemons and the sluice command. Included from
+# links it privately), the SDK's public headers (include/sluice), the
+# daemons and the sluice command. Included from
 # the top-level CMakeLists.txt once every target exists.
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
@@ -33,17 +33,12 @@ set_target_properties(dispatcherd workerd sluice PROPERTIES
   INSTALL_RPATH "$ORIGIN/../${CMAKE_INSTALL_LIBDIR}" INSTALL_RPATH_USE_LINK_PATH ON)
 install(TARGETS dispatcherd workerd sluice RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 
-# Public headers go under include/ with the paths they are included by. The
-# SDK's own headers are all of client/include/; the others are what those
-# include, as the compiler reports (g++ -MM on a file including every
-# sluice/*.h). tests/find_package_consumer compiles every installed SDK
-# header against the install tree, so a header missing here fails there.
+# The SDK's public headers are all of client/include/sluice and nothing
+# else: they declare every type a user touches and include only each other,
+# the C++ library and Abseil. tests/find_package_consumer compiles every
+# installed header against the install tree alone, so a header that
+# includes anything else fails there.
 install(DIRECTORY client/include/sluice DESTINATION include FILES_MATCHING PATTERN "*.h")
-install(FILES common/dtype.h common/element.h common/half.h common/tensor.h
-  DESTINATION include/common)
-install(FILES pipeline/dataset.h DESTINATION include/pipeline)
-install(FILES ${PROJECT_BINARY_DIR}/proto/sluice/dataset.pb.h ${PROJECT_BINARY_DIR}/proto/sluice/tensor.pb.h
-  DESTINATION include/sluice)
 
 install(EXPORT SluiceTargets NAMESPACE Sluice:: DESTINATION ${SLUICE_CMAKE_INSTALL_DIR})
 configure_package_config_file(${CMAKE_CURRENT_LIST_DIR}/SluiceConfig.cmake.in ${PROJECT_BINARY_DIR}/SluiceConfig.cmake

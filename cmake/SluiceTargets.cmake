@@ -19,3 +19,16 @@ function(sluice_configure_target target)
     message(FATAL_ERROR "SLUICE_SANITIZE must be '', 'address' or 'thread', not '${SLUICE_SANITIZE}'")
   endif()
 endfunction()
+
+# sluice_add_daemon(NAME SOURCES...): a daemon's logic as the static
+# library sluice_NAME (alias Sluice::NAME, on the service plumbing and the
+# daemon runner) and its program NAMEd from main.cc.
+function(sluice_add_daemon name)
+  add_library(sluice_${name} STATIC ${ARGN})
+  add_library(Sluice::${name} ALIAS sluice_${name})
+  target_link_libraries(sluice_${name} PUBLIC Sluice::core Sluice::service Sluice::daemon spdlog::spdlog)
+  sluice_configure_target(sluice_${name})
+  add_executable(${name}d main.cc)
+  target_link_libraries(${name}d PRIVATE Sluice::${name})
+  sluice_configure_target(${name}d)
+endfunction()

@@ -1,4 +1,4 @@
-#include "common/dtype.h"
+#include "sluice/dtype.h"
 
 #include <array>
 #include <utility>

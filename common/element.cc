@@ -1,4 +1,4 @@
-#include "common/element.h"
+#include "sluice/element.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"

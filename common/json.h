@@ -11,7 +11,7 @@
 #include <string>
 #include <string_view>
 
-#include "common/element.h"
+#include "sluice/element.h"
 
 namespace sluice {
 

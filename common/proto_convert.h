@@ -5,7 +5,7 @@
 #define SLUICE_COMMON_PROTO_CONVERT_H_
 
 #include "absl/status/statusor.h"
-#include "common/element.h"
+#include "sluice/element.h"
 #include "sluice/tensor.pb.h"
 
 namespace sluice {

@@ -1,4 +1,4 @@
-#include "common/tensor.h"
+#include "sluice/tensor.h"
 
 #include <atomic>
 #include <cstdlib>
@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/large_buffer_allocator.h"
 
 namespace sluice {
 

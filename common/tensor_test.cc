@@ -1,10 +1,11 @@
-#include "common/tensor.h"
+#include "sluice/tensor.h"
 
 #include <catch2/catch.hpp>
 #include <cstdlib>
 
-#include "common/element.h"
+#include "common/large_buffer_allocator.h"
 #include "common/strings.h"
+#include "sluice/element.h"
 
 namespace sluice {
 namespace {

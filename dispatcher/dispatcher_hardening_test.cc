@@ -8,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include "client/dataset_internal.h"
 #include "dispatcher/dispatcher_impl.h"
 #include "dispatcher/dispatcher_state.h"
 #include "service/grpc_util.h"
@@ -21,7 +22,7 @@ proto::Update Registered() {
   auto* u = update.mutable_register_dataset();
   u->set_dataset_id("d");
   u->set_fingerprint("f");
-  *u->mutable_dataset() = Dataset::Range(10).def();
+  *u->mutable_dataset() = internal::DefinitionOf(Dataset::Range(10));
   return update;
 }
 
@@ -302,7 +303,7 @@ DispatcherConfig Config() {
 std::string Register(DispatcherImpl& d) {
   proto::GetOrRegisterDatasetRequest request;
   *request.mutable_version() = CurrentVersion();
-  *request.mutable_dataset() = Dataset::Range(100).def();
+  *request.mutable_dataset() = internal::DefinitionOf(Dataset::Range(100));
   proto::GetOrRegisterDatasetResponse response;
   REQUIRE(d.GetOrRegisterDataset(request, &response).ok());
   return response.dataset_id();
@@ -507,7 +508,7 @@ TEST_CASE("dispatcher hardening: every RPC's fields are range-checked before the
   check(d.GetDatasetInfo(info, &described), "GetDatasetInfo: dataset_id is empty");
   proto::GetOrRegisterDatasetRequest registration;
   *registration.mutable_version() = CurrentVersion();
-  *registration.mutable_dataset() = Dataset::Range(5).def();
+  *registration.mutable_dataset() = internal::DefinitionOf(Dataset::Range(5));
   registration.set_dataset_id(std::string(5000, 'x'));
   proto::GetOrRegisterDatasetResponse registered;
   check(d.GetOrRegisterDataset(registration, &registered),
@@ -630,7 +631,7 @@ TEST_CASE("dispatcher hardening: an iteration that keeps losing short-lived task
   beat("x:2", "0");
   proto::GetOrRegisterDatasetRequest registration;
   *registration.mutable_version() = CurrentVersion();
-  *registration.mutable_dataset() = Dataset::Range(3).Repeat().def();
+  *registration.mutable_dataset() = internal::DefinitionOf(Dataset::Range(3).Repeat());
   proto::GetOrRegisterDatasetResponse registered;
   REQUIRE(d.GetOrRegisterDataset(registration, &registered).ok());
   proto::JobParams params;

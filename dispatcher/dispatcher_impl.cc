@@ -1,3 +1,6 @@
+// DispatcherImpl's core and its side facing clients: start and recovery
+// from the journal, Apply, and the requests of clients: datasets, jobs,
+// iterations, client heartbeats and releases.
 #include "dispatcher/dispatcher_impl.h"
 
 #include <spdlog/spdlog.h>
@@ -29,8 +32,11 @@ bool SameParams(const proto::JobParams& a, const proto::JobParams& b) {
 
 }  // namespace
 
-DispatcherImpl::DispatcherImpl(DispatcherConfig config, TaskPushFn push_task)
-    : config_(std::move(config)), push_task_(std::move(push_task)) {}
+DispatcherImpl::DispatcherImpl(DispatcherConfig config, TaskPushFn push_task,
+                               JournalFailureFn on_journal_failure)
+    : config_(std::move(config)),
+      push_task_(std::move(push_task)),
+      on_journal_failure_(std::move(on_journal_failure)) {}
 
 DispatcherImpl::~DispatcherImpl() {
   {
@@ -45,7 +51,7 @@ absl::Status DispatcherImpl::Start() {
     absl::MutexLock lock(&mu_);
     if (absl::Status s = Recover(); !s.ok()) return s;
   }
-  monitor_ = std::thread([this] { RemoveLostWorkers(); });
+  monitor_ = std::thread([this] { RunMonitor(); });
   return absl::OkStatus();
 }
 
@@ -72,7 +78,7 @@ absl::Status DispatcherImpl::Recover() {
   const auto now = Clock::now();
   for (const auto& [address, worker] : state_.workers()) worker_heartbeats_[address] = now;
   for (const auto& [id, task] : state_.tasks()) {
-    if (!task.finished) task_started_[id] = now;
+    if (!task.finished) crash_loop_.TaskStarted(id, now);
   }
   for (const auto& [id, iteration] : state_.iterations()) {
     for (int64_t client : iteration.clients) client_heartbeats_[client] = now;
@@ -87,7 +93,7 @@ absl::Status DispatcherImpl::Recover() {
                                                 "' does not restore: ", s.message()));
       }
     }
-    split_providers_[id] = *std::move(provider);
+    split_leaser_.Add(id, *std::move(provider));
   }
   journal_ = *std::move(journal);
   const int64_t replayed = journal_->records_since_snapshot();
@@ -103,6 +109,7 @@ absl::Status DispatcherImpl::Recover() {
 absl::Status DispatcherImpl::Apply(const proto::Update& update) {
   // The change becomes visible when mu_ is released, after the journal
   // has it on disk.
+  if (!journal_failure_.ok()) return journal_failure_;
   if (absl::Status s = state_.Apply(update); !s.ok()) return s;
   if (!journal_.has_value()) return absl::OkStatus();
   absl::Status status = journal_->Append(update);
@@ -112,13 +119,20 @@ absl::Status DispatcherImpl::Apply(const proto::Update& update) {
   }
   if (!status.ok()) {
     // The state in memory is ahead of the disk and cannot be taken back:
-    // going on would lose it at the next restart, so stop, and let the
-    // restart recover what is journaled.
-    spdlog::critical("cannot write the journal in {}: {}; exiting", config_.work_dir,
-                     std::string(status.message()));
-    std::_Exit(kJournalFailureExitCode);
+    // going on would lose it at the next restart.
+    journal_failure_ =
+        absl::UnavailableError(absl::StrCat("the dispatcher cannot write its journal in ", config_.work_dir,
+                                            ": ", status.message(), "; it must be restarted"));
+    if (on_journal_failure_) on_journal_failure_(journal_failure_);
+    return journal_failure_;
   }
   return absl::OkStatus();
+}
+
+bool DispatcherImpl::ApplyOrLog(const proto::Update& update, const std::string& what) {
+  absl::Status status = Apply(update);
+  if (!status.ok()) spdlog::error("{}: {}", what, std::string(status.message()));
+  return status.ok();
 }
 
 absl::StatusOr<std::unique_ptr<SplitProvider>> DispatcherImpl::NewSplitProvider(
@@ -128,7 +142,7 @@ absl::StatusOr<std::unique_ptr<SplitProvider>> DispatcherImpl::NewSplitProvider(
   return MakeSplitProvider(def, options);
 }
 
-void DispatcherImpl::PushTasks(const std::vector<std::pair<std::string, proto::TaskDef>>& new_tasks) const {
+void DispatcherImpl::PushTasks(const NewTasks& new_tasks) const {
   if (!push_task_) return;
   for (const auto& [address, def] : new_tasks) push_task_(address, def);
 }
@@ -288,7 +302,7 @@ absl::Status DispatcherImpl::CreateTask(int64_t iteration_id, const std::string&
     u->set_starting_round(iteration->round_horizon + 1);
   }
   absl::Status status = Apply(update);
-  if (status.ok()) task_started_[u->task_id()] = Clock::now();
+  if (status.ok()) crash_loop_.TaskStarted(u->task_id(), Clock::now());
   return status;
 }
 
@@ -297,7 +311,7 @@ absl::Status DispatcherImpl::GetOrCreateIteration(const proto::GetOrCreateIterat
   if (absl::Status s = CheckVersion(request.version()); !s.ok()) return s;
   if (absl::Status s = CheckRequest(request); !s.ok()) return s;
   // New tasks go to their workers after the lock is released.
-  std::vector<std::pair<std::string, proto::TaskDef>> new_tasks;
+  NewTasks new_tasks;
   {
     absl::MutexLock lock(&mu_);
     const auto* job = state_.FindJob(request.job_id());
@@ -327,7 +341,7 @@ absl::Status DispatcherImpl::GetOrCreateIteration(const proto::GetOrCreateIterat
         absl::StatusOr<DatasetPtr> built = Built(dataset->id);
         if (!built.ok()) return built.status();
         infinite = (*built)->Cardinality() == kInfiniteCardinality;
-        split_providers_[state_.NextIterationId()] = *std::move(splits);
+        split_leaser_.Add(state_.NextIterationId(), *std::move(splits));
       }
       proto::Update update;
       auto* u = update.mutable_create_iteration();
@@ -377,7 +391,7 @@ absl::Status DispatcherImpl::ClientHeartbeat(const proto::ClientHeartbeatRequest
                                              proto::ClientHeartbeatResponse* response) {
   if (absl::Status s = CheckVersion(request.version()); !s.ok()) return s;
   if (absl::Status s = CheckRequest(request); !s.ok()) return s;
-  std::vector<std::pair<std::string, proto::TaskDef>> new_tasks;
+  NewTasks new_tasks;
   {
     absl::MutexLock lock(&mu_);
     std::optional<int64_t> iteration_id = state_.IterationOfClient(request.iteration_client_id());

@@ -35,6 +35,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -42,10 +43,12 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "dispatcher/crash_loop_bound.h"
 #include "dispatcher/dispatcher_config.h"
 #include "dispatcher/dispatcher_state.h"
 #include "dispatcher/journal.h"
 #include "dispatcher/request_checks.h"
+#include "dispatcher/split_leaser.h"
 #include "pipeline/dataset.h"
 #include "sluice/service.pb.h"
 
@@ -60,12 +63,6 @@ inline constexpr auto kUnreachableWorkerSilence = std::chrono::milliseconds(2000
 // Clients released for silence that the dispatcher remembers, to take
 // them back or to say what happened.
 inline constexpr size_t kMaxReleasedClientsKept = 100000;
-// An iteration whose tasks are lost this many times in a row, each within
-// kCrashLoopTaskLifetime of starting (its worker restarted or went
-// silent), fails with the losses as its cause: its pipeline most likely
-// crashes the workers, and handing it on would crash them all in turn.
-inline constexpr int kCrashLoopLosses = 4;
-inline constexpr auto kCrashLoopTaskLifetime = std::chrono::seconds(10);
 // How the lost reason of a worker that clients cannot reach begins.
 inline constexpr char kUnreachableReason[] = "unreachable from clients";
 
@@ -75,7 +72,15 @@ class DispatcherImpl {
   // workers learn of tasks from their heartbeats only.
   using TaskPushFn = std::function<void(const std::string& worker_address, const proto::TaskDef& task)>;
 
-  explicit DispatcherImpl(DispatcherConfig config, TaskPushFn push_task = nullptr);
+  // Told once when the journal cannot be written: the state in memory is
+  // then ahead of the disk, and the process should end so that a restart
+  // recovers what is journaled (dispatcherd's main exits with
+  // kJournalFailureExitCode). Every update after it is refused with the
+  // same status either way.
+  using JournalFailureFn = std::function<void(const absl::Status& status)>;
+
+  explicit DispatcherImpl(DispatcherConfig config, TaskPushFn push_task = nullptr,
+                          JournalFailureFn on_journal_failure = nullptr);
   ~DispatcherImpl();
   DispatcherImpl(const DispatcherImpl&) = delete;
   DispatcherImpl& operator=(const DispatcherImpl&) = delete;
@@ -110,26 +115,34 @@ class DispatcherImpl {
 
  private:
   using Clock = std::chrono::steady_clock;
+  using NewTasks = std::vector<std::pair<std::string, proto::TaskDef>>;
 
+  // The methods are defined by job: the core and the client side in
+  // dispatcher_impl.cc, the worker side in dispatcher_workers.cc, losing
+  // workers and clients and collecting what is over in liveness.cc, the
+  // status RPCs in dispatcher_status.cc.
+
+  // dispatcher_impl.cc
   // Applies an update to the state and journals it before the lock is
-  // released; a journal that cannot be written stops the process.
+  // released; a journal that cannot be written is reported to
+  // on_journal_failure_, and this and every later update fail with it.
   absl::Status Apply(const proto::Update& update) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Apply for an update whose failure no caller can be told of (the
+  // monitor thread, what follows a loss): logs it, naming `what` failed,
+  // and says whether it applied.
+  bool ApplyOrLog(const proto::Update& update, const std::string& what) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status Recover() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<std::unique_ptr<SplitProvider>> NewSplitProvider(const proto::DatasetDef& def) const;
-  // Removes a worker, its unfinished tasks lost for `reason`, and finds
-  // takers for its undelivered splits.
-  void RemoveWorker(const std::string& address, const std::string& reason,
-                    std::vector<std::pair<std::string, proto::TaskDef>>* new_tasks)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Counts the loss of `task` (just lost, for `reason`) towards its
-  // iteration's crash loop, and fails the iteration at kCrashLoopLosses.
-  void NoteLostTask(const DispatcherState::Task& task, const std::string& reason, Clock::time_point now)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Drops what this process keeps about an iteration that reads no more
-  // (collected, failed or removed): its split provider and timers.
-  void ForgetIteration(int64_t iteration_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Fails an iteration (journaled) for `message`; its readers get it.
-  void FailIteration(int64_t iteration_id, absl::StatusCode code, const std::string& message)
+  void PushTasks(const NewTasks& new_tasks) const;
+  // The built dataset of a registered id, built once and cached.
+  absl::StatusOr<DatasetPtr> Built(const std::string& dataset_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A task that joins a running iteration serves coordinated reads only
+  // from the round after the horizon.
+  absl::Status CreateTask(int64_t iteration_id, const std::string& worker_address,
+                          bool joins_running_iteration = true) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // dispatcher_workers.cc
+  void FillTaskDef(const DispatcherState::Task& task, proto::TaskDef* def) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Whether `address` may be given a task in `iteration`: not after its
   // task there was lost in parallel_epochs (its epoch would be read
@@ -137,42 +150,60 @@ class DispatcherImpl {
   // failed iteration.
   bool MayRunIn(const DispatcherState::Iteration& iteration, const std::string& address) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // liveness.cc
+  // The monitor thread: removes workers whose heartbeats stopped, releases
+  // silent clients and collects what is over, until stopping_.
+  void RunMonitor();
+  // Removes a worker, its unfinished tasks lost for `reason`, and finds
+  // takers for its undelivered splits.
+  void RemoveWorker(const std::string& address, const std::string& reason, NewTasks* new_tasks)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Counts the loss of `task` (just lost, for `reason`) towards its
+  // iteration's crash loop, and fails the iteration at kCrashLoopLosses.
+  void NoteLostTask(const DispatcherState::Task& task, const std::string& reason, Clock::time_point now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Clients report `address` unreachable: once they have for
   // worker_timeout_ms while it still heartbeats, it is removed.
-  void NoteUnreachable(const std::string& address,
-                       std::vector<std::pair<std::string, proto::TaskDef>>* new_tasks)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void NoteUnreachable(const std::string& address, NewTasks* new_tasks) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Makes a task, on the least busy live worker, for every iteration whose
   // returned splits no task can take.
-  void AssignReturnedSplits(std::vector<std::pair<std::string, proto::TaskDef>>* new_tasks)
+  void AssignReturnedSplits(NewTasks* new_tasks) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Fails an iteration (journaled) for `message`; its readers get it.
+  void FailIteration(int64_t iteration_id, absl::StatusCode code, const std::string& message)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void PushTasks(const std::vector<std::pair<std::string, proto::TaskDef>>& new_tasks) const;
-  // The built dataset of a registered id, built once and cached.
-  absl::StatusOr<DatasetPtr> Built(const std::string& dataset_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // A task that joins a running iteration serves coordinated reads only
-  // from the round after the horizon.
-  absl::Status CreateTask(int64_t iteration_id, const std::string& worker_address,
-                          bool joins_running_iteration = true) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void FillTaskDef(const DispatcherState::Task& task, proto::TaskDef* def) const
+  // Drops what this process keeps about an iteration that reads no more
+  // (collected, failed or removed): its split provider and timers.
+  void ForgetIteration(int64_t iteration_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Takes back a client released for silence, or says what happened.
+  absl::StatusOr<int64_t> ResumeReleasedClient(int64_t iteration_client_id)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void FillWorkerInfo(const DispatcherState::Worker& worker, proto::WorkerInfo* info) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void RemoveLostWorkers();
+  // Clients silent for client_timeout_ms are released (and remembered).
+  void ReleaseSilentClients(Clock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CollectAbandonedIterations(Clock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Jobs whose iterations are all over and without clients, and datasets
-  // that no job uses, after job_gc_timeout_ms: removed from the state (and
+  // that no job uses, after job_retention_ms: removed from the state (and
   // so from the journal at its next snapshot).
   void CollectFinishedJobs(Clock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  const DispatcherConfig config_;  // constant after construction
-  const TaskPushFn push_task_;
+  // dispatcher_status.cc
+  void FillWorkerInfo(const DispatcherState::Worker& worker, proto::WorkerInfo* info) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  // Constant after construction.
+  const DispatcherConfig config_;
+  const TaskPushFn push_task_;
+  const JournalFailureFn on_journal_failure_;
+
+  // State below is protected by mu_.
   absl::Mutex mu_;
   DispatcherState state_ ABSL_GUARDED_BY(mu_);
   std::optional<Journal> journal_ ABSL_GUARDED_BY(mu_);
+  // Set once the journal could not be written; every update is refused.
+  absl::Status journal_failure_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, DatasetPtr> built_datasets_ ABSL_GUARDED_BY(mu_);
   // distributed_epoch iterations' split providers.
-  std::map<int64_t, std::unique_ptr<SplitProvider>> split_providers_ ABSL_GUARDED_BY(mu_);
+  SplitLeaser split_leaser_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, Clock::time_point> worker_heartbeats_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, int64_t> worker_heartbeat_unix_ms_ ABSL_GUARDED_BY(mu_);
   std::map<int64_t, Clock::time_point> client_heartbeats_ ABSL_GUARDED_BY(mu_);
@@ -186,18 +217,13 @@ class DispatcherImpl {
   std::map<int64_t, ReleasedClient> released_clients_ ABSL_GUARDED_BY(mu_);
   // Consumer index of each coordinated client, for the above.
   std::map<int64_t, int64_t> client_consumer_index_ ABSL_GUARDED_BY(mu_);
-  // Takes back a client released for silence, or says what happened.
-  absl::StatusOr<int64_t> ResumeReleasedClient(int64_t iteration_client_id)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Workers that clients report unreachable: the first and the latest
   // report of the current run of reports.
   std::map<std::string, std::pair<Clock::time_point, Clock::time_point>> unreachable_reports_
       ABSL_GUARDED_BY(mu_);
   // When each unfinished task was made (or this dispatcher started), and
-  // each iteration's run of losses of short-lived tasks, for the crash
-  // loop bound.
-  std::map<int64_t, Clock::time_point> task_started_ ABSL_GUARDED_BY(mu_);
-  std::map<int64_t, std::vector<std::string>> crash_losses_ ABSL_GUARDED_BY(mu_);
+  // each iteration's run of losses of short-lived tasks.
+  CrashLoopBound crash_loop_ ABSL_GUARDED_BY(mu_);
   // Coordinated reads: the furthest round a consumer of each iteration has
   // reported.
   std::map<int64_t, int64_t> iteration_rounds_ ABSL_GUARDED_BY(mu_);

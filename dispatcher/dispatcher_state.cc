@@ -42,8 +42,7 @@ bool ValidId(int64_t id) { return id > 0 && id < INT64_MAX; }
 bool ValidLease(const proto::SplitLease& lease) {
   const Split run = SplitFromMessage(lease);
   return lease.count() >= 0 && run.seq > 0 && run.seq <= INT64_MAX - run.count && run.begin >= 0 &&
-         run.begin <= run.end &&
-         (run.count == 1 || (run.split_size > 0 && run.split_size <= INT64_MAX / run.count));
+         run.begin <= run.end && ValidSplitRunSize(run);
 }
 
 }  // namespace
@@ -207,7 +206,7 @@ absl::Status DispatcherState::Apply(const proto::Update& update) {
         const Split run = SplitFromMessage(lease);
         // An endless dataset's splits are not leased: a lost task's splits
         // would only come again among endless others, and its leases would
-        // grow for as long as it is read (issue 14: 3-4 MB/s).
+        // grow for as long as it is read (3-4 MB/s).
         if (!iteration.infinite) task->second.leases[run.seq] = run;
         task->second.last_split_response.push_back(run);
       }

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "client/dataset_internal.h"
 #include "pipeline/split_provider.h"
 #include "sluice/dataset.h"
 
@@ -14,7 +15,7 @@ namespace {
 
 using Updates = std::vector<proto::Update>;
 
-proto::DatasetDef RangeDef(int64_t n) { return Dataset::Range(n).Map("square").def(); }
+proto::DatasetDef RangeDef(int64_t n) { return internal::DefinitionOf(Dataset::Range(n).Map("square")); }
 
 proto::Update RegisterDataset(const std::string& id, const std::string& fingerprint, int64_t n = 10) {
   proto::Update update;

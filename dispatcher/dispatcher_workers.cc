@@ -1,15 +1,17 @@
-// DispatcherImpl's side facing workers: their heartbeats, updates,
-// shutdowns and split requests, and what follows from losing a worker
-// (returned splits, the crash-loop bound, failed iterations).
+// DispatcherImpl's side facing workers: their heartbeats (registration,
+// and the tasks to run and to drop), updates (tasks finished or failed),
+// shutdowns and split requests.
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
-#include <optional>
+#include <set>
+#include <string>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "dispatcher/dispatcher_impl.h"
 #include "dispatcher/request_checks.h"
 #include "pipeline/sharding.h"
@@ -27,155 +29,12 @@ int64_t UnixMillis() {
 
 }  // namespace
 
-void DispatcherImpl::RemoveWorker(const std::string& address, const std::string& reason,
-                                  std::vector<std::pair<std::string, proto::TaskDef>>* new_tasks) {
-  worker_heartbeats_.erase(address);
-  worker_heartbeat_unix_ms_.erase(address);
-  unreachable_reports_.erase(address);
-  std::vector<int64_t> running;
-  for (const auto* task : state_.TasksOfWorker(address)) {
-    if (!task->finished) running.push_back(task->id);
-  }
-  proto::Update update;
-  update.mutable_remove_worker()->set_address(address);
-  update.mutable_remove_worker()->set_reason(reason);
-  if (absl::Status s = Apply(update); !s.ok()) {
-    spdlog::error("removing worker {}: {}", address, std::string(s.message()));
-    return;
-  }
-  const auto now = Clock::now();
-  for (int64_t id : running) NoteLostTask(*state_.FindTask(id), reason, now);
-  AssignReturnedSplits(new_tasks);
-}
-
-void DispatcherImpl::NoteLostTask(const DispatcherState::Task& task, const std::string& reason,
-                                  Clock::time_point now) {
-  auto started = task_started_.find(task.id);
-  const auto lived = started == task_started_.end() ? Clock::duration::max() : now - started->second;
-  if (started != task_started_.end()) task_started_.erase(started);
-  const auto* iteration = state_.FindIteration(task.iteration_id);
-  if (iteration->error_code != 0 || iteration->collected) return;
-  // A shutdown is not a crash, nor is a worker that lives but that clients
-  // cannot reach; a task that ran a while shows the pipeline can run.
-  if (reason == "worker shut down" || absl::StartsWith(reason, kUnreachableReason) ||
-      lived >= kCrashLoopTaskLifetime) {
-    crash_losses_.erase(task.iteration_id);
-    return;
-  }
-  std::vector<std::string>& losses = crash_losses_[task.iteration_id];
-  losses.push_back(absl::StrCat("task ", task.id, " on ", task.worker_address, " (", reason, ") after ",
-                                std::chrono::duration_cast<std::chrono::milliseconds>(lived).count(), " ms"));
-  if (static_cast<int>(losses.size()) < kCrashLoopLosses) return;
-  const std::string message = absl::StrCat(
-      "iteration ", task.iteration_id, " lost its tasks ", losses.size(), " times in a row, each within ",
-      std::chrono::duration_cast<std::chrono::milliseconds>(kCrashLoopTaskLifetime).count(),
-      " ms of starting, so its pipeline most likely crashes the workers (see their logs): ",
-      absl::StrJoin(losses, "; "));
-  crash_losses_.erase(task.iteration_id);
-  FailIteration(task.iteration_id, absl::StatusCode::kInternal, message);
-}
-
-void DispatcherImpl::ForgetIteration(int64_t iteration_id) {
-  split_providers_.erase(iteration_id);
-  crash_losses_.erase(iteration_id);
-  iteration_idle_since_.erase(iteration_id);
-  if (const auto* iteration = state_.FindIteration(iteration_id); iteration != nullptr) {
-    for (int64_t task : iteration->tasks) task_started_.erase(task);
-  }
-}
-
-void DispatcherImpl::FailIteration(int64_t iteration_id, absl::StatusCode code, const std::string& message) {
-  proto::Update update;
-  auto* u = update.mutable_fail_iteration();
-  u->set_iteration_id(iteration_id);
-  u->set_code(static_cast<int>(code));
-  u->set_message(message);
-  if (absl::Status s = Apply(update); !s.ok()) {
-    spdlog::error("failing iteration {}: {}", iteration_id, std::string(s.message()));
-    return;
-  }
-  spdlog::warn("iteration {} failed: {}", iteration_id, message);
-  ForgetIteration(iteration_id);
-}
-
-bool DispatcherImpl::MayRunIn(const DispatcherState::Iteration& iteration, const std::string& address) const {
-  if (iteration.error_code != 0) return false;
-  const proto::JobParams& params = state_.FindJob(iteration.job_id)->params;
-  const bool whole_epoch_per_worker =
-      params.processing_mode() == proto::PARALLEL_EPOCHS && !IsStaticSharding(params);
-  return std::none_of(iteration.tasks.begin(), iteration.tasks.end(), [&](int64_t id) {
-    const auto* task = state_.FindTask(id);
-    return task->worker_address == address && task->lost &&
-           (whole_epoch_per_worker || absl::StartsWith(task->lost_reason, kUnreachableReason));
-  });
-}
-
-void DispatcherImpl::NoteUnreachable(const std::string& address,
-                                     std::vector<std::pair<std::string, proto::TaskDef>>* new_tasks) {
-  if (state_.FindWorker(address) == nullptr) return;
-  const auto now = Clock::now();
-  auto heard = worker_heartbeats_.find(address);
-  if (heard == worker_heartbeats_.end() || now - heard->second >= kUnreachableWorkerSilence) {
-    spdlog::warn("worker {}: a client cannot reach it and it is silent; removed, its tasks end", address);
-    RemoveWorker(address, "unreachable from a client and silent", new_tasks);
-    return;
-  }
-  // It heartbeats, so it lives, but readers cannot reach it at the address
-  // it gave (a wrong advertised_address, a firewall): after as long as a
-  // silent worker would get, its tasks end so that reads can finish.
-  auto [reports, inserted] = unreachable_reports_.try_emplace(address, now, now);
-  if (!inserted && now - reports->second.second > kUnreachableWorkerSilence) reports->second.first = now;
-  reports->second.second = now;
-  const auto reported = now - reports->second.first;
-  if (reported < std::chrono::milliseconds(config_.worker_timeout_ms)) return;
-  unreachable_reports_.erase(reports);
-  const std::string reason = absl::StrCat(
-      kUnreachableReason, " for ", std::chrono::duration_cast<std::chrono::milliseconds>(reported).count(),
-      " ms though it heartbeats (check its advertised_address)");
-  spdlog::warn("worker {}: {}; removed, its tasks end", address, reason);
-  RemoveWorker(address, reason, new_tasks);
-}
-
-void DispatcherImpl::AssignReturnedSplits(std::vector<std::pair<std::string, proto::TaskDef>>* new_tasks) {
-  std::vector<int64_t> orphaned;
-  for (const auto& [id, iteration] : state_.iterations()) {
-    if (iteration.collected || iteration.error_code != 0 || iteration.returned_splits.empty()) continue;
-    const bool has_taker =
-        std::any_of(iteration.tasks.begin(), iteration.tasks.end(), [this](int64_t task_id) {
-          const auto* task = state_.FindTask(task_id);
-          return !task->finished && !task->last_end_of_splits &&
-                 state_.FindWorker(task->worker_address) != nullptr;
-        });
-    if (!has_taker) orphaned.push_back(id);
-  }
-  for (int64_t id : orphaned) {
-    std::string least_busy;
-    size_t fewest = SIZE_MAX;
-    for (const auto& [address, worker] : state_.workers()) {
-      if (!MayRunIn(*state_.FindIteration(id), address)) continue;
-      size_t running = 0;
-      for (const auto* task : state_.TasksOfWorker(address)) running += task->finished ? 0 : 1;
-      if (running < fewest) {
-        fewest = running;
-        least_busy = address;
-      }
-    }
-    // With no worker left, the next one to register gets a task.
-    if (least_busy.empty()) return;
-    const int64_t task_id = state_.NextTaskId();
-    if (!CreateTask(id, least_busy).ok()) continue;
-    FillTaskDef(*state_.FindTask(task_id), &new_tasks->emplace_back(least_busy, proto::TaskDef()).second);
-    spdlog::info("iteration {}: task {} on {} takes {} returned splits", id, task_id, least_busy,
-                 CountSplits(state_.FindIteration(id)->returned_splits));
-  }
-}
-
 absl::Status DispatcherImpl::WorkerHeartbeat(const proto::WorkerHeartbeatRequest& request,
                                              proto::WorkerHeartbeatResponse* response) {
   if (absl::Status s = CheckVersion(request.version()); !s.ok()) return s;
   if (absl::Status s = CheckRequest(request); !s.ok()) return s;
   const std::string& address = request.worker_address();
-  std::vector<std::pair<std::string, proto::TaskDef>> new_tasks;
+  NewTasks new_tasks;
   {
     absl::MutexLock lock(&mu_);
     const auto* known = state_.FindWorker(address);
@@ -248,8 +107,7 @@ absl::Status DispatcherImpl::WorkerUpdates(const proto::WorkerUpdatesRequest& re
     if (absl::Status s = Apply(update); !s.ok()) return s;
     // A task that ran to its end is progress: the iteration's pipeline
     // does not crash every worker.
-    task_started_.erase(task_id);
-    crash_losses_.erase(iteration_id);
+    crash_loop_.TaskFinished(task_id, iteration_id);
   }
   // A pipeline that failed on one worker would fail on the next: the
   // iteration fails with the worker's words instead of moving on.
@@ -269,7 +127,7 @@ absl::Status DispatcherImpl::WorkerShutdown(const proto::WorkerShutdownRequest& 
                                             proto::WorkerShutdownResponse*) {
   if (absl::Status s = CheckVersion(request.version()); !s.ok()) return s;
   if (absl::Status s = CheckRequest(request); !s.ok()) return s;
-  std::vector<std::pair<std::string, proto::TaskDef>> new_tasks;
+  NewTasks new_tasks;
   {
     absl::MutexLock lock(&mu_);
     if (state_.FindWorker(request.worker_address()) == nullptr) return absl::OkStatus();
@@ -303,46 +161,13 @@ absl::Status DispatcherImpl::GetSplits(const proto::GetSplitsRequest& request,
   const auto* iteration = state_.FindIteration(task->iteration_id);
   // A lost task, or a collected or failed iteration, reads nothing more.
   if (task->finished || iteration->collected || iteration->error_code != 0) return answer({}, true);
-  auto provider = split_providers_.find(task->iteration_id);
-  if (provider == split_providers_.end()) {
-    return absl::NotFoundError(absl::StrCat("iteration ", request.iteration_id(), " has no splits"));
-  }
   // 0 (unset) asks for one.
-  const int max_splits = std::clamp<int64_t>(request.max_splits(), 1, config_.splits_per_request);
+  const int64_t max_splits = std::clamp<int64_t>(request.max_splits(), 1, config_.splits_per_request);
   proto::Update update;
   auto* lease = update.mutable_lease_splits();
   lease->set_task_id(task->id);
   lease->set_request_id(request.request_id());
-  // Splits of lost tasks first, then new ones, consecutive splits joined
-  // into runs.
-  int64_t room = max_splits;
-  bool returned_left = false;
-  for (const auto& [seq, run] : iteration->returned_splits) {
-    if (room == 0) {
-      returned_left = true;
-      break;
-    }
-    const int64_t taken = std::min(room, run.count);
-    SplitToMessage(SplitRunPart(run, 0, taken), lease->add_splits());
-    returned_left = taken < run.count;
-    room -= taken;
-  }
-  bool exhausted = iteration->splits_exhausted;
-  int64_t next_seq = iteration->next_split_seq;
-  std::optional<Split> run;
-  for (; !exhausted && room > 0; --room) {
-    Split split;
-    if (absl::Status s = provider->second->GetNext(&split, &exhausted); !s.ok()) return s;
-    if (exhausted) break;
-    split.seq = next_seq++;
-    if (run.has_value() && ExtendSplitRun(&*run, split)) continue;
-    if (run.has_value()) SplitToMessage(*run, lease->add_splits());
-    run = split;
-  }
-  if (run.has_value()) SplitToMessage(*run, lease->add_splits());
-  lease->set_cursor(provider->second->Save());
-  lease->set_provider_exhausted(exhausted);
-  lease->set_end_of_splits(exhausted && !returned_left);
+  if (absl::Status s = split_leaser_.Lease(*iteration, max_splits, lease); !s.ok()) return s;
   if (absl::Status s = Apply(update); !s.ok()) return s;
   const auto* leased = state_.FindTask(request.task_id());
   return answer(leased->last_split_response, leased->last_end_of_splits);
@@ -364,6 +189,18 @@ void DispatcherImpl::FillTaskDef(const DispatcherState::Task& task, proto::TaskD
     def->set_shard_index(
         static_cast<int>(std::find(workers.begin(), workers.end(), task.worker_address) - workers.begin()));
   }
+}
+
+bool DispatcherImpl::MayRunIn(const DispatcherState::Iteration& iteration, const std::string& address) const {
+  if (iteration.error_code != 0) return false;
+  const proto::JobParams& params = state_.FindJob(iteration.job_id)->params;
+  const bool whole_epoch_per_worker =
+      params.processing_mode() == proto::PARALLEL_EPOCHS && !IsStaticSharding(params);
+  return std::none_of(iteration.tasks.begin(), iteration.tasks.end(), [&](int64_t id) {
+    const auto* task = state_.FindTask(id);
+    return task->worker_address == address && task->lost &&
+           (whole_epoch_per_worker || absl::StartsWith(task->lost_reason, kUnreachableReason));
+  });
 }
 
 }  // namespace sluice::dispatcher

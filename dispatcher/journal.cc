@@ -1,6 +1,7 @@
 #include "dispatcher/journal.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include <map>
 #include <sstream>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/crc32c.h"
@@ -216,10 +218,46 @@ absl::Status ReadJournalFile(const std::string& path, bool last, Journal::Recove
 
 }  // namespace
 
+namespace {
+
+// Takes DIR/LOCK for this process and writes its pid there; the lock goes
+// with the process, so a dispatcher killed with -9 leaves none behind.
+absl::StatusOr<int> LockWorkDir(const std::string& dir) {
+  const std::string path = (fs::path(dir) / "LOCK").string();
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return absl::InvalidArgumentError(Errno("work dir: cannot open", path));
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int lock_errno = errno;
+    char pid[32] = {};
+    const ssize_t n = ::pread(fd, pid, sizeof(pid) - 1, 0);
+    ::close(fd);
+    if (lock_errno != EWOULDBLOCK) {
+      errno = lock_errno;
+      return absl::InternalError(Errno("work dir: cannot lock", path));
+    }
+    return absl::FailedPreconditionError(absl::StrCat(
+        "work dir ", dir, " is in use by another dispatcherd (pid ",
+        n > 0 ? std::string(absl::StripAsciiWhitespace(absl::string_view(pid, static_cast<size_t>(n))))
+              : "unknown",
+        ", holding ", path, "); give each dispatcher its own --work-dir"));
+  }
+  const std::string own = absl::StrCat(::getpid(), "\n");
+  if (::ftruncate(fd, 0) != 0 ||
+      ::pwrite(fd, own.data(), own.size(), 0) != static_cast<ssize_t>(own.size())) {
+    ::close(fd);
+    return absl::InternalError(Errno("work dir: cannot write", path));
+  }
+  return fd;
+}
+
+}  // namespace
+
 absl::StatusOr<Journal> Journal::Open(const std::string& dir, Recovered* recovered) {
   std::error_code error;
   fs::create_directories(dir, error);
   if (error) return absl::InvalidArgumentError(absl::StrCat("work dir ", dir, ": ", error.message()));
+  absl::StatusOr<int> lock_fd = LockWorkDir(dir);
+  if (!lock_fd.ok()) return lock_fd.status();
   std::map<int64_t, std::string> journals;
   std::map<int64_t, std::string> snapshots;
   for (const auto& entry : fs::directory_iterator(dir, error)) {
@@ -232,6 +270,7 @@ absl::StatusOr<Journal> Journal::Open(const std::string& dir, Recovered* recover
   if (error) return absl::InvalidArgumentError(absl::StrCat("work dir ", dir, ": ", error.message()));
 
   Journal journal(dir);
+  journal.lock_fd_ = *lock_fd;
   int64_t first_journal = 0;
   if (!snapshots.empty()) {
     const auto& [seq, path] = *snapshots.rbegin();
@@ -260,6 +299,7 @@ absl::StatusOr<Journal> Journal::Open(const std::string& dir, Recovered* recover
 
 Journal::Journal(Journal&& other) noexcept
     : dir_(std::move(other.dir_)),
+      lock_fd_(std::exchange(other.lock_fd_, -1)),
       fd_(std::exchange(other.fd_, -1)),
       sequence_(other.sequence_),
       records_since_snapshot_(other.records_since_snapshot_),
@@ -268,7 +308,9 @@ Journal::Journal(Journal&& other) noexcept
 Journal& Journal::operator=(Journal&& other) noexcept {
   if (this != &other) {
     if (fd_ >= 0) ::close(fd_);
+    if (lock_fd_ >= 0) ::close(lock_fd_);
     dir_ = std::move(other.dir_);
+    lock_fd_ = std::exchange(other.lock_fd_, -1);
     fd_ = std::exchange(other.fd_, -1);
     sequence_ = other.sequence_;
     records_since_snapshot_ = other.records_since_snapshot_;
@@ -279,6 +321,7 @@ Journal& Journal::operator=(Journal&& other) noexcept {
 
 Journal::~Journal() {
   if (fd_ >= 0) ::close(fd_);
+  if (lock_fd_ >= 0) ::close(lock_fd_);
 }
 
 absl::Status Journal::StartFile(int64_t sequence) {

@@ -41,9 +41,12 @@ class Journal {
     std::vector<std::string> warnings;
   };
 
-  // Reads DIR (created when missing) and prepares to append. A torn last
-  // record (a crash mid-write) is truncated and reported in warnings; any
-  // other damage is DataLoss naming the file and byte offset.
+  // Locks DIR (created when missing) for this process, reads it and
+  // prepares to append. A torn last record (a crash mid-write) is truncated
+  // and reported in warnings; any other damage is DataLoss naming the file
+  // and byte offset. A DIR another live process holds is FailedPrecondition
+  // naming its pid, before anything in DIR is read or changed: two
+  // dispatchers on one work dir would delete each other's journal files.
   static absl::StatusOr<Journal> Open(const std::string& dir, Recovered* recovered);
 
   Journal(Journal&&) noexcept;
@@ -67,6 +70,7 @@ class Journal {
   absl::Status StartFile(int64_t sequence);
 
   std::string dir_;
+  int lock_fd_ = -1;  // DIR/LOCK, flock()ed while this journal lives
   int fd_ = -1;
   int64_t sequence_ = 0;  // of the journal file being appended to
   int64_t records_since_snapshot_ = 0;

@@ -70,7 +70,8 @@ TEST_CASE("journal: appended updates come back in order after a reopen", "[journ
   CHECK(recovered.updates[1].offset == kMagicBytes + RecordBytes(WorkerUpdate("w0")));
   CHECK(journal->records_since_snapshot() == 3);
   // Appends after a reopen go to a new file.
-  CHECK(Files(dir.File("work")) == std::set<std::string>{"journal-0000000001.log", "journal-0000000002.log"});
+  CHECK(Files(dir.File("work")) ==
+        std::set<std::string>{"LOCK", "journal-0000000001.log", "journal-0000000002.log"});
 }
 
 TEST_CASE("journal: a snapshot replaces the records before it", "[journal]") {
@@ -85,7 +86,8 @@ TEST_CASE("journal: a snapshot replaces the records before it", "[journal]") {
     REQUIRE(journal->WriteSnapshot(snapshot).ok());
     CHECK(journal->records_since_snapshot() == 0);
     REQUIRE(journal->Append(WorkerUpdate("after")).ok());
-    CHECK(Files(dir.path()) == std::set<std::string>{"snapshot-0000000002.pb", "journal-0000000002.log"});
+    CHECK(Files(dir.path()) ==
+          std::set<std::string>{"LOCK", "snapshot-0000000002.pb", "journal-0000000002.log"});
   }
   Journal::Recovered recovered;
   REQUIRE(Journal::Open(dir.path(), &recovered).ok());
@@ -215,6 +217,33 @@ TEST_CASE("journal: a work dir that cannot be created is a clear error", "[journ
   absl::StatusOr<Journal> journal = Journal::Open(dir.File("file") + "/work", &recovered);
   REQUIRE(absl::IsInvalidArgument(journal.status()));
   CHECK(journal.status().message() == "work dir " + dir.File("file") + "/work: Not a directory");
+}
+
+TEST_CASE("journal: a work dir held by a live journal is refused before anything in it changes",
+          "[journal]") {
+  testing::TempDir dir;
+  std::set<std::string> files_held;
+  {
+    Journal::Recovered recovered;
+    absl::StatusOr<Journal> held = Journal::Open(dir.path(), &recovered);
+    REQUIRE(held.ok());
+    REQUIRE(held->Append(WorkerUpdate("w0")).ok());
+    files_held = Files(dir.path());
+    Journal::Recovered second_recovered;
+    absl::StatusOr<Journal> second = Journal::Open(dir.path(), &second_recovered);
+    REQUIRE(absl::IsFailedPrecondition(second.status()));
+    CHECK(second.status().message() == "work dir " + dir.path() + " is in use by another dispatcherd (pid " +
+                                           std::to_string(::getpid()) + ", holding " + dir.File("LOCK") +
+                                           "); give each dispatcher its own --work-dir");
+    CHECK(second_recovered.updates.empty());
+    CHECK(Files(dir.path()) == files_held);
+    // The holder goes on appending.
+    REQUIRE(held->Append(WorkerUpdate("w1")).ok());
+  }
+  // Released with the journal: the next open recovers both updates.
+  Journal::Recovered recovered;
+  REQUIRE(Journal::Open(dir.path(), &recovered).ok());
+  CHECK(Addresses(recovered) == std::vector<std::string>{"w0", "w1"});
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // dispatcherd: parses flags and config, then serves until SIGTERM/SIGINT.
 #include <spdlog/spdlog.h>
 
+#include <cstdlib>
 #include <iostream>
 
 #include "dispatcher/dispatcher_impl.h"
@@ -24,24 +25,23 @@ int main(int argc, char** argv) {
   }
   sluice::dispatcher::GrpcTaskPusher pusher;
   sluice::dispatcher::DispatcherImpl impl(
-      config, [&pusher](const std::string& address, const sluice::proto::TaskDef& task) {
+      config,
+      [&pusher](const std::string& address, const sluice::proto::TaskDef& task) {
         pusher.Push(address, task);
+      },
+      [](const absl::Status& status) {
+        // A restart recovers what is journaled; serving on would lose what
+        // is not.
+        spdlog::critical("{}; exiting", std::string(status.message()));
+        std::_Exit(sluice::dispatcher::kJournalFailureExitCode);
       });
   // Recovery comes before serving: no request sees a half-restored state.
   if (absl::Status status = impl.Start(); !status.ok()) {
     std::cerr << "dispatcherd: " << status.message() << "\n";
-    return 1;
+    // A work dir another dispatcher holds is the operator's to fix.
+    return absl::IsFailedPrecondition(status) ? sluice::kConfigErrorExitCode : 1;
   }
   sluice::dispatcher::GrpcDispatcherImpl service(&impl);
-  int port = 0;
-  auto server = sluice::StartServer({config.bind_address, static_cast<int>(config.port), config.port_file},
-                                    {&service}, &port);
-  if (!server.ok()) {
-    std::cerr << "dispatcherd: " << server.status().message() << "\n";
-    return sluice::kConfigErrorExitCode;
-  }
-  const int signal = sluice::WaitForShutdownSignal();
-  spdlog::info("signal {}: shutting down", signal);
-  (*server)->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
-  return 0;
+  return sluice::ServeUntilShutdown(
+      "dispatcherd", {config.bind_address, static_cast<int>(config.port), config.port_file}, {&service});
 }

@@ -1,8 +1,8 @@
 // Range checks of every DispatcherService request, done at the RPC edge
 // before anything reaches the state machine: a careless or hostile client
-// gets InvalidArgument naming the RPC, the field and its value (issue 14:
-// processing_mode 99 was accepted, max_splits -5 handed out a split, and
-// repetition 2^62 broke every later iteration).
+// gets InvalidArgument naming the RPC, the field and its value, never a
+// processing_mode past the enum, a split for max_splits -5, or a
+// repetition (2^62) that the state would allocate for.
 //
 // These check a request on its own; what needs the state (does the job
 // exist, is consumer_index within the job's num_consumers) is checked by

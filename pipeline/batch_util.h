@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/element.h"
+#include "sluice/element.h"
 
 namespace sluice {
 

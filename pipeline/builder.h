@@ -1,7 +1,7 @@
 // From a DatasetDef to a runnable dataset, and what the dispatcher needs to
 // know of a definition: its fingerprint and how its source splits.
 //
-//   proto::DatasetDef def = Dataset::Range(10).Map("square").Batch(4).def();
+//   proto::DatasetDef def = internal::DefinitionOf(Dataset::Range(10).Map("square").Batch(4));
 //   absl::StatusOr<DatasetPtr> dataset = BuildDataset(def);
 //
 // Errors name the step: "step 3 (batch): batch_size must be > 0, got 0",

@@ -2,6 +2,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "client/dataset_internal.h"
 #include "client/include/sluice/dataset.h"
 #include "pipeline/yaml_loader.h"
 #include "tests/testing/test_util.h"
@@ -28,7 +29,7 @@ TEST_CASE("Fingerprints are stable and tell definitions apart", "[builder]") {
   CHECK(Dataset::Range(5).Map("add", {{"value", 1}}).Fingerprint() !=
         Dataset::Range(5).Map("add", {{"value", 2}}).Fingerprint());
   // Function-argument maps serialize in key order, whatever the insertion order.
-  proto::DatasetDef a = Dataset::Range(3).def();
+  proto::DatasetDef a = internal::DefinitionOf(Dataset::Range(3));
   proto::DatasetDef b = a;
   auto* fa = a.add_steps()->mutable_map()->mutable_fn();
   auto* fb = b.add_steps()->mutable_map()->mutable_fn();
@@ -60,7 +61,7 @@ TEST_CASE("Builder and YAML give the same definition", "[builder]") {
 }
 
 TEST_CASE("Build errors name the step and its YAML position", "[builder]") {
-  proto::DatasetDef def = Dataset::Range(4).Batch(0).def();
+  proto::DatasetDef def = internal::DefinitionOf(Dataset::Range(4).Batch(0));
   absl::StatusOr<DatasetPtr> dataset = BuildDataset(def);
   CHECK(dataset.status().code() == absl::StatusCode::kInvalidArgument);
   CHECK(dataset.status().message() == "step 2 (batch): batch_size must be > 0, got 0");
@@ -70,8 +71,8 @@ TEST_CASE("Build errors name the step and its YAML position", "[builder]") {
   CHECK(BuildDataset(def, options).status().message() ==
         "p.yaml:3:5: step 2 (batch): batch_size must be > 0, got 0");
   CHECK(BuildDataset(proto::DatasetDef()).status().message() == "the pipeline has no steps");
-  proto::DatasetDef source_later = Dataset::Range(3).def();
-  *source_later.add_steps() = Dataset::Range(2).def().steps(0);
+  proto::DatasetDef source_later = internal::DefinitionOf(Dataset::Range(3));
+  *source_later.add_steps() = internal::DefinitionOf(Dataset::Range(2)).steps(0);
   CHECK(BuildDataset(source_later).status().message() ==
         "step 2 (range): a source can only be the first step");
   proto::DatasetDef transform_first;
@@ -81,15 +82,16 @@ TEST_CASE("Build errors name the step and its YAML position", "[builder]") {
 }
 
 TEST_CASE("Element specs and cardinalities follow tf.data", "[builder]") {
-  auto spec_of = [](const Dataset& d) { return (*d.Build())->element_spec().DebugString(); };
-  auto cardinality_of = [](const Dataset& d) { return (*d.Build())->Cardinality(); };
+  auto spec_of = [](const Dataset& d) { return (*internal::BuildPipeline(d))->element_spec().DebugString(); };
+  auto cardinality_of = [](const Dataset& d) { return (*internal::BuildPipeline(d))->Cardinality(); };
   CHECK(spec_of(Dataset::Range(10).Batch(4)) == "TensorSpec(shape=[?], dtype=int64)");
-  CHECK(spec_of(Dataset::Range(10).Batch(4, true)) == "TensorSpec(shape=[4], dtype=int64)");
+  CHECK(spec_of(Dataset::Range(10).Batch(4, {.drop_remainder = true})) ==
+        "TensorSpec(shape=[4], dtype=int64)");
   CHECK(spec_of(Dataset::Range(10).Batch(4).Unbatch()) == "TensorSpec(shape=[], dtype=int64)");
   CHECK(spec_of(Dataset::Range(3).Map("cast", {{"dtype", "float32"}})) ==
         "TensorSpec(shape=[], dtype=float32)");
   CHECK(cardinality_of(Dataset::Range(10).Batch(4)) == 3);
-  CHECK(cardinality_of(Dataset::Range(10).Batch(4, true)) == 2);
+  CHECK(cardinality_of(Dataset::Range(10).Batch(4, {.drop_remainder = true})) == 2);
   CHECK(cardinality_of(Dataset::Range(10).Repeat()) == kInfiniteCardinality);
   CHECK(cardinality_of(Dataset::Range(10).Repeat().Take(7)) == 7);
   CHECK(cardinality_of(Dataset::Range(10).Filter("less", {{"value", 3}})) == kUnknownCardinality);
@@ -109,11 +111,13 @@ namespace {
 
 TEST_CASE("Elementwise maps run after the batch, with the same output", "[builder]") {
   Dataset pipeline = Dataset::Range(10).Map("add", {{"value", 1}}).Batch(4);
-  DatasetPtr built = *pipeline.Build();
+  DatasetPtr built = *internal::BuildPipeline(pipeline);
   CHECK(built->DebugName() == "map(add)");  // batch -> map(add)
   CHECK(built->element_spec().DebugString() == "TensorSpec(shape=[?], dtype=int64)");
   CHECK(*testing::JsonLines(*built) == std::vector<std::string>{"[1, 2, 3, 4]", "[5, 6, 7, 8]", "[9, 10]"});
-  CHECK((*Dataset::Range(10).Map("add", {{"value", 1}}).Batch(4, true).Build())->Cardinality() == 2);
+  CHECK((*internal::BuildPipeline(
+             Dataset::Range(10).Map("add", {{"value", 1}}).Batch(4, {.drop_remainder = true})))
+            ->Cardinality() == 2);
 }
 
 TEST_CASE("Maps that drop components stay before the batch", "[builder]") {
@@ -122,16 +126,17 @@ TEST_CASE("Maps that drop components stay before the batch", "[builder]") {
   Dataset ragged = Dataset::FromTensorSlices({Tensor::FromVector<std::string>({"a", "bb", "ccc"})})
                        .Map("decode_raw", {{"dtype", "uint8"}})
                        .Enumerate();
-  DatasetPtr selected = *ragged.Map("select", {{"components", 0}}).Batch(3).Build();
+  DatasetPtr selected = *internal::BuildPipeline(ragged.Map("select", {{"components", 0}}).Batch(3));
   CHECK(selected->DebugName() == "batch");
   CHECK(*testing::JsonLines(*selected) == std::vector<std::string>{"[0, 1, 2]"});
-  DatasetPtr compared = *ragged.Map("less", {{"value", 2}, {"component", 0}}).Batch(3).Build();
+  DatasetPtr compared =
+      *internal::BuildPipeline(ragged.Map("less", {{"value", 2}, {"component", 0}}).Batch(3));
   CHECK(*testing::JsonLines(*compared) == std::vector<std::string>{"[true, true, false]"});
   // decode_raw itself is per element: batching strings of unequal length first would fail.
-  DatasetPtr decoded = *Dataset::FromTensorSlices({Tensor::FromVector<std::string>({"a", "b", "cc"})})
-                            .Map("decode_raw", {{"dtype", "uint8"}})
-                            .Batch(2)
-                            .Build();
+  DatasetPtr decoded =
+      *internal::BuildPipeline(Dataset::FromTensorSlices({Tensor::FromVector<std::string>({"a", "b", "cc"})})
+                                   .Map("decode_raw", {{"dtype", "uint8"}})
+                                   .Batch(2));
   CHECK(decoded->DebugName() == "batch");
   CHECK(*testing::JsonLines(*decoded) == std::vector<std::string>{"[[97], [98]]", "[[99, 99]]"});
 }

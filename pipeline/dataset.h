@@ -24,7 +24,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "common/element.h"
+#include "sluice/element.h"
 
 namespace sluice {
 

@@ -25,8 +25,8 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "common/element.h"
 #include "sluice/dataset.pb.h"
+#include "sluice/element.h"
 
 namespace sluice {
 

@@ -209,10 +209,12 @@ TEST_CASE("parallel_ops: batch", "[ops][batch]") {
 }
 
 TEST_CASE("parallel_ops: batch with drop_remainder", "[ops][batch]") {
-  CHECK(JsonOf(Dataset::Range(10).Map("square").Batch(4, true)) == Lines{"[0, 1, 4, 9]", "[16, 25, 36, 49]"});
-  CHECK(JsonOf(Dataset::Range(8).Batch(4, true)) == Lines{"[0, 1, 2, 3]", "[4, 5, 6, 7]"});
-  CHECK(JsonOf(Dataset::Range(3).Batch(4, true)).empty());
-  DatasetPtr dataset = MustBuild(Dataset::Range(10).Batch(4, true));
+  CHECK(JsonOf(Dataset::Range(10).Map("square").Batch(4, {.drop_remainder = true})) ==
+        Lines{"[0, 1, 4, 9]", "[16, 25, 36, 49]"});
+  CHECK(JsonOf(Dataset::Range(8).Batch(4, {.drop_remainder = true})) ==
+        Lines{"[0, 1, 2, 3]", "[4, 5, 6, 7]"});
+  CHECK(JsonOf(Dataset::Range(3).Batch(4, {.drop_remainder = true})).empty());
+  DatasetPtr dataset = MustBuild(Dataset::Range(10).Batch(4, {.drop_remainder = true}));
   CHECK(dataset->Cardinality() == 2);
   CHECK(dataset->element_spec().components[0].shape == PartialShape::Known({4}));
 }
@@ -231,15 +233,21 @@ TEST_CASE("parallel_ops: batch of structured elements", "[ops][batch]") {
 TEST_CASE("parallel_ops: parallel batch keeps input order", "[ops][batch]") {
   for (bool drop : {false, true}) {
     INFO("drop_remainder " << drop);
-    const Lines expected = JsonOf(Dataset::Range(100).Batch(7, drop));
+    const Lines expected = JsonOf(Dataset::Range(100).Batch(7, {.drop_remainder = drop}));
     REQUIRE(expected.size() == (drop ? 14u : 15u));
     CHECK(expected.front() == "[0, 1, 2, 3, 4, 5, 6]");
     CHECK(expected.back() == (drop ? "[91, 92, 93, 94, 95, 96, 97]" : "[98, 99]"));
-    CHECK(JsonOf(Dataset::Range(100).Batch(7, drop, 3)) == expected);
-    CHECK(JsonOf(Dataset::Range(100).Batch(7, drop, 2)) == expected);
-    CHECK(JsonOf(Dataset::Range(100).Batch(7, drop, -1)) == expected);
-    CHECK(Sorted(JsonOf(Dataset::Range(100).Batch(7, drop, 3, false))) == Sorted(expected));
-    CHECK(MustBuild(Dataset::Range(100).Batch(7, drop, 3))->Cardinality() == (drop ? 14 : 15));
+    CHECK(JsonOf(Dataset::Range(100).Batch(7, {.drop_remainder = drop, .num_parallel_calls = 3})) ==
+          expected);
+    CHECK(JsonOf(Dataset::Range(100).Batch(7, {.drop_remainder = drop, .num_parallel_calls = 2})) ==
+          expected);
+    CHECK(JsonOf(Dataset::Range(100).Batch(7, {.drop_remainder = drop, .num_parallel_calls = -1})) ==
+          expected);
+    CHECK(Sorted(JsonOf(Dataset::Range(100).Batch(
+              7, {.drop_remainder = drop, .num_parallel_calls = 3, .deterministic = false}))) ==
+          Sorted(expected));
+    CHECK(MustBuild(Dataset::Range(100).Batch(7, {.drop_remainder = drop, .num_parallel_calls = 3}))
+              ->Cardinality() == (drop ? 14 : 15));
   }
   CHECK(Yaml("pipeline:\n"
              "  - range: 10\n"
@@ -268,7 +276,7 @@ TEST_CASE("parallel_ops: batch argument errors", "[ops][batch]") {
   absl::Status zero = BuildError(Dataset::Range(3).Batch(0));
   CHECK(zero.code() == absl::StatusCode::kInvalidArgument);
   CHECK(zero.message() == "step 2 (batch): batch_size must be > 0, got 0");
-  absl::Status calls = BuildError(Dataset::Range(3).Batch(2, false, -3));
+  absl::Status calls = BuildError(Dataset::Range(3).Batch(2, {.num_parallel_calls = -3}));
   CHECK(calls.code() == absl::StatusCode::kInvalidArgument);
   CHECK(calls.message() == "step 2 (batch): num_parallel_calls must be >= 1, or -1 for autotune, got -3");
 }
@@ -433,7 +441,7 @@ TEST_CASE("parallel_ops: destroying a prefetch iterator mid-stream", "[ops][pref
 }
 
 TEST_CASE("parallel_ops: destroying a parallel batch iterator mid-stream", "[ops][batch]") {
-  DatasetPtr batches = MustBuild(Dataset::Range(10).Repeat().Batch(3, false, 4).Prefetch(4));
+  DatasetPtr batches = MustBuild(Dataset::Range(10).Repeat().Batch(3, {.num_parallel_calls = 4}).Prefetch(4));
   {
     std::unique_ptr<IteratorBase> it = MustIterate(batches);
     CHECK(NextJson(*it) == "[0, 1, 2]");

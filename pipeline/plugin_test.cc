@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "client/dataset_internal.h"
 #include "pipeline/builder.h"
 #include "pipeline/function.h"
 #include "pipeline/yaml_loader.h"
@@ -33,7 +34,7 @@ Lines Run(const std::string& text) {
 }
 
 Lines Collect(const Dataset& dataset) {
-  absl::StatusOr<DatasetPtr> built = dataset.Build();
+  absl::StatusOr<DatasetPtr> built = internal::BuildPipeline(dataset);
   if (!built.ok()) FAIL(built.status().message());
   absl::StatusOr<Lines> lines = testing::JsonLines(**built);
   REQUIRE(lines.ok());
@@ -116,10 +117,10 @@ TEST_CASE("plugin: plugin functions get the registry's argument checks", "[plugi
              Equals("unknown argument 'value' for function 'example.is_even' (it takes no arguments)"));
 
   // And its own output-spec checks, at build time.
-  absl::StatusOr<DatasetPtr> built = Dataset::FromTensorSlices({Tensor::FromVector<float>({1.0f})})
-                                         .WithPlugin(kPlugin)
-                                         .Filter("example.is_even")
-                                         .Build();
+  absl::StatusOr<DatasetPtr> built =
+      internal::BuildPipeline(Dataset::FromTensorSlices({Tensor::FromVector<float>({1.0f})})
+                                  .WithPlugin(kPlugin)
+                                  .Filter("example.is_even"));
   REQUIRE_FALSE(built.ok());
   CHECK(built.status().code() == absl::StatusCode::kInvalidArgument);
   CHECK_THAT(std::string(built.status().message()), StartsWith("step 2 (filter): "));
@@ -179,7 +180,7 @@ TEST_CASE("plugin: a plugin that does not load", "[plugin]") {
              StartsWith("test.yaml:1:11: cannot load plugin '" + dir.File("libnope.so") + "': "));
 
   // The builder reports it when built.
-  absl::StatusOr<DatasetPtr> built = Dataset::Range(3).WithPlugin(missing).Build();
+  absl::StatusOr<DatasetPtr> built = internal::BuildPipeline(Dataset::Range(3).WithPlugin(missing));
   REQUIRE_FALSE(built.ok());
   CHECK(built.status().code() == absl::StatusCode::kInvalidArgument);
   CHECK_THAT(std::string(built.status().message()), Contains("cannot load plugin '" + missing + "'"));

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "client/dataset_internal.h"
 #include "common/crc32c.h"
 #include "pipeline/ops.h"
 #include "sluice/dataset.h"
@@ -105,7 +106,7 @@ Drained Drain(const DatasetBase& dataset) {
 }
 
 Drained Drain(const Dataset& dataset) {
-  absl::StatusOr<DatasetPtr> built = dataset.Build();
+  absl::StatusOr<DatasetPtr> built = internal::BuildPipeline(dataset);
   REQUIRE(built.ok());
   return Drain(**built);
 }

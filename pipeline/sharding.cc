@@ -1,6 +1,7 @@
 #include "pipeline/sharding.h"
 
 #include "absl/strings/str_cat.h"
+#include "pipeline/builder.h"
 
 namespace sluice {
 namespace {
@@ -20,9 +21,8 @@ void InsertStep(proto::DatasetDef* def, int index, const proto::Step& step) {
 }  // namespace
 
 std::string StepName(const proto::Step& step) {
-  const google::protobuf::FieldDescriptor* field =
-      step.GetReflection()->GetOneofFieldDescriptor(step, step.GetDescriptor()->FindOneofByName("op"));
-  return field == nullptr ? "an empty step" : field->name();
+  std::string op = StepOpName(step);
+  return op.empty() ? "an empty step" : op;
 }
 
 bool IsStaticPolicy(proto::ShardingPolicy policy) {
@@ -45,9 +45,14 @@ absl::Status ShardForWorker(proto::ShardingPolicy policy, int num_shards, int in
 
 bool HasFileSource(const proto::DatasetDef& def) {
   if (def.steps_size() == 0) return false;
-  proto::Step source = def.steps(0);
-  const auto* files = MutableFiles(&source);
-  return source.has_list_files() || (files != nullptr && !files->empty());
+  return def.steps(0).has_list_files() || SourceFileCount(def.steps(0)) > 0;
+}
+
+int SourceFileCount(const proto::Step& source) {
+  if (source.has_text_line()) return source.text_line().files_size();
+  if (source.has_tfrecord()) return source.tfrecord().files_size();
+  if (source.has_fixed_length_record()) return source.fixed_length_record().files_size();
+  return 0;
 }
 
 absl::Status ShardDatasetDef(ShardBy by, int num_shards, int index, int data_shard_at,

@@ -37,6 +37,9 @@ absl::Status ShardDatasetDef(ShardBy by, int num_shards, int index, int data_sha
 
 // Whether the pipeline starts with a source that reads files.
 bool HasFileSource(const proto::DatasetDef& def);
+// The files a file reader source (text_line, tfrecord,
+// fixed_length_record) lists in `files`; 0 for any other step.
+int SourceFileCount(const proto::Step& source);
 
 // The service's static policies (FILE, DATA, FILE_OR_DATA, HINT), and a
 // policy's name without its prefix ("DATA").

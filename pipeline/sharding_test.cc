@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "client/dataset_internal.h"
 #include "sluice/dataset.h"
 #include "tests/testing/test_util.h"
 
@@ -15,11 +16,11 @@ const ShardNames kWorkers{"FILE sharding", "workers"};
 
 // Shards `dataset` and runs it here.
 Ints ShardedInts(const Dataset& dataset, ShardBy by, int num_shards, int index) {
-  proto::DatasetDef def = dataset.def();
+  proto::DatasetDef def = internal::DefinitionOf(dataset);
   absl::Status status = ShardDatasetDef(by, num_shards, index, def.steps_size(), kWorkers, &def);
   INFO(status.ToString());
   REQUIRE(status.ok());
-  return testing::IntsOf(Dataset::FromDef(def));
+  return testing::IntsOf(internal::DatasetFromDefinition(def));
 }
 
 std::vector<std::string> FilesOf(const proto::DatasetDef& def) {
@@ -30,7 +31,7 @@ TEST_CASE("sharding: DATA keeps every N-th element, as the issue's 5-worker exam
   CHECK(ShardedInts(Dataset::Range(20), ShardBy::kData, 5, 1) == Ints{1, 6, 11, 16});
   CHECK(ShardedInts(Dataset::Range(20), ShardBy::kData, 5, 4) == Ints{4, 9, 14, 19});
   // Inserted where asked: before a batch, each shard batches its own.
-  proto::DatasetDef def = Dataset::Range(8).Batch(2).def();
+  proto::DatasetDef def = internal::DefinitionOf(Dataset::Range(8).Batch(2));
   REQUIRE(ShardDatasetDef(ShardBy::kData, 2, 0, 1, kWorkers, &def).ok());
   REQUIRE(def.steps_size() == 3);
   CHECK(def.steps(1).shard().num_shards() == 2);
@@ -39,16 +40,16 @@ TEST_CASE("sharding: DATA keeps every N-th element, as the issue's 5-worker exam
 
 TEST_CASE("sharding: FILE gives each shard every N-th file, and needs enough files", "[sharding]") {
   const Dataset records = Dataset::TFRecord({"a", "b", "c", "d"});
-  proto::DatasetDef def = records.def();
+  proto::DatasetDef def = internal::DefinitionOf(records);
   REQUIRE(ShardDatasetDef(ShardBy::kFile, 3, 0, def.steps_size(), kWorkers, &def).ok());
   CHECK(FilesOf(def) == std::vector<std::string>{"a", "d"});
 
-  proto::DatasetDef too_few = records.def();
+  proto::DatasetDef too_few = internal::DefinitionOf(records);
   absl::Status status = ShardDatasetDef(ShardBy::kFile, 5, 1, too_few.steps_size(), kWorkers, &too_few);
   REQUIRE(absl::IsInvalidArgument(status));
   CHECK(status.message() == "FILE sharding over 5 workers needs at least as many files; tfrecord reads 4");
 
-  proto::DatasetDef range = Dataset::Range(10).def();
+  proto::DatasetDef range = internal::DefinitionOf(Dataset::Range(10));
   absl::Status not_files = ShardDatasetDef(ShardBy::kFile, 2, 0, 1, kWorkers, &range);
   CHECK(not_files.message() ==
         "FILE sharding needs a file source (list_files, text_line, tfrecord or fixed_length_record); the "
@@ -58,7 +59,7 @@ TEST_CASE("sharding: FILE gives each shard every N-th file, and needs enough fil
 
 TEST_CASE("sharding: FILE_OR_DATA shards files when it can, elements otherwise", "[sharding]") {
   CHECK(ShardedInts(Dataset::Range(6), ShardBy::kFileOrData, 2, 1) == Ints{1, 3, 5});
-  proto::DatasetDef def = Dataset::TFRecord({"a", "b"}).def();
+  proto::DatasetDef def = internal::DefinitionOf(Dataset::TFRecord({"a", "b"}));
   REQUIRE(ShardDatasetDef(ShardBy::kFileOrData, 2, 1, def.steps_size(), kWorkers, &def).ok());
   CHECK(FilesOf(def) == std::vector<std::string>{"b"});
 }
@@ -67,7 +68,7 @@ TEST_CASE("sharding: HINT fills in SHARD_HINT, which alone keeps everything", "[
   const Dataset hinted = Dataset::Range(9).Shard(kShardHint, kShardHint).Map("square");
   CHECK(testing::IntsOf(hinted) == Ints{0, 1, 4, 9, 16, 25, 36, 49, 64});
   CHECK(ShardedInts(hinted, ShardBy::kHint, 3, 2) == Ints{4, 25, 64});
-  proto::DatasetDef plain = Dataset::Range(9).def();
+  proto::DatasetDef plain = internal::DefinitionOf(Dataset::Range(9));
   absl::Status status = ShardDatasetDef(ShardBy::kHint, 3, 0, 1, kWorkers, &plain);
   REQUIRE(absl::IsFailedPrecondition(status));
   CHECK(status.message() ==

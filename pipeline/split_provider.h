@@ -8,11 +8,11 @@
 #ifndef SLUICE_PIPELINE_SPLIT_PROVIDER_H_
 #define SLUICE_PIPELINE_SPLIT_PROVIDER_H_
 
-#include <algorithm>
 #include <memory>
 #include <optional>
 
 #include "pipeline/dataset.h"
+#include "pipeline/split_run.h"  // run arithmetic, for users of this header
 #include "sluice/dataset.pb.h"
 
 namespace sluice {
@@ -65,32 +65,6 @@ struct SplitOptions {
 // step that prevents splitting (for example `zip`, or `from_tensors`).
 absl::StatusOr<std::unique_ptr<SplitProvider>> MakeSplitProvider(const proto::DatasetDef& def,
                                                                  const SplitOptions& options = {});
-
-// Adds `next`, a single split, to the end of `run` if it continues it: the
-// next seq, starting where the run ends, no longer than the run's splits,
-// and the run's last split full. Returns false, changing nothing, if not.
-bool ExtendSplitRun(Split* run, const Split& next);
-// Splits [first, first + n) of `run`, by index within the run.
-Split SplitRunPart(const Split& run, int64_t first, int64_t n);
-
-// A split as a message with seq, begin, end, count and split_size fields
-// (SplitProto on the wire, SplitLease in the journal), and back. A count of
-// 0, as messages written before runs have, reads as 1.
-template <typename SplitMessage>
-Split SplitFromMessage(const SplitMessage& message) {
-  const int64_t count = std::max<int64_t>(1, message.count());
-  return Split{message.begin(), message.end(), message.seq(), count, count == 1 ? 0 : message.split_size()};
-}
-template <typename SplitMessage>
-void SplitToMessage(const Split& split, SplitMessage* message) {
-  message->set_seq(split.seq);
-  message->set_begin(split.begin);
-  message->set_end(split.end);
-  if (split.count != 1) {
-    message->set_count(split.count);
-    message->set_split_size(split.split_size);
-  }
-}
 
 // Yields a source's positions in order: all of [0, count), or only those of
 // the splits an outside provider hands out.

@@ -2,6 +2,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "client/dataset_internal.h"
 #include "client/include/sluice/dataset.h"
 #include "tests/testing/test_util.h"
 
@@ -109,24 +110,26 @@ TEST_CASE("RepeatSplitProvider replays its input and stops on an empty one", "[s
 TEST_CASE("MakeSplitProvider follows the source and its repeats", "[splits]") {
   SplitOptions options;
   options.elements_per_split = 4;
-  auto provider = MakeSplitProvider(Dataset::Range(10).Map("square").Repeat(2).def(), options);
+  auto provider =
+      MakeSplitProvider(internal::DefinitionOf(Dataset::Range(10).Map("square").Repeat(2)), options);
   REQUIRE(provider.ok());
   CHECK(Drain(**provider) == std::vector<Split>{{0, 4}, {4, 8}, {8, 10}, {0, 4}, {4, 8}, {8, 10}});
 
-  auto zip = MakeSplitProvider(Dataset::Zip({Dataset::Range(3), Dataset::Range(3)}).def());
+  auto zip = MakeSplitProvider(internal::DefinitionOf(Dataset::Zip({Dataset::Range(3), Dataset::Range(3)})));
   CHECK(zip.status().code() == absl::StatusCode::kFailedPrecondition);
   CHECK_THAT(std::string(zip.status().message()),
              Catch::StartsWith("a pipeline whose source is 'zip' cannot be split for distributed_epoch"));
-  auto tensors = MakeSplitProvider(Dataset::FromTensors({Tensor::Scalar<int64_t>(1)}).def());
+  auto tensors =
+      MakeSplitProvider(internal::DefinitionOf(Dataset::FromTensors({Tensor::Scalar<int64_t>(1)})));
   CHECK(tensors.status().code() == absl::StatusCode::kFailedPrecondition);
 
-  auto files = MakeSplitProvider(Dataset::TFRecord({"a", "b", "c"}).def());
+  auto files = MakeSplitProvider(internal::DefinitionOf(Dataset::TFRecord({"a", "b", "c"})));
   REQUIRE(files.ok());
   CHECK(Drain(**files) == std::vector<Split>{{0, 1}, {1, 2}, {2, 3}});
 }
 
 TEST_CASE("A pipeline fed splits from outside reads only those positions", "[splits]") {
-  DatasetPtr dataset = *Dataset::Range(100, 120, 1).Map("add", {{"value", 1}}).Build();
+  DatasetPtr dataset = *internal::BuildPipeline(Dataset::Range(100, 120, 1).Map("add", {{"value", 1}}));
   FixedSplits splits({{15, 18}, {2, 4}});
   IteratorContext context;
   context.split_provider = &splits;
@@ -143,8 +146,8 @@ TEST_CASE("A pipeline fed splits from outside reads only those positions", "[spl
 TEST_CASE("Splits of a shared provider cover a repeated epoch exactly once", "[splits]") {
   // Two readers of one provider (as two workers of one job) see every
   // element of both epochs exactly once between them.
-  proto::DatasetDef def =
-      Dataset::FromTensorSlices({Tensor::FromVector<int64_t>({0, 1, 2, 3, 4, 5, 6})}).Repeat(2).def();
+  proto::DatasetDef def = internal::DefinitionOf(
+      Dataset::FromTensorSlices({Tensor::FromVector<int64_t>({0, 1, 2, 3, 4, 5, 6})}).Repeat(2));
   SplitOptions options;
   options.elements_per_split = 2;
   std::unique_ptr<SplitProvider> provider = *MakeSplitProvider(def, options);
@@ -169,34 +172,9 @@ TEST_CASE("Splits of a shared provider cover a repeated epoch exactly once", "[s
   CHECK(seen == std::vector<int64_t>{0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6});
 }
 
-TEST_CASE("Consecutive splits join into runs, and runs give back their parts", "[splits]") {
-  // Splits of 10 from an IndexSplitProvider over 46 positions, numbered
-  // from 3 as the dispatcher would.
-  IndexSplitProvider provider(46, 10);
-  std::vector<Split> splits = Drain(provider);
-  for (size_t i = 0; i < splits.size(); ++i) splits[i].seq = 3 + static_cast<int64_t>(i);
-  Split run = splits[0];
-  for (size_t i = 1; i < splits.size(); ++i) CHECK(ExtendSplitRun(&run, splits[i]));
-  CHECK(run == Split{0, 46, 3, 5, 10});
-  // After the short last split nothing more joins.
-  CHECK_FALSE(ExtendSplitRun(&run, Split{46, 50, 8}));
-
-  Split other{0, 10, 1};
-  CHECK_FALSE(ExtendSplitRun(&other, Split{10, 20, 3}));  // seq gap
-  CHECK_FALSE(ExtendSplitRun(&other, Split{11, 20, 2}));  // position gap
-  CHECK_FALSE(ExtendSplitRun(&other, Split{10, 21, 2}));  // longer than the run's splits
-  CHECK(other == Split{0, 10, 1});
-  CHECK(ExtendSplitRun(&other, Split{10, 15, 2}));  // a shorter last split
-  CHECK(other == Split{0, 15, 1, 2, 10});
-
-  CHECK(SplitRunPart(run, 0, 1) == Split{0, 10, 3});
-  CHECK(SplitRunPart(run, 1, 3) == Split{10, 40, 4, 3, 10});
-  CHECK(SplitRunPart(run, 4, 1) == Split{40, 46, 7});
-  CHECK(SplitRunPart(run, 2, 3) == Split{20, 46, 5, 3, 10});
-  CHECK(SplitRunPart(Split{5, 9, 2}, 0, 1) == Split{5, 9, 2});
-
-  // A source reads a run's positions like one split's, batched too.
-  DatasetPtr dataset = *Dataset::Range(100).Batch(8).Build();
+// Run arithmetic (ExtendSplitRun, SplitRunPart) is tested in split_run_test.cc.
+TEST_CASE("A source reads a run's positions like one split's, batched too", "[splits]") {
+  DatasetPtr dataset = *internal::BuildPipeline(Dataset::Range(100).Batch(8));
   FixedSplits one_run({Split{20, 46, 5, 3, 10}});
   IteratorContext context;
   context.split_provider = &one_run;

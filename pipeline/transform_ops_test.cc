@@ -1,5 +1,6 @@
 // Tests of the element-order transforms: filter, take, skip, repeat, shard,
-// enumerate, shuffle, unbatch, rebatch, padded_batch and prefetch.
+// enumerate, shuffle and prefetch (transform_ops.cc), and unbatch, rebatch
+// and padded_batch (batching_ops.cc).
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdint>
@@ -263,7 +264,7 @@ TEST_CASE("transform_ops: unbatch splits batches into rows", "[ops][unbatch]") {
              "  - from_tensor_slices: {x: [[1, 2], [3, 4]], y: [[a, b], [c, d]]}\n"
              "  - unbatch\n") == Lines{"{\"x\": 1, \"y\": \"a\"}", "{\"x\": 2, \"y\": \"b\"}",
                                        "{\"x\": 3, \"y\": \"c\"}", "{\"x\": 4, \"y\": \"d\"}"});
-  DatasetPtr dataset = MustBuild(Dataset::Range(7).Batch(3, true).Unbatch());
+  DatasetPtr dataset = MustBuild(Dataset::Range(7).Batch(3, {.drop_remainder = true}).Unbatch());
   CHECK(dataset->element_spec().components[0].shape == PartialShape::Known({}));
 }
 

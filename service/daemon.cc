@@ -113,4 +113,27 @@ absl::StatusOr<std::unique_ptr<grpc::Server>> StartServer(const ServerOptions& o
   return server;
 }
 
+int ServeUntilShutdown(const std::string& program, const ServerOptions& options,
+                       const std::vector<grpc::Service*>& services,
+                       const std::function<absl::Status(int port)>& started,
+                       const std::function<void()>& stopping) {
+  int port = 0;
+  absl::StatusOr<std::unique_ptr<grpc::Server>> server = StartServer(options, services, &port);
+  if (!server.ok()) {
+    std::cerr << program << ": " << server.status().message() << "\n";
+    return kConfigErrorExitCode;
+  }
+  if (started) {
+    if (absl::Status status = started(port); !status.ok()) {
+      std::cerr << program << ": " << status.message() << "\n";
+      return 1;
+    }
+  }
+  const int signal = WaitForShutdownSignal();
+  spdlog::info("signal {}: shutting down", signal);
+  if (stopping) stopping();
+  (*server)->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  return 0;
+}
+
 }  // namespace sluice

@@ -7,6 +7,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -53,6 +54,17 @@ struct ServerOptions {
 absl::StatusOr<std::unique_ptr<grpc::Server>> StartServer(const ServerOptions& options,
                                                           const std::vector<grpc::Service*>& services,
                                                           int* bound_port);
+
+// What a daemon's main does once configured: starts the server, calls
+// `started(port)` (a worker registers with its dispatcher there), serves
+// until SIGTERM or SIGINT, calls `stopping()`, and shuts the server down.
+// Returns the exit code: kConfigErrorExitCode when the server cannot start
+// (a port in use), 1 when `started` fails, else 0. Errors are printed to
+// stderr after "PROGRAM: ".
+int ServeUntilShutdown(const std::string& program, const ServerOptions& options,
+                       const std::vector<grpc::Service*>& services,
+                       const std::function<absl::Status(int port)>& started = nullptr,
+                       const std::function<void()>& stopping = nullptr);
 
 }  // namespace sluice
 

@@ -21,7 +21,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
-#include "common/element.h"
+#include "sluice/element.h"
 #include "sluice/service.pb.h"
 
 namespace sluice {

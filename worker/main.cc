@@ -59,20 +59,7 @@ int main(int argc, char** argv) {
   }
   sluice::worker::WorkerImpl impl(config);
   sluice::worker::GrpcWorkerImpl service(&impl);
-  int port = 0;
-  auto server = sluice::StartServer({config.bind_address, static_cast<int>(config.port), config.port_file},
-                                    {&service}, &port);
-  if (!server.ok()) {
-    std::cerr << "workerd: " << server.status().message() << "\n";
-    return sluice::kConfigErrorExitCode;
-  }
-  if (absl::Status status = impl.Start(AdvertisedAddress(config, port)); !status.ok()) {
-    std::cerr << "workerd: " << status.message() << "\n";
-    return 1;
-  }
-  const int signal = sluice::WaitForShutdownSignal();
-  spdlog::info("signal {}: shutting down", signal);
-  impl.Stop();
-  (*server)->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
-  return 0;
+  return sluice::ServeUntilShutdown(
+      "workerd", {config.bind_address, static_cast<int>(config.port), config.port_file}, {&service},
+      [&](int port) { return impl.Start(AdvertisedAddress(config, port)); }, [&] { impl.Stop(); });
 }

@@ -1,7 +1,8 @@
-// Range checks of what a worker is sent, at the RPC edge: a request that
-// any client (or a fuzzer) can send must not reach a task with a value it
-// cannot handle. A field out of range is InvalidArgument naming the RPC,
-// the field, its value and what is allowed.
+// Checks at the worker's RPC edge. Range checks of what a worker is sent:
+// a request that any client (or a fuzzer) can send must not reach a task
+// with a value it cannot handle. A field out of range is InvalidArgument
+// naming the RPC, the field, its value and what is allowed. And the bound
+// on what one GetElements response can carry back.
 #ifndef SLUICE_WORKER_REQUEST_CHECKS_H_
 #define SLUICE_WORKER_REQUEST_CHECKS_H_
 
@@ -11,6 +12,7 @@
 #include "absl/strings/string_view.h"
 #include "google/protobuf/message_lite.h"
 #include "grpcpp/support/byte_buffer.h"
+#include "service/grpc_util.h"
 #include "sluice/service.pb.h"
 
 namespace sluice::worker {
@@ -22,6 +24,14 @@ inline constexpr int64_t kMaxTaskConsumers = int64_t{1} << 16;
 absl::Status CheckGetElementsRequest(const proto::GetElementsRequest& request);
 // A pushed task's ids, mode, sharding and consumers.
 absl::Status CheckTaskDef(const proto::TaskDef& task);
+
+// What one GetElements response may carry: the message limit less room
+// for the framing of its elements.
+inline constexpr int64_t kMaxResponseBytes = kMaxMessageBytes - (4 << 20);
+
+// ResourceExhausted for an element of `bytes` (encoded) that no response
+// can carry; `which` is "element 7".
+absl::Status ElementTooLarge(int64_t task_id, absl::string_view which, int64_t bytes);
 
 }  // namespace sluice::worker
 

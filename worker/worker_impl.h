@@ -25,10 +25,10 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
-#include "common/element.h"
 #include "pipeline/dataset.h"
 #include "service/dispatcher_client.h"
 #include "service/element_wire.h"
+#include "sluice/element.h"
 #include "sluice/service.grpc.pb.h"
 #include "worker/worker_config.h"
 

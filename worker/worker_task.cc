@@ -5,34 +5,14 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/string_view.h"
 #include "common/exceptions.h"
 #include "pipeline/builder.h"
 #include "pipeline/sharding.h"
 #include "service/element_wire.h"
-#include "service/grpc_util.h"
+#include "worker/request_checks.h"
 
 namespace sluice::worker {
 namespace {
-
-// What one GetElements response may carry: the message limit less room
-// for the framing of its elements.
-constexpr int64_t kMaxResponseBytes = kMaxMessageBytes - (4 << 20);
-
-// An element that no response can carry; `which` is "element 7".
-absl::Status ElementTooLarge(int64_t task_id, absl::string_view which, int64_t bytes) {
-  return absl::ResourceExhaustedError(
-      absl::StrCat("task ", task_id, ": ", which, " is ", bytes, " bytes, more than the ", kMaxResponseBytes,
-                   " bytes a response can carry (gRPC's ", kMaxMessageBytes,
-                   "-byte message limit less framing): make elements smaller before distribute (a smaller "
-                   "batch_size, or batch after distribute)"));
-}
-
-int64_t ElementBytes(const Element& element) {
-  int64_t bytes = 0;
-  for (const Tensor& t : element.components) bytes += static_cast<int64_t>(t.ByteSize());
-  return bytes;
-}
 
 // Fetches a distributed_epoch task's splits from the dispatcher.
 SplitPrefetcher::FetchFn FetchSplitsFrom(DispatcherClient* dispatcher, int64_t iteration_id,
@@ -164,9 +144,7 @@ void WorkerImpl::Task::TakeRound(int64_t round, int64_t consumer, bool others_pa
   std::vector<std::pair<ElementsCallback, ElementsReply>> ready;
   {
     absl::MutexLock lock(&mu_);
-    Round& r = rounds_[round];
-    r.others_past |= others_past_round;
-    r.waiters.push_back({consumer, compression, deadline, std::move(done)});
+    rounds_.Wait(round, consumer, others_past_round, compression, deadline, std::move(done));
     AssembleRoundsLocked(&ready);
   }
   for (auto& [callback, reply] : ready) callback(std::move(reply));
@@ -176,18 +154,7 @@ void WorkerImpl::Task::ExpireWaiters(absl::Time now) {
   std::vector<std::pair<ElementsCallback, ElementsReply>> expired;
   {
     absl::MutexLock lock(&mu_);
-    for (auto& [index, round] : rounds_) {
-      for (auto it = round.waiters.begin(); it != round.waiters.end();) {
-        if (it->deadline > now) {
-          ++it;
-          continue;
-        }
-        ElementsReply reply;
-        reply.compression = it->compression;
-        expired.emplace_back(std::move(it->done), std::move(reply));
-        it = round.waiters.erase(it);
-      }
-    }
+    rounds_.Expire(now, &expired);
     for (auto it = waiters_.begin(); it != waiters_.end();) {
       if (it->deadline > now) {
         ++it;
@@ -210,43 +177,9 @@ void WorkerImpl::Task::Buffered(int64_t* elements, int64_t* bytes) {
 }
 
 void WorkerImpl::Task::AssembleRoundsLocked(std::vector<std::pair<ElementsCallback, ElementsReply>>* ready) {
-  const size_t n = static_cast<size_t>(def_.num_consumers());
-  for (auto& [index, round] : rounds_) {
-    if (!round.assembled && (round.others_past || round.AllWaiting(n)) && buffer_.size() >= n) {
-      for (size_t i = 0; i < n; ++i) {
-        bytes_ -= ElementBytes(buffer_.front());
-        round.elements.push_back(std::move(buffer_.front()));
-        buffer_.pop_front();
-      }
-      handed_out_ += static_cast<int64_t>(n);
-      round.assembled = true;
-      ++assembled_rounds_;
-    }
-    const bool failed = !round.assembled && done_ && buffer_.size() < n;
-    if (!round.assembled && !failed) continue;
-    for (RoundWaiter& waiter : round.waiters) {
-      ElementsReply reply;
-      reply.compression = waiter.compression;
-      if (round.assembled) {
-        const Element& element = round.elements[waiter.consumer];
-        if (const auto bytes = static_cast<int64_t>(EncodedElementSize(element)); bytes > kMaxResponseBytes) {
-          reply.status = ElementTooLarge(
-              id(), absl::StrCat("round ", index, "'s element for consumer ", waiter.consumer), bytes);
-        } else {
-          reply.elements.push_back(element);  // shares the tensors' buffers
-        }
-      } else if (!status_.ok()) {
-        reply.status = status_;
-      } else {
-        reply.end_of_sequence = true;
-      }
-      ready->emplace_back(std::move(waiter.done), std::move(reply));
-    }
-    round.waiters.clear();
-  }
-  // Forgets the oldest rounds, assembled or abandoned, beyond what is kept.
-  while (rounds_.size() > kKeptRounds && rounds_.begin()->second.waiters.empty())
-    rounds_.erase(rounds_.begin());
+  const RoundAssembler::Taken taken = rounds_.Assemble(&buffer_, done_, status_, ready);
+  bytes_ -= taken.bytes;
+  handed_out_ += taken.elements;
 }
 
 WorkerImpl::ElementsReply WorkerImpl::Task::TakeLocked(int max_elements, proto::WireCompression compression) {
@@ -264,7 +197,7 @@ WorkerImpl::ElementsReply WorkerImpl::Task::TakeLocked(int max_elements, proto::
       return reply;
     }
     reply_bytes += encoded_bytes;
-    bytes_ -= ElementBytes(buffer_.front());
+    bytes_ -= buffer_.front().ByteSize();
     reply.elements.push_back(std::move(buffer_.front()));
     buffer_.pop_front();
     if (!tags_.empty()) {
@@ -344,7 +277,7 @@ absl::Status WorkerImpl::Task::WaitForRoom() {
 }
 
 void WorkerImpl::Task::Push(Element element, std::optional<std::pair<int64_t, int64_t>> tag) {
-  const int64_t bytes = ElementBytes(element);
+  const int64_t bytes = element.ByteSize();
   bool serve = false;
   {
     absl::MutexLock lock(&mu_);
@@ -352,7 +285,7 @@ void WorkerImpl::Task::Push(Element element, std::optional<std::pair<int64_t, in
     buffer_.push_back(std::move(element));
     if (tag.has_value()) tags_.push_back(*tag);
     ++produced_;
-    serve = !waiters_.empty() || !rounds_.empty();
+    serve = !waiters_.empty() || rounds_.has_rounds();
   }
   if (serve) ServeWaiters();
 }

@@ -1,10 +1,11 @@
 // WorkerImpl::Task: one task of a worker. Its pipeline runs on its own
 // thread into a buffer bounded by count and bytes; GetElements requests
 // take from the buffer or are parked until it has elements (or, for
-// coordinated reads, until a round is assembled). A pipeline that fails,
-// throws or cannot start ends the task with that status, which readers get
-// after the elements already buffered. The thread ends with the pipeline;
-// the task (and its buffer) lives until the dispatcher drops it.
+// coordinated reads, until a round is assembled: worker/round_assembler.h).
+// A pipeline that fails, throws or cannot start ends the task with that
+// status, which readers get after the elements already buffered. The
+// thread ends with the pipeline; the task (and its buffer) lives until the
+// dispatcher drops it.
 #ifndef SLUICE_WORKER_WORKER_TASK_H_
 #define SLUICE_WORKER_WORKER_TASK_H_
 
@@ -12,10 +13,8 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
-#include <map>
 #include <memory>
 #include <optional>
-#include <set>
 #include <utility>
 #include <vector>
 
@@ -25,12 +24,13 @@
 #include "absl/time/time.h"
 #include "pipeline/dataset.h"
 #include "pipeline/split_provider.h"
+#include "worker/round_assembler.h"
 #include "worker/split_prefetcher.h"
 #include "worker/worker_impl.h"
 
 namespace sluice::worker {
 
-// Calls to the dispatcher: each try's deadline, and how long to retry.
+// How long calls to the dispatcher retry UNAVAILABLE.
 inline constexpr auto kDispatcherRetryFor = std::chrono::seconds(60);
 
 class WorkerImpl::Task {
@@ -42,7 +42,8 @@ class WorkerImpl::Task {
         max_bytes_(config.buffer_bytes),
         dispatcher_(dispatcher),
         on_finished_(std::move(on_finished)),
-        max_memory_bytes_(config.max_memory_bytes) {}
+        max_memory_bytes_(config.max_memory_bytes),
+        rounds_(def_.task_id(), def_.num_consumers()) {}
 
   ~Task();
 
@@ -61,12 +62,8 @@ class WorkerImpl::Task {
 
   bool coordinated() const { return def_.num_consumers() > 0; }
 
-  // Coordinated reads: consumer `consumer`'s element of `round`. A round
-  // is assembled, from the next num_consumers elements, once every
-  // consumer is waiting for it here, or once one says that another consumer
-  // already has its element of the round (`others_past_round`: their
-  // worker was lost); until then (or until `deadline`) the request is
-  // parked.
+  // Coordinated reads: consumer `consumer`'s element of `round`, parked
+  // until the round is assembled (RoundAssembler) or until `deadline`.
   void TakeRound(int64_t round, int64_t consumer, bool others_past_round, proto::WireCompression compression,
                  absl::Time deadline, ElementsCallback done);
 
@@ -85,33 +82,8 @@ class WorkerImpl::Task {
 
   bool HasOutput() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !buffer_.empty() || done_; }
 
-  struct RoundWaiter {
-    int64_t consumer;
-    proto::WireCompression compression;
-    absl::Time deadline;
-    ElementsCallback done;
-  };
-  struct Round {
-    std::vector<Element> elements;  // one per consumer, once assembled
-    bool assembled = false;
-    // A consumer has its element of this round from another worker.
-    bool others_past = false;
-    std::vector<RoundWaiter> waiters;
-    // Whether every consumer is waiting here now. Only waiting ones count:
-    // one whose request ran out may ask another worker next (its task list
-    // changed), and a round assembled without it here would never reach it.
-    bool AllWaiting(size_t num_consumers) const {
-      std::set<int64_t> waiting;
-      for (const RoundWaiter& waiter : waiters) waiting.insert(waiter.consumer);
-      return waiting.size() == num_consumers;
-    }
-  };
-  // Assembled rounds kept for consumers that ask again (a lost answer).
-  static constexpr size_t kKeptRounds = 256;
-
-  // Assembles, in round order, every round that all consumers wait for
-  // (or that a consumer marked as passed by others), and answers the
-  // parked requests of assembled rounds.
+  // Assembles the rounds that can be (RoundAssembler::Assemble) from
+  // buffer_, and answers their parked requests into `ready`.
   void AssembleRoundsLocked(std::vector<std::pair<ElementsCallback, ElementsReply>>* ready)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -163,8 +135,7 @@ class WorkerImpl::Task {
   std::deque<Element> buffer_ ABSL_GUARDED_BY(mu_);
   std::deque<Waiter> waiters_ ABSL_GUARDED_BY(mu_);
   // Coordinated reads, by round.
-  std::map<int64_t, Round> rounds_ ABSL_GUARDED_BY(mu_);
-  int64_t assembled_rounds_ ABSL_GUARDED_BY(mu_) = 0;
+  RoundAssembler rounds_ ABSL_GUARDED_BY(mu_);
   int64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t handed_out_ ABSL_GUARDED_BY(mu_) = 0;  // elements taken from buffer_ so far
   int64_t produced_ ABSL_GUARDED_BY(mu_) = 0;    // elements put in buffer_ so far

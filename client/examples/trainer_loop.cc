@@ -105,10 +105,12 @@ int main(int argc, char** argv) {
       sluice::ReplicaSet::Create(sluice::NumLocalGpus() >= 2 ? std::vector<std::string>{"GPU:0", "GPU:1"}
                                                              : std::vector<std::string>{"CPU:0", "CPU:1"});
   if (!replicas.ok()) return Fail(replicas.status());
-  // The workers run the steps before Distribute; DistributeDataset splits
+  // The workers run the steps before ReadFromService; DistributeDataset splits
   // each global batch of 8 rows into 4 rows per replica.
-  const sluice::Dataset dataset =
-      sluice::Dataset::Range(64).Batch(8).Distribute(flags.service, "distributed_epoch", flags.job_name);
+  const sluice::Dataset dataset = sluice::Dataset::Range(64).Batch(8).ReadFromService(
+      {.service = flags.service,
+       .processing_mode = sluice::ProcessingMode::kDistributedEpoch,
+       .job_name = flags.job_name});
   absl::StatusOr<sluice::DistributedDataset> distributed = sluice::DistributeDataset(dataset, *replicas);
   if (!distributed.ok()) return Fail(distributed.status());
 

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "client/dataset_internal.h"
 #include "common/proto_convert.h"
 #include "service/grpc_util.h"
 #include "sluice/dataset.h"
@@ -53,7 +54,8 @@ std::vector<std::vector<int64_t>> ReadRounds(const TestCluster& cluster, int rou
   for (int c = 0; c < kConsumers; ++c) {
     consumers.emplace_back([shared, c, rounds, op = Coordinated(cluster, c)] {
       auto read = [&] {
-        absl::StatusOr<DatasetPtr> dataset = Dataset::Range(1000000000).Repeat().Distribute(op).Build();
+        absl::StatusOr<DatasetPtr> dataset =
+            internal::BuildPipeline(internal::ReadFromService(Dataset::Range(1000000000).Repeat(), op));
         if (!dataset.ok()) return void(++shared->failures);
         absl::StatusOr<std::unique_ptr<IteratorBase>> iterator = (*dataset)->MakeIterator(IteratorContext());
         if (!iterator.ok()) return void(++shared->failures);
@@ -172,7 +174,8 @@ TEST_CASE("coordinated: a lost worker's rounds move to the others, consistently"
 TEST_CASE("coordinated: a finite dataset and a late consumer are FailedPrecondition",
           "[service][coordinated]") {
   TestCluster cluster({.num_workers = 1});
-  absl::StatusOr<DatasetPtr> finite = Dataset::Range(20).Distribute(Coordinated(cluster, 0)).Build();
+  absl::StatusOr<DatasetPtr> finite =
+      internal::BuildPipeline(internal::ReadFromService(Dataset::Range(20), Coordinated(cluster, 0)));
   REQUIRE(finite.ok());
   const absl::Status status = (*finite)->MakeIterator(IteratorContext()).status();
   REQUIRE(absl::IsFailedPrecondition(status));
@@ -182,8 +185,8 @@ TEST_CASE("coordinated: a finite dataset and a late consumer are FailedPrecondit
         "consumer; dataset 1000 has 20 elements (add repeat)");
 
   ReadRounds(cluster, 10, [](int) {});
-  absl::StatusOr<DatasetPtr> late =
-      Dataset::Range(1000000000).Repeat().Distribute(Coordinated(cluster, 1)).Build();
+  absl::StatusOr<DatasetPtr> late = internal::BuildPipeline(
+      internal::ReadFromService(Dataset::Range(1000000000).Repeat(), Coordinated(cluster, 1)));
   REQUIRE(late.ok());
   const absl::Status joined = (*late)->MakeIterator(IteratorContext()).status();
   REQUIRE(absl::IsFailedPrecondition(joined));
@@ -223,7 +226,7 @@ class RoundClient {
     *push.mutable_version() = CurrentVersion();
     push.mutable_task()->set_task_id(task_id);
     push.mutable_task()->set_iteration_id(1);
-    *push.mutable_task()->mutable_dataset() = Dataset::Range(1000).Repeat().def();
+    *push.mutable_task()->mutable_dataset() = internal::DefinitionOf(Dataset::Range(1000).Repeat());
     push.mutable_task()->set_processing_mode(proto::PARALLEL_EPOCHS);
     push.mutable_task()->set_num_consumers(kConsumers);
     proto::ProcessTaskResponse pushed;

@@ -54,7 +54,9 @@ TEST_CASE("distribute: each iteration of a service-backed dataset is a new repet
   TestCluster cluster({.num_workers = 2});
   // The batch runs on the workers: each global batch of 8 is one worker's.
   Dataset dataset =
-      Dataset::Range(64).Batch(8).Distribute(cluster.ServiceUrl(), "distributed_epoch", "epochs");
+      Dataset::Range(64).Batch(8).ReadFromService({.service = cluster.ServiceUrl(),
+                                                   .processing_mode = ProcessingMode::kDistributedEpoch,
+                                                   .job_name = "epochs"});
   absl::StatusOr<DistributedDataset> distributed = DistributeDataset(dataset, Cpus());
   REQUIRE(distributed.ok());
   for (int epoch = 0; epoch < 3; ++epoch) {
@@ -66,8 +68,11 @@ TEST_CASE("distribute: each iteration of a service-backed dataset is a new repet
 
 TEST_CASE("distribute: two trainers of one named job share its elements", "[service][distribute]") {
   TestCluster cluster({.num_workers = 1});
-  Dataset dataset =
-      Dataset::Range(80).Distribute(cluster.ServiceUrl(), "distributed_epoch", "shared").Batch(8);
+  Dataset dataset = Dataset::Range(80)
+                        .ReadFromService({.service = cluster.ServiceUrl(),
+                                          .processing_mode = ProcessingMode::kDistributedEpoch,
+                                          .job_name = "shared"})
+                        .Batch(8);
   // Two trainers (as in two processes): each one's first iteration is
   // repetition 0 of the job.
   absl::StatusOr<DistributedDataset> trainer_a = DistributeDataset(dataset, Cpus());
@@ -119,7 +124,8 @@ TEST_CASE("distribute: 1 MiB float batches from two workers arrive whole on GPU:
   Dataset dataset = Dataset::Range(kElements)
                         .Map("cast", {{"dtype", "float32"}})
                         .Batch(kRows)
-                        .Distribute(cluster.ServiceUrl(), "distributed_epoch");
+                        .ReadFromService({.service = cluster.ServiceUrl(),
+                                          .processing_mode = ProcessingMode::kDistributedEpoch});
   absl::StatusOr<DistributedDataset> distributed = DistributeDataset(dataset, *ReplicaSet::Create({"GPU:0"}));
   REQUIRE(distributed.ok());
   std::vector<float> seen;

@@ -1,10 +1,11 @@
-// A fuzz-style test of both daemons (issue 14): with a fixed seed, a few
+// A fuzz-style test of both daemons: with a fixed seed, a few
 // thousand random and boundary-valued requests to every RPC of a real
 // dispatcher and worker, and a thousand byte strings each that protobuf
 // may not parse; then both must still be up and a normal read must
 // give the exact answer. A call that does not return within its deadline,
 // and an UNKNOWN or INTERNAL error with no message, fail the test with the
 // request that caused it.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstdint>
@@ -18,6 +19,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "client/dataset_internal.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/message.h"
 #include "grpcpp/generic/generic_stub.h"
@@ -88,13 +90,13 @@ class Fuzzer {
   proto::DatasetDef Definition() {
     switch (random_() % 8) {
       case 0:
-        return Dataset::Range(Int64()).def();
+        return internal::DefinitionOf(Dataset::Range(Int64()));
       case 1:
-        return Dataset::Range(3).Batch(std::max<int64_t>(1, Int64())).def();
+        return internal::DefinitionOf(Dataset::Range(3).Batch(std::max<int64_t>(1, Int64())));
       case 2:
-        return Dataset::Range(3).Shuffle(Int64()).def();
+        return internal::DefinitionOf(Dataset::Range(3).Shuffle(Int64()));
       case 3: {
-        proto::DatasetDef def = Dataset::Range(3).Interleave(Dataset::Range(2)).def();
+        proto::DatasetDef def = internal::DefinitionOf(Dataset::Range(3).Interleave(Dataset::Range(2)));
         def.mutable_steps(1)->mutable_interleave()->set_cycle_length(Int64());
         return def;
       }
@@ -104,10 +106,10 @@ class Fuzzer {
         Dataset nested = Dataset::Range(2);
         const int depth = Bool() ? 28 : 40;
         for (int i = 0; i < depth; ++i) nested = Dataset::Zip({nested, Dataset::Range(2)});
-        return nested.def();
+        return internal::DefinitionOf(nested);
       }
       case 5:
-        return Dataset::Range(3).Map("no_such_function").def();
+        return internal::DefinitionOf(Dataset::Range(3).Map("no_such_function"));
       case 6: {
         proto::DatasetDef def;
         def.add_steps();  // a step with no op
@@ -476,7 +478,10 @@ TEST_CASE("fuzz: random and boundary requests to every RPC leave both daemons up
   cluster.WaitForRegisteredWorkers(1, std::chrono::seconds(20));
   CHECK(cluster.RegisteredWorkers() == 1);
   absl::StatusOr<std::vector<Element>> epoch =
-      Dataset::Range(1000).Distribute(cluster.ServiceUrl(), "distributed_epoch").Collect();
+      Dataset::Range(1000)
+          .ReadFromService(
+              {.service = cluster.ServiceUrl(), .processing_mode = ProcessingMode::kDistributedEpoch})
+          .Collect();
   INFO(epoch.status().ToString());
   REQUIRE(epoch.ok());
   std::vector<int64_t> values;
@@ -486,10 +491,16 @@ TEST_CASE("fuzz: random and boundary requests to every RPC leave both daemons up
   for (int64_t i = 0; i < 1000; ++i) expected[i] = i;
   CHECK(values == expected);
   absl::StatusOr<std::vector<Element>> parallel =
-      Dataset::Range(100).Distribute(cluster.ServiceUrl(), "parallel_epochs").Collect();
+      Dataset::Range(100).ReadFromService({.service = cluster.ServiceUrl()}).Collect();
   INFO(parallel.status().ToString());
   REQUIRE(parallel.ok());
-  CHECK(parallel->size() == 100);
+  // Each worker's whole epoch: 0..99 once per worker.
+  std::vector<int64_t> parallel_values = testing::Int64Values(*parallel);
+  std::sort(parallel_values.begin(), parallel_values.end());
+  std::vector<int64_t> parallel_expected;
+  for (int64_t i = 0; i < 100; ++i)
+    parallel_expected.insert(parallel_expected.end(), cluster.num_workers(), i);
+  CHECK(parallel_values == parallel_expected);
 }
 
 }  // namespace

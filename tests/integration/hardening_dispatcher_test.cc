@@ -1,4 +1,4 @@
-// Integration tests of the dispatcher's side of issue 14: a worker
+// Integration tests of the dispatcher's side of hardening: a worker
 // restarted mid-epoch in parallel_epochs does not read its epoch again
 // (the read reports what was cut short), and a failed iteration reaches
 // every reader with the worker's words instead of moving to the next
@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "client/dataset_internal.h"
 #include "service/grpc_util.h"
 #include "sluice/dataset.h"
 #include "sluice/service.grpc.pb.h"
@@ -36,7 +37,8 @@ TEST_CASE(
   op.set_processing_mode("parallel_epochs");
   op.set_max_outstanding_requests(8);
   constexpr int64_t kElements = 100000;
-  absl::StatusOr<DatasetPtr> built = Dataset::Range(kElements).Distribute(op).Build();
+  absl::StatusOr<DatasetPtr> built =
+      internal::BuildPipeline(internal::ReadFromService(Dataset::Range(kElements), op));
   REQUIRE(built.ok());
   absl::StatusOr<std::unique_ptr<IteratorBase>> iterator = (*built)->MakeIterator(IteratorContext{});
   REQUIRE(iterator.ok());
@@ -75,7 +77,7 @@ TEST_CASE("hardening dispatcher: a pipeline that fails on a worker fails the ite
   op.set_service(cluster.ServiceUrl());
   op.set_processing_mode("distributed_epoch");
   op.set_job_name("failing");
-  Dataset dataset = Dataset::TFRecord({missing}).Distribute(op);
+  Dataset dataset = internal::ReadFromService(Dataset::TFRecord({missing}), op);
   for (int reader = 0; reader < 2; ++reader) {
     absl::StatusOr<std::vector<Element>> read = dataset.Collect();
     INFO(read.status().ToString());
@@ -99,7 +101,8 @@ TEST_CASE(
   proto::DistributeOp op;
   op.set_service(cluster.ServiceUrl());
   op.set_processing_mode("distributed_epoch");
-  absl::StatusOr<DatasetPtr> built = Dataset::Range(int64_t{1} << 40).Distribute(op).Build();
+  absl::StatusOr<DatasetPtr> built =
+      internal::BuildPipeline(internal::ReadFromService(Dataset::Range(int64_t{1} << 40), op));
   REQUIRE(built.ok());
   absl::StatusOr<std::unique_ptr<IteratorBase>> iterator = (*built)->MakeIterator(IteratorContext{});
   REQUIRE(iterator.ok());
@@ -132,7 +135,7 @@ TEST_CASE(
   CHECK(CountOf(message, absl::StrCat(" on ", worker0, " (worker restarted) after ")) == 4);
   CHECK_THAT(testing::ReadFileOrEmpty(cluster.dispatcher().log_path()), Contains("iteration 1 failed: "));
   // The workers live on, and a new read is served.
-  absl::StatusOr<std::vector<Element>> again = Dataset::Range(10).Distribute(op).Collect();
+  absl::StatusOr<std::vector<Element>> again = internal::ReadFromService(Dataset::Range(10), op).Collect();
   REQUIRE(again.ok());
   CHECK(again->size() == 10);
 }
@@ -148,7 +151,7 @@ TEST_CASE("hardening dispatcher: a request protobuf cannot parse is refused sayi
   for (int i = 0; i < 40; ++i) nested = Dataset::Zip({nested, Dataset::Range(2)});
   proto::GetOrRegisterDatasetRequest deep;
   *deep.mutable_version() = CurrentVersion();
-  *deep.mutable_dataset() = nested.def();
+  *deep.mutable_dataset() = internal::DefinitionOf(nested);
   proto::GetOrRegisterDatasetResponse registered;
   grpc::ClientContext deep_context;
   deep_context.set_deadline(deadline());
@@ -171,7 +174,8 @@ TEST_CASE("hardening dispatcher: a request protobuf cannot parse is refused sayi
         "a string field that is not UTF-8, or nesting past 10000 levels)");
   // Nothing of either was taken in, and a read is served whole.
   CHECK(cluster.RegisteredWorkers() == 1);
-  absl::StatusOr<std::vector<Element>> read = Dataset::Range(5).Distribute(cluster.ServiceUrl()).Collect();
+  absl::StatusOr<std::vector<Element>> read =
+      Dataset::Range(5).ReadFromService({.service = cluster.ServiceUrl()}).Collect();
   REQUIRE(read.ok());
   CHECK(read->size() == 5);
 }

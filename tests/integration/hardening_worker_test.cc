@@ -1,4 +1,4 @@
-// Integration tests of workers that contain failures (issue 14): a
+// Integration tests of workers that contain failures: a
 // pipeline that runs out of memory or throws fails its task and the
 // iteration, with the worker's words, and the worker serves the next read;
 // and daemons that refuse a port in use or a bad setting at startup.
@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "client/dataset_internal.h"
 #include "service/grpc_util.h"
 #include "sluice/dataset.h"
 #include "sluice/service.grpc.pb.h"
@@ -24,7 +25,7 @@ using testing::TestCluster;
 
 // The first error of a read, or OK at its end; bounded to 60 s.
 absl::Status ReadToEnd(const Dataset& dataset, std::vector<int64_t>* values) {
-  absl::StatusOr<DatasetPtr> built = dataset.Build();
+  absl::StatusOr<DatasetPtr> built = internal::BuildPipeline(dataset);
   if (!built.ok()) return built.status();
   absl::StatusOr<std::unique_ptr<IteratorBase>> iterator = (*built)->MakeIterator(IteratorContext{});
   if (!iterator.ok()) return iterator.status();
@@ -47,7 +48,7 @@ TEST_CASE("hardening worker: a pipeline past max_memory_bytes fails its iteratio
   op.set_service(cluster.ServiceUrl());
   op.set_processing_mode("distributed_epoch");
   const absl::Status status =
-      ReadToEnd(Dataset::Range(3).Repeat().Batch(int64_t{1} << 40).Distribute(op), nullptr);
+      ReadToEnd(internal::ReadFromService(Dataset::Range(3).Repeat().Batch(int64_t{1} << 40), op), nullptr);
   INFO(status.ToString());
   CHECK(absl::IsResourceExhausted(status));
   // The step that failed (range or batch, whichever allocated last) comes
@@ -60,14 +61,18 @@ TEST_CASE("hardening worker: a pipeline past max_memory_bytes fails its iteratio
   // A line that never ends fails at text_line's line limit, long before
   // the worker's.
   proto::DistributeOp zeros_op = op;
-  const absl::Status zeros = ReadToEnd(Dataset::TextLine({"/dev/zero"}).Distribute(zeros_op), nullptr);
+  const absl::Status zeros =
+      ReadToEnd(internal::ReadFromService(Dataset::TextLine({"/dev/zero"}), zeros_op), nullptr);
   INFO(zeros.ToString());
   CHECK(absl::IsInvalidArgument(zeros));
   CHECK_THAT(std::string(zeros.message()),
              Contains("'/dev/zero': line 1 is longer than 67108864 bytes, the longest line text_line reads"));
   // The worker lives on and serves the next read whole.
   std::vector<int64_t> values;
-  REQUIRE(ReadToEnd(Dataset::Range(5).Distribute(cluster.ServiceUrl(), "distributed_epoch"), &values).ok());
+  REQUIRE(ReadToEnd(Dataset::Range(5).ReadFromService({.service = cluster.ServiceUrl(),
+                                                       .processing_mode = ProcessingMode::kDistributedEpoch}),
+                    &values)
+              .ok());
   CHECK(values == std::vector<int64_t>{0, 1, 2, 3, 4});
   CHECK(cluster.RegisteredWorkers() == 1);
   CHECK_THAT(testing::ReadFileOrEmpty(cluster.dispatcher().log_path()),
@@ -103,7 +108,7 @@ TEST_CASE("hardening worker: a second daemon on a port in use exits 2 naming the
   }
   // The first ones still serve.
   std::vector<int64_t> values;
-  REQUIRE(ReadToEnd(Dataset::Range(3).Distribute(cluster.ServiceUrl()), &values).ok());
+  REQUIRE(ReadToEnd(Dataset::Range(3).ReadFromService({.service = cluster.ServiceUrl()}), &values).ok());
   CHECK(values == std::vector<int64_t>{0, 1, 2});
 }
 
@@ -133,6 +138,33 @@ TEST_CASE("hardening worker: bad settings exit 2 naming the file and line or the
   }
 }
 
+TEST_CASE(
+    "hardening worker: workerd given a worker's port as --dispatcher exits 1 saying it is the wrong server",
+    "[service][hardening][worker]") {
+  TestCluster cluster({.num_workers = 1});
+  const std::string port = testing::WaitForFile(cluster.dir().File("worker0.port"), std::chrono::seconds(10));
+  REQUIRE(!port.empty());
+  const std::string log = cluster.dir().File("misdirected.log");
+  const auto start = std::chrono::steady_clock::now();
+  auto worker =
+      testing::Process::Start({SLUICE_WORKERD, "--dispatcher", absl::StrCat("127.0.0.1:", std::stoi(port)),
+                               "--port", "0", "--bind-address", "127.0.0.1"},
+                              log);
+  REQUIRE(worker.ok());
+  CHECK((*worker)->Wait(std::chrono::seconds(20)) == 1);
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(5));
+  const std::string output = testing::ReadFileOrEmpty(log);
+  INFO(output);
+  CHECK_THAT(output,
+             Contains("workerd: the server there does not serve this call: is the address that of the "
+                      "right kind of Sluice server (a dispatcher, not a worker, or the reverse) and of "
+                      "the same release?\n"));
+  // The worker it was pointed at serves on.
+  std::vector<int64_t> values;
+  REQUIRE(ReadToEnd(Dataset::Range(3).ReadFromService({.service = cluster.ServiceUrl()}), &values).ok());
+  CHECK(values == std::vector<int64_t>{0, 1, 2});
+}
+
 // A field of /proc/PID/status, in kB ("VmSize", "Threads"), or -1.
 int64_t ProcStatus(pid_t pid, const std::string& field) {
   std::istringstream status(testing::ReadFileOrEmpty(absl::StrCat("/proc/", pid, "/status")));
@@ -148,7 +180,11 @@ TEST_CASE("hardening worker: many short reads do not pile up task threads", "[se
   const pid_t worker = cluster.worker(0).pid();
   auto read_once = [&] {
     std::vector<int64_t> values;
-    REQUIRE(ReadToEnd(Dataset::Range(3).Distribute(cluster.ServiceUrl(), "distributed_epoch"), &values).ok());
+    REQUIRE(
+        ReadToEnd(Dataset::Range(3).ReadFromService({.service = cluster.ServiceUrl(),
+                                                     .processing_mode = ProcessingMode::kDistributedEpoch}),
+                  &values)
+            .ok());
     REQUIRE(values.size() == 3);
   };
   for (int i = 0; i < 10; ++i) read_once();
@@ -168,8 +204,8 @@ TEST_CASE("hardening worker: an element too large for a response names its size,
   TestCluster cluster({.num_workers = 1});
   // One batch of 40,000,000 int64: 320,000,000 bytes (320,000,022 on the
   // wire), past gRPC's 256 MiB.
-  const absl::Status status =
-      ReadToEnd(Dataset::Range(40000000).Batch(40000000).Distribute(cluster.ServiceUrl()), nullptr);
+  const absl::Status status = ReadToEnd(
+      Dataset::Range(40000000).Batch(40000000).ReadFromService({.service = cluster.ServiceUrl()}), nullptr);
   INFO(status.ToString());
   CHECK(absl::IsResourceExhausted(status));
   CHECK_THAT(
@@ -180,7 +216,7 @@ TEST_CASE("hardening worker: an element too large for a response names its size,
           "smaller batch_size, or batch after distribute)"));
   // Smaller elements of the same pipeline still go, several per response.
   std::vector<int64_t> values;
-  REQUIRE(ReadToEnd(Dataset::Range(3).Distribute(cluster.ServiceUrl()), &values).ok());
+  REQUIRE(ReadToEnd(Dataset::Range(3).ReadFromService({.service = cluster.ServiceUrl()}), &values).ok());
   CHECK(values == std::vector<int64_t>{0, 1, 2});
 }
 
@@ -208,7 +244,8 @@ TEST_CASE("hardening worker: a response never gathers elements past the message 
     *push.mutable_version() = CurrentVersion();
     push.mutable_task()->set_task_id(task_id);
     push.mutable_task()->set_processing_mode(proto::PARALLEL_EPOCHS);
-    *push.mutable_task()->mutable_dataset() = Dataset::Range(34000000).Batch(17000000).def();
+    *push.mutable_task()->mutable_dataset() =
+        internal::DefinitionOf(Dataset::Range(34000000).Batch(17000000));
     proto::ProcessTaskResponse pushed;
     REQUIRE(call([&](grpc::ClientContext* c) { return worker->ProcessTask(c, push, &pushed); }).ok());
     proto::WorkerStatusResponse status;
@@ -302,7 +339,7 @@ TEST_CASE("hardening worker: GetElements and ProcessTask refuse fields out of ra
     task->set_task_id(1000);
     task->set_iteration_id(1);
     task->set_processing_mode(proto::PARALLEL_EPOCHS);
-    *task->mutable_dataset() = Dataset::Range(3).def();
+    *task->mutable_dataset() = internal::DefinitionOf(Dataset::Range(3));
     c.edit(task);
     proto::ProcessTaskResponse response;
     grpc::ClientContext context;
@@ -319,10 +356,10 @@ TEST_CASE("hardening worker: GetElements and ProcessTask refuse fields out of ra
     proto::DatasetDef dataset;
     std::string message;
   };
-  proto::DatasetDef not_utf8 = Dataset::Range(3).def();
+  proto::DatasetDef not_utf8 = internal::DefinitionOf(Dataset::Range(3));
   not_utf8.add_plugins("\xff");
   const std::vector<ParseCase> parse_cases = {
-      {nested.def(),
+      {internal::DefinitionOf(nested),
        "ProcessTask: the request nests messages deeper than protobuf's limit of 100 (zip or interleave "
        "pipelines inside each other add three levels each): nest fewer pipelines"},
       {not_utf8,
@@ -350,7 +387,7 @@ TEST_CASE("hardening worker: GetElements and ProcessTask refuse fields out of ra
   REQUIRE(worker->GetStatus(&context, proto::WorkerStatusRequest(), &worker_status).ok());
   CHECK(worker_status.tasks_size() == 0);
   std::vector<int64_t> values;
-  REQUIRE(ReadToEnd(Dataset::Range(3).Distribute(cluster.ServiceUrl()), &values).ok());
+  REQUIRE(ReadToEnd(Dataset::Range(3).ReadFromService({.service = cluster.ServiceUrl()}), &values).ok());
   CHECK(values == std::vector<int64_t>{0, 1, 2});
 }
 

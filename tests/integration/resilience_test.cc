@@ -11,6 +11,7 @@
 #include <map>
 #include <sstream>
 
+#include "client/dataset_internal.h"
 #include "service/grpc_util.h"
 #include "sluice/dataset.h"
 #include "sluice/service.grpc.pb.h"
@@ -77,18 +78,19 @@ proto::StatusSnapshot DispatcherStatus(TestCluster& cluster) {
 TEST_CASE("resilience: a client reads through three dispatcher kill -9s in one epoch, losing nothing",
           "[service][resilience]") {
   constexpr int64_t kElements = 12000;
-  std::string mode;
+  ProcessingMode mode = ProcessingMode::kDistributedEpoch;
   int copies = 1;
-  SECTION("distributed_epoch") { mode = "distributed_epoch"; }
+  SECTION("distributed_epoch") {}
   SECTION("parallel_epochs") {
-    mode = "parallel_epochs";
+    mode = ProcessingMode::kParallelEpochs;
     copies = 2;  // every worker runs the whole dataset
   }
   testing::TempDir work;
   TestCluster cluster({.num_workers = 2,
                        .dispatcher_args = {"--work-dir", work.path()},
                        .worker_args = {"--buffer-elements", "8"}});
-  const Dataset dataset = Dataset::Range(kElements).Distribute(cluster.ServiceUrl(), mode, "", 8);
+  const Dataset dataset = Dataset::Range(kElements).ReadFromService(
+      {.service = cluster.ServiceUrl(), .processing_mode = mode, .max_outstanding_requests = 8});
   const int64_t total = kElements * copies;
   int restarts = 0;
   const std::map<int64_t, int> counts = ReadAll(dataset, [&](int64_t read) {
@@ -112,7 +114,10 @@ TEST_CASE("resilience: a torn journal tail is cut with a warning, a corrupt midd
           "[service][resilience]") {
   testing::TempDir work;
   TestCluster cluster({.num_workers = 1, .dispatcher_args = {"--work-dir", work.path()}});
-  const Dataset named = Dataset::Range(10).Distribute(cluster.ServiceUrl(), "distributed_epoch", "kept");
+  const Dataset named =
+      Dataset::Range(10).ReadFromService({.service = cluster.ServiceUrl(),
+                                          .processing_mode = ProcessingMode::kDistributedEpoch,
+                                          .job_name = "kept"});
   REQUIRE(named.Collect().ok());
 
   // The newest journal file is the one being appended to.
@@ -137,7 +142,12 @@ TEST_CASE("resilience: a torn journal tail is cut with a warning, a corrupt midd
   CHECK_THAT(log, Catch::Matchers::Contains("truncated, 12 bytes dropped"));
   // Nothing before the torn record was lost: the named job is still there.
   CHECK(DispatcherStatus(cluster).jobs_size() == 1);
-  REQUIRE(Dataset::Range(10).Distribute(cluster.ServiceUrl(), "distributed_epoch", "kept").Collect().ok());
+  REQUIRE(Dataset::Range(10)
+              .ReadFromService({.service = cluster.ServiceUrl(),
+                                .processing_mode = ProcessingMode::kDistributedEpoch,
+                                .job_name = "kept"})
+              .Collect()
+              .ok());
   CHECK(DispatcherStatus(cluster).jobs_size() == 1);
 
   // Damage in the first record of a journal with more after it.
@@ -184,15 +194,17 @@ WorkerFailureRun ReadThroughWorkerFailure(const std::string& worker_timeout_ms,
   op.set_max_outstanding_requests(8);
   op.set_exactly_once(exactly_once);
   // map and filter before distribute keep the worker side element-wise.
-  run.counts = ReadAll(
-      Dataset::Range(n).Map("add", {{"value", 0}}).Filter("greater_equal", {{"value", 0}}).Distribute(op),
-      [&](int64_t read) {
-        if (read == n / 4) act(cluster);
-      });
+  run.counts =
+      ReadAll(internal::ReadFromService(
+                  Dataset::Range(n).Map("add", {{"value", 0}}).Filter("greater_equal", {{"value", 0}}), op),
+              [&](int64_t read) {
+                if (read == n / 4) act(cluster);
+              });
   run.status = DispatcherStatus(cluster);
   run.worker0 =
       "127.0.0.1:" + std::to_string(std::stoi(testing::ReadFileOrEmpty(cluster.dir().File("worker0.port"))));
-  run.next_epoch = Total(ReadAll(Dataset::Range(100).Distribute(cluster.ServiceUrl()), [](int64_t) {}));
+  run.next_epoch =
+      Total(ReadAll(Dataset::Range(100).ReadFromService({.service = cluster.ServiceUrl()}), [](int64_t) {}));
   return run;
 }
 
@@ -248,7 +260,8 @@ TEST_CASE("resilience: exactly_once on a pipeline it cannot serve is FailedPreco
   op.set_processing_mode("distributed_epoch");
   op.set_exactly_once(true);
   // Refused when the job is made, with the first iterator.
-  absl::StatusOr<DatasetPtr> built = Dataset::Range(10).Batch(2).Distribute(op).Build();
+  absl::StatusOr<DatasetPtr> built =
+      internal::BuildPipeline(internal::ReadFromService(Dataset::Range(10).Batch(2), op));
   REQUIRE(built.ok());
   const absl::Status status = (*built)->MakeIterator(IteratorContext()).status();
   REQUIRE(absl::IsFailedPrecondition(status));
@@ -277,7 +290,8 @@ TEST_CASE("resilience: static DATA sharding over the dispatcher's worker list re
   for (std::string line; std::getline(lines, line);) ++counts[std::stoll(line)];
   CHECK(counts == Expected(20, 1));
   // Without sharding, both workers run all of it.
-  CHECK(Total(ReadAll(Dataset::Range(20).Distribute(cluster.ServiceUrl()), [](int64_t) {})) == 40);
+  CHECK(Total(ReadAll(Dataset::Range(20).ReadFromService({.service = cluster.ServiceUrl()}),
+                      [](int64_t) {})) == 40);
 
   // FILE sharding of 1 file over 2 workers cannot be served.
   testing::WriteFile(cluster.dir().File("files.yaml"), "pipeline:\n  - tfrecord: {files: [only.tfrecord]}\n");
@@ -286,6 +300,50 @@ TEST_CASE("resilience: static DATA sharding over the dispatcher's worker list re
   CHECK(result.exit_code != 0);
   CHECK_THAT(result.out, Catch::Matchers::Contains(
                              "FILE sharding over 2 workers needs at least as many files; tfrecord reads 1"));
+}
+
+// Every file of `dir` with its contents.
+std::map<std::string, std::string> DirContents(const std::string& dir) {
+  std::map<std::string, std::string> contents;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    contents[entry.path().filename()] = testing::ReadFileOrEmpty(entry.path().string());
+  }
+  return contents;
+}
+
+TEST_CASE("resilience: a second dispatcherd on a work dir in use exits 2 and leaves it as it was",
+          "[service][resilience]") {
+  testing::TempDir work;
+  TestCluster cluster({.num_workers = 1, .dispatcher_args = {"--work-dir", work.path()}});
+  REQUIRE(Dataset::Range(3)
+              .ReadFromService({.service = cluster.ServiceUrl(), .job_name = "kept"})
+              .Collect()
+              .ok());
+  const std::map<std::string, std::string> before = DirContents(work.path());
+  REQUIRE(before.contains("LOCK"));
+  // On the same port (what a restart script run twice does) and on another.
+  const std::string port = cluster.DispatcherAddress().substr(cluster.DispatcherAddress().rfind(':') + 1);
+  for (const std::string& second_port : {port, std::string("0")}) {
+    INFO("--port " << second_port);
+    const std::string log = cluster.dir().File("second.log");
+    auto second = testing::Process::Start(
+        {SLUICE_DISPATCHERD, "--port", second_port, "--bind-address", "127.0.0.1", "--work-dir", work.path()},
+        log);
+    REQUIRE(second.ok());
+    CHECK((*second)->Wait(std::chrono::seconds(20)) == 2);
+    CHECK_THAT(testing::ReadFileOrEmpty(log),
+               Catch::Matchers::Contains("dispatcherd: work dir " + work.path() +
+                                         " is in use by another dispatcherd (pid ") &&
+                   Catch::Matchers::Contains("give each dispatcher its own --work-dir"));
+    CHECK(DirContents(work.path()) == before);
+  }
+  // The first one still serves, and a restart (kill -9) recovers its
+  // journal and takes the lock again.
+  CHECK(Total(ReadAll(Dataset::Range(4).ReadFromService({.service = cluster.ServiceUrl()}),
+                      [](int64_t) {})) == 4);
+  cluster.RestartDispatcher();
+  CHECK(Total(ReadAll(Dataset::Range(5).ReadFromService({.service = cluster.ServiceUrl()}),
+                      [](int64_t) {})) == 5);
 }
 
 }  // namespace

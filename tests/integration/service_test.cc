@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "client/dataset_internal.h"
 #include "common/proto_convert.h"
 #include "service/grpc_util.h"
 #include "sluice/dataset.h"
@@ -104,7 +105,8 @@ TEST_CASE("service: elements travel compressed with snappy or zstd", "[service]"
 
 TEST_CASE("service: parallel_epochs runs the whole dataset on every worker", "[service]") {
   TestCluster cluster({.num_workers = 2});
-  CHECK(Sorted(CollectInts(Dataset::Range(10).Distribute(cluster.ServiceUrl()))) == Iota(10, 2));
+  CHECK(Sorted(CollectInts(Dataset::Range(10).ReadFromService({.service = cluster.ServiceUrl()}))) ==
+        Iota(10, 2));
 }
 
 TEST_CASE("service: one worker's elements arrive in order, with several requests in flight", "[service]") {
@@ -114,8 +116,8 @@ TEST_CASE("service: one worker's elements arrive in order, with several requests
   TestCluster cluster({.num_workers = 1, .worker_args = {"--buffer-elements", "3"}});
   for (int64_t max_outstanding : {4, 64}) {
     INFO("max_outstanding_requests " << max_outstanding);
-    CHECK(CollectInts(Dataset::Range(3000).Distribute(cluster.ServiceUrl(), "parallel_epochs", "",
-                                                      max_outstanding)) == Iota(3000));
+    CHECK(CollectInts(Dataset::Range(3000).ReadFromService(
+              {.service = cluster.ServiceUrl(), .max_outstanding_requests = max_outstanding})) == Iota(3000));
   }
 }
 
@@ -125,8 +127,9 @@ TEST_CASE("service: a new iteration's tasks reach workers without waiting for a 
   TestCluster cluster({.num_workers = 1,
                        .dispatcher_args = {"--worker-timeout-ms", "3600000"},
                        .worker_args = {"--heartbeat-interval-ms", "600000"}});
-  auto read = std::async(std::launch::async,
-                         [&] { return CollectInts(Dataset::Range(10).Distribute(cluster.ServiceUrl())); });
+  auto read = std::async(std::launch::async, [&] {
+    return CollectInts(Dataset::Range(10).ReadFromService({.service = cluster.ServiceUrl()}));
+  });
   if (read.wait_for(std::chrono::seconds(30)) != std::future_status::ready) {
     cluster.worker(0).Terminate();  // ends the task, so the read returns
     FAIL("the read did not finish within 30 s: the task waited for a heartbeat");
@@ -136,13 +139,16 @@ TEST_CASE("service: a new iteration's tasks reach workers without waiting for a 
 
 TEST_CASE("service: the reference doc's examples", "[service]") {
   TestCluster cluster({.num_workers = 2});
-  CHECK(Sorted(CollectInts(Dataset::Range(10).Distribute(cluster.ServiceUrl(), "parallel_epochs"))) ==
+  CHECK(Sorted(CollectInts(Dataset::Range(10).ReadFromService({.service = cluster.ServiceUrl()}))) ==
         std::vector<int64_t>{0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7, 8, 8, 9, 9});
-  CHECK(Sorted(CollectInts(Dataset::Range(10).Distribute(cluster.ServiceUrl(), "distributed_epoch"))) ==
+  CHECK(Sorted(CollectInts(Dataset::Range(10).ReadFromService(
+            {.service = cluster.ServiceUrl(), .processing_mode = ProcessingMode::kDistributedEpoch}))) ==
         Iota(10));
   // Map before and after distribute.
-  CHECK(Sorted(CollectInts(
-            Dataset::Range(5).Map("square").Distribute(cluster.ServiceUrl()).Map("add", {{"value", 1}}))) ==
+  CHECK(Sorted(CollectInts(Dataset::Range(5)
+                               .Map("square")
+                               .ReadFromService({.service = cluster.ServiceUrl()})
+                               .Map("add", {{"value", 1}}))) ==
         std::vector<int64_t>{1, 1, 2, 2, 5, 5, 10, 10, 17, 17});
 }
 
@@ -157,16 +163,22 @@ TEST_CASE("service: range(10).batch(1000) with 2 workers", "[service]") {
     return Sorted(sizes);
   };
   // parallel_epochs: each worker batches its whole epoch.
-  CHECK(rows(Dataset::Range(10).Batch(1000).Distribute(cluster.ServiceUrl())) ==
+  CHECK(rows(Dataset::Range(10).Batch(1000).ReadFromService({.service = cluster.ServiceUrl()})) ==
         std::vector<int64_t>{10, 10});
-  CHECK(rows(Dataset::Range(10).Batch(1000, true).Distribute(cluster.ServiceUrl())).empty());
+  CHECK(rows(Dataset::Range(10)
+                 .Batch(1000, {.drop_remainder = true})
+                 .ReadFromService({.service = cluster.ServiceUrl()}))
+            .empty());
   // distributed_epoch: the workers' batches hold the 10 elements between them.
-  std::vector<int64_t> split =
-      rows(Dataset::Range(10).Batch(1000).Distribute(cluster.ServiceUrl(), "distributed_epoch"));
+  std::vector<int64_t> split = rows(Dataset::Range(10).Batch(1000).ReadFromService(
+      {.service = cluster.ServiceUrl(), .processing_mode = ProcessingMode::kDistributedEpoch}));
   int64_t total = 0;
   for (int64_t n : split) total += n;
   CHECK(total == 10);
-  CHECK(rows(Dataset::Range(10).Batch(1000, true).Distribute(cluster.ServiceUrl(), "distributed_epoch"))
+  CHECK(rows(Dataset::Range(10)
+                 .Batch(1000, {.drop_remainder = true})
+                 .ReadFromService(
+                     {.service = cluster.ServiceUrl(), .processing_mode = ProcessingMode::kDistributedEpoch}))
             .empty());
 }
 
@@ -178,7 +190,7 @@ TEST_CASE("service: a 64 MiB element arrives whole", "[service]") {
   const std::string path = cluster.dir().File("big.bin");
   WriteFile(path, payload);
   absl::StatusOr<std::vector<Element>> elements =
-      Dataset::FixedLengthRecord({path}, kBytes).Distribute(cluster.ServiceUrl()).Collect();
+      Dataset::FixedLengthRecord({path}, kBytes).ReadFromService({.service = cluster.ServiceUrl()}).Collect();
   INFO(elements.status().ToString());
   REQUIRE(elements.ok());
   REQUIRE(elements->size() == 1);
@@ -189,14 +201,20 @@ TEST_CASE("service: a 64 MiB element arrives whole", "[service]") {
 
 TEST_CASE("service: distributed_epoch produces each element exactly once", "[service]") {
   TestCluster cluster({.num_workers = 2});
-  const Dataset dataset =
-      Dataset::Range(1000).Map("add", {{"value", 1}}).Distribute(cluster.ServiceUrl(), "distributed_epoch");
+  const Dataset dataset = Dataset::Range(1000)
+                              .Map("add", {{"value", 1}})
+                              .ReadFromService({.service = cluster.ServiceUrl(),
+                                                .processing_mode = ProcessingMode::kDistributedEpoch});
   std::vector<int64_t> expected = Iota(1000);
   for (int64_t& v : expected) ++v;
   CHECK(Sorted(CollectInts(dataset)) == expected);
   // Batching after distribute runs in the client.
   absl::StatusOr<std::vector<Element>> batches =
-      Dataset::Range(10).Distribute(cluster.ServiceUrl(), "distributed_epoch").Batch(4).Collect();
+      Dataset::Range(10)
+          .ReadFromService(
+              {.service = cluster.ServiceUrl(), .processing_mode = ProcessingMode::kDistributedEpoch})
+          .Batch(4)
+          .Collect();
   REQUIRE(batches.ok());
   int64_t rows = 0;
   for (const Element& b : *batches) rows += b.components[0].dim(0);
@@ -206,8 +224,11 @@ TEST_CASE("service: distributed_epoch produces each element exactly once", "[ser
 TEST_CASE("service: consumers of a named job share its elements", "[service]") {
   TestCluster cluster({.num_workers = 2});
   auto consume = [&] {
-    return CollectInts(Dataset::Range(1000).Shuffle(100, 7).Distribute(cluster.ServiceUrl(),
-                                                                       "distributed_epoch", "shared", 8));
+    return CollectInts(Dataset::Range(1000).Shuffle(100, 7).ReadFromService(
+        {.service = cluster.ServiceUrl(),
+         .processing_mode = ProcessingMode::kDistributedEpoch,
+         .job_name = "shared",
+         .max_outstanding_requests = 8}));
   };
   std::future<std::vector<int64_t>> first = std::async(std::launch::async, consume);
   std::future<std::vector<int64_t>> second = std::async(std::launch::async, consume);
@@ -233,8 +254,8 @@ TEST_CASE("service: a finished repetition of a named job ends at once", "[servic
 
 TEST_CASE("service: each iteration of a dataset is a new repetition", "[service]") {
   TestCluster cluster({.num_workers = 1});
-  DatasetPtr dataset =
-      testing::MustBuild(Dataset::Range(5).Distribute(cluster.ServiceUrl(), "parallel_epochs", "epochs"));
+  DatasetPtr dataset = testing::MustBuild(
+      Dataset::Range(5).ReadFromService({.service = cluster.ServiceUrl(), .job_name = "epochs"}));
   for (int epoch = 0; epoch < 2; ++epoch) {
     INFO("epoch " << epoch);
     absl::StatusOr<std::vector<Element>> elements = CollectElements(*dataset);
@@ -245,10 +266,14 @@ TEST_CASE("service: each iteration of a dataset is a new repetition", "[service]
 
 TEST_CASE("service: a job name reused with other parameters is InvalidArgument", "[service]") {
   TestCluster cluster({.num_workers = 1});
-  CHECK(CollectInts(Dataset::Range(3).Distribute(cluster.ServiceUrl(), "parallel_epochs", "mixed")) ==
-        Iota(3));
+  CHECK(CollectInts(Dataset::Range(3).ReadFromService(
+            {.service = cluster.ServiceUrl(), .job_name = "mixed"})) == Iota(3));
   absl::StatusOr<std::vector<Element>> other =
-      Dataset::Range(3).Distribute(cluster.ServiceUrl(), "distributed_epoch", "mixed").Collect();
+      Dataset::Range(3)
+          .ReadFromService({.service = cluster.ServiceUrl(),
+                            .processing_mode = ProcessingMode::kDistributedEpoch,
+                            .job_name = "mixed"})
+          .Collect();
   CHECK(other.status().code() == absl::StatusCode::kInvalidArgument);
   CHECK_THAT(std::string(other.status().message()), Contains("job 'mixed' already exists for dataset") &&
                                                         Contains("in parallel_epochs mode") &&
@@ -257,17 +282,19 @@ TEST_CASE("service: a job name reused with other parameters is InvalidArgument",
 
 TEST_CASE("service: an unsplittable pipeline in distributed_epoch is FailedPrecondition", "[service]") {
   TestCluster cluster({.num_workers = 1});
-  absl::StatusOr<std::vector<Element>> result = Dataset::Zip({Dataset::Range(3), Dataset::Range(3)})
-                                                    .Distribute(cluster.ServiceUrl(), "distributed_epoch")
-                                                    .Collect();
+  absl::StatusOr<std::vector<Element>> result =
+      Dataset::Zip({Dataset::Range(3), Dataset::Range(3)})
+          .ReadFromService(
+              {.service = cluster.ServiceUrl(), .processing_mode = ProcessingMode::kDistributedEpoch})
+          .Collect();
   CHECK(result.status().code() == absl::StatusCode::kFailedPrecondition);
   CHECK_THAT(std::string(result.status().message()), Contains("cannot be split for distributed_epoch"));
 }
 
 TEST_CASE("service: a worker added mid-job gets a task of the unfinished iteration", "[service]") {
   TestCluster cluster({.num_workers = 1, .worker_args = {"--buffer-elements", "4"}});
-  DatasetPtr dataset =
-      testing::MustBuild(Dataset::Range(500).Distribute(cluster.ServiceUrl(), "parallel_epochs", "", 4));
+  DatasetPtr dataset = testing::MustBuild(
+      Dataset::Range(500).ReadFromService({.service = cluster.ServiceUrl(), .max_outstanding_requests = 4}));
   std::unique_ptr<IteratorBase> iterator = testing::MustIterate(dataset);
   std::vector<int64_t> seen;
   auto read = [&](int n) {
@@ -291,8 +318,8 @@ TEST_CASE("service: a worker added mid-job gets a task of the unfinished iterati
 TEST_CASE("service: a client started before the dispatcher keeps trying", "[service]") {
   const int port = testing::PickFreePort();
   const std::string url = absl::StrCat("grpc://127.0.0.1:", port);
-  std::future<absl::StatusOr<std::vector<Element>>> reader =
-      std::async(std::launch::async, [&] { return Dataset::Range(4).Distribute(url).Collect(); });
+  std::future<absl::StatusOr<std::vector<Element>>> reader = std::async(
+      std::launch::async, [&] { return Dataset::Range(4).ReadFromService({.service = url}).Collect(); });
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   testing::TempDir dir;
   auto dispatcher = testing::Process::Start({SLUICE_DISPATCHERD, "--port", std::to_string(port),
@@ -317,7 +344,7 @@ TEST_CASE("service: an unreachable dispatcher is a clear error within the timeou
   const auto start = std::chrono::steady_clock::now();
   absl::StatusOr<std::vector<Element>> result =
       Dataset::Range(3)
-          .Distribute(absl::StrCat("grpc://127.0.0.1:", port), "parallel_epochs", "", 0, 1000)
+          .ReadFromService({.service = absl::StrCat("grpc://127.0.0.1:", port), .timeout_ms = 1000})
           .Collect();
   CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(15));
   CHECK(result.status().code() == absl::StatusCode::kUnavailable);
@@ -330,7 +357,7 @@ TEST_CASE("service: an unreachable dispatcher is a clear error within the timeou
 
 TEST_CASE("service: SIGTERM shuts the daemons down cleanly", "[service]") {
   TestCluster cluster({.num_workers = 1});
-  CHECK(CollectInts(Dataset::Range(3).Distribute(cluster.ServiceUrl())) == Iota(3));
+  CHECK(CollectInts(Dataset::Range(3).ReadFromService({.service = cluster.ServiceUrl()})) == Iota(3));
   CHECK(cluster.worker(0).Terminate() == 0);
   // The worker told the dispatcher it left.
   CHECK(cluster.RegisteredWorkers() == 0);
@@ -343,8 +370,8 @@ TEST_CASE("service: a worker shutting down mid-read ends its task at once", "[se
   TestCluster cluster({.num_workers = 2,
                        .dispatcher_args = {"--worker-timeout-ms", "600000"},
                        .worker_args = {"--buffer-elements", "4"}});
-  DatasetPtr dataset =
-      testing::MustBuild(Dataset::Range(100000).Distribute(cluster.ServiceUrl(), "parallel_epochs", "", 4));
+  DatasetPtr dataset = testing::MustBuild(Dataset::Range(100000).ReadFromService(
+      {.service = cluster.ServiceUrl(), .max_outstanding_requests = 4}));
   std::unique_ptr<IteratorBase> iterator = testing::MustIterate(dataset);
   Element e;
   bool end = false;
@@ -428,7 +455,7 @@ TEST_CASE("service: the worker's ProcessTask and GetElements RPCs", "[service]")
   *push.mutable_version() = CurrentVersion();
   push.mutable_task()->set_task_id(77);
   push.mutable_task()->set_iteration_id(1);
-  *push.mutable_task()->mutable_dataset() = Dataset::Range(5).def();
+  *push.mutable_task()->mutable_dataset() = internal::DefinitionOf(Dataset::Range(5));
   push.mutable_task()->set_processing_mode(proto::PARALLEL_EPOCHS);
   proto::ProcessTaskResponse pushed;
   {
@@ -482,15 +509,16 @@ TEST_CASE("service: an abandoned iteration is collected with its worker task, a 
   };
   // Two endless jobs: one read and dropped (its iterator releases the
   // iteration), one kept open.
-  absl::StatusOr<DatasetPtr> live_dataset =
-      Dataset::Range(1000).Repeat().Distribute(cluster.ServiceUrl(), "parallel_epochs", "live").Build();
+  absl::StatusOr<DatasetPtr> live_dataset = internal::BuildPipeline(
+      Dataset::Range(1000).Repeat().ReadFromService({.service = cluster.ServiceUrl(), .job_name = "live"}));
   REQUIRE(live_dataset.ok());
   absl::StatusOr<std::unique_ptr<IteratorBase>> live = (*live_dataset)->MakeIterator(IteratorContext{});
   REQUIRE(live.ok());
   read_one(*live);
   {
     absl::StatusOr<DatasetPtr> dropped =
-        Dataset::Range(1000).Repeat().Distribute(cluster.ServiceUrl(), "parallel_epochs", "dropped").Build();
+        internal::BuildPipeline(Dataset::Range(1000).Repeat().ReadFromService(
+            {.service = cluster.ServiceUrl(), .job_name = "dropped"}));
     REQUIRE(dropped.ok());
     absl::StatusOr<std::unique_ptr<IteratorBase>> iterator = (*dropped)->MakeIterator(IteratorContext{});
     REQUIRE(iterator.ok());

@@ -3,7 +3,7 @@
 // destructor kills whatever is still running.
 //
 //   TestCluster cluster({.num_workers = 2});
-//   Dataset::Range(10).Distribute(cluster.ServiceUrl()).Collect();
+//   Dataset::Range(10).ReadFromService({.service = cluster.ServiceUrl()}).Collect();
 #ifndef SLUICE_TESTS_INTEGRATION_TEST_CLUSTER_H_
 #define SLUICE_TESTS_INTEGRATION_TEST_CLUSTER_H_
 

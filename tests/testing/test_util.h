@@ -10,12 +10,13 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/element.h"
+#include "client/dataset_internal.h"
 #include "common/json.h"
 #include "pipeline/builder.h"
 #include "pipeline/dataset.h"
 #include "pipeline/yaml_loader.h"
 #include "sluice/dataset.h"
+#include "sluice/element.h"
 
 namespace sluice::testing {
 
@@ -73,7 +74,7 @@ class TempDir {
 // status in the report) instead of returning an error.
 
 inline DatasetPtr MustBuild(const Dataset& dataset) {
-  absl::StatusOr<DatasetPtr> built = dataset.Build();
+  absl::StatusOr<DatasetPtr> built = internal::BuildPipeline(dataset);
   INFO(built.status().ToString());
   REQUIRE(built.ok());
   return *built;
@@ -110,7 +111,7 @@ inline std::vector<std::string> Yaml(const std::string& text, int64_t limit = -1
 
 // The error of a definition that must fail to build.
 inline absl::Status BuildError(const Dataset& dataset) {
-  absl::StatusOr<DatasetPtr> built = dataset.Build();
+  absl::StatusOr<DatasetPtr> built = internal::BuildPipeline(dataset);
   REQUIRE_FALSE(built.ok());
   return built.status();
 }

@@ -1,50 +1,75 @@
 // sluice::Dataset: a fluent builder of pipeline definitions.
 //
-// Builds the same DatasetDef as the equivalent YAML pipeline (same
+// Builds the same definition as the equivalent YAML pipeline (same
 // defaults, same fingerprint), without running anything:
 //
 //   sluice::Dataset ds = sluice::Dataset::Range(10).Map("square").Batch(4);
 //   absl::StatusOr<std::vector<sluice::Element>> batches = ds.Collect();
 //   // [0 1 4 9], [16 25 36 49], [64 81]
 //
-// Invalid arguments are reported when the pipeline is built (Build,
-// Collect), with the step they belong to.
+// Steps before ReadFromService run on the data service's workers; the
+// steps after it, in this process:
+//
+//   sluice::Dataset remote = sluice::Dataset::Range(1000).Map("square")
+//       .ReadFromService({.service = "grpc://127.0.0.1:5000",
+//                         .processing_mode = sluice::ProcessingMode::kDistributedEpoch})
+//       .Batch(32);
+//
+// Invalid arguments are reported when the pipeline is built (MakeIterator,
+// Collect), with the step they belong to. A Dataset is a value: copies
+// share their definition, and every method returns a new Dataset.
 #ifndef SLUICE_CLIENT_INCLUDE_SLUICE_DATASET_H_
 #define SLUICE_CLIENT_INCLUDE_SLUICE_DATASET_H_
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/element.h"
-#include "pipeline/dataset.h"
-#include "sluice/dataset.pb.h"
+#include "sluice/element.h"
+#include "sluice/iterator.h"
+#include "sluice/service_options.h"
+#include "sluice/tensor.h"
 
 namespace sluice {
+
+namespace internal {
+struct DatasetAccess;
+struct DatasetDefinition;
+struct FunctionArgValue;
+}  // namespace internal
 
 // An argument value of an element function: a number, bool, string, or a
 // list or map of them.
 class FunctionArg {
  public:
-  FunctionArg(int value) { proto_.set_i(value); }
-  FunctionArg(int64_t value) { proto_.set_i(value); }
-  FunctionArg(double value) { proto_.set_f(value); }
-  FunctionArg(bool value) { proto_.set_b(value); }
-  FunctionArg(const char* value) { proto_.set_s(value); }
-  FunctionArg(std::string value) { proto_.set_s(std::move(value)); }
+  FunctionArg(int value);
+  FunctionArg(int64_t value);
+  FunctionArg(double value);
+  FunctionArg(bool value);
+  FunctionArg(const char* value);
+  FunctionArg(std::string value);
   FunctionArg(std::vector<FunctionArg> values);
   FunctionArg(std::map<std::string, FunctionArg> entries);
-  const proto::AttrValue& proto() const { return proto_; }
 
  private:
-  proto::AttrValue proto_;
+  friend struct internal::DatasetAccess;
+  std::shared_ptr<const internal::FunctionArgValue> value_;
 };
 using FunctionArgMap = std::map<std::string, FunctionArg>;
 
 struct MapOptions {
+  int64_t num_parallel_calls = 0;  // 0 or 1: sequential; -1: one per core
+  bool deterministic = true;
+};
+
+struct BatchOptions {
+  // Drop a last batch with fewer than batch_size elements.
+  bool drop_remainder = false;
   int64_t num_parallel_calls = 0;  // 0 or 1: sequential; -1: one per core
   bool deterministic = true;
 };
@@ -64,14 +89,14 @@ class Dataset {
                                    int64_t header_bytes = 0, int64_t footer_bytes = 0,
                                    std::string compression_type = "");
   static Dataset Zip(const std::vector<Dataset>& datasets);
-  // Wraps an existing definition (for example one loaded from YAML).
-  static Dataset FromDef(proto::DatasetDef def);
+  // A definition saved with Serialize (the service's DatasetDef message);
+  // InvalidArgument when the bytes are not one.
+  static absl::StatusOr<Dataset> Deserialize(std::string_view bytes);
 
   // Transforms, each returning a new Dataset.
   Dataset Map(const std::string& fn, const FunctionArgMap& args = {}, MapOptions options = {}) const;
   Dataset Filter(const std::string& fn, const FunctionArgMap& args = {}) const;
-  Dataset Batch(int64_t batch_size, bool drop_remainder = false, int64_t num_parallel_calls = 0,
-                bool deterministic = true) const;
+  Dataset Batch(int64_t batch_size, BatchOptions options = {}) const;
   // padded_shapes: one per component, -1 for "longest in the batch"; empty
   // pads every dimension that way. padding_values: one scalar per component.
   Dataset PaddedBatch(int64_t batch_size, const std::vector<std::vector<int64_t>>& padded_shapes = {},
@@ -90,34 +115,28 @@ class Dataset {
   Dataset Interleave(const Dataset& per_element, int64_t cycle_length = 4, int64_t block_length = 1,
                      int64_t num_parallel_calls = 0) const;
   Dataset Prefetch(int64_t buffer_size = -1) const;
-  // Runs the steps so far on the data service at `service`
-  // (grpc://HOST:PORT); the steps after run in this process. `mode` is
-  // "parallel_epochs" or "distributed_epoch"; consumers of the same
-  // `job_name` share its elements. `timeout_ms` bounds how long to keep
-  // trying to reach the dispatcher (0: 60 s).
-  Dataset Distribute(const std::string& service, const std::string& mode = "parallel_epochs",
-                     const std::string& job_name = "", int64_t max_outstanding_requests = 0,
-                     int64_t timeout_ms = 0) const;
-  // The same with every option of the step (sharding_policy, exactly_once,
-  // compression...; see docs/pipeline.md).
-  Dataset Distribute(const proto::DistributeOp& op) const;
+  // The steps so far run on the data service (the pipeline's `distribute`
+  // step); the steps after run in this process.
+  Dataset ReadFromService(const ServiceOptions& options) const;
   // Loads element functions from a plugin library when built.
   Dataset WithPlugin(const std::string& library_path) const;
 
-  const proto::DatasetDef& def() const { return def_; }
+  // The definition's fingerprint: equal for equal pipelines, YAML or not.
   std::string Fingerprint() const;
-  absl::StatusOr<DatasetPtr> Build() const;
-  // Runs the pipeline locally and returns its elements (at most `limit`
-  // when limit >= 0).
+  // The definition as bytes, for Deserialize.
+  std::string Serialize() const;
+
+  // Builds the pipeline and starts reading it (for a pipeline that reads
+  // from the service, a new iteration of its job).
+  absl::StatusOr<Iterator> MakeIterator() const;
+  // Runs the pipeline and returns its elements (at most `limit` when
+  // limit >= 0).
   absl::StatusOr<std::vector<Element>> Collect(int64_t limit = -1) const;
 
  private:
-  explicit Dataset(proto::DatasetDef def) : def_(std::move(def)) {}
-  // A copy with one more step, `op` with its defaults, edited by `edit`.
-  template <typename Edit>
-  Dataset With(const char* op, Edit edit) const;
-
-  proto::DatasetDef def_;
+  friend struct internal::DatasetAccess;
+  explicit Dataset(std::shared_ptr<const internal::DatasetDefinition> definition);
+  std::shared_ptr<const internal::DatasetDefinition> definition_;
 };
 
 }  // namespace sluice

@@ -5,8 +5,10 @@
 // distribute_datasets_from_function:
 //
 //   sluice::ReplicaSet replicas = *sluice::ReplicaSet::Create({"GPU:0", "GPU:1"});
-//   sluice::Dataset dataset = sluice::Dataset::Range(1024).Batch(64)
-//       .Distribute("grpc://127.0.0.1:5000", "distributed_epoch", "train");
+//   sluice::Dataset dataset = sluice::Dataset::Range(1024).Batch(64).ReadFromService(
+//       {.service = "grpc://127.0.0.1:5000",
+//        .processing_mode = sluice::ProcessingMode::kDistributedEpoch,
+//        .job_name = "train"});
 //   absl::StatusOr<sluice::DistributedDataset> distributed =
 //       sluice::DistributeDataset(dataset, replicas);
 //   for (const sluice::PerReplica& step : *distributed) {   // one epoch
@@ -42,33 +44,21 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "common/element.h"
-#include "common/tensor.h"
 #include "sluice/dataset.h"
+#include "sluice/device.h"
+#include "sluice/element.h"
+#include "sluice/tensor.h"
 
 struct DLManagedTensor;  // from <dlpack/dlpack.h>
 
 namespace sluice {
 
-class DeviceBackend;
-
-enum class DeviceKind { kCpu, kGpu };
-
-struct Device {
-  DeviceKind kind = DeviceKind::kCpu;
-  int index = 0;
-
-  // "CPU:0", "GPU:1".
-  std::string name() const;
-  // Accepts "CPU:0", "GPU:1" and TensorFlow's "/gpu:1" or
-  // "/job:localhost/device:GPU:1", in any case.
-  static absl::StatusOr<Device> Parse(std::string_view name);
-  bool operator==(const Device& other) const = default;
-};
-
-// The number of GPUs this process can use: 0 in a build without CUDA or on
-// a machine without a GPU.
-int NumLocalGpus();
+namespace internal {
+struct DeviceTensorAccess;
+struct DeviceTensorState;
+class BufferUse;
+struct DistributedDatasetState;
+}  // namespace internal
 
 // The local devices that each take one replica, plus the multi-host layout:
 // how many input pipelines (trainer hosts) read in sync, and which one this
@@ -143,15 +133,15 @@ class DeviceTensor {
  public:
   DeviceTensor() = default;
 
-  DType dtype() const { return dtype_; }
-  const Shape& shape() const { return shape_; }
-  int64_t num_elements() const { return NumElements(shape_); }
+  DType dtype() const;
+  const Shape& shape() const;
+  int64_t num_elements() const { return NumElements(shape()); }
   // Bytes of element storage; 0 for string tensors.
-  size_t byte_size() const { return byte_size_; }
-  const Device& device() const { return device_; }
+  size_t byte_size() const;
+  const Device& device() const;
   // A device pointer on a GPU, a host pointer on a CPU; nullptr for string
   // tensors, which only CPU replicas carry.
-  const void* data() const { return data_; }
+  const void* data() const;
 
   // The values as a host Tensor: the same memory on a CPU replica, a copy
   // (after the value is ready) on a GPU.
@@ -164,15 +154,9 @@ class DeviceTensor {
   absl::StatusOr<DLManagedTensor*> ToDLPack() const;
 
  private:
-  friend class DevicePrefetcher;
-  DType dtype_ = DType::kInvalid;
-  Shape shape_;
-  size_t byte_size_ = 0;
-  Device device_;
-  void* data_ = nullptr;
-  std::shared_ptr<void> lease_;             // holds the pooled buffer
-  Tensor host_;                             // CPU replicas: the same bytes as a Tensor
-  std::shared_ptr<DeviceBackend> backend_;  // GPU replicas: for ToHostTensor
+  friend struct internal::DeviceTensorAccess;
+  // Shared by copies; set once by the prefetcher.
+  std::shared_ptr<const internal::DeviceTensorState> state_;
 };
 
 // When a value's copy onto its device is complete.
@@ -188,17 +172,16 @@ class ReadyFence {
   virtual void* native_event() const = 0;
 };
 
-// Which streams read a value's device buffer, so that the buffer is reused
-// only after their work on it is done.
-class BufferUse;
-
 // One replica's share of a step.
 struct ReplicaValue {
   Device device;
   std::vector<DeviceTensor> components;
-  ComponentNames names;                   // null when components are unnamed
-  std::shared_ptr<ReadyFence> ready;      // set on every value an iterator returns
-  std::shared_ptr<BufferUse> buffer_use;  // null when nothing was copied
+  ComponentNames names;               // null when components are unnamed
+  std::shared_ptr<ReadyFence> ready;  // set on every value an iterator returns
+  // Which streams read the value's device buffer, so that the buffer is
+  // reused only after their work on it is done; null when nothing was
+  // copied.
+  std::shared_ptr<internal::BufferUse> buffer_use;
 
   absl::Status Wait() const { return ready == nullptr ? absl::OkStatus() : ready->Wait(); }
   // Makes `stream` (a cudaStream_t) wait for the copy, and records that
@@ -293,12 +276,10 @@ class DistributedDataset {
       const DistributeOptions&);
   DistributedDataset() = default;
 
-  DatasetPtr dataset_;  // this input pipeline's, built
+  // This input pipeline's built dataset, and how its elements are split.
+  std::shared_ptr<const internal::DistributedDatasetState> state_;
   ReplicaSet replicas_;
   DistributeOptions options_;
-  // Rows of each replica's batch; 0: each replica takes whole elements in
-  // turn (DistributeDatasetsFromFunction).
-  int64_t rows_per_replica_ = 0;
   std::vector<ElementSpec> element_spec_;
   std::shared_ptr<absl::Status> loop_status_ = std::make_shared<absl::Status>();
 };

@@ -4,15 +4,16 @@
 // present, are shared between all elements of a dataset rather than copied.
 // An ElementSpec gives each component's dtype and a shape that may have
 // unknown dimensions (-1), as after `batch` without `drop_remainder`.
-#ifndef SLUICE_COMMON_ELEMENT_H_
-#define SLUICE_COMMON_ELEMENT_H_
+#ifndef SLUICE_CLIENT_INCLUDE_SLUICE_ELEMENT_H_
+#define SLUICE_CLIENT_INCLUDE_SLUICE_ELEMENT_H_
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/tensor.h"
+#include "sluice/tensor.h"
 
 namespace sluice {
 
@@ -38,6 +39,12 @@ struct Element {
 
   size_t size() const { return components.size(); }
   bool named() const { return names != nullptr; }
+  // The bytes of the components' data (what buffers and rates count).
+  int64_t ByteSize() const {
+    int64_t bytes = 0;
+    for (const Tensor& t : components) bytes += static_cast<int64_t>(t.ByteSize());
+    return bytes;
+  }
   bool operator==(const Element& other) const;
   std::string DebugString() const;
 };
@@ -85,4 +92,4 @@ struct ElementSpec {
 
 }  // namespace sluice
 
-#endif  // SLUICE_COMMON_ELEMENT_H_
+#endif  // SLUICE_CLIENT_INCLUDE_SLUICE_ELEMENT_H_

@@ -8,8 +8,8 @@
 //
 //   Tensor batch = Tensor::FromVector<int64_t>({0, 1, 2, 3}, {2, 2});
 //   Tensor row = batch.SubTensor(1);  // shape [2], values {2, 3}, no copy
-#ifndef SLUICE_COMMON_TENSOR_H_
-#define SLUICE_COMMON_TENSOR_H_
+#ifndef SLUICE_CLIENT_INCLUDE_SLUICE_TENSOR_H_
+#define SLUICE_CLIENT_INCLUDE_SLUICE_TENSOR_H_
 
 #include <cstdint>
 #include <functional>
@@ -19,7 +19,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "common/dtype.h"
+#include "sluice/dtype.h"
 
 namespace sluice {
 
@@ -33,22 +33,6 @@ std::string ShapeDebugString(const Shape& shape);
 
 // One aligned allocation of `num_elements` values of a dtype. Numeric
 // buffers start zeroed; string buffers hold empty strings.
-// Where large numeric buffers come from, when not from aligned_alloc: the
-// GPU prefetcher installs a pinned-memory cache, so that batches arriving
-// from the network are already where the copy engine can read them.
-class LargeBufferAllocator {
- public:
-  virtual ~LargeBufferAllocator() = default;
-  // Buffers of fewer bytes come from aligned_alloc.
-  virtual size_t min_bytes() const = 0;
-  // nullptr to fall back to aligned_alloc.
-  virtual void* Allocate(size_t bytes) = 0;
-  virtual void Free(void* data, size_t bytes) = 0;
-};
-// Process-wide; `allocator` must live until the process ends. nullptr
-// restores aligned_alloc for later buffers.
-void SetLargeBufferAllocator(LargeBufferAllocator* allocator);
-
 class TensorBuffer {
  public:
   // `zeroed` false leaves numeric bytes unset, for producers that write
@@ -189,4 +173,4 @@ absl::StatusOr<Tensor> CastTensor(const Tensor& t, DType dtype);
 
 }  // namespace sluice
 
-#endif  // SLUICE_COMMON_TENSOR_H_
+#endif  // SLUICE_CLIENT_INCLUDE_SLUICE_TENSOR_H_

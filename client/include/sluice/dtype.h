@@ -5,8 +5,8 @@
 // VisitNumericDType:
 //
 //   VisitNumericDType(t.dtype(), [&]<typename T>() { Sum(t.data<T>()); });
-#ifndef SLUICE_COMMON_DTYPE_H_
-#define SLUICE_COMMON_DTYPE_H_
+#ifndef SLUICE_CLIENT_INCLUDE_SLUICE_DTYPE_H_
+#define SLUICE_CLIENT_INCLUDE_SLUICE_DTYPE_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -14,7 +14,7 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
-#include "common/half.h"
+#include "sluice/half.h"
 
 namespace sluice {
 
@@ -164,4 +164,4 @@ constexpr DType DTypeOf<std::string>() {
 
 }  // namespace sluice
 
-#endif  // SLUICE_COMMON_DTYPE_H_
+#endif  // SLUICE_CLIENT_INCLUDE_SLUICE_DTYPE_H_

@@ -1,7 +1,7 @@
 // 16-bit floating point storage types. Arithmetic goes through float; these
 // only hold the bit pattern and convert with round-to-nearest-even.
-#ifndef SLUICE_COMMON_HALF_H_
-#define SLUICE_COMMON_HALF_H_
+#ifndef SLUICE_CLIENT_INCLUDE_SLUICE_HALF_H_
+#define SLUICE_CLIENT_INCLUDE_SLUICE_HALF_H_
 
 #include <bit>
 #include <cstdint>
@@ -72,4 +72,4 @@ struct BFloat16 {
 
 }  // namespace sluice
 
-#endif  // SLUICE_COMMON_HALF_H_
+#endif  // SLUICE_CLIENT_INCLUDE_SLUICE_HALF_H_

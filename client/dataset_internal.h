@@ -1,0 +1,49 @@
+// What Sluice's own code needs of the SDK's Dataset and Iterator beyond the
+// public API: the definition as a proto, datasets made from one, and the
+// built pipeline. Not installed.
+#ifndef SLUICE_CLIENT_DATASET_INTERNAL_H_
+#define SLUICE_CLIENT_DATASET_INTERNAL_H_
+
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "pipeline/dataset.h"
+#include "sluice/dataset.h"
+#include "sluice/dataset.pb.h"
+
+namespace sluice::internal {
+
+struct DatasetDefinition {
+  proto::DatasetDef def;
+};
+
+struct FunctionArgValue {
+  proto::AttrValue proto;
+};
+
+// The one door into the public types' private parts.
+struct DatasetAccess {
+  static const proto::DatasetDef& Definition(const Dataset& dataset) { return dataset.definition_->def; }
+  static Dataset FromDefinition(proto::DatasetDef def);
+  static const proto::AttrValue& Proto(const FunctionArg& arg) { return arg.value_->proto; }
+  // An Iterator over `input`, which `dataset` outlives.
+  static Iterator MakeIterator(DatasetPtr dataset, std::unique_ptr<IteratorBase> input);
+};
+
+inline const proto::DatasetDef& DefinitionOf(const Dataset& dataset) {
+  return DatasetAccess::Definition(dataset);
+}
+inline Dataset DatasetFromDefinition(proto::DatasetDef def) {
+  return DatasetAccess::FromDefinition(std::move(def));
+}
+// `dataset` with a distribute step of exactly `op` (tests send options that
+// ServiceOptions cannot express, such as an unknown mode).
+Dataset ReadFromService(const Dataset& dataset, const proto::DistributeOp& op);
+// The distribute step that `options` describe.
+proto::DistributeOp DistributeOpFromOptions(const ServiceOptions& options);
+// Builds the pipeline (the runtime dataset that iterators read).
+absl::StatusOr<DatasetPtr> BuildPipeline(const Dataset& dataset);
+
+}  // namespace sluice::internal
+
+#endif  // SLUICE_CLIENT_DATASET_INTERNAL_H_

@@ -1,0 +1,73 @@
+// sluice::Iterator: reads a Dataset's elements one at a time, in this
+// process (a pipeline that reads from the service starts a new iteration
+// of its job).
+//
+//   absl::StatusOr<sluice::Iterator> iterator = dataset.MakeIterator();
+//   for (const sluice::Element& element : *iterator) Use(element);
+//   if (!iterator->status().ok()) ...  // the error that ended the loop
+//
+// or, one call at a time:
+//
+//   absl::StatusOr<std::optional<sluice::Element>> next = iterator->GetNextAsOptional();
+#ifndef SLUICE_CLIENT_INCLUDE_SLUICE_ITERATOR_H_
+#define SLUICE_CLIENT_INCLUDE_SLUICE_ITERATOR_H_
+
+#include <cstddef>
+#include <memory>
+#include <optional>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "sluice/element.h"
+
+namespace sluice {
+
+namespace internal {
+struct DatasetAccess;
+}  // namespace internal
+
+class Iterator {
+ public:
+  Iterator(Iterator&&) noexcept;
+  Iterator& operator=(Iterator&&) noexcept;
+  ~Iterator();
+
+  // The next element, or OutOfRange at the end of the input. Other errors
+  // end the iteration too.
+  absl::StatusOr<Element> GetNext();
+  // The next element, or an empty optional at the end of the input.
+  absl::StatusOr<std::optional<Element>> GetNextAsOptional();
+  const ElementSpec& element_spec() const;
+
+  // Range-for support: the elements until the end of the input or the
+  // first error, which status() then returns.
+  class LoopIterator {
+   public:
+    using value_type = Element;
+    using difference_type = std::ptrdiff_t;
+    const Element& operator*() const { return current_; }
+    LoopIterator& operator++();
+    bool operator==(const LoopIterator& other) const { return done() == other.done(); }
+
+   private:
+    friend class Iterator;
+    explicit LoopIterator(Iterator* iterator) : iterator_(iterator) {}
+    bool done() const { return iterator_ == nullptr; }
+    Iterator* iterator_;
+    Element current_;
+  };
+  LoopIterator begin();
+  LoopIterator end() { return LoopIterator(nullptr); }
+  // OK, or the error that ended a range-for loop.
+  absl::Status status() const;
+
+ private:
+  friend struct internal::DatasetAccess;
+  class Impl;
+  explicit Iterator(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace sluice
+
+#endif  // SLUICE_CLIENT_INCLUDE_SLUICE_ITERATOR_H_

@@ -1,0 +1,109 @@
+// ReadState: what the threads of one data-service read share. The
+// iterator's GetNext, the heartbeat (iteration_heartbeat.h), the fetch
+// loops (task_reader.h) and the round loop (coordinated_reader.h) all work
+// on one ReadState under its one mutex, `mu`; none holds it across an RPC.
+// Buffered, held and requested elements together never exceed
+// max_outstanding, which bounds memory.
+#ifndef SLUICE_CLIENT_READ_STATE_H_
+#define SLUICE_CLIENT_READ_STATE_H_
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "client/element_transport.h"
+#include "client/epoch_losses.h"
+#include "client/response_order.h"
+#include "client/split_position_filter.h"
+#include "sluice/element.h"
+
+namespace sluice {
+
+// Errors of a worker (or dispatcher) that is slow, restarting or leaving:
+// retried until the dispatcher stops listing the task, or its deadline.
+bool IsTransientReadError(const absl::Status& status);
+
+// One task of the iteration, as this reader sees it.
+struct TaskState {
+  // Tracks how long the task's worker has been unreachable, for the
+  // report in the heartbeat.
+  void NoteReachability(const absl::Status& status);
+
+  std::string worker_address;
+  std::shared_ptr<ElementTransport> transport;
+  std::vector<std::thread> threads;  // one per request in flight
+  bool ended = false;
+  bool removed = false;  // no longer listed by the dispatcher
+  ResponseOrder order;
+  // Since when requests fail as unreachable; the heartbeat reports the
+  // worker to the dispatcher after a while.
+  std::optional<absl::Time> unreachable_since;
+  std::string unreachable_error;
+  // Coordinated reads: the first round the task serves.
+  int64_t starting_round = 0;
+  // Elements of the task delivered to this reader.
+  int64_t elements = 0;
+  bool warned_unreachable = false;
+};
+
+struct ReadState {
+  // `sole_reader`: no other consumer shares the job (it has no name).
+  // `losses`: set for a parallel_epochs read, whose lost tasks cut it short.
+  ReadState(int64_t max_outstanding_in, bool sole_reader, std::optional<EpochLosses> losses_in)
+      : max_outstanding(max_outstanding_in), positions(sole_reader), losses(std::move(losses_in)) {}
+
+  // Elements there may be room for, neither buffered, held nor requested.
+  int64_t Room() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    return max_outstanding - static_cast<int64_t>(buffer.size()) - outstanding - held_elements;
+  }
+  // GetNext has something to return: an element, an error or the end.
+  bool CanReturn() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // Every task ended or was removed, and every response is in.
+  bool Finished() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+
+  // Constant after construction.
+  const int64_t max_outstanding;
+
+  absl::Mutex mu;
+  // State below is protected by mu.
+  std::deque<Element> buffer ABSL_GUARDED_BY(mu);
+  int64_t outstanding ABSL_GUARDED_BY(mu) = 0;    // requested, not yet back
+  int64_t held_elements ABSL_GUARDED_BY(mu) = 0;  // received, waiting for their turn
+  std::map<int64_t, TaskState> tasks ABSL_GUARDED_BY(mu);
+  // Read to their end, not yet reported to the dispatcher.
+  std::vector<int64_t> completed_tasks ABSL_GUARDED_BY(mu);
+  // exactly_once: splits wholly received, not yet reported; and the
+  // filter of repeated or out-of-order positions.
+  std::vector<int64_t> completed_splits ABSL_GUARDED_BY(mu);
+  SplitPositionFilter positions ABSL_GUARDED_BY(mu);
+  // Coordinated reads: the next round to read, and the last one the
+  // dispatcher's task list holds for.
+  int64_t current_round ABSL_GUARDED_BY(mu) = 0;
+  int64_t round_horizon ABSL_GUARDED_BY(mu) = -1;
+  // The furthest round any consumer of the iteration has reached, from
+  // the dispatcher's last heartbeat reply.
+  int64_t furthest_round ABSL_GUARDED_BY(mu) = 0;
+  bool iteration_finished ABSL_GUARDED_BY(mu) = false;
+  bool cancelled ABSL_GUARDED_BY(mu) = false;
+  // Asks the heartbeat to go now rather than at its interval.
+  bool heartbeat_now ABSL_GUARDED_BY(mu) = false;
+  // The first error; the read fails with it once the buffer is drained.
+  absl::Status status ABSL_GUARDED_BY(mu);
+  // parallel_epochs: tasks lost before the reader saw their end.
+  std::optional<EpochLosses> losses ABSL_GUARDED_BY(mu);
+  // Lost tasks this reader never heard of while they ran.
+  int64_t unseen_lost_tasks ABSL_GUARDED_BY(mu) = 0;
+};
+
+}  // namespace sluice
+
+#endif  // SLUICE_CLIENT_READ_STATE_H_

@@ -1,0 +1,113 @@
+#include "client/task_reader.h"
+
+#include <algorithm>
+#include <chrono>
+#include <optional>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "service/element_wire.h"
+#include "service/grpc_util.h"
+
+namespace sluice {
+
+TaskReader::TaskReader(ReadState& state, proto::WireCompression compression)
+    : state_(state), compression_(compression), sizing_(state.max_outstanding) {}
+
+void TaskReader::Start(int64_t task_id, TaskState& task) {
+  state_.mu.AssertHeld();
+  for (int i = 0; i < kRequestsInFlightPerTask; ++i) {
+    task.threads.emplace_back([this, task_id, address = task.worker_address, transport = task.transport] {
+      FetchLoop(task_id, address, *transport);
+    });
+  }
+}
+
+bool TaskReader::HasRoom() const { return state_.cancelled || sizing_.WorthAsking(state_.Room()); }
+
+void TaskReader::FetchLoop(int64_t task_id, const std::string& address, ElementTransport& transport) {
+  std::chrono::milliseconds backoff(10);
+  while (true) {
+    int want = 0;
+    int64_t stamp = 0;
+    {
+      absl::MutexLock lock(&state_.mu);
+      state_.mu.Await(absl::Condition(this, &TaskReader::HasRoom));
+      TaskState& task = state_.tasks[task_id];
+      if (state_.cancelled || task.removed || task.ended || !state_.status.ok()) return;
+      want = static_cast<int>(sizing_.ElementsToAsk(state_.Room()));
+      state_.outstanding += want;
+      stamp = task.order.Send();
+    }
+    proto::GetElementsRequest request;
+    *request.mutable_version() = CurrentVersion();
+    request.set_task_id(task_id);
+    request.set_max_elements(want);
+    request.set_compression(compression_);
+    ElementsResponse response;
+    absl::Status status = transport.GetElements(request, &response);
+    absl::MutexLock lock(&state_.mu);
+    state_.outstanding -= want;
+    TaskState& task = state_.tasks[task_id];
+    task.order.Returned(stamp);
+    const bool end_of_sequence = response.end_of_sequence;
+    const bool empty = response.elements.empty();
+    if (status.ok() && !empty) {
+      for (const Element& e : response.elements) sizing_.Observe(e.ByteSize());
+      state_.held_elements += static_cast<int64_t>(response.elements.size());
+    }
+    if (status.ok() && (!empty || !response.tags.completed_splits.empty())) {
+      task.order.Hold(std::move(response));
+    }
+    ReleaseInOrder(task);
+    task.NoteReachability(status);
+    if (status.ok()) {
+      backoff = std::chrono::milliseconds(10);
+      // A finished iteration whose worker no longer knows the task has
+      // nothing more to give.
+      if (end_of_sequence || (empty && state_.iteration_finished)) {
+        task.ended = true;
+        // Every element of the task is here: its splits need never be
+        // read again, even if its worker is lost now.
+        if (end_of_sequence) state_.completed_tasks.push_back(task_id);
+        // Ask at once whether the iteration is over, rather than at the
+        // next heartbeat: the end of an epoch then costs no wait.
+        state_.heartbeat_now = true;
+        return;
+      }
+      if (!empty) continue;
+    } else if (!IsTransientReadError(status)) {
+      state_.status =
+          absl::Status(status.code(), absl::StrCat("reading from worker ", address, ": ", status.message()));
+      return;
+    }
+    // Nothing yet (or the worker is unreachable): wait a little.
+    state_.mu.AwaitWithTimeout(absl::Condition(&state_.cancelled), absl::FromChrono(backoff));
+    backoff = std::min(backoff * 2, std::chrono::milliseconds(200));
+  }
+}
+
+void TaskReader::ReleaseInOrder(TaskState& task) {
+  while (std::optional<ResponseOrder::Ready> ready = task.order.PopReady()) {
+    state_.held_elements -= static_cast<int64_t>(ready->elements.size());
+    const SplitTags& tags = ready->tags;
+    for (size_t i = 0; i < ready->elements.size(); ++i) {
+      // exactly_once: repeats of a rerun split are dropped, and so is
+      // what follows a response lost in transit (split_position_filter.h).
+      if (!tags.split_seqs.empty() && !state_.positions.Accept(tags.split_seqs[i], tags.split_positions[i])) {
+        continue;
+      }
+      state_.buffer.push_back(std::move(ready->elements[i]));
+      ++task.elements;
+    }
+    // Reported only now, in order: an earlier response still out may hold
+    // the split's first elements. A split with a gap is not reported, so
+    // that it is read again.
+    for (int64_t seq : tags.completed_splits) {
+      if (state_.positions.CompleteInOrder(seq)) state_.completed_splits.push_back(seq);
+    }
+  }
+}
+
+}  // namespace sluice

@@ -1,0 +1,200 @@
+// Helpers shared by the tests of DispatcherImpl (dispatcher_impl_test.cc,
+// dispatcher_splits_test.cc, liveness_test.cc,
+// dispatcher_recovery_test.cc): a small config, a dataset, and one wrapper
+// per RPC that fills `version` and REQUIREs success.
+#ifndef SLUICE_DISPATCHER_DISPATCHER_TEST_UTIL_H_
+#define SLUICE_DISPATCHER_DISPATCHER_TEST_UTIL_H_
+
+#include <catch2/catch.hpp>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "client/dataset_internal.h"
+#include "dispatcher/dispatcher_impl.h"
+#include "pipeline/split_provider.h"
+#include "service/grpc_util.h"
+#include "sluice/dataset.h"
+
+namespace sluice::dispatcher {
+
+inline DispatcherConfig TestConfig() {
+  DispatcherConfig config;
+  config.splits_per_request = 4;
+  config.elements_per_split = 10;
+  return config;
+}
+
+inline proto::DatasetDef SquaresDef() { return internal::DefinitionOf(Dataset::Range(10).Map("square")); }
+
+// Calls `rpc` with `request`, its version filled in.
+template <typename Request, typename Response>
+absl::Status Call(DispatcherImpl& d, absl::Status (DispatcherImpl::*rpc)(const Request&, Response*),
+                  Request request, Response* response) {
+  *request.mutable_version() = CurrentVersion();
+  return (d.*rpc)(request, response);
+}
+
+// The same, REQUIRE-ing success; the response.
+template <typename Request, typename Response>
+Response CallOk(DispatcherImpl& d, absl::Status (DispatcherImpl::*rpc)(const Request&, Response*),
+                const Request& request) {
+  Response response;
+  absl::Status status = Call(d, rpc, request, &response);
+  INFO(status.ToString());
+  REQUIRE(status.ok());
+  return response;
+}
+
+// Small wrappers, one per RPC; those not named Try REQUIRE success.
+inline proto::GetOrRegisterDatasetRequest Registration(const proto::DatasetDef& def, const std::string& id) {
+  proto::GetOrRegisterDatasetRequest request;
+  *request.mutable_dataset() = def;
+  request.set_dataset_id(id);
+  return request;
+}
+
+inline std::string Register(DispatcherImpl& d, const proto::DatasetDef& def, const std::string& id = "") {
+  return CallOk(d, &DispatcherImpl::GetOrRegisterDataset, Registration(def, id)).dataset_id();
+}
+
+inline absl::Status TryRegister(DispatcherImpl& d, const proto::DatasetDef& def, const std::string& id = "") {
+  proto::GetOrRegisterDatasetResponse response;
+  return Call(d, &DispatcherImpl::GetOrRegisterDataset, Registration(def, id), &response);
+}
+
+inline absl::Status TryJob(DispatcherImpl& d, const proto::JobParams& params, int64_t* job_id = nullptr) {
+  proto::GetOrCreateJobRequest request;
+  *request.mutable_params() = params;
+  proto::GetOrCreateJobResponse response;
+  absl::Status status = Call(d, &DispatcherImpl::GetOrCreateJob, request, &response);
+  if (job_id != nullptr) *job_id = response.job_id();
+  return status;
+}
+
+inline absl::Status TryJob(DispatcherImpl& d, const std::string& dataset_id, proto::ProcessingMode mode,
+                           const std::string& name, int64_t* job_id = nullptr) {
+  proto::JobParams params;
+  params.set_dataset_id(dataset_id);
+  params.set_processing_mode(mode);
+  params.set_job_name(name);
+  return TryJob(d, params, job_id);
+}
+
+inline int64_t Job(DispatcherImpl& d, const std::string& dataset_id,
+                   proto::ProcessingMode mode = proto::PARALLEL_EPOCHS, const std::string& name = "") {
+  int64_t job_id = 0;
+  absl::Status status = TryJob(d, dataset_id, mode, name, &job_id);
+  INFO(status.ToString());
+  REQUIRE(status.ok());
+  return job_id;
+}
+
+inline proto::GetOrCreateIterationResponse Iteration(DispatcherImpl& d, int64_t job_id,
+                                                     int64_t repetition = 0) {
+  proto::GetOrCreateIterationRequest request;
+  request.set_job_id(job_id);
+  request.set_repetition(repetition);
+  return CallOk(d, &DispatcherImpl::GetOrCreateIteration, request);
+}
+
+inline proto::WorkerHeartbeatResponse Heartbeat(DispatcherImpl& d, const std::string& address,
+                                                const std::vector<int64_t>& current = {},
+                                                const std::vector<std::string>& tags = {}) {
+  proto::WorkerHeartbeatRequest request;
+  request.set_worker_address(address);
+  request.mutable_current_tasks()->Add(current.begin(), current.end());
+  request.mutable_tags()->Add(tags.begin(), tags.end());
+  return CallOk(d, &DispatcherImpl::WorkerHeartbeat, request);
+}
+
+inline proto::ClientHeartbeatResponse ClientReport(DispatcherImpl& d, int64_t client_id,
+                                                   const std::vector<int64_t>& completed_tasks,
+                                                   const std::vector<std::string>& unreachable = {}) {
+  proto::ClientHeartbeatRequest request;
+  request.set_iteration_client_id(client_id);
+  request.mutable_completed_tasks()->Add(completed_tasks.begin(), completed_tasks.end());
+  request.mutable_unreachable_workers()->Add(unreachable.begin(), unreachable.end());
+  return CallOk(d, &DispatcherImpl::ClientHeartbeat, request);
+}
+
+inline proto::ClientHeartbeatResponse ClientBeat(DispatcherImpl& d, int64_t client_id) {
+  return ClientReport(d, client_id, {});
+}
+
+inline void Finish(DispatcherImpl& d, const std::string& address, const std::vector<int64_t>& tasks) {
+  proto::WorkerUpdatesRequest request;
+  request.set_worker_address(address);
+  request.mutable_finished_tasks()->Add(tasks.begin(), tasks.end());
+  CallOk(d, &DispatcherImpl::WorkerUpdates, request);
+}
+
+inline void Shutdown(DispatcherImpl& d, const std::string& address) {
+  proto::WorkerShutdownRequest request;
+  request.set_worker_address(address);
+  CallOk(d, &DispatcherImpl::WorkerShutdown, request);
+}
+
+// GetSplits's answer as sent: consecutive splits joined into runs.
+inline proto::GetSplitsResponse RawSplits(DispatcherImpl& d, int64_t iteration_id, int64_t task_id,
+                                          int max_splits, int64_t request_id = 0) {
+  proto::GetSplitsRequest request;
+  request.set_iteration_id(iteration_id);
+  request.set_task_id(task_id);
+  request.set_max_splits(max_splits);
+  request.set_request_id(request_id);
+  return CallOk(d, &DispatcherImpl::GetSplits, request);
+}
+
+// The same answer with every run expanded into its single splits.
+inline proto::GetSplitsResponse Splits(DispatcherImpl& d, int64_t iteration_id, int64_t task_id,
+                                       int max_splits, int64_t request_id = 0) {
+  const proto::GetSplitsResponse runs = RawSplits(d, iteration_id, task_id, max_splits, request_id);
+  proto::GetSplitsResponse splits;
+  splits.set_end_of_splits(runs.end_of_splits());
+  for (const proto::SplitProto& message : runs.splits()) {
+    const Split run = SplitFromMessage(message);
+    for (int64_t i = 0; i < run.count; ++i) SplitToMessage(SplitRunPart(run, i, 1), splits.add_splits());
+  }
+  return splits;
+}
+
+inline proto::StatusSnapshot Snapshot(DispatcherImpl& d) {
+  return CallOk(d, &DispatcherImpl::GetStatus, proto::GetStatusRequest());
+}
+
+inline std::vector<std::string> WorkerAddresses(DispatcherImpl& d) {
+  const proto::GetWorkersResponse response =
+      CallOk(d, &DispatcherImpl::GetWorkers, proto::GetWorkersRequest());
+  std::vector<std::string> addresses;
+  for (const auto& w : response.workers()) addresses.push_back(w.address());
+  return addresses;
+}
+
+// (task id, worker address) pairs of a client heartbeat, in order.
+inline std::vector<std::pair<int64_t, std::string>> Listed(const proto::ClientHeartbeatResponse& response) {
+  std::vector<std::pair<int64_t, std::string>> tasks;
+  for (const auto& t : response.tasks()) tasks.emplace_back(t.task_id(), t.worker_address());
+  return tasks;
+}
+
+inline std::vector<int64_t> NewTaskIds(const proto::WorkerHeartbeatResponse& response) {
+  std::vector<int64_t> ids;
+  for (const auto& t : response.new_tasks()) ids.push_back(t.task_id());
+  return ids;
+}
+
+using Listing = std::vector<std::pair<int64_t, std::string>>;
+
+// The begin of each split of a GetSplits answer, and its seq.
+inline std::vector<std::pair<int64_t, int64_t>> Begins(const proto::GetSplitsResponse& response) {
+  std::vector<std::pair<int64_t, int64_t>> begins;
+  for (const auto& split : response.splits()) begins.emplace_back(split.begin(), split.seq());
+  return begins;
+}
+using BeginsAndSeqs = std::vector<std::pair<int64_t, int64_t>>;
+
+}  // namespace sluice::dispatcher
+
+#endif  // SLUICE_DISPATCHER_DISPATCHER_TEST_UTIL_H_

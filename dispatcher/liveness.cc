@@ -1,0 +1,301 @@
+// DispatcherImpl's liveness: the monitor thread, and what follows from
+// losing a worker (its tasks lost, its splits handed on, the crash-loop
+// bound, failed iterations) or a client (released for silence, taken back
+// if it returns), and the collection of what is over: abandoned
+// iterations, finished jobs and unused datasets.
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "dispatcher/dispatcher_impl.h"
+
+namespace sluice::dispatcher {
+namespace {
+
+// Keeps in `idle_since` since when `key` has been idle; true once it has
+// been for `timeout`, seen idle at two checks at least.
+template <typename Key>
+bool IdleFor(std::map<Key, std::chrono::steady_clock::time_point>& idle_since, const Key& key, bool idle,
+             std::chrono::steady_clock::time_point now, std::chrono::steady_clock::duration timeout) {
+  if (!idle) {
+    idle_since.erase(key);
+    return false;
+  }
+  auto [since, inserted] = idle_since.try_emplace(key, now);
+  return !inserted && now - since->second >= timeout;
+}
+
+}  // namespace
+
+void DispatcherImpl::RunMonitor() {
+  const auto timeout = std::chrono::milliseconds(config_.worker_timeout_ms);
+  while (true) {
+    NewTasks new_tasks;
+    {
+      absl::MutexLock lock(&mu_);
+      // Wakes at least ten times per timeout, or at once on shutdown.
+      mu_.AwaitWithTimeout(
+          absl::Condition(&stopping_),
+          absl::Milliseconds(std::min(config_.worker_timeout_ms, config_.job_gc_timeout_ms) / 10));
+      if (stopping_) return;
+      const auto now = Clock::now();
+      CollectAbandonedIterations(now);
+      CollectFinishedJobs(now);
+      std::vector<std::string> lost;
+      for (const auto& [address, last] : worker_heartbeats_) {
+        if (now - last > timeout) lost.push_back(address);
+      }
+      for (const std::string& address : lost) {
+        spdlog::warn("worker {} missed heartbeats for {} ms; removed, its tasks end", address,
+                     config_.worker_timeout_ms);
+        RemoveWorker(address, absl::StrCat("no heartbeat for ", config_.worker_timeout_ms, " ms"),
+                     &new_tasks);
+      }
+      ReleaseSilentClients(now);
+    }
+    PushTasks(new_tasks);
+  }
+}
+
+void DispatcherImpl::RemoveWorker(const std::string& address, const std::string& reason,
+                                  NewTasks* new_tasks) {
+  worker_heartbeats_.erase(address);
+  worker_heartbeat_unix_ms_.erase(address);
+  unreachable_reports_.erase(address);
+  std::vector<int64_t> running;
+  for (const auto* task : state_.TasksOfWorker(address)) {
+    if (!task->finished) running.push_back(task->id);
+  }
+  proto::Update update;
+  update.mutable_remove_worker()->set_address(address);
+  update.mutable_remove_worker()->set_reason(reason);
+  if (!ApplyOrLog(update, absl::StrCat("removing worker ", address))) return;
+  const auto now = Clock::now();
+  for (int64_t id : running) NoteLostTask(*state_.FindTask(id), reason, now);
+  AssignReturnedSplits(new_tasks);
+}
+
+void DispatcherImpl::NoteLostTask(const DispatcherState::Task& task, const std::string& reason,
+                                  Clock::time_point now) {
+  const Clock::duration lived = crash_loop_.TaskEnded(task.id, now);
+  const auto* iteration = state_.FindIteration(task.iteration_id);
+  if (iteration->error_code != 0 || iteration->collected) return;
+  // A shutdown is not a crash, nor is a worker that lives but that clients
+  // cannot reach.
+  const bool may_be_crash = reason != "worker shut down" && !absl::StartsWith(reason, kUnreachableReason);
+  if (std::optional<std::string> cause = crash_loop_.CountLoss(task, reason, may_be_crash, lived);
+      cause.has_value()) {
+    FailIteration(task.iteration_id, absl::StatusCode::kInternal, *cause);
+  }
+}
+
+void DispatcherImpl::NoteUnreachable(const std::string& address, NewTasks* new_tasks) {
+  if (state_.FindWorker(address) == nullptr) return;
+  const auto now = Clock::now();
+  auto heard = worker_heartbeats_.find(address);
+  if (heard == worker_heartbeats_.end() || now - heard->second >= kUnreachableWorkerSilence) {
+    spdlog::warn("worker {}: a client cannot reach it and it is silent; removed, its tasks end", address);
+    RemoveWorker(address, "unreachable from a client and silent", new_tasks);
+    return;
+  }
+  // It heartbeats, so it lives, but readers cannot reach it at the address
+  // it gave (a wrong advertised_address, a firewall): after as long as a
+  // silent worker would get, its tasks end so that reads can finish.
+  auto [reports, inserted] = unreachable_reports_.try_emplace(address, now, now);
+  if (!inserted && now - reports->second.second > kUnreachableWorkerSilence) reports->second.first = now;
+  reports->second.second = now;
+  const auto reported = now - reports->second.first;
+  if (reported < std::chrono::milliseconds(config_.worker_timeout_ms)) return;
+  unreachable_reports_.erase(reports);
+  const std::string reason = absl::StrCat(
+      kUnreachableReason, " for ", std::chrono::duration_cast<std::chrono::milliseconds>(reported).count(),
+      " ms though it heartbeats (check its advertised_address)");
+  spdlog::warn("worker {}: {}; removed, its tasks end", address, reason);
+  RemoveWorker(address, reason, new_tasks);
+}
+
+void DispatcherImpl::AssignReturnedSplits(NewTasks* new_tasks) {
+  std::vector<int64_t> orphaned;
+  for (const auto& [id, iteration] : state_.iterations()) {
+    if (iteration.collected || iteration.error_code != 0 || iteration.returned_splits.empty()) continue;
+    const bool has_taker =
+        std::any_of(iteration.tasks.begin(), iteration.tasks.end(), [this](int64_t task_id) {
+          const auto* task = state_.FindTask(task_id);
+          return !task->finished && !task->last_end_of_splits &&
+                 state_.FindWorker(task->worker_address) != nullptr;
+        });
+    if (!has_taker) orphaned.push_back(id);
+  }
+  for (int64_t id : orphaned) {
+    std::string least_busy;
+    size_t fewest = SIZE_MAX;
+    for (const auto& [address, worker] : state_.workers()) {
+      if (!MayRunIn(*state_.FindIteration(id), address)) continue;
+      size_t running = 0;
+      for (const auto* task : state_.TasksOfWorker(address)) running += task->finished ? 0 : 1;
+      if (running < fewest) {
+        fewest = running;
+        least_busy = address;
+      }
+    }
+    // With no worker left, the next one to register gets a task.
+    if (least_busy.empty()) return;
+    const int64_t task_id = state_.NextTaskId();
+    if (absl::Status s = CreateTask(id, least_busy); !s.ok()) {
+      spdlog::error("iteration {}: making a task on {} for its returned splits: {}", id, least_busy,
+                    std::string(s.message()));
+      continue;
+    }
+    FillTaskDef(*state_.FindTask(task_id), &new_tasks->emplace_back(least_busy, proto::TaskDef()).second);
+    spdlog::info("iteration {}: task {} on {} takes {} returned splits", id, task_id, least_busy,
+                 CountSplits(state_.FindIteration(id)->returned_splits));
+  }
+}
+
+void DispatcherImpl::FailIteration(int64_t iteration_id, absl::StatusCode code, const std::string& message) {
+  proto::Update update;
+  auto* u = update.mutable_fail_iteration();
+  u->set_iteration_id(iteration_id);
+  u->set_code(static_cast<int>(code));
+  u->set_message(message);
+  if (!ApplyOrLog(update, absl::StrCat("failing iteration ", iteration_id))) return;
+  spdlog::warn("iteration {} failed: {}", iteration_id, message);
+  ForgetIteration(iteration_id);
+}
+
+void DispatcherImpl::ForgetIteration(int64_t iteration_id) {
+  split_leaser_.Forget(iteration_id);
+  crash_loop_.ForgetIteration(iteration_id);
+  iteration_idle_since_.erase(iteration_id);
+  if (const auto* iteration = state_.FindIteration(iteration_id); iteration != nullptr) {
+    for (int64_t task : iteration->tasks) crash_loop_.ForgetTask(task);
+  }
+}
+
+void DispatcherImpl::ReleaseSilentClients(Clock::time_point now) {
+  const auto client_timeout = std::chrono::milliseconds(config_.client_timeout_ms);
+  std::vector<int64_t> silent;
+  for (const auto& [client, last] : client_heartbeats_) {
+    if (now - last > client_timeout) silent.push_back(client);
+  }
+  for (int64_t client : silent) {
+    client_heartbeats_.erase(client);
+    const std::optional<int64_t> iteration = state_.IterationOfClient(client);
+    if (!iteration.has_value()) continue;
+    auto index = client_consumer_index_.find(client);
+    released_clients_[client] = {*iteration, index == client_consumer_index_.end() ? -1 : index->second};
+    // Bounded: the oldest are forgotten first (their returning clients
+    // then get the shorter "unknown iteration client").
+    if (released_clients_.size() > kMaxReleasedClientsKept)
+      released_clients_.erase(released_clients_.begin());
+    spdlog::warn(
+        "iteration client {} silent for {} ms (client_timeout_ms): released; taken back if it "
+        "returns before its iteration is collected",
+        client, config_.client_timeout_ms);
+    proto::Update update;
+    update.mutable_release_iteration_client()->set_iteration_client_id(client);
+    ApplyOrLog(update, absl::StrCat("releasing silent client ", client));
+  }
+}
+
+absl::StatusOr<int64_t> DispatcherImpl::ResumeReleasedClient(int64_t iteration_client_id) {
+  auto released = released_clients_.find(iteration_client_id);
+  if (released == released_clients_.end()) {
+    return absl::NotFoundError(absl::StrCat("unknown iteration client ", iteration_client_id,
+                                            " (never given out, or already released)"));
+  }
+  const DispatcherState::Iteration* iteration = state_.FindIteration(released->second.iteration_id);
+  if (iteration == nullptr || iteration->collected) {
+    return absl::NotFoundError(absl::StrCat(
+        "iteration client ", iteration_client_id, " was released after ", config_.client_timeout_ms,
+        " ms without a heartbeat (client_timeout_ms), and its iteration ", released->second.iteration_id,
+        " was then collected after ", config_.job_gc_timeout_ms,
+        " ms without clients (job_gc_timeout_ms): raise client_timeout_ms on the dispatcher for trainers "
+        "that "
+        "pause longer (evaluation, checkpoints)"));
+  }
+  proto::Update acquire;
+  acquire.mutable_acquire_iteration_client()->set_iteration_client_id(iteration_client_id);
+  acquire.mutable_acquire_iteration_client()->set_iteration_id(iteration->id);
+  acquire.mutable_acquire_iteration_client()->set_consumer_index(released->second.consumer_index);
+  if (absl::Status s = Apply(acquire); !s.ok()) return s;
+  spdlog::info("iteration client {} is back after a pause; it continues iteration {}", iteration_client_id,
+               iteration->id);
+  const int64_t id = iteration->id;
+  released_clients_.erase(released);
+  return id;
+}
+
+void DispatcherImpl::CollectAbandonedIterations(Clock::time_point now) {
+  std::vector<int64_t> abandoned;
+  for (const auto& [id, iteration] : state_.iterations()) {
+    const bool idle = !iteration.collected && iteration.clients.empty();
+    if (IdleFor(iteration_idle_since_, id, idle, now, std::chrono::milliseconds(config_.job_gc_timeout_ms))) {
+      abandoned.push_back(id);
+    }
+  }
+  for (int64_t id : abandoned) {
+    proto::Update update;
+    update.mutable_garbage_collect_iteration()->set_iteration_id(id);
+    if (!ApplyOrLog(update, absl::StrCat("collecting iteration ", id))) continue;
+    ForgetIteration(id);
+    spdlog::info("iteration {} had no clients for {} ms: collected, its tasks dropped", id,
+                 config_.job_gc_timeout_ms);
+  }
+}
+
+void DispatcherImpl::CollectFinishedJobs(Clock::time_point now) {
+  const auto timeout = std::chrono::milliseconds(config_.job_retention_ms);
+  std::vector<int64_t> jobs;
+  for (const auto& [id, job] : state_.jobs()) {
+    const bool over = std::all_of(job.iterations.begin(), job.iterations.end(), [&](const auto& entry) {
+      const auto* iteration = state_.FindIteration(entry.second);
+      return iteration->finished && iteration->clients.empty();
+    });
+    if (IdleFor(job_idle_since_, id, over, now, timeout)) jobs.push_back(id);
+  }
+  for (int64_t id : jobs) {
+    std::vector<int64_t> iterations;
+    for (const auto& [repetition, iteration] : state_.FindJob(id)->iterations) {
+      iterations.push_back(iteration);
+      for (int64_t task : state_.FindIteration(iteration)->tasks) crash_loop_.ForgetTask(task);
+    }
+    proto::Update update;
+    update.mutable_remove_job()->set_job_id(id);
+    if (!ApplyOrLog(update, absl::StrCat("collecting job ", id))) continue;
+    job_idle_since_.erase(id);
+    for (int64_t iteration : iterations) {
+      ForgetIteration(iteration);
+      iteration_rounds_.erase(iteration);
+      for (auto client = released_clients_.begin(); client != released_clients_.end();) {
+        client =
+            client->second.iteration_id == iteration ? released_clients_.erase(client) : std::next(client);
+      }
+    }
+    spdlog::info("job {} was over for {} ms: removed with its {} iterations", id, config_.job_retention_ms,
+                 iterations.size());
+  }
+  std::vector<std::string> datasets;
+  for (const auto& [id, dataset] : state_.datasets()) {
+    const bool used = std::any_of(state_.jobs().begin(), state_.jobs().end(),
+                                  [&](const auto& job) { return job.second.params.dataset_id() == id; });
+    if (IdleFor(dataset_idle_since_, id, !used, now, timeout)) datasets.push_back(id);
+  }
+  for (const std::string& id : datasets) {
+    proto::Update update;
+    update.mutable_remove_dataset()->set_dataset_id(id);
+    if (!ApplyOrLog(update, absl::StrCat("collecting dataset ", id))) continue;
+    dataset_idle_since_.erase(id);
+    built_datasets_.erase(id);
+    spdlog::info("dataset {} was unused for {} ms: removed", id, config_.job_retention_ms);
+  }
+}
+
+}  // namespace sluice::dispatcher

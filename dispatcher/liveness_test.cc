@@ -1,0 +1,220 @@
+// DispatcherImpl's liveness: workers that shut down, stop heartbeating,
+// restart or cannot be reached, and the monitor thread that removes them
+// and collects abandoned iterations.
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "client/dataset_internal.h"
+#include "dispatcher/dispatcher_impl.h"
+#include "dispatcher/dispatcher_test_util.h"
+
+namespace sluice::dispatcher {
+namespace {
+
+TEST_CASE("dispatcher_impl: WorkerShutdown ends the worker's tasks", "[dispatcher]") {
+  DispatcherImpl d(TestConfig());
+  Heartbeat(d, "w1:1");
+  Heartbeat(d, "w2:2");
+  const auto it = Iteration(d, Job(d, Register(d, SquaresDef())));
+  CHECK(Listed(ClientBeat(d, it.iteration_client_id())) == Listing{{1, "w1:1"}, {2, "w2:2"}});
+
+  Shutdown(d, "w2:2");
+  CHECK(WorkerAddresses(d) == std::vector<std::string>{"w1:1"});
+  proto::ClientHeartbeatResponse after = ClientBeat(d, it.iteration_client_id());
+  CHECK(Listed(after) == Listing{{1, "w1:1"}});
+  CHECK_FALSE(after.iteration_finished());
+
+  Shutdown(d, "w1:1");
+  CHECK(WorkerAddresses(d).empty());
+  proto::ClientHeartbeatResponse done = ClientBeat(d, it.iteration_client_id());
+  CHECK(done.tasks_size() == 0);
+  CHECK(done.iteration_finished());
+
+  // Shutting down an unknown (or already gone) worker is fine.
+  Shutdown(d, "w1:1");
+  Shutdown(d, "nobody:9");
+  proto::StatusSnapshot snapshot = Snapshot(d);
+  CHECK(snapshot.workers_size() == 0);
+  CHECK(snapshot.tasks_size() == 2);
+  CHECK(snapshot.iterations(0).finished());
+}
+
+TEST_CASE("dispatcher_impl: a worker's shutdown finishes the iteration when the rest finished",
+          "[dispatcher]") {
+  DispatcherImpl d(TestConfig());
+  Heartbeat(d, "w1:1");
+  Heartbeat(d, "w2:2");
+  const auto it = Iteration(d, Job(d, Register(d, SquaresDef())));
+  Finish(d, "w1:1", {1});
+  CHECK_FALSE(ClientBeat(d, it.iteration_client_id()).iteration_finished());
+  Shutdown(d, "w2:2");
+  proto::ClientHeartbeatResponse response = ClientBeat(d, it.iteration_client_id());
+  CHECK(Listed(response) == Listing{{1, "w1:1"}});
+  CHECK(response.iteration_finished());
+}
+
+TEST_CASE("dispatcher_impl: the monitor removes workers that stop heartbeating", "[dispatcher]") {
+  DispatcherConfig config = TestConfig();
+  config.worker_timeout_ms = 200;
+  config.client_timeout_ms = 200;
+  DispatcherImpl d(config);
+  REQUIRE(d.Start().ok());
+  // The iteration first: the worker gets its task when it registers, so a
+  // slow machine cannot lose the worker before the task exists.
+  const auto it = Iteration(d, Job(d, Register(d, SquaresDef())));
+  REQUIRE(NewTaskIds(Heartbeat(d, "w1:1")) == std::vector<int64_t>{1});
+
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  bool removed = false;
+  bool released = false;
+  while (std::chrono::steady_clock::now() < deadline && !(removed && released)) {
+    proto::StatusSnapshot s = Snapshot(d);
+    removed = s.workers_size() == 0;
+    released = s.iterations_size() == 1 && s.iterations(0).num_clients() == 0;
+    if (!(removed && released)) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  CHECK(removed);
+  CHECK(released);
+  proto::StatusSnapshot s = Snapshot(d);
+  REQUIRE(s.iterations_size() == 1);
+  // The lost worker's task ended, so the iteration did.
+  CHECK(s.iterations(0).finished());
+  CHECK(s.tasks_size() == 1);
+  (void)it;
+
+  // A worker that heartbeats again is registered again.
+  Heartbeat(d, "w1:1");
+  CHECK(WorkerAddresses(d) == std::vector<std::string>{"w1:1"});
+}
+
+TEST_CASE("dispatcher_impl: an iteration without clients is collected, one with a client never",
+          "[dispatcher]") {
+  DispatcherConfig config = TestConfig();
+  config.job_gc_timeout_ms = 200;
+  config.job_retention_ms = 600000;  // the collected iteration stays in view
+  DispatcherImpl d(config);
+  REQUIRE(d.Start().ok());
+  Heartbeat(d, "w1:1");
+  const std::string dataset = Register(d, SquaresDef());
+  const auto abandoned = Iteration(d, Job(d, dataset, proto::PARALLEL_EPOCHS, "abandoned"));
+  const auto live = Iteration(d, Job(d, dataset, proto::PARALLEL_EPOCHS, "live"));
+  REQUIRE(NewTaskIds(Heartbeat(d, "w1:1")) == std::vector<int64_t>{1, 2});
+  proto::ReleaseIterationClientRequest release;
+  *release.mutable_version() = CurrentVersion();
+  release.set_iteration_client_id(abandoned.iteration_client_id());
+  proto::ReleaseIterationClientResponse released;
+  REQUIRE(d.ReleaseIterationClient(release, &released).ok());
+
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (std::chrono::steady_clock::now() < deadline && !Snapshot(d).iterations(0).collected()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  // Well past the timeout, so that the live one would have gone too.
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));
+  proto::StatusSnapshot s = Snapshot(d);
+  REQUIRE(s.iterations_size() == 2);
+  CHECK(s.iterations(0).collected());
+  CHECK(s.iterations(0).finished());
+  CHECK_FALSE(s.iterations(1).collected());
+  CHECK_FALSE(s.iterations(1).finished());
+
+  // The worker drops the collected iteration's task and keeps the other.
+  proto::WorkerHeartbeatResponse beat = Heartbeat(d, "w1:1", {1, 2});
+  CHECK(std::vector<int64_t>(beat.tasks_to_delete().begin(), beat.tasks_to_delete().end()) ==
+        std::vector<int64_t>{1});
+  CHECK(beat.new_tasks_size() == 0);
+  // A consumer joining the collected repetition ends at once: finished, no tasks.
+  const auto late = Iteration(d, Job(d, dataset, proto::PARALLEL_EPOCHS, "abandoned"));
+  CHECK(late.iteration_id() == abandoned.iteration_id());
+  proto::ClientHeartbeatResponse joined = ClientBeat(d, late.iteration_client_id());
+  CHECK(joined.iteration_finished());
+  CHECK(joined.tasks_size() == 0);
+  // A worker registering now gets no task of it.
+  CHECK(NewTaskIds(Heartbeat(d, "w2:2")) == std::vector<int64_t>{3});
+  CHECK(ClientBeat(d, live.iteration_client_id()).tasks_size() == 2);
+}
+
+TEST_CASE("dispatcher_impl: the monitor stops promptly on destruction", "[dispatcher]") {
+  DispatcherConfig config = TestConfig();
+  config.worker_timeout_ms = 60000;
+  const auto start = std::chrono::steady_clock::now();
+  {
+    DispatcherImpl d(config);
+    REQUIRE(d.Start().ok());
+    Heartbeat(d, "w1:1");
+  }
+  // The monitor waits up to worker_timeout_ms / 10 (6 s) between checks;
+  // destruction wakes it at once.
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(3));
+}
+
+// Protocol (service.proto): "The iteration's live tasks; a task that
+// disappears is over." A task that ended because its worker went away must
+// not come back when a worker registers again at the same address (a
+// restart on the same host:port): that worker no longer runs it.
+TEST_CASE("dispatcher_impl: a removed worker's old tasks stay gone after it re-registers", "[dispatcher]") {
+  DispatcherImpl d(TestConfig());
+  Heartbeat(d, "w1:1");
+  Heartbeat(d, "w2:2");
+  const int64_t job = Job(d, Register(d, SquaresDef()));
+  const auto it = Iteration(d, job);
+  Shutdown(d, "w2:2");
+  proto::ClientHeartbeatResponse beat = ClientBeat(d, it.iteration_client_id());
+  CHECK(Listed(beat) == Listing{{1, "w1:1"}});
+  // Its readers learn that its epoch was cut short, and why.
+  REQUIRE(beat.lost_tasks_size() == 1);
+  CHECK(beat.lost_tasks(0).task_id() == 2);
+  CHECK(beat.lost_tasks(0).worker_address() == "w2:2");
+  CHECK(beat.lost_tasks(0).reason() == "worker shut down");
+  // w2 comes back: in parallel_epochs it does not run this iteration's
+  // epoch again (what it had delivered would repeat)...
+  CHECK(NewTaskIds(Heartbeat(d, "w2:2")).empty());
+  CHECK(Listed(ClientBeat(d, it.iteration_client_id())) == Listing{{1, "w1:1"}});
+  // ...but runs the next one.
+  const auto next = Iteration(d, job, 1);
+  CHECK(Listed(ClientBeat(d, next.iteration_client_id())) == Listing{{3, "w1:1"}, {4, "w2:2"}});
+}
+
+TEST_CASE("dispatcher_impl: a worker restarted at the same address loses its old tasks", "[dispatcher]") {
+  DispatcherImpl d(TestConfig());
+  auto beat = [&](const std::string& incarnation, const std::vector<int64_t>& current) {
+    proto::WorkerHeartbeatRequest request;
+    *request.mutable_version() = CurrentVersion();
+    request.set_worker_address("w1:1");
+    request.set_incarnation(incarnation);
+    for (int64_t id : current) request.add_current_tasks(id);
+    proto::WorkerHeartbeatResponse response;
+    REQUIRE(d.WorkerHeartbeat(request, &response).ok());
+    return response;
+  };
+  beat("first", {});
+  const auto it =
+      Iteration(d, Job(d, Register(d, internal::DefinitionOf(Dataset::Range(30))), proto::DISTRIBUTED_EPOCH));
+  Splits(d, it.iteration_id(), 1, 2, 1);
+  CHECK(NewTaskIds(beat("first", {1})).empty());
+  // The same address, a new process: task 1 is lost, task 2 takes its splits.
+  CHECK(NewTaskIds(beat("second", {})) == std::vector<int64_t>{2});
+  CHECK(Listed(ClientBeat(d, it.iteration_client_id())) == Listing{{2, "w1:1"}});
+  CHECK(Begins(Splits(d, it.iteration_id(), 2, 4, 1)) == BeginsAndSeqs{{0, 1}, {10, 2}, {20, 3}});
+}
+
+TEST_CASE("dispatcher_impl: a client's report removes an unreachable worker only when it is silent",
+          "[dispatcher]") {
+  DispatcherImpl d(TestConfig());
+  Heartbeat(d, "w1:1");
+  Heartbeat(d, "w2:2");
+  const auto it = Iteration(d, Job(d, Register(d, SquaresDef())));
+  // Heard from just now: a client's trouble reaching it is not enough.
+  CHECK(Listed(ClientReport(d, it.iteration_client_id(), {}, {"w1:1"})) == Listing{{1, "w1:1"}, {2, "w2:2"}});
+  std::this_thread::sleep_for(kUnreachableWorkerSilence + std::chrono::milliseconds(100));
+  Heartbeat(d, "w2:2", {2});
+  CHECK(Listed(ClientReport(d, it.iteration_client_id(), {}, {"w1:1", "w2:2", "nobody:3"})) ==
+        Listing{{2, "w2:2"}});
+  CHECK(WorkerAddresses(d) == std::vector<std::string>{"w2:2"});
+}
+
+}  // namespace
+}  // namespace sluice::dispatcher
