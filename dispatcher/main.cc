@@ -10,18 +10,13 @@
 #include "service/daemon.h"
 
 int main(int argc, char** argv) {
-  sluice::TurnOffMutexDeadlockDetection();
-  sluice::BlockShutdownSignals();
   sluice::dispatcher::DispatcherConfig config;
   sluice::ConfigSchema schema("dispatcher");
   sluice::dispatcher::DescribeDispatcherConfig(&config, &schema);
-  if (int code = sluice::ParseDaemonConfig(argc, argv, "dispatcherd: the Sluice dispatcher", schema);
+  if (int code =
+          sluice::SetUpDaemon(argc, argv, "dispatcherd", "the Sluice dispatcher", schema, config.log_level);
       code >= 0) {
     return code;
-  }
-  if (absl::Status status = sluice::SetLogLevel(config.log_level); !status.ok()) {
-    std::cerr << "dispatcherd: " << status.message() << "\n";
-    return sluice::kConfigErrorExitCode;
   }
   sluice::dispatcher::GrpcTaskPusher pusher;
   sluice::dispatcher::DispatcherImpl impl(

@@ -113,6 +113,18 @@ absl::StatusOr<std::unique_ptr<grpc::Server>> StartServer(const ServerOptions& o
   return server;
 }
 
+int SetUpDaemon(int argc, char** argv, const std::string& program, const std::string& description,
+                ConfigSchema& schema, const std::string& log_level) {
+  TurnOffMutexDeadlockDetection();
+  BlockShutdownSignals();
+  if (int code = ParseDaemonConfig(argc, argv, program + ": " + description, schema); code >= 0) return code;
+  if (absl::Status status = SetLogLevel(log_level); !status.ok()) {
+    std::cerr << program << ": " << status.message() << "\n";
+    return kConfigErrorExitCode;
+  }
+  return -1;
+}
+
 int ServeUntilShutdown(const std::string& program, const ServerOptions& options,
                        const std::vector<grpc::Service*>& services,
                        const std::function<absl::Status(int port)>& started,

@@ -26,6 +26,14 @@ inline constexpr int kConfigErrorExitCode = 2;
 // --help), or -1 to go on. Errors are printed to stderr.
 int ParseDaemonConfig(int argc, char** argv, const std::string& description, ConfigSchema& schema);
 
+// What both daemons' mains do first: turn off mutex deadlock detection,
+// block the shutdown signals, parse `argv` into `schema`'s fields
+// (ParseDaemonConfig, with "PROGRAM: DESCRIPTION" as its help line), then
+// set the log level that parsing left in `log_level`. Returns the exit
+// code to stop with, or -1 to go on. Call before any thread starts.
+int SetUpDaemon(int argc, char** argv, const std::string& program, const std::string& description,
+                ConfigSchema& schema, const std::string& log_level);
+
 // Blocks SIGTERM and SIGINT in this thread and every thread it starts later,
 // so that WaitForShutdownSignal receives them. Call first thing in main.
 void BlockShutdownSignals();

@@ -28,16 +28,12 @@ std::string AdvertisedAddress(const sluice::worker::WorkerConfig& config, int po
 }  // namespace
 
 int main(int argc, char** argv) {
-  sluice::TurnOffMutexDeadlockDetection();
-  sluice::BlockShutdownSignals();
   sluice::worker::WorkerConfig config;
   sluice::ConfigSchema schema("worker");
   sluice::worker::DescribeWorkerConfig(&config, &schema);
-  if (int code = sluice::ParseDaemonConfig(argc, argv, "workerd: the Sluice worker", schema); code >= 0)
+  if (int code = sluice::SetUpDaemon(argc, argv, "workerd", "the Sluice worker", schema, config.log_level);
+      code >= 0) {
     return code;
-  if (absl::Status status = sluice::SetLogLevel(config.log_level); !status.ok()) {
-    std::cerr << "workerd: " << status.message() << "\n";
-    return sluice::kConfigErrorExitCode;
   }
   if (config.dispatcher.empty()) {
     std::cerr << "workerd: --dispatcher HOST:PORT is required (or 'dispatcher' in the config file)\n";
