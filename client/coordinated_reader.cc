@@ -11,7 +11,6 @@
 #include "absl/synchronization/mutex.h"
 #include "client/element_transport.h"
 #include "service/element_wire.h"
-#include "service/grpc_util.h"
 
 namespace sluice {
 
@@ -66,7 +65,6 @@ void CoordinatedReader::RoundLoop() {
       retried_round = round;
     }
     proto::GetElementsRequest request;
-    *request.mutable_version() = CurrentVersion();
     request.set_task_id(task_id);
     request.set_max_elements(1);
     request.set_compression(compression_);

@@ -11,7 +11,7 @@
 namespace sluice {
 namespace {
 
-constexpr auto kRpcTimeout = std::chrono::seconds(30);
+constexpr auto kGetElementsTimeout = std::chrono::seconds(30);
 constexpr char kGetElementsMethod[] = "/sluice.proto.WorkerService/GetElements";
 
 // Calls GetElements as raw bytes, so that the response is decoded from
@@ -21,10 +21,13 @@ class GrpcElementTransport : public ElementTransport {
   explicit GrpcElementTransport(const std::string& address) : stub_(MakeChannel(address)) {}
 
   absl::Status GetElements(const proto::GetElementsRequest& request, ElementsResponse* response) override {
-    const grpc::ByteBuffer request_bytes = SerializeToByteBuffer(request);
+    // Every request to a worker carries the protocol version from here.
+    proto::GetElementsRequest versioned = request;
+    *versioned.mutable_version() = CurrentVersion();
+    const grpc::ByteBuffer request_bytes = SerializeToByteBuffer(versioned);
     grpc::ByteBuffer response_bytes;
     grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() + kRpcTimeout);
+    context.set_deadline(std::chrono::system_clock::now() + kGetElementsTimeout);
     absl::Notification done;
     grpc::Status status;
     stub_.UnaryCall(&context, kGetElementsMethod, grpc::StubOptions(), &request_bytes, &response_bytes,

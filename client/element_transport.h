@@ -21,7 +21,7 @@ class ElementTransport {
   virtual ~ElementTransport() = default;
   // One round trip: up to request.max_elements() elements of a task,
   // decoded (and decompressed), with their position in the task's output.
-  // Thread-safe: several requests may be in flight at once.
+  // The transport sets the protocol version. Thread-safe: several requests may be in flight at once.
   virtual absl::Status GetElements(const proto::GetElementsRequest& request, ElementsResponse* response) = 0;
 };
 

@@ -8,7 +8,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "service/element_wire.h"
-#include "service/grpc_util.h"
 
 namespace sluice {
 
@@ -41,7 +40,6 @@ void TaskReader::FetchLoop(int64_t task_id, const std::string& address, ElementT
       stamp = task.order.Send();
     }
     proto::GetElementsRequest request;
-    *request.mutable_version() = CurrentVersion();
     request.set_task_id(task_id);
     request.set_max_elements(want);
     request.set_compression(compression_);
