@@ -3,6 +3,8 @@
 // that fails leaves the state as it was, request fields are range-checked
 // at the RPC edge, and a worker's failed task fails its iteration.
 #include <catch2/catch.hpp>
+#include <chrono>
+#include <filesystem>
 #include <random>
 #include <string>
 #include <thread>
@@ -13,6 +15,7 @@
 #include "dispatcher/dispatcher_state.h"
 #include "service/grpc_util.h"
 #include "sluice/dataset.h"
+#include "tests/testing/test_util.h"
 
 namespace sluice::dispatcher {
 namespace {
@@ -825,6 +828,60 @@ TEST_CASE("dispatcher hardening: finished jobs and unused datasets are collected
   CHECK(after.workers_size() == 1);
   // The same definition registers again, as new.
   CHECK(Register(d) == "1001");
+}
+
+// Issue item: five 50 MB from_tensors datasets grew the work dir to 260 MB
+// for good. A collected dataset leaves the journal at the next snapshot.
+TEST_CASE("dispatcher hardening: a collected dataset leaves the work dir at the next snapshot",
+          "[dispatcher][hardening]") {
+  testing::TempDir dir;
+  DispatcherConfig config = Config();
+  config.work_dir = dir.File("work");
+  config.snapshot_interval = 1;  // every update writes a snapshot
+  config.worker_timeout_ms = 500;
+  config.job_gc_timeout_ms = 300;
+  config.job_retention_ms = 300;
+  auto work_dir_bytes = [&] {
+    int64_t bytes = 0;
+    for (const auto& entry : std::filesystem::directory_iterator(config.work_dir)) {
+      bytes += static_cast<int64_t>(entry.file_size());
+    }
+    return bytes;
+  };
+  proto::GetStatusRequest status_request;
+  *status_request.mutable_version() = CurrentVersion();
+  {
+    DispatcherImpl d(config);
+    REQUIRE(d.Start().ok());
+    proto::GetOrRegisterDatasetRequest request;
+    *request.mutable_version() = CurrentVersion();
+    // 4 MiB of int64s, and a worker to keep the dispatcher's clock going.
+    *request.mutable_dataset() =
+        internal::DefinitionOf(Dataset::FromTensors({Tensor(DType::kInt64, {int64_t{1} << 19})}));
+    proto::GetOrRegisterDatasetResponse registered;
+    REQUIRE(d.GetOrRegisterDataset(request, &registered).ok());
+    CHECK(work_dir_bytes() > (int64_t{4} << 20));
+    proto::WorkerHeartbeatResponse beat;
+    proto::StatusSnapshot snapshot;
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    do {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      REQUIRE(Beat(d, "w:1", &beat).ok());
+      snapshot.Clear();
+      REQUIRE(d.GetStatus(status_request, &snapshot).ok());
+    } while (snapshot.datasets_size() > 0 && std::chrono::steady_clock::now() < give_up);
+    REQUIRE(snapshot.datasets_size() == 0);
+    // The heartbeat after the removal snapshots the state without it.
+    REQUIRE(Beat(d, "w:2", &beat).ok());
+    CHECK(work_dir_bytes() < 64 * 1024);
+  }
+  // A restart from the work dir knows no dataset.
+  DispatcherImpl restarted(config);
+  REQUIRE(restarted.Start().ok());
+  proto::StatusSnapshot after;
+  REQUIRE(restarted.GetStatus(status_request, &after).ok());
+  CHECK(after.datasets_size() == 0);
+  CHECK(after.workers_size() == 2);
 }
 
 }  // namespace
