@@ -6,14 +6,19 @@
 #include "client/dataset_internal.h"
 #include "common/proto_convert.h"
 #include "pipeline/builder.h"
+#include "pipeline/yaml_loader.h"
 
 namespace sluice {
 namespace internal {
 
 Dataset DatasetAccess::FromDefinition(proto::DatasetDef def) {
-  auto definition = std::make_shared<DatasetDefinition>();
-  definition->def = std::move(def);
-  return Dataset(std::move(definition));
+  DatasetDefinition state;
+  state.def = std::move(def);
+  return FromState(std::move(state));
+}
+
+Dataset DatasetAccess::FromState(DatasetDefinition state) {
+  return Dataset(std::make_shared<const DatasetDefinition>(std::move(state)));
 }
 
 }  // namespace internal
@@ -64,19 +69,23 @@ namespace {
 
 // `dataset`'s definition with one more step, `op` with its defaults, edited
 // by `edit`.
+// `base` with one more step, `op` with its defaults, edited by `edit`; a
+// YAML pipeline's step locations stay with its steps.
 template <typename Edit>
-Dataset With(const proto::DatasetDef& base, const char* op, Edit edit) {
-  proto::DatasetDef def = base;
+Dataset With(const internal::DatasetDefinition& base, const char* op, Edit edit) {
+  internal::DatasetDefinition next = base;
   // NewStep only fails for unknown op names, and these are all known.
-  proto::Step* step = def.add_steps();
+  proto::Step* step = next.def.add_steps();
   *step = *NewStep(op);
   edit(*step);
-  return internal::DatasetFromDefinition(std::move(def));
+  // A step added in code has no place in the file.
+  if (!next.step_locations.empty()) next.step_locations.push_back("");
+  return DatasetAccess::FromState(std::move(next));
 }
 
 template <typename Edit>
 Dataset Source(const char* op, Edit edit) {
-  return With(proto::DatasetDef(), op, edit);
+  return With(internal::DatasetDefinition(), op, edit);
 }
 
 }  // namespace
@@ -176,7 +185,7 @@ absl::StatusOr<Dataset> Dataset::Deserialize(std::string_view bytes) {
 }
 
 Dataset Dataset::Map(const std::string& fn, const FunctionArgMap& args, MapOptions options) const {
-  return With(DatasetAccess::Definition(*this), "map", [&](proto::Step& s) {
+  return With(DatasetAccess::State(*this), "map", [&](proto::Step& s) {
     SetFunction(fn, args, s.mutable_map()->mutable_fn());
     s.mutable_map()->set_num_parallel_calls(options.num_parallel_calls);
     s.mutable_map()->set_deterministic(options.deterministic);
@@ -184,12 +193,12 @@ Dataset Dataset::Map(const std::string& fn, const FunctionArgMap& args, MapOptio
 }
 
 Dataset Dataset::Filter(const std::string& fn, const FunctionArgMap& args) const {
-  return With(DatasetAccess::Definition(*this), "filter",
+  return With(DatasetAccess::State(*this), "filter",
               [&](proto::Step& s) { SetFunction(fn, args, s.mutable_filter()->mutable_fn()); });
 }
 
 Dataset Dataset::Batch(int64_t batch_size, BatchOptions options) const {
-  return With(DatasetAccess::Definition(*this), "batch", [&](proto::Step& s) {
+  return With(DatasetAccess::State(*this), "batch", [&](proto::Step& s) {
     s.mutable_batch()->set_batch_size(batch_size);
     s.mutable_batch()->set_drop_remainder(options.drop_remainder);
     s.mutable_batch()->set_num_parallel_calls(options.num_parallel_calls);
@@ -199,7 +208,7 @@ Dataset Dataset::Batch(int64_t batch_size, BatchOptions options) const {
 
 Dataset Dataset::PaddedBatch(int64_t batch_size, const std::vector<std::vector<int64_t>>& padded_shapes,
                              const std::vector<Tensor>& padding_values, bool drop_remainder) const {
-  return With(DatasetAccess::Definition(*this), "padded_batch", [&](proto::Step& s) {
+  return With(DatasetAccess::State(*this), "padded_batch", [&](proto::Step& s) {
     auto* op = s.mutable_padded_batch();
     op->set_batch_size(batch_size);
     op->set_drop_remainder(drop_remainder);
@@ -212,11 +221,11 @@ Dataset Dataset::PaddedBatch(int64_t batch_size, const std::vector<std::vector<i
 }
 
 Dataset Dataset::Unbatch() const {
-  return With(DatasetAccess::Definition(*this), "unbatch", [](proto::Step&) {});
+  return With(DatasetAccess::State(*this), "unbatch", [](proto::Step&) {});
 }
 
 Dataset Dataset::Rebatch(int64_t batch_size, bool drop_remainder) const {
-  return With(DatasetAccess::Definition(*this), "rebatch", [&](proto::Step& s) {
+  return With(DatasetAccess::State(*this), "rebatch", [&](proto::Step& s) {
     s.mutable_rebatch()->set_batch_size(batch_size);
     s.mutable_rebatch()->set_drop_remainder(drop_remainder);
   });
@@ -224,7 +233,7 @@ Dataset Dataset::Rebatch(int64_t batch_size, bool drop_remainder) const {
 
 Dataset Dataset::Shuffle(int64_t buffer_size, std::optional<int64_t> seed,
                          bool reshuffle_each_iteration) const {
-  return With(DatasetAccess::Definition(*this), "shuffle", [&](proto::Step& s) {
+  return With(DatasetAccess::State(*this), "shuffle", [&](proto::Step& s) {
     s.mutable_shuffle()->set_buffer_size(buffer_size);
     if (seed.has_value()) s.mutable_shuffle()->set_seed(*seed);
     s.mutable_shuffle()->set_reshuffle_each_iteration(reshuffle_each_iteration);
@@ -232,35 +241,35 @@ Dataset Dataset::Shuffle(int64_t buffer_size, std::optional<int64_t> seed,
 }
 
 Dataset Dataset::Repeat(int64_t count) const {
-  return With(DatasetAccess::Definition(*this), "repeat",
+  return With(DatasetAccess::State(*this), "repeat",
               [&](proto::Step& s) { s.mutable_repeat()->set_count(count); });
 }
 
 Dataset Dataset::Take(int64_t count) const {
-  return With(DatasetAccess::Definition(*this), "take",
+  return With(DatasetAccess::State(*this), "take",
               [&](proto::Step& s) { s.mutable_take()->set_count(count); });
 }
 
 Dataset Dataset::Skip(int64_t count) const {
-  return With(DatasetAccess::Definition(*this), "skip",
+  return With(DatasetAccess::State(*this), "skip",
               [&](proto::Step& s) { s.mutable_skip()->set_count(count); });
 }
 
 Dataset Dataset::Shard(int64_t num_shards, int64_t index) const {
-  return With(DatasetAccess::Definition(*this), "shard", [&](proto::Step& s) {
+  return With(DatasetAccess::State(*this), "shard", [&](proto::Step& s) {
     s.mutable_shard()->set_num_shards(num_shards);
     s.mutable_shard()->set_index(index);
   });
 }
 
 Dataset Dataset::Enumerate(int64_t start) const {
-  return With(DatasetAccess::Definition(*this), "enumerate",
+  return With(DatasetAccess::State(*this), "enumerate",
               [&](proto::Step& s) { s.mutable_enumerate()->set_start(start); });
 }
 
 Dataset Dataset::Interleave(const Dataset& per_element, int64_t cycle_length, int64_t block_length,
                             int64_t num_parallel_calls) const {
-  return With(DatasetAccess::Definition(*this), "interleave", [&](proto::Step& s) {
+  return With(DatasetAccess::State(*this), "interleave", [&](proto::Step& s) {
     auto* op = s.mutable_interleave();
     *op->mutable_pipeline() = DatasetAccess::Definition(per_element);
     op->set_cycle_length(cycle_length);
@@ -270,7 +279,7 @@ Dataset Dataset::Interleave(const Dataset& per_element, int64_t cycle_length, in
 }
 
 Dataset Dataset::Prefetch(int64_t buffer_size) const {
-  return With(DatasetAccess::Definition(*this), "prefetch",
+  return With(DatasetAccess::State(*this), "prefetch",
               [&](proto::Step& s) { s.mutable_prefetch()->set_buffer_size(buffer_size); });
 }
 
@@ -279,14 +288,37 @@ Dataset Dataset::ReadFromService(const ServiceOptions& options) const {
 }
 
 Dataset Dataset::WithPlugin(const std::string& library_path) const {
-  proto::DatasetDef def = DatasetAccess::Definition(*this);
-  def.add_plugins(library_path);
-  return internal::DatasetFromDefinition(std::move(def));
+  internal::DatasetDefinition next = DatasetAccess::State(*this);
+  next.def.add_plugins(library_path);
+  return DatasetAccess::FromState(std::move(next));
 }
 
 std::string Dataset::Fingerprint() const { return DatasetFingerprint(DatasetAccess::Definition(*this)); }
 
 std::string Dataset::Serialize() const { return DatasetAccess::Definition(*this).SerializeAsString(); }
+
+absl::StatusOr<Dataset> Dataset::FromYamlFile(const std::string& path) {
+  // Not built on load: the steps before `distribute` may read files that
+  // only the workers have. Building checks the rest.
+  absl::StatusOr<LoadedPipeline> loaded = LoadPipelineFile(path, {.validate = false});
+  if (!loaded.ok()) return loaded.status();
+  internal::DatasetDefinition state;
+  state.def = std::move(loaded->def);
+  state.step_locations = std::move(loaded->step_locations);
+  return DatasetAccess::FromState(std::move(state));
+}
+
+absl::StatusOr<ElementSpec> Dataset::Spec() const {
+  absl::StatusOr<DatasetPtr> dataset = internal::BuildPipeline(*this);
+  if (!dataset.ok()) return dataset.status();
+  return (*dataset)->element_spec();
+}
+
+absl::StatusOr<int64_t> Dataset::Cardinality() const {
+  absl::StatusOr<DatasetPtr> dataset = internal::BuildPipeline(*this);
+  if (!dataset.ok()) return dataset.status();
+  return (*dataset)->Cardinality();
+}
 
 absl::StatusOr<Iterator> Dataset::MakeIterator() const {
   absl::StatusOr<DatasetPtr> dataset = internal::BuildPipeline(*this);
@@ -305,12 +337,15 @@ absl::StatusOr<std::vector<Element>> Dataset::Collect(int64_t limit) const {
 namespace internal {
 
 Dataset ReadFromService(const Dataset& dataset, const proto::DistributeOp& op) {
-  return With(DatasetAccess::Definition(dataset), "distribute",
+  return With(DatasetAccess::State(dataset), "distribute",
               [&](proto::Step& s) { *s.mutable_distribute() = op; });
 }
 
 absl::StatusOr<DatasetPtr> BuildPipeline(const Dataset& dataset) {
-  return BuildDataset(DatasetAccess::Definition(dataset));
+  const std::vector<std::string>& locations = DatasetAccess::State(dataset).step_locations;
+  BuildOptions options;
+  if (!locations.empty()) options.step_locations = &locations;
+  return BuildDataset(DatasetAccess::Definition(dataset), options);
 }
 
 }  // namespace internal

@@ -5,6 +5,8 @@
 #define SLUICE_CLIENT_DATASET_INTERNAL_H_
 
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "pipeline/dataset.h"
@@ -15,6 +17,9 @@ namespace sluice::internal {
 
 struct DatasetDefinition {
   proto::DatasetDef def;
+  // "file:line:column" of each top-level step of a YAML pipeline, for
+  // errors; empty otherwise.
+  std::vector<std::string> step_locations;
 };
 
 struct FunctionArgValue {
@@ -24,6 +29,8 @@ struct FunctionArgValue {
 // The one door into the public types' private parts.
 struct DatasetAccess {
   static const proto::DatasetDef& Definition(const Dataset& dataset) { return dataset.definition_->def; }
+  static const DatasetDefinition& State(const Dataset& dataset) { return *dataset.definition_; }
+  static Dataset FromState(DatasetDefinition state);
   static Dataset FromDefinition(proto::DatasetDef def);
   static const proto::AttrValue& Proto(const FunctionArg& arg) { return arg.value_->proto; }
   // An Iterator over `input`, which `dataset` outlives.

@@ -137,5 +137,46 @@ TEST_CASE("A serialized definition reads back as the same pipeline", "[client][i
   CHECK(garbage.status().message() == "these 3 bytes are not a serialized dataset definition");
 }
 
+TEST_CASE("A YAML pipeline file is a Dataset whose errors name the file and line", "[client][iterator]") {
+  const std::string squares_path = std::string(SLUICE_SOURCE_DIR) + "/config/pipelines/squares.yaml";
+  absl::StatusOr<Dataset> squares = Dataset::FromYamlFile(squares_path);
+  REQUIRE(squares.ok());
+  absl::StatusOr<std::vector<Element>> batches = squares->Collect();
+  REQUIRE(batches.ok());
+  REQUIRE(batches->size() == 3);
+  CHECK(ElementToJson((*batches)[2]) == "[64, 81]");
+  CHECK(squares->Fingerprint() == Dataset::Range(10).Map("square").Batch(4).Fingerprint());
+
+  testing::TempDir dir;
+  const std::string path = dir.File("p.yaml");
+  testing::WriteFile(path, "pipeline:\n  - range: 3\n  - batch: {batch_size: 0}\n");
+  absl::StatusOr<Dataset> bad = Dataset::FromYamlFile(path);
+  REQUIRE(bad.ok());  // built, and so checked, when read
+  absl::Status status = bad->MakeIterator().status();
+  CHECK(absl::IsInvalidArgument(status));
+  CHECK_THAT(std::string(status.message()), Catch::Matchers::StartsWith(path + ":3:5: step 2 (batch): "));
+  // A step added in code has no place in the file.
+  absl::Status added = Dataset::FromYamlFile(path)->Take(1).Batch(0).MakeIterator().status();
+  CHECK_THAT(std::string(added.message()), Catch::Matchers::StartsWith(path + ":3:5: step 2 (batch): "));
+  absl::Status appended = Dataset::FromYamlFile(squares_path)->Batch(0).MakeIterator().status();
+  CHECK_THAT(std::string(appended.message()), Catch::Matchers::StartsWith("step 4 (batch): "));
+
+  absl::StatusOr<Dataset> missing = Dataset::FromYamlFile(dir.File("none.yaml"));
+  CHECK_FALSE(missing.ok());
+  CHECK_THAT(std::string(missing.status().message()), Contains(dir.File("none.yaml")));
+}
+
+TEST_CASE("Spec and Cardinality build the pipeline and report it", "[client][iterator]") {
+  absl::StatusOr<ElementSpec> spec = Dataset::Range(3).Batch(2).Spec();
+  REQUIRE(spec.ok());
+  REQUIRE(spec->components.size() == 1);
+  CHECK(spec->components[0] == TensorSpec{PartialShape{{kUnknownDim}, false}, DType::kInt64});
+  CHECK(*Dataset::Range(10).Batch(4).Cardinality() == 3);
+  CHECK(*Dataset::Range(10).Batch(4, {.drop_remainder = true}).Cardinality() == 2);
+  CHECK(*Dataset::Range(3).Repeat().Cardinality() == kInfiniteCardinality);
+  CHECK(*Dataset::Range(3).Filter("greater_equal", {{"value", 1}}).Cardinality() == kUnknownCardinality);
+  CHECK(absl::IsInvalidArgument(Dataset::Range(3).Batch(-1).Cardinality().status()));
+}
+
 }  // namespace
 }  // namespace sluice

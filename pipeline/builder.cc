@@ -288,7 +288,10 @@ namespace {
 
 // "file:line:column: " of step `i` when the definition came from YAML.
 std::string StepLocation(const BuildOptions& options, int i) {
-  if (options.step_locations == nullptr || i >= static_cast<int>(options.step_locations->size())) return "";
+  if (options.step_locations == nullptr || i >= static_cast<int>(options.step_locations->size()) ||
+      (*options.step_locations)[i].empty()) {
+    return "";
+  }
   return absl::StrCat((*options.step_locations)[i], ": ");
 }
 

@@ -24,13 +24,10 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "sluice/cardinality.h"  // kInfiniteCardinality, kUnknownCardinality (tf.data's)
 #include "sluice/element.h"
 
 namespace sluice {
-
-// Cardinality values, as tf.data's.
-inline constexpr int64_t kInfiniteCardinality = -1;
-inline constexpr int64_t kUnknownCardinality = -2;
 
 // A half-open range of source positions: element indices for `range` and
 // `from_tensor_slices`, file indices for the file sources.

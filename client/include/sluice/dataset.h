@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "sluice/cardinality.h"
 #include "sluice/element.h"
 #include "sluice/iterator.h"
 #include "sluice/service_options.h"
@@ -92,6 +93,10 @@ class Dataset {
   // A definition saved with Serialize (the service's DatasetDef message);
   // InvalidArgument when the bytes are not one.
   static absl::StatusOr<Dataset> Deserialize(std::string_view bytes);
+  // A YAML pipeline file (docs/pipeline.md): its plugins, and data paths
+  // relative to the file's folder. Errors, now and when the pipeline is
+  // built, name the file, line and column.
+  static absl::StatusOr<Dataset> FromYamlFile(const std::string& path);
 
   // Transforms, each returning a new Dataset.
   Dataset Map(const std::string& fn, const FunctionArgMap& args = {}, MapOptions options = {}) const;
@@ -125,6 +130,13 @@ class Dataset {
   std::string Fingerprint() const;
   // The definition as bytes, for Deserialize.
   std::string Serialize() const;
+
+  // The spec of the pipeline's elements, and how many there are
+  // (kInfiniteCardinality, kUnknownCardinality); both build the pipeline,
+  // which registers a pipeline that reads from the service with its
+  // dispatcher.
+  absl::StatusOr<ElementSpec> Spec() const;
+  absl::StatusOr<int64_t> Cardinality() const;
 
   // Builds the pipeline and starts reading it (for a pipeline that reads
   // from the service, a new iteration of its job).
