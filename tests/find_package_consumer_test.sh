@@ -24,4 +24,17 @@ grep -qx "Sluice_DIR:PATH=$prefix/.*" "$work/build/CMakeCache.txt" ||
 for program in sluice dispatcherd workerd; do
   "$prefix/bin/$program" --help > /dev/null
 done
+# The installed Python package imports and its LocalCluster starts the
+# installed daemons.
+package_dir=$prefix/lib/python3/dist-packages
+if [ -d "$package_dir/sluice" ]; then
+  PYTHONPATH=$package_dir /usr/bin/python3 -c '
+import sluice
+with sluice.LocalCluster(workers=1) as cluster:
+    assert sluice.LocalCluster.__module__ == "sluice.local_cluster"
+    values = [int(x) for x in sluice.Dataset.range(3).distribute("parallel_epochs", cluster.service)]
+    assert values == [0, 1, 2], values
+print("installed python package: OK")
+'
+fi
 echo "find_package_consumer: OK"

@@ -1,0 +1,155 @@
+"""A Sluice data service on this machine: a dispatcherd and workerds as
+child processes on free ports of 127.0.0.1, for tests, examples and
+single-host training."""
+
+import ctypes
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+
+try:
+    from . import _paths
+except ImportError:  # a package without a build's or an install's daemons
+    _paths = None
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent():
+    # In the child, before exec: the kernel kills it when the process that
+    # started it dies, however that happens.
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def _daemon(name, variable):
+    path = os.environ.get(variable) or (getattr(_paths, name.upper(), None) if _paths else None)
+    if not path or not os.path.exists(path):
+        raise FileNotFoundError(
+            f"cannot find {name}: set {variable}, or build Sluice (its package then knows the build's daemons)"
+        )
+    return path
+
+
+class LocalCluster:
+    """A dispatcher and `workers` workers, stopped on exit.
+
+        with sluice.LocalCluster(workers=2) as cluster:
+            ds = sluice.Dataset.range(10).distribute("parallel_epochs", cluster.service)
+
+    `work_dir` gives the dispatcher a journal; `dispatcher_args` and
+    `worker_args` are extra command-line flags (see docs/configuration.md).
+    The children die with this process, also when it is killed.
+    """
+
+    def __init__(self, workers=2, work_dir=None, dispatcher_args=(), worker_args=(), start_timeout=30.0):
+        self._workers_wanted = workers
+        self._work_dir = work_dir
+        self._dispatcher_args = list(dispatcher_args)
+        self._worker_args = list(worker_args)
+        self._start_timeout = start_timeout
+        self._dir = None
+        self._dispatcher = None
+        self._workers = []
+        self._port = None
+
+    def __enter__(self):
+        self.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    @property
+    def service(self):
+        """grpc://127.0.0.1:PORT of the dispatcher."""
+        return f"grpc://127.0.0.1:{self._port}"
+
+    @property
+    def dispatcher_address(self):
+        return f"127.0.0.1:{self._port}"
+
+    @property
+    def workers(self):
+        """The worker processes (subprocess.Popen), in the order started."""
+        return list(self._workers)
+
+    def start(self):
+        self._dir = tempfile.mkdtemp(prefix="sluice-cluster-")
+        args = ["--port", "0", "--bind-address", "127.0.0.1"] + self._dispatcher_args
+        if self._work_dir is not None:
+            args += ["--work-dir", str(self._work_dir)]
+        try:
+            self._dispatcher, self._port = self._launch(_daemon("dispatcherd", "SLUICE_DISPATCHERD"), "dispatcher", args)
+            for _ in range(self._workers_wanted):
+                self.add_worker()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def add_worker(self):
+        """Starts one more worker; returns its index."""
+        index = len(self._workers)
+        args = ["--dispatcher", self.dispatcher_address, "--port", "0", "--bind-address", "127.0.0.1"] + self._worker_args
+        process, _ = self._launch(_daemon("workerd", "SLUICE_WORKERD"), f"worker{index}", args)
+        self._workers.append(process)
+        return index
+
+    def kill_worker(self, index):
+        """Kills worker `index` with SIGKILL, as a machine failure would."""
+        process = self._workers[index]
+        process.kill()
+        process.wait()
+
+    def stop(self):
+        """Stops every process (SIGTERM, then SIGKILL after 5 s)."""
+        processes = [p for p in self._workers + [self._dispatcher] if p is not None]
+        for process in processes:
+            if process.poll() is None:
+                process.terminate()
+        for process in processes:
+            try:
+                process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        self._workers = []
+        self._dispatcher = None
+        if self._dir is not None:
+            shutil.rmtree(self._dir, ignore_errors=True)
+            self._dir = None
+
+    def log(self, name):
+        """What process `name` ("dispatcher", "worker0", ...) logged so far."""
+        with open(os.path.join(self._dir, name + ".log"), errors="replace") as f:
+            return f.read()
+
+    def _launch(self, program, name, args):
+        port_file = os.path.join(self._dir, name + ".port")
+        log = open(os.path.join(self._dir, name + ".log"), "wb")
+        process = subprocess.Popen(
+            [program, "--port-file", port_file] + args,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            preexec_fn=_die_with_parent,
+        )
+        log.close()
+        deadline = time.monotonic() + self._start_timeout
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                raise RuntimeError(f"{name} exited with {process.returncode} at start:\n{self.log(name)}")
+            try:
+                with open(port_file) as f:
+                    text = f.read().strip()
+                if text:
+                    return process, int(text)
+            except FileNotFoundError:
+                pass
+            time.sleep(0.02)
+        process.kill()
+        raise TimeoutError(f"{name} did not start within {self._start_timeout} s:\n{self.log(name)}")

@@ -1,0 +1,282 @@
+// sluice.Dataset and its iterator: the public C++ Dataset with the YAML
+// ops' snake_case names and arguments.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "python/src/bindings.h"
+#include "python/src/status.h"
+#include "python/src/values.h"
+#include "sluice/dataset.h"
+
+namespace sluice::python {
+namespace py = pybind11;
+namespace {
+
+FunctionArg ArgFromPython(py::handle value) {
+  // bool first: Python's bool is an int.
+  if (py::isinstance<py::bool_>(value)) return FunctionArg(value.cast<bool>());
+  if (py::isinstance<py::int_>(value)) return FunctionArg(value.cast<int64_t>());
+  if (py::isinstance<py::float_>(value)) return FunctionArg(value.cast<double>());
+  if (py::isinstance<py::str>(value)) return FunctionArg(value.cast<std::string>());
+  if (py::isinstance<py::list>(value) || py::isinstance<py::tuple>(value)) {
+    std::vector<FunctionArg> values;
+    for (py::handle item : value) values.push_back(ArgFromPython(item));
+    return FunctionArg(std::move(values));
+  }
+  if (py::isinstance<py::dict>(value)) {
+    std::map<std::string, FunctionArg> entries;
+    for (auto [key, item] : py::reinterpret_borrow<py::dict>(value)) entries.emplace(py::str(key), ArgFromPython(item));
+    return FunctionArg(std::move(entries));
+  }
+  ThrowStatus(absl::InvalidArgumentError(absl::StrCat("a function argument is a number, bool, str, list or dict, not ",
+                                                      std::string(py::str(py::type::of(value))))));
+}
+
+FunctionArgMap ArgsFromKwargs(const py::kwargs& kwargs) {
+  FunctionArgMap args;
+  for (auto [key, value] : kwargs) args.emplace(py::str(key), ArgFromPython(value));
+  return args;
+}
+
+// The name of a registered element function; a Python callable cannot
+// cross to the engine yet.
+std::string FunctionName(py::handle fn, const char* op) {
+  if (py::isinstance<py::str>(fn)) return fn.cast<std::string>();
+  ThrowStatus(absl::UnimplementedError(absl::StrCat(
+      op, " takes the name of a registered element function (`sluice functions` lists them; plugins add more); "
+          "Python callables are not supported yet")));
+}
+
+template <typename Enum>
+Enum ParseName(const std::string& field, const std::string& name,
+               const std::vector<std::pair<std::string, Enum>>& choices) {
+  std::string valid;
+  for (const auto& [choice, value] : choices) {
+    if (choice == name) return value;
+    absl::StrAppend(&valid, valid.empty() ? "" : ", ", choice);
+  }
+  ThrowStatus(absl::InvalidArgumentError(absl::StrCat(field, " '", name, "' is not one of: ", valid)));
+}
+
+ServiceOptions ServiceOptionsFrom(const std::string& processing_mode, const std::string& service,
+                                  std::optional<std::string> job_name, std::optional<int64_t> num_consumers,
+                                  std::optional<int64_t> consumer_index, std::optional<std::string> compression,
+                                  bool exactly_once, std::optional<std::string> sharding_policy,
+                                  int64_t max_outstanding_requests, int64_t timeout_ms, bool allow_partial) {
+  ServiceOptions options;
+  options.service = service;
+  options.processing_mode = ParseName<ProcessingMode>(
+      "processing_mode", processing_mode,
+      {{"parallel_epochs", ProcessingMode::kParallelEpochs}, {"distributed_epoch", ProcessingMode::kDistributedEpoch}});
+  options.job_name = job_name.value_or("");
+  if (num_consumers.has_value() != consumer_index.has_value()) {
+    ThrowStatus(absl::InvalidArgumentError("num_consumers and consumer_index go together: set both or neither"));
+  }
+  options.num_consumers = num_consumers.value_or(0);
+  options.consumer_index = consumer_index.value_or(0);
+  if (compression.has_value()) {
+    options.compression = ParseName<ServiceOptions::Compression>(
+        "compression", *compression,
+        {{"none", ServiceOptions::Compression::kNone},
+         {"snappy", ServiceOptions::Compression::kSnappy},
+         {"zstd", ServiceOptions::Compression::kZstd}});
+  }
+  options.exactly_once = exactly_once;
+  if (sharding_policy.has_value()) {
+    options.sharding_policy = ParseName<ShardingPolicy>(
+        "sharding_policy", *sharding_policy,
+        {{"OFF", ShardingPolicy::kOff},
+         {"DYNAMIC", ShardingPolicy::kDynamic},
+         {"FILE", ShardingPolicy::kFile},
+         {"DATA", ShardingPolicy::kData},
+         {"FILE_OR_DATA", ShardingPolicy::kFileOrData},
+         {"HINT", ShardingPolicy::kHint}});
+  }
+  options.max_outstanding_requests = max_outstanding_requests;
+  options.timeout_ms = timeout_ms;
+  options.allow_partial = allow_partial;
+  return options;
+}
+
+// Python's iterator over a Dataset. The GIL is released while C++ waits
+// for the next element.
+class PyIterator {
+ public:
+  explicit PyIterator(Iterator iterator) : iterator_(std::move(iterator)) {}
+
+  py::object Next() {
+    absl::StatusOr<std::optional<Element>> next;
+    {
+      py::gil_scoped_release release;
+      next = iterator_.GetNextAsOptional();
+    }
+    if (!next.ok()) ThrowStatus(next.status());
+    if (!next->has_value()) throw py::stop_iteration();
+    return ElementToPython(**next);
+  }
+
+  // None at the end of the input.
+  py::object NextAsOptional() {
+    try {
+      return Next();
+    } catch (const py::stop_iteration&) {
+      return py::none();
+    }
+  }
+
+ private:
+  Iterator iterator_;
+};
+
+py::list SpecToPython(const ElementSpec& spec) {
+  py::list components;
+  for (size_t i = 0; i < spec.components.size(); ++i) {
+    const TensorSpec& component = spec.components[i];
+    py::object shape = py::none();
+    if (!component.shape.unknown_rank) {
+      py::list dims;
+      for (int64_t d : component.shape.dims) dims.append(d == kUnknownDim ? py::object(py::none()) : py::int_(d));
+      shape = py::tuple(dims);
+    }
+    py::object name = spec.names.empty() ? py::object(py::none()) : py::str(spec.names[i]);
+    components.append(py::make_tuple(name, shape, NumpyDTypeName(component.dtype)));
+  }
+  return components;
+}
+
+}  // namespace
+
+void BindDataset(py::module_& module) {
+  py::class_<PyIterator>(module, "Iterator", "Reads a Dataset's elements; `next()` raises StopIteration at the end.")
+      .def("__iter__", [](PyIterator& self) -> PyIterator& { return self; })
+      .def("__next__", &PyIterator::Next)
+      .def("get_next", &PyIterator::Next, "The next element; StopIteration at the end of the input.")
+      .def("get_next_as_optional", &PyIterator::NextAsOptional, "The next element, or None at the end of the input.");
+
+  py::class_<Dataset>(module, "Dataset",
+                      "A pipeline definition: each method returns a new Dataset. Iterating runs it (a pipeline "
+                      "that reads from the service starts a new iteration of its job).")
+      .def_static(
+          "range", [](int64_t stop) { return Dataset::Range(stop); }, py::arg("stop"))
+      .def_static(
+          "range", [](int64_t start, int64_t stop, int64_t step) { return Dataset::Range(start, stop, step); },
+          py::arg("start"), py::arg("stop"), py::arg("step") = 1, "range(stop) or range(start, stop, step=1)")
+      .def_static(
+          "from_tensors",
+          [](py::handle structure) {
+            Components c = ComponentsFromPython(structure);
+            return Dataset::FromTensors(std::move(c.tensors), std::move(c.names));
+          },
+          py::arg("structure"), "One element: an array, a tuple of arrays, or a dict of them.")
+      .def_static(
+          "from_tensor_slices",
+          [](py::handle structure) {
+            Components c = ComponentsFromPython(structure);
+            return Dataset::FromTensorSlices(std::move(c.tensors), std::move(c.names));
+          },
+          py::arg("structure"), "One element per row of the arrays (a dict gives named elements).")
+      .def_static(
+          "from_yaml", [](const std::string& path) { return ValueOrThrow(Dataset::FromYamlFile(path)); },
+          py::arg("path"), "A YAML pipeline file; errors name its file and line.")
+      .def_static(
+          "list_files",
+          [](std::vector<std::string> patterns, bool shuffle, std::optional<int64_t> seed) {
+            return Dataset::ListFiles(std::move(patterns), shuffle, seed);
+          },
+          py::arg("patterns"), py::arg("shuffle") = true, py::arg("seed") = py::none())
+      .def_static(
+          "text_line",
+          [](std::vector<std::string> files, std::string compression_type) {
+            return Dataset::TextLine(std::move(files), std::move(compression_type));
+          },
+          py::arg("files"), py::arg("compression_type") = "")
+      .def_static(
+          "tfrecord",
+          [](std::vector<std::string> files, std::string compression_type) {
+            return Dataset::TFRecord(std::move(files), std::move(compression_type));
+          },
+          py::arg("files"), py::arg("compression_type") = "")
+      .def_static(
+          "zip", [](const std::vector<Dataset>& datasets) { return Dataset::Zip(datasets); }, py::arg("datasets"))
+      .def_static(
+          "deserialize", [](const py::bytes& bytes) { return ValueOrThrow(Dataset::Deserialize(std::string(bytes))); },
+          py::arg("data"))
+      .def(
+          "map",
+          [](const Dataset& self, py::handle fn, int64_t num_parallel_calls, bool deterministic,
+             const py::kwargs& args) {
+            return self.Map(FunctionName(fn, "map"), ArgsFromKwargs(args), {num_parallel_calls, deterministic});
+          },
+          py::arg("fn"), py::kw_only(), py::arg("num_parallel_calls") = 0, py::arg("deterministic") = true,
+          "map(fn, num_parallel_calls=0, deterministic=True, **args): a registered element function by name, "
+          "with its arguments as keywords")
+      .def(
+          "filter",
+          [](const Dataset& self, py::handle fn, const py::kwargs& args) {
+            return self.Filter(FunctionName(fn, "filter"), ArgsFromKwargs(args));
+          },
+          py::arg("fn"))
+      .def(
+          "batch",
+          [](const Dataset& self, int64_t batch_size, bool drop_remainder, int64_t num_parallel_calls,
+             bool deterministic) {
+            return self.Batch(batch_size, {drop_remainder, num_parallel_calls, deterministic});
+          },
+          py::arg("batch_size"), py::arg("drop_remainder") = false, py::arg("num_parallel_calls") = 0,
+          py::arg("deterministic") = true)
+      .def("unbatch", &Dataset::Unbatch)
+      .def("rebatch", &Dataset::Rebatch, py::arg("batch_size"), py::arg("drop_remainder") = false)
+      .def("shuffle", &Dataset::Shuffle, py::arg("buffer_size"), py::arg("seed") = py::none(),
+           py::arg("reshuffle_each_iteration") = true)
+      .def("repeat", &Dataset::Repeat, py::arg("count") = -1)
+      .def("take", &Dataset::Take, py::arg("count"))
+      .def("skip", &Dataset::Skip, py::arg("count"))
+      .def("shard", &Dataset::Shard, py::arg("num_shards"), py::arg("index"))
+      .def("enumerate", &Dataset::Enumerate, py::arg("start") = 0)
+      .def("prefetch", &Dataset::Prefetch, py::arg("buffer_size") = -1)
+      .def("with_plugin", &Dataset::WithPlugin, py::arg("library_path"))
+      .def(
+          "distribute",
+          [](const Dataset& self, const std::string& processing_mode, const std::string& service,
+             std::optional<std::string> job_name, std::optional<int64_t> num_consumers,
+             std::optional<int64_t> consumer_index, std::optional<std::string> compression, bool exactly_once,
+             std::optional<std::string> sharding_policy, int64_t max_outstanding_requests, int64_t timeout_ms,
+             bool allow_partial) {
+            return self.ReadFromService(ServiceOptionsFrom(processing_mode, service, job_name, num_consumers,
+                                                           consumer_index, compression, exactly_once,
+                                                           sharding_policy, max_outstanding_requests,
+                                                           timeout_ms, allow_partial));
+          },
+          py::arg("processing_mode"), py::arg("service"), py::arg("job_name") = py::none(),
+          py::arg("num_consumers") = py::none(), py::arg("consumer_index") = py::none(),
+          py::arg("compression") = py::none(), py::arg("exactly_once") = false,
+          py::arg("sharding_policy") = py::none(), py::arg("max_outstanding_requests") = 0,
+          py::arg("timeout_ms") = 0, py::arg("allow_partial") = false,
+          "The steps so far run on the data service at `service` (grpc://HOST:PORT); the steps after, here. "
+          "processing_mode is 'parallel_epochs' or 'distributed_epoch'.")
+      .def("fingerprint", &Dataset::Fingerprint)
+      .def("serialize", [](const Dataset& self) { return py::bytes(self.Serialize()); })
+      .def(
+          "cardinality", [](const Dataset& self) { return ValueOrThrow(self.Cardinality()); },
+          "The number of elements, or sluice.INFINITE or sluice.UNKNOWN.")
+      .def("_element_spec", [](const Dataset& self) { return SpecToPython(ValueOrThrow(self.Spec())); })
+      .def("__iter__", [](const Dataset& self) {
+        absl::StatusOr<Iterator> iterator;
+        {
+          py::gil_scoped_release release;
+          iterator = self.MakeIterator();
+        }
+        return PyIterator(ValueOrThrow(std::move(iterator)));
+      });
+  module.attr("INFINITE") = kInfiniteCardinality;
+  module.attr("UNKNOWN") = kUnknownCardinality;
+}
+
+}  // namespace sluice::python

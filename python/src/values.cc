@@ -1,0 +1,134 @@
+#include "python/src/values.h"
+
+#include <pybind11/numpy.h>
+
+#include <cstring>
+#include <memory>
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "python/src/status.h"
+
+namespace sluice::python {
+namespace py = pybind11;
+namespace {
+
+// The NumPy dtype of a numeric dtype, by name: the buffer-protocol
+// formats would give np.longlong for int64, a type apart from np.int64.
+// bfloat16 has none.
+std::optional<py::dtype> NumpyDType(DType dtype) {
+  if (dtype == DType::kString || dtype == DType::kBFloat16 || dtype == DType::kInvalid) return std::nullopt;
+  return py::dtype::from_args(py::str(DTypeName(dtype)));
+}
+
+py::object StringsToPython(const Tensor& tensor) {
+  const std::string* values = tensor.data<std::string>();
+  if (tensor.rank() == 0) return py::bytes(values[0]);
+  py::array out(py::dtype("O"), tensor.shape());
+  auto** objects = static_cast<PyObject**>(out.mutable_data());
+  for (int64_t i = 0; i < tensor.num_elements(); ++i) {
+    objects[i] = py::bytes(values[i]).release().ptr();
+  }
+  return std::move(out);
+}
+
+DType DTypeOfArray(const py::array& array) {
+  const py::dtype dtype = array.dtype();
+  const char kind = dtype.kind();
+  const auto size = dtype.itemsize();
+  if (kind == 'b') return DType::kBool;
+  if (kind == 'i') return size == 1 ? DType::kInt8 : size == 2 ? DType::kInt16 : size == 4 ? DType::kInt32 : DType::kInt64;
+  if (kind == 'u') {
+    return size == 1 ? DType::kUInt8 : size == 2 ? DType::kUInt16 : size == 4 ? DType::kUInt32 : DType::kUInt64;
+  }
+  if (kind == 'f' && size == 2) return DType::kFloat16;
+  if (kind == 'f' && size == 4) return DType::kFloat32;
+  if (kind == 'f' && size == 8) return DType::kFloat64;
+  if (kind == 'S' || kind == 'U' || kind == 'O') return DType::kString;
+  return DType::kInvalid;
+}
+
+Tensor StringsFromArray(const py::array& array) {
+  Shape shape(array.shape(), array.shape() + array.ndim());
+  Tensor tensor(DType::kString, shape);
+  std::string* out = tensor.mutable_data<std::string>();
+  py::object flat = array.attr("ravel")();
+  int64_t i = 0;
+  for (py::handle item : flat) {
+    if (py::isinstance<py::bytes>(item)) {
+      out[i++] = item.cast<std::string>();
+    } else if (py::isinstance<py::str>(item)) {
+      out[i++] = py::str(item).cast<std::string>();  // UTF-8
+    } else {
+      ThrowStatus(absl::InvalidArgumentError(absl::StrCat(
+          "a string tensor holds bytes or str, not ", std::string(py::str(py::type::of(item))))));
+    }
+  }
+  return tensor;
+}
+
+}  // namespace
+
+std::string NumpyDTypeName(DType dtype) {
+  if (dtype == DType::kString) return "bytes";
+  return DTypeName(dtype);
+}
+
+py::object TensorToPython(const Tensor& tensor) {
+  if (tensor.dtype() == DType::kString) return StringsToPython(tensor);
+  const std::optional<py::dtype> dtype = NumpyDType(tensor.dtype());
+  if (!dtype.has_value()) {
+    ThrowStatus(absl::UnimplementedError(absl::StrCat(
+        "a ", DTypeName(tensor.dtype()), " tensor has no NumPy dtype; cast it in the pipeline first")));
+  }
+  // The capsule owns a copy of the tensor, which shares (and so keeps
+  // alive) its buffer for as long as the array lives.
+  py::capsule owner(new Tensor(tensor), [](void* held) { delete static_cast<Tensor*>(held); });
+  py::array array(*dtype, tensor.shape(), tensor.raw_data(), owner);
+  if (tensor.rank() == 0) return array[py::tuple()];  // a NumPy scalar
+  return std::move(array);
+}
+
+py::object ElementToPython(const Element& element) {
+  if (element.named()) {
+    py::dict out;
+    for (size_t i = 0; i < element.size(); ++i) out[py::str((*element.names)[i])] = TensorToPython(element.components[i]);
+    return std::move(out);
+  }
+  if (element.size() == 1) return TensorToPython(element.components[0]);
+  py::tuple out(element.size());
+  for (size_t i = 0; i < element.size(); ++i) out[i] = TensorToPython(element.components[i]);
+  return std::move(out);
+}
+
+Tensor TensorFromPython(py::handle value) {
+  py::array array = py::module_::import("numpy").attr("asarray")(value);
+  const DType dtype = DTypeOfArray(array);
+  if (dtype == DType::kInvalid) {
+    ThrowStatus(absl::InvalidArgumentError(absl::StrCat(
+        "NumPy dtype ", std::string(py::str(array.dtype())), " has no Sluice dtype (bool, ints, floats, strings)")));
+  }
+  if (dtype == DType::kString) return StringsFromArray(array);
+  py::array contiguous = py::array::ensure(array, py::array::c_style);
+  Shape shape(contiguous.shape(), contiguous.shape() + contiguous.ndim());
+  Tensor tensor = Tensor::Uninitialized(dtype, shape);
+  if (tensor.num_elements() > 0) std::memcpy(tensor.mutable_raw_data(), contiguous.data(), tensor.ByteSize());
+  return tensor;
+}
+
+Components ComponentsFromPython(py::handle structure) {
+  Components out;
+  if (py::isinstance<py::dict>(structure)) {
+    for (auto [key, value] : py::reinterpret_borrow<py::dict>(structure)) {
+      out.names.push_back(py::str(key));
+      out.tensors.push_back(TensorFromPython(value));
+    }
+  } else if (py::isinstance<py::tuple>(structure)) {
+    for (py::handle value : py::reinterpret_borrow<py::tuple>(structure)) out.tensors.push_back(TensorFromPython(value));
+  } else {
+    out.tensors.push_back(TensorFromPython(structure));
+  }
+  return out;
+}
+
+}  // namespace sluice::python
