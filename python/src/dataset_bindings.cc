@@ -32,11 +32,13 @@ FunctionArg ArgFromPython(py::handle value) {
   }
   if (py::isinstance<py::dict>(value)) {
     std::map<std::string, FunctionArg> entries;
-    for (auto [key, item] : py::reinterpret_borrow<py::dict>(value)) entries.emplace(py::str(key), ArgFromPython(item));
+    for (auto [key, item] : py::reinterpret_borrow<py::dict>(value))
+      entries.emplace(py::str(key), ArgFromPython(item));
     return FunctionArg(std::move(entries));
   }
-  ThrowStatus(absl::InvalidArgumentError(absl::StrCat("a function argument is a number, bool, str, list or dict, not ",
-                                                      std::string(py::str(py::type::of(value))))));
+  ThrowStatus(absl::InvalidArgumentError(
+      absl::StrCat("a function argument is a number, bool, str, list or dict, not ",
+                   std::string(py::str(py::type::of(value))))));
 }
 
 FunctionArgMap ArgsFromKwargs(const py::kwargs& kwargs) {
@@ -50,8 +52,9 @@ FunctionArgMap ArgsFromKwargs(const py::kwargs& kwargs) {
 std::string FunctionName(py::handle fn, const char* op) {
   if (py::isinstance<py::str>(fn)) return fn.cast<std::string>();
   ThrowStatus(absl::UnimplementedError(absl::StrCat(
-      op, " takes the name of a registered element function (`sluice functions` lists them; plugins add more); "
-          "Python callables are not supported yet")));
+      op,
+      " takes the name of a registered element function (`sluice functions` lists them; plugins add more); "
+      "Python callables are not supported yet")));
 }
 
 template <typename Enum>
@@ -67,37 +70,39 @@ Enum ParseName(const std::string& field, const std::string& name,
 
 ServiceOptions ServiceOptionsFrom(const std::string& processing_mode, const std::string& service,
                                   std::optional<std::string> job_name, std::optional<int64_t> num_consumers,
-                                  std::optional<int64_t> consumer_index, std::optional<std::string> compression,
-                                  bool exactly_once, std::optional<std::string> sharding_policy,
+                                  std::optional<int64_t> consumer_index,
+                                  std::optional<std::string> compression, bool exactly_once,
+                                  std::optional<std::string> sharding_policy,
                                   int64_t max_outstanding_requests, int64_t timeout_ms, bool allow_partial) {
   ServiceOptions options;
   options.service = service;
-  options.processing_mode = ParseName<ProcessingMode>(
-      "processing_mode", processing_mode,
-      {{"parallel_epochs", ProcessingMode::kParallelEpochs}, {"distributed_epoch", ProcessingMode::kDistributedEpoch}});
+  options.processing_mode =
+      ParseName<ProcessingMode>("processing_mode", processing_mode,
+                                {{"parallel_epochs", ProcessingMode::kParallelEpochs},
+                                 {"distributed_epoch", ProcessingMode::kDistributedEpoch}});
   options.job_name = job_name.value_or("");
   if (num_consumers.has_value() != consumer_index.has_value()) {
-    ThrowStatus(absl::InvalidArgumentError("num_consumers and consumer_index go together: set both or neither"));
+    ThrowStatus(
+        absl::InvalidArgumentError("num_consumers and consumer_index go together: set both or neither"));
   }
   options.num_consumers = num_consumers.value_or(0);
   options.consumer_index = consumer_index.value_or(0);
   if (compression.has_value()) {
-    options.compression = ParseName<ServiceOptions::Compression>(
-        "compression", *compression,
-        {{"none", ServiceOptions::Compression::kNone},
-         {"snappy", ServiceOptions::Compression::kSnappy},
-         {"zstd", ServiceOptions::Compression::kZstd}});
+    options.compression =
+        ParseName<ServiceOptions::Compression>("compression", *compression,
+                                               {{"none", ServiceOptions::Compression::kNone},
+                                                {"snappy", ServiceOptions::Compression::kSnappy},
+                                                {"zstd", ServiceOptions::Compression::kZstd}});
   }
   options.exactly_once = exactly_once;
   if (sharding_policy.has_value()) {
-    options.sharding_policy = ParseName<ShardingPolicy>(
-        "sharding_policy", *sharding_policy,
-        {{"OFF", ShardingPolicy::kOff},
-         {"DYNAMIC", ShardingPolicy::kDynamic},
-         {"FILE", ShardingPolicy::kFile},
-         {"DATA", ShardingPolicy::kData},
-         {"FILE_OR_DATA", ShardingPolicy::kFileOrData},
-         {"HINT", ShardingPolicy::kHint}});
+    options.sharding_policy = ParseName<ShardingPolicy>("sharding_policy", *sharding_policy,
+                                                        {{"OFF", ShardingPolicy::kOff},
+                                                         {"DYNAMIC", ShardingPolicy::kDynamic},
+                                                         {"FILE", ShardingPolicy::kFile},
+                                                         {"DATA", ShardingPolicy::kData},
+                                                         {"FILE_OR_DATA", ShardingPolicy::kFileOrData},
+                                                         {"HINT", ShardingPolicy::kHint}});
   }
   options.max_outstanding_requests = max_outstanding_requests;
   options.timeout_ms = timeout_ms;
@@ -142,7 +147,8 @@ py::list SpecToPython(const ElementSpec& spec) {
     py::object shape = py::none();
     if (!component.shape.unknown_rank) {
       py::list dims;
-      for (int64_t d : component.shape.dims) dims.append(d == kUnknownDim ? py::object(py::none()) : py::int_(d));
+      for (int64_t d : component.shape.dims)
+        dims.append(d == kUnknownDim ? py::object(py::none()) : py::int_(d));
       shape = py::tuple(dims);
     }
     py::object name = spec.names.empty() ? py::object(py::none()) : py::str(spec.names[i]);
@@ -154,19 +160,23 @@ py::list SpecToPython(const ElementSpec& spec) {
 }  // namespace
 
 void BindDataset(py::module_& module) {
-  py::class_<PyIterator>(module, "Iterator", "Reads a Dataset's elements; `next()` raises StopIteration at the end.")
+  py::class_<PyIterator>(module, "Iterator",
+                         "Reads a Dataset's elements; `next()` raises StopIteration at the end.")
       .def("__iter__", [](PyIterator& self) -> PyIterator& { return self; })
       .def("__next__", &PyIterator::Next)
       .def("get_next", &PyIterator::Next, "The next element; StopIteration at the end of the input.")
-      .def("get_next_as_optional", &PyIterator::NextAsOptional, "The next element, or None at the end of the input.");
+      .def("get_next_as_optional", &PyIterator::NextAsOptional,
+           "The next element, or None at the end of the input.");
 
-  py::class_<Dataset>(module, "Dataset",
-                      "A pipeline definition: each method returns a new Dataset. Iterating runs it (a pipeline "
-                      "that reads from the service starts a new iteration of its job).")
+  py::class_<Dataset>(
+      module, "Dataset",
+      "A pipeline definition: each method returns a new Dataset. Iterating runs it (a pipeline "
+      "that reads from the service starts a new iteration of its job).")
       .def_static(
           "range", [](int64_t stop) { return Dataset::Range(stop); }, py::arg("stop"))
       .def_static(
-          "range", [](int64_t start, int64_t stop, int64_t step) { return Dataset::Range(start, stop, step); },
+          "range",
+          [](int64_t start, int64_t stop, int64_t step) { return Dataset::Range(start, stop, step); },
           py::arg("start"), py::arg("stop"), py::arg("step") = 1, "range(stop) or range(start, stop, step=1)")
       .def_static(
           "from_tensors",
@@ -204,15 +214,18 @@ void BindDataset(py::module_& module) {
           },
           py::arg("files"), py::arg("compression_type") = "")
       .def_static(
-          "zip", [](const std::vector<Dataset>& datasets) { return Dataset::Zip(datasets); }, py::arg("datasets"))
+          "zip", [](const std::vector<Dataset>& datasets) { return Dataset::Zip(datasets); },
+          py::arg("datasets"))
       .def_static(
-          "deserialize", [](const py::bytes& bytes) { return ValueOrThrow(Dataset::Deserialize(std::string(bytes))); },
+          "deserialize",
+          [](const py::bytes& bytes) { return ValueOrThrow(Dataset::Deserialize(std::string(bytes))); },
           py::arg("data"))
       .def(
           "map",
           [](const Dataset& self, py::handle fn, int64_t num_parallel_calls, bool deterministic,
              const py::kwargs& args) {
-            return self.Map(FunctionName(fn, "map"), ArgsFromKwargs(args), {num_parallel_calls, deterministic});
+            return self.Map(FunctionName(fn, "map"), ArgsFromKwargs(args),
+                            {num_parallel_calls, deterministic});
           },
           py::arg("fn"), py::kw_only(), py::arg("num_parallel_calls") = 0, py::arg("deterministic") = true,
           "map(fn, num_parallel_calls=0, deterministic=True, **args): a registered element function by name, "
@@ -249,10 +262,9 @@ void BindDataset(py::module_& module) {
              std::optional<int64_t> consumer_index, std::optional<std::string> compression, bool exactly_once,
              std::optional<std::string> sharding_policy, int64_t max_outstanding_requests, int64_t timeout_ms,
              bool allow_partial) {
-            return self.ReadFromService(ServiceOptionsFrom(processing_mode, service, job_name, num_consumers,
-                                                           consumer_index, compression, exactly_once,
-                                                           sharding_policy, max_outstanding_requests,
-                                                           timeout_ms, allow_partial));
+            return self.ReadFromService(ServiceOptionsFrom(
+                processing_mode, service, job_name, num_consumers, consumer_index, compression, exactly_once,
+                sharding_policy, max_outstanding_requests, timeout_ms, allow_partial));
           },
           py::arg("processing_mode"), py::arg("service"), py::arg("job_name") = py::none(),
           py::arg("num_consumers") = py::none(), py::arg("consumer_index") = py::none(),

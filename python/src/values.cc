@@ -37,9 +37,13 @@ DType DTypeOfArray(const py::array& array) {
   const char kind = dtype.kind();
   const auto size = dtype.itemsize();
   if (kind == 'b') return DType::kBool;
-  if (kind == 'i') return size == 1 ? DType::kInt8 : size == 2 ? DType::kInt16 : size == 4 ? DType::kInt32 : DType::kInt64;
+  if (kind == 'i')
+    return size == 1 ? DType::kInt8 : size == 2 ? DType::kInt16 : size == 4 ? DType::kInt32 : DType::kInt64;
   if (kind == 'u') {
-    return size == 1 ? DType::kUInt8 : size == 2 ? DType::kUInt16 : size == 4 ? DType::kUInt32 : DType::kUInt64;
+    return size == 1   ? DType::kUInt8
+           : size == 2 ? DType::kUInt16
+           : size == 4 ? DType::kUInt32
+                       : DType::kUInt64;
   }
   if (kind == 'f' && size == 2) return DType::kFloat16;
   if (kind == 'f' && size == 4) return DType::kFloat32;
@@ -60,8 +64,8 @@ Tensor StringsFromArray(const py::array& array) {
     } else if (py::isinstance<py::str>(item)) {
       out[i++] = py::str(item).cast<std::string>();  // UTF-8
     } else {
-      ThrowStatus(absl::InvalidArgumentError(absl::StrCat(
-          "a string tensor holds bytes or str, not ", std::string(py::str(py::type::of(item))))));
+      ThrowStatus(absl::InvalidArgumentError(absl::StrCat("a string tensor holds bytes or str, not ",
+                                                          std::string(py::str(py::type::of(item))))));
     }
   }
   return tensor;
@@ -92,7 +96,8 @@ py::object TensorToPython(const Tensor& tensor) {
 py::object ElementToPython(const Element& element) {
   if (element.named()) {
     py::dict out;
-    for (size_t i = 0; i < element.size(); ++i) out[py::str((*element.names)[i])] = TensorToPython(element.components[i]);
+    for (size_t i = 0; i < element.size(); ++i)
+      out[py::str((*element.names)[i])] = TensorToPython(element.components[i]);
     return std::move(out);
   }
   if (element.size() == 1) return TensorToPython(element.components[0]);
@@ -105,8 +110,9 @@ Tensor TensorFromPython(py::handle value) {
   py::array array = py::module_::import("numpy").attr("asarray")(value);
   const DType dtype = DTypeOfArray(array);
   if (dtype == DType::kInvalid) {
-    ThrowStatus(absl::InvalidArgumentError(absl::StrCat(
-        "NumPy dtype ", std::string(py::str(array.dtype())), " has no Sluice dtype (bool, ints, floats, strings)")));
+    ThrowStatus(
+        absl::InvalidArgumentError(absl::StrCat("NumPy dtype ", std::string(py::str(array.dtype())),
+                                                " has no Sluice dtype (bool, ints, floats, strings)")));
   }
   if (dtype == DType::kString) return StringsFromArray(array);
   py::array contiguous = py::array::ensure(array, py::array::c_style);
@@ -124,7 +130,8 @@ Components ComponentsFromPython(py::handle structure) {
       out.tensors.push_back(TensorFromPython(value));
     }
   } else if (py::isinstance<py::tuple>(structure)) {
-    for (py::handle value : py::reinterpret_borrow<py::tuple>(structure)) out.tensors.push_back(TensorFromPython(value));
+    for (py::handle value : py::reinterpret_borrow<py::tuple>(structure))
+      out.tensors.push_back(TensorFromPython(value));
   } else {
     out.tensors.push_back(TensorFromPython(structure));
   }

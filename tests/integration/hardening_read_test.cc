@@ -264,34 +264,28 @@ TEST_CASE("hardening read: sluice read with a parallel_epochs worker killed for 
       "parallel_epochs: the epoch of 1 of 2 workers ended early: worker " + lost +
       R"( \(task [0-9]+, no heartbeat for 1000 ms\) after ([0-9]+) of 200000 elements; )"
       R"(([0-9]+) elements lost)";
-  SECTION("without --allow-partial: exit code 1") {
-    const CliRead read = CliReadKillingWorkers(cluster, {1}, "");
+  // The read's exit code and last stderr line, then its output: worker 0's
+  // whole epoch, and the first `got` elements of worker 1's.
+  auto check = [&](const std::string& flags, int exit_code, const std::string& last_line) {
+    const CliRead read = CliReadKillingWorkers(cluster, {1}, flags);
     INFO(read.err);
-    CHECK(read.exit_code == 1);
+    CHECK(read.exit_code == exit_code);
     std::smatch match;
     const std::string last = LastLine(read.err);
-    REQUIRE(std::regex_match(last, match,
-                             std::regex("sluice: " + ended +
-                                        R"(\. Pass --allow-partial \(allow_partial: true in the distribute )"
-                                        R"(step\) to accept a partial epoch)")));
+    REQUIRE(std::regex_match(last, match, std::regex(last_line)));
     const int64_t got = std::stoll(match[1]);
     CHECK(got + std::stoll(match[2]) == kElements);
-    // Worker 0's whole epoch, and the first `got` of worker 1's.
     CHECK(CountLines(read.out) == kElements + got);
     CHECK(FirstDifference(ValueCounts(read.out, kElements), ExpectedCounts({kElements, got})) == "");
+  };
+  SECTION("without --allow-partial: exit code 1") {
+    check(
+        "", 1,
+        "sluice: " + ended +
+            R"(\. Pass --allow-partial \(allow_partial: true in the distribute step\) to accept a partial epoch)");
   }
   SECTION("with --allow-partial: exit code 0 and a warning") {
-    const CliRead read = CliReadKillingWorkers(cluster, {1}, "--allow-partial");
-    INFO(read.err);
-    CHECK(read.exit_code == 0);
-    std::smatch match;
-    const std::string last = LastLine(read.err);
-    REQUIRE(std::regex_match(last, match,
-                             std::regex("sluice: warning: " + ended + R"( \(accepted: allow_partial\))")));
-    const int64_t got = std::stoll(match[1]);
-    CHECK(got + std::stoll(match[2]) == kElements);
-    CHECK(CountLines(read.out) == kElements + got);
-    CHECK(FirstDifference(ValueCounts(read.out, kElements), ExpectedCounts({kElements, got})) == "");
+    check("--allow-partial", 0, "sluice: warning: " + ended + R"( \(accepted: allow_partial\))");
   }
 }
 
