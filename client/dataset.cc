@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/dataset_internal.h"
+#include "client/local_functions.h"
 #include "common/proto_convert.h"
 #include "pipeline/builder.h"
 #include "pipeline/yaml_loader.h"
@@ -195,6 +196,27 @@ Dataset Dataset::Map(const std::string& fn, const FunctionArgMap& args, MapOptio
 Dataset Dataset::Filter(const std::string& fn, const FunctionArgMap& args) const {
   return With(DatasetAccess::State(*this), "filter",
               [&](proto::Step& s) { SetFunction(fn, args, s.mutable_filter()->mutable_fn()); });
+}
+
+Dataset Dataset::MapLocal(LocalMapFunction fn, std::optional<ElementSpec> output_spec,
+                          MapOptions options) const {
+  const std::string name = internal::RegisterLocalMap(std::move(fn), std::move(output_spec));
+  return Map(name, {}, options);
+}
+
+Dataset Dataset::FilterLocal(LocalPredicate predicate) const {
+  return Filter(internal::RegisterLocalPredicate(std::move(predicate)));
+}
+
+absl::Status Dataset::CheckRunsOnService() const {
+  return internal::CheckNoLocalFunctions(DatasetAccess::Definition(*this));
+}
+
+bool Dataset::ReadsNamedJob() const {
+  for (const proto::Step& step : DatasetAccess::Definition(*this).steps()) {
+    if (step.has_distribute() && !step.distribute().job_name().empty()) return true;
+  }
+  return false;
 }
 
 Dataset Dataset::Batch(int64_t batch_size, BatchOptions options) const {

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "client/local_functions.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/message.h"
 
@@ -33,6 +34,7 @@ int Depth(const google::protobuf::Message& message) {
 int DefinitionDepth(const proto::DatasetDef& def) { return Depth(def); }
 
 absl::Status CheckSendable(const proto::DatasetDef& def) {
+  if (absl::Status local = internal::CheckNoLocalFunctions(def); !local.ok()) return local;
   const int depth = DefinitionDepth(def);
   if (depth <= kMaxDefinitionDepth) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat("the pipeline's definition nests ", depth,

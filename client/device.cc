@@ -24,11 +24,13 @@ absl::StatusOr<Device> Device::Parse(std::string_view name) {
   const std::string kind = rest.substr(0, colon);
   const std::string digits = colon == std::string::npos ? "" : rest.substr(colon + 1);
   int index = -1;
-  if ((kind != "cpu" && kind != "gpu") || digits.empty() ||
+  // "cuda:N" is PyTorch's name for GPU:N.
+  if ((kind != "cpu" && kind != "gpu" && kind != "cuda") || digits.empty() ||
       !std::all_of(digits.begin(), digits.end(),
                    [](char c) { return std::isdigit(static_cast<unsigned char>(c)); }) ||
       !absl::SimpleAtoi(digits, &index)) {
-    return absl::InvalidArgumentError(absl::StrCat("device '", std::string(name), "' is not CPU:N or GPU:N"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("device '", std::string(name), "' is not CPU:N, GPU:N or cuda:N"));
   }
   return Device{kind == "cpu" ? DeviceKind::kCpu : DeviceKind::kGpu, index};
 }

@@ -228,9 +228,10 @@ TEST_CASE("Device names and replica sets", "[client][distribute]") {
   CHECK(Device::Parse("/gpu:3")->name() == "GPU:3");
   CHECK(Device::Parse("/job:localhost/replica:0/task:0/device:CPU:2")->name() == "CPU:2");
   CHECK(Device::Parse("cpu:0")->name() == "CPU:0");
-  CHECK(Device::Parse("TPU:0").status().message() == "device 'TPU:0' is not CPU:N or GPU:N");
-  CHECK(Device::Parse("GPU:").status().message() == "device 'GPU:' is not CPU:N or GPU:N");
-  CHECK(Device::Parse("GPU:-1").status().message() == "device 'GPU:-1' is not CPU:N or GPU:N");
+  CHECK(Device::Parse("cuda:1")->name() == "GPU:1");
+  CHECK(Device::Parse("TPU:0").status().message() == "device 'TPU:0' is not CPU:N, GPU:N or cuda:N");
+  CHECK(Device::Parse("GPU:").status().message() == "device 'GPU:' is not CPU:N, GPU:N or cuda:N");
+  CHECK(Device::Parse("GPU:-1").status().message() == "device 'GPU:-1' is not CPU:N, GPU:N or cuda:N");
   CHECK(ReplicaSet::Create({}).status().message() == "a replica set needs at least one device");
   CHECK(ReplicaSet::Create({"CPU:0", "cpu:0"}).status().message() == "device CPU:0 is listed twice");
   CHECK(ReplicaSet::Create({"CPU:0"}, 2, 2).status().message() == "input_pipeline_id 2 is outside [0, 2)");

@@ -266,7 +266,7 @@ TEST_CASE("cli service: read --replicas refuses a device it does not know with e
   CommandResult result = RunCommand(Sluice(
       absl::StrCat("read '", path, "' --service ", cluster.ServiceUrl(), " --replicas CPU:0,TPU:1 2>&1")));
   CHECK(result.exit_code == 2);
-  CHECK_THAT(result.out, Equals("sluice: device 'TPU:1' is not CPU:N or GPU:N\n"));
+  CHECK_THAT(result.out, Equals("sluice: device 'TPU:1' is not CPU:N, GPU:N or cuda:N\n"));
 }
 
 TEST_CASE("cli service: bench --replicas counts steps and the rows of every replica", "[service][cli]") {

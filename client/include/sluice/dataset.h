@@ -22,6 +22,7 @@
 #define SLUICE_CLIENT_INCLUDE_SLUICE_DATASET_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -68,6 +69,14 @@ struct MapOptions {
   bool deterministic = true;
 };
 
+// Element functions that live in this process: a C++ callable, or a
+// Python one through the sluice package. They run only in the steps that
+// run here (a local pipeline, or the steps after ReadFromService); a
+// pipeline whose steps before ReadFromService use one is refused when it
+// is built, since the workers cannot run it.
+using LocalMapFunction = std::function<absl::StatusOr<Element>(const Element&)>;
+using LocalPredicate = std::function<absl::StatusOr<bool>(const Element&)>;
+
 struct BatchOptions {
   // Drop a last batch with fewer than batch_size elements.
   bool drop_remainder = false;
@@ -101,6 +110,13 @@ class Dataset {
   // Transforms, each returning a new Dataset.
   Dataset Map(const std::string& fn, const FunctionArgMap& args = {}, MapOptions options = {}) const;
   Dataset Filter(const std::string& fn, const FunctionArgMap& args = {}) const;
+  // `output_spec` declares what `fn` returns (Spec(), and the steps after
+  // it that check their input when the pipeline is built); without it the
+  // spec is unknown: no components. Elements that break a declared spec
+  // are an error. `fn` must be thread-safe when num_parallel_calls > 1.
+  Dataset MapLocal(LocalMapFunction fn, std::optional<ElementSpec> output_spec = std::nullopt,
+                   MapOptions options = {}) const;
+  Dataset FilterLocal(LocalPredicate predicate) const;
   Dataset Batch(int64_t batch_size, BatchOptions options = {}) const;
   // padded_shapes: one per component, -1 for "longest in the batch"; empty
   // pads every dimension that way. padding_values: one scalar per component.
@@ -125,6 +141,14 @@ class Dataset {
   Dataset ReadFromService(const ServiceOptions& options) const;
   // Loads element functions from a plugin library when built.
   Dataset WithPlugin(const std::string& library_path) const;
+
+  // OK, or InvalidArgument naming the first map or filter step that runs a
+  // local function (MapLocal, FilterLocal), which only this process can
+  // run: what ReadFromService over this dataset would fail with.
+  absl::Status CheckRunsOnService() const;
+  // True when a ReadFromService step names a job (job_name), whose
+  // consumers share its elements rather than each reading them all.
+  bool ReadsNamedJob() const;
 
   // The definition's fingerprint: equal for equal pipelines, YAML or not.
   std::string Fingerprint() const;
