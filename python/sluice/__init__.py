@@ -14,10 +14,36 @@ data service, and read their elements as NumPy arrays.
 The data path is the C++ SDK's: arrays share the C++ tensors' buffers.
 """
 
-from ._sluice import INFINITE, UNKNOWN, Dataset, Error, Iterator
+from ._sluice import (
+    INFINITE,
+    UNKNOWN,
+    Dataset,
+    DeviceArray,
+    DistributedDataset,
+    DistributedIterator,
+    Error,
+    InputContext,
+    Iterator,
+    distribute_dataset,
+    distribute_datasets_from_function,
+)
 from .local_cluster import LocalCluster
 
-__all__ = ["Dataset", "Error", "INFINITE", "Iterator", "LocalCluster", "TensorSpec", "UNKNOWN"]
+__all__ = [
+    "Dataset",
+    "DeviceArray",
+    "DistributedDataset",
+    "DistributedIterator",
+    "Error",
+    "INFINITE",
+    "InputContext",
+    "Iterator",
+    "LocalCluster",
+    "TensorSpec",
+    "UNKNOWN",
+    "distribute_dataset",
+    "distribute_datasets_from_function",
+]
 
 
 class TensorSpec:
@@ -55,3 +81,8 @@ def _element_spec(self):
 
 
 Dataset.element_spec = property(_element_spec)
+
+
+def _dataset_from_bytes(data):
+    """Unpickles a Dataset (Dataset.__reduce__ names this function)."""
+    return Dataset.deserialize(data)

@@ -7,6 +7,7 @@
 namespace sluice::python {
 
 void BindDataset(pybind11::module_& module);
+void BindDistribute(pybind11::module_& module);
 
 }  // namespace sluice::python
 

@@ -11,6 +11,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "python/src/bindings.h"
+#include "python/src/callables.h"
+#include "python/src/read_ahead.h"
 #include "python/src/status.h"
 #include "python/src/values.h"
 #include "sluice/dataset.h"
@@ -47,14 +49,17 @@ FunctionArgMap ArgsFromKwargs(const py::kwargs& kwargs) {
   return args;
 }
 
-// The name of a registered element function; a Python callable cannot
-// cross to the engine yet.
-std::string FunctionName(py::handle fn, const char* op) {
-  if (py::isinstance<py::str>(fn)) return fn.cast<std::string>();
-  ThrowStatus(absl::UnimplementedError(absl::StrCat(
-      op,
-      " takes the name of a registered element function (`sluice functions` lists them; plugins add more); "
-      "Python callables are not supported yet")));
+void RequireCallable(py::handle fn, const char* op, const py::kwargs& args) {
+  if (!PyCallable_Check(fn.ptr())) {
+    ThrowStatus(absl::InvalidArgumentError(
+        absl::StrCat(op, " takes a registered function's name or a Python callable, not ",
+                     std::string(py::str(py::type::of(fn).attr("__name__"))))));
+  }
+  if (!args.empty()) {
+    ThrowStatus(absl::InvalidArgumentError(absl::StrCat(
+        op, ": keyword arguments (", std::string(py::str(py::list(args.attr("keys")()))),
+        ") go to registered functions; bind a callable's own arguments with functools.partial or a lambda")));
+  }
 }
 
 template <typename Enum>
@@ -110,18 +115,20 @@ ServiceOptions ServiceOptionsFrom(const std::string& processing_mode, const std:
   return options;
 }
 
-// Python's iterator over a Dataset. The GIL is released while C++ waits
-// for the next element.
+// Python's iterator over a Dataset: the C++ iterator, read a few
+// elements ahead on a thread of its own so that Ctrl-C interrupts a
+// blocking read (read_ahead.h).
 class PyIterator {
  public:
-  explicit PyIterator(Iterator iterator) : iterator_(std::move(iterator)) {}
+  explicit PyIterator(absl::StatusOr<Iterator> iterator)
+      : reader_(std::make_unique<ReadAhead<Element>>(
+            [iterator = std::make_shared<Iterator>(ValueOrThrow(std::move(iterator)))] {
+              return iterator->GetNextAsOptional();
+            },
+            kReadAheadElements, /*stop_after_error=*/true)) {}
 
   py::object Next() {
-    absl::StatusOr<std::optional<Element>> next;
-    {
-      py::gil_scoped_release release;
-      next = iterator_.GetNextAsOptional();
-    }
+    absl::StatusOr<std::optional<Element>> next = reader_->Next();
     if (!next.ok()) ThrowStatus(next.status());
     if (!next->has_value()) throw py::stop_iteration();
     return ElementToPython(**next);
@@ -129,15 +136,16 @@ class PyIterator {
 
   // None at the end of the input.
   py::object NextAsOptional() {
-    try {
-      return Next();
-    } catch (const py::stop_iteration&) {
-      return py::none();
-    }
+    absl::StatusOr<std::optional<Element>> next = reader_->Next();
+    if (!next.ok()) ThrowStatus(next.status());
+    if (!next->has_value()) return py::none();
+    return ElementToPython(**next);
   }
 
  private:
-  Iterator iterator_;
+  // Few enough that a dropped iterator leaves little read and unused.
+  static constexpr size_t kReadAheadElements = 8;
+  std::unique_ptr<ReadAhead<Element>> reader_;
 };
 
 py::list SpecToPython(const ElementSpec& spec) {
@@ -224,18 +232,30 @@ void BindDataset(py::module_& module) {
           "map",
           [](const Dataset& self, py::handle fn, int64_t num_parallel_calls, bool deterministic,
              const py::kwargs& args) {
-            return self.Map(FunctionName(fn, "map"), ArgsFromKwargs(args),
-                            {num_parallel_calls, deterministic});
+            const MapOptions options{num_parallel_calls, deterministic};
+            if (py::isinstance<py::str>(fn))
+              return self.Map(fn.cast<std::string>(), ArgsFromKwargs(args), options);
+            RequireCallable(fn, "map", args);
+            return self.MapLocal(MapFunctionFromPython(py::reinterpret_borrow<py::function>(fn)),
+                                 std::nullopt, options);
           },
           py::arg("fn"), py::kw_only(), py::arg("num_parallel_calls") = 0, py::arg("deterministic") = true,
-          "map(fn, num_parallel_calls=0, deterministic=True, **args): a registered element function by name, "
-          "with its arguments as keywords")
+          "map(fn, *, num_parallel_calls=0, deterministic=True, **args)\n\n"
+          "fn is a registered element function's name (`sluice functions` lists them), with its arguments as "
+          "keywords, or a Python callable that takes an element and returns the new one (arrays, scalars, a "
+          "tuple or a dict). A callable runs in this process: in a local pipeline or after `distribute`; "
+          "num_parallel_calls > 1 runs it on that many threads, each taking the GIL per call. "
+          "num_parallel_calls=-1: one per core.")
       .def(
           "filter",
           [](const Dataset& self, py::handle fn, const py::kwargs& args) {
-            return self.Filter(FunctionName(fn, "filter"), ArgsFromKwargs(args));
+            if (py::isinstance<py::str>(fn)) return self.Filter(fn.cast<std::string>(), ArgsFromKwargs(args));
+            RequireCallable(fn, "filter", args);
+            return self.FilterLocal(PredicateFromPython(py::reinterpret_borrow<py::function>(fn)));
           },
-          py::arg("fn"))
+          py::arg("fn"),
+          "filter(fn, **args)\n\nKeeps the elements for which fn is true: a registered predicate's name "
+          "with its arguments as keywords, or a Python callable (see map).")
       .def(
           "batch",
           [](const Dataset& self, int64_t batch_size, bool drop_remainder, int64_t num_parallel_calls,
@@ -262,6 +282,7 @@ void BindDataset(py::module_& module) {
              std::optional<int64_t> consumer_index, std::optional<std::string> compression, bool exactly_once,
              std::optional<std::string> sharding_policy, int64_t max_outstanding_requests, int64_t timeout_ms,
              bool allow_partial) {
+            ThrowIfError(self.CheckRunsOnService());
             return self.ReadFromService(ServiceOptionsFrom(
                 processing_mode, service, job_name, num_consumers, consumer_index, compression, exactly_once,
                 sharding_policy, max_outstanding_requests, timeout_ms, allow_partial));
@@ -273,19 +294,38 @@ void BindDataset(py::module_& module) {
           py::arg("timeout_ms") = 0, py::arg("allow_partial") = false,
           "The steps so far run on the data service at `service` (grpc://HOST:PORT); the steps after, here. "
           "processing_mode is 'parallel_epochs' or 'distributed_epoch'.")
-      .def("fingerprint", &Dataset::Fingerprint)
+      .def("fingerprint", &Dataset::Fingerprint,
+           "A hex digest of the definition: equal for equal pipelines, built in YAML or Python.")
+      .def("reads_named_job", &Dataset::ReadsNamedJob,
+           "True when a distribute step names a job_name, whose consumers share its elements.")
+      .def("__reduce__",
+           [](const Dataset& self) {
+             // Another process (DataLoader workers started with spawn) has
+             // none of this process's callables.
+             if (absl::Status local = self.CheckRunsOnService(); !local.ok()) {
+               ThrowStatus(absl::InvalidArgumentError(
+                   "a dataset with a Python callable cannot be pickled: another process has none of this "
+                   "process's callables (use registered functions, or fork instead of spawn)"));
+             }
+             return py::make_tuple(py::module_::import("sluice").attr("_dataset_from_bytes"),
+                                   py::make_tuple(py::bytes(self.Serialize())));
+           })
       .def("serialize", [](const Dataset& self) { return py::bytes(self.Serialize()); })
       .def(
-          "cardinality", [](const Dataset& self) { return ValueOrThrow(self.Cardinality()); },
+          "cardinality",
+          [](const Dataset& self) {
+            return ValueOrThrow(
+                CallInterruptibly<absl::StatusOr<int64_t>>([self] { return self.Cardinality(); }));
+          },
           "The number of elements, or sluice.INFINITE or sluice.UNKNOWN.")
-      .def("_element_spec", [](const Dataset& self) { return SpecToPython(ValueOrThrow(self.Spec())); })
+      .def("_element_spec",
+           [](const Dataset& self) {
+             return SpecToPython(ValueOrThrow(
+                 CallInterruptibly<absl::StatusOr<ElementSpec>>([self] { return self.Spec(); })));
+           })
       .def("__iter__", [](const Dataset& self) {
-        absl::StatusOr<Iterator> iterator;
-        {
-          py::gil_scoped_release release;
-          iterator = self.MakeIterator();
-        }
-        return PyIterator(ValueOrThrow(std::move(iterator)));
+        return PyIterator(
+            CallInterruptibly<absl::StatusOr<Iterator>>([self] { return self.MakeIterator(); }));
       });
   module.attr("INFINITE") = kInfiniteCardinality;
   module.attr("UNKNOWN") = kUnknownCardinality;

@@ -8,4 +8,5 @@ PYBIND11_MODULE(_sluice, module) {
   module.doc() = "Sluice's C++ SDK for Python; import the `sluice` package instead.";
   sluice::python::RegisterErrors(module);
   sluice::python::BindDataset(module);
+  sluice::python::BindDistribute(module);
 }

@@ -29,7 +29,7 @@ py::object StringsToPython(const Tensor& tensor) {
   for (int64_t i = 0; i < tensor.num_elements(); ++i) {
     objects[i] = py::bytes(values[i]).release().ptr();
   }
-  return std::move(out);
+  return out;
 }
 
 DType DTypeOfArray(const py::array& array) {
@@ -78,7 +78,9 @@ std::string NumpyDTypeName(DType dtype) {
   return DTypeName(dtype);
 }
 
-py::object TensorToPython(const Tensor& tensor) {
+py::object TensorToPython(const Tensor& tensor) { return TensorToPython(tensor, nullptr); }
+
+py::object TensorToPython(const Tensor& tensor, std::shared_ptr<const void> keep_alive) {
   if (tensor.dtype() == DType::kString) return StringsToPython(tensor);
   const std::optional<py::dtype> dtype = NumpyDType(tensor.dtype());
   if (!dtype.has_value()) {
@@ -87,10 +89,15 @@ py::object TensorToPython(const Tensor& tensor) {
   }
   // The capsule owns a copy of the tensor, which shares (and so keeps
   // alive) its buffer for as long as the array lives.
-  py::capsule owner(new Tensor(tensor), [](void* held) { delete static_cast<Tensor*>(held); });
+  struct Owner {
+    Tensor tensor;
+    std::shared_ptr<const void> keep_alive;
+  };
+  py::capsule owner(new Owner{tensor, std::move(keep_alive)},
+                    [](void* held) { delete static_cast<Owner*>(held); });
   py::array array(*dtype, tensor.shape(), tensor.raw_data(), owner);
   if (tensor.rank() == 0) return array[py::tuple()];  // a NumPy scalar
-  return std::move(array);
+  return array;
 }
 
 py::object ElementToPython(const Element& element) {
@@ -98,12 +105,12 @@ py::object ElementToPython(const Element& element) {
     py::dict out;
     for (size_t i = 0; i < element.size(); ++i)
       out[py::str((*element.names)[i])] = TensorToPython(element.components[i]);
-    return std::move(out);
+    return out;
   }
   if (element.size() == 1) return TensorToPython(element.components[0]);
   py::tuple out(element.size());
   for (size_t i = 0; i < element.size(); ++i) out[i] = TensorToPython(element.components[i]);
-  return std::move(out);
+  return out;
 }
 
 Tensor TensorFromPython(py::handle value) {

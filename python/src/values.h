@@ -9,6 +9,7 @@
 
 #include <pybind11/pybind11.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,9 @@
 namespace sluice::python {
 
 pybind11::object TensorToPython(const Tensor& tensor);
+// The same, with the array also keeping `keep_alive` (the pooled buffer a
+// tensor's memory belongs to).
+pybind11::object TensorToPython(const Tensor& tensor, std::shared_ptr<const void> keep_alive);
 pybind11::object ElementToPython(const Element& element);
 // The NumPy dtype name of a Sluice dtype ("float32", "bytes" for strings).
 std::string NumpyDTypeName(DType dtype);

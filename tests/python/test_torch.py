@@ -1,0 +1,132 @@
+"""sluice.torch: IterableDataset with DataLoader (0 and 2 workers over a
+shared job) and under DDP on the gloo backend, with 2 processes."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch", reason="PyTorch (Debian's python3-torch) is not installed")
+
+import sluice  # noqa: E402
+from sluice.torch import IterableDataset, to_torch  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    with sluice.LocalCluster(workers=2) as running:
+        yield running
+
+
+def test_tensors_share_the_arrays_memory():
+    batch = next(iter(sluice.Dataset.range(6).batch(6)))
+    tensor = to_torch(batch)
+    assert isinstance(tensor, torch.Tensor) and tensor.dtype == torch.int64
+    assert tensor.data_ptr() == batch.__array_interface__["data"][0]  # DLPack, no copy
+    assert to_torch({"a": (np.int32(3), b"x")}) == {"a": (torch.tensor(3, dtype=torch.int32), b"x")}
+
+
+def test_dataloader_without_workers():
+    ds = sluice.Dataset.from_tensor_slices({"x": np.arange(6.0, dtype=np.float32), "y": np.arange(6)}).batch(4)
+    loader = torch.utils.data.DataLoader(IterableDataset(ds), batch_size=None)
+    batches = list(loader)
+    assert [b["x"].tolist() for b in batches] == [[0.0, 1.0, 2.0, 3.0], [4.0, 5.0]]
+    assert batches[0]["x"].dtype == torch.float32 and batches[1]["y"].dtype == torch.int64
+
+
+def run_script(script, timeout=120):
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=os.environ, timeout=timeout
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_dataloader_with_two_workers_reads_a_shared_job_once(cluster):
+    # A fresh process forks the DataLoader workers, as a trainer would.
+    out = run_script(
+        "import json, torch, sluice\n"
+        "from sluice.torch import IterableDataset\n"
+        f"ds = sluice.Dataset.range(200).batch(5).distribute('distributed_epoch', {cluster.service!r},"
+        " job_name='torch_loader')\n"
+        "loader = torch.utils.data.DataLoader(IterableDataset(ds), batch_size=None, num_workers=2)\n"
+        "print(json.dumps([b.tolist() for b in loader]))\n"
+    )
+    batches = json.loads(out)
+    assert all(len(b) == 5 for b in batches)
+    assert sorted(x for b in batches for x in b) == list(range(200))
+
+
+def test_dataloader_workers_shard_a_local_pipeline():
+    ds = sluice.Dataset.range(12).batch(3)
+    loader = torch.utils.data.DataLoader(IterableDataset(ds), batch_size=None, num_workers=2)
+    batches = sorted(b.tolist() for b in loader)
+    assert batches == [[0, 1, 2], [3, 4, 5], [6, 7, 8], [9, 10, 11]]
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+DDP_RANK = """
+import json, sys, torch, torch.distributed as dist, sluice
+from sluice.torch import IterableDataset
+rank, port, service = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+local = sluice.Dataset.range(16).batch(8)
+shared = sluice.Dataset.range(40).batch(4).distribute("distributed_epoch", service, job_name="ddp_job")
+out = {name: [b.tolist() for b in torch.utils.data.DataLoader(IterableDataset(ds), batch_size=None)]
+       for name, ds in (("local", local), ("shared", shared))}
+dist.barrier()
+print(json.dumps(out))
+dist.destroy_process_group()
+"""
+
+
+def test_ddp_ranks_auto_shard_and_share_a_named_job(cluster):
+    port = str(free_port())
+    ranks = [
+        subprocess.Popen(
+            [sys.executable, "-c", DDP_RANK, str(rank), port, cluster.service],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=os.environ,
+        )
+        for rank in range(2)
+    ]
+    outputs = []
+    try:
+        for rank in ranks:
+            out, err = rank.communicate(timeout=120)
+            assert rank.returncode == 0, err
+            outputs.append(json.loads(out))
+    finally:
+        for rank in ranks:
+            if rank.poll() is None:
+                rank.kill()
+    # Without a named job each rank keeps every second element and takes
+    # half of each global batch of 8.
+    for out in outputs:
+        assert all(len(b) == 4 for b in out["local"])
+    assert sorted(x for out in outputs for b in out["local"] for x in b) == list(range(16))
+    # A named job's consumers share it: each global batch of 4 is
+    # rebatched to 2 rows per rank, and every element arrives once.
+    shared = [x for out in outputs for b in out["shared"] for x in b]
+    assert sorted(shared) == list(range(40))
+    assert all(len(b) == 2 for out in outputs for b in out["shared"])
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU visible to PyTorch on this machine")
+def test_cuda_batches_arrive_on_the_gpu():
+    loader = torch.utils.data.DataLoader(IterableDataset(sluice.Dataset.range(8).batch(4), device="cuda:0"),
+                                         batch_size=None)
+    batches = list(loader)
+    assert all(b.device == torch.device("cuda:0") for b in batches)
+    assert [b.cpu().tolist() for b in batches] == [[0, 1, 2, 3], [4, 5, 6, 7]]
