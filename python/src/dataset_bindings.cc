@@ -125,7 +125,7 @@ class PyIterator {
             [iterator = std::make_shared<Iterator>(ValueOrThrow(std::move(iterator)))] {
               return iterator->GetNextAsOptional();
             },
-            kReadAheadElements, /*stop_after_error=*/true)) {}
+            kReadAheadElements, /*stop_after_error=*/true, ElementBytes, kReadAheadBytes)) {}
 
   py::object Next() {
     absl::StatusOr<std::optional<Element>> next = reader_->Next();
@@ -143,8 +143,20 @@ class PyIterator {
   }
 
  private:
-  // Few enough that a dropped iterator leaves little read and unused.
-  static constexpr size_t kReadAheadElements = 8;
+  // Enough that the reading thread is woken once per 16 small elements;
+  // few enough that a dropped iterator leaves little read and unused.
+  static constexpr size_t kReadAheadElements = 32;
+  static constexpr size_t kReadAheadBytes = size_t{8} << 20;
+
+  static size_t ElementBytes(const Element& element) {
+    size_t bytes = 0;
+    for (const Tensor& tensor : element.components) {
+      // Strings count their pointers' worth; what matters is big arrays.
+      bytes += static_cast<size_t>(tensor.num_elements()) *
+               (tensor.dtype() == DType::kString ? sizeof(std::string) : DTypeSize(tensor.dtype()));
+    }
+    return bytes;
+  }
   std::unique_ptr<ReadAhead<Element>> reader_;
 };
 

@@ -5,9 +5,9 @@
 // Python thread waits, and the reading thread takes it only inside
 // Python callables (map and filter functions).
 //
-// The hand-off costs a mutex per value when values are ready; the Python
-// thread spins briefly before it sleeps, so a fast source is not slowed
-// by a wake-up per value.
+// The hand-off costs a mutex per value when values are ready; while they
+// come quickly the Python thread spins briefly before it sleeps, so that a
+// fast source is not slowed by a wake-up per value.
 #ifndef SLUICE_PYTHON_SRC_READ_AHEAD_H_
 #define SLUICE_PYTHON_SRC_READ_AHEAD_H_
 
@@ -40,11 +40,21 @@ class ReadAhead {
   // The next value, an empty optional at the end, or an error.
   using Producer = std::function<absl::StatusOr<std::optional<T>>()>;
 
-  // `capacity`: values read ahead at most. With `stop_after_error` the
-  // first error ends the reading, as it ends a sluice::Iterator.
-  ReadAhead(Producer produce, size_t capacity, bool stop_after_error) : state_(std::make_shared<State>()) {
+  // How many bytes a value holds, to bound the read-ahead by memory too.
+  using ByteSize = std::function<size_t(const T&)>;
+
+  // `capacity`: values read ahead at most, and `max_bytes` their bytes
+  // (ignored without `byte_size`). Once full, the reader waits until the
+  // Python thread has taken half, so that it is woken once per half a
+  // buffer rather than once per value. With `stop_after_error` the first
+  // error ends the reading, as it ends a sluice::Iterator.
+  ReadAhead(Producer produce, size_t capacity, bool stop_after_error, ByteSize byte_size = nullptr,
+            size_t max_bytes = 0)
+      : state_(std::make_shared<State>()) {
     state_->produce = std::move(produce);
+    state_->byte_size = std::move(byte_size);
     state_->capacity = capacity;
+    state_->max_bytes = max_bytes;
     state_->stop_after_error = stop_after_error;
     std::thread([state = state_] { Run(*state); }).detach();
   }
@@ -65,35 +75,62 @@ class ReadAhead {
   // Called with the GIL held. Raises KeyboardInterrupt (or whatever a
   // Python signal handler raises) if a signal arrives while it waits.
   absl::StatusOr<std::optional<T>> Next() {
-    if (std::optional<absl::StatusOr<std::optional<T>>> ready = TryPop()) return *std::move(ready);
-    {
-      pybind11::gil_scoped_release release;
-      // Spin first: a value is usually a few microseconds away.
-      const auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
+    if (std::optional<absl::StatusOr<std::optional<T>>> ready = TryPop()) {
+      NoteWait(std::chrono::nanoseconds(0));
+      return *std::move(ready);
+    }
+    pybind11::gil_scoped_release release;
+    const auto wait_start = std::chrono::steady_clock::now();
+    // Spin first while values have been arriving within microseconds (small
+    // elements), where sleeping would cost a wake-up per value; sleep at
+    // once when they take longer (big batches), where spinning would only
+    // take a core from the thread that makes them.
+    if (typical_wait_ < kMaxSpin) {
+      const auto spin_until = wait_start + 2 * kMaxSpin;
       while (std::chrono::steady_clock::now() < spin_until) {
-        if (std::optional<absl::StatusOr<std::optional<T>>> ready = TryPop()) return *std::move(ready);
+        if (std::optional<absl::StatusOr<std::optional<T>>> ready = TryPop()) {
+          NoteWait(std::chrono::steady_clock::now() - wait_start);
+          return *std::move(ready);
+        }
         std::this_thread::yield();
       }
     }
+    absl::StatusOr<std::optional<T>> value = WaitForValue();
+    NoteWait(std::chrono::steady_clock::now() - wait_start);
+    return value;
+  }
+
+ private:
+  static constexpr std::chrono::nanoseconds kMaxSpin = std::chrono::microseconds(25);
+
+  // An average of the recent waits, which decides whether to spin.
+  void NoteWait(std::chrono::nanoseconds wait) { typical_wait_ = (typical_wait_ * 7 + wait) / 8; }
+
+  // Sleeps until a value is ready, taking the GIL every
+  // kSignalCheckInterval to run Python's signal handlers. Called with the
+  // GIL released.
+  absl::StatusOr<std::optional<T>> WaitForValue() {
     while (true) {
       {
-        pybind11::gil_scoped_release release;
         absl::MutexLock lock(&state_->mu);
         auto has_value = [this]() ABSL_SHARED_LOCKS_REQUIRED(state_->mu) { return !state_->values.empty(); };
         state_->mu.AwaitWithTimeout(absl::Condition(&has_value), kSignalCheckInterval);
         if (!state_->values.empty()) return PopLocked();
       }
+      pybind11::gil_scoped_acquire gil;
       if (PyErr_CheckSignals() != 0) throw pybind11::error_already_set();
     }
   }
 
- private:
   struct State {
-    Producer produce;  // used only by the reading thread
+    Producer produce;    // used only by the reading thread
+    ByteSize byte_size;  // likewise
     size_t capacity = 1;
+    size_t max_bytes = 0;
     bool stop_after_error = true;
     absl::Mutex mu;
     std::deque<absl::StatusOr<std::optional<T>>> values ABSL_GUARDED_BY(mu);
+    size_t bytes ABSL_GUARDED_BY(mu) = 0;  // of the values held
     bool stopping ABSL_GUARDED_BY(mu) = false;
     bool finished ABSL_GUARDED_BY(mu) = false;
   };
@@ -102,15 +139,22 @@ class ReadAhead {
     while (true) {
       {
         absl::MutexLock lock(&state.mu);
-        auto may_read = [&state]() ABSL_SHARED_LOCKS_REQUIRED(state.mu) {
-          return state.stopping || state.values.size() < state.capacity;
-        };
-        state.mu.Await(absl::Condition(&may_read));
+        const bool full =
+            state.values.size() >= state.capacity || (state.max_bytes > 0 && state.bytes >= state.max_bytes);
+        if (full) {
+          auto half_taken = [&state]() ABSL_SHARED_LOCKS_REQUIRED(state.mu) {
+            return state.stopping ||
+                   (state.values.size() <= state.capacity / 2 && state.bytes <= state.max_bytes / 2);
+          };
+          state.mu.Await(absl::Condition(&half_taken));
+        }
         if (state.stopping) break;
       }
       absl::StatusOr<std::optional<T>> value = state.produce();
       const bool last = value.ok() ? !value->has_value() : state.stop_after_error;
+      const size_t bytes = value.ok() && value->has_value() && state.byte_size ? state.byte_size(**value) : 0;
       absl::MutexLock lock(&state.mu);
+      state.bytes += bytes;
       state.values.push_back(std::move(value));
       if (last || state.stopping) break;
     }
@@ -130,6 +174,7 @@ class ReadAhead {
   absl::StatusOr<std::optional<T>> PopLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_->mu) {
     absl::StatusOr<std::optional<T>> value = std::move(state_->values.front());
     state_->values.pop_front();
+    if (value.ok() && value->has_value() && state_->byte_size) state_->bytes -= state_->byte_size(**value);
     // The end and a final error stay for later calls.
     const bool terminal = value.ok() ? !value->has_value() : state_->stop_after_error;
     if (terminal) state_->values.push_front(value);
@@ -137,6 +182,7 @@ class ReadAhead {
   }
 
   std::shared_ptr<State> state_;
+  std::chrono::nanoseconds typical_wait_{0};
 };
 
 // Runs `call` on a thread of its own and waits for it as ReadAhead::Next

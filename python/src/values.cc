@@ -18,7 +18,12 @@ namespace {
 // bfloat16 has none.
 std::optional<py::dtype> NumpyDType(DType dtype) {
   if (dtype == DType::kString || dtype == DType::kBFloat16 || dtype == DType::kInvalid) return std::nullopt;
-  return py::dtype::from_args(py::str(DTypeName(dtype)));
+  // Made once per dtype: parsing the name costs more than the rest of
+  // turning a small tensor into an array. Held for the process's life.
+  static PyObject* made[static_cast<int>(DType::kString) + 1] = {};
+  PyObject*& cached = made[static_cast<int>(dtype)];
+  if (cached == nullptr) cached = py::dtype::from_args(py::str(DTypeName(dtype))).release().ptr();
+  return py::reinterpret_borrow<py::dtype>(cached);
 }
 
 py::object StringsToPython(const Tensor& tensor) {
