@@ -220,26 +220,30 @@ void BindDataset(py::module_& module) {
           [](std::vector<std::string> patterns, bool shuffle, std::optional<int64_t> seed) {
             return Dataset::ListFiles(std::move(patterns), shuffle, seed);
           },
-          py::arg("patterns"), py::arg("shuffle") = true, py::arg("seed") = py::none())
+          py::arg("patterns"), py::arg("shuffle") = true, py::arg("seed") = py::none(),
+          "The file names that match the glob patterns, one string element each (shuffled unless "
+          "shuffle=False; seed fixes the order).")
       .def_static(
           "text_line",
           [](std::vector<std::string> files, std::string compression_type) {
             return Dataset::TextLine(std::move(files), std::move(compression_type));
           },
-          py::arg("files"), py::arg("compression_type") = "")
+          py::arg("files"), py::arg("compression_type") = "",
+          "The lines of text files, one bytes element each; compression_type '' , 'GZIP' or 'ZLIB'.")
       .def_static(
           "tfrecord",
           [](std::vector<std::string> files, std::string compression_type) {
             return Dataset::TFRecord(std::move(files), std::move(compression_type));
           },
-          py::arg("files"), py::arg("compression_type") = "")
+          py::arg("files"), py::arg("compression_type") = "",
+          "The records of TFRecord files, one bytes element each; compression_type '', 'GZIP' or 'ZLIB'.")
       .def_static(
           "zip", [](const std::vector<Dataset>& datasets) { return Dataset::Zip(datasets); },
-          py::arg("datasets"))
+          py::arg("datasets"), "Elements made of one element of each dataset, until the shortest ends.")
       .def_static(
           "deserialize",
           [](const py::bytes& bytes) { return ValueOrThrow(Dataset::Deserialize(std::string(bytes))); },
-          py::arg("data"))
+          py::arg("data"), "A dataset from the bytes of Dataset.serialize().")
       .def(
           "map",
           [](const Dataset& self, py::handle fn, int64_t num_parallel_calls, bool deterministic,
@@ -275,18 +279,26 @@ void BindDataset(py::module_& module) {
             return self.Batch(batch_size, {drop_remainder, num_parallel_calls, deterministic});
           },
           py::arg("batch_size"), py::arg("drop_remainder") = false, py::arg("num_parallel_calls") = 0,
-          py::arg("deterministic") = true)
-      .def("unbatch", &Dataset::Unbatch)
-      .def("rebatch", &Dataset::Rebatch, py::arg("batch_size"), py::arg("drop_remainder") = false)
+          py::arg("deterministic") = true,
+          "Stacks batch_size consecutive elements along a new first dimension; a last smaller batch is "
+          "kept unless drop_remainder=True. num_parallel_calls > 1 stacks batches on that many threads.")
+      .def("unbatch", &Dataset::Unbatch, "Splits each element along its first dimension into rows.")
+      .def("rebatch", &Dataset::Rebatch, py::arg("batch_size"), py::arg("drop_remainder") = false,
+           "Regroups batched elements into batches of batch_size rows.")
       .def("shuffle", &Dataset::Shuffle, py::arg("buffer_size"), py::arg("seed") = py::none(),
-           py::arg("reshuffle_each_iteration") = true)
-      .def("repeat", &Dataset::Repeat, py::arg("count") = -1)
-      .def("take", &Dataset::Take, py::arg("count"))
-      .def("skip", &Dataset::Skip, py::arg("count"))
-      .def("shard", &Dataset::Shard, py::arg("num_shards"), py::arg("index"))
-      .def("enumerate", &Dataset::Enumerate, py::arg("start") = 0)
-      .def("prefetch", &Dataset::Prefetch, py::arg("buffer_size") = -1)
-      .def("with_plugin", &Dataset::WithPlugin, py::arg("library_path"))
+           py::arg("reshuffle_each_iteration") = true,
+           "Shuffles through a buffer of buffer_size elements; seed fixes the order.")
+      .def("repeat", &Dataset::Repeat, py::arg("count") = -1, "Repeats the input count times (-1: forever).")
+      .def("take", &Dataset::Take, py::arg("count"), "The first count elements.")
+      .def("skip", &Dataset::Skip, py::arg("count"), "All but the first count elements.")
+      .def("shard", &Dataset::Shard, py::arg("num_shards"), py::arg("index"),
+           "Every num_shards-th element, starting at index.")
+      .def("enumerate", &Dataset::Enumerate, py::arg("start") = 0,
+           "Pairs each element with its index: (index, element).")
+      .def("prefetch", &Dataset::Prefetch, py::arg("buffer_size") = -1,
+           "Makes up to buffer_size elements ahead on a thread of its own (-1: tuned).")
+      .def("with_plugin", &Dataset::WithPlugin, py::arg("library_path"),
+           "Loads element functions from a plugin library (where the pipeline is built).")
       .def(
           "distribute",
           [](const Dataset& self, const std::string& processing_mode, const std::string& service,
@@ -322,7 +334,9 @@ void BindDataset(py::module_& module) {
              return py::make_tuple(py::module_::import("sluice").attr("_dataset_from_bytes"),
                                    py::make_tuple(py::bytes(self.Serialize())));
            })
-      .def("serialize", [](const Dataset& self) { return py::bytes(self.Serialize()); })
+      .def(
+          "serialize", [](const Dataset& self) { return py::bytes(self.Serialize()); },
+          "The definition as bytes, for Dataset.deserialize.")
       .def(
           "cardinality",
           [](const Dataset& self) {

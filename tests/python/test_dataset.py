@@ -102,3 +102,25 @@ def test_errors_keep_code_and_message(tmp_path):
         sluice.Dataset.range(3).distribute("parallel_epochs", "grpc://127.0.0.1:1", num_consumers=2)
     with pytest.raises(ValueError, match="a function argument is a number, bool, str, list or dict"):
         sluice.Dataset.range(3).map("add", value=object())
+
+
+def test_every_public_name_is_documented_and_stubbed():
+    import pydoc
+
+    text = pydoc.render_doc(sluice.Dataset.batch, renderer=pydoc.plaintext)
+    assert "batch(self: sluice._sluice.Dataset, batch_size: int, drop_remainder: bool = False" in text
+    assert "Stacks batch_size consecutive elements" in text
+    for name in sluice.__all__:
+        value = getattr(sluice, name)
+        if callable(value):
+            assert value.__doc__, f"sluice.{name} has no docstring"
+    for name in dir(sluice.Dataset):
+        if not name.startswith("_"):
+            assert getattr(sluice.Dataset, name).__doc__, f"sluice.Dataset.{name} has no docstring"
+    stub = open(os.path.join(os.path.dirname(sluice.__file__), "_sluice.pyi")).read()
+    for name in dir(sluice._sluice):
+        if not name.startswith("_"):
+            assert name in stub, f"_sluice.pyi does not declare {name}"
+    for name in dir(sluice.Dataset):
+        if not name.startswith("_"):
+            assert f"def {name}(" in stub, f"_sluice.pyi does not declare Dataset.{name}"

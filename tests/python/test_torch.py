@@ -61,6 +61,34 @@ def test_dataloader_with_two_workers_reads_a_shared_job_once(cluster):
     assert sorted(x for b in batches for x in b) == list(range(200))
 
 
+def test_spawned_dataloader_workers_after_the_parent_read(cluster, tmp_path):
+    # Workers started with spawn get the dataset pickled (its serialized
+    # definition); the parent has read through gRPC before it starts them.
+    script = tmp_path / "spawned.py"
+    script.write_text(
+        "import json, torch, sluice\n"
+        "from sluice.torch import IterableDataset\n"
+        "def main():\n"
+        f"    service = {cluster.service!r}\n"
+        "    assert sorted(int(x) for x in sluice.Dataset.range(3).distribute('parallel_epochs', service)) =="
+        " [0, 0, 1, 1, 2, 2]\n"
+        "    ds = sluice.Dataset.range(60).batch(5).distribute('distributed_epoch', service, job_name='spawned')\n"
+        "    loader = torch.utils.data.DataLoader(IterableDataset(ds), batch_size=None, num_workers=2,"
+        " multiprocessing_context='spawn')\n"
+        "    print(json.dumps(sorted(x for b in loader for x in b.tolist())))\n"
+        "if __name__ == '__main__':\n"
+        "    main()\n"
+    )
+    out = run_script_file(str(script))
+    assert json.loads(out) == list(range(60))
+
+
+def run_script_file(path, timeout=120):
+    done = subprocess.run([sys.executable, path], capture_output=True, text=True, env=os.environ, timeout=timeout)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
 def test_dataloader_workers_shard_a_local_pipeline():
     ds = sluice.Dataset.range(12).batch(3)
     loader = torch.utils.data.DataLoader(IterableDataset(ds), batch_size=None, num_workers=2)
