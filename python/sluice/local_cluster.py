@@ -3,6 +3,7 @@ child processes on free ports of 127.0.0.1, for tests, examples and
 single-host training."""
 
 import ctypes
+import json
 import os
 import shutil
 import signal
@@ -40,14 +41,28 @@ class LocalCluster:
         with sluice.LocalCluster(workers=2) as cluster:
             ds = sluice.Dataset.range(10).distribute("parallel_epochs", cluster.service)
 
-    `work_dir` gives the dispatcher a journal; `dispatcher_args` and
-    `worker_args` are extra command-line flags (see docs/configuration.md).
-    The children die with this process, also when it is killed.
+    `work_dir` gives the dispatcher a journal. `dispatcher_config` and
+    `worker_config` are settings as in the daemons' YAML files (a dict, or
+    the path of such a file); `dispatcher_args` and `worker_args` are extra
+    command-line flags, which win over the files (docs/configuration.md).
+    The cluster's own settings (127.0.0.1, a free port, the dispatcher's
+    address) win over both. The children die with this process, also when
+    it is killed.
     """
 
-    def __init__(self, workers=2, work_dir=None, dispatcher_args=(), worker_args=(), start_timeout=30.0):
+    def __init__(
+        self,
+        workers=2,
+        work_dir=None,
+        dispatcher_args=(),
+        worker_args=(),
+        start_timeout=30.0,
+        dispatcher_config=None,
+        worker_config=None,
+    ):
         self._workers_wanted = workers
         self._work_dir = work_dir
+        self._configs = {"dispatcher": dispatcher_config, "worker": worker_config}
         self._dispatcher_args = list(dispatcher_args)
         self._worker_args = list(worker_args)
         self._start_timeout = start_timeout
@@ -79,7 +94,7 @@ class LocalCluster:
 
     def start(self):
         self._dir = tempfile.mkdtemp(prefix="sluice-cluster-")
-        args = ["--port", "0", "--bind-address", "127.0.0.1"] + self._dispatcher_args
+        args = self._config_args("dispatcher") + self._dispatcher_args + ["--port", "0", "--bind-address", "127.0.0.1"]
         if self._work_dir is not None:
             args += ["--work-dir", str(self._work_dir)]
         try:
@@ -94,7 +109,8 @@ class LocalCluster:
     def add_worker(self):
         """Starts one more worker; returns its index."""
         index = len(self._workers)
-        args = ["--dispatcher", self.dispatcher_address, "--port", "0", "--bind-address", "127.0.0.1"] + self._worker_args
+        args = self._config_args("worker") + self._worker_args
+        args += ["--dispatcher", self.dispatcher_address, "--port", "0", "--bind-address", "127.0.0.1"]
         process, _ = self._launch(_daemon("workerd", "SLUICE_WORKERD"), f"worker{index}", args)
         self._workers.append(process)
         return index
@@ -127,6 +143,19 @@ class LocalCluster:
         """What process `name` ("dispatcher", "worker0", ...) logged so far."""
         with open(os.path.join(self._dir, name + ".log"), errors="replace") as f:
             return f.read()
+
+    def _config_args(self, daemon):
+        config = self._configs[daemon]
+        if config is None:
+            return []
+        if isinstance(config, (str, os.PathLike)):
+            return ["--config", os.fspath(config)]
+        if not isinstance(config, dict):
+            raise TypeError(f"{daemon}_config is a dict of settings or a YAML file's path, not {type(config).__name__}")
+        path = os.path.join(self._dir, f"{daemon}.yaml")
+        with open(path, "w") as f:
+            json.dump(config, f)  # JSON is YAML
+        return ["--config", path]
 
     def _launch(self, program, name, args):
         port_file = os.path.join(self._dir, name + ".port")

@@ -114,3 +114,19 @@ def test_the_children_die_with_a_killed_parent():
     while any(alive(pid) for pid in pids) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not any(alive(pid) for pid in pids)
+
+
+def test_daemon_settings_pass_through_as_dicts_or_files(tmp_path):
+    worker_yaml = tmp_path / "worker.yaml"
+    worker_yaml.write_text("buffer_elements: 8\nlog_level: warn\n")
+    with sluice.LocalCluster(workers=1, dispatcher_config={"log_level": "warn"}, worker_config=str(worker_yaml)) as c:
+        assert ints(sluice.Dataset.range(4).distribute("parallel_epochs", c.service)) == [0, 1, 2, 3]
+        # At warn, neither logs its "listening on" line.
+        assert c.log("dispatcher") == "" and c.log("worker0") == ""
+    with sluice.LocalCluster(workers=1) as c:
+        assert "[info] listening on 127.0.0.1:" in c.log("worker0")
+    with pytest.raises(RuntimeError, match=r"worker0 exited with 2 at start:(.|\n)*worker.yaml:1:2: unknown worker "
+                                           r"setting 'bufer_elements'; did you mean 'buffer_elements'\?"):
+        sluice.LocalCluster(workers=1, worker_config={"bufer_elements": 8}).start()
+    with pytest.raises(TypeError, match="worker_config is a dict of settings or a YAML file's path, not int"):
+        sluice.LocalCluster(workers=1, worker_config=3).start()
