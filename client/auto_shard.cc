@@ -27,8 +27,9 @@ absl::Status ApplyAutoShard(AutoShardPolicy policy, int num_pipelines, int pipel
   if (policy == AutoShardPolicy::kAuto) {
     // FILE only when every pipeline gets a file.
     const proto::Step& source = def->steps(0);
-    by =
-        source.has_list_files() || SourceFileCount(source) >= num_pipelines ? ShardBy::kFile : ShardBy::kData;
+    by = source.has_list_files() || source.has_image_folder() || SourceFileCount(source) >= num_pipelines
+             ? ShardBy::kFile
+             : ShardBy::kData;
   }
   return ShardDatasetDef(by, num_pipelines, pipeline_id, batch_index,
                          {"FILE auto-sharding", "input pipelines"}, def);

@@ -151,6 +151,13 @@ Dataset Dataset::TextLine(std::vector<std::string> files, std::string compressio
   });
 }
 
+Dataset Dataset::ImageFolder(std::string root, std::vector<std::string> extensions) {
+  return Source("image_folder", [&](proto::Step& s) {
+    s.mutable_image_folder()->set_root(root);
+    AddStrings(extensions, s.mutable_image_folder()->mutable_extensions());
+  });
+}
+
 Dataset Dataset::TFRecord(std::vector<std::string> files, std::string compression_type) {
   return Source("tfrecord", [&](proto::Step& s) {
     AddStrings(files, s.mutable_tfrecord()->mutable_files());
@@ -303,6 +310,11 @@ Dataset Dataset::Interleave(const Dataset& per_element, int64_t cycle_length, in
 Dataset Dataset::Prefetch(int64_t buffer_size) const {
   return With(DatasetAccess::State(*this), "prefetch",
               [&](proto::Step& s) { s.mutable_prefetch()->set_buffer_size(buffer_size); });
+}
+
+Dataset Dataset::IgnoreErrors(bool quiet) const {
+  return With(DatasetAccess::State(*this), "ignore_errors",
+              [&](proto::Step& s) { s.mutable_ignore_errors()->set_quiet(quiet); });
 }
 
 Dataset Dataset::ReadFromService(const ServiceOptions& options) const {

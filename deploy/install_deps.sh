@@ -9,7 +9,8 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libspdlog-dev libfmt-dev libcli11-dev libyaml-cpp-dev
   catch2 zlib1g-dev libssl-dev libdlpack-dev libsnappy-dev libzstd-dev iperf3
-  python3-dev pybind11-dev python3-numpy python3-pytest python3-torch
+  libjpeg62-turbo-dev libpng-dev libhwy-dev
+  python3-dev pybind11-dev python3-numpy python3-pytest python3-torch python3-torchvision python3-pil
 )
 
 missing=()

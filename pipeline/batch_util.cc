@@ -77,6 +77,12 @@ absl::Status CheckSameStructure(const std::vector<Element>& elements, const char
   return absl::OkStatus();
 }
 
+// "0", or "1 ('image')" for a named component.
+std::string ComponentLabel(const Element& element, size_t c) {
+  if (!element.named()) return absl::StrCat(c);
+  return absl::StrCat(c, " ('", (*element.names)[c], "')");
+}
+
 }  // namespace
 
 absl::StatusOr<Element> StackElements(const std::vector<Element>& elements) {
@@ -89,9 +95,14 @@ absl::StatusOr<Element> StackElements(const std::vector<Element>& elements) {
     const Tensor& first = elements[0].components[c];
     for (const Element& e : elements) {
       if (e.components[c].shape() != first.shape()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("batch: cannot batch component ", c, " of shapes ", ShapeDebugString(first.shape()),
-                         " and ", ShapeDebugString(e.components[c].shape()), "; use padded_batch"));
+        // Images of different sizes are the common case: name the fix.
+        const bool images = first.dtype() == DType::kUInt8 && first.rank() == 3;
+        return absl::InvalidArgumentError(absl::StrCat(
+            "batch: cannot batch component ", ComponentLabel(elements[0], c), " of shapes ",
+            ShapeDebugString(first.shape()), " and ", ShapeDebugString(e.components[c].shape()),
+            images ? "; resize the images to one size first (resize, center_crop, random_crop or "
+                     "decode_and_random_crop), or use padded_batch"
+                   : "; use padded_batch"));
       }
     }
     Shape shape = first.shape();

@@ -92,6 +92,8 @@ absl::StatusOr<DatasetPtr> BuildSource(const proto::Step& step, const BuildOptio
       return MakeFromTensorSlicesDataset(step.from_tensor_slices());
     case proto::Step::kListFiles:
       return MakeListFilesDataset(step.list_files());
+    case proto::Step::kImageFolder:
+      return MakeImageFolderDataset(step.image_folder());
     case proto::Step::kTextLine:
     case proto::Step::kTfrecord:
     case proto::Step::kFixedLengthRecord: {
@@ -138,6 +140,8 @@ absl::StatusOr<DatasetPtr> BuildTransform(DatasetPtr input, const proto::Step& s
       return MakeRepeatDataset(std::move(input), step.repeat());
     case proto::Step::kTake:
       return MakeTakeDataset(std::move(input), step.take());
+    case proto::Step::kIgnoreErrors:
+      return MakeIgnoreErrorsDataset(std::move(input), step.ignore_errors());
     case proto::Step::kSkip:
       return MakeSkipDataset(std::move(input), step.skip());
     case proto::Step::kShard:
@@ -194,7 +198,7 @@ std::vector<std::string> AllOpNames() {
 
 bool IsSourceOp(std::string_view op) {
   static const std::set<std::string, std::less<>> kSources = {
-      "range",     "from_tensors", "from_tensor_slices",  "list_files",
+      "range",     "from_tensors", "from_tensor_slices",  "list_files", "image_folder",
       "text_line", "tfrecord",     "fixed_length_record", "zip"};
   return kSources.contains(op);
 }
@@ -387,6 +391,13 @@ absl::StatusOr<SourceSplitInfo> DescribeSourceSplits(const proto::Step& source) 
       }
       return info;
     }
+    case proto::Step::kImageFolder: {
+      absl::StatusOr<DatasetPtr> dataset = MakeImageFolderDataset(source.image_folder());
+      if (!dataset.ok()) return dataset.status();
+      info.num_positions = (*dataset)->Cardinality();
+      info.per_file = true;
+      return info;
+    }
     case proto::Step::kTextLine:
     case proto::Step::kTfrecord:
     case proto::Step::kFixedLengthRecord: {
@@ -404,7 +415,7 @@ absl::StatusOr<SourceSplitInfo> DescribeSourceSplits(const proto::Step& source) 
       return absl::FailedPreconditionError(absl::StrCat(
           "a pipeline whose source is '", StepOpName(source),
           "' cannot be split for distributed_epoch; start it with range, from_tensor_slices, list_files, "
-          "text_line, tfrecord or fixed_length_record"));
+          "image_folder, text_line, tfrecord or fixed_length_record"));
   }
 }
 

@@ -14,7 +14,8 @@ std::string Resolved(const std::filesystem::path& base, const std::string& path)
 }
 
 // The repeated string field of `message` that names files, if it is one of
-// the file sources or list_files.
+// the file sources or list_files (image_folder's root is a single string,
+// resolved on its own).
 const google::protobuf::FieldDescriptor* PathField(const google::protobuf::Message& message) {
   const google::protobuf::Descriptor* type = message.GetDescriptor();
   if (type == proto::ListFilesOp::descriptor()) return type->FindFieldByName("pattern");
@@ -29,6 +30,11 @@ const google::protobuf::FieldDescriptor* PathField(const google::protobuf::Messa
 // and any later op are covered without naming them.
 void ResolveIn(const std::filesystem::path& base, google::protobuf::Message* message) {
   const google::protobuf::Reflection* reflection = message->GetReflection();
+  if (message->GetDescriptor() == proto::ImageFolderOp::descriptor()) {
+    auto* folder = static_cast<proto::ImageFolderOp*>(message);
+    folder->set_root(Resolved(base, folder->root()));
+    return;
+  }
   if (const auto* field = PathField(*message); field != nullptr) {
     for (int i = 0; i < reflection->FieldSize(*message, field); ++i) {
       reflection->SetRepeatedString(message, field, i,

@@ -18,6 +18,10 @@ absl::StatusOr<DatasetPtr> MakeRangeDataset(const proto::RangeOp& op);
 absl::StatusOr<DatasetPtr> MakeFromTensorsDataset(const proto::FromTensorsOp& op);
 absl::StatusOr<DatasetPtr> MakeFromTensorSlicesDataset(const proto::FromTensorSlicesOp& op);
 absl::StatusOr<DatasetPtr> MakeListFilesDataset(const proto::ListFilesOp& op);
+absl::StatusOr<DatasetPtr> MakeImageFolderDataset(const proto::ImageFolderOp& op);
+// The class folders of an image_folder root, sorted: label i names the
+// i-th.
+absl::StatusOr<std::vector<std::string>> ImageFolderClasses(const std::string& root);
 absl::StatusOr<DatasetPtr> MakeZipDataset(std::vector<DatasetPtr> inputs);
 
 // The files of a file source: listed in its op, or (when the op lists
@@ -43,6 +47,7 @@ absl::StatusOr<DatasetPtr> MakeRebatchDataset(DatasetPtr input, const proto::Reb
 absl::StatusOr<DatasetPtr> MakeShuffleDataset(DatasetPtr input, const proto::ShuffleOp& op);
 absl::StatusOr<DatasetPtr> MakeRepeatDataset(DatasetPtr input, const proto::RepeatOp& op);
 absl::StatusOr<DatasetPtr> MakeTakeDataset(DatasetPtr input, const proto::TakeOp& op);
+absl::StatusOr<DatasetPtr> MakeIgnoreErrorsDataset(DatasetPtr input, const proto::IgnoreErrorsOp& op);
 absl::StatusOr<DatasetPtr> MakeSkipDataset(DatasetPtr input, const proto::SkipOp& op);
 absl::StatusOr<DatasetPtr> MakeShardDataset(DatasetPtr input, const proto::ShardOp& op);
 absl::StatusOr<DatasetPtr> MakeEnumerateDataset(DatasetPtr input, const proto::EnumerateOp& op);

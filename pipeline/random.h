@@ -17,8 +17,10 @@ inline uint64_t MixSeed(uint64_t seed, uint64_t salt) {
   return z ^ (z >> 31);
 }
 
-// Uniform in [0, n) without modulo bias (Lemire's method); n > 0.
-inline uint64_t UniformBelow(std::mt19937_64& rng, uint64_t n) {
+// Uniform in [0, n) without modulo bias (Lemire's method); n > 0. `rng()`
+// returns 64 uniform bits.
+template <typename Generator>
+uint64_t UniformBelow(Generator& rng, uint64_t n) {
   unsigned __int128 product = static_cast<unsigned __int128>(rng()) * n;
   uint64_t low = static_cast<uint64_t>(product);
   if (low < n) {

@@ -45,7 +45,8 @@ absl::Status ShardForWorker(proto::ShardingPolicy policy, int num_shards, int in
 
 bool HasFileSource(const proto::DatasetDef& def) {
   if (def.steps_size() == 0) return false;
-  return def.steps(0).has_list_files() || SourceFileCount(def.steps(0)) > 0;
+  return def.steps(0).has_list_files() || def.steps(0).has_image_folder() ||
+         SourceFileCount(def.steps(0)) > 0;
 }
 
 int SourceFileCount(const proto::Step& source) {
@@ -85,9 +86,22 @@ absl::Status ShardDatasetDef(ShardBy by, int num_shards, int index, int data_sha
   if (!HasFileSource(*def)) {
     return absl::InvalidArgumentError(absl::StrCat(
         names.file_sharding,
-        " needs a file source (list_files, text_line, tfrecord or fixed_length_record); the pipeline "
+        " needs a file source (list_files, image_folder, text_line, tfrecord or fixed_length_record); the "
+        "pipeline "
         "starts with ",
         StepName(source)));
+  }
+  // image_folder keeps only its shard's files, so that it reads no other.
+  if (source.has_image_folder()) {
+    proto::ImageFolderOp* folder = source.mutable_image_folder();
+    if (folder->num_shards() > 0) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(names.file_sharding, ": image_folder is already sharded (", folder->shard_index(),
+                       " of ", folder->num_shards(), ")"));
+    }
+    folder->set_num_shards(num_shards);
+    folder->set_shard_index(index);
+    return absl::OkStatus();
   }
   // list_files: the shard step picks files by position in the listing.
   if (source.has_list_files()) {

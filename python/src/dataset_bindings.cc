@@ -224,6 +224,15 @@ void BindDataset(py::module_& module) {
           "The file names that match the glob patterns, one string element each (shuffled unless "
           "shuffle=False; seed fixes the order).")
       .def_static(
+          "image_folder",
+          [](std::string root, std::vector<std::string> extensions) {
+            return Dataset::ImageFolder(std::move(root), std::move(extensions));
+          },
+          py::arg("root"), py::arg("extensions") = std::vector<std::string>{},
+          "torchvision's ImageFolder layout, root/CLASS/FILE: one {image: bytes, label: int64, path: bytes} "
+          "element per file, labels numbering the class folders in sorted order (extensions default to jpg, "
+          "jpeg, png).")
+      .def_static(
           "text_line",
           [](std::vector<std::string> files, std::string compression_type) {
             return Dataset::TextLine(std::move(files), std::move(compression_type));
@@ -297,6 +306,9 @@ void BindDataset(py::module_& module) {
            "Pairs each element with its index: (index, element).")
       .def("prefetch", &Dataset::Prefetch, py::arg("buffer_size") = -1,
            "Makes up to buffer_size elements ahead on a thread of its own (-1: tuned).")
+      .def("ignore_errors", &Dataset::IgnoreErrors, py::arg("quiet") = false,
+           "Drops the elements whose computation failed (a corrupt image), counting them; unless quiet, the "
+           "first error and the count go to stderr.")
       .def("with_plugin", &Dataset::WithPlugin, py::arg("library_path"),
            "Loads element functions from a plugin library (where the pipeline is built).")
       .def(

@@ -93,6 +93,10 @@ class Dataset {
   static Dataset FromTensorSlices(std::vector<Tensor> components, std::vector<std::string> names = {});
   static Dataset ListFiles(std::vector<std::string> patterns, bool shuffle = true,
                            std::optional<int64_t> seed = std::nullopt);
+  // torchvision's ImageFolder layout, root/CLASS/FILE: {image: the file's
+  // bytes, label: the class folder's index in sorted order, path}.
+  // Empty extensions: jpg, jpeg and png.
+  static Dataset ImageFolder(std::string root, std::vector<std::string> extensions = {});
   static Dataset TextLine(std::vector<std::string> files, std::string compression_type = "");
   static Dataset TFRecord(std::vector<std::string> files, std::string compression_type = "");
   static Dataset FixedLengthRecord(std::vector<std::string> files, int64_t record_bytes,
@@ -136,6 +140,9 @@ class Dataset {
   Dataset Interleave(const Dataset& per_element, int64_t cycle_length = 4, int64_t block_length = 1,
                      int64_t num_parallel_calls = 0) const;
   Dataset Prefetch(int64_t buffer_size = -1) const;
+  // Drops the elements whose computation failed (a corrupt image), counting
+  // them; unless `quiet`, the first error and the count go to stderr.
+  Dataset IgnoreErrors(bool quiet = false) const;
   // The steps so far run on the data service (the pipeline's `distribute`
   // step); the steps after run in this process.
   Dataset ReadFromService(const ServiceOptions& options) const;

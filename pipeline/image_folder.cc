@@ -1,0 +1,204 @@
+// The image_folder source: torchvision's ImageFolder layout, root/CLASS/FILE,
+// one element per image file: {image: the file's bytes, label, path}.
+// Labels number the class folders in sorted order, as ImageFolder does; the
+// files are listed once, sorted, when the pipeline is built, and read one
+// at a time as the iterator reaches them. Splittable by file.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <set>
+#include <string>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "pipeline/ops.h"
+#include "pipeline/split_provider.h"
+
+namespace sluice {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A file bigger than this is not an image anyone trains on; refusing it
+// keeps a stray disk image in the folder from taking the worker's memory.
+constexpr int64_t kMaxImageFileBytes = int64_t{1} << 30;
+
+struct ImageFile {
+  std::string path;
+  int64_t label = 0;
+};
+
+absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    const int error = errno;
+    std::string message = absl::StrCat("image_folder: cannot open '", path, "': ", std::strerror(error));
+    return error == ENOENT ? absl::NotFoundError(message) : absl::PermissionDeniedError(message);
+  }
+  std::string bytes;
+  struct stat info {};
+  if (fstat(fd, &info) == 0 && info.st_size > kMaxImageFileBytes) {
+    close(fd);
+    return absl::InvalidArgumentError(absl::StrCat("image_folder: '", path, "' is ", info.st_size,
+                                                   " bytes, more than the ", kMaxImageFileBytes,
+                                                   "-byte limit of an image file"));
+  }
+  bytes.resize(info.st_size > 0 ? static_cast<size_t>(info.st_size) : 0);
+  size_t done = 0;
+  while (true) {
+    if (done == bytes.size()) bytes.resize(std::max<size_t>(bytes.size() * 2, 4096));
+    const ssize_t got = read(fd, bytes.data() + done, bytes.size() - done);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) {
+      const int error = errno;
+      close(fd);
+      return absl::DataLossError(absl::StrCat("image_folder: reading '", path, "': ", std::strerror(error)));
+    }
+    if (got == 0) break;
+    done += static_cast<size_t>(got);
+    if (static_cast<int64_t>(done) > kMaxImageFileBytes) {
+      close(fd);
+      return absl::InvalidArgumentError(
+          absl::StrCat("image_folder: '", path, "' grew past the ", kMaxImageFileBytes, "-byte limit"));
+    }
+  }
+  close(fd);
+  bytes.resize(done);
+  return bytes;
+}
+
+class ImageFolderDataset : public DatasetBase {
+ public:
+  explicit ImageFolderDataset(std::vector<ImageFile> files) : files_(std::move(files)) {
+    spec_.components = {{PartialShape::Known({}), DType::kString},
+                        {PartialShape::Known({}), DType::kInt64},
+                        {PartialShape::Known({}), DType::kString}};
+    spec_.names = {"image", "label", "path"};
+    names_ = std::make_shared<const std::vector<std::string>>(spec_.names);
+  }
+  const ElementSpec& element_spec() const override { return spec_; }
+  int64_t Cardinality() const override { return static_cast<int64_t>(files_.size()); }
+  std::string DebugName() const override { return "image_folder"; }
+
+  absl::StatusOr<std::unique_ptr<IteratorBase>> MakeIterator(const IteratorContext& context) const override {
+    return std::make_unique<Iterator>(this, context.split_provider);
+  }
+
+ private:
+  class Iterator : public IteratorBase {
+   public:
+    Iterator(const ImageFolderDataset* dataset, SplitProvider* provider)
+        : dataset_(dataset), positions_(static_cast<int64_t>(dataset->files_.size()), provider) {}
+
+    absl::Status GetNext(Element* element, bool* end) override {
+      int64_t position = 0;
+      if (absl::Status status = positions_.Next(&position, end); !status.ok() || *end) return status;
+      const ImageFile& file = dataset_->files_[position];
+      absl::StatusOr<std::string> bytes = ReadWholeFile(file.path);
+      if (!bytes.ok()) return bytes.status();
+      *element = Element({Tensor::StringScalar(*std::move(bytes)), Tensor::Scalar<int64_t>(file.label),
+                          Tensor::StringScalar(file.path)},
+                         dataset_->names_);
+      return absl::OkStatus();
+    }
+
+   private:
+    const ImageFolderDataset* const dataset_;
+    SourcePositions positions_;
+  };
+
+  const std::vector<ImageFile> files_;
+  ElementSpec spec_;
+  ComponentNames names_;
+};
+
+// Lower-case extensions without their dot.
+std::set<std::string> Extensions(const proto::ImageFolderOp& op) {
+  std::set<std::string> extensions;
+  for (std::string extension : op.extensions()) {
+    if (!extension.empty() && extension.front() == '.') extension.erase(0, 1);
+    extensions.insert(absl::AsciiStrToLower(extension));
+  }
+  if (extensions.empty()) extensions = {"jpeg", "jpg", "png"};
+  return extensions;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<std::string>> ImageFolderClasses(const std::string& root) {
+  std::error_code error;
+  if (!fs::is_directory(root, error)) {
+    return absl::NotFoundError(absl::StrCat("image_folder: root '", root, "' is not a directory",
+                                            error ? absl::StrCat(" (", error.message(), ")") : ""));
+  }
+  std::vector<std::string> classes;
+  for (fs::directory_iterator it(root, error), end; !error && it != end; it.increment(error)) {
+    if (it->is_directory(error)) classes.push_back(it->path().filename().string());
+  }
+  if (error) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("image_folder: cannot list '", root, "': ", error.message()));
+  }
+  std::sort(classes.begin(), classes.end());
+  return classes;
+}
+
+absl::StatusOr<DatasetPtr> MakeImageFolderDataset(const proto::ImageFolderOp& op) {
+  if (op.root().empty()) return absl::InvalidArgumentError("image_folder: missing 'root'");
+  if (op.num_shards() < 0 ||
+      (op.num_shards() > 0 && (op.shard_index() < 0 || op.shard_index() >= op.num_shards()))) {
+    return absl::InvalidArgumentError(absl::StrCat("image_folder: shard_index ", op.shard_index(),
+                                                   " is outside [0, ", op.num_shards(), ")"));
+  }
+  absl::StatusOr<std::vector<std::string>> classes = ImageFolderClasses(op.root());
+  if (!classes.ok()) return classes.status();
+  if (classes->empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("image_folder: '", op.root(), "' has no class folders (expected root/CLASS/FILE)"));
+  }
+  const std::set<std::string> extensions = Extensions(op);
+  std::vector<ImageFile> files;
+  for (size_t label = 0; label < classes->size(); ++label) {
+    const fs::path folder = fs::path(op.root()) / (*classes)[label];
+    std::vector<std::string> names;
+    std::error_code error;
+    for (fs::recursive_directory_iterator it(folder, fs::directory_options::follow_directory_symlink, error),
+         end;
+         !error && it != end; it.increment(error)) {
+      if (!it->is_regular_file(error)) continue;
+      std::string extension = it->path().extension().string();
+      if (!extension.empty()) extension.erase(0, 1);
+      if (extensions.contains(absl::AsciiStrToLower(extension))) names.push_back(it->path().string());
+    }
+    if (error) {
+      return absl::PermissionDeniedError(
+          absl::StrCat("image_folder: cannot list '", folder.string(), "': ", error.message()));
+    }
+    std::sort(names.begin(), names.end());
+    for (std::string& name : names) files.push_back({std::move(name), static_cast<int64_t>(label)});
+  }
+  if (files.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("image_folder: no files with extension ",
+                                                   absl::StrJoin(extensions, ", "), " under '", op.root(),
+                                                   "/CLASS/'"));
+  }
+  if (op.num_shards() > 0) {
+    std::vector<ImageFile> mine;
+    for (size_t i = static_cast<size_t>(op.shard_index()); i < files.size(); i += op.num_shards())
+      mine.push_back(std::move(files[i]));
+    files = std::move(mine);
+  }
+  return std::make_shared<ImageFolderDataset>(std::move(files));
+}
+
+}  // namespace sluice
