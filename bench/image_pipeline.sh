@@ -192,7 +192,8 @@ wanted() { [[ ,$VARIANTS, == *,$1,* ]]; }
 
 # Writes $RUN_DIR/NAME.yaml: the folder, a shuffle, the DECODE steps (YAML
 # lines), a random flip, normalize to CHW float32, batches of 64, then the
-# TAIL lines; and runs `sluice bench` on it.
+# TAIL lines; and runs `sluice bench` on it. Every step that costs CPU runs
+# on $WORKERS threads (torchvision's side gets $WORKERS worker processes).
 bench_pipeline() {
   local name=$1 decode=$2 tail=${3:-}
   local pipeline=$RUN_DIR/$name.yaml
@@ -200,10 +201,12 @@ bench_pipeline() {
     echo "pipeline:"
     echo "  - image_folder: {root: \"$DATA_DIR\"}"
     echo "  - shuffle: {buffer_size: 2048, seed: 1}"
+    echo "  - prefetch: 16"
     echo "$decode"
-    echo "  - map: {fn: random_flip_left_right}"
-    echo "  - map: {fn: normalize, mean: [0.485, 0.456, 0.406], std: [0.229, 0.224, 0.225], dtype: float32, layout: CHW}"
-    echo "  - batch: 64"
+    echo "  - map: {fn: random_flip_left_right, num_parallel_calls: $WORKERS}"
+    echo "  - map: {fn: normalize, mean: [0.485, 0.456, 0.406], std: [0.229, 0.224, 0.225], dtype: float32, layout: CHW, num_parallel_calls: $WORKERS}"
+    echo "  - batch: {batch_size: 64, num_parallel_calls: $WORKERS}"
+    echo "  - prefetch: 2"
     [[ -n $tail ]] && echo "$tail"
   } >"$pipeline"
   "$SLUICE" bench "$pipeline" --seconds "$SECONDS_PER_RUN"

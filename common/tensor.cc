@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/host_buffer_cache.h"
 #include "common/large_buffer_allocator.h"
 
 namespace sluice {
@@ -45,8 +46,9 @@ std::shared_ptr<TensorBuffer> TensorBuffer::Allocate(DType dtype, int64_t num_el
                          : absl::StrCat("a tensor of ", num_elements, " elements of ", DTypeName(dtype)));
   }
   const size_t bytes = static_cast<size_t>(num_elements) * DTypeSize(dtype);
-  if (LargeBufferAllocator* allocator = large_buffer_allocator.load();
-      allocator != nullptr && dtype != DType::kString && bytes >= allocator->min_bytes()) {
+  LargeBufferAllocator* allocator = large_buffer_allocator.load();
+  if (allocator == nullptr) allocator = &HostBufferCache::Global();
+  if (dtype != DType::kString && bytes >= allocator->min_bytes()) {
     if (void* data = allocator->Allocate(bytes); data != nullptr) {
       if (zeroed) std::memset(data, 0, bytes);
       return Wrap(dtype, num_elements, data, [allocator, data, bytes] { allocator->Free(data, bytes); });

@@ -107,7 +107,9 @@ absl::StatusOr<Element> StackElements(const std::vector<Element>& elements) {
     }
     Shape shape = first.shape();
     shape.insert(shape.begin(), n);
-    Tensor out(first.dtype(), shape);
+    // Every row is written below: zeroing first would only touch a big
+    // batch's memory twice.
+    Tensor out = Tensor::Uninitialized(first.dtype(), shape);
     const int64_t row = first.num_elements();
     for (int64_t i = 0; i < n; ++i) {
       const Tensor& src = elements[i].components[c];
