@@ -158,6 +158,13 @@ Dataset Dataset::ImageFolder(std::string root, std::vector<std::string> extensio
   });
 }
 
+Dataset Dataset::WebDataset(std::vector<std::string> files, std::vector<std::string> keys) {
+  return Source("webdataset", [&](proto::Step& s) {
+    AddStrings(files, s.mutable_webdataset()->mutable_files());
+    AddStrings(keys, s.mutable_webdataset()->mutable_keys());
+  });
+}
+
 Dataset Dataset::TFRecord(std::vector<std::string> files, std::string compression_type) {
   return Source("tfrecord", [&](proto::Step& s) {
     AddStrings(files, s.mutable_tfrecord()->mutable_files());

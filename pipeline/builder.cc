@@ -94,6 +94,8 @@ absl::StatusOr<DatasetPtr> BuildSource(const proto::Step& step, const BuildOptio
       return MakeListFilesDataset(step.list_files());
     case proto::Step::kImageFolder:
       return MakeImageFolderDataset(step.image_folder());
+    case proto::Step::kWebdataset:
+      return MakeWebDatasetDataset(step.webdataset());
     case proto::Step::kTextLine:
     case proto::Step::kTfrecord:
     case proto::Step::kFixedLengthRecord: {
@@ -198,8 +200,8 @@ std::vector<std::string> AllOpNames() {
 
 bool IsSourceOp(std::string_view op) {
   static const std::set<std::string, std::less<>> kSources = {
-      "range",     "from_tensors", "from_tensor_slices",  "list_files", "image_folder",
-      "text_line", "tfrecord",     "fixed_length_record", "zip"};
+      "range",      "from_tensors", "from_tensor_slices", "list_files",          "image_folder",
+      "webdataset", "text_line",    "tfrecord",           "fixed_length_record", "zip"};
   return kSources.contains(op);
 }
 
@@ -398,6 +400,12 @@ absl::StatusOr<SourceSplitInfo> DescribeSourceSplits(const proto::Step& source) 
       info.per_file = true;
       return info;
     }
+    case proto::Step::kWebdataset:
+      if (source.webdataset().files().empty())
+        return absl::InvalidArgumentError("webdataset: missing 'files'");
+      info.num_positions = source.webdataset().files_size();
+      info.per_file = true;
+      return info;
     case proto::Step::kTextLine:
     case proto::Step::kTfrecord:
     case proto::Step::kFixedLengthRecord: {
@@ -415,7 +423,7 @@ absl::StatusOr<SourceSplitInfo> DescribeSourceSplits(const proto::Step& source) 
       return absl::FailedPreconditionError(absl::StrCat(
           "a pipeline whose source is '", StepOpName(source),
           "' cannot be split for distributed_epoch; start it with range, from_tensor_slices, list_files, "
-          "image_folder, text_line, tfrecord or fixed_length_record"));
+          "image_folder, webdataset, text_line, tfrecord or fixed_length_record"));
   }
 }
 

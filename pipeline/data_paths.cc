@@ -20,7 +20,7 @@ const google::protobuf::FieldDescriptor* PathField(const google::protobuf::Messa
   const google::protobuf::Descriptor* type = message.GetDescriptor();
   if (type == proto::ListFilesOp::descriptor()) return type->FindFieldByName("pattern");
   if (type == proto::TextLineOp::descriptor() || type == proto::TFRecordOp::descriptor() ||
-      type == proto::FixedLengthRecordOp::descriptor()) {
+      type == proto::FixedLengthRecordOp::descriptor() || type == proto::WebDatasetOp::descriptor()) {
     return type->FindFieldByName("files");
   }
   return nullptr;

@@ -19,6 +19,7 @@ absl::StatusOr<DatasetPtr> MakeFromTensorsDataset(const proto::FromTensorsOp& op
 absl::StatusOr<DatasetPtr> MakeFromTensorSlicesDataset(const proto::FromTensorSlicesOp& op);
 absl::StatusOr<DatasetPtr> MakeListFilesDataset(const proto::ListFilesOp& op);
 absl::StatusOr<DatasetPtr> MakeImageFolderDataset(const proto::ImageFolderOp& op);
+absl::StatusOr<DatasetPtr> MakeWebDatasetDataset(const proto::WebDatasetOp& op);
 // The class folders of an image_folder root, sorted: label i names the
 // i-th.
 absl::StatusOr<std::vector<std::string>> ImageFolderClasses(const std::string& root);

@@ -10,6 +10,7 @@ google::protobuf::RepeatedPtrField<std::string>* MutableFiles(proto::Step* step)
   if (step->has_text_line()) return step->mutable_text_line()->mutable_files();
   if (step->has_tfrecord()) return step->mutable_tfrecord()->mutable_files();
   if (step->has_fixed_length_record()) return step->mutable_fixed_length_record()->mutable_files();
+  if (step->has_webdataset()) return step->mutable_webdataset()->mutable_files();
   return nullptr;
 }
 
@@ -53,6 +54,7 @@ int SourceFileCount(const proto::Step& source) {
   if (source.has_text_line()) return source.text_line().files_size();
   if (source.has_tfrecord()) return source.tfrecord().files_size();
   if (source.has_fixed_length_record()) return source.fixed_length_record().files_size();
+  if (source.has_webdataset()) return source.webdataset().files_size();
   return 0;
 }
 

@@ -34,7 +34,7 @@ const std::map<std::string, std::string, std::less<>> kShorthand = {
     {"list_files", "pattern"},   {"text_line", "files"},
     {"tfrecord", "files"},       {"fixed_length_record", "files"},
     {"zip", "datasets"},         {"interleave", "pipeline"},
-    {"image_folder", "root"},
+    {"image_folder", "root"},    {"webdataset", "files"},
 };
 
 class Loader {

@@ -233,6 +233,14 @@ void BindDataset(py::module_& module) {
           "element per file, labels numbering the class folders in sorted order (extensions default to jpg, "
           "jpeg, png).")
       .def_static(
+          "webdataset",
+          [](std::vector<std::string> files, std::vector<std::string> keys) {
+            return Dataset::WebDataset(std::move(files), std::move(keys));
+          },
+          py::arg("files"), py::arg("keys") = std::vector<std::string>{},
+          "POSIX tar shards in the WebDataset convention: one {__key__, EXT: bytes, ...} element per sample "
+          "(keys: the extensions to keep; default those of the first sample). Each shard is a split.")
+      .def_static(
           "text_line",
           [](std::vector<std::string> files, std::string compression_type) {
             return Dataset::TextLine(std::move(files), std::move(compression_type));

@@ -160,3 +160,26 @@ def test_the_imagenet_pipeline_through_the_service(folder):
     for a, b in zip(local, remote):
         assert np.array_equal(a["image"], b["image"])
         assert np.array_equal(a["label"], b["label"])
+
+
+def test_webdataset_shards_written_by_python_tarfile(tmp_path):
+    import tarfile
+
+    samples = {
+        "shard/000": {"jpg": encode(photo_like(32, 48, 7), "JPEG", quality=90), "cls": b"4"},
+        "shard/" + "long" * 40: {"jpg": encode(photo_like(20, 20, 8), "JPEG", quality=90), "cls": b"9"},
+    }
+    path = tmp_path / "data-000.tar"
+    with tarfile.open(path, "w", format=tarfile.PAX_FORMAT) as tar:
+        for key, parts in samples.items():
+            for extension, data in parts.items():
+                info = tarfile.TarInfo(f"{key}.{extension}")
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+    ds = sluice.Dataset.webdataset([str(path)]).map("decode_image", component="jpg")
+    elements = list(ds)
+    assert [e["__key__"].decode() for e in elements] == list(samples)
+    assert [e["cls"] for e in elements] == [b"4", b"9"]
+    assert elements[0]["jpg"].shape == (32, 48, 3)
+    expected = np.asarray(Image.open(io.BytesIO(samples["shard/000"]["jpg"])).convert("RGB"))
+    assert np.array_equal(elements[0]["jpg"], expected)

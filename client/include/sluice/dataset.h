@@ -97,6 +97,9 @@ class Dataset {
   // bytes, label: the class folder's index in sorted order, path}.
   // Empty extensions: jpg, jpeg and png.
   static Dataset ImageFolder(std::string root, std::vector<std::string> extensions = {});
+  // POSIX tar shards in the WebDataset convention: one named element per
+  // sample, {__key__, EXT: bytes, ...}; empty keys: the first sample's.
+  static Dataset WebDataset(std::vector<std::string> files, std::vector<std::string> keys = {});
   static Dataset TextLine(std::vector<std::string> files, std::string compression_type = "");
   static Dataset TFRecord(std::vector<std::string> files, std::string compression_type = "");
   static Dataset FixedLengthRecord(std::vector<std::string> files, int64_t record_bytes,
