@@ -190,7 +190,7 @@ wanted() { [[ ,$VARIANTS, == *,$1,* ]]; }
 # "elements: N (R elements/s)" line. Like the torchvision baseline, each
 # reads one epoch of the folder (or stops after --seconds), start-up included.
 
-# Writes $RUN_DIR/NAME.yaml: the folder, a shuffle, the DECODE steps (YAML
+# Writes $RUN_DIR/NAME.yaml: the folder (files shuffled), the DECODE steps (YAML
 # lines), a random flip, normalize to CHW float32, batches of 64, then the
 # TAIL lines; and runs `sluice bench` on it. Every step that costs CPU runs
 # on $WORKERS threads (torchvision's side gets $WORKERS worker processes).
@@ -199,8 +199,8 @@ bench_pipeline() {
   local pipeline=$RUN_DIR/$name.yaml
   {
     echo "pipeline:"
-    echo "  - image_folder: {root: \"$DATA_DIR\"}"
-    echo "  - shuffle: {buffer_size: 2048, seed: 1}"
+    # The file order shuffled, as DataLoader(shuffle=True) shuffles indices.
+    echo "  - image_folder: {root: \"$DATA_DIR\", shuffle: true, seed: 1}"
     echo "  - prefetch: 16"
     echo "$decode"
     echo "  - map: {fn: random_flip_left_right, num_parallel_calls: $WORKERS}"

@@ -52,13 +52,14 @@ absl::StatusOr<Loaded> Load(const RunOptions& options) {
 
 // Prints up to `limit` steps (all for -1) as JSON lines, each on its way
 // out within 100 ms (cli/line_writer.h).
-int PrintSteps(InputReader& reader, int64_t limit, std::ostream& out, std::ostream& err) {
+int PrintSteps(InputReader& reader, int64_t limit, bool summary, std::ostream& out, std::ostream& err) {
   if (const int code = reader.StartOrFail(err); code != 0) return code;
   LineWriter writer(out);
   for (int64_t count = 0; limit < 0 || count < limit; ++count) {
     absl::StatusOr<bool> more = reader.Next();
     if (more.ok() && !*more) break;
-    absl::StatusOr<std::string> line = more.ok() ? reader.CurrentJson() : more.status();
+    absl::StatusOr<std::string> line =
+        !more.ok() ? more.status() : (summary ? reader.CurrentSummary() : reader.CurrentJson());
     if (!line.ok()) return Fail(line.status(), err, false);
     writer.Write(*line);
   }
@@ -126,13 +127,13 @@ int InspectDistributed(const RunOptions& options, const LoadedPipeline& pipeline
 int RunPipeline(const RunOptions& options, std::ostream& out, std::ostream& err) {
   absl::StatusOr<Loaded> loaded = Load(options);
   if (!loaded.ok()) return Fail(loaded.status(), err, true);
-  return PrintSteps(*InputReader::ForDataset(loaded->dataset), options.limit, out, err);
+  return PrintSteps(*InputReader::ForDataset(loaded->dataset), options.limit, options.summary, out, err);
 }
 
 int ReadPipeline(const ReadOptions& options, std::ostream& out, std::ostream& err) {
   absl::StatusOr<std::unique_ptr<InputReader>> reader = InputReader::Open(options, /*service_required=*/true);
   if (!reader.ok()) return Fail(reader.status(), err, !IsUnreachable(reader.status()));
-  return PrintSteps(**reader, options.run.limit, out, err);
+  return PrintSteps(**reader, options.run.limit, options.run.summary, out, err);
 }
 
 int InspectPipeline(const RunOptions& options, std::ostream& out, std::ostream& err) {

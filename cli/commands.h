@@ -17,6 +17,7 @@ namespace sluice::cli {
 struct RunOptions {
   std::string pipeline_path;
   int64_t limit = -1;                // at most this many elements; -1: all
+  bool summary = false;              // one short line per element (cli/summary.h)
   std::vector<std::string> plugins;  // loaded before the pipeline
 };
 

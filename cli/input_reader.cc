@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "cli/exit_codes.h"
 #include "cli/replica_reader.h"
+#include "cli/summary.h"
 #include "common/json.h"
 #include "pipeline/builder.h"
 #include "pipeline/function.h"
@@ -32,6 +33,7 @@ class ElementReader : public InputReader {
   }
 
   absl::StatusOr<std::string> CurrentJson() const override { return ElementToJson(element_); }
+  absl::StatusOr<std::string> CurrentSummary() const override { return ElementSummary(element_); }
 
   StepSize CurrentSize() const override {
     StepSize size;

@@ -51,6 +51,9 @@ class InputReader {
   virtual absl::StatusOr<bool> Next() = 0;
   // The current step as one line of JSON, without the newline.
   virtual absl::StatusOr<std::string> CurrentJson() const = 0;
+  // The current step in short (cli/summary.h); the JSON where a reader has
+  // no shorter form.
+  virtual absl::StatusOr<std::string> CurrentSummary() const { return CurrentJson(); }
   virtual StepSize CurrentSize() const = 0;
 
   // Start() with its error made the command's exit code: the service's

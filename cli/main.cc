@@ -59,11 +59,15 @@ int main(int argc, char** argv) {
   CLI::App* run = app.add_subcommand("run", "Run a pipeline locally and print its elements as JSON lines");
   add_pipeline_flags(run);
   run->add_option("--limit", options.limit, "Print at most this many elements (-1: all)");
+  run->add_flag("--summary", options.summary,
+                "One short line per element: big components as dtype[shape] and their mean");
   sluice::cli::ReadOptions read_options;
   CLI::App* read =
       app.add_subcommand("read", "Read a pipeline's elements from the data service as JSON lines");
   add_read_flags(read, read_options);
   read->add_option("--limit", read_options.run.limit, "Print at most this many elements (-1: all)");
+  read->add_flag("--summary", read_options.run.summary,
+                 "One short line per element: big components as dtype[shape] and their mean");
   sluice::cli::BenchOptions bench_options;
   CLI::App* bench = app.add_subcommand(
       "bench", "Read a pipeline as fast as possible and report elements/s, MB/s and time spent waiting");

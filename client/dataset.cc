@@ -151,10 +151,13 @@ Dataset Dataset::TextLine(std::vector<std::string> files, std::string compressio
   });
 }
 
-Dataset Dataset::ImageFolder(std::string root, std::vector<std::string> extensions) {
+Dataset Dataset::ImageFolder(std::string root, std::vector<std::string> extensions, bool shuffle,
+                             std::optional<int64_t> seed) {
   return Source("image_folder", [&](proto::Step& s) {
     s.mutable_image_folder()->set_root(root);
     AddStrings(extensions, s.mutable_image_folder()->mutable_extensions());
+    s.mutable_image_folder()->set_shuffle(shuffle);
+    if (seed.has_value()) s.mutable_image_folder()->set_seed(*seed);
   });
 }
 

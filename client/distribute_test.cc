@@ -178,8 +178,8 @@ TEST_CASE("Several input pipelines rebatch and shard by DATA, FILE or not at all
   file.auto_shard_policy = AutoShardPolicy::kFile;
   CHECK(
       DistributeDataset(dataset, Cpus(2, 0), file).status().message() ==
-      "FILE auto-sharding needs a file source (list_files, text_line, tfrecord or fixed_length_record); the "
-      "pipeline starts with range");
+      "FILE auto-sharding needs a file source (list_files, image_folder, webdataset, text_line, tfrecord or "
+      "fixed_length_record); the pipeline starts with range");
   CHECK(DistributeDataset(Dataset::TextLine({"only.txt"}).Batch(4), Cpus(2, 0), file).status().message() ==
         "FILE auto-sharding over 2 input pipelines needs at least as many files; text_line reads 1");
 }

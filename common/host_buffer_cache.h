@@ -35,9 +35,15 @@ class HostBufferCache : public LargeBufferAllocator {
   void Free(void* data, size_t bytes) override;
 
   size_t cached_bytes() const;
+  // A worker with a memory limit keeps a smaller cache (worker_config.cc);
+  // buffers past the new cap go back at once.
+  void SetMaxCachedBytes(size_t max_cached_bytes);
+  // Gives every cached buffer back to the C library. Allocate does this
+  // itself, and retries, when an allocation fails.
+  void Trim();
 
  private:
-  const size_t max_cached_bytes_;
+  size_t max_cached_bytes_ ABSL_GUARDED_BY(mu_);
   mutable absl::Mutex mu_;
   std::multimap<size_t, void*> free_ ABSL_GUARDED_BY(mu_);
   size_t cached_bytes_ ABSL_GUARDED_BY(mu_) = 0;

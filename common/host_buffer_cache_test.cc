@@ -31,6 +31,13 @@ TEST_CASE("HostBufferCache hands a freed buffer back for the next of its size", 
   cache.Free(fourth, 2 << 20);
   cache.Free(third, 2 << 20);
   CHECK(cache.cached_bytes() == (3 << 20));
+  // A lower cap gives back what it no longer covers; Trim gives back all.
+  cache.SetMaxCachedBytes(1 << 20);
+  CHECK(cache.cached_bytes() == (1 << 20));
+  cache.Trim();
+  CHECK(cache.cached_bytes() == 0);
+  cache.Free(cache.Allocate(2 << 20), 2 << 20);
+  CHECK(cache.cached_bytes() == 0);  // the cap is 1 MiB now
 }
 
 TEST_CASE("Large tensors reuse the memory of freed ones of the same size", "[common]") {

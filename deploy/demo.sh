@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The main job: installs dependencies, builds Sluice, runs a sample pipeline
 # locally with `sluice run`, then starts a local dispatcher and two workers
-# on 127.0.0.1 and serves a pipeline to `sluice read`.
+# on 127.0.0.1 and serves a pipeline to `sluice read`, and then the ImageNet
+# training pipeline on a small folder of generated JPEGs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash deploy/install_deps.sh
@@ -43,3 +44,18 @@ done
 echo "== dispatcher on 127.0.0.1:$port with 2 workers"
 echo "== sluice read config/pipelines/service_demo.yaml --service grpc://127.0.0.1:$port"
 build/cli/sluice read config/pipelines/service_demo.yaml --service "grpc://127.0.0.1:$port"
+
+echo "== an ImageNet-style pipeline: 96 generated JPEGs in 4 class folders, decoded, cropped,"
+echo "   flipped and normalized on the workers; one line per batch (shape, dtype, mean, labels)"
+/usr/bin/python3 bench/make_image_folder.py --out "$run_dir/images" --images 96 --classes 4 >/dev/null
+cat >"$run_dir/imagenet.yaml" <<'EOF'
+pipeline:
+  - image_folder: {root: images, shuffle: true, seed: 1}
+  - map: {fn: decode_and_random_crop, size: [224, 224], num_parallel_calls: 2}
+  - map: {fn: random_flip_left_right}
+  - map: {fn: normalize, mean: [0.485, 0.456, 0.406], std: [0.229, 0.224, 0.225], layout: CHW}
+  - map: {fn: select, components: [image, label]}
+  - batch: 32
+  - distribute: {processing_mode: distributed_epoch}
+EOF
+build/cli/sluice read "$run_dir/imagenet.yaml" --service "grpc://127.0.0.1:$port" --summary

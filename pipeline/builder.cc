@@ -398,6 +398,11 @@ absl::StatusOr<SourceSplitInfo> DescribeSourceSplits(const proto::Step& source) 
       if (!dataset.ok()) return dataset.status();
       info.num_positions = (*dataset)->Cardinality();
       info.per_file = true;
+      if (source.image_folder().shuffle()) {
+        info.shuffle_seed = source.image_folder().has_seed()
+                                ? static_cast<uint64_t>(source.image_folder().seed())
+                                : RandomSeed();
+      }
       return info;
     }
     case proto::Step::kWebdataset:

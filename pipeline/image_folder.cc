@@ -8,10 +8,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <numeric>
+#include <optional>
+#include <random>
 #include <set>
 #include <string>
 #include <system_error>
@@ -22,6 +26,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "pipeline/ops.h"
+#include "pipeline/random.h"
 #include "pipeline/split_provider.h"
 
 namespace sluice {
@@ -79,7 +84,8 @@ absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
 
 class ImageFolderDataset : public DatasetBase {
  public:
-  explicit ImageFolderDataset(std::vector<ImageFile> files) : files_(std::move(files)) {
+  ImageFolderDataset(std::vector<ImageFile> files, bool shuffle, std::optional<int64_t> seed)
+      : files_(std::move(files)), shuffle_(shuffle), seed_(seed) {
     spec_.components = {{PartialShape::Known({}), DType::kString},
                         {PartialShape::Known({}), DType::kInt64},
                         {PartialShape::Known({}), DType::kString}};
@@ -91,19 +97,30 @@ class ImageFolderDataset : public DatasetBase {
   std::string DebugName() const override { return "image_folder"; }
 
   absl::StatusOr<std::unique_ptr<IteratorBase>> MakeIterator(const IteratorContext& context) const override {
-    return std::make_unique<Iterator>(this, context.split_provider);
+    std::vector<int64_t> order(files_.size());
+    std::iota(order.begin(), order.end(), 0);
+    // Under a split provider the dispatcher already chose the order.
+    if (shuffle_ && context.split_provider == nullptr) {
+      const uint64_t seed =
+          seed_.has_value() ? MixSeed(static_cast<uint64_t>(*seed_), iterations_.fetch_add(1)) : RandomSeed();
+      std::mt19937_64 rng(seed);
+      for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[UniformBelow(rng, i)]);
+    }
+    return std::make_unique<Iterator>(this, std::move(order), context.split_provider);
   }
 
  private:
   class Iterator : public IteratorBase {
    public:
-    Iterator(const ImageFolderDataset* dataset, SplitProvider* provider)
-        : dataset_(dataset), positions_(static_cast<int64_t>(dataset->files_.size()), provider) {}
+    Iterator(const ImageFolderDataset* dataset, std::vector<int64_t> order, SplitProvider* provider)
+        : dataset_(dataset),
+          order_(std::move(order)),
+          positions_(static_cast<int64_t>(dataset->files_.size()), provider) {}
 
     absl::Status GetNext(Element* element, bool* end) override {
       int64_t position = 0;
       if (absl::Status status = positions_.Next(&position, end); !status.ok() || *end) return status;
-      const ImageFile& file = dataset_->files_[position];
+      const ImageFile& file = dataset_->files_[order_[position]];
       absl::StatusOr<std::string> bytes = ReadWholeFile(file.path);
       if (!bytes.ok()) return bytes.status();
       *element = Element({Tensor::StringScalar(*std::move(bytes)), Tensor::Scalar<int64_t>(file.label),
@@ -114,10 +131,14 @@ class ImageFolderDataset : public DatasetBase {
 
    private:
     const ImageFolderDataset* const dataset_;
+    const std::vector<int64_t> order_;
     SourcePositions positions_;
   };
 
   const std::vector<ImageFile> files_;
+  const bool shuffle_;
+  const std::optional<int64_t> seed_;
+  mutable std::atomic<uint64_t> iterations_{0};
   ElementSpec spec_;
   ComponentNames names_;
 };
@@ -198,7 +219,9 @@ absl::StatusOr<DatasetPtr> MakeImageFolderDataset(const proto::ImageFolderOp& op
       mine.push_back(std::move(files[i]));
     files = std::move(mine);
   }
-  return std::make_shared<ImageFolderDataset>(std::move(files));
+  std::optional<int64_t> seed;
+  if (op.has_seed()) seed = op.seed();
+  return std::make_shared<ImageFolderDataset>(std::move(files), op.shuffle(), seed);
 }
 
 }  // namespace sluice

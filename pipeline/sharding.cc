@@ -86,12 +86,11 @@ absl::Status ShardDatasetDef(ShardBy by, int num_shards, int index, int data_sha
   }
   proto::Step& source = *def->mutable_steps(0);
   if (!HasFileSource(*def)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        names.file_sharding,
-        " needs a file source (list_files, image_folder, text_line, tfrecord or fixed_length_record); the "
-        "pipeline "
-        "starts with ",
-        StepName(source)));
+    return absl::InvalidArgumentError(
+        absl::StrCat(names.file_sharding,
+                     " needs a file source (list_files, image_folder, webdataset, text_line, tfrecord or "
+                     "fixed_length_record); the pipeline starts with ",
+                     StepName(source)));
   }
   // image_folder keeps only its shard's files, so that it reads no other.
   if (source.has_image_folder()) {

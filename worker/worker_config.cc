@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "common/host_buffer_cache.h"
 #include "service/daemon.h"
 #include "service/grpc_util.h"
 
@@ -47,6 +48,9 @@ absl::Status ApplyMemoryLimit(int64_t max_memory_bytes) {
     return absl::InvalidArgumentError(absl::StrCat("max_memory_bytes ", max_memory_bytes,
                                                    ": cannot set the limit: ", std::strerror(errno)));
   }
+  // Freed tensor buffers kept for reuse count against the limit too.
+  HostBufferCache::Global().SetMaxCachedBytes(
+      std::min<size_t>(HostBufferCache::kMaxCachedBytes, static_cast<size_t>(max_memory_bytes) / 32));
   return absl::OkStatus();
 #endif
 }

@@ -11,7 +11,9 @@
 #include "pipeline/builder.h"
 #include "pipeline/dataset.h"
 #include "pipeline/image/test_images.h"
+#include "pipeline/record_io.h"
 #include "pipeline/yaml_loader.h"
+#include "sluice/example.pb.h"
 #include "tests/testing/test_util.h"
 
 namespace sluice {
@@ -201,6 +203,41 @@ TEST_CASE("batch of images of different sizes points at resize", "[image]") {
       Contains("batch: cannot batch component 0 ('image') of shapes [30, 40, 3] and [48, 64, 3]; resize the "
                "images to one size first (resize, center_crop, random_crop or decode_and_random_crop), or "
                "use padded_batch"));
+}
+
+TEST_CASE("ImageNet in TFRecord form feeds the image functions through parse_example", "[image]") {
+  // As TensorFlow's official models write it: image/encoded and
+  // image/class/label in a tf.train.Example per record.
+  TempDir dir;
+  const std::vector<uint8_t> pixels = Pixels(30, 40, 3, 9);
+  const std::string png = Png(pixels, 30, 40, 3);
+  {
+    absl::StatusOr<std::unique_ptr<TFRecordWriter>> writer = TFRecordWriter::Create(dir.File("train-00000"));
+    REQUIRE(writer.ok());
+    for (int64_t label : {5, 9}) {
+      proto::example::Example example;
+      auto& features = *example.mutable_features()->mutable_feature();
+      features["image/encoded"].mutable_bytes_list()->add_value(png);
+      features["image/class/label"].mutable_int64_list()->add_value(label);
+      REQUIRE((*writer)->Write(example.SerializeAsString()).ok());
+    }
+    REQUIRE((*writer)->Close().ok());
+  }
+  std::vector<Element> batches = Collect(
+      absl::StrCat("- tfrecord: ", dir.File("train-00000"), "\n",
+                   "- map: {fn: parse_example, features: {image/encoded: {dtype: string}, image/class/label: "
+                   "{dtype: int64}}}\n",
+                   "- map: {fn: decode_image, component: image/encoded}\n",
+                   "- map: {fn: center_crop, size: [20, 20], component: image/encoded}\n", "- batch: 2\n"));
+  REQUIRE(batches.size() == 1);
+  const Element& batch = batches[0];
+  REQUIRE(batch.named());
+  CHECK(*batch.names == std::vector<std::string>{"image/class/label", "image/encoded"});
+  CHECK(batch.components[0].data<int64_t>()[0] == 5);
+  CHECK(batch.components[0].data<int64_t>()[1] == 9);
+  CHECK(batch.components[1].shape() == Shape{2, 20, 20, 3});
+  // The crop's first pixel is the image's pixel (5, 10).
+  CHECK(static_cast<const uint8_t*>(batch.components[1].raw_data())[0] == pixels[(5 * 40 + 10) * 3]);
 }
 
 }  // namespace

@@ -23,7 +23,7 @@ TEST_CASE("Rng: xoshiro256** from SplitMix64, the same on every platform", "[ima
   CHECK(other.Next() != first[0]);
 }
 
-TEST_CASE("Rng: Uniform lies in [0, 1) and Below in [0, n)", "[image]") {
+TEST_CASE("Rng: Uniform lies in 0 to 1 (1 excluded) and Below(n) below n", "[image]") {
   Rng rng(42);
   double sum = 0;
   for (int i = 0; i < 100000; ++i) {

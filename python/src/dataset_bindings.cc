@@ -225,10 +225,12 @@ void BindDataset(py::module_& module) {
           "shuffle=False; seed fixes the order).")
       .def_static(
           "image_folder",
-          [](std::string root, std::vector<std::string> extensions) {
-            return Dataset::ImageFolder(std::move(root), std::move(extensions));
+          [](std::string root, std::vector<std::string> extensions, bool shuffle,
+             std::optional<int64_t> seed) {
+            return Dataset::ImageFolder(std::move(root), std::move(extensions), shuffle, seed);
           },
-          py::arg("root"), py::arg("extensions") = std::vector<std::string>{},
+          py::arg("root"), py::arg("extensions") = std::vector<std::string>{}, py::arg("shuffle") = false,
+          py::arg("seed") = py::none(),
           "torchvision's ImageFolder layout, root/CLASS/FILE: one {image: bytes, label: int64, path: bytes} "
           "element per file, labels numbering the class folders in sorted order (extensions default to jpg, "
           "jpeg, png).")

@@ -505,8 +505,8 @@ TEST_CASE("hardening read: definitions the service refuses exit 2 naming the dis
       {"  - zip:\n      - [{range: 3}]\n      - [{range: 3}]\n  - distribute: " + service +
            "processing_mode: distributed_epoch}\n",
        "p.yaml:5:5: step 2 (distribute): a pipeline whose source is 'zip' cannot be split for "
-       "distributed_epoch; start it with range, from_tensor_slices, list_files, text_line, tfrecord or "
-       "fixed_length_record\n"},
+       "distributed_epoch; start it with range, from_tensor_slices, list_files, image_folder, webdataset, "
+       "text_line, tfrecord or fixed_length_record\n"},
   };
   for (const Case& c : cases) {
     WriteFile(path, "pipeline:\n" + c.steps);

@@ -20,4 +20,7 @@ def test_train_torch_learns_the_weights(source_dir):
     assert [(e, n) for e, n, _ in epochs] == [("1", "2048"), ("2", "2048"), ("3", "2048")]
     losses = [float(loss) for _, _, loss in epochs]
     assert losses[0] > 10 * losses[2]
-    assert "learned weights [3.00, -2.00, 0.50, 0.00], bias 1.00" in done.stdout
+    # Which worker serves which batch first varies, so the last digits do.
+    learned = re.search(r"learned weights \[(.*)\], bias (\S+) ", done.stdout)
+    weights = [float(w) for w in learned.group(1).split(", ")] + [float(learned.group(2))]
+    assert all(abs(w - t) < 0.05 for w, t in zip(weights, [3.0, -2.0, 0.5, 0.0, 1.0])), weights

@@ -95,8 +95,10 @@ class Dataset {
                            std::optional<int64_t> seed = std::nullopt);
   // torchvision's ImageFolder layout, root/CLASS/FILE: {image: the file's
   // bytes, label: the class folder's index in sorted order, path}.
-  // Empty extensions: jpg, jpeg and png.
-  static Dataset ImageFolder(std::string root, std::vector<std::string> extensions = {});
+  // Empty extensions: jpg, jpeg and png. `shuffle` reorders the files each
+  // epoch (seeded: reproducibly), as ListFiles does.
+  static Dataset ImageFolder(std::string root, std::vector<std::string> extensions = {}, bool shuffle = false,
+                             std::optional<int64_t> seed = std::nullopt);
   // POSIX tar shards in the WebDataset convention: one named element per
   // sample, {__key__, EXT: bytes, ...}; empty keys: the first sample's.
   static Dataset WebDataset(std::vector<std::string> files, std::vector<std::string> keys = {});
