@@ -12,6 +12,8 @@
 // of the set and the line gives their aggregate. Self-contained on purpose:
 // no Sluice code, only <jpeglib.h> and the standard library.
 
+#include <jpeglib.h>
+
 #include <atomic>
 #include <chrono>
 #include <csetjmp>
@@ -25,8 +27,6 @@
 #include <string_view>
 #include <thread>
 #include <vector>
-
-#include <jpeglib.h>
 
 namespace {
 
@@ -84,8 +84,7 @@ class Decoder {
       // Up to rec_outbuf_height rows per call, as libjpeg prefers.
       JSAMPROW rows[4];
       int n = 0;
-      for (; n < cinfo_.rec_outbuf_height && n < 4 &&
-             cinfo_.output_scanline + n < cinfo_.output_height;
+      for (; n < cinfo_.rec_outbuf_height && n < 4 && cinfo_.output_scanline + n < cinfo_.output_height;
            ++n) {
         rows[n] = buffer_.data() + stride * (cinfo_.output_scanline + n);
       }
@@ -166,7 +165,9 @@ int main(int argc, char** argv) {
     std::vector<File> good;
     for (auto& f : files) {
       if (d.Decode(f)) {
-        if (d.warnings()) std::fprintf(stderr, "%s: decodes with %ld libjpeg warning(s); kept\n", f.path.c_str(), d.warnings());
+        if (d.warnings())
+          std::fprintf(stderr, "%s: decodes with %ld libjpeg warning(s); kept\n", f.path.c_str(),
+                       d.warnings());
         good.push_back(std::move(f));
       } else {
         std::fprintf(stderr, "skipping %s: %s\n", f.path.c_str(), d.error());
@@ -239,9 +240,9 @@ int main(int argc, char** argv) {
     total.checksum ^= r.checksum;  // keeps the decode from being optimised away
   }
   if (total.failed) std::fprintf(stderr, "%zu decodes failed in the timed loop\n", total.failed);
-  std::printf("decode images/s (%d thread%s): %.1f (%zu images, %.1f MB/s of JPEG, %.1f Mpixel/s, %.2f s) [%u]\n",
-              threads, threads == 1 ? "" : "s", total.images / elapsed, total.images,
-              total.bytes / 1e6 / elapsed, total.pixels / 1e6 / elapsed, elapsed,
-              static_cast<unsigned>(total.checksum));
+  std::printf(
+      "decode images/s (%d thread%s): %.1f (%zu images, %.1f MB/s of JPEG, %.1f Mpixel/s, %.2f s) [%u]\n",
+      threads, threads == 1 ? "" : "s", total.images / elapsed, total.images, total.bytes / 1e6 / elapsed,
+      total.pixels / 1e6 / elapsed, elapsed, static_cast<unsigned>(total.checksum));
   return 0;
 }

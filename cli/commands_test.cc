@@ -94,6 +94,19 @@ TEST_CASE("cli: run prints one JSON line per element", "[cli]") {
   CHECK_THAT(named.err, Equals(""));
 }
 
+TEST_CASE("cli: run --summary prints a batch as dtype, shape and mean", "[cli]") {
+  testing::TempDir dir;
+  const std::string path = dir.File("pipeline.yaml");
+  testing::WriteFile(path, "pipeline:\n  - range: 200\n  - batch: 100\n  - enumerate\n");
+  cli::RunOptions options;
+  options.pipeline_path = path;
+  options.summary = true;
+  std::ostringstream out, err;
+  CHECK(cli::RunPipeline(options, out, err) == 0);
+  CHECK_THAT(out.str(), Equals("[0, \"int64[100] mean 49.5\"]\n[1, \"int64[100] mean 149.5\"]\n"));
+  CHECK_THAT(err.str(), Equals(""));
+}
+
 TEST_CASE("cli: run --limit", "[cli]") {
   testing::TempDir dir;
   const std::string path = dir.File("pipeline.yaml");
@@ -277,36 +290,38 @@ TEST_CASE("cli: functions lists the registry, with plugins", "[cli]") {
   std::ostringstream out, err;
   CHECK(cli::ListFunctions({kPlugin}, out, err) == 0);
   CHECK_THAT(err.str(), Equals(""));
-  CHECK_THAT(out.str(),
-             Equals("add\tx + value\n"
-                    "cast\tconverts to dtype\n"
-                    "center_crop\tthe central window of size\n"
-                    "decode_and_random_crop\tdecodes only a random window of an image (RandomResizedCrop's) and "
-                    "resizes it to size\n"
-                    "decode_image\tdecodes a JPEG or PNG to uint8 [height, width, channels]\n"
-                    "decode_raw\treinterprets string bytes as a vector of dtype\n"
-                    "equal\tx == value\n"
-                    "example.affine\tx * scale + offset (example plugin)\n"
-                    "example.is_even\ttrue for even int64 values (example plugin)\n"
-                    "floordiv\tfloor(x / value)\n"
-                    "greater\tx > value\n"
-                    "greater_equal\tx >= value\n"
-                    "less\tx < value\n"
-                    "less_equal\tx <= value\n"
-                    "mod\tx mod value, with the sign of value\n"
-                    "multiply\tx * value\n"
-                    "negate\t-x\n"
-                    "normalize\t(pixel / 255 - mean) / std per channel, to float32, float16 or bfloat16, HWC or CHW\n"
-                    "not_equal\tx != value\n"
-                    "parse_example\tparses a serialized tf.train.Example\n"
-                    "random_crop\ta window of size at a random place\n"
-                    "random_flip_left_right\tmirrors half of the images left to right\n"
-                    "random_flip_up_down\tmirrors half of the images top to bottom\n"
-                    "random_resized_crop\tRandomResizedCrop's window of a decoded image, resized to size (bilinear)\n"
-                    "resize\tresizes an image to size (bilinear with antialias, area or nearest)\n"
-                    "select\tkeeps the listed components\n"
-                    "square\tx * x\n"
-                    "subtract\tx - value\n"));
+  CHECK_THAT(
+      out.str(),
+      Equals(
+          "add\tx + value\n"
+          "cast\tconverts to dtype\n"
+          "center_crop\tthe central window of size\n"
+          "decode_and_random_crop\tdecodes only a random window of an image (RandomResizedCrop's) and "
+          "resizes it to size\n"
+          "decode_image\tdecodes a JPEG or PNG to uint8 [height, width, channels]\n"
+          "decode_raw\treinterprets string bytes as a vector of dtype\n"
+          "equal\tx == value\n"
+          "example.affine\tx * scale + offset (example plugin)\n"
+          "example.is_even\ttrue for even int64 values (example plugin)\n"
+          "floordiv\tfloor(x / value)\n"
+          "greater\tx > value\n"
+          "greater_equal\tx >= value\n"
+          "less\tx < value\n"
+          "less_equal\tx <= value\n"
+          "mod\tx mod value, with the sign of value\n"
+          "multiply\tx * value\n"
+          "negate\t-x\n"
+          "normalize\t(pixel / 255 - mean) / std per channel, to float32, float16 or bfloat16, HWC or CHW\n"
+          "not_equal\tx != value\n"
+          "parse_example\tparses a serialized tf.train.Example\n"
+          "random_crop\ta window of size at a random place\n"
+          "random_flip_left_right\tmirrors half of the images left to right\n"
+          "random_flip_up_down\tmirrors half of the images top to bottom\n"
+          "random_resized_crop\tRandomResizedCrop's window of a decoded image, resized to size (bilinear)\n"
+          "resize\tresizes an image to size (bilinear with antialias, area or nearest)\n"
+          "select\tkeeps the listed components\n"
+          "square\tx * x\n"
+          "subtract\tx - value\n"));
 
   std::ostringstream out2, err2;
   const std::string missing = "/nonexistent/libsluice_missing_plugin.so";

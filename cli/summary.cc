@@ -1,5 +1,6 @@
 #include "cli/summary.h"
 
+#include <type_traits>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -13,37 +14,18 @@ namespace {
 // Up to this many bytes, a string prints as itself.
 constexpr size_t kMaxStringBytes = 32;
 
-double ValueAt(const Tensor& tensor, int64_t i) {
-  switch (tensor.dtype()) {
-    case DType::kBool:
-      return tensor.data<bool>()[i];
-    case DType::kInt8:
-      return tensor.data<int8_t>()[i];
-    case DType::kInt16:
-      return tensor.data<int16_t>()[i];
-    case DType::kInt32:
-      return tensor.data<int32_t>()[i];
-    case DType::kInt64:
-      return static_cast<double>(tensor.data<int64_t>()[i]);
-    case DType::kUInt8:
-      return tensor.data<uint8_t>()[i];
-    case DType::kUInt16:
-      return tensor.data<uint16_t>()[i];
-    case DType::kUInt32:
-      return tensor.data<uint32_t>()[i];
-    case DType::kUInt64:
-      return static_cast<double>(tensor.data<uint64_t>()[i]);
-    case DType::kFloat16:
-      return static_cast<float>(tensor.data<Float16>()[i]);
-    case DType::kBFloat16:
-      return static_cast<float>(tensor.data<BFloat16>()[i]);
-    case DType::kFloat32:
-      return tensor.data<float>()[i];
-    case DType::kFloat64:
-      return tensor.data<double>()[i];
-    default:
-      return 0;
-  }
+double Mean(const Tensor& tensor) {
+  double sum = 0;
+  VisitNumericDType(tensor.dtype(), [&]<typename T>() {
+    for (const T& value : tensor.values<T>()) {
+      if constexpr (std::is_arithmetic_v<T>) {
+        sum += static_cast<double>(value);
+      } else {  // float16, bfloat16
+        sum += static_cast<float>(value);
+      }
+    }
+  });
+  return sum / static_cast<double>(tensor.num_elements());
 }
 
 std::string Json(const Tensor& tensor) {
@@ -62,9 +44,7 @@ std::string ComponentSummary(const Tensor& tensor) {
     return Json(tensor);
   }
   if (tensor.num_elements() <= kMaxListed) return Json(tensor);
-  double sum = 0;
-  for (int64_t i = 0; i < tensor.num_elements(); ++i) sum += ValueAt(tensor, i);
-  return absl::StrCat("\"", described, " mean ", absl::StrFormat("%.4g", sum / tensor.num_elements()), "\"");
+  return absl::StrCat("\"", described, " mean ", absl::StrFormat("%.4g", Mean(tensor)), "\"");
 }
 
 }  // namespace

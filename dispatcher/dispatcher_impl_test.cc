@@ -171,9 +171,10 @@ TEST_CASE("dispatcher_impl: GetOrCreateJob errors", "[dispatcher]") {
       Register(d, internal::DefinitionOf(Dataset::Zip({Dataset::Range(3), Dataset::Range(3)})));
   absl::Status zip = TryJob(d, zipped, proto::DISTRIBUTED_EPOCH, "z");
   CHECK(zip.code() == absl::StatusCode::kFailedPrecondition);
-  CHECK(zip.message() ==
-        "a pipeline whose source is 'zip' cannot be split for distributed_epoch; start it with range, "
-        "from_tensor_slices, list_files, image_folder, webdataset, text_line, tfrecord or fixed_length_record");
+  CHECK(
+      zip.message() ==
+      "a pipeline whose source is 'zip' cannot be split for distributed_epoch; start it with range, "
+      "from_tensor_slices, list_files, image_folder, webdataset, text_line, tfrecord or fixed_length_record");
   // The same pipeline is fine in parallel_epochs.
   CHECK(Job(d, zipped, proto::PARALLEL_EPOCHS) == 1);
   CHECK(Snapshot(d).jobs_size() == 1);

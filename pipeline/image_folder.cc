@@ -13,9 +13,7 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
-#include <numeric>
 #include <optional>
-#include <random>
 #include <set>
 #include <string>
 #include <system_error>
@@ -97,16 +95,10 @@ class ImageFolderDataset : public DatasetBase {
   std::string DebugName() const override { return "image_folder"; }
 
   absl::StatusOr<std::unique_ptr<IteratorBase>> MakeIterator(const IteratorContext& context) const override {
-    std::vector<int64_t> order(files_.size());
-    std::iota(order.begin(), order.end(), 0);
     // Under a split provider the dispatcher already chose the order.
-    if (shuffle_ && context.split_provider == nullptr) {
-      const uint64_t seed =
-          seed_.has_value() ? MixSeed(static_cast<uint64_t>(*seed_), iterations_.fetch_add(1)) : RandomSeed();
-      std::mt19937_64 rng(seed);
-      for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[UniformBelow(rng, i)]);
-    }
-    return std::make_unique<Iterator>(this, std::move(order), context.split_provider);
+    return std::make_unique<Iterator>(
+        this, EpochOrder(files_.size(), shuffle_ && context.split_provider == nullptr, seed_, iterations_),
+        context.split_provider);
   }
 
  private:

@@ -33,18 +33,11 @@ void MakeFolder(const TempDir& dir) {
   testing::WriteFile(dir.File("root/stray.jpg"), "not in a class folder");
 }
 
-std::vector<std::string> Lines(const std::string& yaml) {
-  absl::StatusOr<std::vector<std::string>> lines = testing::RunYaml(yaml);
-  INFO(lines.status().ToString());
-  REQUIRE(lines.ok());
-  return *lines;
-}
-
 TEST_CASE("image_folder lists root/CLASS/FILE with labels in sorted class order", "[image]") {
   TempDir dir;
   MakeFolder(dir);
   const std::string root = dir.File("root");
-  CHECK(Lines(absl::StrCat("pipeline:\n  - image_folder: ", root, "\n")) ==
+  CHECK(testing::Yaml(absl::StrCat("pipeline:\n  - image_folder: ", root, "\n")) ==
         std::vector<std::string>{
             absl::StrCat(R"({"image": "z\u0000z", "label": 0, "path": ")", root, R"(/ant/z.jpg"})"),
             absl::StrCat(R"({"image": "bytes of a", "label": 1, "path": ")", root, R"(/cat/a.PNG"})"),
@@ -57,7 +50,7 @@ TEST_CASE("image_folder lists root/CLASS/FILE with labels in sorted class order"
   CHECK((*built)->element_spec().names == std::vector<std::string>{"image", "label", "path"});
   CHECK(*ImageFolderClasses(root) == std::vector<std::string>{"ant", "cat", "empty"});
   // Chosen extensions, with or without the dot, in any case.
-  CHECK(Lines(absl::StrCat("- image_folder: {root: ", root, ", extensions: [.TXT]}\n")) ==
+  CHECK(testing::Yaml(absl::StrCat("- image_folder: {root: ", root, ", extensions: [.TXT]}\n")) ==
         std::vector<std::string>{
             absl::StrCat(R"({"image": "not an image", "label": 1, "path": ")", root, R"(/cat/notes.txt"})")});
 }
@@ -67,17 +60,17 @@ TEST_CASE("image_folder shuffles file names per epoch, reproducibly with a seed"
   MakeFolder(dir);
   const std::string yaml =
       absl::StrCat("- image_folder: {root: ", dir.File("root"), ", shuffle: true, seed: 3}\n");
-  std::vector<std::string> first = Lines(yaml);
-  std::vector<std::string> again = Lines(yaml);
+  std::vector<std::string> first = testing::Yaml(yaml);
+  std::vector<std::string> again = testing::Yaml(yaml);
   CHECK(first == again);  // a new build, the same seed: the same order
-  std::vector<std::string> sorted = Lines(absl::StrCat("- image_folder: ", dir.File("root"), "\n"));
+  std::vector<std::string> sorted = testing::Yaml(absl::StrCat("- image_folder: ", dir.File("root"), "\n"));
   std::vector<std::string> shuffled = first;
   std::sort(shuffled.begin(), shuffled.end());
   std::sort(sorted.begin(), sorted.end());
   CHECK(shuffled == sorted);  // the same files
   // Epochs of one dataset differ (4 files: 24 orders; 3 epochs all equal
   // would be a 1 in 576 chance).
-  std::vector<std::string> epochs = Lines(yaml + "- repeat: 3\n");
+  std::vector<std::string> epochs = testing::Yaml(yaml + "- repeat: 3\n");
   REQUIRE(epochs.size() == 12);
   CHECK_FALSE((std::equal(epochs.begin(), epochs.begin() + 4, epochs.begin() + 4) &&
                std::equal(epochs.begin(), epochs.begin() + 4, epochs.begin() + 8)));
@@ -150,9 +143,10 @@ TEST_CASE("ignore_errors drops failed elements and keeps the rest in order", "[i
       "- map: {fn: decode_raw, dtype: int32}\n";
   absl::StatusOr<std::vector<std::string>> failing = testing::RunYaml(yaml);
   CHECK(failing.status().code() == absl::StatusCode::kInvalidArgument);
-  CHECK(Lines(yaml + "- ignore_errors: {quiet: true}\n").size() == 3);
-  CHECK(Lines(yaml +
-              "- ignore_errors\n- map: {fn: cast, dtype: int64}\n- map: {fn: floordiv, value: 16777216}\n") ==
+  CHECK(testing::Yaml(yaml + "- ignore_errors: {quiet: true}\n").size() == 3);
+  CHECK(testing::Yaml(
+            yaml +
+            "- ignore_errors\n- map: {fn: cast, dtype: int64}\n- map: {fn: floordiv, value: 16777216}\n") ==
         std::vector<std::string>{"[100]", "[104]", "[108]"});
 }
 

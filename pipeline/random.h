@@ -4,8 +4,12 @@
 #ifndef SLUICE_PIPELINE_RANDOM_H_
 #define SLUICE_PIPELINE_RANDOM_H_
 
+#include <atomic>
 #include <cstdint>
+#include <numeric>
+#include <optional>
 #include <random>
+#include <vector>
 
 namespace sluice {
 
@@ -37,6 +41,20 @@ uint64_t UniformBelow(Generator& rng, uint64_t n) {
 inline uint64_t RandomSeed() {
   std::random_device device;
   return (static_cast<uint64_t>(device()) << 32) ^ device();
+}
+
+// The order of a file source's positions for its next epoch (list_files,
+// image_folder): 0..count-1, shuffled when `shuffle` is set. Seeded, each
+// epoch mixes in its number, from `epochs`; unseeded, each draws afresh.
+inline std::vector<int64_t> EpochOrder(size_t count, bool shuffle, const std::optional<int64_t>& seed,
+                                       std::atomic<uint64_t>& epochs) {
+  std::vector<int64_t> order(count);
+  std::iota(order.begin(), order.end(), 0);
+  if (!shuffle) return order;
+  std::mt19937_64 rng(seed.has_value() ? MixSeed(static_cast<uint64_t>(*seed), epochs.fetch_add(1))
+                                       : RandomSeed());
+  for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[UniformBelow(rng, i)]);
+  return order;
 }
 
 }  // namespace sluice

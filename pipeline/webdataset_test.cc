@@ -36,13 +36,6 @@ std::string TarMember(const std::string& name, const std::string& data, char typ
 
 std::string EndOfArchive() { return std::string(1024, '\0'); }
 
-std::vector<std::string> Lines(const std::string& yaml) {
-  absl::StatusOr<std::vector<std::string>> lines = testing::RunYaml(yaml);
-  INFO(lines.status().ToString());
-  REQUIRE(lines.ok());
-  return *lines;
-}
-
 TEST_CASE("webdataset groups a shard's members by key into named samples", "[webdataset]") {
   TempDir dir;
   testing::WriteFile(dir.File("a.tar"), TarMember("train/", "", '5') + TarMember("train/0001.jpg", "JPEG1") +
@@ -55,13 +48,13 @@ TEST_CASE("webdataset groups a shard's members by key into named samples", "[web
                                             TarMember("ignored-short-name", "JPEG3") +
                                             TarMember("././@LongLink", long_key + ".cls", 'L') +
                                             TarMember("ignored-too", "1"));
-  CHECK(Lines(absl::StrCat("- webdataset: [", dir.File("a.tar"), ", ", dir.File("b.tar"), "]\n")) ==
+  CHECK(testing::Yaml(absl::StrCat("- webdataset: [", dir.File("a.tar"), ", ", dir.File("b.tar"), "]\n")) ==
         std::vector<std::string>{
             R"({"__key__": "train/0001", "cls": "3", "jpg": "JPEG1"})",
             R"({"__key__": "train/0002", "cls": "7", "jpg": "JPEG2"})",
             absl::StrCat(R"({"__key__": ")", long_key, R"(", "cls": "1", "jpg": "JPEG3"})"),
         });
-  CHECK(Lines(absl::StrCat("- webdataset: {files: [", dir.File("a.tar"), "], keys: [cls]}\n")) ==
+  CHECK(testing::Yaml(absl::StrCat("- webdataset: {files: [", dir.File("a.tar"), "], keys: [cls]}\n")) ==
         std::vector<std::string>{R"({"__key__": "train/0001", "cls": "3"})",
                                  R"({"__key__": "train/0002", "cls": "7"})"});
 }

@@ -34,8 +34,7 @@ const std::map<std::string, std::string, std::less<>> kShorthand = {
     {"list_files", "pattern"},   {"text_line", "files"},
     {"tfrecord", "files"},       {"fixed_length_record", "files"},
     {"zip", "datasets"},         {"interleave", "pipeline"},
-    {"image_folder", "root"},    {"webdataset", "files"},
-};
+    {"image_folder", "root"},    {"webdataset", "files"}};
 
 class Loader {
  public:
@@ -137,14 +136,11 @@ class Loader {
     if (!args.IsDefined() || args.IsNull()) return absl::OkStatus();
     if (op == "map" || op == "filter") return ParseFunctionOp(op, args, message);
     if (op == "from_tensors" || op == "from_tensor_slices") return ParseTensorsOp(op, args, message);
-    if (!args.IsMap()) {
-      auto shorthand = kShorthand.find(op);
-      if (shorthand == kShorthand.end()) {
-        return Error(args, absl::StrCat("'", op, "' takes a map of arguments"));
-      }
-      return SetField(message, message->GetDescriptor()->FindFieldByName(shorthand->second), args, op);
-    }
-    return SetFields(message, args, op, {});
+    if (args.IsMap()) return SetFields(message, args, op, {});
+    auto shorthand = kShorthand.find(op);
+    if (shorthand == kShorthand.end())
+      return Error(args, absl::StrCat("'", op, "' takes a map of arguments"));
+    return SetField(message, message->GetDescriptor()->FindFieldByName(shorthand->second), args, op);
   }
 
   // Sets each key of `args` on `message`; keys in `skip` are handled by the

@@ -4,7 +4,6 @@
 // component (the one named "image", the only one, or `component`);
 // normalize takes a batch [N, H, W, C] too, so the builder runs it once per
 // batch.
-#include <cstring>
 #include <functional>
 #include <memory>
 #include <optional>
