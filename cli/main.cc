@@ -2,11 +2,14 @@
 // show a dispatcher's status.
 #include <unistd.h>
 
+#include <fstream>
 #include <iostream>
 
 #include "CLI/CLI.hpp"
 #include "cli/commands.h"
+#include "service/channel_security.h"
 #include "service/daemon.h"
+#include "service/metrics.h"
 
 int main(int argc, char** argv) {
   std::ios::sync_with_stdio(false);
@@ -14,6 +17,19 @@ int main(int argc, char** argv) {
   CLI::App app{"sluice: the Sluice input-data service command line"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "sluice 0.1.0");
+
+  // Where the client's token and TLS come from: these flags, else the
+  // SLUICE_TOKEN_FILE and SLUICE_TLS_* variables.
+  sluice::ChannelSecurityFiles security = sluice::ChannelSecurityFilesFromEnvironment();
+  app.add_option("--token-file", security.token_file,
+                 "File with the client token (default: $SLUICE_TOKEN_FILE)");
+  app.add_option("--tls-ca-file", security.tls_ca_file,
+                 "CA certificates to verify the daemons with (turns TLS on)");
+  app.add_option("--tls-cert-file", security.tls_cert_file, "Client certificate, for mutual TLS");
+  app.add_option("--tls-key-file", security.tls_key_file, "The client certificate's private key");
+  app.add_option("--tls-server-name", security.tls_server_name,
+                 "Name to verify the daemons' certificates against instead of their address");
+  app.fallthrough();
 
   sluice::cli::RunOptions options;
   auto add_pipeline_flags = [&](CLI::App* command) {
@@ -73,6 +89,9 @@ int main(int argc, char** argv) {
       "bench", "Read a pipeline as fast as possible and report elements/s, MB/s and time spent waiting");
   add_read_flags(bench, bench_options.read);
   bench->add_option("--seconds", bench_options.seconds, "Stop after this many seconds (default 10)");
+  std::string metrics_file;
+  bench->add_option("--metrics-file", metrics_file,
+                    "Write the client's Prometheus metrics (wait time, bytes received, ...) here at the end");
   sluice::cli::StatusOptions status_options;
   CLI::App* status = app.add_subcommand("status", "Show a dispatcher's workers, datasets, jobs and tasks");
   status->add_option("--service", status_options.service, "Dispatcher, grpc://HOST:PORT")->required();
@@ -90,11 +109,26 @@ int main(int argc, char** argv) {
     const int code = app.exit(e);  // prints usage, or --help
     return code == 0 ? 0 : 2;
   }
+  absl::StatusOr<sluice::ChannelSecurity> loaded = sluice::LoadChannelSecurity(security);
+  if (!loaded.ok()) {
+    std::cerr << "sluice: " << loaded.status().message() << "\n";
+    return 2;
+  }
+  sluice::SetDefaultChannelSecurity(*std::move(loaded));
   if (run->parsed()) return sluice::cli::RunPipeline(options, std::cout, std::cerr);
   if (read->parsed()) return sluice::cli::ReadPipeline(read_options, std::cout, std::cerr);
   if (bench->parsed()) {
     bench_options.live_progress = isatty(STDOUT_FILENO) == 1;
-    return sluice::cli::RunBench(bench_options, std::cout, std::cerr);
+    const int code = sluice::cli::RunBench(bench_options, std::cout, std::cerr);
+    if (!metrics_file.empty()) {
+      std::ofstream out(metrics_file);
+      out << sluice::ProcessMetrics().Render();
+      if (!out) {
+        std::cerr << "sluice bench: cannot write --metrics-file '" << metrics_file << "'\n";
+        return code == 0 ? 1 : code;
+      }
+    }
+    return code;
   }
   if (status->parsed()) return sluice::cli::ShowStatus(status_options, std::cout, std::cerr);
   if (inspect->parsed()) return sluice::cli::InspectPipeline(options, std::cout, std::cerr);

@@ -25,6 +25,7 @@
 #include "service/grpc_util.h"
 #include "service/job_params.h"
 #include "service/malloc_tuning.h"
+#include "service/metrics.h"
 #include "sluice/service.grpc.pb.h"
 
 namespace sluice {
@@ -85,11 +86,14 @@ class DataServiceDataset::Iterator : public IteratorBase {
   // `losses`: set for a parallel_epochs read, whose lost tasks cut it short.
   // `dispatcher_deadline`: how long the dispatcher may go unheard before
   // the read fails.
+  // `client_secret`: proves to the dispatcher that this client may
+  // release `iteration_client_id`.
   Iterator(std::shared_ptr<DispatcherClient> service, int64_t max_outstanding, int64_t iteration_client_id,
-           proto::WireCompression compression, int64_t consumer_index, bool sole_reader,
-           std::optional<EpochLosses> losses, std::chrono::milliseconds dispatcher_deadline)
+           std::string client_secret, proto::WireCompression compression, int64_t consumer_index,
+           bool sole_reader, std::optional<EpochLosses> losses, std::chrono::milliseconds dispatcher_deadline)
       : service_(std::move(service)),
         client_id_(iteration_client_id),
+        client_secret_(std::move(client_secret)),
         state_(max_outstanding, sole_reader, std::move(losses)),
         fetches_(state_, compression),
         rounds_(state_, compression, consumer_index),
@@ -112,14 +116,21 @@ class DataServiceDataset::Iterator : public IteratorBase {
     }
     proto::ReleaseIterationClientRequest request;
     request.set_iteration_client_id(client_id_);
+    request.set_client_secret(client_secret_);
     proto::ReleaseIterationClientResponse response;
     // Best effort: a client not released is released after client_timeout_ms.
     (void)service_->ReleaseIterationClient(request, &response, {.attempt_timeout = std::chrono::seconds(2)});
   }
 
   absl::Status GetNext(Element* element, bool* end) override {
+    static Counter& waited = ProcessMetrics()
+                                 .AddCounter("sluice_client_wait_seconds_total",
+                                             "time the trainer waited for elements from the service")
+                                 .Get();
+    const auto start = std::chrono::steady_clock::now();
     absl::MutexLock lock(&state_.mu);
     state_.mu.Await(absl::Condition(&state_, &ReadState::CanReturn));
+    waited.Increment(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     if (!state_.buffer.empty()) {
       *element = std::move(state_.buffer.front());
       state_.buffer.pop_front();
@@ -152,6 +163,7 @@ class DataServiceDataset::Iterator : public IteratorBase {
   // Constant after construction.
   const std::shared_ptr<DispatcherClient> service_;
   const int64_t client_id_;
+  const std::string client_secret_;
 
   ReadState state_;
   TaskReader fetches_;
@@ -197,9 +209,9 @@ absl::StatusOr<std::unique_ptr<IteratorBase>> DataServiceDataset::MakeIterator(c
       consumer_index_ < 0) {
     losses.emplace(cardinality_, !params_.job_name().empty(), allow_partial_);
   }
-  return std::make_unique<Iterator>(service_, max_outstanding_, iteration.iteration_client_id(), compression_,
-                                    consumer_index_, params_.job_name().empty(), std::move(losses),
-                                    deadline_);
+  return std::make_unique<Iterator>(service_, max_outstanding_, iteration.iteration_client_id(),
+                                    iteration.client_secret(), compression_, consumer_index_,
+                                    params_.job_name().empty(), std::move(losses), deadline_);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include "absl/synchronization/notification.h"
 #include "service/element_wire.h"
 #include "service/grpc_util.h"
+#include "service/metrics.h"
 
 namespace sluice {
 namespace {
@@ -37,6 +38,11 @@ class GrpcElementTransport : public ElementTransport {
                     });
     done.WaitForNotification();
     if (!status.ok()) return FromGrpcStatus(status);
+    static Counter& received = ProcessMetrics()
+                                   .AddCounter("sluice_client_bytes_received_total",
+                                               "bytes of elements this client received from workers")
+                                   .Get();
+    received.Increment(static_cast<double>(response_bytes.Length()));
     return DecodeElementsResponse(&response_bytes, response);
   }
 

@@ -14,6 +14,10 @@
 
 namespace sluice {
 
+std::string ConfigSchema::FlagName(const std::string& key) {
+  return "--" + absl::StrReplaceAll(key, {{"_", "-"}, {".", "-"}});
+}
+
 void ConfigSchema::AddInt(const std::string& key, int64_t* value, int64_t min, int64_t max,
                           const std::string& help) {
   Entry entry{key, "integer", help};
@@ -28,6 +32,12 @@ void ConfigSchema::AddString(const std::string& key, std::string* value, const s
   Entry entry{key, "string", help};
   entry.string_value = value;
   entry.check = std::move(check);
+  entries_.push_back(entry);
+}
+
+void ConfigSchema::AddBool(const std::string& key, bool* value, const std::string& help) {
+  Entry entry{key, "boolean", help};
+  entry.bool_value = value;
   entries_.push_back(entry);
 }
 
@@ -49,22 +59,39 @@ absl::Status ConfigSchema::LoadYamlFile(const std::string& path) {
         absl::StrCat(path, ":", e.mark.line + 1, ":", e.mark.column + 1, ": invalid YAML: ", e.msg));
   }
   if (root.IsNull()) return absl::OkStatus();  // an empty file sets nothing
+  if (!root.IsMap()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ":", root.Mark().line + 1, ":",
+                                                   root.Mark().column + 1, ": a ", name_,
+                                                   " config is a map of settings"));
+  }
+  return LoadMap(root, "", path);
+}
+
+absl::Status ConfigSchema::LoadMap(const YAML::Node& map, const std::string& prefix,
+                                   const std::string& path) {
   auto error = [&](const YAML::Node& node, const std::string& message) {
     return absl::InvalidArgumentError(
         absl::StrCat(path, ":", node.Mark().line + 1, ":", node.Mark().column + 1, ": ", message));
   };
-  if (!root.IsMap()) return error(root, absl::StrCat("a ", name_, " config is a map of settings"));
   std::vector<std::string> keys;
   for (const Entry& e : entries_) keys.push_back(e.key);
-  if (absl::Status status = CheckUniqueKeys(root, path); !status.ok()) return status;
-  for (const auto& item : root) {
-    const std::string key = item.first.Scalar();
+  if (absl::Status status = CheckUniqueKeys(map, path); !status.ok()) return status;
+  for (const auto& item : map) {
+    const std::string key = prefix + item.first.Scalar();
+    const YAML::Node& value = item.second;
     auto entry = std::find_if(entries_.begin(), entries_.end(), [&](const Entry& e) { return e.key == key; });
     if (entry == entries_.end()) {
+      // A section ("auth:", "tls:") holds the settings named "section.key".
+      const bool is_section = std::any_of(entries_.begin(), entries_.end(),
+                                          [&](const Entry& e) { return e.key.starts_with(key + "."); });
+      if (is_section && value.IsMap()) {
+        if (absl::Status status = LoadMap(value, key + ".", path); !status.ok()) return status;
+        continue;
+      }
+      if (is_section) return error(value, absl::StrCat("'", key, "' is a section: a map of settings"));
       return error(item.first,
                    absl::StrCat("unknown ", name_, " setting '", key, "'", DidYouMean(key, keys)));
     }
-    const YAML::Node& value = item.second;
     if (entry->int_value != nullptr) {
       int64_t v = 0;
       if (!value.IsScalar() || !absl::SimpleAtoi(value.Scalar(), &v)) {
@@ -79,6 +106,15 @@ absl::Status ConfigSchema::LoadYamlFile(const std::string& path) {
                      absl::StrCat("'", key, "' must be in [", entry->min, ", ", entry->max, "], got ", v));
       }
       *entry->int_value = v;
+    } else if (entry->bool_value != nullptr) {
+      const std::string text = value.IsScalar() ? value.Scalar() : "";
+      if (text == "true") {
+        *entry->bool_value = true;
+      } else if (text == "false") {
+        *entry->bool_value = false;
+      } else {
+        return error(value, absl::StrCat("'", key, "' must be true or false"));
+      }
     } else if (entry->string_value != nullptr) {
       if (!value.IsScalar()) return error(value, absl::StrCat("'", key, "' must be a string"));
       if (entry->check) {
@@ -106,9 +142,11 @@ absl::Status ConfigSchema::LoadYamlFile(const std::string& path) {
 
 void ConfigSchema::AddFlags(CLI::App& app) {
   for (Entry& e : entries_) {
-    const std::string flag = "--" + absl::StrReplaceAll(e.key, {{"_", "-"}});
+    const std::string flag = FlagName(e.key);
     if (e.int_value != nullptr) {
       app.add_option(flag, *e.int_value, e.help)->capture_default_str();
+    } else if (e.bool_value != nullptr) {
+      app.add_flag(flag, *e.bool_value, e.help);
     } else if (e.string_value != nullptr) {
       app.add_option(flag, *e.string_value, e.help)->capture_default_str();
     } else {
@@ -120,14 +158,12 @@ void ConfigSchema::AddFlags(CLI::App& app) {
 absl::Status ConfigSchema::Validate() const {
   for (const Entry& e : entries_) {
     if (e.int_value != nullptr && (*e.int_value < e.min || *e.int_value > e.max)) {
-      return absl::InvalidArgumentError(absl::StrCat("--", absl::StrReplaceAll(e.key, {{"_", "-"}}),
-                                                     " must be in [", e.min, ", ", e.max, "], got ",
-                                                     *e.int_value));
+      return absl::InvalidArgumentError(
+          absl::StrCat(FlagName(e.key), " must be in [", e.min, ", ", e.max, "], got ", *e.int_value));
     }
     if (e.check && !e.string_value->empty()) {
       if (absl::Status s = e.check(*e.string_value); !s.ok()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("--", absl::StrReplaceAll(e.key, {{"_", "-"}}), ": ", s.message()));
+        return absl::InvalidArgumentError(absl::StrCat(FlagName(e.key), ": ", s.message()));
       }
     }
   }

@@ -22,6 +22,9 @@
 namespace CLI {
 class App;
 }  // namespace CLI
+namespace YAML {
+class Node;
+}  // namespace YAML
 
 namespace sluice {
 
@@ -36,9 +39,15 @@ class ConfigSchema {
   void AddString(const std::string& key, std::string* value, const std::string& help,
                  StringCheck check = nullptr);
   void AddStringList(const std::string& key, std::vector<std::string>* values, const std::string& help);
+  // true/false in the file; a bare --flag on the command line.
+  void AddBool(const std::string& key, bool* value, const std::string& help);
+  // A key "section.name" is `name` in the map under `section:` in the file
+  // and --section-name on the command line.
 
   // Reads the settings in a YAML map file.
   absl::Status LoadYamlFile(const std::string& path);
+  // "--tls-cert-file" for "tls.cert_file".
+  static std::string FlagName(const std::string& key);
   // Adds one --flag per setting (dashes for underscores), overriding the
   // file when given.
   void AddFlags(CLI::App& app);
@@ -58,7 +67,10 @@ class ConfigSchema {
     std::string* string_value = nullptr;
     StringCheck check;
     std::vector<std::string>* list_value = nullptr;
+    bool* bool_value = nullptr;
   };
+
+  absl::Status LoadMap(const YAML::Node& map, const std::string& prefix, const std::string& path);
 
   const std::string name_;
   std::vector<Entry> entries_;

@@ -372,18 +372,18 @@ TEST_CASE("config: ParseDaemonConfig lets flags override the file", "[config]") 
     CHECK(config.port == 7000);
     CHECK(config.log_level == "debug");
     CHECK(config.worker_timeout_ms == 1500);
-    CHECK(config.bind_address == "0.0.0.0");
+    CHECK(config.bind_address == "127.0.0.1");  // the default: loopback only
   }
   SECTION("dashed flags for underscored keys") {
     dispatcher::DispatcherConfig config;
     ConfigSchema schema("dispatcher");
     dispatcher::DescribeDispatcherConfig(&config, &schema);
     CHECK(Parse({"--config=" + path, "--worker-timeout-ms", "500", "--log-level", "warn", "--bind-address",
-                 "127.0.0.1"},
+                 "10.0.0.1"},
                 schema) == -1);
     CHECK(config.worker_timeout_ms == 500);
     CHECK(config.log_level == "warn");
-    CHECK(config.bind_address == "127.0.0.1");
+    CHECK(config.bind_address == "10.0.0.1");
     CHECK(config.port == 7000);
   }
   SECTION("no file, no flags: the defaults") {
@@ -451,6 +451,122 @@ TEST_CASE("config: ParseDaemonConfig --help exits with 0", "[config]") {
     WriteFile(path, "prot: 7000\n");
     CHECK(Parse({"--config", path, "--help"}, schema) == 0);
   }
+}
+
+}  // namespace
+}  // namespace sluice
+
+namespace sluice {
+namespace {
+
+TEST_CASE("config: sections nest settings, booleans are true or false, and flags take dashes", "[config]") {
+  testing::TempDir dir;
+  SecuritySettings security;
+  ConfigSchema schema("worker");
+  DescribeSecuritySettings(&security, &schema);
+  const std::string file = dir.File("worker.yaml");
+  testing::WriteFile(file,
+                     "auth:\n"
+                     "  cluster_token_file: /etc/sluice/cluster.token\n"
+                     "tls:\n"
+                     "  cert_file: /c.pem\n"
+                     "  require_client_cert: true\n"
+                     "insecure: false\n");
+  REQUIRE(schema.LoadYamlFile(file).ok());
+  CHECK(security.cluster_token_file == "/etc/sluice/cluster.token");
+  CHECK(security.tls_cert_file == "/c.pem");
+  CHECK(security.tls_require_client_cert);
+  CHECK_FALSE(security.insecure);
+  CHECK(ConfigSchema::FlagName("tls.require_client_cert") == "--tls-require-client-cert");
+
+  struct Case {
+    std::string text;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {"auth:\n  client_tokn_file: x\n",
+       file + ":2:3: unknown worker setting 'auth.client_tokn_file'; did you mean 'auth.client_token_file'?"},
+      {"tls: /c.pem\n", file + ":1:6: 'tls' is a section: a map of settings"},
+      {"insecure: yes please\n", file + ":1:11: 'insecure' must be true or false"},
+      {"tls:\n  cert_file: [a]\n", file + ":2:14: 'tls.cert_file' must be a string"},
+  };
+  for (const Case& c : cases) {
+    testing::WriteFile(file, c.text);
+    SecuritySettings fresh;
+    ConfigSchema again("worker");
+    DescribeSecuritySettings(&fresh, &again);
+    CHECK(std::string(again.LoadYamlFile(file).message()) == c.message);
+  }
+}
+
+TEST_CASE("config: a section's flag overrides the file, and a bare boolean flag sets true", "[config]") {
+  testing::TempDir dir;
+  SecuritySettings security;
+  ConfigSchema schema("dispatcher");
+  DescribeSecuritySettings(&security, &schema);
+  const std::string file = dir.File("d.yaml");
+  testing::WriteFile(file, "tls: {cert_file: /from-file.pem}\n");
+  std::vector<std::string> storage = {"dispatcherd",     "--config",       file,
+                                      "--tls-cert-file", "/from-flag.pem", "--insecure"};
+  std::vector<char*> argv;
+  for (std::string& arg : storage) argv.push_back(arg.data());
+  argv.push_back(nullptr);
+  REQUIRE(ParseDaemonConfig(static_cast<int>(storage.size()), argv.data(), "test", schema) == -1);
+  CHECK(security.tls_cert_file == "/from-flag.pem");
+  CHECK(security.insecure);
+}
+
+TEST_CASE("security settings: loopback binds are safe, others need auth, TLS or insecure", "[config]") {
+  CHECK(IsLoopbackAddress("127.0.0.1"));
+  CHECK(IsLoopbackAddress("127.3.2.1"));
+  CHECK(IsLoopbackAddress("localhost"));
+  CHECK(IsLoopbackAddress("::1"));
+  CHECK(IsLoopbackAddress("[::1]"));
+  CHECK_FALSE(IsLoopbackAddress("0.0.0.0"));
+  CHECK_FALSE(IsLoopbackAddress("::"));
+  CHECK_FALSE(IsLoopbackAddress("10.1.2.3"));
+  CHECK_FALSE(IsLoopbackAddress("worker-3.example"));
+  CHECK(CheckBindAddress("workerd", "127.0.0.1", {}).ok());
+  const absl::Status refused = CheckBindAddress("workerd", "0.0.0.0", {});
+  CHECK(refused.code() == absl::StatusCode::kFailedPrecondition);
+  CHECK_THAT(std::string(refused.message()),
+             StartsWith("workerd refuses to listen on 0.0.0.0 without authentication or TLS"));
+  CHECK_FALSE(CheckBindAddress("workerd", "0.0.0.0", {.cluster_token = "a"}).ok());  // one token is not auth
+  CHECK(CheckBindAddress("workerd", "0.0.0.0", {.cluster_token = "a", .client_token = "b"}).ok());
+  CHECK(CheckBindAddress("workerd", "0.0.0.0", {.tls = true}).ok());
+  CHECK(CheckBindAddress("workerd", "0.0.0.0", {.insecure = true}).ok());
+}
+
+TEST_CASE("security settings: files are read, and bad ones are errors naming the setting", "[config]") {
+  testing::TempDir dir;
+  testing::WriteFile(dir.File("same"), "token\n");
+  testing::WriteFile(dir.File("cert"), "not a certificate\n");
+  testing::WriteFile(dir.File("long"), std::string(5000, 'x'));
+  CHECK(
+      std::string(
+          LoadServerSecurity({.cluster_token_file = dir.File("same"), .client_token_file = dir.File("same")})
+              .status()
+              .message()) ==
+      "auth.client_token_file and auth.cluster_token_file hold the same token: a client could then act as a "
+      "worker; give them different tokens");
+  CHECK(std::string(LoadServerSecurity({.tls_cert_file = dir.File("cert"), .tls_key_file = dir.File("cert")})
+                        .status()
+                        .message()) ==
+        "tls.cert_file '" + dir.File("cert") + "': not a PEM file (no -----BEGIN line)");
+  CHECK(std::string(LoadServerSecurity({.client_token_file = dir.File("long")}).status().message()) ==
+        "auth.client_token_file '" + dir.File("long") + "': longer than 4096 bytes");
+  CHECK(std::string(LoadServerSecurity({.tls_require_client_cert = true}).status().message()) ==
+        "TLS needs both tls.cert_file and tls.key_file");
+  testing::WriteFile(dir.File("other"), "other\n");
+  CHECK(std::string(LoadServerSecurity({.client_token_file = dir.File("same")}).status().message()) ==
+        "auth.client_token_file without auth.cluster_token_file would leave the worker RPCs open to anyone: "
+        "set "
+        "both");
+  absl::StatusOr<ServerSecurity> tokens =
+      LoadServerSecurity({.cluster_token_file = dir.File("other"), .client_token_file = dir.File("same")});
+  REQUIRE(tokens.ok());
+  CHECK(tokens->client_token == "token");
+  CHECK(tokens->cluster_token == "other");
 }
 
 }  // namespace

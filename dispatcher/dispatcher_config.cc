@@ -7,6 +7,10 @@ namespace sluice::dispatcher {
 void DescribeDispatcherConfig(DispatcherConfig* config, ConfigSchema* schema) {
   schema->AddInt("port", &config->port, 0, 65535, "port to listen on; 0 picks a free one");
   schema->AddString("bind_address", &config->bind_address, "address to listen on");
+  schema->AddStringList("plugins", &config->plugins,
+                        "element-function plugin libraries to load (the workers load the same ones)");
+  schema->AddStringList("data_roots", &config->data_roots,
+                        "directories file sources may read under when the dispatcher checks a pipeline");
   schema->AddInt("worker_timeout_ms", &config->worker_timeout_ms, 100, 86400000,
                  "a worker silent this long is lost and its tasks end");
   schema->AddInt("client_timeout_ms", &config->client_timeout_ms, 100, 86400000,

@@ -13,7 +13,7 @@ namespace sluice::dispatcher {
 
 struct DispatcherConfig {
   int64_t port = 5000;
-  std::string bind_address = "0.0.0.0";
+  std::string bind_address = "127.0.0.1";
   // A worker without a heartbeat for this long is lost; its tasks end.
   int64_t worker_timeout_ms = 10000;
   // A client without a heartbeat for this long is released.
@@ -45,6 +45,13 @@ struct DispatcherConfig {
   // its split leases, hundreds of KB a second, in few records).
   int64_t snapshot_interval = 10000;
   int64_t snapshot_bytes = int64_t{64} << 20;
+  // Plugins loaded at start, so that pipelines naming them can be
+  // checked here (the workers load the same ones); a request never loads
+  // one.
+  std::vector<std::string> plugins;
+  // Where file sources may read when the dispatcher builds a pipeline to
+  // check it (list_files globs, image_folder lists); empty: anywhere.
+  std::vector<std::string> data_roots;
   std::string log_level = "info";
   // When set, the bound port is written here (for scripts using port 0).
   std::string port_file;

@@ -376,7 +376,7 @@ TEST_CASE("dispatcher hardening: request fields are checked at the RPC edge, nam
   splits.set_max_splits(-5);
   proto::GetSplitsResponse answer;
   absl::Status negative = d.GetSplits(splits, &answer);
-  CHECK(negative.message() == "GetSplits: max_splits must be >= 0, got -5");
+  CHECK(negative.message() == "GetSplits: max_splits must be in [0, 1048576], got -5");
   CHECK(answer.splits_size() == 0);
 }
 
@@ -816,6 +816,7 @@ TEST_CASE("dispatcher hardening: finished jobs and unused datasets are collected
   proto::ReleaseIterationClientRequest release;
   *release.mutable_version() = CurrentVersion();
   release.set_iteration_client_id(iteration.iteration_client_id());
+  release.set_client_secret(iteration.client_secret());
   proto::ReleaseIterationClientResponse released;
   REQUIRE(d.ReleaseIterationClient(release, &released).ok());
   // The job goes after job_gc_timeout_ms, then its dataset after as long.

@@ -50,6 +50,9 @@ absl::Status DispatcherImpl::Start() {
   if (!config_.work_dir.empty()) {
     absl::MutexLock lock(&mu_);
     if (absl::Status s = Recover(); !s.ok()) return s;
+    absl::StatusOr<ClientSecrets> secrets = ClientSecrets::Open(config_.work_dir);
+    if (!secrets.ok()) return secrets.status();
+    client_secrets_ = *std::move(secrets);
   }
   monitor_ = std::thread([this] { RunMonitor(); });
   return absl::OkStatus();
@@ -85,7 +88,7 @@ absl::Status DispatcherImpl::Recover() {
     const auto* job = state_.FindJob(iteration.job_id);
     if (iteration.collected || job->params.processing_mode() != proto::DISTRIBUTED_EPOCH) continue;
     absl::StatusOr<std::unique_ptr<SplitProvider>> provider =
-        NewSplitProvider(state_.FindDataset(job->params.dataset_id())->def);
+        NewSplitProvider(job->params.dataset_id(), state_.FindDataset(job->params.dataset_id())->def);
     if (!provider.ok()) return provider.status();
     if (!iteration.split_cursor.empty()) {
       if (absl::Status s = (*provider)->Restore(iteration.split_cursor); !s.ok()) {
@@ -136,7 +139,16 @@ bool DispatcherImpl::ApplyOrLog(const proto::Update& update, const std::string& 
 }
 
 absl::StatusOr<std::unique_ptr<SplitProvider>> DispatcherImpl::NewSplitProvider(
-    const proto::DatasetDef& def) const {
+    const std::string& dataset_id, const proto::DatasetDef& def) {
+  // The status page's total, worked out here where the source is listed
+  // anyway, so that a page view does no file I/O under the lock.
+  if (!splits_total_.contains(dataset_id) && !def.steps().empty()) {
+    absl::StatusOr<SourceSplitInfo> info = DescribeSourceSplits(def.steps(0));
+    splits_total_[dataset_id] = !info.ok()       ? -1
+                                : info->per_file ? info->num_positions
+                                                 : (info->num_positions + config_.elements_per_split - 1) /
+                                                       config_.elements_per_split;
+  }
   SplitOptions options;
   options.elements_per_split = config_.elements_per_split;
   return MakeSplitProvider(def, options);
@@ -336,7 +348,7 @@ absl::Status DispatcherImpl::GetOrCreateIteration(const proto::GetOrCreateIterat
       const auto* dataset = state_.FindDataset(job->params.dataset_id());
       bool infinite = false;
       if (job->params.processing_mode() == proto::DISTRIBUTED_EPOCH) {
-        absl::StatusOr<std::unique_ptr<SplitProvider>> splits = NewSplitProvider(dataset->def);
+        absl::StatusOr<std::unique_ptr<SplitProvider>> splits = NewSplitProvider(dataset->id, dataset->def);
         if (!splits.ok()) return splits.status();
         absl::StatusOr<DatasetPtr> built = Built(dataset->id);
         if (!built.ok()) return built.status();
@@ -382,6 +394,7 @@ absl::Status DispatcherImpl::GetOrCreateIteration(const proto::GetOrCreateIterat
     }
     response->set_iteration_id(iteration->id);
     response->set_iteration_client_id(acquire.acquire_iteration_client().iteration_client_id());
+    response->set_client_secret(client_secrets_.For(response->iteration_client_id()));
   }
   PushTasks(new_tasks);
   return absl::OkStatus();
@@ -468,6 +481,12 @@ absl::Status DispatcherImpl::ReleaseIterationClient(const proto::ReleaseIteratio
   if (absl::Status s = CheckVersion(request.version()); !s.ok()) return s;
   if (absl::Status s = CheckRequest(request); !s.ok()) return s;
   absl::MutexLock lock(&mu_);
+  if (!client_secrets_.Matches(request.iteration_client_id(), request.client_secret())) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "ReleaseIterationClient: iteration client ", request.iteration_client_id(),
+        " was not created by this caller: client_secret is ",
+        request.client_secret().empty() ? "missing" : "wrong", " (a client may release only its own)"));
+  }
   client_heartbeats_.erase(request.iteration_client_id());
   released_clients_.erase(request.iteration_client_id());
   client_consumer_index_.erase(request.iteration_client_id());

@@ -43,6 +43,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "dispatcher/client_secrets.h"
 #include "dispatcher/crash_loop_bound.h"
 #include "dispatcher/dispatcher_config.h"
 #include "dispatcher/dispatcher_state.h"
@@ -50,9 +51,13 @@
 #include "dispatcher/request_checks.h"
 #include "dispatcher/split_leaser.h"
 #include "pipeline/dataset.h"
+#include "service/metrics.h"
 #include "sluice/service.pb.h"
 
 namespace sluice::dispatcher {
+
+// Wall-clock milliseconds since the epoch, for what people read.
+int64_t UnixMillis();
 
 // The exit status of a dispatcher that could not write its journal.
 inline constexpr int kJournalFailureExitCode = 3;
@@ -113,6 +118,15 @@ class DispatcherImpl {
   absl::Status GetWorkers(const proto::GetWorkersRequest& request, proto::GetWorkersResponse* response);
   absl::Status GetStatus(const proto::GetStatusRequest& request, proto::StatusSnapshot* response);
 
+  // dispatcher_http.cc: the status page's data (docs/operations.md), and
+  // the state's gauges (sluice_workers, sluice_jobs, sluice_iterations
+  // by state, ...) in `registry`, computed at each scrape.
+  std::string StatusJson();
+  void ExportMetrics(MetricsRegistry& registry);
+  // Keeps the last warnings and errors logged, for StatusJson's
+  // recent_errors. Call once at start.
+  static void KeepRecentProblems();
+
  private:
   using Clock = std::chrono::steady_clock;
   using NewTasks = std::vector<std::pair<std::string, proto::TaskDef>>;
@@ -132,7 +146,9 @@ class DispatcherImpl {
   // and says whether it applied.
   bool ApplyOrLog(const proto::Update& update, const std::string& what) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status Recover() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::StatusOr<std::unique_ptr<SplitProvider>> NewSplitProvider(const proto::DatasetDef& def) const;
+  absl::StatusOr<std::unique_ptr<SplitProvider>> NewSplitProvider(const std::string& dataset_id,
+                                                                  const proto::DatasetDef& def)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void PushTasks(const NewTasks& new_tasks) const;
   // The built dataset of a registered id, built once and cached.
   absl::StatusOr<DatasetPtr> Built(const std::string& dataset_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -195,6 +211,18 @@ class DispatcherImpl {
   const TaskPushFn push_task_;
   const JournalFailureFn on_journal_failure_;
 
+  // dispatcher_http.cc
+  // Splits of a distributed_epoch iteration, or -1 when not known.
+  int64_t SplitsTotal(const DispatcherState::Iteration& iteration, const proto::JobParams& params) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void NoteWorkerSent(const std::string& address, int64_t elements, int64_t bytes)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // Set before any request and constant after: read without the lock.
+  // client_secrets_ is set once in Start.
+  const Clock::time_point created_ = Clock::now();
+  ClientSecrets client_secrets_;
+
   // State below is protected by mu_.
   absl::Mutex mu_;
   DispatcherState state_ ABSL_GUARDED_BY(mu_);
@@ -206,6 +234,18 @@ class DispatcherImpl {
   SplitLeaser split_leaser_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, Clock::time_point> worker_heartbeats_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, int64_t> worker_heartbeat_unix_ms_ ABSL_GUARDED_BY(mu_);
+  // What each worker reported sending, and its rate between heartbeats.
+  struct WorkerThroughput {
+    int64_t unix_ms = 0;
+    int64_t elements = 0;
+    int64_t bytes = 0;
+    double elements_per_second = 0;
+    double bytes_per_second = 0;
+  };
+  std::map<std::string, WorkerThroughput> worker_throughput_ ABSL_GUARDED_BY(mu_);
+  // Splits of one pass over each dataset's source (-1: not known), for
+  // the status page; see NewSplitProvider.
+  std::map<std::string, int64_t> splits_total_ ABSL_GUARDED_BY(mu_);
   std::map<int64_t, Clock::time_point> client_heartbeats_ ABSL_GUARDED_BY(mu_);
   // Clients released for silence (client_timeout_ms), by id: their
   // iteration and consumer index, so that a trainer that was only paused
@@ -235,6 +275,8 @@ class DispatcherImpl {
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
 
   std::thread monitor_;
+  // Last: unregistered first, before the state their callbacks read.
+  std::vector<MetricCallbackHandle> metric_handles_;
 };
 
 }  // namespace sluice::dispatcher

@@ -386,7 +386,23 @@ TEST_CASE("dispatcher_impl: released clients are unknown, releasing again is fin
   proto::ReleaseIterationClientRequest release;
   *release.mutable_version() = CurrentVersion();
   release.set_iteration_client_id(it.iteration_client_id());
+  release.set_client_secret(it.client_secret());
   proto::ReleaseIterationClientResponse released;
+  CHECK(it.client_secret().size() == 32);
+  proto::ReleaseIterationClientRequest forged = release;
+  forged.set_client_secret(std::string(32, '0'));
+  absl::Status wrong = d.ReleaseIterationClient(forged, &released);
+  CHECK(wrong.code() == absl::StatusCode::kPermissionDenied);
+  CHECK(
+      std::string(wrong.message()) ==
+      "ReleaseIterationClient: iteration client 1 was not created by this caller: client_secret is wrong (a "
+      "client may release only its own)");
+  forged.clear_client_secret();
+  CHECK(std::string(d.ReleaseIterationClient(forged, &released).message()) ==
+        "ReleaseIterationClient: iteration client 1 was not created by this caller: client_secret is missing "
+        "(a "
+        "client may release only its own)");
+  CHECK(Snapshot(d).iterations(0).num_clients() == 1);
   CHECK(d.ReleaseIterationClient(release, &released).ok());
   CHECK(d.ReleaseIterationClient(release, &released).ok());
   CHECK(Snapshot(d).iterations(0).num_clients() == 0);

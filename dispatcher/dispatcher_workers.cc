@@ -19,15 +19,12 @@
 #include "service/grpc_util.h"
 
 namespace sluice::dispatcher {
-namespace {
 
 int64_t UnixMillis() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
-
-}  // namespace
 
 absl::Status DispatcherImpl::WorkerHeartbeat(const proto::WorkerHeartbeatRequest& request,
                                              proto::WorkerHeartbeatResponse* response) {
@@ -46,6 +43,7 @@ absl::Status DispatcherImpl::WorkerHeartbeat(const proto::WorkerHeartbeatRequest
     }
     worker_heartbeats_[address] = Clock::now();
     worker_heartbeat_unix_ms_[address] = UnixMillis();
+    NoteWorkerSent(address, request.elements_sent(), request.bytes_sent());
     if (known == nullptr) {
       proto::Update update;
       update.mutable_register_worker()->set_address(address);
@@ -169,6 +167,14 @@ absl::Status DispatcherImpl::GetSplits(const proto::GetSplitsRequest& request,
   lease->set_request_id(request.request_id());
   if (absl::Status s = split_leaser_.Lease(*iteration, max_splits, lease); !s.ok()) return s;
   if (absl::Status s = Apply(update); !s.ok()) return s;
+  static Counter& leased_splits =
+      ProcessMetrics()
+          .AddCounter("sluice_splits_leased_total",
+                      "splits handed to workers in distributed_epoch (reissued ones included)")
+          .Get();
+  int64_t splits = 0;
+  for (const auto& split : lease->splits()) splits += std::max<int64_t>(split.count(), 1);
+  leased_splits.Increment(static_cast<double>(splits));
   const auto* leased = state_.FindTask(request.task_id());
   return answer(leased->last_split_response, leased->last_end_of_splits);
 }

@@ -1,20 +1,44 @@
 #include "dispatcher/grpc_dispatcher_impl.h"
 
+#include "absl/container/flat_hash_set.h"
 #include "service/element_wire.h"
 #include "service/grpc_util.h"
+#include "service/rpc_metrics.h"
 
 namespace sluice::dispatcher {
+namespace {
+
+// A client's RPCs; every other one (a worker's heartbeat, updates and
+// shutdown, GetSplits, and any added later) needs the cluster token, so
+// that a client cannot pose as a worker, drain splits or announce a
+// worker's shutdown.
+RpcRole RoleOf(absl::string_view method) {
+  static const auto* client_rpcs = new absl::flat_hash_set<absl::string_view>{
+      "GetVersion",      "GetOrRegisterDataset",   "GetDatasetInfo", "GetOrCreateJob", "GetOrCreateIteration",
+      "ClientHeartbeat", "ReleaseIterationClient", "GetWorkers",     "GetStatus"};
+  return client_rpcs->contains(method) ? RpcRole::kClient : RpcRole::kCluster;
+}
+
+}  // namespace
 
 #define SLUICE_DEFINE_RPC(Method, Request, Response)                                                       \
   grpc::ServerUnaryReactor* GrpcDispatcherImpl::Method(                                                    \
       grpc::CallbackServerContext* context, const grpc::ByteBuffer* request, grpc::ByteBuffer* response) { \
     grpc::ServerUnaryReactor* reactor = context->DefaultReactor();                                         \
-    calls_.Schedule([this, reactor, request, response] {                                                   \
+    const auto start = std::chrono::steady_clock::now();                                                   \
+    absl::Status authorized = auth_->Check(*context, #Method, RoleOf(#Method));                            \
+    if (!authorized.ok()) {                                                                                \
+      RecordRpc(#Method, authorized, start);                                                               \
+      reactor->Finish(ToGrpcStatus(authorized));                                                           \
+      return reactor;                                                                                      \
+    }                                                                                                      \
+    calls_.Schedule([this, reactor, request, response, start] {                                            \
       proto::Request parsed;                                                                               \
       absl::Status status = ParseRequest(*request, #Method, &parsed);                                      \
       proto::Response answer;                                                                              \
       if (status.ok()) status = impl_->Method(parsed, &answer);                                            \
       if (status.ok()) *response = SerializeToByteBuffer(answer);                                          \
+      RecordRpc(#Method, status, start);                                                                   \
       reactor->Finish(ToGrpcStatus(status));                                                               \
     });                                                                                                    \
     return reactor;                                                                                        \

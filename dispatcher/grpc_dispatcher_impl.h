@@ -12,6 +12,7 @@
 #include "common/thread_pool.h"
 #include "dispatcher/dispatcher_impl.h"
 #include "service/dispatcher_rpcs.h"
+#include "service/rpc_auth.h"
 #include "sluice/service.grpc.pb.h"
 
 namespace sluice::dispatcher {
@@ -31,7 +32,9 @@ class GrpcDispatcherImpl final : public RawDispatcherService {
   // serialises them on one lock, so more would only wait there.
   static constexpr int kCallThreads = 8;
 
-  explicit GrpcDispatcherImpl(DispatcherImpl* impl) : impl_(impl), calls_(kCallThreads) {}
+  // `auth` checks every call's token (service/rpc_auth.h).
+  GrpcDispatcherImpl(DispatcherImpl* impl, const RpcAuthenticator* auth)
+      : impl_(impl), auth_(auth), calls_(kCallThreads) {}
 
 #define SLUICE_DECLARE_RPC(Method, Request, Response)                                                     \
   grpc::ServerUnaryReactor* Method(grpc::CallbackServerContext* context, const grpc::ByteBuffer* request, \
@@ -41,6 +44,7 @@ class GrpcDispatcherImpl final : public RawDispatcherService {
 
  private:
   DispatcherImpl* const impl_;
+  const RpcAuthenticator* const auth_;
   // Declared last: destroyed first, so that calls still queued run while
   // impl_ lives (the server, destroyed before this adapter, has waited for
   // every reactor by then).

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -16,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/crc32c.h"
+#include "service/metrics.h"
 
 namespace sluice::dispatcher {
 namespace {
@@ -349,8 +351,19 @@ absl::Status Journal::StartFile(int64_t sequence) {
 absl::Status Journal::Append(const proto::Update& update) {
   const std::string path = (fs::path(dir_) / FileName("journal", sequence_, ".log")).string();
   const std::string record = EncodeRecord(update.SerializeAsString());
+  static Counter& bytes_written =
+      ProcessMetrics()
+          .AddCounter("sluice_journal_bytes_written_total", "bytes appended to the journal")
+          .Get();
+  static Histogram& sync_seconds = ProcessMetrics()
+                                       .AddHistogram("sluice_journal_fsync_duration_seconds",
+                                                     "time to make one journal record durable", {})
+                                       .Get();
   if (absl::Status s = WriteAll(fd_, record, path); !s.ok()) return s;
+  const auto sync_start = std::chrono::steady_clock::now();
   if (::fdatasync(fd_) != 0) return absl::InternalError(Errno("cannot sync", path));
+  sync_seconds.Observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - sync_start).count());
+  bytes_written.Increment(static_cast<double>(record.size()));
   ++records_since_snapshot_;
   bytes_since_snapshot_ += static_cast<int64_t>(record.size());
   return absl::OkStatus();

@@ -68,6 +68,12 @@ void DispatcherImpl::RemoveWorker(const std::string& address, const std::string&
                                   NewTasks* new_tasks) {
   worker_heartbeats_.erase(address);
   worker_heartbeat_unix_ms_.erase(address);
+  worker_throughput_.erase(address);
+  static Counter& lost =
+      ProcessMetrics()
+          .AddCounter("sluice_workers_lost_total", "workers removed: lost, restarted or shut down")
+          .Get();
+  lost.Increment();
   unreachable_reports_.erase(address);
   std::vector<int64_t> running;
   for (const auto* task : state_.TasksOfWorker(address)) {
@@ -294,6 +300,7 @@ void DispatcherImpl::CollectFinishedJobs(Clock::time_point now) {
     if (!ApplyOrLog(update, absl::StrCat("collecting dataset ", id))) continue;
     dataset_idle_since_.erase(id);
     built_datasets_.erase(id);
+    splits_total_.erase(id);
     spdlog::info("dataset {} was unused for {} ms: removed", id, config_.job_retention_ms);
   }
 }

@@ -105,6 +105,7 @@ TEST_CASE("dispatcher_impl: an iteration without clients is collected, one with 
   proto::ReleaseIterationClientRequest release;
   *release.mutable_version() = CurrentVersion();
   release.set_iteration_client_id(abandoned.iteration_client_id());
+  release.set_client_secret(abandoned.client_secret());
   proto::ReleaseIterationClientResponse released;
   REQUIRE(d.ReleaseIterationClient(release, &released).ok());
 

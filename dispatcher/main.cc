@@ -6,18 +6,32 @@
 
 #include "dispatcher/dispatcher_impl.h"
 #include "dispatcher/grpc_dispatcher_impl.h"
+#include "dispatcher/status_page.h"
 #include "dispatcher/task_pusher.h"
+#include "pipeline/sandbox.h"
 #include "service/daemon.h"
+#include "service/metrics.h"
 
 int main(int argc, char** argv) {
   sluice::dispatcher::DispatcherConfig config;
   sluice::ConfigSchema schema("dispatcher");
   sluice::dispatcher::DescribeDispatcherConfig(&config, &schema);
-  if (int code =
-          sluice::SetUpDaemon(argc, argv, "dispatcherd", "the Sluice dispatcher", schema, config.log_level);
+  sluice::DaemonSettings common;
+  if (int code = sluice::SetUpDaemon(argc, argv, "dispatcherd", "the Sluice dispatcher", schema,
+                                     config.log_level, &common);
       code >= 0) {
     return code;
   }
+  absl::StatusOr<sluice::ServerSecurity> security =
+      sluice::SecureDaemon("dispatcherd", config.bind_address, common.security, "the dispatcher",
+                           config.plugins, config.data_roots);
+  if (!security.ok()) {
+    std::cerr << "dispatcherd: " << security.status().message() << "\n";
+    return sluice::kConfigErrorExitCode;
+  }
+  const sluice::RpcAuthenticator auth(security->cluster_token, security->client_token);
+  // Before any thread logs: the page's recent errors include recovery's.
+  sluice::dispatcher::DispatcherImpl::KeepRecentProblems();
   sluice::dispatcher::GrpcTaskPusher pusher;
   sluice::dispatcher::DispatcherImpl impl(
       config,
@@ -36,7 +50,23 @@ int main(int argc, char** argv) {
     // A work dir another dispatcher holds is the operator's to fix.
     return absl::IsFailedPrecondition(status) ? sluice::kConfigErrorExitCode : 1;
   }
-  sluice::dispatcher::GrpcDispatcherImpl service(&impl);
-  return sluice::ServeUntilShutdown(
-      "dispatcherd", {config.bind_address, static_cast<int>(config.port), config.port_file}, {&service});
+  sluice::dispatcher::GrpcDispatcherImpl service(&impl, &auth);
+  impl.ExportMetrics(sluice::ProcessMetrics());
+  sluice::ServerOptions options{config.bind_address, static_cast<int>(config.port), config.port_file,
+                                *security, common.http};
+  // The page and its data show no pipeline definitions: ids, names and
+  // counts only, so the port serves them without a token.
+  options.http_routes["/"] = [](const sluice::HttpRequest&) {
+    return sluice::HttpResponse{200, "text/html; charset=utf-8",
+                                std::string(sluice::dispatcher::StatusPageHtml())};
+  };
+  options.http_routes["/status.json"] = [&impl](const sluice::HttpRequest&) {
+    return sluice::HttpResponse{200, "application/json", impl.StatusJson()};
+  };
+  return sluice::ServeUntilShutdown("dispatcherd", options, {&service}, [&](int port) {
+    sluice::PipelineSandbox sandbox = sluice::CurrentPipelineSandbox();
+    sandbox.owner = "dispatcher " + config.bind_address + ":" + std::to_string(port);
+    sluice::SetPipelineSandbox(std::move(sandbox));
+    return absl::OkStatus();
+  });
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "pipeline/definition_limits.h"
 #include "service/grpc_util.h"
 
 namespace sluice::dispatcher {
@@ -56,7 +57,15 @@ absl::Status CheckWorkerAddress(const std::string& what, const std::string& addr
 }
 
 absl::Status CheckRequest(const proto::GetOrRegisterDatasetRequest& request) {
-  return CheckName("GetOrRegisterDataset", "dataset_id", request.dataset_id(), /*required=*/false);
+  if (absl::Status s =
+          CheckName("GetOrRegisterDataset", "dataset_id", request.dataset_id(), /*required=*/false);
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = CheckDefinitionLimits(request.dataset()); !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat("GetOrRegisterDataset: ", s.message()));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status CheckRequest(const proto::GetDatasetInfoRequest& request) {
@@ -164,7 +173,10 @@ absl::Status CheckRequest(const proto::GetSplitsRequest& request) {
   if (absl::Status s = CheckId(rpc, "iteration_id", request.iteration_id()); !s.ok()) return s;
   if (absl::Status s = CheckId(rpc, "task_id", request.task_id()); !s.ok()) return s;
   if (request.request_id() < 0) return Refuse(rpc, "request_id", ">= 0", absl::StrCat(request.request_id()));
-  if (request.max_splits() < 0) return Refuse(rpc, "max_splits", ">= 0", absl::StrCat(request.max_splits()));
+  if (request.max_splits() < 0 || request.max_splits() > kMaxSplitsPerRequest) {
+    return Refuse(rpc, "max_splits", absl::StrCat("in [0, ", kMaxSplitsPerRequest, "]"),
+                  absl::StrCat(request.max_splits()));
+  }
   return absl::OkStatus();
 }
 

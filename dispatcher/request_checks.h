@@ -27,6 +27,8 @@ inline constexpr int64_t kMaxConsumers = 1 << 16;
 // most tags one worker may have.
 inline constexpr size_t kMaxNameBytes = 1024;
 inline constexpr int kMaxWorkerTags = 256;
+// The most splits one GetSplits call may ask for.
+inline constexpr int64_t kMaxSplitsPerRequest = int64_t{1} << 20;
 
 // `address` as a worker must give it: HOST:PORT, printable, without a
 // scheme. `what` names the field, e.g. "WorkerHeartbeat: worker_address".

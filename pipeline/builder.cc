@@ -15,6 +15,7 @@
 #include "pipeline/function.h"
 #include "pipeline/ops.h"
 #include "pipeline/random.h"
+#include "pipeline/sandbox.h"
 
 namespace sluice {
 namespace {
@@ -305,7 +306,7 @@ std::string StepLocation(const BuildOptions& options, int i) {
 
 absl::StatusOr<DatasetPtr> BuildDataset(const proto::DatasetDef& def, const BuildOptions& options) {
   for (const std::string& plugin : def.plugins()) {
-    if (absl::Status status = LoadPlugin(plugin); !status.ok()) return status;
+    if (absl::Status status = RequirePlugin(plugin); !status.ok()) return status;
   }
   if (def.steps().empty()) return absl::InvalidArgumentError("the pipeline has no steps");
   // Everything before a `distribute` runs remotely; build from it on.
@@ -432,10 +433,19 @@ absl::StatusOr<SourceSplitInfo> DescribeSourceSplits(const proto::Step& source) 
   }
 }
 
+namespace {
+absl::Mutex plugins_mu(absl::kConstInit);
+std::set<std::string>* loaded_plugins ABSL_GUARDED_BY(plugins_mu) = new std::set<std::string>();
+}  // namespace
+
+std::vector<std::string> LoadedPlugins() {
+  absl::MutexLock lock(&plugins_mu);
+  return std::vector<std::string>(loaded_plugins->begin(), loaded_plugins->end());
+}
+
 absl::Status LoadPlugin(const std::string& path) {
-  static absl::Mutex mu(absl::kConstInit);
-  static auto* loaded = new std::set<std::string>();
-  absl::MutexLock lock(&mu);
+  absl::MutexLock lock(&plugins_mu);
+  std::set<std::string>* loaded = loaded_plugins;
   if (loaded->contains(path)) return absl::OkStatus();
   void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL);
   if (handle == nullptr) {

@@ -70,6 +70,8 @@ absl::StatusOr<SourceSplitInfo> DescribeSourceSplits(const proto::Step& source);
 // Loads a plugin library once per process; its static initializers
 // register its element functions. Errors name the path.
 absl::Status LoadPlugin(const std::string& path);
+// The paths LoadPlugin has loaded in this process.
+std::vector<std::string> LoadedPlugins();
 
 }  // namespace sluice
 

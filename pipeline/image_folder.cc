@@ -25,6 +25,7 @@
 #include "absl/strings/str_join.h"
 #include "pipeline/ops.h"
 #include "pipeline/random.h"
+#include "pipeline/sandbox.h"
 #include "pipeline/split_provider.h"
 
 namespace sluice {
@@ -42,11 +43,16 @@ struct ImageFile {
 };
 
 absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
+  if (absl::Status allowed = CheckReadablePath(path); !allowed.ok()) return allowed;
   const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     const int error = errno;
     std::string message = absl::StrCat("image_folder: cannot open '", path, "': ", std::strerror(error));
     return error == ENOENT ? absl::NotFoundError(message) : absl::PermissionDeniedError(message);
+  }
+  if (absl::Status allowed = CheckOpenedFile(fd, path); !allowed.ok()) {
+    close(fd);
+    return allowed;
   }
   std::string bytes;
   struct stat info {};
@@ -149,6 +155,7 @@ std::set<std::string> Extensions(const proto::ImageFolderOp& op) {
 }  // namespace
 
 absl::StatusOr<std::vector<std::string>> ImageFolderClasses(const std::string& root) {
+  if (absl::Status allowed = CheckReadablePath(root); !allowed.ok()) return allowed;
   std::error_code error;
   if (!fs::is_directory(root, error)) {
     return absl::NotFoundError(absl::StrCat("image_folder: root '", root, "' is not a directory",

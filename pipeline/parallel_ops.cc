@@ -13,6 +13,7 @@
 #include "common/exceptions.h"
 #include "common/thread_pool.h"
 #include "pipeline/batch_util.h"
+#include "pipeline/definition_limits.h"
 #include "pipeline/ops.h"
 
 namespace sluice {
@@ -21,9 +22,6 @@ namespace {
 // A bulk read asks a source for at most this many rows at once, since the
 // source allocates them all first.
 constexpr int64_t kMaxBulkBatchRows = int64_t{1} << 20;
-// Sub-pipelines an interleave keeps open at once, at most; tf.data's
-// default is the number of cores.
-constexpr int64_t kMaxCycleLength = int64_t{1} << 16;
 // A parallel interleave reads each sub-pipeline up to two blocks ahead, but
 // no more than twice this many elements (a block_length near 2^63 doubled
 // overflowed into a buffer that never had room: a hang).

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/crc32c.h"
+#include "pipeline/sandbox.h"
 
 namespace sluice {
 namespace {
@@ -34,11 +35,18 @@ absl::StatusOr<Compression> ParseCompression(const std::string& name) {
 
 absl::StatusOr<std::unique_ptr<InputStream>> InputStream::Open(const std::string& path,
                                                                Compression compression) {
+  // Checked before the open too, so that a path outside the data roots is
+  // never opened (a FIFO there would block, a device could act).
+  if (absl::Status allowed = CheckReadablePath(path); !allowed.ok()) return allowed;
   FILE* file = std::fopen(path.c_str(), "rb");
   if (file == nullptr) {
     const int error = errno;
     std::string message = absl::StrCat("cannot open '", path, "': ", std::strerror(error));
     return error == ENOENT ? absl::NotFoundError(message) : absl::PermissionDeniedError(message);
+  }
+  if (absl::Status allowed = CheckOpenedFile(fileno(file), path); !allowed.ok()) {
+    std::fclose(file);
+    return allowed;
   }
   std::unique_ptr<InputStream> stream(new InputStream(path, file, compression));
   if (compression != Compression::kNone) {

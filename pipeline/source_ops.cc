@@ -11,6 +11,7 @@
 #include "pipeline/batch_util.h"
 #include "pipeline/ops.h"
 #include "pipeline/random.h"
+#include "pipeline/sandbox.h"
 #include "pipeline/split_provider.h"
 
 namespace sluice {
@@ -343,6 +344,12 @@ absl::StatusOr<DatasetPtr> MakeListFilesDataset(const proto::ListFilesOp& op) {
   if (op.pattern().empty()) return absl::InvalidArgumentError("list_files: missing 'pattern'");
   std::set<std::string> matched;  // sorted and deduplicated, as tf's
   for (const std::string& pattern : op.pattern()) {
+    // The directory before the first wildcard must be readable before
+    // anything under it is listed.
+    const std::string literal = pattern.substr(0, pattern.find_first_of("*?["));
+    const size_t slash = literal.rfind('/');
+    const std::string listed = slash == std::string::npos ? "." : literal.substr(0, slash + 1);
+    if (absl::Status allowed = CheckReadablePath(listed); !allowed.ok()) return allowed;
     glob_t result{};
     const int rc = glob(pattern.c_str(), GLOB_ERR, nullptr, &result);
     if (rc == 0) {
@@ -352,6 +359,9 @@ absl::StatusOr<DatasetPtr> MakeListFilesDataset(const proto::ListFilesOp& op) {
     if (rc != 0 && rc != GLOB_NOMATCH) {
       return absl::InvalidArgumentError(absl::StrCat("list_files: cannot read pattern '", pattern, "'"));
     }
+  }
+  for (const std::string& path : matched) {
+    if (absl::Status allowed = CheckReadablePath(path); !allowed.ok()) return allowed;
   }
   if (matched.empty()) {
     return absl::InvalidArgumentError(

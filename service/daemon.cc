@@ -1,6 +1,7 @@
 #include "service/daemon.h"
 
 #include <signal.h>
+#include <spdlog/pattern_formatter.h>
 #include <spdlog/spdlog.h>
 
 #include <cstring>
@@ -9,7 +10,12 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
+#include "common/json.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "pipeline/builder.h"
+#include "pipeline/sandbox.h"
 #include "service/grpc_util.h"
 
 namespace sluice {
@@ -83,12 +89,77 @@ absl::Status SetLogLevel(const std::string& level) {
   return absl::OkStatus();
 }
 
+namespace {
+
+// Written to a temporary name and renamed, so readers never see half.
+absl::Status WritePortFile(const std::string& path, int port) {
+  if (path.empty()) return absl::OkStatus();
+  const std::string temporary = path + ".tmp";
+  std::ofstream(temporary) << port << "\n";
+  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
+    return absl::PermissionDeniedError(absl::StrCat("cannot write port file '", path, "'"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+namespace {
+
+// %* in a pattern: the message as a JSON string (quoted and escaped).
+class JsonMessageFlag final : public spdlog::custom_flag_formatter {
+ public:
+  void format(const spdlog::details::log_msg& msg, const std::tm&, spdlog::memory_buf_t& dest) override {
+    std::string quoted;
+    AppendJsonString(std::string_view(msg.payload.data(), msg.payload.size()), &quoted);
+    dest.append(quoted.data(), quoted.data() + quoted.size());
+  }
+  std::unique_ptr<custom_flag_formatter> clone() const override {
+    return std::make_unique<JsonMessageFlag>();
+  }
+};
+
+}  // namespace
+
+absl::Status SetLogFormat(const std::string& format) {
+  if (format == "text") return absl::OkStatus();
+  if (format != "json") {
+    return absl::InvalidArgumentError(absl::StrCat("unknown log format '", format, "' (valid: text, json)"));
+  }
+  auto formatter = std::make_unique<spdlog::pattern_formatter>();
+  formatter->add_flag<JsonMessageFlag>('*').set_pattern(
+      R"({"time":"%Y-%m-%dT%H:%M:%S.%e%z","level":"%l","pid":%P,"thread":%t,"message":%*})");
+  spdlog::set_formatter(std::move(formatter));
+  return absl::OkStatus();
+}
+
+void DescribeHttpSettings(HttpSettings* settings, ConfigSchema* schema) {
+  schema->AddInt("http_port", &settings->http_port, -1, 65535,
+                 "HTTP port for /metrics (and the dispatcher's status page); 0 picks a free one, -1 is off");
+  schema->AddString(
+      "http_bind_address", &settings->http_bind_address,
+      "address of the HTTP port, which has no auth or TLS: open it to the monitoring network only");
+  schema->AddString("http_port_file", &settings->http_port_file,
+                    "file to write the bound HTTP port to (for scripts using http_port 0)");
+  schema->AddString("log_format", &settings->log_format, "text or json (one JSON object per line)",
+                    [](const std::string& format) {
+                      return format == "text" || format == "json"
+                                 ? absl::OkStatus()
+                                 : absl::InvalidArgumentError(
+                                       absl::StrCat("unknown log format '", format, "' (valid: text, json)"));
+                    });
+}
+
 absl::StatusOr<std::unique_ptr<grpc::Server>> StartServer(const ServerOptions& options,
                                                           const std::vector<grpc::Service*>& services,
                                                           int* bound_port) {
   grpc::ServerBuilder builder;
   const std::string address = absl::StrCat(options.bind_address, ":", options.port);
-  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), bound_port);
+  // Probes (Kubernetes' grpc probes, grpc_health_probe) and grpcurl-style
+  // tools work on both daemons; neither needs a token.
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  builder.AddListeningPort(address, MakeServerCredentials(options.security), bound_port);
   builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
   builder.SetMaxSendMessageSize(kMaxMessageBytes);
   // gRPC sets SO_REUSEPORT by default, so a second daemon on a port in use
@@ -101,28 +172,72 @@ absl::StatusOr<std::unique_ptr<grpc::Server>> StartServer(const ServerOptions& o
     return absl::FailedPreconditionError(absl::StrCat(
         "cannot listen on ", address, ": the port is in use, or the address is not one of this host's"));
   }
-  spdlog::info("listening on {}:{}", options.bind_address, *bound_port);
-  if (!options.port_file.empty()) {
-    // Written to a temporary name and renamed, so readers never see half.
-    const std::string temporary = options.port_file + ".tmp";
-    std::ofstream(temporary) << *bound_port << "\n";
-    if (std::rename(temporary.c_str(), options.port_file.c_str()) != 0) {
-      return absl::PermissionDeniedError(absl::StrCat("cannot write port file '", options.port_file, "'"));
-    }
-  }
+  spdlog::info(
+      "listening on {}:{} ({}{})", options.bind_address, *bound_port,
+      options.security.tls ? (options.security.require_client_cert ? "mutual TLS" : "TLS") : "no TLS",
+      options.security.client_token.empty() && options.security.cluster_token.empty() ? ", no auth"
+                                                                                      : ", token auth");
+  if (absl::Status status = WritePortFile(options.port_file, *bound_port); !status.ok()) return status;
   return server;
 }
 
+absl::StatusOr<ServerSecurity> PrepareServerSecurity(const std::string& program,
+                                                     const std::string& bind_address,
+                                                     const SecuritySettings& settings) {
+  absl::StatusOr<ServerSecurity> security = LoadServerSecurity(settings);
+  if (!security.ok()) return security.status();
+  if (absl::Status status = CheckBindAddress(program, bind_address, *security); !status.ok()) return status;
+  if (security->insecure && !IsLoopbackAddress(bind_address) && !security->tls &&
+      (security->client_token.empty() || security->cluster_token.empty())) {
+    spdlog::warn("insecure: listening on {} without {}", bind_address,
+                 security->client_token.empty() && security->cluster_token.empty() ? "authentication or TLS"
+                                                                                   : "both tokens or TLS");
+  }
+  SetDefaultChannelSecurity(ClusterChannelSecurity(*security));
+  return security;
+}
+
+absl::Status SetUpPipelineSandbox(const std::string& owner, const std::vector<std::string>& plugins,
+                                  const std::vector<std::string>& data_roots) {
+  for (const std::string& plugin : plugins) {
+    if (absl::Status status = LoadPlugin(plugin); !status.ok()) return status;
+  }
+  absl::StatusOr<std::vector<std::string>> roots = CanonicalDataRoots(data_roots);
+  if (!roots.ok()) return roots.status();
+  if (roots->empty()) {
+    spdlog::warn(
+        "no data_roots: file sources in pipelines that clients send may read any file this user can");
+  } else {
+    spdlog::info("file sources read only under {}", absl::StrJoin(*roots, ", "));
+  }
+  SetPipelineSandbox({.enabled = true, .data_roots = *std::move(roots), .owner = owner});
+  return absl::OkStatus();
+}
+
 int SetUpDaemon(int argc, char** argv, const std::string& program, const std::string& description,
-                ConfigSchema& schema, const std::string& log_level) {
+                ConfigSchema& schema, const std::string& log_level, DaemonSettings* common) {
   TurnOffMutexDeadlockDetection();
   BlockShutdownSignals();
+  DescribeSecuritySettings(&common->security, &schema);
+  DescribeHttpSettings(&common->http, &schema);
   if (int code = ParseDaemonConfig(argc, argv, program + ": " + description, schema); code >= 0) return code;
-  if (absl::Status status = SetLogLevel(log_level); !status.ok()) {
-    std::cerr << program << ": " << status.message() << "\n";
-    return kConfigErrorExitCode;
+  for (const absl::Status& status : {SetLogLevel(log_level), SetLogFormat(common->http.log_format)}) {
+    if (!status.ok()) {
+      std::cerr << program << ": " << status.message() << "\n";
+      return kConfigErrorExitCode;
+    }
   }
   return -1;
+}
+
+absl::StatusOr<ServerSecurity> SecureDaemon(const std::string& program, const std::string& bind_address,
+                                            const SecuritySettings& settings, const std::string& owner,
+                                            const std::vector<std::string>& plugins,
+                                            const std::vector<std::string>& data_roots) {
+  absl::StatusOr<ServerSecurity> security = PrepareServerSecurity(program, bind_address, settings);
+  if (!security.ok()) return security.status();
+  if (absl::Status status = SetUpPipelineSandbox(owner, plugins, data_roots); !status.ok()) return status;
+  return security;
 }
 
 int ServeUntilShutdown(const std::string& program, const ServerOptions& options,
@@ -135,6 +250,21 @@ int ServeUntilShutdown(const std::string& program, const ServerOptions& options,
     std::cerr << program << ": " << server.status().message() << "\n";
     return kConfigErrorExitCode;
   }
+  std::unique_ptr<HttpServer> http;
+  if (options.http.http_port >= 0) {
+    absl::StatusOr<std::unique_ptr<HttpServer>> started_http = HttpServer::Start(
+        options.http.http_bind_address, static_cast<int>(options.http.http_port), options.http_routes);
+    if (!started_http.ok()) {
+      std::cerr << program << ": http_port: " << started_http.status().message() << "\n";
+      return kConfigErrorExitCode;
+    }
+    http = *std::move(started_http);
+    spdlog::info("metrics at http://{}:{}/metrics", options.http.http_bind_address, http->port());
+    if (absl::Status status = WritePortFile(options.http.http_port_file, http->port()); !status.ok()) {
+      std::cerr << program << ": " << status.message() << "\n";
+      return kConfigErrorExitCode;
+    }
+  }
   if (started) {
     if (absl::Status status = started(port); !status.ok()) {
       std::cerr << program << ": " << status.message() << "\n";
@@ -144,6 +274,7 @@ int ServeUntilShutdown(const std::string& program, const ServerOptions& options,
   const int signal = WaitForShutdownSignal();
   spdlog::info("signal {}: shutting down", signal);
   if (stopping) stopping();
+  if (http != nullptr) http->Stop();
   (*server)->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   return 0;
 }

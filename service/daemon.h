@@ -14,6 +14,8 @@
 
 #include "absl/status/statusor.h"
 #include "config/config_schema.h"
+#include "service/http_server.h"
+#include "service/server_security.h"
 
 namespace sluice {
 
@@ -25,14 +27,6 @@ inline constexpr int kConfigErrorExitCode = 2;
 // flag, which overrides it. Returns the exit code to stop with (0 after
 // --help), or -1 to go on. Errors are printed to stderr.
 int ParseDaemonConfig(int argc, char** argv, const std::string& description, ConfigSchema& schema);
-
-// What both daemons' mains do first: turn off mutex deadlock detection,
-// block the shutdown signals, parse `argv` into `schema`'s fields
-// (ParseDaemonConfig, with "PROGRAM: DESCRIPTION" as its help line), then
-// set the log level that parsing left in `log_level`. Returns the exit
-// code to stop with, or -1 to go on. Call before any thread starts.
-int SetUpDaemon(int argc, char** argv, const std::string& program, const std::string& description,
-                ConfigSchema& schema, const std::string& log_level);
 
 // Blocks SIGTERM and SIGINT in this thread and every thread it starts later,
 // so that WaitForShutdownSignal receives them. Call first thing in main.
@@ -52,13 +46,73 @@ absl::Status SetLogLevel(const std::string& level);
 // SetLogLevel's check alone, for the config schema.
 absl::Status CheckLogLevel(const std::string& level);
 
+// http_port, http_bind_address, http_port_file and log_format, which both
+// daemons take.
+struct HttpSettings {
+  // -1: no HTTP server; 0: a free port (logged, and written to
+  // http_port_file when set).
+  int64_t http_port = -1;
+  // Apart from bind_address: the port has no auth or TLS, so it stays on
+  // loopback unless the operator opens it (to the monitoring network).
+  std::string http_bind_address = "127.0.0.1";
+  std::string http_port_file;
+  std::string log_format = "text";
+};
+void DescribeHttpSettings(HttpSettings* settings, ConfigSchema* schema);
+// "text" (spdlog's default lines) or "json" (one object per line).
+absl::Status SetLogFormat(const std::string& format);
+
+// The settings both daemons take besides their own.
+struct DaemonSettings {
+  SecuritySettings security;
+  HttpSettings http;
+};
+
+// What both daemons' mains do first: turn off mutex deadlock detection,
+// block the shutdown signals, add `common`'s settings to `schema`, parse
+// `argv` into the schema's fields (ParseDaemonConfig, with "PROGRAM:
+// DESCRIPTION" as its help line), then set the log level that parsing left
+// in `log_level` and the log format. Returns the exit code to stop with, or
+// -1 to go on. Call before any thread starts.
+int SetUpDaemon(int argc, char** argv, const std::string& program, const std::string& description,
+                ConfigSchema& schema, const std::string& log_level, DaemonSettings* common);
+
+// What both daemons do once configured, before serving: PrepareServerSecurity,
+// then SetUpPipelineSandbox. Errors (printed after "PROGRAM: ") are the
+// operator's to fix: exit with kConfigErrorExitCode.
+absl::StatusOr<ServerSecurity> SecureDaemon(const std::string& program, const std::string& bind_address,
+                                            const SecuritySettings& settings, const std::string& owner,
+                                            const std::vector<std::string>& plugins,
+                                            const std::vector<std::string>& data_roots);
+
 struct ServerOptions {
   std::string bind_address;
   int port = 0;
   std::string port_file;
+  ServerSecurity security;
+  HttpSettings http;
+  // Served beside /metrics and /healthz on the HTTP port.
+  HttpRoutes http_routes;
 };
 
-// Starts a server for `services`; *bound_port is the port it listens on.
+// Loads `settings`, refuses an unsafe bind address (CheckBindAddress) and
+// makes the cluster token and TLS what this process's channels to the
+// other daemons use. Errors are the operator's to fix: exit with
+// kConfigErrorExitCode.
+absl::StatusOr<ServerSecurity> PrepareServerSecurity(const std::string& program,
+                                                     const std::string& bind_address,
+                                                     const SecuritySettings& settings);
+
+// Loads the operator's `plugins`, then turns the pipeline sandbox on
+// (pipeline/sandbox.h): from here a pipeline never loads a library and
+// file sources read only under `data_roots` (warned about when empty).
+// `owner` names this daemon in refusals. Errors name the plugin or root.
+absl::Status SetUpPipelineSandbox(const std::string& owner, const std::vector<std::string>& plugins,
+                                  const std::vector<std::string>& data_roots);
+
+// Starts a server for `services`, with gRPC's health service
+// (grpc.health.v1, serving) and server reflection; *bound_port is the port
+// it listens on.
 absl::StatusOr<std::unique_ptr<grpc::Server>> StartServer(const ServerOptions& options,
                                                           const std::vector<grpc::Service*>& services,
                                                           int* bound_port);

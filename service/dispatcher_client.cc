@@ -1,6 +1,7 @@
 #include "service/dispatcher_client.h"
 
 #include "absl/strings/str_cat.h"
+#include "service/channel_security.h"
 #include "service/grpc_util.h"
 
 namespace sluice {
@@ -19,6 +20,11 @@ DispatcherClient::DispatcherClient(std::string address)
 
 absl::Status DispatcherClient::Call(const char* method, const DispatcherCall& call,
                                     const std::function<grpc::Status(grpc::ClientContext*)>& attempt) {
+  // An unreadable SLUICE_TOKEN_FILE fails the first call, saying so,
+  // rather than every call as UNAUTHENTICATED.
+  if (const absl::StatusOr<ChannelSecurity> security = DefaultChannelSecurity(); !security.ok()) {
+    return security.status();
+  }
   if (call.retry_for <= std::chrono::milliseconds(0)) {
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() + call.attempt_timeout);

@@ -17,7 +17,8 @@ TEST_CASE("dispatcher_client: every call carries the protocol version and answer
           "[service][grpc]") {
   dispatcher::DispatcherImpl impl(dispatcher::DispatcherConfig{});
   REQUIRE(impl.Start().ok());
-  dispatcher::GrpcDispatcherImpl adapter(&impl);
+  const RpcAuthenticator no_tokens("", "");
+  dispatcher::GrpcDispatcherImpl adapter(&impl, &no_tokens);
   int port = 0;
   absl::StatusOr<std::unique_ptr<grpc::Server>> server = StartServer({"127.0.0.1", 0, ""}, {&adapter}, &port);
   REQUIRE(server.ok());

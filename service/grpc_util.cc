@@ -4,6 +4,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "service/channel_security.h"
 
 namespace sluice {
 
@@ -59,15 +60,10 @@ absl::StatusOr<std::string> ParseServiceAddress(const std::string& address) {
 }
 
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
-  grpc::ChannelArguments args;
-  args.SetMaxReceiveMessageSize(kMaxMessageBytes);
-  args.SetMaxSendMessageSize(kMaxMessageBytes);
-  // A restarted daemon is found within a second, not after gRPC's default
-  // backoff of up to two minutes.
-  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+  const absl::StatusOr<ChannelSecurity> security = DefaultChannelSecurity();
+  // An unreadable SLUICE_TOKEN_FILE is reported by DispatcherClient's
+  // first call; until then the channel goes without.
+  return MakeSecureChannel(address, security.ok() ? *security : ChannelSecurity{});
 }
 
 absl::Status CallWithRetries(const std::function<grpc::Status(grpc::ClientContext*)>& call,

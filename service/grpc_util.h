@@ -34,8 +34,8 @@ absl::Status CheckVersion(const proto::VersionInfo& version);
 // naming the address when it is not of that form.
 absl::StatusOr<std::string> ParseServiceAddress(const std::string& address);
 
-// A channel with the receive limit raised from gRPC's 4 MiB default, since
-// batches of tensors are routinely larger.
+// A channel with DefaultChannelSecurity() (service/channel_security.h): the
+// process's token and TLS settings.
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address);
 inline constexpr int kMaxMessageBytes = 256 * 1024 * 1024;
 

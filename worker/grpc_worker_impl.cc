@@ -1,11 +1,13 @@
 #include "worker/grpc_worker_impl.h"
 
+#include <chrono>
 #include <utility>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "service/element_wire.h"
 #include "service/grpc_util.h"
+#include "service/rpc_metrics.h"
 
 namespace sluice::worker {
 namespace {
@@ -38,12 +40,16 @@ absl::StatusOr<grpc::ByteBuffer> EncodeReply(const WorkerImpl::ElementsReply& re
 // `call(request, &answer)` and finishes with the answer or the error.
 template <typename Request, typename Response, typename Call>
 grpc::ServerUnaryReactor* AnswerAtOnce(grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
-                                       grpc::ByteBuffer* response, const char* rpc, Call call) {
+                                       grpc::ByteBuffer* response, const char* rpc,
+                                       const RpcAuthenticator& auth, RpcRole role, Call call) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  const auto start = std::chrono::steady_clock::now();
   Request parsed;
   Response answer;
-  absl::Status status = ParseRequest(*request, rpc, &parsed);
+  absl::Status status = auth.Check(*context, rpc, role);
+  if (status.ok()) status = ParseRequest(*request, rpc, &parsed);
   if (status.ok()) status = call(parsed, &answer);
+  RecordRpc(rpc, status, start);
   if (status.ok()) {
     Finish(reactor, SerializeToByteBuffer(answer), response);
   } else {
@@ -58,14 +64,23 @@ grpc::ServerUnaryReactor* GrpcWorkerImpl::GetElements(grpc::CallbackServerContex
                                                       const grpc::ByteBuffer* request,
                                                       grpc::ByteBuffer* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  const auto start = std::chrono::steady_clock::now();
   proto::GetElementsRequest parsed;
-  if (absl::Status status = ParseRequest(*request, "GetElements", &parsed); !status.ok()) {
+  absl::Status status = auth_->Check(*context, "GetElements", RpcRole::kClient);
+  if (status.ok()) status = ParseRequest(*request, "GetElements", &parsed);
+  if (!status.ok()) {
+    RecordRpc("GetElements", status, start);
     Finish(reactor, status, response);
     return reactor;
   }
   // Answered now or later, on whichever thread has the elements.
-  impl_->GetElements(parsed, [reactor, response](WorkerImpl::ElementsReply reply) {
-    Finish(reactor, EncodeReply(reply), response);
+  impl_->GetElements(parsed, [this, reactor, response, start](WorkerImpl::ElementsReply reply) {
+    absl::StatusOr<grpc::ByteBuffer> bytes = EncodeReply(reply);
+    RecordRpc("GetElements", bytes.status(), start);
+    if (bytes.ok()) {
+      impl_->CountSent(static_cast<int64_t>(reply.elements.size()), static_cast<int64_t>(bytes->Length()));
+    }
+    Finish(reactor, std::move(bytes), response);
   });
   return reactor;
 }
@@ -74,7 +89,7 @@ grpc::ServerUnaryReactor* GrpcWorkerImpl::ProcessTask(grpc::CallbackServerContex
                                                       const grpc::ByteBuffer* request,
                                                       grpc::ByteBuffer* response) {
   return AnswerAtOnce<proto::ProcessTaskRequest, proto::ProcessTaskResponse>(
-      context, request, response, "ProcessTask",
+      context, request, response, "ProcessTask", *auth_, RpcRole::kCluster,
       [this](const auto& parsed, proto::ProcessTaskResponse*) { return impl_->ProcessTask(parsed); });
 }
 
@@ -82,7 +97,7 @@ grpc::ServerUnaryReactor* GrpcWorkerImpl::GetStatus(grpc::CallbackServerContext*
                                                     const grpc::ByteBuffer* request,
                                                     grpc::ByteBuffer* response) {
   return AnswerAtOnce<proto::WorkerStatusRequest, proto::WorkerStatusResponse>(
-      context, request, response, "GetStatus",
+      context, request, response, "GetStatus", *auth_, RpcRole::kClient,
       [this](const auto& parsed, auto* answer) { return impl_->GetStatus(parsed, answer); });
 }
 

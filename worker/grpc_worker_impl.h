@@ -11,6 +11,7 @@
 #ifndef SLUICE_WORKER_GRPC_WORKER_IMPL_H_
 #define SLUICE_WORKER_GRPC_WORKER_IMPL_H_
 
+#include "service/rpc_auth.h"
 #include "sluice/service.grpc.pb.h"
 #include "worker/worker_impl.h"
 
@@ -23,7 +24,9 @@ using RawWorkerService = proto::WorkerService::WithRawCallbackMethod_GetStatus<
 
 class GrpcWorkerImpl final : public RawWorkerService {
  public:
-  explicit GrpcWorkerImpl(WorkerImpl* impl) : impl_(impl) {}
+  // `auth` checks every call's token: ProcessTask takes only the cluster
+  // token (service/rpc_auth.h).
+  GrpcWorkerImpl(WorkerImpl* impl, const RpcAuthenticator* auth) : impl_(impl), auth_(auth) {}
 
   grpc::ServerUnaryReactor* GetElements(grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
                                         grpc::ByteBuffer* response) override;
@@ -34,6 +37,7 @@ class GrpcWorkerImpl final : public RawWorkerService {
 
  private:
   WorkerImpl* const impl_;
+  const RpcAuthenticator* const auth_;
 };
 
 }  // namespace sluice::worker

@@ -5,9 +5,10 @@
 #include <iostream>
 
 #include "absl/strings/str_cat.h"
-#include "pipeline/builder.h"
+#include "pipeline/sandbox.h"
 #include "service/daemon.h"
 #include "service/grpc_util.h"
+#include "service/metrics.h"
 #include "worker/grpc_worker_impl.h"
 #include "worker/worker_impl.h"
 
@@ -31,10 +32,19 @@ int main(int argc, char** argv) {
   sluice::worker::WorkerConfig config;
   sluice::ConfigSchema schema("worker");
   sluice::worker::DescribeWorkerConfig(&config, &schema);
-  if (int code = sluice::SetUpDaemon(argc, argv, "workerd", "the Sluice worker", schema, config.log_level);
+  sluice::DaemonSettings common;
+  if (int code =
+          sluice::SetUpDaemon(argc, argv, "workerd", "the Sluice worker", schema, config.log_level, &common);
       code >= 0) {
     return code;
   }
+  absl::StatusOr<sluice::ServerSecurity> security = sluice::SecureDaemon(
+      "workerd", config.bind_address, common.security, "worker", config.plugins, config.data_roots);
+  if (!security.ok()) {
+    std::cerr << "workerd: " << security.status().message() << "\n";
+    return sluice::kConfigErrorExitCode;
+  }
+  const sluice::RpcAuthenticator auth(security->cluster_token, security->client_token);
   if (config.dispatcher.empty()) {
     std::cerr << "workerd: --dispatcher HOST:PORT is required (or 'dispatcher' in the config file)\n";
     return sluice::kConfigErrorExitCode;
@@ -47,15 +57,35 @@ int main(int argc, char** argv) {
     std::cerr << "workerd: " << status.message() << "\n";
     return sluice::kConfigErrorExitCode;
   }
-  for (const std::string& plugin : config.plugins) {
-    if (absl::Status status = sluice::LoadPlugin(plugin); !status.ok()) {
-      std::cerr << "workerd: " << status.message() << "\n";
-      return sluice::kConfigErrorExitCode;
-    }
-  }
   sluice::worker::WorkerImpl impl(config);
-  sluice::worker::GrpcWorkerImpl service(&impl);
+  sluice::worker::GrpcWorkerImpl service(&impl, &auth);
+  // Computed at each scrape of /metrics.
+  auto status_sample = [&impl](auto field) {
+    return [&impl, field] {
+      sluice::proto::WorkerStatusResponse status;
+      (void)impl.GetStatus({}, &status);
+      return sluice::MetricSamples{{{}, static_cast<double>(field(status))}};
+    };
+  };
+  const sluice::MetricCallbackHandle tasks_gauge = sluice::ProcessMetrics().AddGaugeCallback(
+      "sluice_worker_tasks", "tasks this worker runs", {},
+      status_sample([](const sluice::proto::WorkerStatusResponse& s) { return s.tasks_size(); }));
+  const sluice::MetricCallbackHandle elements_gauge = sluice::ProcessMetrics().AddGaugeCallback(
+      "sluice_worker_buffered_elements", "elements produced and waiting for clients", {},
+      status_sample([](const sluice::proto::WorkerStatusResponse& s) { return s.buffered_elements(); }));
+  const sluice::MetricCallbackHandle bytes_gauge = sluice::ProcessMetrics().AddGaugeCallback(
+      "sluice_worker_buffered_bytes", "bytes of elements produced and waiting for clients", {},
+      status_sample([](const sluice::proto::WorkerStatusResponse& s) { return s.buffered_bytes(); }));
   return sluice::ServeUntilShutdown(
-      "workerd", {config.bind_address, static_cast<int>(config.port), config.port_file}, {&service},
-      [&](int port) { return impl.Start(AdvertisedAddress(config, port)); }, [&] { impl.Stop(); });
+      "workerd",
+      {config.bind_address, static_cast<int>(config.port), config.port_file, *security, common.http},
+      {&service},
+      [&](int port) {
+        const std::string address = AdvertisedAddress(config, port);
+        sluice::PipelineSandbox sandbox = sluice::CurrentPipelineSandbox();
+        sandbox.owner = "worker " + address;
+        sluice::SetPipelineSandbox(std::move(sandbox));
+        return impl.Start(address);
+      },
+      [&] { impl.Stop(); });
 }

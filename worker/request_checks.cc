@@ -17,8 +17,9 @@ absl::Status OutOfRange(absl::string_view rpc, absl::string_view field, int64_t 
 absl::Status CheckGetElementsRequest(const proto::GetElementsRequest& request) {
   constexpr absl::string_view kRpc = "GetElements";
   if (request.task_id() < 0) return OutOfRange(kRpc, "task_id", request.task_id(), ">= 0");
-  if (request.max_elements() < 0) {
-    return OutOfRange(kRpc, "max_elements", request.max_elements(), ">= 0 (0 asks for one)");
+  if (request.max_elements() < 0 || request.max_elements() > kMaxElementsPerRequest) {
+    return OutOfRange(kRpc, "max_elements", request.max_elements(),
+                      absl::StrCat("in [0, ", kMaxElementsPerRequest, "] (0 asks for one)"));
   }
   if (!proto::WireCompression_IsValid(request.compression())) {
     return OutOfRange(kRpc, "compression", request.compression(),

@@ -19,6 +19,8 @@ namespace sluice::worker {
 
 // The most consumers a coordinated task serves (the dispatcher's bound).
 inline constexpr int64_t kMaxTaskConsumers = int64_t{1} << 16;
+// The most elements one GetElements call may ask for.
+inline constexpr int64_t kMaxElementsPerRequest = int64_t{1} << 16;
 
 // task_id, max_elements, compression, consumer_index and round.
 absl::Status CheckGetElementsRequest(const proto::GetElementsRequest& request);

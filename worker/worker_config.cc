@@ -68,7 +68,10 @@ void DescribeWorkerConfig(WorkerConfig* config, ConfigSchema* schema) {
   schema->AddInt("buffer_bytes", &config->buffer_bytes, 1024, int64_t{1} << 40,
                  "bytes buffered per task ahead of clients");
   schema->AddStringList("tags", &config->tags, "labels shown in status");
-  schema->AddStringList("plugins", &config->plugins, "element-function plugin libraries to load");
+  schema->AddStringList("plugins", &config->plugins,
+                        "element-function plugin libraries to load (the only ones a pipeline may use)");
+  schema->AddStringList("data_roots", &config->data_roots,
+                        "directories file sources may read under (after symlinks and ..); unset: any path");
   schema->AddInt("dispatcher_timeout_ms", &config->dispatcher_timeout_ms, 100, 86400000,
                  "how long to retry reaching the dispatcher at startup");
   schema->AddString("log_level", &config->log_level, "trace, debug, info, warn, error or off", CheckLogLevel);

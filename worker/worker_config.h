@@ -20,7 +20,7 @@ int64_t DefaultMaxMemoryBytes();
 struct WorkerConfig {
   std::string dispatcher;  // HOST:PORT or grpc://HOST:PORT
   int64_t port = 0;
-  std::string bind_address = "0.0.0.0";
+  std::string bind_address = "127.0.0.1";
   // The address clients use to reach this worker; default HOST:PORT with
   // HOST the bind address (localhost when binding every interface).
   std::string advertised_address;
@@ -29,7 +29,10 @@ struct WorkerConfig {
   int64_t buffer_elements = 64;
   int64_t buffer_bytes = 256 << 20;
   std::vector<std::string> tags;
+  // The only plugins loaded: a pipeline may name one, never load one.
   std::vector<std::string> plugins;
+  // File sources read only under these directories; empty: anywhere.
+  std::vector<std::string> data_roots;
   // How long to keep retrying the dispatcher at startup.
   int64_t dispatcher_timeout_ms = 60000;
   std::string log_level = "info";

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "service/grpc_util.h"
+#include "service/metrics.h"
 #include "worker/request_checks.h"
 #include "worker/worker_task.h"
 
@@ -95,7 +96,22 @@ proto::WorkerHeartbeatRequest WorkerImpl::HeartbeatRequest() const {
   request.set_worker_address(address_);
   request.set_incarnation(incarnation_);
   for (const std::string& tag : config_.tags) request.add_tags(tag);
+  request.set_elements_sent(elements_sent_.load(std::memory_order_relaxed));
+  request.set_bytes_sent(bytes_sent_.load(std::memory_order_relaxed));
   return request;
+}
+
+void WorkerImpl::CountSent(int64_t elements, int64_t bytes) {
+  static Counter& elements_sent =
+      ProcessMetrics().AddCounter("sluice_worker_elements_sent_total", "elements sent to clients").Get();
+  static Counter& bytes_sent =
+      ProcessMetrics()
+          .AddCounter("sluice_worker_bytes_sent_total", "bytes of elements sent to clients")
+          .Get();
+  elements_sent_.fetch_add(elements, std::memory_order_relaxed);
+  bytes_sent_.fetch_add(bytes, std::memory_order_relaxed);
+  elements_sent.Increment(static_cast<double>(elements));
+  bytes_sent.Increment(static_cast<double>(bytes));
 }
 
 absl::Status WorkerImpl::Heartbeat() {

@@ -13,6 +13,7 @@
 #ifndef SLUICE_WORKER_WORKER_IMPL_H_
 #define SLUICE_WORKER_WORKER_IMPL_H_
 
+#include <atomic>
 #include <deque>
 #include <functional>
 #include <map>
@@ -70,7 +71,14 @@ class WorkerImpl {
   // Starts a task the dispatcher pushed (or does nothing if it runs).
   absl::Status ProcessTask(const proto::ProcessTaskRequest& request);
 
+  // Counts what the adapter sent to clients (reported in heartbeats and
+  // exported as sluice_worker_elements_sent_total and
+  // sluice_worker_bytes_sent_total).
+  void CountSent(int64_t elements, int64_t bytes);
+
  private:
+  std::atomic<int64_t> elements_sent_{0};
+  std::atomic<int64_t> bytes_sent_{0};
   class Task;
 
   // Who this worker is: its address, incarnation and tags (the first

@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/dataset_internal.h"
+#include "pipeline/definition_limits.h"
 #include "service/grpc_util.h"
 #include "sluice/dataset.h"
 #include "sluice/service.grpc.pb.h"
@@ -21,34 +22,21 @@ namespace sluice {
 namespace {
 
 using Catch::Matchers::Contains;
+using testing::ReadToEnd;
 using testing::TestCluster;
-
-// The first error of a read, or OK at its end; bounded to 60 s.
-absl::Status ReadToEnd(const Dataset& dataset, std::vector<int64_t>* values) {
-  absl::StatusOr<DatasetPtr> built = internal::BuildPipeline(dataset);
-  if (!built.ok()) return built.status();
-  absl::StatusOr<std::unique_ptr<IteratorBase>> iterator = (*built)->MakeIterator(IteratorContext{});
-  if (!iterator.ok()) return iterator.status();
-  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (std::chrono::steady_clock::now() < give_up) {
-    Element element;
-    bool end = false;
-    if (absl::Status status = (*iterator)->GetNext(&element, &end); !status.ok() || end) return status;
-    if (values != nullptr) values->push_back(element.components.at(0).data<int64_t>()[0]);
-  }
-  return absl::DeadlineExceededError("the read did not end within 60 s");
-}
 
 TEST_CASE("hardening worker: a pipeline past max_memory_bytes fails its iteration, and the worker serves on",
           "[service][hardening][worker]") {
   TestCluster cluster({.num_workers = 1, .worker_args = {"--max-memory-bytes", "2000000000"}});
-  // An endless input into a batch of 2^40 rows: the batch grows until an
-  // allocation fails at the worker's limit.
+  // An endless input into batches of batches, each within the definition
+  // limits (pipeline/definition_limits.h), 2^48 rows in all: the batch
+  // grows until an allocation fails at the worker's limit.
   proto::DistributeOp op;
   op.set_service(cluster.ServiceUrl());
   op.set_processing_mode("distributed_epoch");
-  const absl::Status status =
-      ReadToEnd(internal::ReadFromService(Dataset::Range(3).Repeat().Batch(int64_t{1} << 40), op), nullptr);
+  const absl::Status status = ReadToEnd(
+      internal::ReadFromService(Dataset::Range(3).Repeat().Batch(kMaxBatchSize).Batch(kMaxBatchSize), op),
+      nullptr);
   INFO(status.ToString());
   CHECK(absl::IsResourceExhausted(status));
   // The step that failed (range or batch, whichever allocated last) comes
@@ -202,16 +190,17 @@ TEST_CASE("hardening worker: many short reads do not pile up task threads", "[se
 TEST_CASE("hardening worker: an element too large for a response names its size, the limit and the fix",
           "[service][hardening][worker]") {
   TestCluster cluster({.num_workers = 1});
-  // One batch of 40,000,000 int64: 320,000,000 bytes (320,000,022 on the
-  // wire), past gRPC's 256 MiB.
+  // One batch of 10 batches of 2^22 int64: 335,544,320 bytes (335,544,343
+  // on the wire), past gRPC's 256 MiB.
   const absl::Status status = ReadToEnd(
-      Dataset::Range(40000000).Batch(40000000).ReadFromService({.service = cluster.ServiceUrl()}), nullptr);
+      Dataset::Range(10 << 22).Batch(1 << 22).Batch(10).ReadFromService({.service = cluster.ServiceUrl()}),
+      nullptr);
   INFO(status.ToString());
   CHECK(absl::IsResourceExhausted(status));
   CHECK_THAT(
       std::string(status.message()),
       Contains(
-          "task 1: element 0 is 320000022 bytes, more than the 264241152 bytes a response can carry (gRPC's "
+          "task 1: element 0 is 335544343 bytes, more than the 264241152 bytes a response can carry (gRPC's "
           "268435456-byte message limit less framing): make elements smaller before distribute (a "
           "smaller batch_size, or batch after distribute)"));
   // Smaller elements of the same pipeline still go, several per response.
@@ -291,7 +280,7 @@ TEST_CASE("hardening worker: GetElements and ProcessTask refuse fields out of ra
   const std::vector<GetCase> get_cases = {
       {[](auto* r) { r->set_task_id(-1); }, "GetElements: task_id must be >= 0, got -1"},
       {[](auto* r) { r->set_max_elements(-5); },
-       "GetElements: max_elements must be >= 0 (0 asks for one), got -5"},
+       "GetElements: max_elements must be in [0, 65536] (0 asks for one), got -5"},
       {[](auto* r) { r->set_compression(static_cast<proto::WireCompression>(99)); },
        "GetElements: compression must be COMPRESSION_NONE (0), COMPRESSION_SNAPPY (1) or COMPRESSION_ZSTD "
        "(2), "

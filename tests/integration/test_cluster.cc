@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "client/dataset_internal.h"
 #include "service/dispatcher_client.h"
 #include "service/grpc_util.h"
 #include "sluice/service.grpc.pb.h"
@@ -91,6 +92,21 @@ CommandResult RunCommand(const std::string& command) {
   const int status = pclose(pipe);
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return result;
+}
+
+absl::Status ReadToEnd(const Dataset& dataset, std::vector<int64_t>* values) {
+  absl::StatusOr<DatasetPtr> built = internal::BuildPipeline(dataset);
+  if (!built.ok()) return built.status();
+  absl::StatusOr<std::unique_ptr<IteratorBase>> iterator = (*built)->MakeIterator(IteratorContext{});
+  if (!iterator.ok()) return iterator.status();
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (std::chrono::steady_clock::now() < give_up) {
+    Element element;
+    bool end = false;
+    if (absl::Status status = (*iterator)->GetNext(&element, &end); !status.ok() || end) return status;
+    if (values != nullptr) values->push_back(element.components.at(0).data<int64_t>()[0]);
+  }
+  return absl::DeadlineExceededError("the read did not end within 60 s");
 }
 
 int PickFreePort() {

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "sluice/dataset.h"
 #include "tests/testing/test_util.h"
 
 namespace sluice::testing {
@@ -52,6 +53,10 @@ struct CommandResult {
   std::string out;
 };
 CommandResult RunCommand(const std::string& command);
+
+// Reads `dataset` to its end: OK, or the first error; values (when given)
+// are the first component's int64 scalars. Bounded to 60 s.
+absl::Status ReadToEnd(const Dataset& dataset, std::vector<int64_t>* values);
 
 // A TCP port on 127.0.0.1 that was free a moment ago.
 int PickFreePort();

@@ -1,0 +1,54 @@
+// What a daemon lets a pipeline that came over the network do. A pipeline
+// may name plugins but never loads one: the daemon's operator loads them
+// from its own config, and a pipeline naming one that is not loaded is
+// refused. File sources read only under the operator's data roots, checked
+// on the path the file was actually opened at (after symlinks and ".."),
+// so that a client cannot read /etc/passwd or the dispatcher's journal as
+// text_line elements.
+//
+// Off (the default, for the CLI and the SDK reading locally), pipelines
+// load their plugins and read any path their user can.
+#ifndef SLUICE_PIPELINE_SANDBOX_H_
+#define SLUICE_PIPELINE_SANDBOX_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace sluice {
+
+struct PipelineSandbox {
+  bool enabled = false;
+  // Canonical directories (CanonicalDataRoots); empty: any path.
+  std::vector<std::string> data_roots;
+  // Who refuses, for messages: "worker 10.0.0.5:6000".
+  std::string owner;
+};
+
+// Process-wide: a daemon sets it once before serving (and again when it
+// knows its own address).
+void SetPipelineSandbox(PipelineSandbox sandbox);
+PipelineSandbox CurrentPipelineSandbox();
+
+// The roots as canonical absolute paths; InvalidArgument naming a root
+// that does not exist or is not a directory.
+absl::StatusOr<std::vector<std::string>> CanonicalDataRoots(const std::vector<std::string>& roots);
+
+// PermissionDenied naming `path` and the roots when `path`, resolved,
+// is not under a data root. OK when the sandbox is off or has no roots.
+// A path that does not exist is checked as far as it resolves.
+absl::Status CheckReadablePath(const std::string& path);
+// The same for a file already opened as `fd` (the check that counts: it
+// sees where the open really led).
+absl::Status CheckOpenedFile(int fd, const std::string& path);
+
+// A pipeline's `plugins` entry: loaded here when the sandbox is off;
+// with it on, FailedPrecondition naming the plugin and the owner unless a
+// plugin of that file name was loaded from the daemon's config.
+absl::Status RequirePlugin(const std::string& plugin);
+
+}  // namespace sluice
+
+#endif  // SLUICE_PIPELINE_SANDBOX_H_

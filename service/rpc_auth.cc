@@ -1,0 +1,86 @@
+#include "service/rpc_auth.h"
+
+#include <openssl/crypto.h>
+#include <spdlog/spdlog.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+
+namespace sluice {
+namespace {
+
+// Constant time in the contents: a wrong token's first differing byte
+// does not show in the answer's timing. (Lengths may differ; that leaks
+// only the length.)
+bool SameSecret(absl::string_view presented, const std::string& expected) {
+  if (expected.empty() || presented.size() != expected.size()) return false;
+  return CRYPTO_memcmp(presented.data(), expected.data(), expected.size()) == 0;
+}
+
+}  // namespace
+
+RpcAuthenticator::RpcAuthenticator(std::string cluster_token, std::string client_token)
+    : cluster_token_(std::move(cluster_token)), client_token_(std::move(client_token)) {}
+
+RpcAuthenticator::Presented RpcAuthenticator::Classify(const grpc::ServerContextBase& context) const {
+  const auto& metadata = context.client_metadata();
+  auto it = metadata.find("authorization");
+  if (it == metadata.end()) return Presented::kNone;
+  absl::string_view header(it->second.data(), it->second.size());
+  if (!absl::ConsumePrefix(&header, "Bearer ")) return Presented::kWrong;
+  // Both compared, so that which one matched does not show in the timing.
+  const bool cluster = SameSecret(header, cluster_token_);
+  const bool client = SameSecret(header, client_token_);
+  if (cluster) return Presented::kCluster;
+  if (client) return Presented::kClient;
+  return Presented::kWrong;
+}
+
+absl::Status RpcAuthenticator::Check(const grpc::ServerContextBase& context, absl::string_view method,
+                                     RpcRole role) const {
+  const std::string& needed = role == RpcRole::kCluster ? cluster_token_ : client_token_;
+  if (needed.empty() && (role == RpcRole::kCluster || cluster_token_.empty())) return absl::OkStatus();
+  const Presented presented = Classify(context);
+  if (presented == Presented::kCluster) return absl::OkStatus();
+  if (role == RpcRole::kClient && (presented == Presented::kClient || client_token_.empty())) {
+    return absl::OkStatus();
+  }
+  const char* token = role == RpcRole::kCluster ? "the cluster token" : "the client token";
+  std::string message;
+  switch (presented) {
+    case Presented::kNone:
+      message = absl::StrCat(method, " needs ", token, " and the call carried none",
+                             role == RpcRole::kClient ? " (set SLUICE_TOKEN_FILE, or --token-file)" : "");
+      break;
+    case Presented::kClient:
+      message = absl::StrCat(method,
+                             " is a worker's RPC: it needs the cluster token, and the call carried the "
+                             "client token");
+      break;
+    default:
+      message = absl::StrCat(method, " needs ", token, " and the call carried a wrong one");
+  }
+  LogRefusal(context, message);
+  return absl::UnauthenticatedError(message);
+}
+
+void RpcAuthenticator::LogRefusal(const grpc::ServerContextBase& context, absl::string_view message) const {
+  // A client retrying without a token would otherwise fill the log.
+  absl::MutexLock lock(&log_mu_);
+  const auto now = std::chrono::steady_clock::now();
+  if (now - last_log_ < std::chrono::seconds(1)) {
+    ++suppressed_;
+    return;
+  }
+  const std::string peer = context.peer();
+  if (suppressed_ > 0) {
+    spdlog::warn("refused a call from {}: {} ({} more refused calls since the last message)", peer,
+                 std::string(message), suppressed_);
+  } else {
+    spdlog::warn("refused a call from {}: {}", peer, std::string(message));
+  }
+  suppressed_ = 0;
+  last_log_ = now;
+}
+
+}  // namespace sluice

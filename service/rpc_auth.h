@@ -1,0 +1,54 @@
+// Token authentication of every RPC at the daemons' gRPC adapters.
+//
+// Two tokens: the cluster token, which workers and the dispatcher present
+// to each other, and the client token, which trainers and the CLI present.
+// A worker-facing RPC (a worker's heartbeat, task updates and shutdown,
+// GetSplits, a worker's ProcessTask) takes only the cluster token, so a
+// client cannot pose as a worker; every other RPC takes either. A token
+// that is not configured is not asked for. Tokens are compared in
+// constant time; a refused call is logged with its peer, at most once a
+// second.
+#ifndef SLUICE_SERVICE_RPC_AUTH_H_
+#define SLUICE_SERVICE_RPC_AUTH_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <chrono>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+
+namespace sluice {
+
+enum class RpcRole {
+  kClient,   // the client token or the cluster token
+  kCluster,  // the cluster token only
+};
+
+class RpcAuthenticator {
+ public:
+  // Empty tokens: that role needs none (a cluster without tokens).
+  RpcAuthenticator(std::string cluster_token, std::string client_token);
+
+  // OK, or Unauthenticated saying which token `method` needed and what
+  // the call carried.
+  absl::Status Check(const grpc::ServerContextBase& context, absl::string_view method, RpcRole role) const;
+
+ private:
+  enum class Presented { kNone, kCluster, kClient, kWrong };
+  Presented Classify(const grpc::ServerContextBase& context) const;
+  void LogRefusal(const grpc::ServerContextBase& context, absl::string_view message) const;
+
+  const std::string cluster_token_;
+  const std::string client_token_;
+  mutable absl::Mutex log_mu_;
+  mutable std::chrono::steady_clock::time_point last_log_ ABSL_GUARDED_BY(log_mu_);
+  mutable int suppressed_ ABSL_GUARDED_BY(log_mu_) = 0;
+};
+
+}  // namespace sluice
+
+#endif  // SLUICE_SERVICE_RPC_AUTH_H_
