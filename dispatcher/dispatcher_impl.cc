@@ -296,6 +296,9 @@ absl::Status DispatcherImpl::GetOrCreateJob(const proto::GetOrCreateJobRequest& 
   *update.mutable_create_job()->mutable_params() = job_params;
   if (absl::Status s = Apply(update); !s.ok()) return s;
   response->set_job_id(update.create_job().job_id());
+  spdlog::info("job {} created{}: dataset {}, {}", response->job_id(),
+               job_params.job_name().empty() ? "" : absl::StrCat(" ('", job_params.job_name(), "')"),
+               job_params.dataset_id(), ProcessingModeName(job_params.processing_mode()));
   return absl::OkStatus();
 }
 

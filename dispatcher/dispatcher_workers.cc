@@ -102,10 +102,15 @@ absl::Status DispatcherImpl::WorkerUpdates(const proto::WorkerUpdatesRequest& re
     const int64_t iteration_id = task->iteration_id;
     proto::Update update;
     update.mutable_finish_task()->set_task_id(task_id);
+    const bool was_finished = state_.FindIteration(iteration_id)->finished;
     if (absl::Status s = Apply(update); !s.ok()) return s;
     // A task that ran to its end is progress: the iteration's pipeline
     // does not crash every worker.
     crash_loop_.TaskFinished(task_id, iteration_id);
+    if (const auto* iteration = state_.FindIteration(iteration_id); !was_finished && iteration->finished) {
+      spdlog::info("iteration {} (job {}, repetition {}) finished", iteration_id, iteration->job_id,
+                   iteration->repetition);
+    }
   }
   // A pipeline that failed on one worker would fail on the next: the
   // iteration fails with the worker's words instead of moving on.

@@ -79,10 +79,24 @@ void DispatcherImpl::RemoveWorker(const std::string& address, const std::string&
   for (const auto* task : state_.TasksOfWorker(address)) {
     if (!task->finished) running.push_back(task->id);
   }
+  auto awaiting_reissue = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    int64_t splits = 0;
+    for (const auto& [id, iteration] : state_.iterations()) {
+      for (const auto& [seq, run] : iteration.returned_splits) splits += run.count;
+    }
+    return splits;
+  };
+  const int64_t returned_before = awaiting_reissue();
   proto::Update update;
   update.mutable_remove_worker()->set_address(address);
   update.mutable_remove_worker()->set_reason(reason);
   if (!ApplyOrLog(update, absl::StrCat("removing worker ", address))) return;
+  static Counter& returned =
+      ProcessMetrics()
+          .AddCounter("sluice_splits_returned_total",
+                      "distributed_epoch splits of lost tasks returned to be read again")
+          .Get();
+  returned.Increment(static_cast<double>(std::max<int64_t>(awaiting_reissue() - returned_before, 0)));
   const auto now = Clock::now();
   for (int64_t id : running) NoteLostTask(*state_.FindTask(id), reason, now);
   AssignReturnedSplits(new_tasks);

@@ -9,6 +9,7 @@
 #include "pipeline/builder.h"
 #include "pipeline/sharding.h"
 #include "service/element_wire.h"
+#include "service/metrics.h"
 #include "worker/request_checks.h"
 
 namespace sluice::worker {
@@ -277,7 +278,17 @@ absl::Status WorkerImpl::Task::WaitForRoom() {
 }
 
 void WorkerImpl::Task::Push(Element element, std::optional<std::pair<int64_t, int64_t>> tag) {
+  static Counter& elements_produced =
+      ProcessMetrics()
+          .AddCounter("sluice_worker_elements_produced_total", "elements its pipelines produced")
+          .Get();
+  static Counter& bytes_produced =
+      ProcessMetrics()
+          .AddCounter("sluice_worker_bytes_produced_total", "bytes of the elements its pipelines produced")
+          .Get();
   const int64_t bytes = element.ByteSize();
+  elements_produced.Increment();
+  bytes_produced.Increment(static_cast<double>(bytes));
   bool serve = false;
   {
     absl::MutexLock lock(&mu_);

@@ -96,6 +96,34 @@ TEST_CASE("security: with tokens, a read needs the client token, and a wrong or 
   CHECK_THAT(std::string(refused.message()), Contains("needs the client token and the call carried none"));
 }
 
+TEST_CASE("security: the CLI takes the client token from --token-file or SLUICE_TOKEN_FILE",
+          "[service][security]") {
+  testing::TempDir dir;
+  const std::vector<std::string> tokens = TokenFlags(dir);
+  ScopedClientSecurity client({.token = kClientToken});
+  TestCluster cluster({.num_workers = 1, .dispatcher_args = tokens, .worker_args = tokens});
+  testing::WriteFile(dir.File("p.yaml"), "pipeline:\n  - range: 3\n");
+  const std::string read = absl::StrCat("timeout 60 '", SLUICE_CLI, "' read '", dir.File("p.yaml"),
+                                        "' --service ", cluster.ServiceUrl());
+  const testing::CommandResult with_flag =
+      testing::RunCommand(absl::StrCat(read, " --token-file '", dir.File("client.token"), "' 2>&1"));
+  CHECK(with_flag.exit_code == 0);
+  CHECK(with_flag.out == "0\n1\n2\n");
+  const testing::CommandResult with_env =
+      testing::RunCommand(absl::StrCat("SLUICE_TOKEN_FILE='", dir.File("client.token"), "' ", read, " 2>&1"));
+  CHECK(with_env.exit_code == 0);
+  CHECK(with_env.out == "0\n1\n2\n");
+  const testing::CommandResult without =
+      testing::RunCommand(absl::StrCat("env -u SLUICE_TOKEN_FILE ", read, " 2>&1"));
+  CHECK(without.exit_code == 2);  // the user's to fix, as any refusal by the service
+  CHECK_THAT(without.out, Contains("needs the client token and the call carried none"));
+  const testing::CommandResult missing =
+      testing::RunCommand(absl::StrCat(read, " --token-file '", dir.File("nope.token"), "' 2>&1"));
+  CHECK(missing.exit_code == 2);
+  CHECK(missing.out ==
+        "sluice: token file '" + dir.File("nope.token") + "': cannot read: No such file or directory\n");
+}
+
 TEST_CASE("security: a client token cannot make the worker RPCs", "[service][security]") {
   testing::TempDir dir;
   const std::vector<std::string> tokens = TokenFlags(dir);

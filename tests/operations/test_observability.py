@@ -93,6 +93,8 @@ def test_health_and_metrics_endpoints(cluster):
     assert sample(dispatcher, "sluice_rpc_requests_total", 'method="GetOrCreateJob",code="OK"') == 1
     assert sample(dispatcher, "sluice_rpc_duration_seconds_count", 'method="GetOrCreateJob"') == 1
     assert sample(worker, "sluice_worker_elements_sent_total") == 640
+    assert sample(worker, "sluice_worker_elements_produced_total") == 640
+    assert sample(worker, "sluice_worker_bytes_produced_total") == 640 * 8
     assert sample(worker, "sluice_worker_bytes_sent_total") > 640 * 8
     assert sample(worker, "sluice_rpc_requests_total", 'method="GetElements",code="OK"') >= 1
     # The client side: this process read the 640 elements.
@@ -241,7 +243,10 @@ def test_json_logs_are_one_object_per_line(cluster):
     records = [json.loads(line) for line in lines]
     assert all(set(r) >= {"time", "level", "pid", "thread", "message"} for r in records)
     assert any(r["message"].startswith("listening on 127.0.0.1:") for r in records)
-    assert any(r["message"].startswith("iteration 1 (job 1, repetition 0) has 1 tasks") for r in records)
+    messages = [r["message"] for r in records]
+    assert "job 1 created ('ops'): dataset " in " ".join(messages)
+    assert any(m.startswith("iteration 1 (job 1, repetition 0) has 1 tasks") for m in messages)
+    assert "iteration 1 (job 1, repetition 0) finished" in messages
 
 
 def test_sluice_bench_writes_the_client_metrics(cluster, tmp_path):
@@ -275,3 +280,57 @@ def test_status_json_shows_a_reading_worker_s_throughput(cluster):
                 break
     assert rate > 0
     assert worker["bytes_per_second"] > rate * 64 * 8 * 0.5
+
+
+def test_a_lost_worker_s_splits_are_counted_as_returned(tmp_path):
+    port_file = tmp_path / "dispatcher.http"
+    with sluice.LocalCluster(
+        workers=2,
+        dispatcher_args=["--http-port", "0", "--http-port-file", str(port_file), "--worker-timeout-ms", "1000"],
+    ) as local:
+        port = wait_for_file(str(port_file))
+        ds = sluice.Dataset.range(1 << 20).batch(64).distribute("distributed_epoch", local.service)
+        batches = 0
+        for _ in ds:
+            batches += 1
+            if batches == 100:
+                local.kill_worker(0)  # mid-epoch, holding leased splits
+        # At least once: every batch arrives, some twice.
+        assert batches >= 1 << 14
+        text = http_get(f"http://127.0.0.1:{port}/metrics")[2]
+        assert sample(text, "sluice_workers_lost_total") == 1
+        assert sample(text, "sluice_splits_returned_total") > 0
+        assert sample(text, "sluice_workers") == 1
+
+
+def test_the_python_package_reads_with_the_token_from_sluice_token_file(tmp_path):
+    args = []
+    for name in ("cluster", "client"):
+        path = tmp_path / f"{name}.token"
+        path.write_text(f"{name}-token-0123456789\n")
+        path.chmod(0o600)
+        args += [f"--auth-{name}-token-file", str(path)]
+    script = (
+        "import sluice, sys\n"
+        f"args = {args!r}\n"
+        "with sluice.LocalCluster(workers=1, dispatcher_args=args, worker_args=args) as c:\n"
+        "    try:\n"
+        "        print(sorted(int(v) for v in sluice.Dataset.range(5).distribute('parallel_epochs', c.service)))\n"
+        "    except Exception as e:\n"
+        "        print('error:', type(e).__name__, e)\n"
+    )
+    env = dict(os.environ, SLUICE_TOKEN_FILE=str(tmp_path / "client.token"))
+    read = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    assert read.returncode == 0, read.stderr
+    assert read.stdout.strip() == "[0, 1, 2, 3, 4]"
+    # Without it the read fails, saying which token is missing.
+    env.pop("SLUICE_TOKEN_FILE")
+    refused = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 0, refused.stderr
+    assert refused.stdout.startswith("error: ")
+    assert "needs the client token and the call carried none (set SLUICE_TOKEN_FILE, or --token-file)" in refused.stdout
+    # A token file that cannot be read is named.
+    env["SLUICE_TOKEN_FILE"] = str(tmp_path / "missing.token")
+    missing = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    assert missing.stdout.startswith("error: ValueError "), missing.stdout + missing.stderr
+    assert f"token file '{tmp_path / 'missing.token'}': cannot read: No such file or directory" in missing.stdout
