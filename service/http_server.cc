@@ -9,9 +9,11 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <deque>
 #include <exception>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
@@ -44,12 +46,72 @@ void SetSocketOptions(socket_t sock) {
   setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
 }
 
+// httplib's ThreadPool queues connections without bound, so a flood of idle
+// connections would pile up open sockets until the process runs out of
+// descriptors. Here a full queue makes the accept loop wait: the rest wait
+// in the kernel's listen backlog, and the process holds at most threads
+// plus kMaxQueuedConnections.
+class BoundedTaskQueue final : public httplib::TaskQueue {
+ public:
+  explicit BoundedTaskQueue(int threads) {
+    for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { Work(); });
+  }
+  ~BoundedTaskQueue() override { shutdown(); }
+
+  void enqueue(std::function<void()> task) override {
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(
+        +[](BoundedTaskQueue* q) ABSL_EXCLUSIVE_LOCKS_REQUIRED(q->mu_) {
+          return q->stopping_ || q->tasks_.size() < kMaxQueuedConnections;
+        },
+        this));
+    if (!stopping_) tasks_.push_back(std::move(task));
+  }
+
+  void shutdown() override {
+    {
+      absl::MutexLock lock(&mu_);
+      if (stopping_ && threads_.empty()) return;
+      stopping_ = true;
+    }
+    for (std::thread& thread : threads_) thread.join();
+    threads_.clear();
+  }
+
+ private:
+  static constexpr size_t kMaxQueuedConnections = 64;
+
+  void Work() {
+    while (true) {
+      std::function<void()> task;
+      {
+        absl::MutexLock lock(&mu_);
+        mu_.Await(absl::Condition(
+            +[](BoundedTaskQueue* q)
+                 ABSL_EXCLUSIVE_LOCKS_REQUIRED(q->mu_) { return q->stopping_ || !q->tasks_.empty(); },
+            this));
+        // Queued connections are still served on shutdown: each closes its
+        // socket when its task runs.
+        if (tasks_.empty()) return;
+        task = std::move(tasks_.front());
+        tasks_.pop_front();
+      }
+      task();
+    }
+  }
+
+  absl::Mutex mu_;
+  std::deque<std::function<void()>> tasks_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<std::thread> threads_;
+};
+
 }  // namespace
 
 class HttpServer::Impl {
  public:
   explicit Impl(HttpRoutes routes) : routes_(std::move(routes)) {
-    server_.new_task_queue = [] { return new httplib::ThreadPool(kHttpServerThreads); };
+    server_.new_task_queue = [] { return new BoundedTaskQueue(kHttpServerThreads); };
     server_.set_socket_options(SetSocketOptions);
     server_.set_payload_max_length(kMaxHttpRequestBodyBytes);
     server_.set_read_timeout(kHttpIoTimeoutSeconds, 0);

@@ -1,6 +1,7 @@
 #include "service/rpc_auth.h"
 
 #include <openssl/crypto.h>
+#include <openssl/sha.h>
 #include <spdlog/spdlog.h>
 
 #include "absl/strings/str_cat.h"
@@ -9,18 +10,27 @@
 namespace sluice {
 namespace {
 
-// Constant time in the contents: a wrong token's first differing byte
-// does not show in the answer's timing. (Lengths may differ; that leaks
-// only the length.)
-bool SameSecret(absl::string_view presented, const std::string& expected) {
-  if (expected.empty() || presented.size() != expected.size()) return false;
-  return CRYPTO_memcmp(presented.data(), expected.data(), expected.size()) == 0;
+// Tokens are compared as SHA-256 digests with CRYPTO_memcmp: constant time
+// in the contents and in the length, so neither a wrong token's first
+// differing byte nor the token's length shows in the answer's timing.
+std::string Digest(absl::string_view token) {
+  std::string digest(SHA256_DIGEST_LENGTH, '\0');
+  SHA256(reinterpret_cast<const unsigned char*>(token.data()), token.size(),
+         reinterpret_cast<unsigned char*>(digest.data()));
+  return digest;
+}
+
+bool SameDigest(const std::string& presented, const std::string& expected) {
+  return !expected.empty() && CRYPTO_memcmp(presented.data(), expected.data(), SHA256_DIGEST_LENGTH) == 0;
 }
 
 }  // namespace
 
 RpcAuthenticator::RpcAuthenticator(std::string cluster_token, std::string client_token)
-    : cluster_token_(std::move(cluster_token)), client_token_(std::move(client_token)) {}
+    : cluster_token_(std::move(cluster_token)),
+      client_token_(std::move(client_token)),
+      cluster_digest_(cluster_token_.empty() ? "" : Digest(cluster_token_)),
+      client_digest_(client_token_.empty() ? "" : Digest(client_token_)) {}
 
 RpcAuthenticator::Presented RpcAuthenticator::Classify(const grpc::ServerContextBase& context) const {
   const auto& metadata = context.client_metadata();
@@ -29,8 +39,9 @@ RpcAuthenticator::Presented RpcAuthenticator::Classify(const grpc::ServerContext
   absl::string_view header(it->second.data(), it->second.size());
   if (!absl::ConsumePrefix(&header, "Bearer ")) return Presented::kWrong;
   // Both compared, so that which one matched does not show in the timing.
-  const bool cluster = SameSecret(header, cluster_token_);
-  const bool client = SameSecret(header, client_token_);
+  const std::string presented = Digest(header);
+  const bool cluster = SameDigest(presented, cluster_digest_);
+  const bool client = SameDigest(presented, client_digest_);
   if (cluster) return Presented::kCluster;
   if (client) return Presented::kClient;
   return Presented::kWrong;

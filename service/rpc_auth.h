@@ -44,6 +44,9 @@ class RpcAuthenticator {
 
   const std::string cluster_token_;
   const std::string client_token_;
+  // SHA-256 of each token ("" when not configured).
+  const std::string cluster_digest_;
+  const std::string client_digest_;
   mutable absl::Mutex log_mu_;
   mutable std::chrono::steady_clock::time_point last_log_ ABSL_GUARDED_BY(log_mu_);
   mutable int suppressed_ ABSL_GUARDED_BY(log_mu_) = 0;
