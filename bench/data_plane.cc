@@ -10,6 +10,8 @@
 //      127.0.0.1): gRPC and protobuf, nothing of Sluice
 //   d. 64-byte elements through the service, elements per second (and the
 //      same pipeline run locally, for scale)
+//   e. 2 KiB batches through the service: range -> batch(256) of int64,
+//      MB/s (and the same pipeline run locally)
 //
 // and the ratios a/c, a/b and a/b2 (a/c also as the median of each round's
 // ratio). MB is 10^6 bytes. Every figure is the best of
@@ -17,7 +19,7 @@
 // processes falls on all of them alike. Each timed read follows a short
 // warm-up, so buffers are in their steady state when the clock starts.
 //
-//   data_plane [--seconds S] [--repeats R] [--cases abcd] [--max-outstanding K]
+//   data_plane [--seconds S] [--repeats R] [--cases abcde] [--max-outstanding K]
 //
 // --cases runs only some of the cases (for profiling one, say);
 // --max-outstanding sets distribute's max_outstanding_requests (0: its
@@ -62,6 +64,8 @@ namespace {
 
 constexpr int64_t kBigElementBytes = 1 << 20;
 constexpr int64_t kSmallElementBytes = 64;
+// Rows of int64 in case e's batches: 2 KiB each.
+constexpr int64_t kSmallBatchRows = 256;
 constexpr double kWarmupSeconds = 0.5;
 
 double SecondsSince(Clock::time_point start) {
@@ -237,7 +241,7 @@ int main(int argc, char** argv) {
   sluice::TurnOffMutexDeadlockDetection();
   double seconds = 3;
   int repeats = 3;
-  std::string cases = "abcd";
+  std::string cases = "abcde";
   int64_t max_outstanding = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
@@ -251,13 +255,13 @@ int main(int argc, char** argv) {
       max_outstanding = std::atoll(argv[++i]);
     } else {
       std::fprintf(stderr,
-                   "usage: data_plane [--seconds S] [--repeats R] [--cases abcd] [--max-outstanding K]\n");
+                   "usage: data_plane [--seconds S] [--repeats R] [--cases abcde] [--max-outstanding K]\n");
       return 2;
     }
   }
   if (seconds <= 0 || repeats <= 0 || max_outstanding < 0 ||
-      cases.find_first_not_of("abcd") != std::string::npos) {
-    std::fprintf(stderr, "data_plane: --seconds and --repeats must be positive, --cases letters of abcd\n");
+      cases.find_first_not_of("abcde") != std::string::npos) {
+    std::fprintf(stderr, "data_plane: --seconds and --repeats must be positive, --cases letters of abcde\n");
     return 2;
   }
   auto run = [&](char c) { return cases.find(c) != std::string::npos; };
@@ -305,8 +309,13 @@ int main(int argc, char** argv) {
   const sluice::DatasetPtr small = BuildOrDie(small_local.ReadFromService(
       {.service = cluster.url(), .max_outstanding_requests = max_outstanding, .timeout_ms = 20000}));
   const sluice::DatasetPtr local = BuildOrDie(small_local);
+  const sluice::Dataset batches_local = sluice::Dataset::Range(int64_t{1} << 62).Batch(kSmallBatchRows);
+  const sluice::DatasetPtr batches = BuildOrDie(batches_local.ReadFromService(
+      {.service = cluster.url(), .max_outstanding_requests = max_outstanding, .timeout_ms = 20000}));
+  const sluice::DatasetPtr local_batches = BuildOrDie(batches_local);
 
-  Samples sluice_big, grpc_stream, iperf, iperf_1m, sluice_small, local_small;
+  Samples sluice_big, grpc_stream, iperf, iperf_1m, sluice_small, local_small, sluice_batches,
+      local_batches_rate;
   std::string iperf_error = iperf3.empty() ? "iperf3 not found in PATH" : "";
   for (int round = 0; round < repeats; ++round) {
     // a and c take turns going first, so that neither always runs on the
@@ -332,6 +341,10 @@ int main(int argc, char** argv) {
       sluice_small.values.push_back(ReadRate(small, seconds, kSmallElementBytes, false, 16));
       local_small.values.push_back(ReadRate(local, seconds, kSmallElementBytes, false, 1024));
     }
+    if (run('e')) {
+      sluice_batches.values.push_back(ReadRate(batches, seconds, kSmallBatchRows * 8, true, 16));
+      local_batches_rate.values.push_back(ReadRate(local_batches, seconds, kSmallBatchRows * 8, true, 1024));
+    }
   }
 
   const bool have_a = !sluice_big.values.empty(), have_b = !iperf.values.empty() && !iperf_1m.values.empty(),
@@ -353,6 +366,12 @@ int main(int argc, char** argv) {
               sluice_small.worst(), "elem/s", 1);
     PrintRate("   (same 64-byte pipeline run locally, no service)", local_small.best(), local_small.worst(),
               "elem/s", 1);
+  }
+  if (run('e')) {
+    PrintRate("e. sluice: 2 KiB batches (range -> batch(256))", sluice_batches.best(), sluice_batches.worst(),
+              "MB/s", 1e6);
+    PrintRate("   (same pipeline run locally, no service)", local_batches_rate.best(),
+              local_batches_rate.worst(), "MB/s", 1e6);
   }
   if (have_a && have_c) {
     std::printf("%-52s %11.1f%%   (goal >= 90%%)\n", "ratio a / c (sluice / bare gRPC stream)",
