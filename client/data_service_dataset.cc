@@ -33,7 +33,6 @@ namespace {
 
 // How long a client waits for a dispatcher that is not up yet, by default.
 constexpr std::chrono::milliseconds kDefaultDispatcherDeadline(60000);
-constexpr int64_t kDefaultMaxOutstanding = 64;
 
 class DataServiceDataset : public DatasetBase {
  public:
@@ -273,8 +272,8 @@ absl::StatusOr<DatasetPtr> MakeDataServiceDataset(const proto::DatasetDef& worke
   params.set_dataset_id(registered.dataset_id());
   params.set_job_name(op.job_name());
   params.set_num_consumers(op.num_consumers());
-  const int64_t max_outstanding =
-      op.max_outstanding_requests() > 0 ? op.max_outstanding_requests() : kDefaultMaxOutstanding;
+  // 0: the reader adapts its budget to the elements' size (read_state.h).
+  const int64_t max_outstanding = op.max_outstanding_requests();
   const int64_t consumer_index = op.num_consumers() > 0 ? op.consumer_index() : -1;
   return std::make_shared<DataServiceDataset>(std::move(service), std::move(params), *std::move(spec),
                                               info.cardinality(), max_outstanding, deadline, *compression,

@@ -7,6 +7,7 @@
 #ifndef SLUICE_CLIENT_READ_STATE_H_
 #define SLUICE_CLIENT_READ_STATE_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -55,11 +56,28 @@ struct TaskState {
   bool warned_unreachable = false;
 };
 
+// The reader's default budget (distribute's max_outstanding_requests
+// unset): kDefaultMaxOutstanding elements to start with, then as many as
+// fill kAdaptiveBudgetBytes at the average element size seen, up to
+// kMaxAdaptiveOutstanding. Small elements then travel a thousand to a
+// response, where 64 of them cost a round trip each 64; elements of 1 MiB
+// and more keep the budget of 64.
+inline constexpr int64_t kDefaultMaxOutstanding = 64;
+inline constexpr int64_t kAdaptiveBudgetBytes = int64_t{64} << 20;
+inline constexpr int64_t kMaxAdaptiveOutstanding = 8192;
+
 struct ReadState {
+  // `max_outstanding_in`: the budget of elements; 0 adapts it (above).
   // `sole_reader`: no other consumer shares the job (it has no name).
   // `losses`: set for a parallel_epochs read, whose lost tasks cut it short.
   ReadState(int64_t max_outstanding_in, bool sole_reader, std::optional<EpochLosses> losses_in)
-      : max_outstanding(max_outstanding_in), positions(sole_reader), losses(std::move(losses_in)) {}
+      : adaptive_budget(max_outstanding_in <= 0),
+        initial_max_outstanding(max_outstanding_in > 0 ? max_outstanding_in : kDefaultMaxOutstanding),
+        positions(sole_reader),
+        losses(std::move(losses_in)) {
+    absl::MutexLock lock(&mu);
+    max_outstanding = initial_max_outstanding;
+  }
 
   // Elements there may be room for, neither buffered, held nor requested.
   int64_t Room() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
@@ -70,11 +88,21 @@ struct ReadState {
   // Every task ended or was removed, and every response is in.
   bool Finished() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
 
+  // A budget left to the reader grows with the elements' average size.
+  void AdaptBudget(int64_t average_element_bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    if (!adaptive_budget || average_element_bytes <= 0) return;
+    max_outstanding = std::clamp<int64_t>(kAdaptiveBudgetBytes / average_element_bytes,
+                                          kDefaultMaxOutstanding, kMaxAdaptiveOutstanding);
+  }
+
   // Constant after construction.
-  const int64_t max_outstanding;
+  const bool adaptive_budget;
+  const int64_t initial_max_outstanding;
 
   absl::Mutex mu;
   // State below is protected by mu.
+  // Elements buffered, held and requested, at most.
+  int64_t max_outstanding ABSL_GUARDED_BY(mu) = 0;
   std::deque<Element> buffer ABSL_GUARDED_BY(mu);
   int64_t outstanding ABSL_GUARDED_BY(mu) = 0;    // requested, not yet back
   int64_t held_elements ABSL_GUARDED_BY(mu) = 0;  // received, waiting for their turn

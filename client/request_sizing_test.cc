@@ -2,6 +2,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "client/read_state.h"
+
 namespace sluice {
 namespace {
 
@@ -50,13 +52,21 @@ TEST_CASE("request_sizing: requests come to about 4 MiB", "[client][request_sizi
   CHECK(empty.ElementsForTargetBytes() == 4 << 20);
 }
 
-TEST_CASE("request_sizing: small elements are capped by the share, the room and 64",
+TEST_CASE("request_sizing: small elements are capped by the share, the room and 1024",
           "[client][request_sizing]") {
-  RequestSizing sizing(/*max_outstanding=*/1000);
+  RequestSizing sizing(/*max_outstanding=*/4000);
   sizing.Observe(100);
+  CHECK(sizing.AverageBytes() == 100);
   CHECK(sizing.ElementsForTargetBytes() == 41943);
-  CHECK(sizing.ElementsToAsk(1000) == 64);  // kMaxElementsPerRequest
-  CHECK(sizing.ElementsToAsk(20) == 20);    // the room
+  CHECK(sizing.ElementsToAsk(4000) == 1024);  // kMaxElementsPerRequest
+  CHECK(sizing.ElementsToAsk(20) == 20);      // the room
+  CHECK(sizing.request_share() == 2000);
+  // A budget that grows or shrinks moves the share with it.
+  sizing.SetBudget(8192);
+  CHECK(sizing.request_share() == 4096);
+  CHECK(sizing.min_request() == 2048);
+  sizing.SetBudget(64);
+  CHECK(sizing.ElementsToAsk(64) == 32);
 
   RequestSizing small_budget(/*max_outstanding=*/40);
   small_budget.Observe(100);
@@ -78,6 +88,30 @@ TEST_CASE("request_sizing: the average follows a change of element size", "[clie
   // 4096 more leave 256.75 KiB on average: 15 to a request.
   for (int i = 0; i < 4096; ++i) sizing.Observe(256 << 10);
   CHECK(sizing.ElementsForTargetBytes() == 15);
+}
+
+TEST_CASE("read_state: a budget left to the reader follows the elements' size", "[client][request_sizing]") {
+  ReadState adaptive(/*max_outstanding_in=*/0, /*sole_reader=*/true, std::nullopt);
+  ReadState fixed(/*max_outstanding_in=*/100, /*sole_reader=*/true, std::nullopt);
+  absl::MutexLock a(&adaptive.mu);
+  absl::MutexLock f(&fixed.mu);
+  CHECK(adaptive.max_outstanding == kDefaultMaxOutstanding);
+  CHECK(fixed.max_outstanding == 100);
+  adaptive.AdaptBudget(64);  // 64-byte elements: the cap
+  fixed.AdaptBudget(64);
+  CHECK(adaptive.max_outstanding == kMaxAdaptiveOutstanding);
+  CHECK(fixed.max_outstanding == 100);  // a budget given is kept
+  adaptive.AdaptBudget(16 << 10);       // 16 KiB: 64 MiB of them
+  CHECK(adaptive.max_outstanding == 4096);
+  adaptive.AdaptBudget(1 << 20);  // 1 MiB and more: the budget of 64 stays
+  CHECK(adaptive.max_outstanding == 64);
+  adaptive.AdaptBudget(8 << 20);
+  CHECK(adaptive.max_outstanding == 64);
+  // Memory stays bounded: elements buffered and requested times their size.
+  for (int64_t bytes : {1, 64, 2048, 65536, 1 << 20}) {
+    adaptive.AdaptBudget(bytes);
+    CHECK(adaptive.max_outstanding * bytes <= std::max<int64_t>(kAdaptiveBudgetBytes, 64 * bytes));
+  }
 }
 
 }  // namespace

@@ -12,7 +12,7 @@
 namespace sluice {
 
 TaskReader::TaskReader(ReadState& state, proto::WireCompression compression)
-    : state_(state), compression_(compression), sizing_(state.max_outstanding) {}
+    : state_(state), compression_(compression), sizing_(state.initial_max_outstanding) {}
 
 void TaskReader::Start(int64_t task_id, TaskState& task) {
   state_.mu.AssertHeld();
@@ -53,6 +53,8 @@ void TaskReader::FetchLoop(int64_t task_id, const std::string& address, ElementT
     const bool empty = response.elements.empty();
     if (status.ok() && !empty) {
       for (const Element& e : response.elements) sizing_.Observe(e.ByteSize());
+      state_.AdaptBudget(sizing_.AverageBytes());
+      sizing_.SetBudget(state_.max_outstanding);
       state_.held_elements += static_cast<int64_t>(response.elements.size());
     }
     if (status.ok() && (!empty || !response.tags.completed_splits.empty())) {

@@ -63,8 +63,9 @@ void DescribeWorkerConfig(WorkerConfig* config, ConfigSchema* schema) {
                     "HOST:PORT clients use to reach this worker", CheckAdvertisedAddress);
   schema->AddInt("heartbeat_interval_ms", &config->heartbeat_interval_ms, 10, 3600000,
                  "time between heartbeats to the dispatcher");
-  schema->AddInt("buffer_elements", &config->buffer_elements, 1, 1 << 20,
-                 "elements buffered per task ahead of clients");
+  schema->AddInt(
+      "buffer_elements", &config->buffer_elements, 0, 1 << 20,
+      "elements buffered per task ahead of clients; 0: 64, and up to 8192 while they take under 16 MiB");
   schema->AddInt("buffer_bytes", &config->buffer_bytes, 1024, int64_t{1} << 40,
                  "bytes buffered per task ahead of clients");
   schema->AddStringList("tags", &config->tags, "labels shown in status");

@@ -26,7 +26,7 @@ struct WorkerConfig {
   std::string advertised_address;
   int64_t heartbeat_interval_ms = 500;
   // Per task: elements produced ahead of the clients, by count and bytes.
-  int64_t buffer_elements = 64;
+  int64_t buffer_elements = 0;  // 0: 64, more for small elements (worker_task.h)
   int64_t buffer_bytes = 256 << 20;
   std::vector<std::string> tags;
   // The only plugins loaded: a pipeline may name one, never load one.

@@ -236,9 +236,17 @@ void WorkerImpl::Task::ServeWaiters() {
 }
 
 bool WorkerImpl::Task::HasRoom() const {
+  if (cancelled_) return true;
+  if (bytes_ >= max_bytes_) return false;
+  const auto buffered = static_cast<int64_t>(buffer_.size());
   // A coordinated round needs num_consumers elements at once.
-  const int64_t max_elements = std::max(max_elements_, 2 * def_.num_consumers());
-  return cancelled_ || (static_cast<int64_t>(buffer_.size()) < max_elements && bytes_ < max_bytes_);
+  const int64_t rounds = 2 * def_.num_consumers();
+  if (max_elements_ > 0) return buffered < std::max(max_elements_, rounds);
+  // buffer_elements 0 (the default): kDefaultBufferElements, and small
+  // elements past it while they take little memory, so that a response can
+  // carry a thousand of them.
+  return buffered < std::max(kDefaultBufferElements, rounds) ||
+         (buffered < kMaxSmallElementsBuffered && bytes_ < kSmallElementsBufferBytes);
 }
 
 void WorkerImpl::Task::Run() {

@@ -50,7 +50,8 @@ struct ServiceOptions {
   int64_t num_consumers = 0;
   int64_t consumer_index = 0;
   Compression compression = Compression::kNone;
-  // Elements requested or buffered at once per reader; 0 picks a default.
+  // Elements requested or buffered at once per reader; 0 adapts: 64 to
+  // start, then 64 MiB worth of the average element (64 to 8192).
   int64_t max_outstanding_requests = 0;
   // How long to keep trying to reach the dispatcher; 0 means 60 s.
   int64_t timeout_ms = 0;
