@@ -126,10 +126,14 @@ class DataServiceDataset::Iterator : public IteratorBase {
                                  .AddCounter("sluice_client_wait_seconds_total",
                                              "time the trainer waited for elements from the service")
                                  .Get();
-    const auto start = std::chrono::steady_clock::now();
     absl::MutexLock lock(&state_.mu);
-    state_.mu.Await(absl::Condition(&state_, &ReadState::CanReturn));
-    waited.Increment(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    // The clock is read only when there is a wait: an element already
+    // buffered costs nothing more.
+    if (!state_.CanReturn()) {
+      const auto start = std::chrono::steady_clock::now();
+      state_.mu.Await(absl::Condition(&state_, &ReadState::CanReturn));
+      waited.Increment(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    }
     if (!state_.buffer.empty()) {
       *element = std::move(state_.buffer.front());
       state_.buffer.pop_front();

@@ -4,7 +4,7 @@
 
 namespace sluice {
 
-ThreadPool::ThreadPool(int num_threads) {
+ThreadPool::ThreadPool(int num_threads, size_t max_queued) : max_queued_(max_queued) {
   threads_.reserve(num_threads);
   try {
     for (int i = 0; i < num_threads; ++i) threads_.emplace_back([this] { WorkerLoop(); });
@@ -28,6 +28,13 @@ void ThreadPool::Shutdown() {
 
 void ThreadPool::Schedule(std::function<void()> task) {
   absl::MutexLock lock(&mu_);
+  if (max_queued_ > 0) {
+    mu_.Await(absl::Condition(
+        +[](ThreadPool* pool) ABSL_EXCLUSIVE_LOCKS_REQUIRED(pool->mu_) {
+          return pool->stopping_ || pool->tasks_.size() < pool->max_queued_;
+        },
+        this));
+  }
   tasks_.push_back(std::move(task));
 }
 

@@ -17,13 +17,15 @@ namespace sluice {
 class ThreadPool {
  public:
   // Throws std::system_error when a thread cannot be started, having
-  // joined the ones that were.
-  explicit ThreadPool(int num_threads);
+  // joined the ones that were. `max_queued` > 0 bounds the tasks waiting
+  // for a thread: Schedule then blocks until one is taken.
+  explicit ThreadPool(int num_threads, size_t max_queued = 0);
   // Runs every task already scheduled, then joins the threads.
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
 
+  // With a bound, waits while the queue is full.
   void Schedule(std::function<void()> task);
   int num_threads() const { return static_cast<int>(threads_.size()); }
 
@@ -31,6 +33,7 @@ class ThreadPool {
   void WorkerLoop();
   void Shutdown();
 
+  const size_t max_queued_;
   absl::Mutex mu_;
   std::deque<std::function<void()>> tasks_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

@@ -453,12 +453,6 @@ TEST_CASE("config: ParseDaemonConfig --help exits with 0", "[config]") {
   }
 }
 
-}  // namespace
-}  // namespace sluice
-
-namespace sluice {
-namespace {
-
 TEST_CASE("config: sections nest settings, booleans are true or false, and flags take dashes", "[config]") {
   testing::TempDir dir;
   SecuritySettings security;
@@ -506,12 +500,7 @@ TEST_CASE("config: a section's flag overrides the file, and a bare boolean flag 
   DescribeSecuritySettings(&security, &schema);
   const std::string file = dir.File("d.yaml");
   testing::WriteFile(file, "tls: {cert_file: /from-file.pem}\n");
-  std::vector<std::string> storage = {"dispatcherd",     "--config",       file,
-                                      "--tls-cert-file", "/from-flag.pem", "--insecure"};
-  std::vector<char*> argv;
-  for (std::string& arg : storage) argv.push_back(arg.data());
-  argv.push_back(nullptr);
-  REQUIRE(ParseDaemonConfig(static_cast<int>(storage.size()), argv.data(), "test", schema) == -1);
+  REQUIRE(Parse({"--config", file, "--tls-cert-file", "/from-flag.pem", "--insecure"}, schema) == -1);
   CHECK(security.tls_cert_file == "/from-flag.pem");
   CHECK(security.insecure);
 }

@@ -4,8 +4,10 @@
 #include <spdlog/sinks/ringbuffer_sink.h>
 #include <spdlog/spdlog.h>
 
+#include <charconv>
 #include <chrono>
 #include <string>
+#include <string_view>
 
 #include "absl/strings/str_cat.h"
 #include "common/json.h"
@@ -17,20 +19,65 @@
 namespace sluice::dispatcher {
 namespace {
 
-void AppendKey(const char* key, std::string* out) {
-  AppendJsonString(key, out);
-  out->push_back(':');
-}
+// Writes one JSON object or array into a string, commas included.
+// Integers are written exactly (milliseconds since the epoch do not fit
+// in the six digits absl::StrAppend gives a double); doubles in their
+// shortest exact form.
+class JsonWriter {
+ public:
+  explicit JsonWriter(std::string* out) : out_(out) {}
 
-void AppendString(const char* key, const std::string& value, std::string* out) {
-  AppendKey(key, out);
-  AppendJsonString(value, out);
-}
+  JsonWriter& BeginObject(const char* key = nullptr) { return Open(key, '{'); }
+  JsonWriter& BeginArray(const char* key = nullptr) { return Open(key, '['); }
+  JsonWriter& End(char close) {
+    out_->push_back(close);
+    first_ = false;
+    return *this;
+  }
+  JsonWriter& String(const char* key, std::string_view value) {
+    Key(key);
+    AppendJsonString(value, out_);
+    return *this;
+  }
+  JsonWriter& Int(const char* key, int64_t value) {
+    Key(key);
+    absl::StrAppend(out_, value);
+    return *this;
+  }
+  JsonWriter& Double(const char* key, double value) {
+    Key(key);
+    char digits[32];
+    auto [end, error] = std::to_chars(digits, digits + sizeof(digits), value);
+    out_->append(digits, error == std::errc() ? end : digits);
+    return *this;
+  }
+  JsonWriter& Bool(const char* key, bool value) {
+    Key(key);
+    out_->append(value ? "true" : "false");
+    return *this;
+  }
 
-void AppendNumber(const char* key, double value, std::string* out) {
-  AppendKey(key, out);
-  absl::StrAppend(out, value);
-}
+ private:
+  // A member's key (in an object), or nothing (in an array); the comma
+  // before every member but the first.
+  void Key(const char* key) {
+    if (!first_) out_->push_back(',');
+    first_ = false;
+    if (key != nullptr) {
+      AppendJsonString(key, out_);
+      out_->push_back(':');
+    }
+  }
+  JsonWriter& Open(const char* key, char open) {
+    Key(key);
+    out_->push_back(open);
+    first_ = true;
+    return *this;
+  }
+
+  std::string* const out_;
+  bool first_ = true;
+};
 
 // Warnings and errors, kept for the page's "recent errors": one sink on
 // the default logger, added at first use.
@@ -58,112 +105,68 @@ int64_t DispatcherImpl::SplitsTotal(const DispatcherState::Iteration& iteration,
 
 std::string DispatcherImpl::StatusJson() {
   const int64_t now_ms = UnixMillis();
-  std::string out = "{";
-  AppendString("version", kServerVersion, &out);
-  out.push_back(',');
-  AppendNumber("now_ms", static_cast<double>(now_ms), &out);
-  out.push_back(',');
-  AppendNumber("uptime_seconds", std::chrono::duration<double>(Clock::now() - created_).count(), &out);
+  std::string out;
+  JsonWriter json(&out);
+  json.BeginObject()
+      .String("version", kServerVersion)
+      .Int("now_ms", now_ms)
+      .Double("uptime_seconds", std::chrono::duration<double>(Clock::now() - created_).count());
   absl::MutexLock lock(&mu_);
-  out += ",\"workers\":[";
-  bool first = true;
+  json.BeginArray("workers");
   for (const auto& [address, worker] : state_.workers()) {
-    if (!first) out.push_back(',');
-    first = false;
-    out.push_back('{');
-    AppendString("address", address, &out);
-    out += ",\"tags\":[";
-    for (size_t i = 0; i < worker.tags.size(); ++i) {
-      if (i > 0) out.push_back(',');
-      AppendJsonString(worker.tags[i], &out);
-    }
-    out += "],";
-    AppendString("state", "alive", &out);
-    out.push_back(',');
+    json.BeginObject().String("address", address).BeginArray("tags");
+    for (const std::string& tag : worker.tags) json.String(nullptr, tag);
+    json.End(']').String("state", "alive");
     auto heartbeat = worker_heartbeat_unix_ms_.find(address);
-    AppendNumber(
-        "last_heartbeat_ms_ago",
-        heartbeat == worker_heartbeat_unix_ms_.end() ? -1 : static_cast<double>(now_ms - heartbeat->second),
-        &out);
+    json.Int("last_heartbeat_ms_ago",
+             heartbeat == worker_heartbeat_unix_ms_.end() ? -1 : now_ms - heartbeat->second);
     int64_t tasks = 0;
     for (const auto* task : state_.TasksOfWorker(address)) tasks += task->finished ? 0 : 1;
-    out.push_back(',');
-    AppendNumber("tasks", static_cast<double>(tasks), &out);
     auto throughput = worker_throughput_.find(address);
     const bool known = throughput != worker_throughput_.end();
-    out.push_back(',');
-    AppendNumber("elements_per_second", known ? throughput->second.elements_per_second : 0, &out);
-    out.push_back(',');
-    AppendNumber("bytes_per_second", known ? throughput->second.bytes_per_second : 0, &out);
-    out.push_back('}');
+    json.Int("tasks", tasks)
+        .Double("elements_per_second", known ? throughput->second.elements_per_second : 0)
+        .Double("bytes_per_second", known ? throughput->second.bytes_per_second : 0)
+        .End('}');
   }
-  out += "],\"datasets\":[";
-  first = true;
+  json.End(']').BeginArray("datasets");
   for (const auto& [id, dataset] : state_.datasets()) {
-    if (!first) out.push_back(',');
-    first = false;
-    out.push_back('{');
-    AppendString("dataset_id", id, &out);
-    out.push_back(',');
-    AppendString("fingerprint", dataset.fingerprint, &out);
-    out.push_back('}');
+    json.BeginObject().String("dataset_id", id).String("fingerprint", dataset.fingerprint).End('}');
   }
-  out += "],\"jobs\":[";
-  first = true;
+  json.End(']').BeginArray("jobs");
   for (const auto& [id, job] : state_.jobs()) {
-    if (!first) out.push_back(',');
-    first = false;
-    out.push_back('{');
-    AppendNumber("job_id", static_cast<double>(id), &out);
-    out.push_back(',');
-    AppendString("name", job.params.job_name(), &out);
-    out.push_back(',');
-    AppendString("dataset_id", job.params.dataset_id(), &out);
-    out.push_back(',');
-    AppendString("processing_mode", ProcessingModeName(job.params.processing_mode()), &out);
-    out.push_back(',');
-    AppendNumber("num_consumers", static_cast<double>(job.params.num_consumers()), &out);
-    out.push_back('}');
+    json.BeginObject()
+        .Int("job_id", id)
+        .String("name", job.params.job_name())
+        .String("dataset_id", job.params.dataset_id())
+        .String("processing_mode", ProcessingModeName(job.params.processing_mode()))
+        .Int("num_consumers", job.params.num_consumers())
+        .End('}');
   }
-  out += "],\"iterations\":[";
-  first = true;
+  json.End(']').BeginArray("iterations");
   for (const auto& [id, iteration] : state_.iterations()) {
     const DispatcherState::Job* job = state_.FindJob(iteration.job_id);
-    if (!first) out.push_back(',');
-    first = false;
     int64_t returned = 0;
     for (const auto& [seq, run] : iteration.returned_splits) returned += run.count;
-    out.push_back('{');
-    AppendNumber("iteration_id", static_cast<double>(id), &out);
-    out.push_back(',');
-    AppendNumber("job_id", static_cast<double>(iteration.job_id), &out);
-    out.push_back(',');
-    AppendNumber("repetition", static_cast<double>(iteration.repetition), &out);
-    out += iteration.finished || iteration.collected ? ",\"finished\":true," : ",\"finished\":false,";
-    AppendNumber("clients", static_cast<double>(iteration.clients.size()), &out);
-    out.push_back(',');
-    AppendNumber("splits_done", static_cast<double>(iteration.next_split_seq - 1 - returned), &out);
-    out.push_back(',');
-    AppendNumber("splits_total",
-                 job == nullptr ? -1 : static_cast<double>(SplitsTotal(iteration, job->params)), &out);
-    out.push_back('}');
+    json.BeginObject()
+        .Int("iteration_id", id)
+        .Int("job_id", iteration.job_id)
+        .Int("repetition", iteration.repetition)
+        .Bool("finished", iteration.finished || iteration.collected)
+        .Int("clients", static_cast<int64_t>(iteration.clients.size()))
+        .Int("splits_done", iteration.next_split_seq - 1 - returned)
+        .Int("splits_total", job == nullptr ? -1 : SplitsTotal(iteration, job->params))
+        .End('}');
   }
-  out += "],\"recent_errors\":[";
-  first = true;
+  json.End(']').BeginArray("recent_errors");
   for (const spdlog::details::log_msg_buffer& message : RecentProblems()->last_raw()) {
-    if (!first) out.push_back(',');
-    first = false;
-    out.push_back('{');
-    AppendNumber(
-        "time_ms",
-        static_cast<double>(
-            std::chrono::duration_cast<std::chrono::milliseconds>(message.time.time_since_epoch()).count()),
-        &out);
-    out.push_back(',');
-    AppendString("message", std::string(message.payload.data(), message.payload.size()), &out);
-    out.push_back('}');
+    json.BeginObject()
+        .Int("time_ms",
+             std::chrono::duration_cast<std::chrono::milliseconds>(message.time.time_since_epoch()).count())
+        .String("message", std::string_view(message.payload.data(), message.payload.size()))
+        .End('}');
   }
-  out += "]}";
+  json.End(']').End('}');
   return out;
 }
 

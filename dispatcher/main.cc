@@ -64,9 +64,7 @@ int main(int argc, char** argv) {
     return sluice::HttpResponse{200, "application/json", impl.StatusJson()};
   };
   return sluice::ServeUntilShutdown("dispatcherd", options, {&service}, [&](int port) {
-    sluice::PipelineSandbox sandbox = sluice::CurrentPipelineSandbox();
-    sandbox.owner = "dispatcher " + config.bind_address + ":" + std::to_string(port);
-    sluice::SetPipelineSandbox(std::move(sandbox));
+    sluice::SetPipelineSandboxOwner("dispatcher " + config.bind_address + ":" + std::to_string(port));
     return absl::OkStatus();
   });
 }

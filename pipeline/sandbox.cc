@@ -54,6 +54,12 @@ void SetPipelineSandbox(PipelineSandbox sandbox) {
   }
 }
 
+void SetPipelineSandboxOwner(std::string owner) {
+  absl::MutexLock lock(&sandbox_mu);
+  if (current_sandbox == nullptr) current_sandbox = new PipelineSandbox();
+  current_sandbox->owner = std::move(owner);
+}
+
 PipelineSandbox CurrentPipelineSandbox() {
   absl::MutexLock lock(&sandbox_mu);
   return current_sandbox == nullptr ? PipelineSandbox{} : *current_sandbox;

@@ -31,6 +31,8 @@ struct PipelineSandbox {
 // knows its own address).
 void SetPipelineSandbox(PipelineSandbox sandbox);
 PipelineSandbox CurrentPipelineSandbox();
+// Names the daemon in refusals, once it knows its address.
+void SetPipelineSandboxOwner(std::string owner);
 
 // The roots as canonical absolute paths; InvalidArgument naming a root
 // that does not exist or is not a directory.

@@ -9,8 +9,8 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
-#include <deque>
 #include <exception>
+#include <memory>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -18,6 +18,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "common/thread_pool.h"
 #include "service/metrics.h"
 
 namespace sluice {
@@ -49,61 +50,22 @@ void SetSocketOptions(socket_t sock) {
 // httplib's ThreadPool queues connections without bound, so a flood of idle
 // connections would pile up open sockets until the process runs out of
 // descriptors. Here a full queue makes the accept loop wait: the rest wait
-// in the kernel's listen backlog, and the process holds at most threads
+// in the kernel's listen backlog, and the process holds at most the threads
 // plus kMaxQueuedConnections.
 class BoundedTaskQueue final : public httplib::TaskQueue {
  public:
-  explicit BoundedTaskQueue(int threads) {
-    for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { Work(); });
-  }
-  ~BoundedTaskQueue() override { shutdown(); }
+  explicit BoundedTaskQueue(int threads)
+      : pool_(std::make_unique<ThreadPool>(threads, kMaxQueuedConnections)) {}
 
-  void enqueue(std::function<void()> task) override {
-    absl::MutexLock lock(&mu_);
-    mu_.Await(absl::Condition(
-        +[](BoundedTaskQueue* q) ABSL_EXCLUSIVE_LOCKS_REQUIRED(q->mu_) {
-          return q->stopping_ || q->tasks_.size() < kMaxQueuedConnections;
-        },
-        this));
-    if (!stopping_) tasks_.push_back(std::move(task));
-  }
-
-  void shutdown() override {
-    {
-      absl::MutexLock lock(&mu_);
-      if (stopping_ && threads_.empty()) return;
-      stopping_ = true;
-    }
-    for (std::thread& thread : threads_) thread.join();
-    threads_.clear();
-  }
+  void enqueue(std::function<void()> task) override { pool_->Schedule(std::move(task)); }
+  // Queued connections are still served (each closes its socket when its
+  // task runs), then the threads are joined.
+  void shutdown() override { pool_.reset(); }
 
  private:
   static constexpr size_t kMaxQueuedConnections = 64;
-
-  void Work() {
-    while (true) {
-      std::function<void()> task;
-      {
-        absl::MutexLock lock(&mu_);
-        mu_.Await(absl::Condition(
-            +[](BoundedTaskQueue* q)
-                 ABSL_EXCLUSIVE_LOCKS_REQUIRED(q->mu_) { return q->stopping_ || !q->tasks_.empty(); },
-            this));
-        // Queued connections are still served on shutdown: each closes its
-        // socket when its task runs.
-        if (tasks_.empty()) return;
-        task = std::move(tasks_.front());
-        tasks_.pop_front();
-      }
-      task();
-    }
-  }
-
-  absl::Mutex mu_;
-  std::deque<std::function<void()>> tasks_ ABSL_GUARDED_BY(mu_);
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  std::vector<std::thread> threads_;
+  // Only httplib's accept thread calls enqueue and shutdown.
+  std::unique_ptr<ThreadPool> pool_;
 };
 
 }  // namespace

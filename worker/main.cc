@@ -82,9 +82,7 @@ int main(int argc, char** argv) {
       {&service},
       [&](int port) {
         const std::string address = AdvertisedAddress(config, port);
-        sluice::PipelineSandbox sandbox = sluice::CurrentPipelineSandbox();
-        sandbox.owner = "worker " + address;
-        sluice::SetPipelineSandbox(std::move(sandbox));
+        sluice::SetPipelineSandboxOwner("worker " + address);
         return impl.Start(address);
       },
       [&] { impl.Stop(); });

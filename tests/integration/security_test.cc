@@ -49,20 +49,21 @@ std::vector<std::string> Concat(std::vector<std::string> a, const std::vector<st
   return a;
 }
 
-// A raw call of `method` with `security`, bounded to 5 s.
-template <typename Call>
-grpc::Status CallWith(const std::string& address, const ChannelSecurity& security, Call call) {
+// A raw call of one dispatcher RPC with `security` and a default request
+// (auth is checked before the request is read), bounded to 5 s.
+template <typename Request, typename Response>
+grpc::Status CallWith(const std::string& address, const ChannelSecurity& security,
+                      grpc::Status (proto::DispatcherService::Stub::*method)(grpc::ClientContext*,
+                                                                             const Request&, Response*)) {
   auto stub = proto::DispatcherService::NewStub(MakeSecureChannel(address, security));
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
-  return call(*stub, &context);
+  Response response;
+  return ((*stub).*method)(&context, Request(), &response);
 }
 
 grpc::Status GetVersion(const std::string& address, const ChannelSecurity& security) {
-  return CallWith(address, security, [](proto::DispatcherService::Stub& stub, grpc::ClientContext* context) {
-    proto::GetVersionResponse response;
-    return stub.GetVersion(context, proto::GetVersionRequest(), &response);
-  });
+  return CallWith(address, security, &proto::DispatcherService::Stub::GetVersion);
 }
 
 TEST_CASE("security: with tokens, a read needs the client token, and a wrong or missing one is refused",
@@ -138,43 +139,13 @@ TEST_CASE("security: a client token cannot make the worker RPCs", "[service][sec
               "client token");
   };
   using Stub = proto::DispatcherService::Stub;
-  expect_refused(CallWith(cluster.DispatcherAddress(), as_client,
-                          [](Stub& stub, grpc::ClientContext* context) {
-                            proto::WorkerHeartbeatRequest request;
-                            *request.mutable_version() = CurrentVersion();
-                            request.set_worker_address("127.0.0.1:1");
-                            proto::WorkerHeartbeatResponse response;
-                            return stub.WorkerHeartbeat(context, request, &response);
-                          }),
-                 "WorkerHeartbeat");
-  expect_refused(CallWith(cluster.DispatcherAddress(), as_client,
-                          [](Stub& stub, grpc::ClientContext* context) {
-                            proto::WorkerUpdatesRequest request;
-                            proto::WorkerUpdatesResponse response;
-                            return stub.WorkerUpdates(context, request, &response);
-                          }),
-                 "WorkerUpdates");
-  expect_refused(CallWith(cluster.DispatcherAddress(), as_client,
-                          [](Stub& stub, grpc::ClientContext* context) {
-                            proto::WorkerShutdownRequest request;
-                            proto::WorkerShutdownResponse response;
-                            return stub.WorkerShutdown(context, request, &response);
-                          }),
-                 "WorkerShutdown");
-  expect_refused(CallWith(cluster.DispatcherAddress(), as_client,
-                          [](Stub& stub, grpc::ClientContext* context) {
-                            proto::GetSplitsRequest request;
-                            proto::GetSplitsResponse response;
-                            return stub.GetSplits(context, request, &response);
-                          }),
-                 "GetSplits");
+  const std::string address = cluster.DispatcherAddress();
+  expect_refused(CallWith(address, as_client, &Stub::WorkerHeartbeat), "WorkerHeartbeat");
+  expect_refused(CallWith(address, as_client, &Stub::WorkerUpdates), "WorkerUpdates");
+  expect_refused(CallWith(address, as_client, &Stub::WorkerShutdown), "WorkerShutdown");
+  expect_refused(CallWith(address, as_client, &Stub::GetSplits), "GetSplits");
   // Without any token, the same RPCs name the cluster token.
-  const grpc::Status bare =
-      CallWith(cluster.DispatcherAddress(), {}, [](Stub& stub, grpc::ClientContext* context) {
-        proto::GetSplitsRequest request;
-        proto::GetSplitsResponse response;
-        return stub.GetSplits(context, request, &response);
-      });
+  const grpc::Status bare = CallWith(address, {}, &Stub::GetSplits);
   CHECK(bare.error_code() == grpc::StatusCode::UNAUTHENTICATED);
   CHECK(bare.error_message() == "GetSplits needs the cluster token and the call carried none");
   // And a worker's ProcessTask.

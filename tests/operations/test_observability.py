@@ -45,6 +45,18 @@ def free_port():
         return s.getsockname()[1]
 
 
+def token_flags(directory):
+    """Writes cluster.token and client.token (0600) into `directory`; the
+    daemon flags that name them. The client token is client-token-0123456789."""
+    flags = []
+    for name in ("cluster", "client"):
+        path = directory / f"{name}.token"
+        path.write_text(f"{name}-token-0123456789\n")
+        path.chmod(0o600)
+        flags += [f"--auth-{name}-token-file", str(path)]
+    return flags
+
+
 def sample(text, name, labels=""):
     """The value of one sample line `name{labels} value` in exposition text."""
     prefix = name + ("{" + labels + "}" if labels else "") + " "
@@ -165,6 +177,9 @@ def test_status_json_shows_workers_jobs_and_split_progress(cluster):
     assert status == 200 and content_type == "application/json"
     data = json.loads(text)
     assert data["version"] == "sluice 0.1.0"
+    # Milliseconds since the epoch, exact: not rounded to a double's six digits.
+    assert isinstance(data["now_ms"], int) and abs(data["now_ms"] - time.time() * 1000) < 60000
+    assert data["uptime_seconds"] > 0
     assert len(data["workers"]) == 1
     worker = data["workers"][0]
     assert worker["address"].startswith("127.0.0.1:")
@@ -218,12 +233,7 @@ def test_grpc_health_and_reflection(cluster, daemon):
 
 def test_health_and_reflection_need_no_token_where_every_rpc_does(tmp_path):
     grpc = pytest.importorskip("grpc", reason="python3-grpcio not installed")
-    tokens = []
-    for name in ("cluster", "client"):
-        path = tmp_path / f"{name}.token"
-        path.write_text(f"{name}-token-0123456789\n")
-        path.chmod(0o600)
-        tokens += [f"--auth-{name}-token-file", str(path)]
+    tokens = token_flags(tmp_path)
     with sluice.LocalCluster(workers=0, dispatcher_args=tokens) as local:
         with grpc.insecure_channel(local.dispatcher_address) as channel:
             assert channel.unary_unary("/grpc.health.v1.Health/Check")(b"", timeout=10) == b"\x08\x01"
@@ -304,12 +314,7 @@ def test_a_lost_worker_s_splits_are_counted_as_returned(tmp_path):
 
 
 def test_the_python_package_reads_with_the_token_from_sluice_token_file(tmp_path):
-    args = []
-    for name in ("cluster", "client"):
-        path = tmp_path / f"{name}.token"
-        path.write_text(f"{name}-token-0123456789\n")
-        path.chmod(0o600)
-        args += [f"--auth-{name}-token-file", str(path)]
+    args = token_flags(tmp_path)
     script = (
         "import sluice, sys\n"
         f"args = {args!r}\n"
