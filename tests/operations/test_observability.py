@@ -307,7 +307,13 @@ def test_a_lost_worker_s_splits_are_counted_as_returned(tmp_path):
                 local.kill_worker(0)  # mid-epoch, holding leased splits
         # At least once: every batch arrives, some twice.
         assert batches >= 1 << 14
+        # The read can end on the other worker before the dispatcher's
+        # worker_timeout_ms has passed: wait for it to declare the loss.
+        deadline = time.monotonic() + 30
         text = http_get(f"http://127.0.0.1:{port}/metrics")[2]
+        while "sluice_workers_lost_total " not in text and time.monotonic() < deadline:
+            time.sleep(0.1)
+            text = http_get(f"http://127.0.0.1:{port}/metrics")[2]
         assert sample(text, "sluice_workers_lost_total") == 1
         assert sample(text, "sluice_splits_returned_total") > 0
         assert sample(text, "sluice_workers") == 1
