@@ -185,6 +185,25 @@ bool MapCanFollowBatch(const proto::Step& map_step, const proto::Step& batch_ste
   return fn.ok() && (*fn)->IsElementwise();
 }
 
+// How many maps from step `i` on may run as one (MakeFusedMapDataset): the
+// same num_parallel_calls and deterministic, stopping before a map that
+// moves behind a following batch. 0 when step `i` is not a map.
+int FusibleMapCount(const proto::DatasetDef& def, int i) {
+  if (!def.steps(i).has_map()) return 0;
+  const proto::MapOp& first = def.steps(i).map();
+  int count = 1;
+  for (int j = i + 1; j < def.steps_size() && def.steps(j).has_map(); ++j) {
+    const proto::MapOp& next = def.steps(j).map();
+    if (next.num_parallel_calls() != first.num_parallel_calls() ||
+        next.deterministic() != first.deterministic()) {
+      break;
+    }
+    if (j + 1 < def.steps_size() && MapCanFollowBatch(def.steps(j), def.steps(j + 1))) break;
+    ++count;
+  }
+  return count;
+}
+
 }  // namespace
 
 std::string StepOpName(const proto::Step& step) {
@@ -338,6 +357,17 @@ absl::StatusOr<DatasetPtr> BuildDataset(const proto::DatasetDef& def, const Buil
         dataset = ContainExceptions(*std::move(next), absl::StrCat(StepLocation(options, i), "steps ", i + 1,
                                                                    "-", i + 2, " (", op, ", batch)"));
         ++i;
+        continue;
+      }
+      next = BuildTransform(dataset, step);  // report errors in step order
+    } else if (const int fused = FusibleMapCount(def, i); fused > 1) {
+      std::vector<proto::MapOp> maps;
+      for (int k = i; k < i + fused; ++k) maps.push_back(def.steps(k).map());
+      absl::StatusOr<DatasetPtr> fused_map = MakeFusedMapDataset(dataset, maps);
+      if (fused_map.ok()) {
+        dataset = ContainExceptions(*std::move(fused_map), absl::StrCat(StepLocation(options, i), "steps ",
+                                                                        i + 1, "-", i + fused, " (map)"));
+        i += fused - 1;
         continue;
       }
       next = BuildTransform(dataset, step);  // report errors in step order

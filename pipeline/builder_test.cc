@@ -2,6 +2,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "absl/strings/match.h"
 #include "client/dataset_internal.h"
 #include "client/include/sluice/dataset.h"
 #include "pipeline/yaml_loader.h"
@@ -139,6 +140,37 @@ TEST_CASE("Maps that drop components stay before the batch", "[builder]") {
                                    .Batch(2));
   CHECK(decoded->DebugName() == "batch");
   CHECK(*testing::JsonLines(*decoded) == std::vector<std::string>{"[[97], [98]]", "[[99, 99]]"});
+}
+
+}  // namespace
+}  // namespace sluice
+
+namespace sluice {
+namespace {
+
+TEST_CASE("Consecutive maps with the same parallelism run as one", "[builder]") {
+  const Dataset two_maps = Dataset::Range(6)
+                               .Map("add", {{"value", 1}}, {.num_parallel_calls = 2})
+                               .Map("multiply", {{"value", 10}}, {.num_parallel_calls = 2});
+  DatasetPtr fused = *internal::BuildPipeline(two_maps);
+  CHECK(fused->DebugName() == "map(add, multiply)");
+  CHECK(*testing::JsonLines(*fused) == std::vector<std::string>{"10", "20", "30", "40", "50", "60"});
+  // Different parallelism: two maps, the same values.
+  DatasetPtr apart =
+      *internal::BuildPipeline(Dataset::Range(6)
+                                   .Map("add", {{"value", 1}}, {.num_parallel_calls = 2})
+                                   .Map("multiply", {{"value", 10}}, {.num_parallel_calls = 3}));
+  CHECK(apart->DebugName() == "map(multiply)");
+  CHECK(*testing::JsonLines(*apart) == *testing::JsonLines(*fused));
+  // The last map moves behind the batch instead: add is fused with nothing.
+  DatasetPtr batched = *internal::BuildPipeline(two_maps.Batch(4));
+  CHECK(batched->DebugName() == "map(multiply)");
+  CHECK(*testing::JsonLines(*batched) == std::vector<std::string>{"[10, 20, 30, 40]", "[50, 60]"});
+  // A fused map whose second function cannot apply reports that step.
+  absl::StatusOr<DatasetPtr> bad = internal::BuildPipeline(
+      Dataset::Range(3).Map("add", {{"value", 1}}).Map("decode_raw", {{"dtype", "uint8"}}));
+  CHECK(bad.status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK(absl::StartsWith(bad.status().message(), "step 3 (map): "));
 }
 
 }  // namespace

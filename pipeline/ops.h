@@ -40,6 +40,10 @@ absl::StatusOr<DatasetPtr> MakeFileSourceDataset(FileSourceConfig config);
 
 // Transforms.
 absl::StatusOr<DatasetPtr> MakeMapDataset(DatasetPtr input, const proto::MapOp& op);
+// Consecutive maps with the same num_parallel_calls and deterministic, as
+// one map that calls each function in turn on the same thread (tf.data's
+// map fusion): one hand-off and one thread pool instead of one per map.
+absl::StatusOr<DatasetPtr> MakeFusedMapDataset(DatasetPtr input, const std::vector<proto::MapOp>& ops);
 absl::StatusOr<DatasetPtr> MakeFilterDataset(DatasetPtr input, const proto::FilterOp& op);
 absl::StatusOr<DatasetPtr> MakeBatchDataset(DatasetPtr input, const proto::BatchOp& op);
 absl::StatusOr<DatasetPtr> MakePaddedBatchDataset(DatasetPtr input, const proto::PaddedBatchOp& op);

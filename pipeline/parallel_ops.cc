@@ -3,12 +3,16 @@
 // map and batch share ParallelIterator: a unit of input (one element for
 // map, up to batch_size for batch) is pulled under the input lock, so units
 // keep input order, and transformed on the pool. At most
-// num_parallel_calls units are in flight or waiting to be consumed, which
-// bounds memory. With deterministic, results come out in input order;
-// without, in the order they finish.
+// num_parallel_calls units are in flight, and at most twice that many are in
+// flight or waiting to be consumed, which bounds memory. The slack keeps the
+// threads busy while the consumer waits on a slow unit ahead of finished
+// ones (images of different sizes), and a finished unit starts the next
+// without waiting for the consumer. With deterministic, results come out in
+// input order; without, in the order they finish.
 #include <deque>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "common/exceptions.h"
 #include "common/thread_pool.h"
@@ -107,7 +111,8 @@ class ParallelIterator : public IteratorBase {
   };
 
   void ScheduleMore() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    while (!input_done_ && static_cast<int>(slots_.size()) < parallelism_) {
+    while (!input_done_ && !cancelled_ && in_flight_ < parallelism_ &&
+           static_cast<int>(slots_.size()) < kUnitsPerCall * parallelism_) {
       auto slot = std::make_shared<Slot>();
       slots_.push_back(slot);
       unassigned_.push_back(slot);
@@ -159,6 +164,7 @@ class ParallelIterator : public IteratorBase {
     slot->status = status;
     slot->result = std::move(result);
     --in_flight_;
+    ScheduleMore();
   }
 
   bool ConsumerCanProceed() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -184,6 +190,9 @@ class ParallelIterator : public IteratorBase {
     }
     return nullptr;
   }
+
+  // Units in flight or waiting, per parallel call.
+  static constexpr int kUnitsPerCall = 2;
 
   absl::Mutex input_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   std::unique_ptr<IteratorBase> input_ ABSL_GUARDED_BY(input_mu_);
@@ -356,21 +365,45 @@ class InterleaveDataset : public DatasetBase {
 }  // namespace
 
 absl::StatusOr<DatasetPtr> MakeMapDataset(DatasetPtr input, const proto::MapOp& op) {
-  if (absl::Status s = CheckParallelCalls(op.num_parallel_calls(), "map"); !s.ok()) return s;
-  absl::StatusOr<std::unique_ptr<ElementFunction>> fn = FunctionRegistry::Global().Create(op.fn());
-  if (!fn.ok()) return absl::Status(fn.status().code(), absl::StrCat("map: ", fn.status().message()));
-  absl::StatusOr<ElementSpec> spec = (*fn)->OutputSpec(input->element_spec());
-  if (!spec.ok()) return absl::Status(spec.status().code(), absl::StrCat("map: ", spec.status().message()));
-  std::shared_ptr<const ElementFunction> function = *std::move(fn);
+  return MakeFusedMapDataset(std::move(input), {op});
+}
+
+absl::StatusOr<DatasetPtr> MakeFusedMapDataset(DatasetPtr input, const std::vector<proto::MapOp>& ops) {
+  if (ops.empty()) return absl::InvalidArgumentError("map: no function");
+  const proto::MapOp& first = ops.front();
+  if (absl::Status s = CheckParallelCalls(first.num_parallel_calls(), "map"); !s.ok()) return s;
+  std::vector<std::shared_ptr<const ElementFunction>> functions;
+  ElementSpec spec = input->element_spec();
+  std::vector<std::string> names;
+  for (const proto::MapOp& op : ops) {
+    absl::StatusOr<std::unique_ptr<ElementFunction>> fn = FunctionRegistry::Global().Create(op.fn());
+    if (!fn.ok()) return absl::Status(fn.status().code(), absl::StrCat("map: ", fn.status().message()));
+    absl::StatusOr<ElementSpec> next_spec = (*fn)->OutputSpec(spec);
+    if (!next_spec.ok())
+      return absl::Status(next_spec.status().code(), absl::StrCat("map: ", next_spec.status().message()));
+    spec = *std::move(next_spec);
+    functions.push_back(*std::move(fn));
+    names.push_back(op.fn().name());
+  }
   PullFn pull = [](IteratorBase* in, Unit* unit, bool* end) {
     unit->elements.resize(1);
     return in->GetNext(&unit->elements[0], end);
   };
-  TransformFn transform = [function](Unit& unit) { return function->CallOwned(std::move(unit.elements[0])); };
+  // The functions run one after the other on the same thread, each on what
+  // the one before gave up.
+  TransformFn transform = [functions = std::move(functions)](Unit& unit) -> absl::StatusOr<Element> {
+    Element element = std::move(unit.elements[0]);
+    for (const std::shared_ptr<const ElementFunction>& function : functions) {
+      absl::StatusOr<Element> out = function->CallOwned(std::move(element));
+      if (!out.ok()) return out.status();
+      element = *std::move(out);
+    }
+    return element;
+  };
   const int64_t cardinality = input->Cardinality();
   return std::make_shared<PullTransformDataset>(
-      std::move(input), *std::move(spec), absl::StrCat("map(", op.fn().name(), ")"), cardinality,
-      std::move(pull), std::move(transform), op.num_parallel_calls(), op.deterministic());
+      std::move(input), std::move(spec), absl::StrCat("map(", absl::StrJoin(names, ", "), ")"), cardinality,
+      std::move(pull), std::move(transform), first.num_parallel_calls(), first.deterministic());
 }
 
 absl::StatusOr<DatasetPtr> MakeBatchDataset(DatasetPtr input, const proto::BatchOp& op) {

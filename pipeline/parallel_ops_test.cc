@@ -11,6 +11,8 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "common/exceptions.h"
 #include "pipeline/dataset.h"
 #include "pipeline/function.h"
@@ -115,6 +117,33 @@ TEST_CASE("parallel_ops: parallel non-deterministic map gives the same multiset"
   CHECK(values.size() == 1000);
   CHECK(Sorted(values) == Squares(1000));
   CHECK(Sorted(IntsOf(Dataset::Range(1000).Map("square", {}, Parallel(-1, false)))) == Squares(1000));
+}
+
+TEST_CASE("parallel_ops: a parallel map works past a slow unit up to twice its calls", "[ops][map]") {
+  // Element 0 is slow: it waits (at most 10 s) until as many calls have
+  // started as the map allows without its consumer, which waits for
+  // element 0 first. With 2 calls that is 4: the other thread goes on with
+  // elements 1, 2 and 3, and a fifth waits until the consumer takes one.
+  absl::Mutex mu;
+  int started = 0;
+  int started_when_released = 0;
+  auto fn = [&](const Element& element) -> absl::StatusOr<Element> {
+    absl::MutexLock lock(&mu);
+    ++started;
+    if (element.components[0].data<int64_t>()[0] == 0) {
+      auto four_started = [&]() { return started >= 4; };
+      mu.AwaitWithTimeout(absl::Condition(&four_started), absl::Seconds(10));
+      // Give a fifth call the time to start, were it allowed to.
+      static constexpr bool kNever = false;
+      mu.AwaitWithTimeout(absl::Condition(&kNever), absl::Milliseconds(100));
+      started_when_released = started;
+    }
+    return element;
+  };
+  ElementSpec scalar_int64{.components = {TensorSpec{PartialShape{}, DType::kInt64}}};
+  CHECK(IntsOf(Dataset::Range(20).MapLocal(fn, scalar_int64, Parallel(2))) ==
+        Ints{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19});
+  CHECK(started_when_released == 4);
 }
 
 TEST_CASE("parallel_ops: map over an empty or infinite input", "[ops][map]") {

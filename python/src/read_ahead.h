@@ -12,7 +12,9 @@
 #define SLUICE_PYTHON_SRC_READ_AHEAD_H_
 
 #include <pybind11/pybind11.h>
+#include <sched.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <deque>
@@ -81,12 +83,14 @@ class ReadAhead {
     }
     pybind11::gil_scoped_release release;
     const auto wait_start = std::chrono::steady_clock::now();
-    // Spin first while values have been arriving within microseconds (small
-    // elements), where sleeping would cost a wake-up per value; sleep at
-    // once when they take longer (big batches), where spinning would only
-    // take a core from the thread that makes them.
-    if (typical_wait_ < kMaxSpin) {
-      const auto spin_until = wait_start + 2 * kMaxSpin;
+    // Spin first (yielding the core) while values have been arriving
+    // within a few hundred microseconds, where sleeping would cost a
+    // wake-up and a context switch per value (measurable on 1 MiB batches
+    // that take ~90 us to make); sleep at once when they take longer
+    // (images, the network), where spinning would only take a core from the
+    // threads that make them. One core alone never spins.
+    if (spin_allowed_ && typical_wait_ < kMaxSpin) {
+      const auto spin_until = wait_start + std::max<std::chrono::nanoseconds>(kMinSpin, 2 * typical_wait_);
       while (std::chrono::steady_clock::now() < spin_until) {
         if (std::optional<absl::StatusOr<std::optional<T>>> ready = TryPop()) {
           NoteWait(std::chrono::steady_clock::now() - wait_start);
@@ -101,7 +105,8 @@ class ReadAhead {
   }
 
  private:
-  static constexpr std::chrono::nanoseconds kMaxSpin = std::chrono::microseconds(25);
+  static constexpr std::chrono::nanoseconds kMaxSpin = std::chrono::microseconds(250);
+  static constexpr std::chrono::nanoseconds kMinSpin = std::chrono::microseconds(50);
 
   // An average of the recent waits, which decides whether to spin.
   void NoteWait(std::chrono::nanoseconds wait) { typical_wait_ = (typical_wait_ * 7 + wait) / 8; }
@@ -183,6 +188,13 @@ class ReadAhead {
 
   std::shared_ptr<State> state_;
   std::chrono::nanoseconds typical_wait_{0};
+  const bool spin_allowed_ = UsableCores() > 1;
+
+  static int UsableCores() {
+    cpu_set_t cores;
+    if (sched_getaffinity(0, sizeof(cores), &cores) != 0) return 1;
+    return CPU_COUNT(&cores);
+  }
 };
 
 // Runs `call` on a thread of its own and waits for it as ReadAhead::Next
