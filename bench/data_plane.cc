@@ -19,8 +19,11 @@
 // processes falls on all of them alike. Each timed read follows a short
 // warm-up, so buffers are in their steady state when the clock starts.
 //
-//   data_plane [--seconds S] [--repeats R] [--cases abcde] [--max-outstanding K]
+//   data_plane [--seconds S] [--repeats R] [--cases abcdef] [--max-outstanding K] [--connections N]
 //
+// Case f is case a over N TCP connections to the worker (distribute's
+// connections_per_worker; --connections, default 4), against the same
+// baselines.
 // --cases runs only some of the cases (for profiling one, say);
 // --max-outstanding sets distribute's max_outstanding_requests (0: its
 // default).
@@ -223,8 +226,8 @@ std::optional<double> IperfRate(const std::string& iperf3, const std::string& di
   return rate;
 }
 
-void PrintRate(const char* name, double best, double worst, const char* unit, double scale) {
-  std::printf("%-52s %12.1f %s   (worst round %.1f)\n", name, best / scale, unit, worst / scale);
+void PrintRate(const std::string& name, double best, double worst, const char* unit, double scale) {
+  std::printf("%-52s %12.1f %s   (worst round %.1f)\n", name.c_str(), best / scale, unit, worst / scale);
   std::fflush(stdout);
 }
 
@@ -241,8 +244,9 @@ int main(int argc, char** argv) {
   sluice::TurnOffMutexDeadlockDetection();
   double seconds = 3;
   int repeats = 3;
-  std::string cases = "abcde";
+  std::string cases = "abcdef";
   int64_t max_outstanding = 0;
+  int64_t connections = 4;
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
     if (i + 1 < argc && flag == "--seconds") {
@@ -253,15 +257,21 @@ int main(int argc, char** argv) {
       cases = argv[++i];
     } else if (i + 1 < argc && flag == "--max-outstanding") {
       max_outstanding = std::atoll(argv[++i]);
+    } else if (i + 1 < argc && flag == "--connections") {
+      connections = std::atoll(argv[++i]);
     } else {
       std::fprintf(stderr,
-                   "usage: data_plane [--seconds S] [--repeats R] [--cases abcde] [--max-outstanding K]\n");
+                   "usage: data_plane [--seconds S] [--repeats R] [--cases abcdef] [--max-outstanding K] "
+                   "[--connections N]\n");
       return 2;
     }
   }
-  if (seconds <= 0 || repeats <= 0 || max_outstanding < 0 ||
-      cases.find_first_not_of("abcde") != std::string::npos) {
-    std::fprintf(stderr, "data_plane: --seconds and --repeats must be positive, --cases letters of abcde\n");
+  if (seconds <= 0 || repeats <= 0 || max_outstanding < 0 || connections < 1 || connections > 16 ||
+      cases.find_first_not_of("abcdef") != std::string::npos) {
+    std::fprintf(
+        stderr,
+        "data_plane: --seconds and --repeats must be positive, --connections 1 to 16, --cases letters of "
+        "abcdef\n");
     return 2;
   }
   auto run = [&](char c) { return cases.find(c) != std::string::npos; };
@@ -304,6 +314,13 @@ int main(int argc, char** argv) {
           .Repeat(-1)
           .ReadFromService(
               {.service = cluster.url(), .max_outstanding_requests = max_outstanding, .timeout_ms = 20000}));
+  const sluice::DatasetPtr big_connections =
+      BuildOrDie(sluice::Dataset::FromTensors({sluice::Tensor(sluice::DType::kUInt8, {kBigElementBytes})})
+                     .Repeat(-1)
+                     .ReadFromService({.service = cluster.url(),
+                                       .max_outstanding_requests = max_outstanding,
+                                       .timeout_ms = 20000,
+                                       .connections_per_worker = connections}));
   const sluice::Dataset small_local =
       sluice::Dataset::FromTensors({sluice::Tensor(sluice::DType::kUInt8, {kSmallElementBytes})}).Repeat(-1);
   const sluice::DatasetPtr small = BuildOrDie(small_local.ReadFromService(
@@ -314,8 +331,8 @@ int main(int argc, char** argv) {
       {.service = cluster.url(), .max_outstanding_requests = max_outstanding, .timeout_ms = 20000}));
   const sluice::DatasetPtr local_batches = BuildOrDie(batches_local);
 
-  Samples sluice_big, grpc_stream, iperf, iperf_1m, sluice_small, local_small, sluice_batches,
-      local_batches_rate;
+  Samples sluice_big, sluice_big_connections, grpc_stream, iperf, iperf_1m, sluice_small, local_small,
+      sluice_batches, local_batches_rate;
   std::string iperf_error = iperf3.empty() ? "iperf3 not found in PATH" : "";
   for (int round = 0; round < repeats; ++round) {
     // a and c take turns going first, so that neither always runs on the
@@ -326,6 +343,8 @@ int main(int argc, char** argv) {
       if (run('c') && turn != round % 2)
         grpc_stream.values.push_back(GrpcStreamRate(stream_stub.get(), seconds));
     }
+    if (run('f'))
+      sluice_big_connections.values.push_back(ReadRate(big_connections, seconds, kBigElementBytes, true));
     if (run('b') && !iperf3.empty() && iperf_error.empty()) {
       std::string error;
       if (std::optional<double> rate = IperfRate(iperf3, dir, seconds, {}, &error))
@@ -361,6 +380,9 @@ int main(int argc, char** argv) {
   if (have_c)
     PrintRate("c. bare gRPC server stream: 1 MiB bytes messages", grpc_stream.best(), grpc_stream.worst(),
               "MB/s", 1e6);
+  if (run('f'))
+    PrintRate("f. sluice: 1 MiB elements over " + std::to_string(connections) + " connections",
+              sluice_big_connections.best(), sluice_big_connections.worst(), "MB/s", 1e6);
   if (run('d')) {
     PrintRate("d. sluice: 64-byte elements, 1 worker -> 1 consumer", sluice_small.best(),
               sluice_small.worst(), "elem/s", 1);
@@ -393,6 +415,14 @@ int main(int argc, char** argv) {
                 100.0 * sluice_big.best() / iperf.best());
     std::printf("%-52s %11.1f%%\n", "ratio a / b2 (sluice / iperf3 -l 1M)",
                 100.0 * sluice_big.best() / iperf_1m.best());
+  }
+  if (run('f') && have_b) {
+    std::printf("%-52s %11.1f%%   (goal >= 90%%)\n", "ratio f / b2 (N connections / iperf3 -l 1M)",
+                100.0 * sluice_big_connections.best() / iperf_1m.best());
+  }
+  if (run('f') && have_a) {
+    std::printf("%-52s %11.1f%%\n", "ratio f / a (N connections / one)",
+                100.0 * sluice_big_connections.best() / sluice_big.best());
   }
   if (have_c && have_b) {
     std::printf("%-52s %11.1f%%\n", "ratio c / b (bare gRPC stream / iperf3)",

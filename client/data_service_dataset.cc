@@ -1,5 +1,6 @@
 #include "client/data_service_dataset.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <memory>
@@ -12,6 +13,7 @@
 #include "absl/synchronization/mutex.h"
 #include "client/coordinated_reader.h"
 #include "client/definition_checks.h"
+#include "client/element_transport.h"
 #include "client/epoch_losses.h"
 #include "client/iteration_heartbeat.h"
 #include "client/read_state.h"
@@ -38,9 +40,11 @@ class DataServiceDataset : public DatasetBase {
  public:
   DataServiceDataset(std::shared_ptr<DispatcherClient> service, proto::JobParams params, ElementSpec spec,
                      int64_t cardinality, int64_t max_outstanding, std::chrono::milliseconds deadline,
-                     proto::WireCompression compression, int64_t consumer_index, bool allow_partial)
+                     proto::WireCompression compression, int64_t consumer_index, bool allow_partial,
+                     int connections_per_worker)
       : consumer_index_(consumer_index),
         allow_partial_(allow_partial),
+        connections_per_worker_(connections_per_worker),
         deadline_(deadline),
         compression_(compression),
         service_(std::move(service)),
@@ -64,6 +68,7 @@ class DataServiceDataset : public DatasetBase {
 
   const int64_t consumer_index_;  // coordinated reads; -1 otherwise
   const bool allow_partial_;
+  const int connections_per_worker_;
   const std::chrono::milliseconds deadline_;
   const proto::WireCompression compression_;
   const std::shared_ptr<DispatcherClient> service_;
@@ -89,11 +94,12 @@ class DataServiceDataset::Iterator : public IteratorBase {
   // release `iteration_client_id`.
   Iterator(std::shared_ptr<DispatcherClient> service, int64_t max_outstanding, int64_t iteration_client_id,
            std::string client_secret, proto::WireCompression compression, int64_t consumer_index,
-           bool sole_reader, std::optional<EpochLosses> losses, std::chrono::milliseconds dispatcher_deadline)
+           bool sole_reader, std::optional<EpochLosses> losses, std::chrono::milliseconds dispatcher_deadline,
+           int connections_per_worker)
       : service_(std::move(service)),
         client_id_(iteration_client_id),
         client_secret_(std::move(client_secret)),
-        state_(max_outstanding, sole_reader, std::move(losses)),
+        state_(max_outstanding, sole_reader, std::move(losses), connections_per_worker),
         fetches_(state_, compression),
         rounds_(state_, compression, consumer_index),
         heartbeat_(state_, *service_, iteration_client_id, absl::FromChrono(dispatcher_deadline),
@@ -212,9 +218,9 @@ absl::StatusOr<std::unique_ptr<IteratorBase>> DataServiceDataset::MakeIterator(c
       consumer_index_ < 0) {
     losses.emplace(cardinality_, !params_.job_name().empty(), allow_partial_);
   }
-  return std::make_unique<Iterator>(service_, max_outstanding_, iteration.iteration_client_id(),
-                                    iteration.client_secret(), compression_, consumer_index_,
-                                    params_.job_name().empty(), std::move(losses), deadline_);
+  return std::make_unique<Iterator>(
+      service_, max_outstanding_, iteration.iteration_client_id(), iteration.client_secret(), compression_,
+      consumer_index_, params_.job_name().empty(), std::move(losses), deadline_, connections_per_worker_);
 }
 
 }  // namespace
@@ -236,6 +242,11 @@ absl::StatusOr<DatasetPtr> MakeDataServiceDataset(const proto::DatasetDef& worke
     return absl::InvalidArgumentError("distribute: max_outstanding_requests must be >= 0");
   }
   if (op.timeout_ms() < 0) return absl::InvalidArgumentError("distribute: timeout_ms must be >= 0");
+  if (op.connections_per_worker() < 0 || op.connections_per_worker() > kMaxConnectionsPerWorker) {
+    return absl::InvalidArgumentError(absl::StrCat("distribute: connections_per_worker must be 0 to ",
+                                                   kMaxConnectionsPerWorker, ", got ",
+                                                   op.connections_per_worker()));
+  }
   if (op.num_consumers() < 0 ||
       (op.num_consumers() > 0 && (op.consumer_index() < 0 || op.consumer_index() >= op.num_consumers()))) {
     return absl::InvalidArgumentError(absl::StrCat("distribute: consumer_index ", op.consumer_index(),
@@ -279,9 +290,10 @@ absl::StatusOr<DatasetPtr> MakeDataServiceDataset(const proto::DatasetDef& worke
   // 0: the reader adapts its budget to the elements' size (read_state.h).
   const int64_t max_outstanding = op.max_outstanding_requests();
   const int64_t consumer_index = op.num_consumers() > 0 ? op.consumer_index() : -1;
-  return std::make_shared<DataServiceDataset>(std::move(service), std::move(params), *std::move(spec),
-                                              info.cardinality(), max_outstanding, deadline, *compression,
-                                              consumer_index, op.allow_partial());
+  return std::make_shared<DataServiceDataset>(
+      std::move(service), std::move(params), *std::move(spec), info.cardinality(), max_outstanding, deadline,
+      *compression, consumer_index, op.allow_partial(),
+      static_cast<int>(std::max<int64_t>(1, op.connections_per_worker())));
 }
 
 namespace {

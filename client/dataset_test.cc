@@ -2,6 +2,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "absl/strings/str_cat.h"
 #include "client/dataset_internal.h"
 #include "tests/testing/test_util.h"
 
@@ -69,6 +70,12 @@ TEST_CASE("distribute's sharding and coordinated-read options are checked before
   consumer.set_num_consumers(3);
   consumer.set_consumer_index(3);
   CHECK(error(consumer) == "step 2 (distribute): consumer_index 3 is out of range for num_consumers 3");
+  for (int64_t connections : {-1, 17}) {
+    proto::DistributeOp op;
+    op.set_connections_per_worker(connections);
+    CHECK(error(op) ==
+          absl::StrCat("step 2 (distribute): connections_per_worker must be 0 to 16, got ", connections));
+  }
 }
 
 }  // namespace

@@ -2,7 +2,11 @@
 
 #include <grpcpp/generic/generic_stub.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <memory>
+#include <vector>
 
 #include "absl/synchronization/notification.h"
 #include "service/element_wire.h"
@@ -19,7 +23,15 @@ constexpr char kGetElementsMethod[] = "/sluice.proto.WorkerService/GetElements";
 // gRPC's slices straight into tensors (service/element_wire.h).
 class GrpcElementTransport : public ElementTransport {
  public:
-  explicit GrpcElementTransport(const std::string& address) : stub_(MakeChannel(address)) {}
+  GrpcElementTransport(const std::string& address, int connections) {
+    // With one connection the channel may share gRPC's pool with the
+    // process's other channels to the worker; with more, each channel gets
+    // a connection of its own.
+    const ChannelOptions options{.own_connection = connections > 1};
+    for (int i = 0; i < connections; ++i) {
+      stubs_.push_back(std::make_unique<grpc::GenericStub>(MakeChannel(address, options)));
+    }
+  }
 
   absl::Status GetElements(const proto::GetElementsRequest& request, ElementsResponse* response) override {
     // Every request to a worker carries the protocol version from here.
@@ -31,11 +43,12 @@ class GrpcElementTransport : public ElementTransport {
     context.set_deadline(std::chrono::system_clock::now() + kGetElementsTimeout);
     absl::Notification done;
     grpc::Status status;
-    stub_.UnaryCall(&context, kGetElementsMethod, grpc::StubOptions(), &request_bytes, &response_bytes,
-                    [&](grpc::Status s) {
-                      status = std::move(s);
-                      done.Notify();
-                    });
+    grpc::GenericStub& stub = *stubs_[next_stub_.fetch_add(1, std::memory_order_relaxed) % stubs_.size()];
+    stub.UnaryCall(&context, kGetElementsMethod, grpc::StubOptions(), &request_bytes, &response_bytes,
+                   [&](grpc::Status s) {
+                     status = std::move(s);
+                     done.Notify();
+                   });
     done.WaitForNotification();
     if (!status.ok()) return FromGrpcStatus(status);
     static Counter& received = ProcessMetrics()
@@ -47,13 +60,16 @@ class GrpcElementTransport : public ElementTransport {
   }
 
  private:
-  grpc::GenericStub stub_;
+  std::vector<std::unique_ptr<grpc::GenericStub>> stubs_;
+  std::atomic<size_t> next_stub_{0};
 };
 
 }  // namespace
 
-std::unique_ptr<ElementTransport> MakeGrpcElementTransport(const std::string& worker_address) {
-  return std::make_unique<GrpcElementTransport>(worker_address);
+std::unique_ptr<ElementTransport> MakeGrpcElementTransport(const std::string& worker_address,
+                                                           int connections) {
+  return std::make_unique<GrpcElementTransport>(worker_address,
+                                                std::clamp(connections, 1, kMaxConnectionsPerWorker));
 }
 
 }  // namespace sluice

@@ -25,8 +25,14 @@ class ElementTransport {
   virtual absl::Status GetElements(const proto::GetElementsRequest& request, ElementsResponse* response) = 0;
 };
 
-// gRPC to the worker's WorkerService.
-std::unique_ptr<ElementTransport> MakeGrpcElementTransport(const std::string& worker_address);
+// The most TCP connections a reader opens to one worker.
+inline constexpr int kMaxConnectionsPerWorker = 16;
+
+// gRPC to the worker's WorkerService over `connections` TCP connections of
+// its own (1 to kMaxConnectionsPerWorker), which successive requests take
+// in turn.
+std::unique_ptr<ElementTransport> MakeGrpcElementTransport(const std::string& worker_address,
+                                                           int connections = 1);
 
 }  // namespace sluice
 

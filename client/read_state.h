@@ -70,8 +70,11 @@ struct ReadState {
   // `max_outstanding_in`: the budget of elements; 0 adapts it (above).
   // `sole_reader`: no other consumer shares the job (it has no name).
   // `losses`: set for a parallel_epochs read, whose lost tasks cut it short.
-  ReadState(int64_t max_outstanding_in, bool sole_reader, std::optional<EpochLosses> losses_in)
+  // `connections_per_worker`: TCP connections to each task's worker.
+  ReadState(int64_t max_outstanding_in, bool sole_reader, std::optional<EpochLosses> losses_in,
+            int connections_per_worker_in = 1)
       : adaptive_budget(max_outstanding_in <= 0),
+        connections_per_worker(connections_per_worker_in),
         initial_max_outstanding(max_outstanding_in > 0 ? max_outstanding_in : kDefaultMaxOutstanding),
         positions(sole_reader),
         losses(std::move(losses_in)) {
@@ -97,6 +100,7 @@ struct ReadState {
 
   // Constant after construction.
   const bool adaptive_budget;
+  const int connections_per_worker;
   const int64_t initial_max_outstanding;
 
   absl::Mutex mu;

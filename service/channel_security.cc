@@ -165,8 +165,8 @@ void SetDefaultChannelSecurity(ChannelSecurity security) {
   }
 }
 
-std::shared_ptr<grpc::Channel> MakeSecureChannel(const std::string& address,
-                                                 const ChannelSecurity& security) {
+std::shared_ptr<grpc::Channel> MakeSecureChannel(const std::string& address, const ChannelSecurity& security,
+                                                 bool own_connection) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(kMaxMessageBytes);
   args.SetMaxSendMessageSize(kMaxMessageBytes);
@@ -175,6 +175,7 @@ std::shared_ptr<grpc::Channel> MakeSecureChannel(const std::string& address,
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  if (own_connection) args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   std::shared_ptr<grpc::ChannelCredentials> credentials;
   if (security.tls) {
     grpc::SslCredentialsOptions options;

@@ -63,8 +63,11 @@ absl::StatusOr<ChannelSecurity> DefaultChannelSecurity();
 void SetDefaultChannelSecurity(ChannelSecurity security);
 
 // A channel to "host:port" with `security`, the receive limit raised from
-// gRPC's 4 MiB default (batches of tensors are routinely larger).
-std::shared_ptr<grpc::Channel> MakeSecureChannel(const std::string& address, const ChannelSecurity& security);
+// gRPC's 4 MiB default (batches of tensors are routinely larger). With
+// `own_connection` the channel opens a TCP connection of its own rather
+// than sharing one with the process's other channels to `address`.
+std::shared_ptr<grpc::Channel> MakeSecureChannel(const std::string& address, const ChannelSecurity& security,
+                                                 bool own_connection = false);
 
 }  // namespace sluice
 

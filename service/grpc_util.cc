@@ -59,11 +59,11 @@ absl::StatusOr<std::string> ParseServiceAddress(const std::string& address) {
   return rest;
 }
 
-std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address, const ChannelOptions& options) {
   const absl::StatusOr<ChannelSecurity> security = DefaultChannelSecurity();
   // An unreadable SLUICE_TOKEN_FILE is reported by DispatcherClient's
   // first call; until then the channel goes without.
-  return MakeSecureChannel(address, security.ok() ? *security : ChannelSecurity{});
+  return MakeSecureChannel(address, security.ok() ? *security : ChannelSecurity{}, options.own_connection);
 }
 
 absl::Status CallWithRetries(const std::function<grpc::Status(grpc::ClientContext*)>& call,

@@ -34,9 +34,16 @@ absl::Status CheckVersion(const proto::VersionInfo& version);
 // naming the address when it is not of that form.
 absl::StatusOr<std::string> ParseServiceAddress(const std::string& address);
 
+// How a channel connects, beside its security.
+struct ChannelOptions {
+  // A TCP connection of the channel's own, never shared with another
+  // channel to the same address (gRPC shares them by default).
+  bool own_connection = false;
+};
+
 // A channel with DefaultChannelSecurity() (service/channel_security.h): the
 // process's token and TLS settings.
-std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address);
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address, const ChannelOptions& options = {});
 inline constexpr int kMaxMessageBytes = 256 * 1024 * 1024;
 
 // Calls `call` with a fresh context whose deadline is `timeout` away, and

@@ -121,6 +121,19 @@ TEST_CASE("service: one worker's elements arrive in order, with several requests
   }
 }
 
+TEST_CASE("service: a reader over several connections per worker gets every element in order", "[service]") {
+  // Requests take the connections in turn and come back in any order; the
+  // reader puts them back in the task's order.
+  TestCluster cluster({.num_workers = 1, .worker_args = {"--buffer-elements", "3"}});
+  for (int64_t connections : {2, 5}) {
+    INFO("connections_per_worker " << connections);
+    CHECK(CollectInts(Dataset::Range(3000).ReadFromService({.service = cluster.ServiceUrl(),
+                                                            .max_outstanding_requests = 16,
+                                                            .connections_per_worker = connections})) ==
+          Iota(3000));
+  }
+}
+
 TEST_CASE("service: a new iteration's tasks reach workers without waiting for a heartbeat", "[service]") {
   // Heartbeats every 10 minutes: the worker registers with its first one
   // and only a pushed task (ProcessTask) can start the read in time.

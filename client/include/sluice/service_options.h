@@ -58,6 +58,10 @@ struct ServiceOptions {
   // parallel_epochs: accept an epoch cut short by a lost worker (a warning
   // with the count lost) instead of failing the read with DataLoss.
   bool allow_partial = false;
+  // TCP connections to each worker (1 to 16; 0 means 1). The reader's
+  // requests in flight (four per task) take them in turn: for large
+  // elements, where one connection is the limit (bench/README.md).
+  int64_t connections_per_worker = 0;
 };
 
 }  // namespace sluice
