@@ -29,6 +29,16 @@ def test_local_cluster_reads_each_element_once_in_distributed_epoch(cluster):
     assert ints(ds) == list(range(100))
 
 
+def test_several_connections_per_worker_keep_every_element_in_order(cluster):
+    ds = sluice.Dataset.range(500).batch(10).distribute(
+        "distributed_epoch", cluster.service, connections_per_worker=3
+    )
+    values = sorted(int(v) for batch in ds for v in batch)
+    assert values == list(range(500))
+    with pytest.raises(ValueError, match="connections_per_worker must be 0 to 16, got 17"):
+        list(sluice.Dataset.range(5).distribute("distributed_epoch", cluster.service, connections_per_worker=17))
+
+
 def test_reference_examples_in_both_modes(cluster):
     assert ints(sluice.Dataset.range(10).distribute("parallel_epochs", cluster.service)) == sorted(
         list(range(10)) * 2
