@@ -40,14 +40,13 @@ absl::Status CheckContentSize(DType dtype, const Shape& shape, uint64_t bytes) {
       fits = true;
     }
   }
+  if (fits && count * element_size == bytes) return absl::OkStatus();
+  // Named only on the error path: this runs for every tensor received.
   const std::string what = absl::StrCat(DTypeName(dtype), " tensor of shape ", ShapeDebugString(shape));
   if (!fits)
     return absl::InvalidArgumentError(absl::StrCat(what, " needs more than the ", bytes, " bytes it got"));
-  if (count * element_size != bytes) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, " needs ", count * element_size, " bytes, got ", bytes));
-  }
-  return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(what, " needs ", count * element_size, " bytes, got ", bytes));
 }
 
 void TensorToProto(const Tensor& tensor, proto::TensorProto* out) {

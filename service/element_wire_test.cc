@@ -2,6 +2,7 @@
 
 #include <catch2/catch.hpp>
 #include <random>
+#include <set>
 
 #include "common/proto_convert.h"
 
@@ -104,6 +105,43 @@ TEST_CASE("element_wire: decodes its own encoding, whatever the slicing", "[wire
     CHECK(decoded[1].components[0].raw_data() != elements[1].components[0].raw_data());
     CHECK(reinterpret_cast<uintptr_t>(decoded[1].components[0].raw_data()) % kBufferAlignment == 0);
   }
+}
+
+TEST_CASE("element_wire: small tensors of a response share 64 KiB chunks, aligned", "[wire]") {
+  // 2,000 elements of an int8 scalar and a 3-row int64 tensor (16 + 32
+  // bytes with alignment), then one of 4,097 bytes: over the 4 KiB limit.
+  std::vector<Element> elements;
+  for (int64_t i = 0; i < 2000; ++i) {
+    elements.push_back(Element({Tensor::Scalar<int8_t>(static_cast<int8_t>(i % 100)),
+                                Tensor::FromVector<int64_t>({i, -i, i * 1000})}));
+  }
+  elements.push_back(Element::Of(Tensor::FromVector<std::string>({"s"})));
+  elements.push_back(Element::Of(Tensor(DType::kUInt8, {4097})));
+  const std::string bytes = Flatten(*EncodeElementsResponse(elements, false, 0, proto::COMPRESSION_NONE));
+  bool end = true;
+  absl::Status status;
+  std::vector<Element> decoded = Decode(Sliced(bytes, 4096), &end, &status);
+  REQUIRE(status.ok());
+  REQUIRE(decoded.size() == elements.size());
+  for (size_t i = 0; i < elements.size(); ++i) CHECK(decoded[i] == elements[i]);
+  std::set<const TensorBuffer*> chunks;
+  for (size_t i = 0; i < 2000; ++i) {
+    for (const Tensor& t : decoded[i].components) {
+      chunks.insert(t.buffer().get());
+      CHECK(reinterpret_cast<uintptr_t>(t.raw_data()) % 16 == 0);
+    }
+  }
+  // 2,000 x 48 bytes = 96,000 bytes: two chunks of 64 KiB.
+  CHECK(chunks.size() == 2);
+  CHECK(decoded[0].components[0].SharesBufferWith(decoded[0].components[1]));
+  CHECK(decoded[0].components[1].SharesBufferWith(decoded[1].components[1]));
+  // The large tensor has a buffer of its own.
+  CHECK(decoded.back().components[0].buffer().use_count() == 1);
+  CHECK(reinterpret_cast<uintptr_t>(decoded.back().components[0].raw_data()) % kBufferAlignment == 0);
+  // A chunk outlives the response while one of its tensors is held.
+  const Tensor kept = decoded[1999].components[1];
+  decoded.clear();
+  CHECK(kept.data<int64_t>()[2] == 1999000);
 }
 
 TEST_CASE("element_wire: decodes what protobuf writes, in any field order", "[wire]") {
