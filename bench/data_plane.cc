@@ -19,11 +19,12 @@
 // processes falls on all of them alike. Each timed read follows a short
 // warm-up, so buffers are in their steady state when the clock starts.
 //
-//   data_plane [--seconds S] [--repeats R] [--cases abcdef] [--max-outstanding K] [--connections N]
+//   data_plane [--seconds S] [--repeats R] [--cases abcdefg] [--max-outstanding K] [--connections N]
 //
 // Case f is case a over N TCP connections to the worker (distribute's
 // connections_per_worker; --connections, default 4), against the same
-// baselines.
+// baselines. Case g is the physical reference for a reader on the worker's
+// host: one thread memcpy-ing the same 1 MiB blocks (a / g is printed).
 // --cases runs only some of the cases (for profiling one, say);
 // --max-outstanding sets distribute's max_outstanding_requests (0: its
 // default).
@@ -128,6 +129,30 @@ class StreamService final : public sluice::bench::BenchStream::Service {
     return grpc::Status::OK;
   }
 };
+
+// Bytes/s of one thread copying 1 MiB blocks with memcpy between two
+// 64 MiB regions (larger than the caches, as a stream of elements is): the
+// physical reference for a reader on the worker's host, where shared memory
+// would leave one copy of each byte.
+double MemcpyRate(double seconds) {
+  constexpr size_t kRegion = size_t{64} << 20;
+  std::vector<char> from(kRegion, 1), to(kRegion, 0);
+  const auto start = std::chrono::steady_clock::now();
+  const auto stop = start + std::chrono::duration<double>(seconds);
+  size_t copied = 0;
+  size_t at = 0;
+  while (std::chrono::steady_clock::now() < stop) {
+    for (int i = 0; i < 16; ++i) {
+      std::memcpy(to.data() + at, from.data() + at, kBigElementBytes);
+      copied += kBigElementBytes;
+      at = (at + kBigElementBytes) % kRegion;
+    }
+  }
+  // Keeps the copies from being optimized away.
+  if (to[at] == 2) std::printf(" ");
+  return static_cast<double>(copied) /
+         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
 
 double GrpcStreamRate(sluice::bench::BenchStream::Stub* stub, double seconds) {
   grpc::ClientContext context;
@@ -244,7 +269,7 @@ int main(int argc, char** argv) {
   sluice::TurnOffMutexDeadlockDetection();
   double seconds = 3;
   int repeats = 3;
-  std::string cases = "abcdef";
+  std::string cases = "abcdefg";
   int64_t max_outstanding = 0;
   int64_t connections = 4;
   for (int i = 1; i < argc; ++i) {
@@ -261,17 +286,17 @@ int main(int argc, char** argv) {
       connections = std::atoll(argv[++i]);
     } else {
       std::fprintf(stderr,
-                   "usage: data_plane [--seconds S] [--repeats R] [--cases abcdef] [--max-outstanding K] "
+                   "usage: data_plane [--seconds S] [--repeats R] [--cases abcdefg] [--max-outstanding K] "
                    "[--connections N]\n");
       return 2;
     }
   }
   if (seconds <= 0 || repeats <= 0 || max_outstanding < 0 || connections < 1 || connections > 16 ||
-      cases.find_first_not_of("abcdef") != std::string::npos) {
+      cases.find_first_not_of("abcdefg") != std::string::npos) {
     std::fprintf(
         stderr,
         "data_plane: --seconds and --repeats must be positive, --connections 1 to 16, --cases letters of "
-        "abcdef\n");
+        "abcdefg\n");
     return 2;
   }
   auto run = [&](char c) { return cases.find(c) != std::string::npos; };
@@ -331,6 +356,7 @@ int main(int argc, char** argv) {
       {.service = cluster.url(), .max_outstanding_requests = max_outstanding, .timeout_ms = 20000}));
   const sluice::DatasetPtr local_batches = BuildOrDie(batches_local);
 
+  Samples memcpy_rate;
   Samples sluice_big, sluice_big_connections, grpc_stream, iperf, iperf_1m, sluice_small, local_small,
       sluice_batches, local_batches_rate;
   std::string iperf_error = iperf3.empty() ? "iperf3 not found in PATH" : "";
@@ -343,6 +369,7 @@ int main(int argc, char** argv) {
       if (run('c') && turn != round % 2)
         grpc_stream.values.push_back(GrpcStreamRate(stream_stub.get(), seconds));
     }
+    if (run('g')) memcpy_rate.values.push_back(MemcpyRate(seconds));
     if (run('f'))
       sluice_big_connections.values.push_back(ReadRate(big_connections, seconds, kBigElementBytes, true));
     if (run('b') && !iperf3.empty() && iperf_error.empty()) {
@@ -415,6 +442,14 @@ int main(int argc, char** argv) {
                 100.0 * sluice_big.best() / iperf.best());
     std::printf("%-52s %11.1f%%\n", "ratio a / b2 (sluice / iperf3 -l 1M)",
                 100.0 * sluice_big.best() / iperf_1m.best());
+  }
+  if (run('g')) {
+    PrintRate("g. memcpy of 1 MiB blocks, one thread (64 MiB regions)", memcpy_rate.best(),
+              memcpy_rate.worst(), "MB/s", 1e6);
+    if (have_a)
+      std::printf("%-52s %11.1f%%   (shared memory's goal >= 50%%; this is TCP)\n",
+                  "ratio a / g (sluice over loopback TCP / memcpy)",
+                  100.0 * sluice_big.best() / memcpy_rate.best());
   }
   if (run('f') && have_b) {
     std::printf("%-52s %11.1f%%   (goal >= 90%%)\n", "ratio f / b2 (N connections / iperf3 -l 1M)",
