@@ -223,7 +223,7 @@ class SmallTensorArena {
   // A tensor of `bytes` bytes in a chunk (16-byte aligned), or nothing when
   // it is large enough for a buffer of its own.
   std::optional<Tensor> Allocate(DType dtype, const Shape& shape, size_t bytes) {
-    if (bytes > kMaxTensorBytes) return std::nullopt;
+    if (bytes == 0 || bytes > kMaxTensorBytes) return std::nullopt;
     size_t start = (used_ + kAlignment - 1) & ~(kAlignment - 1);
     if (chunk_ == nullptr || start + bytes > kChunkBytes) {
       chunk_ = TensorBuffer::Allocate(DType::kUInt8, kChunkBytes, /*zeroed=*/false);

@@ -101,10 +101,11 @@ class ReadAhead {
     // that take ~90 us to make); sleep at once when they take longer
     // (images, the network), where spinning would only take a core from the
     // threads that make them. One core alone never spins.
-    if (spin_allowed_ && typical_wait_ < kMaxSpin) {
-      const auto spin_until = wait_start + std::max<std::chrono::nanoseconds>(kMinSpin, 2 * typical_wait_);
+    const std::chrono::nanoseconds typical_wait(typical_wait_ns_.load(std::memory_order_relaxed));
+    if (spin_allowed_ && typical_wait < kMaxSpin) {
+      const auto spin_until = wait_start + std::max<std::chrono::nanoseconds>(kMinSpin, 2 * typical_wait);
       while (std::chrono::steady_clock::now() < spin_until) {
-        if (state_->pushed.load(std::memory_order_acquire) != popped_) {
+        if (state_->pushed.load(std::memory_order_acquire) != popped_.load(std::memory_order_relaxed)) {
           if (std::optional<absl::StatusOr<std::optional<T>>> ready = TryPop()) {
             NoteWait(std::chrono::steady_clock::now() - wait_start);
             return *std::move(ready);
@@ -125,7 +126,12 @@ class ReadAhead {
   static constexpr std::chrono::nanoseconds kMinSpin = std::chrono::microseconds(50);
 
   // An average of the recent waits, which decides whether to spin.
-  void NoteWait(std::chrono::nanoseconds wait) { typical_wait_ = (typical_wait_ * 7 + wait) / 8; }
+  // Relaxed: two Python threads reading one iterator may both be here with
+  // the GIL released; a stale value only changes how long one of them spins.
+  void NoteWait(std::chrono::nanoseconds wait) {
+    const int64_t typical = typical_wait_ns_.load(std::memory_order_relaxed);
+    typical_wait_ns_.store((typical * 7 + wait.count()) / 8, std::memory_order_relaxed);
+  }
 
   // Sleeps until a value is ready, taking the GIL every
   // kSignalCheckInterval to run Python's signal handlers. Called with the
@@ -198,20 +204,21 @@ class ReadAhead {
   absl::StatusOr<std::optional<T>> PopLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_->mu) {
     absl::StatusOr<std::optional<T>> value = std::move(state_->values.front());
     state_->values.pop_front();
-    ++popped_;
+    popped_.fetch_add(1, std::memory_order_relaxed);
     if (value.ok() && value->has_value() && state_->byte_size) state_->bytes -= state_->byte_size(**value);
     // The end and a final error stay for later calls.
     const bool terminal = value.ok() ? !value->has_value() : state_->stop_after_error;
     if (terminal) {
       state_->values.push_front(value);
-      --popped_;
+      popped_.fetch_sub(1, std::memory_order_relaxed);
     }
     return value;
   }
 
   std::shared_ptr<State> state_;
-  std::chrono::nanoseconds typical_wait_{0};
-  uint64_t popped_ = 0;  // values taken, to compare with State::pushed
+  std::atomic<int64_t> typical_wait_ns_{0};
+  // Values taken (changed under State::mu), to compare with State::pushed.
+  std::atomic<uint64_t> popped_{0};
   const bool spin_allowed_ = UsableCores() > 1;
 
   static int UsableCores() {

@@ -29,7 +29,7 @@ def test_local_cluster_reads_each_element_once_in_distributed_epoch(cluster):
     assert ints(ds) == list(range(100))
 
 
-def test_several_connections_per_worker_keep_every_element_in_order(cluster):
+def test_several_connections_per_worker_deliver_every_element_once(cluster):
     ds = sluice.Dataset.range(500).batch(10).distribute(
         "distributed_epoch", cluster.service, connections_per_worker=3
     )

@@ -1,7 +1,8 @@
 // Tensor: a dtype, a shape and a view into one reference-counted buffer.
 //
-// The buffer is a single contiguous allocation aligned to kBufferAlignment,
-// shared by every tensor sliced from it: Slice() and SubTensor() along the
+// The buffer is a single contiguous allocation aligned to kBufferAlignment
+// (small tensors decoded from one network response share one, each 16-byte
+// aligned: service/element_wire.cc), shared by every tensor sliced from it: Slice() and SubTensor() along the
 // first dimension never copy, which is what keeps unbatch and per-replica
 // batch splitting cheap. Tensors are values with shared-buffer semantics,
 // like shared_ptr: copying a Tensor shares the bytes.
