@@ -33,8 +33,10 @@ struct DatasetAccess {
   static Dataset FromState(DatasetDefinition state);
   static Dataset FromDefinition(proto::DatasetDef def);
   static const proto::AttrValue& Proto(const FunctionArg& arg) { return arg.value_->proto; }
-  // An Iterator over `input`, which `dataset` outlives.
-  static Iterator MakeIterator(DatasetPtr dataset, std::unique_ptr<IteratorBase> input);
+  // An Iterator over `input`, which `dataset` outlives; `fingerprint` is
+  // the definition's, which Iterator::Save records.
+  static Iterator MakeIterator(DatasetPtr dataset, std::unique_ptr<IteratorBase> input,
+                               std::string fingerprint = "");
 };
 
 inline const proto::DatasetDef& DefinitionOf(const Dataset& dataset) {

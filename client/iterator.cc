@@ -3,14 +3,29 @@
 
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "client/dataset_internal.h"
+#include "pipeline/iterator_state.h"
+#include "sluice/checkpoint.pb.h"
 
 namespace sluice {
 
 class Iterator::Impl {
  public:
-  Impl(DatasetPtr dataset, std::unique_ptr<IteratorBase> input)
-      : dataset_(std::move(dataset)), input_(std::move(input)) {}
+  Impl(DatasetPtr dataset, std::unique_ptr<IteratorBase> input, std::string fingerprint)
+      : dataset_(std::move(dataset)), input_(std::move(input)), fingerprint_(std::move(fingerprint)) {}
+
+  absl::StatusOr<std::string> Save() {
+    if (!status_.ok()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("cannot save an iterator that ended with an error: ", status_.message()));
+    }
+    proto::PipelineCheckpoint checkpoint;
+    checkpoint.set_version(kPipelineCheckpointVersion);
+    checkpoint.set_fingerprint(fingerprint_);
+    if (absl::Status status = input_->Save(checkpoint.mutable_root()); !status.ok()) return status;
+    return checkpoint.SerializeAsString();
+  }
 
   absl::StatusOr<std::optional<Element>> GetNext() {
     if (!status_.ok()) return status_;
@@ -29,6 +44,7 @@ class Iterator::Impl {
  private:
   const DatasetPtr dataset_;  // outlives input_
   const std::unique_ptr<IteratorBase> input_;
+  const std::string fingerprint_;
   absl::Status status_;  // the error that ended the iteration
 };
 
@@ -45,6 +61,8 @@ absl::StatusOr<Element> Iterator::GetNext() {
 }
 
 absl::StatusOr<std::optional<Element>> Iterator::GetNextAsOptional() { return impl_->GetNext(); }
+
+absl::StatusOr<std::string> Iterator::Save() { return impl_->Save(); }
 
 const ElementSpec& Iterator::element_spec() const { return impl_->element_spec(); }
 
@@ -69,8 +87,10 @@ Iterator::LoopIterator& Iterator::LoopIterator::operator++() {
 
 namespace internal {
 
-Iterator DatasetAccess::MakeIterator(DatasetPtr dataset, std::unique_ptr<IteratorBase> input) {
-  return Iterator(std::make_unique<Iterator::Impl>(std::move(dataset), std::move(input)));
+Iterator DatasetAccess::MakeIterator(DatasetPtr dataset, std::unique_ptr<IteratorBase> input,
+                                     std::string fingerprint) {
+  return Iterator(
+      std::make_unique<Iterator::Impl>(std::move(dataset), std::move(input), std::move(fingerprint)));
 }
 
 }  // namespace internal

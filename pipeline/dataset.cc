@@ -1,6 +1,8 @@
 #include "pipeline/dataset.h"
 
+#include "absl/strings/str_cat.h"
 #include "common/exceptions.h"
+#include "pipeline/iterator_state.h"
 
 namespace sluice {
 namespace {
@@ -23,8 +25,28 @@ class ContainedIterator : public IteratorBase {
       return StatusFromCurrentException(where_);
     }
   }
+  // The step's state is its op's; an op that cannot save is named here.
+  absl::Status Save(proto::IteratorState* state) override {
+    return Named(Contain([&] { return input_->Save(state); }));
+  }
+  absl::Status Restore(const proto::IteratorState& state) override {
+    return Named(Contain([&] { return input_->Restore(state); }));
+  }
 
  private:
+  template <typename F>
+  absl::Status Contain(F call) {
+    try {
+      return call();
+    } catch (...) {
+      return StatusFromCurrentException(where_);
+    }
+  }
+  absl::Status Named(absl::Status status) const {
+    if (!IsCannotSave(status)) return status;
+    return absl::UnimplementedError(absl::StrCat(where_, " ", status.message()));
+  }
+
   const std::unique_ptr<IteratorBase> input_;
   const std::string where_;
 };

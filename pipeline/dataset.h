@@ -29,6 +29,10 @@
 
 namespace sluice {
 
+namespace proto {
+class IteratorState;
+}  // namespace proto
+
 // A half-open range of source positions: element indices for `range` and
 // `from_tensor_slices`, file indices for the file sources.
 struct Split {
@@ -85,6 +89,14 @@ class IteratorBase {
   virtual absl::Status GetNextBatch(int64_t max_rows, Element* batch, int64_t* rows, bool* end_of_sequence) {
     return absl::UnimplementedError("no bulk path");
   }
+
+  // Writes where this iterator stands (pipeline/iterator_state.h), so that
+  // Restore on a fresh iterator of the same dataset goes on with exactly
+  // the elements this one would give next. Ops that cannot yet say so with
+  // CannotSave().
+  virtual absl::Status Save(proto::IteratorState* state);
+  // Called on a fresh iterator, before its first GetNext.
+  virtual absl::Status Restore(const proto::IteratorState& state);
 };
 
 class DatasetBase {

@@ -23,6 +23,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "pipeline/iterator_state.h"
 #include "pipeline/ops.h"
 #include "pipeline/random.h"
 #include "pipeline/sandbox.h"
@@ -126,10 +127,16 @@ class ImageFolderDataset : public DatasetBase {
                          dataset_->names_);
       return absl::OkStatus();
     }
+    absl::Status Save(proto::IteratorState* state) override {
+      return SaveFileOrder(order_, dataset_->iterations_.load(), positions_, state);
+    }
+    absl::Status Restore(const proto::IteratorState& state) override {
+      return RestoreFileOrder(state, &order_, &dataset_->iterations_, &positions_);
+    }
 
    private:
     const ImageFolderDataset* const dataset_;
-    const std::vector<int64_t> order_;
+    std::vector<int64_t> order_;
     SourcePositions positions_;
   };
 

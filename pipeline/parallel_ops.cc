@@ -18,6 +18,7 @@
 #include "common/thread_pool.h"
 #include "pipeline/batch_util.h"
 #include "pipeline/definition_limits.h"
+#include "pipeline/iterator_state.h"
 #include "pipeline/ops.h"
 
 namespace sluice {
@@ -53,6 +54,10 @@ class SequentialIterator : public IteratorBase {
     *element = *std::move(out);
     return absl::OkStatus();
   }
+  // A unit is pulled and transformed within one call: only the input has
+  // a position.
+  absl::Status Save(proto::IteratorState* state) override { return SaveInput(*input_, state); }
+  absl::Status Restore(const proto::IteratorState& state) override { return RestoreInput(*input_, state); }
 
  private:
   std::unique_ptr<IteratorBase> input_;
@@ -78,6 +83,67 @@ class ParallelIterator : public IteratorBase {
     cancelled_ = true;
     mu_.Await(absl::Condition(
         +[](int* in_flight) { return *in_flight == 0; }, &in_flight_));
+  }
+
+  // Lets the units in flight finish (none starts meanwhile) and saves their
+  // results, in order, with the input's position after them: a restored
+  // iterator hands out those results first, so nothing is lost or repeated.
+  absl::Status Save(proto::IteratorState* state) override {
+    {
+      absl::MutexLock lock(&mu_);
+      saving_ = true;
+      mu_.Await(absl::Condition(
+          +[](int* in_flight) { return *in_flight == 0; }, &in_flight_));
+      for (const std::shared_ptr<Slot>& slot : slots_) {
+        proto::IteratorState* saved = state->add_inputs();
+        SaveStatus(slot->status, saved);
+        (*saved->mutable_ints())["end"] = slot->end ? 1 : 0;
+        if (slot->status.ok() && !slot->end) SaveElement(slot->result, saved);
+      }
+      (*state->mutable_ints())["slots"] = static_cast<int64_t>(slots_.size());
+      (*state->mutable_ints())["input_done"] = input_done_ ? 1 : 0;
+    }
+    absl::Status status;
+    {
+      // No unit runs now, so the input stands right after the saved ones.
+      absl::MutexLock input_lock(&input_mu_);
+      status = SaveInput(*input_, state);
+    }
+    absl::MutexLock lock(&mu_);
+    saving_ = false;
+    return status;
+  }
+
+  absl::Status Restore(const proto::IteratorState& state) override {
+    absl::StatusOr<int64_t> slots = StateInt(state, "slots");
+    absl::StatusOr<int64_t> input_done = StateInt(state, "input_done");
+    if (!slots.ok()) return slots.status();
+    if (!input_done.ok()) return input_done.status();
+    if (*slots < 0 || state.inputs_size() != *slots + 1) return MalformedState("the slots do not match");
+    {
+      absl::MutexLock input_lock(&input_mu_);
+      if (absl::Status s = RestoreInput(*input_, state, static_cast<int>(*slots)); !s.ok()) return s;
+    }
+    absl::MutexLock lock(&mu_);
+    for (int i = 0; i < *slots; ++i) {
+      const proto::IteratorState& saved = state.inputs(i);
+      auto slot = std::make_shared<Slot>();
+      slot->done = true;
+      absl::StatusOr<absl::Status> status = RestoreStatus(saved);
+      absl::StatusOr<int64_t> end = StateInt(saved, "end");
+      if (!status.ok()) return status.status();
+      if (!end.ok()) return end.status();
+      slot->end = *end != 0;
+      slot->status = *status;
+      if (slot->status.ok() && !slot->end) {
+        absl::StatusOr<Element> element = RestoreElement(saved, 0);
+        if (!element.ok()) return element.status();
+        slot->result = *std::move(element);
+      }
+      slots_.push_back(std::move(slot));
+    }
+    input_done_ = *input_done != 0;
+    return absl::OkStatus();
   }
 
   absl::Status GetNext(Element* element, bool* end) override {
@@ -111,7 +177,7 @@ class ParallelIterator : public IteratorBase {
   };
 
   void ScheduleMore() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    while (!input_done_ && !cancelled_ && in_flight_ < parallelism_ &&
+    while (!input_done_ && !cancelled_ && !saving_ && in_flight_ < parallelism_ &&
            static_cast<int>(slots_.size()) < kUnitsPerCall * parallelism_) {
       auto slot = std::make_shared<Slot>();
       slots_.push_back(slot);
@@ -208,6 +274,7 @@ class ParallelIterator : public IteratorBase {
   int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   bool input_done_ ABSL_GUARDED_BY(mu_) = false;
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  bool saving_ ABSL_GUARDED_BY(mu_) = false;  // no unit starts while Save runs
 
   // Last, so that it is destroyed (and its threads joined) first.
   std::unique_ptr<ThreadPool> pool_;

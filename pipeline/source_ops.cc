@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/proto_convert.h"
 #include "pipeline/batch_util.h"
+#include "pipeline/iterator_state.h"
 #include "pipeline/ops.h"
 #include "pipeline/random.h"
 #include "pipeline/sandbox.h"
@@ -86,6 +87,9 @@ class RangeDataset : public DatasetBase {
       return absl::OkStatus();
     }
 
+    absl::Status Save(proto::IteratorState* state) override { return positions_.Save(state); }
+    absl::Status Restore(const proto::IteratorState& state) override { return positions_.Restore(state); }
+
    private:
     const RangeDataset* const dataset_;
     SourcePositions positions_;
@@ -129,6 +133,17 @@ class FromTensorsDataset : public DatasetBase {
       *end = done_;
       if (!done_) *element = dataset_->element_;
       done_ = true;
+      return absl::OkStatus();
+    }
+
+    absl::Status Save(proto::IteratorState* state) override {
+      (*state->mutable_ints())["done"] = done_ ? 1 : 0;
+      return absl::OkStatus();
+    }
+    absl::Status Restore(const proto::IteratorState& state) override {
+      absl::StatusOr<int64_t> done = StateInt(state, "done");
+      if (!done.ok()) return done.status();
+      done_ = *done != 0;
       return absl::OkStatus();
     }
 
@@ -197,6 +212,9 @@ class FromTensorSlicesDataset : public DatasetBase {
       return absl::OkStatus();
     }
 
+    absl::Status Save(proto::IteratorState* state) override { return positions_.Save(state); }
+    absl::Status Restore(const proto::IteratorState& state) override { return positions_.Restore(state); }
+
    private:
     const FromTensorSlicesDataset* const dataset_;
     SourcePositions positions_;
@@ -238,9 +256,16 @@ class ListFilesDataset : public DatasetBase {
       return absl::OkStatus();
     }
 
+    absl::Status Save(proto::IteratorState* state) override {
+      return SaveFileOrder(order_, dataset_->iterations_.load(), positions_, state);
+    }
+    absl::Status Restore(const proto::IteratorState& state) override {
+      return RestoreFileOrder(state, &order_, &dataset_->iterations_, &positions_);
+    }
+
    private:
     const ListFilesDataset* const dataset_;
-    const std::vector<int64_t> order_;
+    std::vector<int64_t> order_;
     SourcePositions positions_;
   };
 

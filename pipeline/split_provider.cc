@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "pipeline/builder.h"
+#include "pipeline/iterator_state.h"
 #include "pipeline/random.h"
 
 namespace sluice {
@@ -128,6 +129,23 @@ absl::StatusOr<std::unique_ptr<SplitProvider>> MakeSplitProvider(const proto::Da
     }
   }
   return provider;
+}
+
+absl::Status SourcePositions::Save(proto::IteratorState* state) const {
+  if (provider_ != nullptr) return CannotSave();
+  (*state->mutable_ints())["next"] = next_;
+  return absl::OkStatus();
+}
+
+absl::Status SourcePositions::Restore(const proto::IteratorState& state) {
+  if (provider_ != nullptr) return CannotSave();
+  absl::StatusOr<int64_t> next = StateInt(state, "next");
+  if (!next.ok()) return next.status();
+  if (*next < 0 || *next > count_) {
+    return MalformedState(absl::StrCat("position ", *next, " is out of range for a source of ", count_));
+  }
+  next_ = *next;
+  return absl::OkStatus();
 }
 
 absl::Status SourcePositions::Next(int64_t* position, bool* end) {

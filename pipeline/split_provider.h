@@ -76,6 +76,11 @@ class SourcePositions {
   absl::Status Next(int64_t* position, bool* end);
   // The next run of consecutive positions, at most `max` long.
   absl::Status NextRun(int64_t max, int64_t* begin, int64_t* count, bool* end);
+  // The next position, in a local pipeline; under a split provider the
+  // dispatcher's splits are the position, which a service job's checkpoint
+  // keeps (not yet: CannotSave).
+  absl::Status Save(proto::IteratorState* state) const;
+  absl::Status Restore(const proto::IteratorState& state);
 
  private:
   const int64_t count_;

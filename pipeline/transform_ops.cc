@@ -4,11 +4,13 @@
 #include <atomic>
 #include <deque>
 #include <optional>
+#include <sstream>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/exceptions.h"
+#include "pipeline/iterator_state.h"
 #include "pipeline/ops.h"
 #include "pipeline/random.h"
 #include "pipeline/sharding.h"
@@ -50,6 +52,8 @@ class FilterDataset : public UnaryDataset {
         if (keep->components[0].data<bool>()[0]) return absl::OkStatus();
       }
     }
+    absl::Status Save(proto::IteratorState* state) override { return SaveInput(*input_, state); }
+    absl::Status Restore(const proto::IteratorState& state) override { return RestoreInput(*input_, state); }
 
    private:
     const FilterDataset* const dataset_;
@@ -87,6 +91,12 @@ class TakeDataset : public UnaryDataset {
       if (status.ok() && !*end && remaining_ > 0) --remaining_;
       return status;
     }
+    absl::Status Save(proto::IteratorState* state) override {
+      return SaveCounter(*input_, "remaining", remaining_, state);
+    }
+    absl::Status Restore(const proto::IteratorState& state) override {
+      return RestoreCounter(*input_, "remaining", &remaining_, state);
+    }
 
    private:
     int64_t remaining_;  // negative: unlimited
@@ -119,6 +129,12 @@ class SkipDataset : public UnaryDataset {
         if (to_skip_ > 0) --to_skip_;
       }
       return input_->GetNext(element, end);
+    }
+    absl::Status Save(proto::IteratorState* state) override {
+      return SaveCounter(*input_, "to_skip", to_skip_, state);
+    }
+    absl::Status Restore(const proto::IteratorState& state) override {
+      return RestoreCounter(*input_, "to_skip", &to_skip_, state);
     }
 
    private:
@@ -168,6 +184,26 @@ class RepeatDataset : public UnaryDataset {
       *end = true;
       return absl::OkStatus();
     }
+    // The repetition, and the current one's input if it has started.
+    absl::Status Save(proto::IteratorState* state) override {
+      (*state->mutable_ints())["repetition"] = repetition_;
+      (*state->mutable_ints())["epoch_empty"] = epoch_empty_ ? 1 : 0;
+      return input_ == nullptr ? absl::OkStatus() : SaveInput(*input_, state);
+    }
+    absl::Status Restore(const proto::IteratorState& state) override {
+      absl::StatusOr<int64_t> repetition = StateInt(state, "repetition");
+      absl::StatusOr<int64_t> epoch_empty = StateInt(state, "epoch_empty");
+      if (!repetition.ok()) return repetition.status();
+      if (!epoch_empty.ok()) return epoch_empty.status();
+      repetition_ = *repetition;
+      epoch_empty_ = *epoch_empty != 0;
+      input_.reset();
+      if (state.inputs_size() == 0) return absl::OkStatus();
+      absl::StatusOr<std::unique_ptr<IteratorBase>> input = dataset_->input()->MakeIterator(context_);
+      if (!input.ok()) return input.status();
+      input_ = *std::move(input);
+      return RestoreInput(*input_, state);
+    }
 
    private:
     const RepeatDataset* const dataset_;
@@ -204,6 +240,12 @@ class ShardDataset : public UnaryDataset {
         if (position_++ % dataset_->num_shards_ == dataset_->index_) return absl::OkStatus();
       }
     }
+    absl::Status Save(proto::IteratorState* state) override {
+      return SaveCounter(*input_, "position", position_, state);
+    }
+    absl::Status Restore(const proto::IteratorState& state) override {
+      return RestoreCounter(*input_, "position", &position_, state);
+    }
 
    private:
     const ShardDataset* const dataset_;
@@ -239,6 +281,12 @@ class EnumerateDataset : public UnaryDataset {
       for (Tensor& t : input.components) out.components.push_back(std::move(t));
       *element = std::move(out);
       return absl::OkStatus();
+    }
+    absl::Status Save(proto::IteratorState* state) override {
+      return SaveCounter(*input_, "next", next_, state);
+    }
+    absl::Status Restore(const proto::IteratorState& state) override {
+      return RestoreCounter(*input_, "next", &next_, state);
     }
 
    private:
@@ -298,6 +346,34 @@ class ShuffleDataset : public UnaryDataset {
       *end = false;
       return absl::OkStatus();
     }
+    // The buffer, the generator, and how many iterators the dataset has
+    // made (the next epoch's seed under repeat).
+    absl::Status Save(proto::IteratorState* state) override {
+      std::ostringstream rng;
+      rng << rng_;
+      (*state->mutable_blobs())["rng"] = rng.str();
+      (*state->mutable_ints())["input_done"] = input_done_ ? 1 : 0;
+      (*state->mutable_ints())["iterations"] = static_cast<int64_t>(dataset_->iterations_.load());
+      for (const Element& e : buffer_) SaveElement(e, state);
+      return SaveInput(*input_, state);
+    }
+    absl::Status Restore(const proto::IteratorState& state) override {
+      absl::StatusOr<int64_t> input_done = StateInt(state, "input_done");
+      absl::StatusOr<int64_t> iterations = StateInt(state, "iterations");
+      if (!input_done.ok()) return input_done.status();
+      if (!iterations.ok()) return iterations.status();
+      auto rng = state.blobs().find("rng");
+      if (rng == state.blobs().end()) return MalformedState("the shuffle's generator is missing");
+      std::istringstream in(rng->second);
+      in >> rng_;
+      if (in.fail()) return MalformedState("the shuffle's generator does not parse");
+      absl::StatusOr<std::vector<Element>> elements = RestoreElements(state);
+      if (!elements.ok()) return elements.status();
+      buffer_ = *std::move(elements);
+      input_done_ = *input_done != 0;
+      dataset_->iterations_.store(static_cast<uint64_t>(*iterations));
+      return RestoreInput(*input_, state);
+    }
 
    private:
     const ShuffleDataset* const dataset_;
@@ -316,20 +392,57 @@ class ShuffleDataset : public UnaryDataset {
 // Runs its input on a background thread, up to `capacity` elements ahead.
 class BackgroundIterator : public UnaryIterator {
  public:
-  BackgroundIterator(std::unique_ptr<IteratorBase> input, int64_t capacity)
+  BackgroundIterator(std::unique_ptr<IteratorBase> input, int64_t capacity, bool start_at_first_read)
       : UnaryIterator(std::move(input)), capacity_(capacity) {
-    producer_ = std::thread([this] { Produce(); });
+    if (!start_at_first_read) producer_ = std::thread([this] { Produce(); });
   }
   ~BackgroundIterator() override {
     {
       absl::MutexLock lock(&mu_);
       cancelled_ = true;
     }
-    producer_.join();
+    if (producer_.joinable()) producer_.join();
+  }
+
+  // The buffered elements and the input's position after them, taken while
+  // the producer waits between two reads.
+  absl::Status Save(proto::IteratorState* state) override {
+    {
+      absl::MutexLock lock(&mu_);
+      paused_ = true;
+      mu_.Await(absl::Condition(
+          +[](bool* producing) { return !*producing; }, &producing_));
+      for (const Element& e : buffer_) SaveElement(e, state);
+      (*state->mutable_ints())["done"] = done_ ? 1 : 0;
+      SaveStatus(status_, state);
+    }
+    absl::Status status = SaveInput(*input_, state);
+    absl::MutexLock lock(&mu_);
+    paused_ = false;
+    return status;
+  }
+
+  // Before the first GetNext, so before the producer starts.
+  absl::Status Restore(const proto::IteratorState& state) override {
+    absl::StatusOr<int64_t> done = StateInt(state, "done");
+    absl::StatusOr<absl::Status> status = RestoreStatus(state);
+    absl::StatusOr<std::vector<Element>> elements = RestoreElements(state);
+    if (!done.ok()) return done.status();
+    if (!status.ok()) return status.status();
+    if (!elements.ok()) return elements.status();
+    if (absl::Status s = RestoreInput(*input_, state); !s.ok()) return s;
+    absl::MutexLock lock(&mu_);
+    buffer_.assign(std::make_move_iterator(elements->begin()), std::make_move_iterator(elements->end()));
+    done_ = *done != 0;
+    status_ = *status;
+    return absl::OkStatus();
   }
 
   absl::Status GetNext(Element* element, bool* end) override {
     absl::MutexLock lock(&mu_);
+    // Started by the first read unless at construction, so that Restore
+    // comes first.
+    if (!producer_.joinable() && !done_) producer_ = std::thread([this] { Produce(); });
     mu_.Await(absl::Condition(this, &BackgroundIterator::ReadyForConsumer));
     if (!buffer_.empty()) {
       *element = std::move(buffer_.front());
@@ -344,7 +457,7 @@ class BackgroundIterator : public UnaryIterator {
  private:
   bool ReadyForConsumer() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !buffer_.empty() || done_; }
   bool ReadyForProducer() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return cancelled_ || static_cast<int64_t>(buffer_.size()) < capacity_;
+    return cancelled_ || (!paused_ && static_cast<int64_t>(buffer_.size()) < capacity_);
   }
 
   void Produce() {
@@ -363,12 +476,14 @@ class BackgroundIterator : public UnaryIterator {
         absl::MutexLock lock(&mu_);
         mu_.Await(absl::Condition(this, &BackgroundIterator::ReadyForProducer));
         if (cancelled_) return absl::OkStatus();
+        producing_ = true;
       }
       Element element;
       bool end = false;
       absl::Status status = input_->GetNext(&element, &end);
-      if (!status.ok() || end) return status;
       absl::MutexLock lock(&mu_);
+      producing_ = false;
+      if (!status.ok() || end) return status;
       buffer_.push_back(std::move(element));
     }
   }
@@ -379,7 +494,9 @@ class BackgroundIterator : public UnaryIterator {
   absl::Status status_ ABSL_GUARDED_BY(mu_);
   bool done_ ABSL_GUARDED_BY(mu_) = false;
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
-  std::thread producer_;
+  bool paused_ ABSL_GUARDED_BY(mu_) = false;     // Save is running
+  bool producing_ ABSL_GUARDED_BY(mu_) = false;  // the producer is reading the input
+  std::thread producer_;                         // started by the first GetNext
 };
 
 // Runs the input on a background thread, `buffer_size` elements ahead.
@@ -391,7 +508,9 @@ class PrefetchDataset : public UnaryDataset {
   absl::StatusOr<std::unique_ptr<IteratorBase>> MakeIterator(const IteratorContext& context) const override {
     absl::StatusOr<std::unique_ptr<IteratorBase>> input = this->input()->MakeIterator(context);
     if (!input.ok()) return input.status();
-    return MakeBackgroundIterator(*std::move(input), buffer_size_);
+    // Its producer starts at the first read, after a Restore.
+    return std::make_unique<BackgroundIterator>(*std::move(input), buffer_size_,
+                                                /*start_at_first_read=*/true);
   }
 
  private:
@@ -401,7 +520,7 @@ class PrefetchDataset : public UnaryDataset {
 }  // namespace
 
 std::unique_ptr<IteratorBase> MakeBackgroundIterator(std::unique_ptr<IteratorBase> input, int64_t capacity) {
-  return std::make_unique<BackgroundIterator>(std::move(input), capacity);
+  return std::make_unique<BackgroundIterator>(std::move(input), capacity, /*start_at_first_read=*/false);
 }
 
 absl::StatusOr<DatasetPtr> MakeFilterDataset(DatasetPtr input, const proto::FilterOp& op) {

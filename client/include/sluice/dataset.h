@@ -177,6 +177,12 @@ class Dataset {
   // Builds the pipeline and starts reading it (for a pipeline that reads
   // from the service, a new iteration of its job).
   absl::StatusOr<Iterator> MakeIterator() const;
+  // The same, going on from where the iterator that wrote `restore_from`
+  // (Iterator::Save) stood: the elements it gave before the save, then the
+  // ones this gives, equal one uninterrupted run. A state saved by another
+  // pipeline (another fingerprint) is FailedPrecondition; an op that cannot
+  // restore yet is Unimplemented naming its step.
+  absl::StatusOr<Iterator> MakeIterator(const std::string& restore_from) const;
   // Runs the pipeline and returns its elements (at most `limit` when
   // limit >= 0).
   absl::StatusOr<std::vector<Element>> Collect(int64_t limit = -1) const;

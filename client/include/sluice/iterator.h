@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <memory>
 #include <optional>
+#include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -38,6 +39,10 @@ class Iterator {
   // The next element, or an empty optional at the end of the input.
   absl::StatusOr<std::optional<Element>> GetNextAsOptional();
   const ElementSpec& element_spec() const;
+  // Where the iterator stands, as bytes (a versioned protobuf) that
+  // Dataset::MakeIterator(restore_from) resumes from. Local pipelines only
+  // for now; an op that cannot save yet is Unimplemented naming its step.
+  absl::StatusOr<std::string> Save();
 
   // Range-for support: the elements until the end of the input or the
   // first error, which status() then returns.

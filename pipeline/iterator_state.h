@@ -1,0 +1,68 @@
+// Helpers for IteratorBase::Save and Restore: an iterator writes its
+// counters, the elements it holds and its inputs' states into a
+// proto::IteratorState, and reads them back on a fresh iterator.
+#ifndef SLUICE_PIPELINE_ITERATOR_STATE_H_
+#define SLUICE_PIPELINE_ITERATOR_STATE_H_
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "pipeline/dataset.h"
+#include "pipeline/split_provider.h"
+#include "sluice/checkpoint.pb.h"
+
+namespace sluice {
+
+// The version PipelineCheckpoint::version carries; a reader refuses others.
+inline constexpr int kPipelineCheckpointVersion = 1;
+
+// Unimplemented, for an op that cannot save its position (yet). The step
+// that contains it (ContainExceptions) names itself in the message.
+absl::Status CannotSave();
+bool IsCannotSave(const absl::Status& status);
+
+// InvalidArgument: the state does not fit this iterator (a truncated or
+// hand-edited checkpoint; another pipeline's is refused by fingerprint
+// before any iterator sees it).
+absl::Status MalformedState(const std::string& what);
+
+// The int at `key`, or MalformedState naming it.
+absl::StatusOr<int64_t> StateInt(const proto::IteratorState& state, const std::string& key);
+
+// Appends `input`'s state to state->inputs.
+absl::Status SaveInput(IteratorBase& input, proto::IteratorState* state);
+// Restores `input` from state.inputs(index).
+absl::Status RestoreInput(IteratorBase& input, const proto::IteratorState& state, int index = 0);
+
+// An iterator whose state is one counter and its input's.
+absl::Status SaveCounter(IteratorBase& input, const std::string& key, int64_t value,
+                         proto::IteratorState* state);
+absl::Status RestoreCounter(IteratorBase& input, const std::string& key, int64_t* value,
+                            const proto::IteratorState& state);
+
+// A source that reads its files in a per-epoch order (list_files,
+// image_folder): the order, how many orders its dataset has drawn (the next
+// epoch's under repeat), and the position.
+absl::Status SaveFileOrder(const std::vector<int64_t>& order, uint64_t orders_drawn,
+                           const SourcePositions& positions, proto::IteratorState* state);
+absl::Status RestoreFileOrder(const proto::IteratorState& state, std::vector<int64_t>* order,
+                              std::atomic<uint64_t>* orders_drawn, SourcePositions* positions);
+
+// Elements held by an iterator, kept in state->elements.
+void SaveElement(const Element& element, proto::IteratorState* state);
+absl::StatusOr<Element> RestoreElement(const proto::IteratorState& state, int index);
+// Every element in state.elements, in order.
+absl::StatusOr<std::vector<Element>> RestoreElements(const proto::IteratorState& state);
+
+// A status an iterator holds for later (an error to report in turn), as
+// "code" and "message".
+void SaveStatus(const absl::Status& status, proto::IteratorState* state);
+absl::StatusOr<absl::Status> RestoreStatus(const proto::IteratorState& state);
+
+}  // namespace sluice
+
+#endif  // SLUICE_PIPELINE_ITERATOR_STATE_H_
