@@ -6,11 +6,31 @@
 #include "absl/strings/str_cat.h"
 #include "common/proto_convert.h"
 #include "pipeline/batch_util.h"
+#include "pipeline/iterator_state.h"
 #include "pipeline/ops.h"
 #include "pipeline/unary_dataset.h"
 
 namespace sluice {
 namespace {
+
+// unbatch's and rebatch's state: the input batch they are splitting (kept
+// while rows of it remain), the next row in it, and the input.
+absl::Status RestorePartial(const proto::IteratorState& state, const std::string& next_key, int64_t* next,
+                            int64_t* rows, Element* batch, IteratorBase& input) {
+  absl::StatusOr<int64_t> saved_next = StateInt(state, next_key);
+  absl::StatusOr<int64_t> saved_rows = StateInt(state, "rows");
+  if (!saved_next.ok()) return saved_next.status();
+  if (!saved_rows.ok()) return saved_rows.status();
+  if (*saved_next < *saved_rows) {
+    absl::StatusOr<Element> element = RestoreElement(state, 0);
+    if (!element.ok()) return element.status();
+    *batch = *std::move(element);
+  }
+  if (absl::Status s = RestoreInput(input, state); !s.ok()) return s;
+  *next = *saved_next;
+  *rows = *saved_rows;
+  return absl::OkStatus();
+}
 
 using internal::MakeUnaryIterator;
 using internal::RequirePositive;
@@ -47,6 +67,17 @@ class UnbatchDataset : public UnaryDataset {
       *element = std::move(out);
       *end = false;
       return absl::OkStatus();
+    }
+
+    // The batch being split, while rows of it remain.
+    absl::Status Save(proto::IteratorState* state) override {
+      (*state->mutable_ints())["next_row"] = next_row_;
+      (*state->mutable_ints())["rows"] = rows_;
+      if (next_row_ < rows_) SaveElement(batch_, state);
+      return SaveInput(*input_, state);
+    }
+    absl::Status Restore(const proto::IteratorState& state) override {
+      return RestorePartial(state, "next_row", &next_row_, &rows_, &batch_, *input_);
     }
 
    private:
@@ -106,6 +137,16 @@ class RebatchDataset : public UnaryDataset {
       *element = *std::move(batch);
       *end = false;
       return absl::OkStatus();
+    }
+
+    absl::Status Save(proto::IteratorState* state) override {
+      (*state->mutable_ints())["offset"] = offset_;
+      (*state->mutable_ints())["rows"] = rows_;
+      if (offset_ < rows_) SaveElement(current_, state);
+      return SaveInput(*input_, state);
+    }
+    absl::Status Restore(const proto::IteratorState& state) override {
+      return RestorePartial(state, "offset", &offset_, &rows_, &current_, *input_);
     }
 
    private:

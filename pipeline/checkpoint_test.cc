@@ -93,6 +93,14 @@ TEST_CASE("checkpoint: each op resumes exactly where it was saved", "[checkpoint
       {"prefetch", Dataset::Range(60).Prefetch(4).Map("square", {}, parallel).Batch(5)},
       {"fused maps", Dataset::Range(30).Map("add", {{"value", 2}}, parallel).Map("square", {}, parallel)},
       {"infinite", Dataset::Range(9).Shuffle(4, 5).Repeat()},
+      {"unbatch", Dataset::Range(40).Batch(7).Unbatch()},
+      {"rebatch", Dataset::Range(40).Batch(5).Rebatch(3)},
+      {"zip", Dataset::Zip({Dataset::Range(20), Dataset::Range(30).Shuffle(4, 1)})},
+      {"ignore_errors",
+       Dataset::FromTensorSlices({Tensor::FromVector<std::string>({"ab", "cde", "fg", "h", "ij", "kl"})})
+           .Map("decode_raw", {{"dtype", "int16"}})
+           .IgnoreErrors(true)
+           .Repeat(3)},
   };
   for (const auto& [name, dataset] : pipelines) {
     INFO(name);
@@ -186,12 +194,12 @@ TEST_CASE("checkpoint: a state restores only into its own pipeline", "[checkpoin
 }
 
 TEST_CASE("checkpoint: an op that cannot save yet is named with its step", "[checkpoint]") {
-  absl::StatusOr<Iterator> it = Dataset::Range(8).Batch(4).Unbatch().MakeIterator();
+  absl::StatusOr<Iterator> it = Dataset::Range(8).Batch(4).PaddedBatch(2).MakeIterator();
   REQUIRE(it.ok());
   absl::StatusOr<std::string> state = it->Save();
   CHECK(state.status().code() == absl::StatusCode::kUnimplemented);
   CHECK(state.status().message() ==
-        "step 3 (unbatch) cannot save its position yet (issue 20 adds the remaining ops)");
+        "step 3 (padded_batch) cannot save its position yet (issue 20 adds the remaining ops)");
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "pipeline/iterator_state.h"
 #include "pipeline/ops.h"
 #include "pipeline/unary_dataset.h"
 
@@ -62,6 +63,13 @@ class IgnoreErrorsDataset : public UnaryDataset {
         }
         last_message = std::string(status.message());
       }
+    }
+
+    absl::Status Save(proto::IteratorState* state) override {
+      return SaveCounter(*input_, "dropped", dropped_, state);
+    }
+    absl::Status Restore(const proto::IteratorState& state) override {
+      return RestoreCounter(*input_, "dropped", &dropped_, state);
     }
 
    private:

@@ -322,6 +322,22 @@ class ZipDataset : public DatasetBase {
       *element = std::move(out);
       return absl::OkStatus();
     }
+    absl::Status Save(proto::IteratorState* state) override {
+      for (auto& input : inputs_) {
+        if (absl::Status s = SaveInput(*input, state); !s.ok()) return s;
+      }
+      return absl::OkStatus();
+    }
+    absl::Status Restore(const proto::IteratorState& state) override {
+      if (state.inputs_size() != static_cast<int>(inputs_.size())) {
+        return MalformedState(
+            absl::StrCat("zip has ", inputs_.size(), " inputs, the state ", state.inputs_size()));
+      }
+      for (size_t i = 0; i < inputs_.size(); ++i) {
+        if (absl::Status s = RestoreInput(*inputs_[i], state, static_cast<int>(i)); !s.ok()) return s;
+      }
+      return absl::OkStatus();
+    }
 
    private:
     const ZipDataset* const dataset_;
