@@ -1,9 +1,15 @@
 #include "cli/commands.h"
 
+#include <atomic>
+#include <csignal>
+#include <fstream>
+#include <iterator>
+
 #include "absl/strings/str_cat.h"
 #include "cli/exit_codes.h"
 #include "cli/input_reader.h"
 #include "cli/line_writer.h"
+#include "common/atomic_file.h"
 #include "google/protobuf/text_format.h"
 #include "pipeline/builder.h"
 #include "pipeline/function.h"
@@ -50,20 +56,57 @@ absl::StatusOr<Loaded> Load(const RunOptions& options) {
   return Loaded{*std::move(pipeline), *std::move(dataset)};
 }
 
+// SIGINT or SIGTERM while `sluice run --save-state` prints: the loop ends
+// cleanly after the element in hand and saves.
+std::atomic<int> g_stop_signal{0};
+void NoteStopSignal(int signal) { g_stop_signal.store(signal); }
+
+// Where and how often PrintSteps saves the reader's state (RunOptions).
+struct StateSaving {
+  std::string path;
+  int64_t every = 0;
+};
+
+// The lines printed so far go out first, so that the state never runs
+// ahead of what the reader of the output has.
+absl::Status SaveState(InputReader& reader, LineWriter& writer, const StateSaving& saving) {
+  writer.Flush();
+  absl::StatusOr<std::string> state = reader.SaveState();
+  if (!state.ok()) return state.status();
+  return WriteFileAtomically(saving.path, *state);
+}
+
 // Prints up to `limit` steps (all for -1) as JSON lines, each on its way
-// out within 100 ms (cli/line_writer.h).
-int PrintSteps(InputReader& reader, int64_t limit, bool summary, std::ostream& out, std::ostream& err) {
+// out within 100 ms (cli/line_writer.h), saving the reader's state as
+// `saving` asks.
+int PrintSteps(InputReader& reader, int64_t limit, bool summary, std::ostream& out, std::ostream& err,
+               const StateSaving& saving = {}) {
   if (const int code = reader.StartOrFail(err); code != 0) return code;
+  // A pipeline that cannot save says so before it prints anything.
+  if (!saving.path.empty()) {
+    if (absl::StatusOr<std::string> probe = reader.SaveState(); !probe.ok()) {
+      return Fail(probe.status(), err, absl::IsUnimplemented(probe.status()));
+    }
+  }
   LineWriter writer(out);
-  for (int64_t count = 0; limit < 0 || count < limit; ++count) {
+  for (int64_t count = 0; (limit < 0 || count < limit) && g_stop_signal.load() == 0; ++count) {
     absl::StatusOr<bool> more = reader.Next();
     if (more.ok() && !*more) break;
     absl::StatusOr<std::string> line =
         !more.ok() ? more.status() : (summary ? reader.CurrentSummary() : reader.CurrentJson());
     if (!line.ok()) return Fail(line.status(), err, false);
     writer.Write(*line);
+    if (saving.every > 0 && (count + 1) % saving.every == 0) {
+      if (absl::Status status = SaveState(reader, writer, saving); !status.ok())
+        return Fail(status, err, false);
+    }
   }
-  return 0;
+  if (!saving.path.empty()) {
+    if (absl::Status status = SaveState(reader, writer, saving); !status.ok())
+      return Fail(status, err, false);
+  }
+  const int signal = g_stop_signal.load();
+  return signal == 0 ? 0 : 128 + signal;
 }
 
 // The steps [begin, end) of `def`, one line each, numbered from 1.
@@ -125,9 +168,43 @@ int InspectDistributed(const RunOptions& options, const LoadedPipeline& pipeline
 }  // namespace
 
 int RunPipeline(const RunOptions& options, std::ostream& out, std::ostream& err) {
+  if (options.save_every < 0 || (options.save_every > 0 && options.save_state.empty())) {
+    return Fail(absl::InvalidArgumentError("--save-every needs --save-state FILE and a count >= 1"), err,
+                true);
+  }
   absl::StatusOr<Loaded> loaded = Load(options);
   if (!loaded.ok()) return Fail(loaded.status(), err, true);
-  return PrintSteps(*InputReader::ForDataset(loaded->dataset), options.limit, options.summary, out, err);
+  std::unique_ptr<InputReader> reader =
+      InputReader::ForDataset(loaded->dataset, DatasetFingerprint(loaded->pipeline.def));
+  if (!options.restore.empty()) {
+    std::ifstream in(options.restore, std::ios::binary);
+    if (!in) {
+      return Fail(absl::NotFoundError(absl::StrCat("--restore: cannot read '", options.restore, "'")), err,
+                  true);
+    }
+    std::string state((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (absl::Status status = reader->SetRestoreState(std::move(state)); !status.ok()) {
+      return Fail(status, err, true);
+    }
+  }
+  // With a state to save, SIGINT and SIGTERM end the run cleanly (after the
+  // element in hand), so that the state is saved as of the last line.
+  struct sigaction previous_int {
+  }, previous_term{};
+  if (!options.save_state.empty()) {
+    struct sigaction action {};
+    action.sa_handler = NoteStopSignal;
+    sigemptyset(&action.sa_mask);
+    sigaction(SIGINT, &action, &previous_int);
+    sigaction(SIGTERM, &action, &previous_term);
+  }
+  const int code = PrintSteps(*reader, options.limit, options.summary, out, err,
+                              StateSaving{.path = options.save_state, .every = options.save_every});
+  if (!options.save_state.empty()) {
+    sigaction(SIGINT, &previous_int, nullptr);
+    sigaction(SIGTERM, &previous_term, nullptr);
+  }
+  return code;
 }
 
 int ReadPipeline(const ReadOptions& options, std::ostream& out, std::ostream& err) {

@@ -19,6 +19,14 @@ struct RunOptions {
   int64_t limit = -1;                // at most this many elements; -1: all
   bool summary = false;              // one short line per element (cli/summary.h)
   std::vector<std::string> plugins;  // loaded before the pipeline
+  // Iterator checkpoints (issue 20), `sluice run` only so far: the state is
+  // written atomically to `save_state` after every `save_every`-th element
+  // printed (0: never) and again at a clean end (the end of the data,
+  // --limit, SIGINT or SIGTERM), as of the last element printed; `restore`
+  // resumes from such a file.
+  std::string save_state;
+  int64_t save_every = 0;
+  std::string restore;
 };
 
 // `sluice run`: prints each element as one JSON line.

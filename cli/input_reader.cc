@@ -1,5 +1,7 @@
 #include "cli/input_reader.h"
 
+#include <optional>
+
 #include "absl/strings/str_cat.h"
 #include "cli/exit_codes.h"
 #include "cli/replica_reader.h"
@@ -7,6 +9,7 @@
 #include "common/json.h"
 #include "pipeline/builder.h"
 #include "pipeline/function.h"
+#include "pipeline/iterator_state.h"
 #include "pipeline/yaml_loader.h"
 
 namespace sluice::cli {
@@ -14,12 +17,20 @@ namespace {
 
 class ElementReader : public InputReader {
  public:
-  explicit ElementReader(DatasetPtr dataset) : dataset_(std::move(dataset)) {}
+  ElementReader(DatasetPtr dataset, std::string fingerprint)
+      : dataset_(std::move(dataset)), fingerprint_(std::move(fingerprint)) {}
 
   absl::Status Start() override {
     absl::StatusOr<std::unique_ptr<IteratorBase>> iterator = dataset_->MakeIterator(IteratorContext{});
     if (!iterator.ok()) return iterator.status();
     iterator_ = *std::move(iterator);
+    if (restore_.has_value()) return RestorePipelineState(*iterator_, fingerprint_, *restore_);
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<std::string> SaveState() override { return SavePipelineState(*iterator_, fingerprint_); }
+  absl::Status SetRestoreState(std::string state) override {
+    restore_ = std::move(state);
     return absl::OkStatus();
   }
 
@@ -46,6 +57,8 @@ class ElementReader : public InputReader {
 
  private:
   const DatasetPtr dataset_;
+  const std::string fingerprint_;
+  std::optional<std::string> restore_;
   std::unique_ptr<IteratorBase> iterator_;
   Element element_;
 };
@@ -140,8 +153,8 @@ int InputReader::StartOrFail(std::ostream& err) {
   return Fail(status, err, refused);
 }
 
-std::unique_ptr<InputReader> InputReader::ForDataset(DatasetPtr dataset) {
-  return std::make_unique<ElementReader>(std::move(dataset));
+std::unique_ptr<InputReader> InputReader::ForDataset(DatasetPtr dataset, std::string fingerprint) {
+  return std::make_unique<ElementReader>(std::move(dataset), std::move(fingerprint));
 }
 
 }  // namespace sluice::cli

@@ -38,8 +38,9 @@ class InputReader {
   // runs in this process. Errors here are the user's to fix, except an
   // unreachable service (IsUnreachable).
   static absl::StatusOr<std::unique_ptr<InputReader>> Open(const ReadOptions& options, bool service_required);
-  // Reads a dataset built already (`sluice run`).
-  static std::unique_ptr<InputReader> ForDataset(DatasetPtr dataset);
+  // Reads a dataset built already (`sluice run`). `fingerprint`: its
+  // definition's, which saved states carry.
+  static std::unique_ptr<InputReader> ForDataset(DatasetPtr dataset, std::string fingerprint = "");
 
   virtual ~InputReader() = default;
 
@@ -55,6 +56,15 @@ class InputReader {
   // no shorter form.
   virtual absl::StatusOr<std::string> CurrentSummary() const { return CurrentJson(); }
   virtual StepSize CurrentSize() const = 0;
+
+  // Where the reader stands, as Iterator::Save's bytes (issue 20: local
+  // pipelines so far); and a state for Start() to resume from.
+  virtual absl::StatusOr<std::string> SaveState() {
+    return absl::UnimplementedError("saving the read position works for local pipelines only, so far");
+  }
+  virtual absl::Status SetRestoreState(std::string state) {
+    return absl::UnimplementedError("restoring a read position works for local pipelines only, so far");
+  }
 
   // Start() with its error made the command's exit code: the service's
   // refusal of the definition (InvalidArgument, FailedPrecondition: a mode

@@ -22,6 +22,11 @@ void LineWriter::Write(const std::string& line) {
   if (pending_.size() >= kFlushBytes) FlushLocked();
 }
 
+void LineWriter::Flush() {
+  absl::MutexLock lock(&mu_);
+  FlushLocked();
+}
+
 void LineWriter::FlushLocked() {
   if (pending_.empty()) return;
   out_.write(pending_.data(), static_cast<std::streamsize>(pending_.size()));

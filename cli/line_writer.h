@@ -31,6 +31,8 @@ class LineWriter {
 
   // Writes `line` and a newline.
   void Write(const std::string& line);
+  // Hands every line written so far to the stream, flushed.
+  void Flush();
 
   // Gathered lines go out in one write once they pass this size.
   static constexpr size_t kFlushBytes = size_t{64} << 10;

@@ -77,6 +77,15 @@ int main(int argc, char** argv) {
   run->add_option("--limit", options.limit, "Print at most this many elements (-1: all)");
   run->add_flag("--summary", options.summary,
                 "One short line per element: big components as dtype[shape] and their mean");
+  run->add_option(
+      "--save-state", options.save_state,
+      "Write the iterator's state to this file (atomically) at a clean end (end of data, --limit, "
+      "SIGINT, SIGTERM) as of the last element printed");
+  run->add_option("--save-every", options.save_every,
+                  "With --save-state: also save right after every N-th element printed and flushed")
+      ->check(CLI::PositiveNumber);
+  run->add_option("--restore", options.restore,
+                  "Resume from a state file written by --save-state for the same pipeline");
   sluice::cli::ReadOptions read_options;
   CLI::App* read =
       app.add_subcommand("read", "Read a pipeline's elements from the data service as JSON lines");

@@ -9,7 +9,6 @@
 #include "pipeline/builder.h"
 #include "pipeline/iterator_state.h"
 #include "pipeline/yaml_loader.h"
-#include "sluice/checkpoint.pb.h"
 
 namespace sluice {
 namespace internal {
@@ -375,27 +374,13 @@ absl::StatusOr<Iterator> Dataset::MakeIterator() const {
 }
 
 absl::StatusOr<Iterator> Dataset::MakeIterator(const std::string& restore_from) const {
-  proto::PipelineCheckpoint checkpoint;
-  if (!checkpoint.ParseFromString(restore_from)) {
-    return absl::InvalidArgumentError(
-        "the saved iterator state does not parse (not Iterator::Save's bytes?)");
-  }
-  if (checkpoint.version() != kPipelineCheckpointVersion) {
-    return absl::FailedPreconditionError(absl::StrCat("the saved iterator state has version ",
-                                                      checkpoint.version(), "; this build reads version ",
-                                                      kPipelineCheckpointVersion));
-  }
-  const std::string fingerprint = Fingerprint();
-  if (checkpoint.fingerprint() != fingerprint) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the saved iterator state is from another pipeline (fingerprint ", checkpoint.fingerprint(),
-        "; this pipeline's is ", fingerprint, "): restore a state into the pipeline that saved it"));
-  }
   absl::StatusOr<DatasetPtr> dataset = internal::BuildPipeline(*this);
   if (!dataset.ok()) return dataset.status();
   absl::StatusOr<std::unique_ptr<IteratorBase>> input = (*dataset)->MakeIterator(IteratorContext{});
   if (!input.ok()) return input.status();
-  if (absl::Status status = (*input)->Restore(checkpoint.root()); !status.ok()) return status;
+  const std::string fingerprint = Fingerprint();
+  if (absl::Status status = RestorePipelineState(**input, fingerprint, restore_from); !status.ok())
+    return status;
   return DatasetAccess::MakeIterator(*std::move(dataset), *std::move(input), fingerprint);
 }
 

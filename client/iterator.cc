@@ -6,7 +6,6 @@
 #include "absl/strings/str_cat.h"
 #include "client/dataset_internal.h"
 #include "pipeline/iterator_state.h"
-#include "sluice/checkpoint.pb.h"
 
 namespace sluice {
 
@@ -20,11 +19,7 @@ class Iterator::Impl {
       return absl::FailedPreconditionError(
           absl::StrCat("cannot save an iterator that ended with an error: ", status_.message()));
     }
-    proto::PipelineCheckpoint checkpoint;
-    checkpoint.set_version(kPipelineCheckpointVersion);
-    checkpoint.set_fingerprint(fingerprint_);
-    if (absl::Status status = input_->Save(checkpoint.mutable_root()); !status.ok()) return status;
-    return checkpoint.SerializeAsString();
+    return SavePipelineState(*input_, fingerprint_);
   }
 
   absl::StatusOr<std::optional<Element>> GetNext() {

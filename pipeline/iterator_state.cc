@@ -15,6 +15,34 @@ constexpr char kCannotSave[] = "cannot save its position yet (issue 20 adds the 
 absl::Status IteratorBase::Save(proto::IteratorState*) { return CannotSave(); }
 absl::Status IteratorBase::Restore(const proto::IteratorState&) { return CannotSave(); }
 
+absl::StatusOr<std::string> SavePipelineState(IteratorBase& root, const std::string& fingerprint) {
+  proto::PipelineCheckpoint checkpoint;
+  checkpoint.set_version(kPipelineCheckpointVersion);
+  checkpoint.set_fingerprint(fingerprint);
+  if (absl::Status status = root.Save(checkpoint.mutable_root()); !status.ok()) return status;
+  return checkpoint.SerializeAsString();
+}
+
+absl::Status RestorePipelineState(IteratorBase& root, const std::string& fingerprint,
+                                  const std::string& bytes) {
+  proto::PipelineCheckpoint checkpoint;
+  if (!checkpoint.ParseFromString(bytes)) {
+    return absl::InvalidArgumentError(
+        "the saved iterator state does not parse (not Iterator::Save's bytes?)");
+  }
+  if (checkpoint.version() != kPipelineCheckpointVersion) {
+    return absl::FailedPreconditionError(absl::StrCat("the saved iterator state has version ",
+                                                      checkpoint.version(), "; this build reads version ",
+                                                      kPipelineCheckpointVersion));
+  }
+  if (checkpoint.fingerprint() != fingerprint) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the saved iterator state is from another pipeline (fingerprint ", checkpoint.fingerprint(),
+        "; this pipeline's is ", fingerprint, "): restore a state into the pipeline that saved it"));
+  }
+  return root.Restore(checkpoint.root());
+}
+
 absl::Status CannotSave() { return absl::UnimplementedError(kCannotSave); }
 bool IsCannotSave(const absl::Status& status) {
   return absl::IsUnimplemented(status) && status.message() == kCannotSave;

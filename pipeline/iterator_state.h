@@ -20,6 +20,13 @@ namespace sluice {
 // The version PipelineCheckpoint::version carries; a reader refuses others.
 inline constexpr int kPipelineCheckpointVersion = 1;
 
+// A whole pipeline's state as PipelineCheckpoint bytes, and back into a
+// fresh iterator of the pipeline whose definition has `fingerprint`
+// (FailedPrecondition naming both fingerprints for another pipeline's).
+absl::StatusOr<std::string> SavePipelineState(IteratorBase& root, const std::string& fingerprint);
+absl::Status RestorePipelineState(IteratorBase& root, const std::string& fingerprint,
+                                  const std::string& bytes);
+
 // Unimplemented, for an op that cannot save its position (yet). The step
 // that contains it (ContainExceptions) names itself in the message.
 absl::Status CannotSave();
