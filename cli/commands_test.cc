@@ -775,12 +775,12 @@ TEST_CASE("cli: run --save-state and --restore resume right after the last line"
   Result missing = RunWithState(path, -1, "", 0, dir.File("none"));
   CHECK(missing.code == 2);
   CHECK_THAT(missing.err, Equals("sluice: --restore: cannot read '" + dir.File("none") + "'\n"));
-  WriteFile(path, "pipeline:\n  - range: 8\n  - padded_batch: 3\n");
+  WriteFile(path, "pipeline:\n  - range: 8\n  - interleave: [{range: 3}]\n");
   Result cannot = RunWithState(path, -1, state, 0, "");
   CHECK(cannot.code == 2);
   CHECK(cannot.out.empty());
   CHECK_THAT(cannot.err, Equals("sluice: " + path +
-                                ":3:5: step 2 (padded_batch) cannot save its position yet (issue 20 adds the "
+                                ":3:5: step 2 (interleave) cannot save its position yet (issue 20 adds the "
                                 "remaining ops)\n"));
   Result no_file = RunWithState(path, -1, "", 3, "");
   CHECK(no_file.code == 2);
@@ -818,8 +818,9 @@ TEST_CASE("cli: after kill -9 a restore resumes right after the last multiple of
   CHECK(std::equal(second.begin(), second.end(), all.begin() + static_cast<std::ptrdiff_t>(resumed_at)));
 
   // SIGINT ends the run cleanly (exit 130) and saves as of the last line.
-  const Result interrupted = Shell(absl::StrCat("timeout --preserve-status -s INT 0.5 ", sluice, " --save-state '", state,
-                                                "' --save-every 1000000 > '", dir.File("third"), "'"));
+  const Result interrupted =
+      Shell(absl::StrCat("timeout --preserve-status -s INT 0.5 ", sluice, " --save-state '", state,
+                         "' --save-every 1000000 > '", dir.File("third"), "'"));
   CHECK(interrupted.code == 130);
   std::ifstream third_file(dir.File("third"));
   const std::vector<std::string> third =

@@ -205,6 +205,10 @@ class PaddedBatchDataset : public UnaryDataset {
       return absl::OkStatus();
     }
 
+    // A batch is pulled whole within one call: only the input has a position.
+    absl::Status Save(proto::IteratorState* state) override { return SaveInput(*input_, state); }
+    absl::Status Restore(const proto::IteratorState& state) override { return RestoreInput(*input_, state); }
+
    private:
     const PaddedBatchDataset* const dataset_;
   };

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "pipeline/iterator_state.h"
 #include "pipeline/ops.h"
 #include "pipeline/record_io.h"
 #include "pipeline/split_provider.h"
@@ -52,12 +53,14 @@ class FileSourceDataset : public DatasetBase {
         if (!file_open_) {
           int64_t file_index = 0;
           if (absl::Status status = files_.Next(&file_index, end); !status.ok() || *end) return status;
-          if (absl::Status status = OpenFile(dataset_->config_.files[file_index]); !status.ok())
-            return status;
+          if (absl::Status status = OpenFile(file_index); !status.ok()) return status;
         }
         absl::StatusOr<bool> got = ReadOne(&record);
         if (!got.ok()) return got.status();
-        if (*got) break;
+        if (*got) {
+          ++records_read_;
+          break;
+        }
         file_open_ = false;
         owned_.reset();
         tfrecord_.reset();
@@ -78,13 +81,13 @@ class FileSourceDataset : public DatasetBase {
           bool no_more = false;
           if (absl::Status status = files_.Next(&file_index, &no_more); !status.ok()) return status;
           if (no_more) break;
-          if (absl::Status status = OpenFile(dataset_->config_.files[file_index]); !status.ok())
-            return status;
+          if (absl::Status status = OpenFile(file_index); !status.ok()) return status;
         }
         absl::StatusOr<bool> got = ReadOne(&out[*rows]);
         if (!got.ok()) return got.status();
         if (*got) {
           ++*rows;
+          ++records_read_;
           continue;
         }
         file_open_ = false;
@@ -97,8 +100,48 @@ class FileSourceDataset : public DatasetBase {
       return absl::OkStatus();
     }
 
+    // The next file's position, and in the open file how many records were
+    // read: a restore opens that file again and reads past them (exact for
+    // compressed files too, at the cost of reading them again).
+    absl::Status Save(proto::IteratorState* state) override {
+      (*state->mutable_ints())["file_open"] = file_open_ ? 1 : 0;
+      (*state->mutable_ints())["file"] = file_index_;
+      (*state->mutable_ints())["records_read"] = records_read_;
+      return files_.Save(state);
+    }
+    absl::Status Restore(const proto::IteratorState& state) override {
+      absl::StatusOr<int64_t> open = StateInt(state, "file_open");
+      absl::StatusOr<int64_t> file = StateInt(state, "file");
+      absl::StatusOr<int64_t> records = StateInt(state, "records_read");
+      if (!open.ok()) return open.status();
+      if (!file.ok()) return file.status();
+      if (!records.ok()) return records.status();
+      if (absl::Status s = files_.Restore(state); !s.ok()) return s;
+      if (*open == 0) return absl::OkStatus();
+      if (*file < 0 || *file >= static_cast<int64_t>(dataset_->config_.files.size())) {
+        return MalformedState(absl::StrCat("file ", *file, " is out of range"));
+      }
+      if (absl::Status s = OpenFile(*file); !s.ok()) return s;
+      std::string skipped;
+      for (int64_t i = 0; i < *records; ++i) {
+        absl::StatusOr<bool> got = ReadOne(&skipped);
+        if (!got.ok()) return got.status();
+        if (!*got) {
+          return absl::DataLossError(absl::StrCat("'", dataset_->config_.files[*file], "' has ", i,
+                                                  " records now; the saved state had read ", *records,
+                                                  " (the file changed since the save)"));
+        }
+      }
+      records_read_ = *records;
+      return absl::OkStatus();
+    }
+
    private:
-    absl::Status OpenFile(const std::string& path) {
+    absl::Status OpenFile(int64_t file_index) {
+      const std::string& path = dataset_->config_.files[file_index];
+      file_index_ = file_index;
+      records_read_ = 0;
+      lookahead_.clear();
       absl::StatusOr<std::unique_ptr<InputStream>> stream = InputStream::Open(path, dataset_->compression_);
       if (!stream.ok()) return stream.status();
       const FileSourceConfig& config = dataset_->config_;
@@ -164,6 +207,8 @@ class FileSourceDataset : public DatasetBase {
     const FileSourceDataset* const dataset_;
     SourcePositions files_;
     bool file_open_ = false;
+    int64_t file_index_ = 0;                    // of the open file
+    int64_t records_read_ = 0;                  // from it
     std::unique_ptr<InputStream> owned_;        // text and fixed-length files
     std::unique_ptr<TFRecordReader> tfrecord_;  // TFRecord files
     std::string lookahead_;
