@@ -2,6 +2,7 @@
 // pipelines (issue 20, section 1): the elements before a save followed by
 // those after the restore equal one uninterrupted run, element for element.
 #include <catch2/catch.hpp>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -124,6 +125,20 @@ TEST_CASE("checkpoint: file sources resume in the same shuffled order in every e
   std::ofstream(dir.File("b.txt")) << "six\nseven\n\neight\n";
   CheckResumesEverywhere(Dataset::TextLine({dir.File("a.txt"), dir.File("b.txt")}).Repeat(2));
   CheckResumesEverywhere(Dataset::TextLine({dir.File("a.txt"), dir.File("b.txt")}).Batch(3));
+  // WebDataset shards (tar's own writer): three samples of two members each.
+  for (int shard = 0; shard < 2; ++shard) {
+    std::string members;
+    for (int sample = 0; sample < 3; ++sample) {
+      const std::string key = absl::StrCat("s", shard, sample);
+      std::ofstream(dir.File(key + ".jpg")) << "jpeg " << key;
+      std::ofstream(dir.File(key + ".cls")) << sample;
+      members += absl::StrCat(" ", key, ".jpg ", key, ".cls");
+    }
+    REQUIRE(std::system(absl::StrCat("tar -C '", dir.path(), "' -cf '", dir.File(absl::StrCat(shard, ".tar")),
+                                     "'", members)
+                            .c_str()) == 0);
+  }
+  CheckResumesEverywhere(Dataset::WebDataset({dir.File("0.tar"), dir.File("1.tar")}).Repeat(2));
   std::ofstream(dir.File("fixed.bin")) << "HHaaaabbbbccccddddFF";
   CheckResumesEverywhere(Dataset::FixedLengthRecord({dir.File("fixed.bin")}, 4, 2, 2).Repeat(2));
   CheckResumesEverywhere(Dataset::ImageFolder(dir.path(), {}, true, 9).Repeat(3));

@@ -16,6 +16,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "pipeline/iterator_state.h"
 #include "pipeline/ops.h"
 #include "pipeline/record_io.h"
 #include "pipeline/split_provider.h"
@@ -188,15 +189,12 @@ class WebDatasetDataset : public DatasetBase {
         if (reader_ == nullptr) {
           int64_t shard = 0;
           if (absl::Status s = shards_.Next(&shard, end); !s.ok() || *end) return s;
-          absl::StatusOr<std::unique_ptr<InputStream>> stream =
-              InputStream::Open(dataset_->files_[shard], Compression::kNone);
-          if (!stream.ok()) return stream.status();
-          reader_ = std::make_unique<TarReader>(*std::move(stream));
-          pending_.reset();
+          if (absl::Status s = OpenShard(shard); !s.ok()) return s;
         }
         absl::StatusOr<bool> got = NextSample(element);
         if (!got.ok()) return got.status();
         if (*got) {
+          ++samples_read_;
           *end = false;
           return absl::OkStatus();
         }
@@ -204,7 +202,53 @@ class WebDatasetDataset : public DatasetBase {
       }
     }
 
+    // The next shard's position, and in the open shard how many samples
+    // were given: a restore reads that shard again past them.
+    absl::Status Save(proto::IteratorState* state) override {
+      (*state->mutable_ints())["shard_open"] = reader_ != nullptr ? 1 : 0;
+      (*state->mutable_ints())["shard"] = shard_;
+      (*state->mutable_ints())["samples_read"] = samples_read_;
+      return shards_.Save(state);
+    }
+    absl::Status Restore(const proto::IteratorState& state) override {
+      absl::StatusOr<int64_t> open = StateInt(state, "shard_open");
+      absl::StatusOr<int64_t> shard = StateInt(state, "shard");
+      absl::StatusOr<int64_t> samples = StateInt(state, "samples_read");
+      if (!open.ok()) return open.status();
+      if (!shard.ok()) return shard.status();
+      if (!samples.ok()) return samples.status();
+      if (absl::Status s = shards_.Restore(state); !s.ok()) return s;
+      if (*open == 0) return absl::OkStatus();
+      if (*shard < 0 || *shard >= static_cast<int64_t>(dataset_->files_.size())) {
+        return MalformedState(absl::StrCat("shard ", *shard, " is out of range"));
+      }
+      if (absl::Status s = OpenShard(*shard); !s.ok()) return s;
+      Element skipped;
+      for (int64_t i = 0; i < *samples; ++i) {
+        absl::StatusOr<bool> got = NextSample(&skipped);
+        if (!got.ok()) return got.status();
+        if (!*got) {
+          return absl::DataLossError(absl::StrCat("shard '", dataset_->files_[*shard], "' has ", i,
+                                                  " samples now; the saved state had read ", *samples,
+                                                  " (the shard changed since the save)"));
+        }
+      }
+      samples_read_ = *samples;
+      return absl::OkStatus();
+    }
+
    private:
+    absl::Status OpenShard(int64_t shard) {
+      absl::StatusOr<std::unique_ptr<InputStream>> stream =
+          InputStream::Open(dataset_->files_[shard], Compression::kNone);
+      if (!stream.ok()) return stream.status();
+      reader_ = std::make_unique<TarReader>(*std::move(stream));
+      pending_.reset();
+      shard_ = shard;
+      samples_read_ = 0;
+      return absl::OkStatus();
+    }
+
     // Gathers the members of the next key; false at the shard's end.
     absl::StatusOr<bool> NextSample(Element* element) {
       std::string key;
@@ -248,6 +292,8 @@ class WebDatasetDataset : public DatasetBase {
     SourcePositions shards_;
     std::unique_ptr<TarReader> reader_;
     std::optional<Member> pending_;  // the first member of the next sample
+    int64_t shard_ = 0;              // the open one
+    int64_t samples_read_ = 0;       // from it
   };
 
   const std::vector<std::string> files_;
