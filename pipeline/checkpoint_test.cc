@@ -139,6 +139,22 @@ TEST_CASE("checkpoint: file sources resume in the same shuffled order in every e
                             .c_str()) == 0);
   }
   CheckResumesEverywhere(Dataset::WebDataset({dir.File("0.tar"), dir.File("1.tar")}).Repeat(2));
+  {
+    // A file that shrank since the save is DataLoss naming it.
+    const Dataset lines = Dataset::TextLine({dir.File("a.txt")});
+    absl::StatusOr<Iterator> it = lines.MakeIterator();
+    REQUIRE(it.ok());
+    for (int i = 0; i < 4; ++i) REQUIRE(it->GetNext().ok());
+    absl::StatusOr<std::string> state = it->Save();
+    REQUIRE(state.ok());
+    std::ofstream(dir.File("short.txt")) << "one\ntwo\n";
+    std::filesystem::rename(dir.File("short.txt"), dir.File("a.txt"));
+    absl::StatusOr<Iterator> restored = lines.MakeIterator(*state);
+    CHECK(restored.status().code() == absl::StatusCode::kDataLoss);
+    CHECK(restored.status().message() ==
+          absl::StrCat("'", dir.File("a.txt"),
+                       "' has 2 records now; the saved state had read 4 (the file changed since the save)"));
+  }
   std::ofstream(dir.File("fixed.bin")) << "HHaaaabbbbccccddddFF";
   CheckResumesEverywhere(Dataset::FixedLengthRecord({dir.File("fixed.bin")}, 4, 2, 2).Repeat(2));
   CheckResumesEverywhere(Dataset::ImageFolder(dir.path(), {}, true, 9).Repeat(3));

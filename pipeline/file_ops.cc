@@ -104,35 +104,22 @@ class FileSourceDataset : public DatasetBase {
     // read: a restore opens that file again and reads past them (exact for
     // compressed files too, at the cost of reading them again).
     absl::Status Save(proto::IteratorState* state) override {
-      (*state->mutable_ints())["file_open"] = file_open_ ? 1 : 0;
-      (*state->mutable_ints())["file"] = file_index_;
-      (*state->mutable_ints())["records_read"] = records_read_;
-      return files_.Save(state);
+      return SaveOpenFile({.open = file_open_, .file = file_index_, .items = records_read_}, files_, state);
     }
     absl::Status Restore(const proto::IteratorState& state) override {
-      absl::StatusOr<int64_t> open = StateInt(state, "file_open");
-      absl::StatusOr<int64_t> file = StateInt(state, "file");
-      absl::StatusOr<int64_t> records = StateInt(state, "records_read");
-      if (!open.ok()) return open.status();
-      if (!file.ok()) return file.status();
-      if (!records.ok()) return records.status();
-      if (absl::Status s = files_.Restore(state); !s.ok()) return s;
-      if (*open == 0) return absl::OkStatus();
-      if (*file < 0 || *file >= static_cast<int64_t>(dataset_->config_.files.size())) {
-        return MalformedState(absl::StrCat("file ", *file, " is out of range"));
-      }
-      if (absl::Status s = OpenFile(*file); !s.ok()) return s;
+      absl::StatusOr<OpenFileState> open_file =
+          RestoreOpenFile(state, static_cast<int64_t>(dataset_->config_.files.size()), &files_);
+      if (!open_file.ok()) return open_file.status();
+      if (!open_file->open) return absl::OkStatus();
+      if (absl::Status s = OpenFile(open_file->file); !s.ok()) return s;
       std::string skipped;
-      for (int64_t i = 0; i < *records; ++i) {
-        absl::StatusOr<bool> got = ReadOne(&skipped);
-        if (!got.ok()) return got.status();
-        if (!*got) {
-          return absl::DataLossError(absl::StrCat("'", dataset_->config_.files[*file], "' has ", i,
-                                                  " records now; the saved state had read ", *records,
-                                                  " (the file changed since the save)"));
-        }
+      if (absl::Status s = SkipItems(
+              open_file->items, [&] { return ReadOne(&skipped); }, dataset_->config_.files[open_file->file],
+              "records");
+          !s.ok()) {
+        return s;
       }
-      records_read_ = *records;
+      records_read_ = open_file->items;
       return absl::OkStatus();
     }
 

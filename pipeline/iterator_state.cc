@@ -116,6 +116,43 @@ absl::Status RestoreFileOrder(const proto::IteratorState& state, std::vector<int
   return absl::OkStatus();
 }
 
+absl::Status SaveOpenFile(const OpenFileState& open_file, const SourcePositions& files,
+                          proto::IteratorState* state) {
+  (*state->mutable_ints())["file_open"] = open_file.open ? 1 : 0;
+  (*state->mutable_ints())["file"] = open_file.file;
+  (*state->mutable_ints())["items"] = open_file.items;
+  return files.Save(state);
+}
+
+absl::StatusOr<OpenFileState> RestoreOpenFile(const proto::IteratorState& state, int64_t num_files,
+                                              SourcePositions* files) {
+  absl::StatusOr<int64_t> open = StateInt(state, "file_open");
+  absl::StatusOr<int64_t> file = StateInt(state, "file");
+  absl::StatusOr<int64_t> items = StateInt(state, "items");
+  if (!open.ok()) return open.status();
+  if (!file.ok()) return file.status();
+  if (!items.ok()) return items.status();
+  if (*open != 0 && (*file < 0 || *file >= num_files)) {
+    return MalformedState(absl::StrCat("file ", *file, " is out of range"));
+  }
+  if (absl::Status s = files->Restore(state); !s.ok()) return s;
+  return OpenFileState{.open = *open != 0, .file = *file, .items = *items};
+}
+
+absl::Status SkipItems(int64_t count, const std::function<absl::StatusOr<bool>()>& read_one,
+                       const std::string& path, const char* items) {
+  for (int64_t i = 0; i < count; ++i) {
+    absl::StatusOr<bool> got = read_one();
+    if (!got.ok()) return got.status();
+    if (!*got) {
+      return absl::DataLossError(absl::StrCat("'", path, "' has ", i, " ", items,
+                                              " now; the saved state had read ", count,
+                                              " (the file changed since the save)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 void SaveElement(const Element& element, proto::IteratorState* state) {
   ElementToProto(element, state->add_elements());
 }

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -58,6 +59,23 @@ absl::Status SaveFileOrder(const std::vector<int64_t>& order, uint64_t orders_dr
                            const SourcePositions& positions, proto::IteratorState* state);
 absl::Status RestoreFileOrder(const proto::IteratorState& state, std::vector<int64_t>* order,
                               std::atomic<uint64_t>* orders_drawn, SourcePositions* positions);
+
+// A source that reads files one after another (record files, tar shards):
+// the next file's position, the open file, and how many items (records,
+// samples) it gave. A restore opens that file again and reads past them.
+struct OpenFileState {
+  bool open = false;
+  int64_t file = 0;
+  int64_t items = 0;
+};
+absl::Status SaveOpenFile(const OpenFileState& open_file, const SourcePositions& files,
+                          proto::IteratorState* state);
+absl::StatusOr<OpenFileState> RestoreOpenFile(const proto::IteratorState& state, int64_t num_files,
+                                              SourcePositions* files);
+// Reads `count` items with `read_one` (false at the file's end, which is
+// DataLoss naming `path`: the file changed since the save).
+absl::Status SkipItems(int64_t count, const std::function<absl::StatusOr<bool>()>& read_one,
+                       const std::string& path, const char* items);
 
 // Elements held by an iterator, kept in state->elements.
 void SaveElement(const Element& element, proto::IteratorState* state);

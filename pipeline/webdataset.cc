@@ -205,35 +205,23 @@ class WebDatasetDataset : public DatasetBase {
     // The next shard's position, and in the open shard how many samples
     // were given: a restore reads that shard again past them.
     absl::Status Save(proto::IteratorState* state) override {
-      (*state->mutable_ints())["shard_open"] = reader_ != nullptr ? 1 : 0;
-      (*state->mutable_ints())["shard"] = shard_;
-      (*state->mutable_ints())["samples_read"] = samples_read_;
-      return shards_.Save(state);
+      return SaveOpenFile({.open = reader_ != nullptr, .file = shard_, .items = samples_read_}, shards_,
+                          state);
     }
     absl::Status Restore(const proto::IteratorState& state) override {
-      absl::StatusOr<int64_t> open = StateInt(state, "shard_open");
-      absl::StatusOr<int64_t> shard = StateInt(state, "shard");
-      absl::StatusOr<int64_t> samples = StateInt(state, "samples_read");
-      if (!open.ok()) return open.status();
-      if (!shard.ok()) return shard.status();
-      if (!samples.ok()) return samples.status();
-      if (absl::Status s = shards_.Restore(state); !s.ok()) return s;
-      if (*open == 0) return absl::OkStatus();
-      if (*shard < 0 || *shard >= static_cast<int64_t>(dataset_->files_.size())) {
-        return MalformedState(absl::StrCat("shard ", *shard, " is out of range"));
-      }
-      if (absl::Status s = OpenShard(*shard); !s.ok()) return s;
+      absl::StatusOr<OpenFileState> open_file =
+          RestoreOpenFile(state, static_cast<int64_t>(dataset_->files_.size()), &shards_);
+      if (!open_file.ok()) return open_file.status();
+      if (!open_file->open) return absl::OkStatus();
+      if (absl::Status s = OpenShard(open_file->file); !s.ok()) return s;
       Element skipped;
-      for (int64_t i = 0; i < *samples; ++i) {
-        absl::StatusOr<bool> got = NextSample(&skipped);
-        if (!got.ok()) return got.status();
-        if (!*got) {
-          return absl::DataLossError(absl::StrCat("shard '", dataset_->files_[*shard], "' has ", i,
-                                                  " samples now; the saved state had read ", *samples,
-                                                  " (the shard changed since the save)"));
-        }
+      if (absl::Status s = SkipItems(
+              open_file->items, [&] { return NextSample(&skipped); }, dataset_->files_[open_file->file],
+              "samples");
+          !s.ok()) {
+        return s;
       }
-      samples_read_ = *samples;
+      samples_read_ = open_file->items;
       return absl::OkStatus();
     }
 
