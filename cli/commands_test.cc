@@ -775,13 +775,6 @@ TEST_CASE("cli: run --save-state and --restore resume right after the last line"
   Result missing = RunWithState(path, -1, "", 0, dir.File("none"));
   CHECK(missing.code == 2);
   CHECK_THAT(missing.err, Equals("sluice: --restore: cannot read '" + dir.File("none") + "'\n"));
-  WriteFile(path, "pipeline:\n  - range: 8\n  - interleave: [{range: 3}]\n");
-  Result cannot = RunWithState(path, -1, state, 0, "");
-  CHECK(cannot.code == 2);
-  CHECK(cannot.out.empty());
-  CHECK_THAT(cannot.err, Equals("sluice: " + path +
-                                ":3:5: step 2 (interleave) cannot save its position yet (issue 20 adds the "
-                                "remaining ops)\n"));
   Result no_file = RunWithState(path, -1, "", 3, "");
   CHECK(no_file.code == 2);
   CHECK_THAT(no_file.err, Equals("sluice: --save-every needs --save-state FILE and a count >= 1\n"));

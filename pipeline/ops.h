@@ -60,7 +60,8 @@ absl::StatusOr<DatasetPtr> MakePrefetchDataset(DatasetPtr input, const proto::Pr
 
 // An iterator that runs `input` on its own thread, up to `capacity`
 // elements ahead (prefetch, and parallel interleave's cycle elements).
-std::unique_ptr<IteratorBase> MakeBackgroundIterator(std::unique_ptr<IteratorBase> input, int64_t capacity);
+std::unique_ptr<IteratorBase> MakeBackgroundIterator(std::unique_ptr<IteratorBase> input, int64_t capacity,
+                                                     bool start_at_first_read = false);
 
 // Interleave builds `make_sub_dataset(element)` for each input element.
 using SubDatasetFactory = std::function<absl::StatusOr<DatasetPtr>(const Element& input)>;

@@ -382,6 +382,50 @@ class InterleaveDataset : public DatasetBase {
       }
     }
 
+    // Per cycle slot: the input element that opened it and its
+    // sub-iterator's state; then the position in the cycle and the input's.
+    absl::Status Save(proto::IteratorState* state) override {
+      for (size_t i = 0; i < cycle_.size(); ++i) {
+        proto::IteratorState* slot = state->add_inputs();
+        (*slot->mutable_ints())["open"] = cycle_[i] != nullptr ? 1 : 0;
+        if (cycle_[i] == nullptr) continue;
+        SaveElement(slot_inputs_[i], slot);
+        if (absl::Status s = SaveInput(*cycle_[i], slot); !s.ok()) return s;
+      }
+      (*state->mutable_ints())["cycle_index"] = static_cast<int64_t>(cycle_index_);
+      (*state->mutable_ints())["block_index"] = block_index_;
+      (*state->mutable_ints())["input_done"] = input_done_ ? 1 : 0;
+      return SaveInput(*input_, state);
+    }
+
+    absl::Status Restore(const proto::IteratorState& state) override {
+      const int slots = static_cast<int>(cycle_.size());
+      absl::StatusOr<int64_t> cycle_index = StateInt(state, "cycle_index");
+      absl::StatusOr<int64_t> block_index = StateInt(state, "block_index");
+      absl::StatusOr<int64_t> input_done = StateInt(state, "input_done");
+      if (!cycle_index.ok()) return cycle_index.status();
+      if (!block_index.ok()) return block_index.status();
+      if (!input_done.ok()) return input_done.status();
+      if (state.inputs_size() != slots + 1 || *cycle_index < 0 || *cycle_index >= slots) {
+        return MalformedState("the interleave's cycle does not match");
+      }
+      for (int i = 0; i < slots; ++i) {
+        const proto::IteratorState& slot = state.inputs(i);
+        absl::StatusOr<int64_t> open = StateInt(slot, "open");
+        if (!open.ok()) return open.status();
+        if (*open == 0) continue;
+        absl::StatusOr<Element> input = RestoreElement(slot, 0);
+        if (!input.ok()) return input.status();
+        cycle_index_ = static_cast<size_t>(i);
+        if (absl::Status s = OpenFrom(*std::move(input), &cycle_[i], /*restoring=*/true); !s.ok()) return s;
+        if (absl::Status s = RestoreInput(*cycle_[i], slot); !s.ok()) return s;
+      }
+      cycle_index_ = static_cast<size_t>(*cycle_index);
+      block_index_ = *block_index;
+      input_done_ = *input_done != 0;
+      return RestoreInput(*input_, state, slots);
+    }
+
    private:
     void Advance() {
       block_index_ = 0;
@@ -396,6 +440,12 @@ class InterleaveDataset : public DatasetBase {
         input_done_ = true;
         return absl::OkStatus();
       }
+      return OpenFrom(std::move(input), slot, /*restoring=*/false);
+    }
+
+    // Opens the current cycle slot's sub-pipeline for `input`. A restored
+    // one's background reader starts at its first read, after its Restore.
+    absl::Status OpenFrom(Element input, std::unique_ptr<IteratorBase>* slot, bool restoring) {
       absl::StatusOr<DatasetPtr> sub = dataset_->factory_(input);
       if (!sub.ok()) return sub.status();
       // The iterator points into its dataset, which must live as long.
@@ -405,8 +455,10 @@ class InterleaveDataset : public DatasetBase {
       if (!it.ok()) return it.status();
       *slot =
           dataset_->num_parallel_calls_ > 1 || dataset_->num_parallel_calls_ == -1
-              ? MakeBackgroundIterator(*std::move(it), 2 * std::min(dataset_->block_length_, kMaxBlockAhead))
+              ? MakeBackgroundIterator(*std::move(it), 2 * std::min(dataset_->block_length_, kMaxBlockAhead),
+                                       /*start_at_first_read=*/restoring)
               : *std::move(it);
+      slot_inputs_[cycle_index_] = std::move(input);
       ++open_;
       return absl::OkStatus();
     }
@@ -415,6 +467,7 @@ class InterleaveDataset : public DatasetBase {
     std::unique_ptr<IteratorBase> input_;
     std::vector<DatasetPtr> sub_datasets_ = std::vector<DatasetPtr>(dataset_->cycle_length_);
     std::vector<std::unique_ptr<IteratorBase>> cycle_;
+    std::vector<Element> slot_inputs_ = std::vector<Element>(dataset_->cycle_length_);  // for Save
     size_t cycle_index_ = 0;
     int64_t block_index_ = 0;
     int64_t open_ = 0;

@@ -519,8 +519,9 @@ class PrefetchDataset : public UnaryDataset {
 
 }  // namespace
 
-std::unique_ptr<IteratorBase> MakeBackgroundIterator(std::unique_ptr<IteratorBase> input, int64_t capacity) {
-  return std::make_unique<BackgroundIterator>(std::move(input), capacity, /*start_at_first_read=*/false);
+std::unique_ptr<IteratorBase> MakeBackgroundIterator(std::unique_ptr<IteratorBase> input, int64_t capacity,
+                                                     bool start_at_first_read) {
+  return std::make_unique<BackgroundIterator>(std::move(input), capacity, start_at_first_read);
 }
 
 absl::StatusOr<DatasetPtr> MakeFilterDataset(DatasetPtr input, const proto::FilterOp& op) {
