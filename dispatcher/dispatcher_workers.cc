@@ -118,7 +118,13 @@ absl::Status DispatcherImpl::WorkerUpdates(const proto::WorkerUpdatesRequest& re
     const auto* task = state_.FindTask(failure.task_id());
     if (task == nullptr || task->worker_address != request.worker_address()) continue;
     const auto* iteration = state_.FindIteration(task->iteration_id);
-    if (iteration->error_code != 0 || iteration->collected) continue;
+    if (iteration->error_code != 0 || iteration->collected) {
+      // Said all the same: its reader may have seen the error and let the
+      // iteration go before the worker's report came in.
+      spdlog::warn("task {} on worker {} failed after its iteration {} had ended: {}", task->id,
+                   request.worker_address(), iteration->id, failure.message().substr(0, 4096));
+      continue;
+    }
     FailIteration(iteration->id, static_cast<absl::StatusCode>(failure.code()),
                   absl::StrCat("task ", task->id, " on worker ", request.worker_address(), ": ",
                                failure.message().substr(0, 4096)));
