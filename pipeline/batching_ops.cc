@@ -15,6 +15,14 @@ namespace {
 
 // unbatch's and rebatch's state: the input batch they are splitting (kept
 // while rows of it remain), the next row in it, and the input.
+absl::Status SavePartial(const std::string& next_key, int64_t next, int64_t rows, const Element& batch,
+                         IteratorBase& input, proto::IteratorState* state) {
+  (*state->mutable_ints())[next_key] = next;
+  (*state->mutable_ints())["rows"] = rows;
+  if (next < rows) SaveElement(batch, state);
+  return SaveInput(input, state);
+}
+
 absl::Status RestorePartial(const proto::IteratorState& state, const std::string& next_key, int64_t* next,
                             int64_t* rows, Element* batch, IteratorBase& input) {
   absl::StatusOr<int64_t> saved_next = StateInt(state, next_key);
@@ -71,10 +79,7 @@ class UnbatchDataset : public UnaryDataset {
 
     // The batch being split, while rows of it remain.
     absl::Status Save(proto::IteratorState* state) override {
-      (*state->mutable_ints())["next_row"] = next_row_;
-      (*state->mutable_ints())["rows"] = rows_;
-      if (next_row_ < rows_) SaveElement(batch_, state);
-      return SaveInput(*input_, state);
+      return SavePartial("next_row", next_row_, rows_, batch_, *input_, state);
     }
     absl::Status Restore(const proto::IteratorState& state) override {
       return RestorePartial(state, "next_row", &next_row_, &rows_, &batch_, *input_);
@@ -140,10 +145,7 @@ class RebatchDataset : public UnaryDataset {
     }
 
     absl::Status Save(proto::IteratorState* state) override {
-      (*state->mutable_ints())["offset"] = offset_;
-      (*state->mutable_ints())["rows"] = rows_;
-      if (offset_ < rows_) SaveElement(current_, state);
-      return SaveInput(*input_, state);
+      return SavePartial("offset", offset_, rows_, current_, *input_, state);
     }
     absl::Status Restore(const proto::IteratorState& state) override {
       return RestorePartial(state, "offset", &offset_, &rows_, &current_, *input_);

@@ -39,6 +39,9 @@ struct FileSourceConfig {
 absl::StatusOr<DatasetPtr> MakeFileSourceDataset(FileSourceConfig config);
 
 // Transforms.
+// InvalidArgument naming `op` unless num_parallel_calls is -1 (one per
+// core) or >= 0; shared by map, batch and interleave.
+absl::Status CheckParallelCalls(int64_t num_parallel_calls, const char* op);
 absl::StatusOr<DatasetPtr> MakeMapDataset(DatasetPtr input, const proto::MapOp& op);
 // Consecutive maps with the same num_parallel_calls and deterministic, as
 // one map that calls each function in turn on the same thread (tf.data's
