@@ -88,18 +88,20 @@ class DataServiceDataset::Iterator : public IteratorBase {
  public:
   // `sole_reader`: no other consumer shares the job (it has no name).
   // `losses`: set for a parallel_epochs read, whose lost tasks cut it short.
+  // `allow_partial`: losses end the read with a warning, not DataLoss.
   // `dispatcher_deadline`: how long the dispatcher may go unheard before
   // the read fails.
   // `client_secret`: proves to the dispatcher that this client may
   // release `iteration_client_id`.
   Iterator(std::shared_ptr<DispatcherClient> service, int64_t max_outstanding, int64_t iteration_client_id,
            std::string client_secret, proto::WireCompression compression, int64_t consumer_index,
-           bool sole_reader, std::optional<EpochLosses> losses, std::chrono::milliseconds dispatcher_deadline,
-           int connections_per_worker)
+           bool sole_reader, bool exactly_once, std::optional<EpochLosses> losses, bool allow_partial,
+           std::chrono::milliseconds dispatcher_deadline, int connections_per_worker)
       : service_(std::move(service)),
+        allow_partial_(allow_partial),
         client_id_(iteration_client_id),
         client_secret_(std::move(client_secret)),
-        state_(max_outstanding, sole_reader, std::move(losses), connections_per_worker),
+        state_(max_outstanding, sole_reader, std::move(losses), connections_per_worker, exactly_once),
         fetches_(state_, compression),
         rounds_(state_, compression, consumer_index),
         heartbeat_(state_, *service_, iteration_client_id, absl::FromChrono(dispatcher_deadline),
@@ -162,6 +164,7 @@ class DataServiceDataset::Iterator : public IteratorBase {
           state_.losses.has_value()
               ? state_.losses->Finish(static_cast<int64_t>(state_.tasks.size()) + state_.unseen_lost_tasks)
               : absl::OkStatus();
+      if (end_status_->ok()) end_status_ = state_.TransitLossesOfEndedTasks().Finish(allow_partial_);
     }
     if (!end_status_->ok()) return *end_status_;
     *end = true;
@@ -171,6 +174,7 @@ class DataServiceDataset::Iterator : public IteratorBase {
  private:
   // Constant after construction.
   const std::shared_ptr<DispatcherClient> service_;
+  const bool allow_partial_;
   const int64_t client_id_;
   const std::string client_secret_;
 
@@ -218,9 +222,10 @@ absl::StatusOr<std::unique_ptr<IteratorBase>> DataServiceDataset::MakeIterator(c
       consumer_index_ < 0) {
     losses.emplace(cardinality_, !params_.job_name().empty(), allow_partial_);
   }
-  return std::make_unique<Iterator>(
-      service_, max_outstanding_, iteration.iteration_client_id(), iteration.client_secret(), compression_,
-      consumer_index_, params_.job_name().empty(), std::move(losses), deadline_, connections_per_worker_);
+  return std::make_unique<Iterator>(service_, max_outstanding_, iteration.iteration_client_id(),
+                                    iteration.client_secret(), compression_, consumer_index_,
+                                    params_.job_name().empty(), params_.exactly_once(), std::move(losses),
+                                    allow_partial_, deadline_, connections_per_worker_);
 }
 
 }  // namespace

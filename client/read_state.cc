@@ -28,4 +28,12 @@ bool ReadState::Finished() const {
   return true;
 }
 
+TransitLosses ReadState::TransitLossesOfEndedTasks() const {
+  TransitLosses losses;
+  for (const auto& [id, task] : tasks) {
+    if (task.gaps.ended()) losses.TaskEnded(id, task.worker_address, task.gaps);
+  }
+  return losses;
+}
+
 }  // namespace sluice

@@ -25,6 +25,7 @@
 #include "client/epoch_losses.h"
 #include "client/response_order.h"
 #include "client/split_position_filter.h"
+#include "client/transit_losses.h"
 #include "sluice/element.h"
 
 namespace sluice {
@@ -53,6 +54,9 @@ struct TaskState {
   int64_t starting_round = 0;
   // Elements of the task delivered to this reader.
   int64_t elements = 0;
+  // Sole reader, not exactly_once (ReadState::track_index_gaps): holes in
+  // the element indices received, which are responses lost in transit.
+  TaskIndexGaps gaps;
   bool warned_unreachable = false;
 };
 
@@ -71,12 +75,14 @@ struct ReadState {
   // `sole_reader`: no other consumer shares the job (it has no name).
   // `losses`: set for a parallel_epochs read, whose lost tasks cut it short.
   // `connections_per_worker`: TCP connections to each task's worker.
-  ReadState(int64_t max_outstanding_in, bool sole_reader, std::optional<EpochLosses> losses_in,
-            int connections_per_worker_in = 1)
+  // `exactly_once`: elements carry split tags, which find their own holes.
+  ReadState(int64_t max_outstanding_in, bool sole_reader_in, std::optional<EpochLosses> losses_in,
+            int connections_per_worker_in = 1, bool exactly_once = false)
       : adaptive_budget(max_outstanding_in <= 0),
+        track_index_gaps(sole_reader_in && !exactly_once),
         connections_per_worker(connections_per_worker_in),
         initial_max_outstanding(max_outstanding_in > 0 ? max_outstanding_in : kDefaultMaxOutstanding),
-        positions(sole_reader),
+        positions(sole_reader_in),
         losses(std::move(losses_in)) {
     absl::MutexLock lock(&mu);
     max_outstanding = initial_max_outstanding;
@@ -90,6 +96,8 @@ struct ReadState {
   bool CanReturn() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   // Every task ended or was removed, and every response is in.
   bool Finished() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // What tasks read to their end lost in transit; complete once Finished.
+  TransitLosses TransitLossesOfEndedTasks() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
 
   // A budget left to the reader grows with the elements' average size.
   void AdaptBudget(int64_t average_element_bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
@@ -100,6 +108,9 @@ struct ReadState {
 
   // Constant after construction.
   const bool adaptive_budget;
+  // A sole reader gets each task's element indices whole (consumers of a
+  // shared job split them), so a hole is a response lost in transit.
+  const bool track_index_gaps;
   const int connections_per_worker;
   const int64_t initial_max_outstanding;
 

@@ -51,6 +51,7 @@ void TaskReader::FetchLoop(int64_t task_id, const std::string& address, ElementT
     task.order.Returned(stamp);
     const bool end_of_sequence = response.end_of_sequence;
     const bool empty = response.elements.empty();
+    const int64_t end_index = response.first_index + static_cast<int64_t>(response.elements.size());
     if (status.ok() && !empty) {
       for (const Element& e : response.elements) sizing_.Observe(e.ByteSize());
       state_.AdaptBudget(sizing_.AverageBytes());
@@ -67,10 +68,14 @@ void TaskReader::FetchLoop(int64_t task_id, const std::string& address, ElementT
       // A finished iteration whose worker no longer knows the task has
       // nothing more to give.
       if (end_of_sequence || (empty && state_.iteration_finished)) {
+        const bool first_end = !task.ended;
         task.ended = true;
         // Every element of the task is here: its splits need never be
         // read again, even if its worker is lost now.
-        if (end_of_sequence) state_.completed_tasks.push_back(task_id);
+        if (end_of_sequence && first_end) {
+          state_.completed_tasks.push_back(task_id);
+          if (state_.track_index_gaps) task.gaps.Ended(end_index);
+        }
         // Ask at once whether the iteration is over, rather than at the
         // next heartbeat: the end of an epoch then costs no wait.
         state_.heartbeat_now = true;
@@ -92,6 +97,9 @@ void TaskReader::ReleaseInOrder(TaskState& task) {
   while (std::optional<ResponseOrder::Ready> ready = task.order.PopReady()) {
     state_.held_elements -= static_cast<int64_t>(ready->elements.size());
     const SplitTags& tags = ready->tags;
+    if (state_.track_index_gaps) {
+      task.gaps.Delivered(ready->first_index, static_cast<int64_t>(ready->elements.size()));
+    }
     for (size_t i = 0; i < ready->elements.size(); ++i) {
       // exactly_once: repeats of a rerun split are dropped, and so is
       // what follows a response lost in transit (split_position_filter.h).
