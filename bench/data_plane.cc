@@ -19,12 +19,15 @@
 // processes falls on all of them alike. Each timed read follows a short
 // warm-up, so buffers are in their steady state when the clock starts.
 //
-//   data_plane [--seconds S] [--repeats R] [--cases abcdefg] [--max-outstanding K] [--connections N]
+//   data_plane [--seconds S] [--repeats R] [--cases abcdefghi] [--max-outstanding K] [--connections N]
 //
 // Case f is case a over N TCP connections to the worker (distribute's
 // connections_per_worker; --connections, default 4), against the same
 // baselines. Case g is the physical reference for a reader on the worker's
 // host: one thread memcpy-ing the same 1 MiB blocks (a / g is printed).
+// Cases a to f read over TCP (distribute's transport: tcp). Case h is case a
+// through shared memory (transport: auto, the reader being on the worker's
+// host), against g; case i is cases d and e through shared memory.
 // --cases runs only some of the cases (for profiling one, say);
 // --max-outstanding sets distribute's max_outstanding_requests (0: its
 // default).
@@ -269,7 +272,7 @@ int main(int argc, char** argv) {
   sluice::TurnOffMutexDeadlockDetection();
   double seconds = 3;
   int repeats = 3;
-  std::string cases = "abcdefg";
+  std::string cases = "abcdefghi";
   int64_t max_outstanding = 0;
   int64_t connections = 4;
   for (int i = 1; i < argc; ++i) {
@@ -286,13 +289,13 @@ int main(int argc, char** argv) {
       connections = std::atoll(argv[++i]);
     } else {
       std::fprintf(stderr,
-                   "usage: data_plane [--seconds S] [--repeats R] [--cases abcdefg] [--max-outstanding K] "
+                   "usage: data_plane [--seconds S] [--repeats R] [--cases abcdefghi] [--max-outstanding K] "
                    "[--connections N]\n");
       return 2;
     }
   }
   if (seconds <= 0 || repeats <= 0 || max_outstanding < 0 || connections < 1 || connections > 16 ||
-      cases.find_first_not_of("abcdefg") != std::string::npos) {
+      cases.find_first_not_of("abcdefghi") != std::string::npos) {
     std::fprintf(
         stderr,
         "data_plane: --seconds and --repeats must be positive, --connections 1 to 16, --cases letters of "
@@ -334,29 +337,30 @@ int main(int argc, char** argv) {
   const std::string iperf3 = FindInPath("iperf3");
 
   // Pipelines. repeat() forever: each read stops after its time.
-  const sluice::DatasetPtr big = BuildOrDie(
-      sluice::Dataset::FromTensors({sluice::Tensor(sluice::DType::kUInt8, {kBigElementBytes})})
-          .Repeat(-1)
-          .ReadFromService(
-              {.service = cluster.url(), .max_outstanding_requests = max_outstanding, .timeout_ms = 20000}));
-  const sluice::DatasetPtr big_connections =
-      BuildOrDie(sluice::Dataset::FromTensors({sluice::Tensor(sluice::DType::kUInt8, {kBigElementBytes})})
-                     .Repeat(-1)
-                     .ReadFromService({.service = cluster.url(),
-                                       .max_outstanding_requests = max_outstanding,
-                                       .timeout_ms = 20000,
-                                       .connections_per_worker = connections}));
+  // `local` read from the service over `transport` with `connections`.
+  auto served = [&](const sluice::Dataset& local, const std::string& transport, int64_t connections = 0) {
+    return BuildOrDie(local.ReadFromService({.service = cluster.url(),
+                                             .max_outstanding_requests = max_outstanding,
+                                             .timeout_ms = 20000,
+                                             .connections_per_worker = connections,
+                                             .transport = transport}));
+  };
+  const sluice::Dataset big_local =
+      sluice::Dataset::FromTensors({sluice::Tensor(sluice::DType::kUInt8, {kBigElementBytes})}).Repeat(-1);
+  const sluice::DatasetPtr big = served(big_local, "tcp");
+  const sluice::DatasetPtr big_shared = served(big_local, "auto");
+  const sluice::DatasetPtr big_connections = served(big_local, "tcp", connections);
   const sluice::Dataset small_local =
       sluice::Dataset::FromTensors({sluice::Tensor(sluice::DType::kUInt8, {kSmallElementBytes})}).Repeat(-1);
-  const sluice::DatasetPtr small = BuildOrDie(small_local.ReadFromService(
-      {.service = cluster.url(), .max_outstanding_requests = max_outstanding, .timeout_ms = 20000}));
+  const sluice::DatasetPtr small = served(small_local, "tcp");
+  const sluice::DatasetPtr small_shared = served(small_local, "auto");
   const sluice::DatasetPtr local = BuildOrDie(small_local);
   const sluice::Dataset batches_local = sluice::Dataset::Range(int64_t{1} << 62).Batch(kSmallBatchRows);
-  const sluice::DatasetPtr batches = BuildOrDie(batches_local.ReadFromService(
-      {.service = cluster.url(), .max_outstanding_requests = max_outstanding, .timeout_ms = 20000}));
+  const sluice::DatasetPtr batches = served(batches_local, "tcp");
+  const sluice::DatasetPtr batches_shared = served(batches_local, "auto");
   const sluice::DatasetPtr local_batches = BuildOrDie(batches_local);
 
-  Samples memcpy_rate;
+  Samples memcpy_rate, shared_big, shared_small, shared_batches;
   Samples sluice_big, sluice_big_connections, grpc_stream, iperf, iperf_1m, sluice_small, local_small,
       sluice_batches, local_batches_rate;
   std::string iperf_error = iperf3.empty() ? "iperf3 not found in PATH" : "";
@@ -370,6 +374,11 @@ int main(int argc, char** argv) {
         grpc_stream.values.push_back(GrpcStreamRate(stream_stub.get(), seconds));
     }
     if (run('g')) memcpy_rate.values.push_back(MemcpyRate(seconds));
+    if (run('h')) shared_big.values.push_back(ReadRate(big_shared, seconds, kBigElementBytes, true));
+    if (run('i')) {
+      shared_small.values.push_back(ReadRate(small_shared, seconds, kSmallElementBytes, false, 16));
+      shared_batches.values.push_back(ReadRate(batches_shared, seconds, kSmallBatchRows * 8, true, 16));
+    }
     if (run('f'))
       sluice_big_connections.values.push_back(ReadRate(big_connections, seconds, kBigElementBytes, true));
     if (run('b') && !iperf3.empty() && iperf_error.empty()) {
@@ -450,6 +459,22 @@ int main(int argc, char** argv) {
       std::printf("%-52s %11.1f%%   (shared memory's goal >= 50%%; this is TCP)\n",
                   "ratio a / g (sluice over loopback TCP / memcpy)",
                   100.0 * sluice_big.best() / memcpy_rate.best());
+  }
+  if (run('h')) {
+    PrintRate("h. sluice: 1 MiB elements through shared memory", shared_big.best(), shared_big.worst(),
+              "MB/s", 1e6);
+    if (run('g'))
+      std::printf("%-52s %11.1f%%   (goal >= 50%%)\n", "ratio h / g (shared memory / memcpy)",
+                  100.0 * shared_big.best() / memcpy_rate.best());
+    if (have_a)
+      std::printf("%-52s %11.1f%%\n", "ratio h / a (shared memory / TCP)",
+                  100.0 * shared_big.best() / sluice_big.best());
+  }
+  if (run('i')) {
+    PrintRate("i. sluice: 64-byte elements through shared memory", shared_small.best(), shared_small.worst(),
+              "elem/s", 1);
+    PrintRate("i. sluice: 2 KiB batches through shared memory", shared_batches.best(), shared_batches.worst(),
+              "MB/s", 1e6);
   }
   if (run('f') && have_b) {
     std::printf("%-52s %11.1f%%   (goal >= 90%%)\n", "ratio f / b2 (N connections / iperf3 -l 1M)",

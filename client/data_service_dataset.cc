@@ -41,10 +41,10 @@ class DataServiceDataset : public DatasetBase {
   DataServiceDataset(std::shared_ptr<DispatcherClient> service, proto::JobParams params, ElementSpec spec,
                      int64_t cardinality, int64_t max_outstanding, std::chrono::milliseconds deadline,
                      proto::WireCompression compression, int64_t consumer_index, bool allow_partial,
-                     int connections_per_worker)
+                     TransportOptions transport)
       : consumer_index_(consumer_index),
         allow_partial_(allow_partial),
-        connections_per_worker_(connections_per_worker),
+        transport_(transport),
         deadline_(deadline),
         compression_(compression),
         service_(std::move(service)),
@@ -68,7 +68,7 @@ class DataServiceDataset : public DatasetBase {
 
   const int64_t consumer_index_;  // coordinated reads; -1 otherwise
   const bool allow_partial_;
-  const int connections_per_worker_;
+  const TransportOptions transport_;
   const std::chrono::milliseconds deadline_;
   const proto::WireCompression compression_;
   const std::shared_ptr<DispatcherClient> service_;
@@ -96,12 +96,12 @@ class DataServiceDataset::Iterator : public IteratorBase {
   Iterator(std::shared_ptr<DispatcherClient> service, int64_t max_outstanding, int64_t iteration_client_id,
            std::string client_secret, proto::WireCompression compression, int64_t consumer_index,
            bool sole_reader, bool exactly_once, std::optional<EpochLosses> losses, bool allow_partial,
-           std::chrono::milliseconds dispatcher_deadline, int connections_per_worker)
+           std::chrono::milliseconds dispatcher_deadline, TransportOptions transport)
       : service_(std::move(service)),
         allow_partial_(allow_partial),
         client_id_(iteration_client_id),
         client_secret_(std::move(client_secret)),
-        state_(max_outstanding, sole_reader, std::move(losses), connections_per_worker, exactly_once),
+        state_(max_outstanding, sole_reader, std::move(losses), transport, exactly_once),
         fetches_(state_, compression),
         rounds_(state_, compression, consumer_index),
         heartbeat_(state_, *service_, iteration_client_id, absl::FromChrono(dispatcher_deadline),
@@ -225,7 +225,7 @@ absl::StatusOr<std::unique_ptr<IteratorBase>> DataServiceDataset::MakeIterator(c
   return std::make_unique<Iterator>(service_, max_outstanding_, iteration.iteration_client_id(),
                                     iteration.client_secret(), compression_, consumer_index_,
                                     params_.job_name().empty(), params_.exactly_once(), std::move(losses),
-                                    allow_partial_, deadline_, connections_per_worker_);
+                                    allow_partial_, deadline_, transport_);
 }
 
 }  // namespace
@@ -251,6 +251,10 @@ absl::StatusOr<DatasetPtr> MakeDataServiceDataset(const proto::DatasetDef& worke
     return absl::InvalidArgumentError(absl::StrCat("distribute: connections_per_worker must be 0 to ",
                                                    kMaxConnectionsPerWorker, ", got ",
                                                    op.connections_per_worker()));
+  }
+  if (!op.transport().empty() && op.transport() != "auto" && op.transport() != "tcp") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("distribute: transport must be 'auto' or 'tcp', got '", op.transport(), "'"));
   }
   if (op.num_consumers() < 0 ||
       (op.num_consumers() > 0 && (op.consumer_index() < 0 || op.consumer_index() >= op.num_consumers()))) {
@@ -298,7 +302,8 @@ absl::StatusOr<DatasetPtr> MakeDataServiceDataset(const proto::DatasetDef& worke
   return std::make_shared<DataServiceDataset>(
       std::move(service), std::move(params), *std::move(spec), info.cardinality(), max_outstanding, deadline,
       *compression, consumer_index, op.allow_partial(),
-      static_cast<int>(std::max<int64_t>(1, op.connections_per_worker())));
+      TransportOptions{.connections = static_cast<int>(std::max<int64_t>(1, op.connections_per_worker())),
+                       .shared_memory = op.transport() != "tcp"});
 }
 
 namespace {

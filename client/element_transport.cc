@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/synchronization/notification.h"
+#include "client/shared_memory_transport.h"
 #include "service/element_wire.h"
 #include "service/grpc_util.h"
 #include "service/metrics.h"
@@ -51,12 +52,10 @@ class GrpcElementTransport : public ElementTransport {
                    });
     done.WaitForNotification();
     if (!status.ok()) return FromGrpcStatus(status);
-    static Counter& received = ProcessMetrics()
-                                   .AddCounter("sluice_client_bytes_received_total",
-                                               "bytes of elements this client received from workers")
-                                   .Get();
-    received.Increment(static_cast<double>(response_bytes.Length()));
-    return DecodeElementsResponse(&response_bytes, response);
+    absl::Status decoded = DecodeElementsResponse(&response_bytes, response);
+    // A response in shared memory is counted where it is read.
+    if (response->shared_memory_bytes == 0) CountBytesReceived(static_cast<int64_t>(response_bytes.Length()));
+    return decoded;
   }
 
  private:
@@ -66,10 +65,25 @@ class GrpcElementTransport : public ElementTransport {
 
 }  // namespace
 
+void CountBytesReceived(int64_t bytes) {
+  static Counter& received = ProcessMetrics()
+                                 .AddCounter("sluice_client_bytes_received_total",
+                                             "bytes of elements this client received from workers")
+                                 .Get();
+  received.Increment(static_cast<double>(bytes));
+}
+
 std::unique_ptr<ElementTransport> MakeGrpcElementTransport(const std::string& worker_address,
                                                            int connections) {
   return std::make_unique<GrpcElementTransport>(worker_address,
                                                 std::clamp(connections, 1, kMaxConnectionsPerWorker));
+}
+
+std::unique_ptr<ElementTransport> MakeElementTransport(const std::string& worker_address,
+                                                       const TransportOptions& options) {
+  std::unique_ptr<ElementTransport> tcp = MakeGrpcElementTransport(worker_address, options.connections);
+  if (!options.shared_memory) return tcp;
+  return std::make_unique<SharedMemoryTransport>(worker_address, std::move(tcp));
 }
 
 }  // namespace sluice

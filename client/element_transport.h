@@ -34,6 +34,22 @@ inline constexpr int kMaxConnectionsPerWorker = 16;
 std::unique_ptr<ElementTransport> MakeGrpcElementTransport(const std::string& worker_address,
                                                            int connections = 1);
 
+// How a reader reaches its workers (DistributeOp.connections_per_worker
+// and transport).
+struct TransportOptions {
+  int connections = 1;
+  // Shared memory with a worker on this host (shared_memory_transport.h);
+  // false for `transport: tcp`.
+  bool shared_memory = true;
+};
+
+// Adds to the client's sluice_client_bytes_received_total.
+void CountBytesReceived(int64_t bytes);
+
+// The transport `options` ask for.
+std::unique_ptr<ElementTransport> MakeElementTransport(const std::string& worker_address,
+                                                       const TransportOptions& options);
+
 }  // namespace sluice
 
 #endif  // SLUICE_CLIENT_ELEMENT_TRANSPORT_H_

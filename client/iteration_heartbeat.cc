@@ -93,7 +93,7 @@ void IterationHeartbeat::ApplyReply(const proto::ClientHeartbeatResponse& respon
     if (state_.tasks.contains(info.task_id())) continue;
     TaskState& task = state_.tasks[info.task_id()];
     task.worker_address = info.worker_address();
-    task.transport = MakeGrpcElementTransport(info.worker_address(), state_.connections_per_worker);
+    task.transport = MakeElementTransport(info.worker_address(), state_.transport);
     task.starting_round = info.starting_round();
     // Coordinated reads go round by round from one thread.
     if (fetches_ != nullptr) fetches_->Start(info.task_id(), task);

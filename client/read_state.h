@@ -74,13 +74,13 @@ struct ReadState {
   // `max_outstanding_in`: the budget of elements; 0 adapts it (above).
   // `sole_reader`: no other consumer shares the job (it has no name).
   // `losses`: set for a parallel_epochs read, whose lost tasks cut it short.
-  // `connections_per_worker`: TCP connections to each task's worker.
+  // `transport`: how to reach each task's worker.
   // `exactly_once`: elements carry split tags, which find their own holes.
   ReadState(int64_t max_outstanding_in, bool sole_reader_in, std::optional<EpochLosses> losses_in,
-            int connections_per_worker_in = 1, bool exactly_once = false)
+            TransportOptions transport_in = {}, bool exactly_once = false)
       : adaptive_budget(max_outstanding_in <= 0),
         track_index_gaps(sole_reader_in && !exactly_once),
-        connections_per_worker(connections_per_worker_in),
+        transport(transport_in),
         initial_max_outstanding(max_outstanding_in > 0 ? max_outstanding_in : kDefaultMaxOutstanding),
         positions(sole_reader_in),
         losses(std::move(losses_in)) {
@@ -111,7 +111,7 @@ struct ReadState {
   // A sole reader gets each task's element indices whole (consumers of a
   // shared job split them), so a hole is a response lost in transit.
   const bool track_index_gaps;
-  const int connections_per_worker;
+  const TransportOptions transport;
   const int64_t initial_max_outstanding;
 
   absl::Mutex mu;

@@ -35,6 +35,7 @@ proto::DistributeOp DistributeOpFromOptions(const ServiceOptions& options) {
   op.set_compression(NameOf(kCompressionNames, options.compression));
   op.set_max_outstanding_requests(options.max_outstanding_requests);
   op.set_connections_per_worker(options.connections_per_worker);
+  op.set_transport(options.transport);
   op.set_timeout_ms(options.timeout_ms);
   op.set_allow_partial(options.allow_partial);
   return op;

@@ -48,6 +48,9 @@ struct ElementsResponse {
   bool end_of_sequence = false;
   int64_t first_index = 0;
   SplitTags tags;
+  // Set alone: the response lies in the request's shared-memory region,
+  // these many bytes of it (service/shared_memory.h).
+  int64_t shared_memory_bytes = 0;
 };
 
 absl::StatusOr<grpc::ByteBuffer> EncodeElementsResponse(const std::vector<Element>& elements,

@@ -73,13 +73,28 @@ grpc::ServerUnaryReactor* GrpcWorkerImpl::GetElements(grpc::CallbackServerContex
     Finish(reactor, status, response);
     return reactor;
   }
+  // Held until the response is written, so that the session's memory
+  // stays mapped even if its reader hangs up meanwhile.
+  absl::StatusOr<std::shared_ptr<SharedRegion>> region = RequestRegion(shared_memory_, parsed);
+  if (!region.ok()) {
+    RecordRpc("GetElements", region.status(), start);
+    Finish(reactor, region.status(), response);
+    return reactor;
+  }
   // Answered now or later, on whichever thread has the elements.
-  impl_->GetElements(parsed, [this, reactor, response, start](WorkerImpl::ElementsReply reply) {
+  impl_->GetElements(parsed, [this, reactor, response, start, parsed,
+                              region = *std::move(region)](WorkerImpl::ElementsReply reply) {
     absl::StatusOr<grpc::ByteBuffer> bytes = EncodeReply(reply);
-    RecordRpc("GetElements", bytes.status(), start);
     if (bytes.ok()) {
       impl_->CountSent(static_cast<int64_t>(reply.elements.size()), static_cast<int64_t>(bytes->Length()));
+      absl::StatusOr<std::optional<grpc::ByteBuffer>> placed = PlaceInSharedMemory(region, parsed, *bytes);
+      if (!placed.ok()) {
+        bytes = placed.status();
+      } else if (placed->has_value()) {
+        bytes = **std::move(placed);
+      }
     }
+    RecordRpc("GetElements", bytes.status(), start);
     Finish(reactor, std::move(bytes), response);
   });
   return reactor;
@@ -99,6 +114,27 @@ grpc::ServerUnaryReactor* GrpcWorkerImpl::GetStatus(grpc::CallbackServerContext*
   return AnswerAtOnce<proto::WorkerStatusRequest, proto::WorkerStatusResponse>(
       context, request, response, "GetStatus", *auth_, RpcRole::kClient,
       [this](const auto& parsed, auto* answer) { return impl_->GetStatus(parsed, answer); });
+}
+
+grpc::ServerUnaryReactor* GrpcWorkerImpl::OpenSharedMemory(grpc::CallbackServerContext* context,
+                                                           const grpc::ByteBuffer* request,
+                                                           grpc::ByteBuffer* response) {
+  return AnswerAtOnce<proto::OpenSharedMemoryRequest, proto::OpenSharedMemoryResponse>(
+      context, request, response, "OpenSharedMemory", *auth_, RpcRole::kClient,
+      [this](const auto& parsed, auto* answer) -> absl::Status {
+        if (shared_memory_ == nullptr) {
+          // Only a reader on this host hears why.
+          if (parsed.host_id().empty() || parsed.host_id() != HostId()) {
+            return absl::FailedPreconditionError("the reader is on another host than this worker");
+          }
+          answer->set_unavailable(std::string(shared_memory_error_.message()));
+          return absl::OkStatus();
+        }
+        absl::StatusOr<proto::OpenSharedMemoryResponse> offer = shared_memory_->Offer(parsed.host_id());
+        if (!offer.ok()) return offer.status();
+        *answer = *std::move(offer);
+        return absl::OkStatus();
+      });
 }
 
 }  // namespace sluice::worker

@@ -13,20 +13,28 @@
 
 #include "service/rpc_auth.h"
 #include "sluice/service.grpc.pb.h"
+#include "worker/shared_memory_server.h"
 #include "worker/worker_impl.h"
 
 namespace sluice::worker {
 
 // WorkerService with every method a raw callback method.
-using RawWorkerService = proto::WorkerService::WithRawCallbackMethod_GetStatus<
-    proto::WorkerService::WithRawCallbackMethod_ProcessTask<
-        proto::WorkerService::WithRawCallbackMethod_GetElements<proto::WorkerService::Service>>>;
+using RawWorkerService = proto::WorkerService::WithRawCallbackMethod_OpenSharedMemory<
+    proto::WorkerService::WithRawCallbackMethod_GetStatus<
+        proto::WorkerService::WithRawCallbackMethod_ProcessTask<
+            proto::WorkerService::WithRawCallbackMethod_GetElements<proto::WorkerService::Service>>>>;
 
 class GrpcWorkerImpl final : public RawWorkerService {
  public:
   // `auth` checks every call's token: ProcessTask takes only the cluster
-  // token (service/rpc_auth.h).
-  GrpcWorkerImpl(WorkerImpl* impl, const RpcAuthenticator* auth) : impl_(impl), auth_(auth) {}
+  // token (service/rpc_auth.h). `shared_memory` serves readers on this
+  // host, or is null when it could not start, for `shared_memory_error`.
+  GrpcWorkerImpl(WorkerImpl* impl, const RpcAuthenticator* auth, SharedMemoryServer* shared_memory = nullptr,
+                 absl::Status shared_memory_error = absl::UnavailableError("shared memory is not set up"))
+      : impl_(impl),
+        auth_(auth),
+        shared_memory_(shared_memory),
+        shared_memory_error_(std::move(shared_memory_error)) {}
 
   grpc::ServerUnaryReactor* GetElements(grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
                                         grpc::ByteBuffer* response) override;
@@ -34,10 +42,15 @@ class GrpcWorkerImpl final : public RawWorkerService {
                                         grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* GetStatus(grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
                                       grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* OpenSharedMemory(grpc::CallbackServerContext* context,
+                                             const grpc::ByteBuffer* request,
+                                             grpc::ByteBuffer* response) override;
 
  private:
   WorkerImpl* const impl_;
   const RpcAuthenticator* const auth_;
+  SharedMemoryServer* const shared_memory_;
+  const absl::Status shared_memory_error_;
 };
 
 }  // namespace sluice::worker

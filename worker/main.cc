@@ -10,6 +10,7 @@
 #include "service/grpc_util.h"
 #include "service/metrics.h"
 #include "worker/grpc_worker_impl.h"
+#include "worker/shared_memory_server.h"
 #include "worker/worker_impl.h"
 
 namespace {
@@ -58,7 +59,17 @@ int main(int argc, char** argv) {
     return sluice::kConfigErrorExitCode;
   }
   sluice::worker::WorkerImpl impl(config);
-  sluice::worker::GrpcWorkerImpl service(&impl, &auth);
+  // Readers on this host get elements through shared memory; without it
+  // (no Unix sockets, say) they read over TCP.
+  absl::StatusOr<std::unique_ptr<sluice::worker::SharedMemoryServer>> shared_memory =
+      config.shared_memory ? sluice::worker::SharedMemoryServer::Start()
+                           : absl::UnavailableError("this worker's shared_memory setting is false");
+  if (!shared_memory.ok() && config.shared_memory) {
+    spdlog::warn("shared memory for readers on this host is off: {}",
+                 std::string(shared_memory.status().message()));
+  }
+  sluice::worker::GrpcWorkerImpl service(&impl, &auth, shared_memory.ok() ? shared_memory->get() : nullptr,
+                                         shared_memory.status());
   // Computed at each scrape of /metrics.
   auto status_sample = [&impl](auto field) {
     return [&impl, field] {

@@ -79,6 +79,8 @@ void DescribeWorkerConfig(WorkerConfig* config, ConfigSchema* schema) {
   schema->AddString("port_file", &config->port_file, "write the bound port to this file");
   schema->AddInt("max_memory_bytes", &config->max_memory_bytes, 0, int64_t{1} << 50,
                  "address space limit; an allocation past it fails its task, not the worker (0: none)");
+  schema->AddBool("shared_memory", &config->shared_memory,
+                  "readers on this host get elements through shared memory (false: TCP only)");
 }
 
 }  // namespace sluice::worker

@@ -41,6 +41,8 @@ struct WorkerConfig {
   // fails the task that made it with ResourceExhausted, not the process.
   // Default: three quarters of the machine's memory; 0: no limit.
   int64_t max_memory_bytes = DefaultMaxMemoryBytes();
+  // Offer readers on this host shared memory (docs/design.md, "Shared memory").
+  bool shared_memory = true;
 };
 
 void DescribeWorkerConfig(WorkerConfig* config, ConfigSchema* schema);

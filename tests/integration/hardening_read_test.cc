@@ -24,6 +24,7 @@
 #include "service/grpc_util.h"
 #include "sluice/dataset.h"
 #include "sluice/service.grpc.pb.h"
+#include "tests/integration/captured_warnings.h"
 #include "tests/integration/test_cluster.h"
 
 namespace sluice {
@@ -32,36 +33,11 @@ namespace {
 using Catch::Matchers::Contains;
 using Catch::Matchers::EndsWith;
 using Catch::Matchers::StartsWith;
+using testing::CapturedWarnings;
 using testing::CommandResult;
 using testing::RunCommand;
 using testing::TestCluster;
 using testing::WriteFile;
-
-// Collects the reader's warnings for the test's duration.
-class CapturedWarnings {
- public:
-  CapturedWarnings() {
-    previous_ = SetWarningSink([this](const std::string& message) {
-      absl::MutexLock lock(&mu_);
-      messages_.push_back(message);
-    });
-  }
-  ~CapturedWarnings() { SetWarningSink(previous_); }
-  std::vector<std::string> messages() {
-    absl::MutexLock lock(&mu_);
-    return messages_;
-  }
-  std::string joined() {
-    std::string all;
-    for (const std::string& m : messages()) absl::StrAppend(&all, m, "\n");
-    return all;
-  }
-
- private:
-  WarningSink previous_;
-  absl::Mutex mu_;
-  std::vector<std::string> messages_ ABSL_GUARDED_BY(mu_);
-};
 
 // How a read through the SDK ended.
 struct ReadOutcome {

@@ -206,11 +206,14 @@ std::string TestCluster::DispatcherAddress() const { return absl::StrCat("127.0.
 void TestCluster::StartWorker(int index, int port) {
   const std::string port_file = dir_.File(absl::StrCat("worker", index, ".port"));
   std::remove(port_file.c_str());
-  std::vector<std::string> argv = {
-      SLUICE_WORKERD,   "--dispatcher", DispatcherAddress(), "--port", std::to_string(port),
-      "--bind-address", "127.0.0.1",    "--log-level",       "warn",   "--port-file",
-      port_file};
+  std::vector<std::string> argv = {SLUICE_WORKERD, "--dispatcher",       DispatcherAddress(),
+                                   "--port",       std::to_string(port), "--bind-address",
+                                   "127.0.0.1",    "--port-file",        port_file};
   argv.insert(argv.end(), options_.worker_args.begin(), options_.worker_args.end());
+  // Quiet, unless the test sets its own level.
+  if (std::find(argv.begin(), argv.end(), "--log-level") == argv.end()) {
+    argv.insert(argv.end(), {"--log-level", "warn"});
+  }
   // Fast heartbeats, unless the test sets its own.
   if (std::find(argv.begin(), argv.end(), "--heartbeat-interval-ms") == argv.end()) {
     argv.insert(argv.end(), {"--heartbeat-interval-ms", "100"});

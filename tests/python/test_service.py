@@ -39,6 +39,14 @@ def test_several_connections_per_worker_deliver_every_element_once(cluster):
         list(sluice.Dataset.range(5).distribute("distributed_epoch", cluster.service, connections_per_worker=17))
 
 
+def test_transport_tcp_and_auto_deliver_every_element_once(cluster):
+    for transport in ("tcp", "auto"):
+        ds = sluice.Dataset.range(300).distribute("distributed_epoch", cluster.service, transport=transport)
+        assert ints(ds) == list(range(300))
+    with pytest.raises(ValueError, match="transport must be 'auto' or 'tcp', got 'udp'"):
+        list(sluice.Dataset.range(5).distribute("distributed_epoch", cluster.service, transport="udp"))
+
+
 def test_reference_examples_in_both_modes(cluster):
     assert ints(sluice.Dataset.range(10).distribute("parallel_epochs", cluster.service)) == sorted(
         list(range(10)) * 2

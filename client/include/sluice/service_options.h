@@ -62,6 +62,9 @@ struct ServiceOptions {
   // requests in flight (four per task) take them in turn: for large
   // elements, where one connection is the limit (bench/README.md).
   int64_t connections_per_worker = 0;
+  // How elements travel: "auto" (or empty) uses shared memory with a
+  // worker on this host and TCP otherwise; "tcp" always uses TCP.
+  std::string transport;
 };
 
 }  // namespace sluice

@@ -1,0 +1,165 @@
+#include "client/shared_memory_transport.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <chrono>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "client/warnings.h"
+#include "service/grpc_util.h"
+
+namespace sluice {
+namespace {
+
+constexpr auto kOpenTimeout = std::chrono::seconds(5);
+constexpr int kVerdictTimeoutMs = 5000;
+// How soon to ask again a worker that did not answer.
+constexpr absl::Duration kRetryAfter = absl::Seconds(1);
+
+}  // namespace
+
+SharedMemoryTransport::SharedMemoryTransport(const std::string& worker_address,
+                                             std::unique_ptr<ElementTransport> tcp)
+    : address_(worker_address),
+      tcp_(std::move(tcp)),
+      stub_(proto::WorkerService::NewStub(MakeChannel(worker_address))) {}
+
+SharedMemoryTransport::~SharedMemoryTransport() {
+  absl::MutexLock lock(&mu_);
+  CloseLocked();
+}
+
+int64_t SharedMemoryTransport::shared_responses() {
+  absl::MutexLock lock(&mu_);
+  return shared_responses_;
+}
+
+void SharedMemoryTransport::CloseLocked() {
+  socket_ = UniqueFd();
+  region_.reset();
+  free_slots_.clear();
+  lost_slots_ = 0;
+  session_ = 0;
+}
+
+void SharedMemoryTransport::UseTcpLocked(const std::string& why) {
+  CloseLocked();
+  state_ = State::kTcp;
+  Warn(absl::StrCat("shared memory with worker ", address_, " is off (", why, "): reading over TCP"));
+}
+
+void SharedMemoryTransport::SetUpLocked() {
+  proto::OpenSharedMemoryRequest request;
+  *request.mutable_version() = CurrentVersion();
+  request.set_host_id(HostId());
+  if (request.host_id().empty()) {
+    state_ = State::kTcp;  // no way to tell which host this is: stay safe, quietly
+    return;
+  }
+  proto::OpenSharedMemoryResponse offer;
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + kOpenTimeout);
+  const absl::Status status = FromGrpcStatus(stub_->OpenSharedMemory(&context, request, &offer));
+  if (absl::IsFailedPrecondition(status)) {
+    state_ = State::kTcp;  // another host: TCP is the way, nothing to say
+    return;
+  }
+  if (absl::IsUnavailable(status) || absl::IsDeadlineExceeded(status)) {
+    next_try_ = absl::Now() + kRetryAfter;  // not up yet, or busy: TCP for now
+    return;
+  }
+  if (absl::IsUnimplemented(status)) return UseTcpLocked("it is a workerd without shared memory");
+  if (!status.ok()) return UseTcpLocked(std::string(status.message()));
+  if (!offer.unavailable().empty()) return UseTcpLocked(offer.unavailable());
+  if (absl::Status connected = ConnectLocked(offer); !connected.ok()) {
+    return UseTcpLocked(absl::StrCat("it is on this host, but ", connected.message()));
+  }
+  state_ = State::kShared;
+}
+
+absl::Status SharedMemoryTransport::ConnectLocked(const proto::OpenSharedMemoryResponse& offer) {
+  constexpr int64_t kBytes = kSharedMemorySlots * kSharedMemorySlotBytes;
+  absl::StatusOr<UniqueFd> memfd = CreateSealedMemfd(kBytes);
+  if (!memfd.ok()) return memfd.status();
+  absl::StatusOr<std::shared_ptr<SharedRegion>> region = SharedRegion::MapSealed(memfd->get(), kBytes);
+  if (!region.ok()) return region.status();
+  absl::StatusOr<UniqueFd> socket = ConnectAbstract(offer.socket_name());
+  if (!socket.ok()) return socket.status();
+  SharedMemoryHello hello{.session = offer.session(), .secret = offer.secret(), .size = kBytes};
+  if (absl::Status s = SendHello(socket->get(), hello, memfd->get()); !s.ok()) return s;
+  if (absl::Status s = ReceiveVerdict(socket->get(), kVerdictTimeoutMs); !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat("the worker refused the memory: ", s.message()));
+  }
+  socket_ = *std::move(socket);
+  region_ = *std::move(region);
+  session_ = offer.session();
+  for (int slot = kSharedMemorySlots - 1; slot >= 0; --slot) free_slots_.push_back(slot);
+  return absl::OkStatus();
+}
+
+absl::Status SharedMemoryTransport::GetElements(const proto::GetElementsRequest& request,
+                                                ElementsResponse* response) {
+  int slot = -1;
+  proto::GetElementsRequest shared;
+  std::shared_ptr<SharedRegion> region;  // stays mapped while this request uses it
+  {
+    absl::MutexLock lock(&mu_);
+    if (state_ == State::kUntried && absl::Now() >= next_try_) SetUpLocked();
+    if (state_ == State::kShared && !free_slots_.empty()) {
+      slot = free_slots_.back();
+      free_slots_.pop_back();
+      region = region_;
+      shared = request;
+      shared.set_compression(proto::COMPRESSION_NONE);  // no wire to save
+      shared.set_shm_session(session_);
+      shared.set_shm_offset(slot * kSharedMemorySlotBytes);
+      shared.set_shm_capacity(kSharedMemorySlotBytes);
+    }
+  }
+  if (slot < 0) return tcp_->GetElements(request, response);
+  absl::Status status = tcp_->GetElements(shared, response);
+  if (absl::IsFailedPrecondition(status)) {
+    // The worker no longer knows the session (it restarted): it wrote
+    // nothing; open a new session later, and read this over TCP.
+    absl::MutexLock lock(&mu_);
+    if (session_ == shared.shm_session()) {
+      CloseLocked();
+      state_ = State::kUntried;
+      next_try_ = absl::Now() + kRetryAfter;
+    }
+    return tcp_->GetElements(request, response);
+  }
+  if (!status.ok()) {
+    // The worker may still write into the slot: never use it again.
+    absl::MutexLock lock(&mu_);
+    if (session_ == shared.shm_session() && ++lost_slots_ == kSharedMemorySlots) {
+      CloseLocked();
+      state_ = State::kUntried;
+    }
+    return status;
+  }
+  const bool through_memory = response->shared_memory_bytes > 0;
+  if (through_memory) {
+    const int64_t bytes = response->shared_memory_bytes;
+    if (bytes > kSharedMemorySlotBytes) {
+      status = absl::DataLossError(absl::StrCat("worker ", address_, " says its response is ", bytes,
+                                                " bytes of shared memory, past the region's ",
+                                                kSharedMemorySlotBytes));
+    } else {
+      // Decoding copies every tensor out, so the region is free after it.
+      grpc::Slice slice(region->data() + shared.shm_offset(), static_cast<size_t>(bytes),
+                        grpc::Slice::STATIC_SLICE);
+      grpc::ByteBuffer buffer(&slice, 1);
+      *response = ElementsResponse{};
+      status = DecodeElementsResponse(&buffer, response);
+      CountBytesReceived(bytes);
+    }
+  }
+  absl::MutexLock lock(&mu_);
+  if (through_memory) ++shared_responses_;
+  if (session_ == shared.shm_session()) free_slots_.push_back(slot);
+  return status;
+}
+
+}  // namespace sluice

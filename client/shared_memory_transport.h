@@ -1,0 +1,74 @@
+// SharedMemoryTransport: GetElements from a worker on this host through
+// shared memory (service/shared_memory.h, docs/design.md "Shared memory").
+// It wraps the worker's gRPC transport, which still carries every request
+// and its small answer. On its first request it asks the worker for a
+// session; the worker agrees only when the reader's host id is its own.
+// The reader then makes a sealed memfd of kSharedMemorySlots regions of
+// kSharedMemorySlotBytes, hands it to the worker over its abstract Unix
+// socket, and each request takes a free region for its response. A
+// response that does not fit (or finds no free region) travels inline.
+//
+// Where shared memory cannot be set up although the worker is on this host
+// (or the worker is an older one that does not offer it), the reader warns
+// once and reads over TCP. A request that fails leaves its region unused,
+// since the worker may still write into it; with every region so lost the
+// transport opens a fresh session.
+#ifndef SLUICE_CLIENT_SHARED_MEMORY_TRANSPORT_H_
+#define SLUICE_CLIENT_SHARED_MEMORY_TRANSPORT_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "client/element_transport.h"
+#include "service/shared_memory.h"
+#include "sluice/service.grpc.pb.h"
+
+namespace sluice {
+
+inline constexpr int kSharedMemorySlots = 4;
+inline constexpr int64_t kSharedMemorySlotBytes = int64_t{8} << 20;
+
+class SharedMemoryTransport : public ElementTransport {
+ public:
+  SharedMemoryTransport(const std::string& worker_address, std::unique_ptr<ElementTransport> tcp);
+  ~SharedMemoryTransport() override;
+
+  absl::Status GetElements(const proto::GetElementsRequest& request, ElementsResponse* response) override;
+
+  // Requests answered through shared memory so far.
+  int64_t shared_responses();
+
+ private:
+  enum class State { kUntried, kShared, kTcp };
+
+  // Asks for a session and connects it; decides the state.
+  void SetUpLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status ConnectLocked(const proto::OpenSharedMemoryResponse& offer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Gives up on shared memory for good, saying why.
+  void UseTcpLocked(const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Ends the session (the worker sees the socket close).
+  void CloseLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const std::string address_;
+  const std::unique_ptr<ElementTransport> tcp_;
+  const std::unique_ptr<proto::WorkerService::Stub> stub_;
+
+  absl::Mutex mu_;
+  State state_ ABSL_GUARDED_BY(mu_) = State::kUntried;
+  absl::Time next_try_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  uint64_t session_ ABSL_GUARDED_BY(mu_) = 0;
+  UniqueFd socket_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<SharedRegion> region_ ABSL_GUARDED_BY(mu_);
+  std::vector<int> free_slots_ ABSL_GUARDED_BY(mu_);
+  int lost_slots_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t shared_responses_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace sluice
+
+#endif  // SLUICE_CLIENT_SHARED_MEMORY_TRANSPORT_H_

@@ -1,0 +1,100 @@
+// Shared memory between a reader and a worker on one host: the pieces both
+// sides use (docs/design.md, "Shared memory"). The reader makes a memfd,
+// seals its size, and passes it over the worker's abstract Unix socket with
+// a hello that names the session and proves, by its secret, that the
+// sender is the reader the worker offered the session to over gRPC. The
+// worker then writes GetElements responses into the regions the reader's
+// requests name. A memfd has no name in /dev/shm, so a reader that dies
+// leaves nothing behind: the memory goes when both ends have closed it.
+#ifndef SLUICE_SERVICE_SHARED_MEMORY_H_
+#define SLUICE_SERVICE_SHARED_MEMORY_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace sluice {
+
+// This boot of this host: /etc/machine-id and the kernel's boot_id (a
+// container shares the host's boot_id; its own network namespace then
+// keeps it from the worker's abstract socket, and the reader uses TCP).
+// Empty when neither can be read.
+std::string HostId();
+
+// The most memory one session may map.
+inline constexpr int64_t kMaxSharedMemoryBytes = int64_t{1} << 30;
+inline constexpr size_t kSharedMemorySecretBytes = 16;
+
+// A file descriptor, closed when destroyed.
+class UniqueFd {
+ public:
+  UniqueFd() = default;
+  explicit UniqueFd(int fd) : fd_(fd) {}
+  UniqueFd(UniqueFd&& other) noexcept : fd_(other.release()) {}
+  UniqueFd& operator=(UniqueFd&& other) noexcept;
+  UniqueFd(const UniqueFd&) = delete;
+  UniqueFd& operator=(const UniqueFd&) = delete;
+  ~UniqueFd();
+
+  int get() const { return fd_; }
+  bool valid() const { return fd_ >= 0; }
+  int release();
+
+ private:
+  int fd_ = -1;
+};
+
+// A shared mapping of a whole memfd, unmapped when destroyed.
+class SharedRegion {
+ public:
+  // Maps `fd` (read and write) after checking that its size is `size` and
+  // cannot change: sealed against shrinking and growing, so that a write
+  // into it never faults.
+  static absl::StatusOr<std::shared_ptr<SharedRegion>> MapSealed(int fd, int64_t size);
+  ~SharedRegion();
+  SharedRegion(const SharedRegion&) = delete;
+  SharedRegion& operator=(const SharedRegion&) = delete;
+
+  char* data() const { return data_; }
+  int64_t size() const { return size_; }
+
+ private:
+  SharedRegion(char* data, int64_t size) : data_(data), size_(size) {}
+  char* const data_;
+  const int64_t size_;
+};
+
+// A memfd of `size` bytes, sealed against shrinking, growing and further
+// seals.
+absl::StatusOr<UniqueFd> CreateSealedMemfd(int64_t size);
+
+// A Unix socket connected to the abstract name `name` (no leading NUL).
+absl::StatusOr<UniqueFd> ConnectAbstract(const std::string& name);
+// A Unix socket listening on a fresh abstract name, written to `name`.
+absl::StatusOr<UniqueFd> ListenAbstract(std::string* name);
+
+// What the reader says first on the socket, with its memfd attached.
+struct SharedMemoryHello {
+  uint64_t session = 0;
+  std::string secret;  // kSharedMemorySecretBytes
+  int64_t size = 0;    // of the memfd
+};
+absl::Status SendHello(int socket, const SharedMemoryHello& hello, int memfd);
+// Receives a hello and its memfd, waiting at most `timeout_ms`.
+absl::Status ReceiveHello(int socket, int timeout_ms, SharedMemoryHello* hello, UniqueFd* memfd);
+
+// The worker's answer to a hello: OK, or why not.
+absl::Status SendVerdict(int socket, const absl::Status& verdict);
+// The worker's verdict, or an error reading it (within `timeout_ms`).
+absl::Status ReceiveVerdict(int socket, int timeout_ms);
+
+// Random bytes for a secret or a session id.
+std::string RandomBytes(size_t n);
+
+}  // namespace sluice
+
+#endif  // SLUICE_SERVICE_SHARED_MEMORY_H_

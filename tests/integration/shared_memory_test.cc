@@ -1,0 +1,167 @@
+// Shared memory between a reader and a worker on its host, with the real
+// dispatcherd and workerd (docs/design.md, "Shared memory"): elements arrive
+// whole and once, a response too large for a region travels inline, `tcp`
+// opts out, and a reader that ends or is killed leaves nothing behind.
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "client/dataset_internal.h"
+#include "sluice/dataset.h"
+#include "tests/integration/captured_warnings.h"
+#include "tests/integration/test_cluster.h"
+
+namespace sluice {
+namespace {
+
+using Catch::Matchers::Contains;
+using testing::TestCluster;
+
+int Count(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+// Waits (up to 10 s) until worker 0's log holds `what` `times` times; the log.
+std::string AwaitWorkerLog(TestCluster& cluster, const std::string& what, int times) {
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  std::string log;
+  while (std::chrono::steady_clock::now() < give_up) {
+    log = testing::ReadFileOrEmpty(cluster.worker(0).log_path());
+    if (Count(log, what) >= times) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return log;
+}
+
+// An element of `bytes` uint8 values, byte i being (i * 7 + seed) % 251.
+Tensor Pattern(int64_t bytes, int seed) {
+  Tensor t(DType::kUInt8, {bytes});
+  uint8_t* data = t.mutable_data<uint8_t>();
+  for (int64_t i = 0; i < bytes; ++i) data[i] = static_cast<uint8_t>((i * 7 + seed) % 251);
+  return t;
+}
+
+// Reads `dataset` to its end (bounded to 60 s): its elements.
+std::vector<Element> ReadAll(const Dataset& dataset) {
+  absl::StatusOr<DatasetPtr> built = internal::BuildPipeline(dataset);
+  REQUIRE(built.ok());
+  absl::StatusOr<std::unique_ptr<IteratorBase>> iterator = (*built)->MakeIterator(IteratorContext{});
+  REQUIRE(iterator.ok());
+  std::vector<Element> elements;
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (true) {
+    REQUIRE(std::chrono::steady_clock::now() < give_up);
+    Element element;
+    bool end = false;
+    const absl::Status status = (*iterator)->GetNext(&element, &end);
+    INFO(status.ToString());
+    REQUIRE(status.ok());
+    if (end) break;
+    elements.push_back(std::move(element));
+  }
+  return elements;
+}
+
+TEST_CASE("shared memory: a reader on the worker's host reads through it, every element once and whole",
+          "[service][shared_memory]") {
+  TestCluster cluster({.num_workers = 1, .worker_args = {"--log-level", "info"}});
+  const std::string opened = absl::StrCat("opened: reader pid ", getpid(), ", 33554432 bytes");
+  SECTION("small elements") {
+    std::vector<int64_t> values;
+    REQUIRE(testing::ReadToEnd(
+                Dataset::Range(50000).ReadFromService(
+                    {.service = cluster.ServiceUrl(), .processing_mode = ProcessingMode::kDistributedEpoch}),
+                &values)
+                .ok());
+    std::sort(values.begin(), values.end());
+    std::vector<int64_t> expected(50000);
+    for (int64_t i = 0; i < 50000; ++i) expected[i] = i;
+    CHECK(values == expected);
+  }
+  SECTION("1 MiB elements, and 9 MiB ones, past a region's 8 MiB, which travel inline") {
+    const int64_t bytes = GENERATE(int64_t{1} << 20, int64_t{9} << 20);
+    const Tensor pattern = Pattern(bytes, 3);
+    const std::vector<Element> elements =
+        ReadAll(Dataset::FromTensors({pattern}).Repeat(6).ReadFromService({.service = cluster.ServiceUrl()}));
+    REQUIRE(elements.size() == 6);
+    for (const Element& element : elements) {
+      REQUIRE(element.components.at(0).ByteSize() == static_cast<size_t>(bytes));
+      CHECK(std::memcmp(element.components[0].raw_data(), pattern.raw_data(), static_cast<size_t>(bytes)) ==
+            0);
+    }
+  }
+  const std::string log = AwaitWorkerLog(cluster, "closed: its reader hung up", 1);
+  CHECK_THAT(log, Contains(opened));
+  CHECK(Count(log, "shared memory session ") == 2);  // opened, then closed
+}
+
+TEST_CASE("shared memory: transport tcp opts out, and another transport is refused naming it",
+          "[service][shared_memory]") {
+  TestCluster cluster({.num_workers = 1, .worker_args = {"--log-level", "info"}});
+  std::vector<int64_t> values;
+  REQUIRE(testing::ReadToEnd(
+              Dataset::Range(1000).ReadFromService({.service = cluster.ServiceUrl(), .transport = "tcp"}),
+              &values)
+              .ok());
+  CHECK(values.size() == 1000);
+  CHECK(Count(testing::ReadFileOrEmpty(cluster.worker(0).log_path()), "shared memory session") == 0);
+  const absl::Status refused =
+      internal::BuildPipeline(
+          Dataset::Range(10).ReadFromService({.service = cluster.ServiceUrl(), .transport = "udp"}))
+          .status();
+  CHECK(refused.code() == absl::StatusCode::kInvalidArgument);
+  CHECK(refused.message() == "step 2 (distribute): transport must be 'auto' or 'tcp', got 'udp'");
+}
+
+TEST_CASE("shared memory: a worker with shared_memory false serves over TCP, and the reader says so",
+          "[service][shared_memory]") {
+  testing::CapturedWarnings warnings;
+  TestCluster cluster({.num_workers = 1, .worker_args = {"--shared-memory=false", "--log-level", "info"}});
+  std::vector<int64_t> values;
+  REQUIRE(testing::ReadToEnd(Dataset::Range(1000).ReadFromService({.service = cluster.ServiceUrl()}), &values)
+              .ok());
+  CHECK(values.size() == 1000);
+  const std::string worker = absl::StrCat(
+      "127.0.0.1:",
+      std::stoi(testing::WaitForFile(cluster.dir().File("worker0.port"), std::chrono::seconds(5))));
+  CHECK(warnings.messages() ==
+        std::vector<std::string>{"shared memory with worker " + worker +
+                                 " is off (this worker's shared_memory setting is false): reading over TCP"});
+  CHECK(Count(testing::ReadFileOrEmpty(cluster.worker(0).log_path()), "shared memory session") == 0);
+}
+
+TEST_CASE("shared memory: a reader killed mid-read ends its session and leaves nothing in /dev/shm",
+          "[service][shared_memory]") {
+  TestCluster cluster({.num_workers = 1, .worker_args = {"--log-level", "info"}});
+  const std::string path = cluster.dir().File("p.yaml");
+  testing::WriteFile(path,
+                     absl::StrCat("pipeline:\n  - range: 1000\n  - repeat: {}\n  - distribute: {service: \"",
+                                  cluster.ServiceUrl(), "\"}\n"));
+  absl::StatusOr<std::unique_ptr<testing::Process>> read =
+      testing::Process::Start({SLUICE_CLI, "read", path}, cluster.dir().File("read.out"));
+  REQUIRE(read.ok());
+  const std::string opened = absl::StrCat("opened: reader pid ", (*read)->pid(), ", ");
+  CHECK_THAT(AwaitWorkerLog(cluster, opened, 1), Contains(opened));
+  REQUIRE(kill((*read)->pid(), SIGKILL) == 0);
+  CHECK((*read)->Wait(std::chrono::seconds(10)) != 0);
+  CHECK_THAT(AwaitWorkerLog(cluster, "closed: its reader hung up", 1),
+             Contains("closed: its reader hung up"));
+  for (const auto& entry : std::filesystem::directory_iterator("/dev/shm")) {
+    CHECK_FALSE(absl::StrContains(entry.path().filename().string(), "sluice"));
+  }
+}
+
+}  // namespace
+}  // namespace sluice

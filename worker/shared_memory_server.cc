@@ -1,0 +1,236 @@
+#include "worker/shared_memory_server.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <spdlog/spdlog.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "service/element_wire.h"
+
+namespace sluice::worker {
+namespace {
+
+// How long an accepted connection has to send its hello.
+constexpr int kHelloTimeoutMs = 2000;
+// How often the loop looks for offers past their lifetime.
+constexpr int kLoopTickMs = 1000;
+
+// Compares without stopping at the first difference.
+bool SameSecret(const std::string& a, const std::string& b) {
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return diff == 0;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<SharedMemoryServer>> SharedMemoryServer::Start() {
+  std::string name;
+  absl::StatusOr<UniqueFd> listener = ListenAbstract(&name);
+  if (!listener.ok()) return listener.status();
+  int wake[2];
+  if (pipe2(wake, O_CLOEXEC | O_NONBLOCK) != 0) {
+    return absl::UnavailableError(absl::StrCat("pipe2: ", std::strerror(errno)));
+  }
+  return std::unique_ptr<SharedMemoryServer>(
+      new SharedMemoryServer(*std::move(listener), std::move(name), UniqueFd(wake[0]), UniqueFd(wake[1])));
+}
+
+SharedMemoryServer::SharedMemoryServer(UniqueFd listener, std::string name, UniqueFd wake_read,
+                                       UniqueFd wake_write)
+    : listener_(std::move(listener)),
+      name_(std::move(name)),
+      host_id_(HostId()),
+      wake_read_(std::move(wake_read)),
+      wake_write_(std::move(wake_write)) {
+  thread_ = std::thread([this] { Loop(); });
+}
+
+SharedMemoryServer::~SharedMemoryServer() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  const char byte = 0;
+  (void)!write(wake_write_.get(), &byte, 1);
+  thread_.join();
+}
+
+absl::StatusOr<proto::OpenSharedMemoryResponse> SharedMemoryServer::Offer(const std::string& host_id) {
+  if (host_id_.empty() || host_id != host_id_) {
+    return absl::FailedPreconditionError("the reader is on another host than this worker");
+  }
+  absl::MutexLock lock(&mu_);
+  DropExpiredOffers();
+  if (static_cast<int>(sessions_.size()) >= kMaxSharedMemorySessions) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("this worker has ", kMaxSharedMemorySessions, " shared-memory sessions open, its most"));
+  }
+  uint64_t id = 0;
+  do {
+    const std::string bytes = RandomBytes(sizeof(id));
+    std::memcpy(&id, bytes.data(), sizeof(id));
+  } while (id == 0 || sessions_.contains(id));
+  Session& session = sessions_[id];
+  session.secret = RandomBytes(kSharedMemorySecretBytes);
+  session.offered = absl::Now();
+  proto::OpenSharedMemoryResponse response;
+  response.set_socket_name(name_);
+  response.set_session(id);
+  response.set_secret(session.secret);
+  return response;
+}
+
+std::shared_ptr<SharedRegion> SharedMemoryServer::Region(uint64_t session) {
+  absl::MutexLock lock(&mu_);
+  auto it = sessions_.find(session);
+  return it == sessions_.end() ? nullptr : it->second.region;
+}
+
+int SharedMemoryServer::connected_sessions() {
+  absl::MutexLock lock(&mu_);
+  int connected = 0;
+  for (const auto& [id, session] : sessions_) connected += session.region != nullptr ? 1 : 0;
+  return connected;
+}
+
+void SharedMemoryServer::DropExpiredOffers() {
+  const absl::Time now = absl::Now();
+  for (auto it = sessions_.begin(); it != sessions_.end();) {
+    if (it->second.region == nullptr && now - it->second.offered > kSharedMemoryOfferLifetime) {
+      it = sessions_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void SharedMemoryServer::Loop() {
+  while (true) {
+    std::vector<pollfd> polled = {{.fd = wake_read_.get(), .events = POLLIN, .revents = 0},
+                                  {.fd = listener_.get(), .events = POLLIN, .revents = 0}};
+    std::vector<uint64_t> ids;
+    {
+      absl::MutexLock lock(&mu_);
+      if (stopping_) return;
+      DropExpiredOffers();
+      for (const auto& [id, session] : sessions_) {
+        if (!session.socket.valid()) continue;
+        polled.push_back({.fd = session.socket.get(), .events = POLLIN, .revents = 0});
+        ids.push_back(id);
+      }
+    }
+    if (poll(polled.data(), polled.size(), kLoopTickMs) < 0 && errno != EINTR) {
+      spdlog::error("shared memory: poll failed ({}); no new sessions", std::strerror(errno));
+      return;
+    }
+    if (polled[1].revents & POLLIN) Accept();
+    for (size_t i = 2; i < polled.size(); ++i) {
+      if (polled[i].revents == 0) continue;
+      char byte = 0;
+      // A reader says nothing after its hello: readable means it hung up.
+      if (recv(polled[i].fd, &byte, 1, MSG_DONTWAIT) > 0) continue;
+      absl::MutexLock lock(&mu_);
+      sessions_.erase(ids[i - 2]);
+      spdlog::info("shared memory session {:016x} closed: its reader hung up", ids[i - 2]);
+    }
+  }
+}
+
+void SharedMemoryServer::Accept() {
+  while (true) {
+    UniqueFd connection(accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC));
+    if (!connection.valid()) return;  // EAGAIN: none left
+    Handshake(std::move(connection));
+  }
+}
+
+void SharedMemoryServer::Handshake(UniqueFd connection) {
+  ucred peer{};
+  socklen_t length = sizeof(peer);
+  absl::Status verdict;
+  // The abstract namespace has no file permissions: only this user (or
+  // root) may hand this worker memory.
+  if (getsockopt(connection.get(), SOL_SOCKET, SO_PEERCRED, &peer, &length) != 0 ||
+      (peer.uid != getuid() && peer.uid != 0)) {
+    verdict = absl::PermissionDeniedError(
+        absl::StrCat("shared memory is for readers running as uid ", getuid(), ", not ", peer.uid));
+  }
+  SharedMemoryHello hello;
+  UniqueFd memfd;
+  if (verdict.ok()) verdict = ReceiveHello(connection.get(), kHelloTimeoutMs, &hello, &memfd);
+  if (verdict.ok()) {
+    absl::MutexLock lock(&mu_);
+    auto it = sessions_.find(hello.session);
+    if (it == sessions_.end() || it->second.region != nullptr ||
+        !SameSecret(hello.secret, it->second.secret)) {
+      verdict = absl::PermissionDeniedError(
+          "the hello names no session offered to it (unknown, already connected, expired, or a wrong "
+          "secret)");
+      // One guess per offer.
+      if (it != sessions_.end() && it->second.region == nullptr) sessions_.erase(it);
+    } else {
+      absl::StatusOr<std::shared_ptr<SharedRegion>> region = SharedRegion::MapSealed(memfd.get(), hello.size);
+      if (region.ok()) {
+        it->second.region = *std::move(region);
+        verdict = SendVerdict(connection.get(), absl::OkStatus());
+        if (verdict.ok()) {
+          it->second.socket = std::move(connection);
+          spdlog::info("shared memory session {:016x} opened: reader pid {}, {} bytes", hello.session,
+                       peer.pid, hello.size);
+          return;
+        }
+      } else {
+        verdict = region.status();
+      }
+      sessions_.erase(it);
+    }
+  }
+  spdlog::warn("shared memory: refused a reader (pid {}): {}", peer.pid, std::string(verdict.message()));
+  (void)SendVerdict(connection.get(), verdict);
+}
+
+absl::StatusOr<std::shared_ptr<SharedRegion>> RequestRegion(SharedMemoryServer* server,
+                                                            const proto::GetElementsRequest& request) {
+  if (request.shm_session() == 0) return nullptr;
+  std::shared_ptr<SharedRegion> region = server == nullptr ? nullptr : server->Region(request.shm_session());
+  if (region == nullptr) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "GetElements: shared-memory session %016x is not open on this worker (it ended, or the "
+        "worker restarted): read over TCP",
+        request.shm_session()));
+  }
+  if (request.shm_offset() < 0 || request.shm_capacity() <= 0 ||
+      request.shm_capacity() > region->size() - request.shm_offset()) {
+    return absl::InvalidArgumentError(absl::StrCat("GetElements: shm_offset ", request.shm_offset(),
+                                                   " and shm_capacity ", request.shm_capacity(),
+                                                   " are outside the session's ", region->size(), " bytes"));
+  }
+  return region;
+}
+
+absl::StatusOr<std::optional<grpc::ByteBuffer>> PlaceInSharedMemory(
+    const std::shared_ptr<SharedRegion>& region, const proto::GetElementsRequest& request,
+    grpc::ByteBuffer& bytes) {
+  if (region == nullptr || bytes.Length() > static_cast<size_t>(request.shm_capacity())) return std::nullopt;
+  std::vector<grpc::Slice> slices;
+  if (!bytes.Dump(&slices).ok()) return absl::InternalError("cannot read an encoded response's slices");
+  char* out = region->data() + request.shm_offset();
+  for (const grpc::Slice& slice : slices) {
+    std::memcpy(out, slice.begin(), slice.size());
+    out += slice.size();
+  }
+  proto::GetElementsResponse marker;
+  marker.set_shared_memory_bytes(static_cast<int64_t>(bytes.Length()));
+  return SerializeToByteBuffer(marker);
+}
+
+}  // namespace sluice::worker

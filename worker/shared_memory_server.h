@@ -1,0 +1,104 @@
+// SharedMemoryServer: the worker's side of shared memory with readers on
+// its host (service/shared_memory.h, docs/design.md "Shared memory").
+// OpenSharedMemory offers a session (an id and a secret) to a reader whose
+// host id is the worker's; the reader connects to the worker's abstract
+// Unix socket and sends the session's hello with its sealed memfd. One
+// thread accepts those and watches every session's socket: a session ends
+// when its reader hangs up or dies, and its mapping goes once no response
+// is being written into it.
+//
+// Sessions live only in memory: a restarted worker has none, and readers
+// whose requests name an unknown session go back to TCP.
+#ifndef SLUICE_WORKER_SHARED_MEMORY_SERVER_H_
+#define SLUICE_WORKER_SHARED_MEMORY_SERVER_H_
+
+#include <grpcpp/support/byte_buffer.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "service/shared_memory.h"
+#include "sluice/service.pb.h"
+
+namespace sluice::worker {
+
+// Sessions open at once, offered or connected.
+inline constexpr int kMaxSharedMemorySessions = 256;
+// How long an offer waits for its reader to connect.
+inline constexpr absl::Duration kSharedMemoryOfferLifetime = absl::Seconds(30);
+
+class SharedMemoryServer {
+ public:
+  // Listens on a fresh abstract socket; the error says why it cannot (the
+  // worker then refuses OpenSharedMemory with it, and readers use TCP).
+  static absl::StatusOr<std::unique_ptr<SharedMemoryServer>> Start();
+  ~SharedMemoryServer();
+  SharedMemoryServer(const SharedMemoryServer&) = delete;
+  SharedMemoryServer& operator=(const SharedMemoryServer&) = delete;
+
+  // A session for a reader on `host_id`: FailedPrecondition when that is
+  // another host, ResourceExhausted past kMaxSharedMemorySessions.
+  absl::StatusOr<proto::OpenSharedMemoryResponse> Offer(const std::string& host_id);
+
+  // The memory of a connected session, which stays mapped while the
+  // pointer is held; nullptr when the session is unknown or has ended.
+  std::shared_ptr<SharedRegion> Region(uint64_t session);
+
+  // Connected sessions.
+  int connected_sessions();
+
+ private:
+  struct Session {
+    std::string secret;
+    absl::Time offered;
+    UniqueFd socket;                       // once connected
+    std::shared_ptr<SharedRegion> region;  // once connected
+  };
+
+  SharedMemoryServer(UniqueFd listener, std::string name, UniqueFd wake_read, UniqueFd wake_write);
+  // Accepts readers, checks their hello, and ends sessions whose reader
+  // hung up, until the destructor wakes it.
+  void Loop();
+  void Accept();
+  // Checks one accepted connection's hello and answers it.
+  void Handshake(UniqueFd connection);
+  void DropExpiredOffers() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const UniqueFd listener_;
+  const std::string name_;
+  const std::string host_id_;
+  const UniqueFd wake_read_;
+  const UniqueFd wake_write_;
+  std::thread thread_;
+
+  absl::Mutex mu_;
+  std::map<uint64_t, Session> sessions_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+// What the GetElements adapter sends for `request`, given the encoded
+// response `bytes`: nullopt to send them as they are (no shared memory
+// asked, or they do not fit the request's region), else the marker that
+// says they were written into the session's region. An error when the
+// request names a session that is not open or a region outside it.
+absl::StatusOr<std::optional<grpc::ByteBuffer>> PlaceInSharedMemory(
+    const std::shared_ptr<SharedRegion>& region, const proto::GetElementsRequest& request,
+    grpc::ByteBuffer& bytes);
+
+// The session's region for `request`, checked: nullptr when the request
+// asks for no shared memory; FailedPrecondition when its session is not
+// open; InvalidArgument naming the field when its region is out of bounds.
+absl::StatusOr<std::shared_ptr<SharedRegion>> RequestRegion(SharedMemoryServer* server,
+                                                            const proto::GetElementsRequest& request);
+
+}  // namespace sluice::worker
+
+#endif  // SLUICE_WORKER_SHARED_MEMORY_SERVER_H_

@@ -1,0 +1,193 @@
+#include "worker/shared_memory_server.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "absl/strings/str_format.h"
+#include "service/element_wire.h"
+
+namespace sluice::worker {
+namespace {
+
+using Catch::Matchers::Contains;
+
+std::unique_ptr<SharedMemoryServer> StartServer() {
+  absl::StatusOr<std::unique_ptr<SharedMemoryServer>> server = SharedMemoryServer::Start();
+  REQUIRE(server.ok());
+  return *std::move(server);
+}
+
+// A reader's side of a handshake: the worker's verdict, and (when OK) the
+// socket that keeps the session open.
+struct Connected {
+  absl::Status verdict;
+  UniqueFd socket;
+};
+
+Connected Connect(const proto::OpenSharedMemoryResponse& offer, int memfd, int64_t size,
+                  const std::string& secret) {
+  Connected result;
+  absl::StatusOr<UniqueFd> socket = ConnectAbstract(offer.socket_name());
+  REQUIRE(socket.ok());
+  REQUIRE(SendHello(socket->get(), {.session = offer.session(), .secret = secret, .size = size}, memfd).ok());
+  result.verdict = ReceiveVerdict(socket->get(), 5000);
+  result.socket = *std::move(socket);
+  return result;
+}
+
+// Waits (up to 5 s) until `session` is gone from `server`.
+bool SessionEnds(SharedMemoryServer& server, uint64_t session) {
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (server.Region(session) != nullptr) {
+    if (std::chrono::steady_clock::now() > give_up) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return true;
+}
+
+TEST_CASE("shared memory: a reader on this host opens a session, and hanging up ends it",
+          "[worker][shared_memory]") {
+  REQUIRE(!HostId().empty());
+  std::unique_ptr<SharedMemoryServer> server = StartServer();
+  absl::StatusOr<proto::OpenSharedMemoryResponse> offer = server->Offer(HostId());
+  REQUIRE(offer.ok());
+  CHECK(offer->secret().size() == kSharedMemorySecretBytes);
+  CHECK(server->Region(offer->session()) == nullptr);  // offered, not connected
+  absl::StatusOr<UniqueFd> memfd = CreateSealedMemfd(1 << 20);
+  REQUIRE(memfd.ok());
+  Connected reader = Connect(*offer, memfd->get(), 1 << 20, offer->secret());
+  REQUIRE(reader.verdict.ok());
+  std::shared_ptr<SharedRegion> region = server->Region(offer->session());
+  REQUIRE(region != nullptr);
+  CHECK(region->size() == (1 << 20));
+  CHECK(server->connected_sessions() == 1);
+  // The worker's writes are the reader's memory.
+  std::memcpy(region->data() + 100, "hello", 5);
+  char* mine = static_cast<char*>(mmap(nullptr, 1 << 20, PROT_READ, MAP_SHARED, memfd->get(), 0));
+  REQUIRE(mine != MAP_FAILED);
+  CHECK(std::string(mine + 100, 5) == "hello");
+  munmap(mine, 1 << 20);
+  // The same session cannot be connected twice.
+  absl::StatusOr<UniqueFd> again = CreateSealedMemfd(4096);
+  REQUIRE(again.ok());
+  CHECK(Connect(*offer, again->get(), 4096, offer->secret()).verdict.code() ==
+        absl::StatusCode::kPermissionDenied);
+  reader.socket = UniqueFd();  // hang up
+  CHECK(SessionEnds(*server, offer->session()));
+  CHECK(server->connected_sessions() == 0);
+  // A region held by a response being written stays mapped.
+  CHECK(region->size() == (1 << 20));
+}
+
+TEST_CASE("shared memory: the worker refuses another host, a wrong secret and an unsealed memfd",
+          "[worker][shared_memory]") {
+  std::unique_ptr<SharedMemoryServer> server = StartServer();
+  absl::StatusOr<proto::OpenSharedMemoryResponse> other = server->Offer("another-machine/another-boot");
+  CHECK(other.status().code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(other.status().message() == "the reader is on another host than this worker");
+
+  absl::StatusOr<proto::OpenSharedMemoryResponse> offer = server->Offer(HostId());
+  REQUIRE(offer.ok());
+  absl::StatusOr<UniqueFd> memfd = CreateSealedMemfd(4096);
+  REQUIRE(memfd.ok());
+  std::string wrong = offer->secret();
+  wrong[0] = static_cast<char>(wrong[0] ^ 1);
+  Connected forger = Connect(*offer, memfd->get(), 4096, wrong);
+  CHECK(forger.verdict.code() == absl::StatusCode::kPermissionDenied);
+  CHECK_THAT(std::string(forger.verdict.message()), Contains("a wrong secret"));
+  // A failed hello ends the offer: the right secret is no use after it.
+  CHECK(Connect(*offer, memfd->get(), 4096, offer->secret()).verdict.code() ==
+        absl::StatusCode::kPermissionDenied);
+
+  // A memfd that could shrink would fault the worker's writes.
+  offer = server->Offer(HostId());
+  REQUIRE(offer.ok());
+  UniqueFd unsealed(memfd_create("unsealed", MFD_CLOEXEC));
+  REQUIRE(ftruncate(unsealed.get(), 4096) == 0);
+  Connected loose = Connect(*offer, unsealed.get(), 4096, offer->secret());
+  CHECK(loose.verdict.code() == absl::StatusCode::kInvalidArgument);
+  CHECK(loose.verdict.message() ==
+        "the reader's memfd is not sealed against shrinking and growing (F_SEAL_SHRINK | F_SEAL_GROW)");
+
+  // Nor may a reader announce more than its memfd holds.
+  offer = server->Offer(HostId());
+  REQUIRE(offer.ok());
+  Connected liar = Connect(*offer, memfd->get(), 8192, offer->secret());
+  CHECK(liar.verdict.code() == absl::StatusCode::kInvalidArgument);
+  CHECK(liar.verdict.message() == "the reader's memfd has 4096 bytes, not the 8192 it announced");
+  CHECK(server->connected_sessions() == 0);
+}
+
+TEST_CASE("shared memory: a request's region is checked, and a response that fits goes into it",
+          "[worker][shared_memory]") {
+  std::unique_ptr<SharedMemoryServer> server = StartServer();
+  absl::StatusOr<proto::OpenSharedMemoryResponse> offer = server->Offer(HostId());
+  REQUIRE(offer.ok());
+  absl::StatusOr<UniqueFd> memfd = CreateSealedMemfd(8192);
+  REQUIRE(memfd.ok());
+  Connected reader = Connect(*offer, memfd->get(), 8192, offer->secret());
+  REQUIRE(reader.verdict.ok());
+
+  proto::GetElementsRequest request;
+  absl::StatusOr<std::shared_ptr<SharedRegion>> none = RequestRegion(server.get(), request);
+  REQUIRE(none.ok());
+  CHECK(*none == nullptr);  // no shared memory asked
+
+  request.set_shm_session(offer->session() + 1);
+  request.set_shm_offset(4096);
+  request.set_shm_capacity(4096);
+  CHECK(RequestRegion(server.get(), request).status().code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(
+      RequestRegion(nullptr, request).status().message() ==
+      absl::StrFormat("GetElements: shared-memory session %016x is not open on this worker (it ended, or the "
+                      "worker restarted): read over TCP",
+                      offer->session() + 1));
+  request.set_shm_session(offer->session());
+  request.set_shm_capacity(4097);
+  CHECK(RequestRegion(server.get(), request).status().message() ==
+        "GetElements: shm_offset 4096 and shm_capacity 4097 are outside the session's 8192 bytes");
+  request.set_shm_offset(-1);
+  request.set_shm_capacity(1);
+  CHECK(RequestRegion(server.get(), request).status().code() == absl::StatusCode::kInvalidArgument);
+  request.set_shm_offset(4096);
+  request.set_shm_capacity(4096);
+  absl::StatusOr<std::shared_ptr<SharedRegion>> region = RequestRegion(server.get(), request);
+  REQUIRE(region.ok());
+  REQUIRE(*region != nullptr);
+
+  std::vector<Element> elements;
+  for (int64_t i = 0; i < 3; ++i) elements.push_back(Element::Of(Tensor::FromVector<int64_t>({i, i + 1})));
+  absl::StatusOr<grpc::ByteBuffer> bytes =
+      EncodeElementsResponse(elements, false, 7, proto::COMPRESSION_NONE);
+  REQUIRE(bytes.ok());
+  const size_t length = bytes->Length();
+  absl::StatusOr<std::optional<grpc::ByteBuffer>> placed = PlaceInSharedMemory(*region, request, *bytes);
+  REQUIRE(placed.ok());
+  REQUIRE(placed->has_value());
+  ElementsResponse marker;
+  REQUIRE(DecodeElementsResponse(&**placed, &marker).ok());
+  CHECK(marker.elements.empty());
+  CHECK(marker.shared_memory_bytes == static_cast<int64_t>(length));
+  // What the reader decodes from its region is the response.
+  grpc::Slice slice((*region)->data() + 4096, length, grpc::Slice::STATIC_SLICE);
+  grpc::ByteBuffer in_memory(&slice, 1);
+  ElementsResponse decoded;
+  REQUIRE(DecodeElementsResponse(&in_memory, &decoded).ok());
+  CHECK(decoded.first_index == 7);
+  REQUIRE(decoded.elements.size() == 3);
+  CHECK(decoded.elements[2].components[0].data<int64_t>()[1] == 3);
+
+  // Past the region's capacity it goes inline.
+  request.set_shm_capacity(static_cast<int64_t>(length) - 1);
+  placed = PlaceInSharedMemory(*region, request, *bytes);
+  REQUIRE(placed.ok());
+  CHECK(!placed->has_value());
+}
+
+}  // namespace
+}  // namespace sluice::worker
