@@ -30,6 +30,11 @@ SharedMemoryTransport::~SharedMemoryTransport() {
   CloseLocked();
 }
 
+int64_t SharedMemoryTransport::slot_bytes() {
+  absl::MutexLock lock(&mu_);
+  return slot_bytes_;
+}
+
 int64_t SharedMemoryTransport::shared_responses() {
   absl::MutexLock lock(&mu_);
   return shared_responses_;
@@ -79,7 +84,7 @@ void SharedMemoryTransport::SetUpLocked() {
 }
 
 absl::Status SharedMemoryTransport::ConnectLocked(const proto::OpenSharedMemoryResponse& offer) {
-  constexpr int64_t kBytes = kSharedMemorySlots * kSharedMemorySlotBytes;
+  const int64_t kBytes = kSharedMemorySlots * slot_bytes_;
   absl::StatusOr<UniqueFd> memfd = CreateSealedMemfd(kBytes);
   if (!memfd.ok()) return memfd.status();
   absl::StatusOr<std::shared_ptr<SharedRegion>> region = SharedRegion::MapSealed(memfd->get(), kBytes);
@@ -101,6 +106,7 @@ absl::Status SharedMemoryTransport::ConnectLocked(const proto::OpenSharedMemoryR
 absl::Status SharedMemoryTransport::GetElements(const proto::GetElementsRequest& request,
                                                 ElementsResponse* response) {
   int slot = -1;
+  int64_t slot_bytes = 0;
   proto::GetElementsRequest shared;
   std::shared_ptr<SharedRegion> region;  // stays mapped while this request uses it
   {
@@ -113,8 +119,9 @@ absl::Status SharedMemoryTransport::GetElements(const proto::GetElementsRequest&
       shared = request;
       shared.set_compression(proto::COMPRESSION_NONE);  // no wire to save
       shared.set_shm_session(session_);
-      shared.set_shm_offset(slot * kSharedMemorySlotBytes);
-      shared.set_shm_capacity(kSharedMemorySlotBytes);
+      slot_bytes = slot_bytes_;
+      shared.set_shm_offset(slot * slot_bytes);
+      shared.set_shm_capacity(slot_bytes);
     }
   }
   if (slot < 0) return tcp_->GetElements(request, response);
@@ -142,10 +149,9 @@ absl::Status SharedMemoryTransport::GetElements(const proto::GetElementsRequest&
   const bool through_memory = response->shared_memory_bytes > 0;
   if (through_memory) {
     const int64_t bytes = response->shared_memory_bytes;
-    if (bytes > kSharedMemorySlotBytes) {
+    if (bytes > slot_bytes) {
       status = absl::DataLossError(absl::StrCat("worker ", address_, " says its response is ", bytes,
-                                                " bytes of shared memory, past the region's ",
-                                                kSharedMemorySlotBytes));
+                                                " bytes of shared memory, past the region's ", slot_bytes));
     } else {
       // Decoding copies every tensor out, so the region is free after it.
       grpc::Slice slice(region->data() + shared.shm_offset(), static_cast<size_t>(bytes),
@@ -156,9 +162,25 @@ absl::Status SharedMemoryTransport::GetElements(const proto::GetElementsRequest&
       CountBytesReceived(bytes);
     }
   }
+  // An answer inline that would not have fit: the next session's regions
+  // hold one like it, with room for the headers.
+  int64_t needed = 0;
+  if (!through_memory && status.ok()) {
+    for (const Element& element : response->elements) needed += element.ByteSize();
+    needed += needed / 64 + 4096;
+  }
   absl::MutexLock lock(&mu_);
   if (through_memory) ++shared_responses_;
-  if (session_ == shared.shm_session()) free_slots_.push_back(slot);
+  if (session_ != shared.shm_session()) return status;
+  free_slots_.push_back(slot);
+  if (needed > slot_bytes_ && slot_bytes_ < kMaxSlotBytes) {
+    while (slot_bytes_ < needed && slot_bytes_ < kMaxSlotBytes) slot_bytes_ *= 2;
+    // Requests still out keep the old region mapped; the worker answers
+    // those that name the old session after this with FailedPrecondition.
+    CloseLocked();
+    state_ = State::kUntried;
+    next_try_ = absl::InfinitePast();
+  }
   return status;
 }
 

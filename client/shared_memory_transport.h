@@ -4,9 +4,12 @@
 // and its small answer. On its first request it asks the worker for a
 // session; the worker agrees only when the reader's host id is its own.
 // The reader then makes a sealed memfd of kSharedMemorySlots regions of
-// kSharedMemorySlotBytes, hands it to the worker over its abstract Unix
-// socket, and each request takes a free region for its response. A
-// response that does not fit (or finds no free region) travels inline.
+// kInitialSlotBytes, hands it to the worker over its abstract Unix socket,
+// and each request takes a free region for its response. A response that
+// does not fit (or finds no free region) travels inline; one past the
+// regions' size makes the next session's regions large enough for it (a
+// power of two, up to kMaxSlotBytes), so that large batches, too, travel
+// through memory from then on.
 //
 // Where shared memory cannot be set up although the worker is on this host
 // (or the worker is an older one that does not offer it), the reader warns
@@ -31,7 +34,8 @@
 namespace sluice {
 
 inline constexpr int kSharedMemorySlots = 4;
-inline constexpr int64_t kSharedMemorySlotBytes = int64_t{8} << 20;
+inline constexpr int64_t kInitialSlotBytes = int64_t{8} << 20;
+inline constexpr int64_t kMaxSlotBytes = kMaxSharedMemoryBytes / kSharedMemorySlots;
 
 class SharedMemoryTransport : public ElementTransport {
  public:
@@ -42,6 +46,8 @@ class SharedMemoryTransport : public ElementTransport {
 
   // Requests answered through shared memory so far.
   int64_t shared_responses();
+  // The size of each region of the current (or next) session.
+  int64_t slot_bytes();
 
  private:
   enum class State { kUntried, kShared, kTcp };
@@ -67,6 +73,7 @@ class SharedMemoryTransport : public ElementTransport {
   std::vector<int> free_slots_ ABSL_GUARDED_BY(mu_);
   int lost_slots_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t shared_responses_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t slot_bytes_ ABSL_GUARDED_BY(mu_) = kInitialSlotBytes;
 };
 
 }  // namespace sluice

@@ -90,7 +90,10 @@ TEST_CASE("shared memory: a reader on the worker's host reads through it, every 
     for (int64_t i = 0; i < 50000; ++i) expected[i] = i;
     CHECK(values == expected);
   }
-  SECTION("1 MiB elements, and 9 MiB ones, past a region's 8 MiB, which travel inline") {
+  // 9 MiB is past a region's first 8 MiB: the first travels inline, and the
+  // reader's next session has regions of 16 MiB (4 of them, 64 MiB).
+  int sessions = 1;
+  SECTION("1 MiB elements, and 9 MiB ones, past a region's first 8 MiB") {
     const int64_t bytes = GENERATE(int64_t{1} << 20, int64_t{9} << 20);
     const Tensor pattern = Pattern(bytes, 3);
     const std::vector<Element> elements =
@@ -101,10 +104,16 @@ TEST_CASE("shared memory: a reader on the worker's host reads through it, every 
       CHECK(std::memcmp(element.components[0].raw_data(), pattern.raw_data(), static_cast<size_t>(bytes)) ==
             0);
     }
+    if (bytes > (int64_t{8} << 20)) {
+      sessions = 2;
+      CHECK_THAT(AwaitWorkerLog(cluster, "67108864 bytes", 1),
+                 Contains(absl::StrCat("opened: reader pid ", getpid(), ", 67108864 bytes")));
+    }
   }
-  const std::string log = AwaitWorkerLog(cluster, "closed: its reader hung up", 1);
+  const std::string log = AwaitWorkerLog(cluster, "closed: its reader hung up", sessions);
   CHECK_THAT(log, Contains(opened));
-  CHECK(Count(log, "shared memory session ") == 2);  // opened, then closed
+  CHECK(Count(log, "closed: its reader hung up") == sessions);
+  CHECK(Count(log, "shared memory session ") == 2 * sessions);  // each opened, then closed
 }
 
 TEST_CASE("shared memory: transport tcp opts out, and another transport is refused naming it",
