@@ -1,7 +1,10 @@
 #include "client/shared_memory_transport.h"
 
 #include <grpcpp/grpcpp.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <utility>
 
@@ -14,8 +17,10 @@ namespace {
 
 constexpr auto kOpenTimeout = std::chrono::seconds(5);
 constexpr int kVerdictTimeoutMs = 5000;
-// How soon to ask again a worker that did not answer.
+// How soon to ask again a worker that did not answer (doubling up to
+// kMaxRetryAfter), or to open a new session after one was lost.
 constexpr absl::Duration kRetryAfter = absl::Seconds(1);
+constexpr absl::Duration kMaxRetryAfter = absl::Seconds(60);
 
 }  // namespace
 
@@ -42,6 +47,7 @@ int64_t SharedMemoryTransport::shared_responses() {
 
 void SharedMemoryTransport::CloseLocked() {
   socket_ = UniqueFd();
+  secret_.clear();
   region_.reset();
   free_slots_.clear();
   lost_slots_ = 0;
@@ -71,7 +77,8 @@ void SharedMemoryTransport::SetUpLocked() {
     return;
   }
   if (absl::IsUnavailable(status) || absl::IsDeadlineExceeded(status)) {
-    next_try_ = absl::Now() + kRetryAfter;  // not up yet, or busy: TCP for now
+    next_try_ = absl::Now() + retry_after_;  // not up yet, or busy: TCP for now
+    retry_after_ = std::min(retry_after_ * 2, kMaxRetryAfter);
     return;
   }
   if (absl::IsUnimplemented(status)) return UseTcpLocked("it is a workerd without shared memory");
@@ -91,6 +98,15 @@ absl::Status SharedMemoryTransport::ConnectLocked(const proto::OpenSharedMemoryR
   if (!region.ok()) return region.status();
   absl::StatusOr<UniqueFd> socket = ConnectAbstract(offer.socket_name());
   if (!socket.ok()) return socket.status();
+  // Abstract names are listed in /proc/net/unix: another user could have
+  // bound a dead worker's name. The memfd goes only to this user, or root.
+  ucred peer{};
+  socklen_t length = sizeof(peer);
+  if (getsockopt(socket->get(), SOL_SOCKET, SO_PEERCRED, &peer, &length) != 0 ||
+      (peer.uid != getuid() && peer.uid != 0)) {
+    return absl::PermissionDeniedError(absl::StrCat("the socket @", offer.socket_name(), " belongs to uid ",
+                                                    peer.uid, ", not to this user"));
+  }
   SharedMemoryHello hello{.session = offer.session(), .secret = offer.secret(), .size = kBytes};
   if (absl::Status s = SendHello(socket->get(), hello, memfd->get()); !s.ok()) return s;
   if (absl::Status s = ReceiveVerdict(socket->get(), kVerdictTimeoutMs); !s.ok()) {
@@ -99,6 +115,7 @@ absl::Status SharedMemoryTransport::ConnectLocked(const proto::OpenSharedMemoryR
   socket_ = *std::move(socket);
   region_ = *std::move(region);
   session_ = offer.session();
+  secret_ = offer.secret();
   for (int slot = kSharedMemorySlots - 1; slot >= 0; --slot) free_slots_.push_back(slot);
   return absl::OkStatus();
 }
@@ -119,6 +136,7 @@ absl::Status SharedMemoryTransport::GetElements(const proto::GetElementsRequest&
       shared = request;
       shared.set_compression(proto::COMPRESSION_NONE);  // no wire to save
       shared.set_shm_session(session_);
+      shared.set_shm_secret(secret_);
       slot_bytes = slot_bytes_;
       shared.set_shm_offset(slot * slot_bytes);
       shared.set_shm_capacity(slot_bytes);
@@ -143,6 +161,7 @@ absl::Status SharedMemoryTransport::GetElements(const proto::GetElementsRequest&
     if (session_ == shared.shm_session() && ++lost_slots_ == kSharedMemorySlots) {
       CloseLocked();
       state_ = State::kUntried;
+      next_try_ = absl::Now() + kRetryAfter;
     }
     return status;
   }

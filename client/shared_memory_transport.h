@@ -68,6 +68,9 @@ class SharedMemoryTransport : public ElementTransport {
   State state_ ABSL_GUARDED_BY(mu_) = State::kUntried;
   absl::Time next_try_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   uint64_t session_ ABSL_GUARDED_BY(mu_) = 0;
+  std::string secret_ ABSL_GUARDED_BY(mu_);
+  // Grows while the worker does not answer OpenSharedMemory.
+  absl::Duration retry_after_ ABSL_GUARDED_BY(mu_) = absl::Seconds(1);
   UniqueFd socket_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<SharedRegion> region_ ABSL_GUARDED_BY(mu_);
   std::vector<int> free_slots_ ABSL_GUARDED_BY(mu_);

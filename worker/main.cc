@@ -62,8 +62,10 @@ int main(int argc, char** argv) {
   // Readers on this host get elements through shared memory; without it
   // (no Unix sockets, say) they read over TCP.
   absl::StatusOr<std::unique_ptr<sluice::worker::SharedMemoryServer>> shared_memory =
-      config.shared_memory ? sluice::worker::SharedMemoryServer::Start()
-                           : absl::UnavailableError("this worker's shared_memory setting is false");
+      config.shared_memory
+          ? sluice::worker::SharedMemoryServer::Start(
+                config.max_memory_bytes > 0 ? config.max_memory_bytes / 4 : int64_t{16} << 30)
+          : absl::UnavailableError("this worker's shared_memory setting is false");
   if (!shared_memory.ok() && config.shared_memory) {
     spdlog::warn("shared memory for readers on this host is off: {}",
                  std::string(shared_memory.status().message()));

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <vector>
 
@@ -32,7 +33,7 @@ bool SameSecret(const std::string& a, const std::string& b) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<SharedMemoryServer>> SharedMemoryServer::Start() {
+absl::StatusOr<std::unique_ptr<SharedMemoryServer>> SharedMemoryServer::Start(int64_t max_mapped_bytes) {
   std::string name;
   absl::StatusOr<UniqueFd> listener = ListenAbstract(&name);
   if (!listener.ok()) return listener.status();
@@ -40,17 +41,18 @@ absl::StatusOr<std::unique_ptr<SharedMemoryServer>> SharedMemoryServer::Start() 
   if (pipe2(wake, O_CLOEXEC | O_NONBLOCK) != 0) {
     return absl::UnavailableError(absl::StrCat("pipe2: ", std::strerror(errno)));
   }
-  return std::unique_ptr<SharedMemoryServer>(
-      new SharedMemoryServer(*std::move(listener), std::move(name), UniqueFd(wake[0]), UniqueFd(wake[1])));
+  return std::unique_ptr<SharedMemoryServer>(new SharedMemoryServer(
+      *std::move(listener), std::move(name), UniqueFd(wake[0]), UniqueFd(wake[1]), max_mapped_bytes));
 }
 
 SharedMemoryServer::SharedMemoryServer(UniqueFd listener, std::string name, UniqueFd wake_read,
-                                       UniqueFd wake_write)
+                                       UniqueFd wake_write, int64_t max_mapped_bytes)
     : listener_(std::move(listener)),
       name_(std::move(name)),
       host_id_(HostId()),
       wake_read_(std::move(wake_read)),
-      wake_write_(std::move(wake_write)) {
+      wake_write_(std::move(wake_write)),
+      max_mapped_bytes_(max_mapped_bytes) {
   thread_ = std::thread([this] { Loop(); });
 }
 
@@ -89,10 +91,11 @@ absl::StatusOr<proto::OpenSharedMemoryResponse> SharedMemoryServer::Offer(const 
   return response;
 }
 
-std::shared_ptr<SharedRegion> SharedMemoryServer::Region(uint64_t session) {
+std::shared_ptr<SharedRegion> SharedMemoryServer::Region(uint64_t session, const std::string& secret) {
   absl::MutexLock lock(&mu_);
   auto it = sessions_.find(session);
-  return it == sessions_.end() ? nullptr : it->second.region;
+  if (it == sessions_.end() || !SameSecret(secret, it->second.secret)) return nullptr;
+  return it->second.region;
 }
 
 int SharedMemoryServer::connected_sessions() {
@@ -115,12 +118,26 @@ void SharedMemoryServer::DropExpiredOffers() {
 
 void SharedMemoryServer::Loop() {
   while (true) {
+    // The worker's pipelines may take its address space to its limit
+    // (max_memory_bytes): an allocation failing here must not end the
+    // process, only this turn.
+    try {
+      if (!Turn()) return;
+    } catch (const std::exception& e) {
+      spdlog::warn("shared memory: {}; trying again", e.what());
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
+}
+
+bool SharedMemoryServer::Turn() {
+  {
     std::vector<pollfd> polled = {{.fd = wake_read_.get(), .events = POLLIN, .revents = 0},
                                   {.fd = listener_.get(), .events = POLLIN, .revents = 0}};
     std::vector<uint64_t> ids;
     {
       absl::MutexLock lock(&mu_);
-      if (stopping_) return;
+      if (stopping_) return false;
       DropExpiredOffers();
       for (const auto& [id, session] : sessions_) {
         if (!session.socket.valid()) continue;
@@ -130,7 +147,7 @@ void SharedMemoryServer::Loop() {
     }
     if (poll(polled.data(), polled.size(), kLoopTickMs) < 0 && errno != EINTR) {
       spdlog::error("shared memory: poll failed ({}); no new sessions", std::strerror(errno));
-      return;
+      return false;
     }
     if (polled[1].revents & POLLIN) Accept();
     for (size_t i = 2; i < polled.size(); ++i) {
@@ -143,12 +160,21 @@ void SharedMemoryServer::Loop() {
       spdlog::info("shared memory session {:016x} closed: its reader hung up", ids[i - 2]);
     }
   }
+  return true;
 }
 
 void SharedMemoryServer::Accept() {
   while (true) {
     UniqueFd connection(accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC));
-    if (!connection.valid()) return;  // EAGAIN: none left
+    if (!connection.valid()) {
+      // Out of descriptors, say: the listener stays readable, so wait a
+      // little rather than spin.
+      if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+        spdlog::warn("shared memory: accept failed: {}", std::strerror(errno));
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
+      return;
+    }
     Handshake(std::move(connection));
   }
 }
@@ -178,7 +204,14 @@ void SharedMemoryServer::Handshake(UniqueFd connection) {
       // One guess per offer.
       if (it != sessions_.end() && it->second.region == nullptr) sessions_.erase(it);
     } else {
-      absl::StatusOr<std::shared_ptr<SharedRegion>> region = SharedRegion::MapSealed(memfd.get(), hello.size);
+      int64_t mapped = 0;
+      for (const auto& [id, other] : sessions_) mapped += other.region != nullptr ? other.region->size() : 0;
+      absl::StatusOr<std::shared_ptr<SharedRegion>> region =
+          hello.size > max_mapped_bytes_ - mapped
+              ? absl::ResourceExhaustedError(absl::StrCat(
+                    "its sessions map ", mapped, " bytes, and ", hello.size, " more would pass its limit of ",
+                    max_mapped_bytes_, " (a quarter of max_memory_bytes)"))
+              : SharedRegion::MapSealed(memfd.get(), hello.size);
       if (region.ok()) {
         it->second.region = *std::move(region);
         verdict = SendVerdict(connection.get(), absl::OkStatus());
@@ -201,11 +234,12 @@ void SharedMemoryServer::Handshake(UniqueFd connection) {
 absl::StatusOr<std::shared_ptr<SharedRegion>> RequestRegion(SharedMemoryServer* server,
                                                             const proto::GetElementsRequest& request) {
   if (request.shm_session() == 0) return nullptr;
-  std::shared_ptr<SharedRegion> region = server == nullptr ? nullptr : server->Region(request.shm_session());
+  std::shared_ptr<SharedRegion> region =
+      server == nullptr ? nullptr : server->Region(request.shm_session(), request.shm_secret());
   if (region == nullptr) {
     return absl::FailedPreconditionError(absl::StrFormat(
-        "GetElements: shared-memory session %016x is not open on this worker (it ended, or the "
-        "worker restarted): read over TCP",
+        "GetElements: shared-memory session %016x is not open on this worker (it ended, the "
+        "worker restarted, or the secret is wrong): read over TCP",
         request.shm_session()));
   }
   if (request.shm_offset() < 0 || request.shm_capacity() <= 0 ||

@@ -39,7 +39,9 @@ class SharedMemoryServer {
  public:
   // Listens on a fresh abstract socket; the error says why it cannot (the
   // worker then refuses OpenSharedMemory with it, and readers use TCP).
-  static absl::StatusOr<std::unique_ptr<SharedMemoryServer>> Start();
+  // Sessions together map at most `max_mapped_bytes`: the mappings count
+  // against the worker's address-space limit (max_memory_bytes).
+  static absl::StatusOr<std::unique_ptr<SharedMemoryServer>> Start(int64_t max_mapped_bytes);
   ~SharedMemoryServer();
   SharedMemoryServer(const SharedMemoryServer&) = delete;
   SharedMemoryServer& operator=(const SharedMemoryServer&) = delete;
@@ -49,8 +51,9 @@ class SharedMemoryServer {
   absl::StatusOr<proto::OpenSharedMemoryResponse> Offer(const std::string& host_id);
 
   // The memory of a connected session, which stays mapped while the
-  // pointer is held; nullptr when the session is unknown or has ended.
-  std::shared_ptr<SharedRegion> Region(uint64_t session);
+  // pointer is held; nullptr when the session is unknown, has ended, or
+  // `secret` is not its secret.
+  std::shared_ptr<SharedRegion> Region(uint64_t session, const std::string& secret);
 
   // Connected sessions.
   int connected_sessions();
@@ -63,10 +66,13 @@ class SharedMemoryServer {
     std::shared_ptr<SharedRegion> region;  // once connected
   };
 
-  SharedMemoryServer(UniqueFd listener, std::string name, UniqueFd wake_read, UniqueFd wake_write);
+  SharedMemoryServer(UniqueFd listener, std::string name, UniqueFd wake_read, UniqueFd wake_write,
+                     int64_t max_mapped_bytes);
   // Accepts readers, checks their hello, and ends sessions whose reader
   // hung up, until the destructor wakes it.
   void Loop();
+  // One poll and what it found; false once stopping.
+  bool Turn();
   void Accept();
   // Checks one accepted connection's hello and answers it.
   void Handshake(UniqueFd connection);
@@ -77,6 +83,7 @@ class SharedMemoryServer {
   const std::string host_id_;
   const UniqueFd wake_read_;
   const UniqueFd wake_write_;
+  const int64_t max_mapped_bytes_;
   std::thread thread_;
 
   absl::Mutex mu_;

@@ -17,7 +17,7 @@ namespace {
 using Catch::Matchers::Contains;
 
 std::unique_ptr<SharedMemoryServer> StartServer() {
-  absl::StatusOr<std::unique_ptr<SharedMemoryServer>> server = SharedMemoryServer::Start();
+  absl::StatusOr<std::unique_ptr<SharedMemoryServer>> server = SharedMemoryServer::Start(int64_t{1} << 30);
   REQUIRE(server.ok());
   return *std::move(server);
 }
@@ -41,9 +41,9 @@ Connected Connect(const proto::OpenSharedMemoryResponse& offer, int memfd, int64
 }
 
 // Waits (up to 5 s) until `session` is gone from `server`.
-bool SessionEnds(SharedMemoryServer& server, uint64_t session) {
+bool SessionEnds(SharedMemoryServer& server, uint64_t session, const std::string& secret) {
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while (server.Region(session) != nullptr) {
+  while (server.Region(session, secret) != nullptr) {
     if (std::chrono::steady_clock::now() > give_up) return false;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
@@ -57,15 +57,16 @@ TEST_CASE("shared memory: a reader on this host opens a session, and hanging up 
   absl::StatusOr<proto::OpenSharedMemoryResponse> offer = server->Offer(HostId());
   REQUIRE(offer.ok());
   CHECK(offer->secret().size() == kSharedMemorySecretBytes);
-  CHECK(server->Region(offer->session()) == nullptr);  // offered, not connected
+  CHECK(server->Region(offer->session(), offer->secret()) == nullptr);  // offered, not connected
   absl::StatusOr<UniqueFd> memfd = CreateSealedMemfd(1 << 20);
   REQUIRE(memfd.ok());
   Connected reader = Connect(*offer, memfd->get(), 1 << 20, offer->secret());
   REQUIRE(reader.verdict.ok());
-  std::shared_ptr<SharedRegion> region = server->Region(offer->session());
+  std::shared_ptr<SharedRegion> region = server->Region(offer->session(), offer->secret());
   REQUIRE(region != nullptr);
   CHECK(region->size() == (1 << 20));
   CHECK(server->connected_sessions() == 1);
+  CHECK(server->Region(offer->session(), std::string(kSharedMemorySecretBytes, 0)) == nullptr);
   // The worker's writes are the reader's memory.
   std::memcpy(region->data() + 100, "hello", 5);
   char* mine = static_cast<char*>(mmap(nullptr, 1 << 20, PROT_READ, MAP_SHARED, memfd->get(), 0));
@@ -78,7 +79,7 @@ TEST_CASE("shared memory: a reader on this host opens a session, and hanging up 
   CHECK(Connect(*offer, again->get(), 4096, offer->secret()).verdict.code() ==
         absl::StatusCode::kPermissionDenied);
   reader.socket = UniqueFd();  // hang up
-  CHECK(SessionEnds(*server, offer->session()));
+  CHECK(SessionEnds(*server, offer->session(), offer->secret()));
   CHECK(server->connected_sessions() == 0);
   // A region held by a response being written stays mapped.
   CHECK(region->size() == (1 << 20));
@@ -123,6 +124,27 @@ TEST_CASE("shared memory: the worker refuses another host, a wrong secret and an
   CHECK(server->connected_sessions() == 0);
 }
 
+TEST_CASE("shared memory: sessions together map no more than the worker's budget",
+          "[worker][shared_memory]") {
+  absl::StatusOr<std::unique_ptr<SharedMemoryServer>> server = SharedMemoryServer::Start(1 << 20);
+  REQUIRE(server.ok());
+  std::vector<Connected> readers;
+  absl::StatusOr<UniqueFd> memfd = CreateSealedMemfd(512 << 10);
+  REQUIRE(memfd.ok());
+  for (int i = 0; i < 3; ++i) {
+    absl::StatusOr<proto::OpenSharedMemoryResponse> offer = (*server)->Offer(HostId());
+    REQUIRE(offer.ok());
+    readers.push_back(Connect(*offer, memfd->get(), 512 << 10, offer->secret()));
+  }
+  CHECK(readers[0].verdict.ok());
+  CHECK(readers[1].verdict.ok());
+  CHECK(readers[2].verdict.code() == absl::StatusCode::kResourceExhausted);
+  CHECK(readers[2].verdict.message() ==
+        "its sessions map 1048576 bytes, and 524288 more would pass its limit of 1048576 (a quarter of "
+        "max_memory_bytes)");
+  CHECK((*server)->connected_sessions() == 2);
+}
+
 TEST_CASE("shared memory: a request's region is checked, and a response that fits goes into it",
           "[worker][shared_memory]") {
   std::unique_ptr<SharedMemoryServer> server = StartServer();
@@ -139,14 +161,20 @@ TEST_CASE("shared memory: a request's region is checked, and a response that fit
   CHECK(*none == nullptr);  // no shared memory asked
 
   request.set_shm_session(offer->session() + 1);
+  request.set_shm_secret(offer->secret());
   request.set_shm_offset(4096);
   request.set_shm_capacity(4096);
   CHECK(RequestRegion(server.get(), request).status().code() == absl::StatusCode::kFailedPrecondition);
-  CHECK(
-      RequestRegion(nullptr, request).status().message() ==
-      absl::StrFormat("GetElements: shared-memory session %016x is not open on this worker (it ended, or the "
-                      "worker restarted): read over TCP",
-                      offer->session() + 1));
+  // The id alone does not open another reader's memory.
+  request.set_shm_session(offer->session());
+  request.set_shm_secret(std::string(kSharedMemorySecretBytes, 'x'));
+  CHECK(RequestRegion(server.get(), request).status().code() == absl::StatusCode::kFailedPrecondition);
+  request.set_shm_secret(offer->secret());
+  request.set_shm_session(offer->session() + 1);
+  CHECK(RequestRegion(nullptr, request).status().message() ==
+        absl::StrFormat("GetElements: shared-memory session %016x is not open on this worker (it ended, the "
+                        "worker restarted, or the secret is wrong): read over TCP",
+                        offer->session() + 1));
   request.set_shm_session(offer->session());
   request.set_shm_capacity(4097);
   CHECK(RequestRegion(server.get(), request).status().message() ==
