@@ -20,8 +20,12 @@ namespace {
 
 // How long an accepted connection has to send its hello.
 constexpr int kHelloTimeoutMs = 2000;
-// How often the loop looks for offers past their lifetime.
+// How often the loop looks for offers past their lifetime, and, while
+// connections wait for their hello, for those past kHelloTimeoutMs.
 constexpr int kLoopTickMs = 1000;
+constexpr int kPendingTickMs = 100;
+// Connections waiting for their hello; more are closed at once.
+constexpr size_t kMaxPendingConnections = 64;
 
 // Compares without stopping at the first difference.
 bool SameSecret(const std::string& a, const std::string& b) {
@@ -131,35 +135,55 @@ void SharedMemoryServer::Loop() {
 }
 
 bool SharedMemoryServer::Turn() {
+  std::vector<pollfd> polled = {{.fd = wake_read_.get(), .events = POLLIN, .revents = 0},
+                                {.fd = listener_.get(), .events = POLLIN, .revents = 0}};
+  std::vector<uint64_t> ids;
   {
-    std::vector<pollfd> polled = {{.fd = wake_read_.get(), .events = POLLIN, .revents = 0},
-                                  {.fd = listener_.get(), .events = POLLIN, .revents = 0}};
-    std::vector<uint64_t> ids;
-    {
-      absl::MutexLock lock(&mu_);
-      if (stopping_) return false;
-      DropExpiredOffers();
-      for (const auto& [id, session] : sessions_) {
-        if (!session.socket.valid()) continue;
-        polled.push_back({.fd = session.socket.get(), .events = POLLIN, .revents = 0});
-        ids.push_back(id);
-      }
-    }
-    if (poll(polled.data(), polled.size(), kLoopTickMs) < 0 && errno != EINTR) {
-      spdlog::error("shared memory: poll failed ({}); no new sessions", std::strerror(errno));
-      return false;
-    }
-    if (polled[1].revents & POLLIN) Accept();
-    for (size_t i = 2; i < polled.size(); ++i) {
-      if (polled[i].revents == 0) continue;
-      char byte = 0;
-      // A reader says nothing after its hello: readable means it hung up.
-      if (recv(polled[i].fd, &byte, 1, MSG_DONTWAIT) > 0) continue;
-      absl::MutexLock lock(&mu_);
-      sessions_.erase(ids[i - 2]);
-      spdlog::info("shared memory session {:016x} closed: its reader hung up", ids[i - 2]);
+    absl::MutexLock lock(&mu_);
+    if (stopping_) return false;
+    DropExpiredOffers();
+    for (const auto& [id, session] : sessions_) {
+      if (!session.socket.valid()) continue;
+      polled.push_back({.fd = session.socket.get(), .events = POLLIN, .revents = 0});
+      ids.push_back(id);
     }
   }
+  // Connections that have not said their hello yet: waited for here, with
+  // the rest, so that a silent one holds up no other reader.
+  const absl::Time now = absl::Now();
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    if (now - it->since > absl::Milliseconds(kHelloTimeoutMs)) {
+      spdlog::warn("shared memory: a connection said no hello within {} ms; closed", kHelloTimeoutMs);
+      it = pending_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (const Pending& p : pending_)
+    polled.push_back({.fd = p.connection.get(), .events = POLLIN, .revents = 0});
+  const size_t first_pending = 2 + ids.size();
+  if (poll(polled.data(), polled.size(), pending_.empty() ? kLoopTickMs : kPendingTickMs) < 0 &&
+      errno != EINTR) {
+    spdlog::error("shared memory: poll failed ({}); no new sessions", std::strerror(errno));
+    return false;
+  }
+  for (size_t i = 2; i < first_pending; ++i) {
+    if (polled[i].revents == 0) continue;
+    char byte = 0;
+    // A reader says nothing after its hello: readable means it hung up.
+    if (recv(polled[i].fd, &byte, 1, MSG_DONTWAIT) > 0) continue;
+    absl::MutexLock lock(&mu_);
+    sessions_.erase(ids[i - 2]);
+    spdlog::info("shared memory session {:016x} closed: its reader hung up", ids[i - 2]);
+  }
+  // Hellos that came, in reverse so that erasing keeps the indices.
+  for (size_t i = polled.size(); i-- > first_pending;) {
+    if (polled[i].revents == 0) continue;
+    UniqueFd connection = std::move(pending_[i - first_pending].connection);
+    pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(i - first_pending));
+    Handshake(std::move(connection));
+  }
+  if (polled[1].revents & POLLIN) Accept();
   return true;
 }
 
@@ -175,7 +199,8 @@ void SharedMemoryServer::Accept() {
       }
       return;
     }
-    Handshake(std::move(connection));
+    if (pending_.size() >= kMaxPendingConnections) continue;  // closed: too many silent ones
+    pending_.push_back({std::move(connection), absl::Now()});
   }
 }
 
@@ -192,7 +217,7 @@ void SharedMemoryServer::Handshake(UniqueFd connection) {
   }
   SharedMemoryHello hello;
   UniqueFd memfd;
-  if (verdict.ok()) verdict = ReceiveHello(connection.get(), kHelloTimeoutMs, &hello, &memfd);
+  if (verdict.ok()) verdict = ReceiveHello(connection.get(), /*timeout_ms=*/0, &hello, &memfd);
   if (verdict.ok()) {
     absl::MutexLock lock(&mu_);
     auto it = sessions_.find(hello.session);
@@ -237,10 +262,10 @@ absl::StatusOr<std::shared_ptr<SharedRegion>> RequestRegion(SharedMemoryServer* 
   std::shared_ptr<SharedRegion> region =
       server == nullptr ? nullptr : server->Region(request.shm_session(), request.shm_secret());
   if (region == nullptr) {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "GetElements: shared-memory session %016x is not open on this worker (it ended, the "
-        "worker restarted, or the secret is wrong): read over TCP",
-        request.shm_session()));
+    return absl::FailedPreconditionError(
+        absl::StrFormat("GetElements: shared-memory session %016x is not open on this worker (it ended, the "
+                        "worker restarted, or the secret is wrong): read over TCP",
+                        request.shm_session()));
   }
   if (request.shm_offset() < 0 || request.shm_capacity() <= 0 ||
       request.shm_capacity() > region->size() - request.shm_offset()) {

@@ -3,7 +3,8 @@
 // OpenSharedMemory offers a session (an id and a secret) to a reader whose
 // host id is the worker's; the reader connects to the worker's abstract
 // Unix socket and sends the session's hello with its sealed memfd. One
-// thread accepts those and watches every session's socket: a session ends
+// thread accepts those, waits for their hellos, and watches every
+// session's socket: a session ends
 // when its reader hangs up or dies, and its mapping goes once no response
 // is being written into it.
 //
@@ -20,6 +21,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
@@ -74,7 +76,7 @@ class SharedMemoryServer {
   // One poll and what it found; false once stopping.
   bool Turn();
   void Accept();
-  // Checks one accepted connection's hello and answers it.
+  // Checks one connection's hello, which has come, and answers it.
   void Handshake(UniqueFd connection);
   void DropExpiredOffers() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -84,6 +86,12 @@ class SharedMemoryServer {
   const UniqueFd wake_read_;
   const UniqueFd wake_write_;
   const int64_t max_mapped_bytes_;
+  // Accepted connections whose hello has not come; the loop's own.
+  struct Pending {
+    UniqueFd connection;
+    absl::Time since;
+  };
+  std::vector<Pending> pending_;
   std::thread thread_;
 
   absl::Mutex mu_;

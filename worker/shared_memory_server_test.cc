@@ -30,12 +30,12 @@ struct Connected {
 };
 
 Connected Connect(const proto::OpenSharedMemoryResponse& offer, int memfd, int64_t size,
-                  const std::string& secret) {
+                  const std::string& secret, int verdict_timeout_ms = 5000) {
   Connected result;
   absl::StatusOr<UniqueFd> socket = ConnectAbstract(offer.socket_name());
   REQUIRE(socket.ok());
   REQUIRE(SendHello(socket->get(), {.session = offer.session(), .secret = secret, .size = size}, memfd).ok());
-  result.verdict = ReceiveVerdict(socket->get(), 5000);
+  result.verdict = ReceiveVerdict(socket->get(), verdict_timeout_ms);
   result.socket = *std::move(socket);
   return result;
 }
@@ -122,6 +122,25 @@ TEST_CASE("shared memory: the worker refuses another host, a wrong secret and an
   CHECK(liar.verdict.code() == absl::StatusCode::kInvalidArgument);
   CHECK(liar.verdict.message() == "the reader's memfd has 4096 bytes, not the 8192 it announced");
   CHECK(server->connected_sessions() == 0);
+}
+
+TEST_CASE("shared memory: a connection that never says hello holds up no other reader, and is closed",
+          "[worker][shared_memory]") {
+  std::unique_ptr<SharedMemoryServer> server = StartServer();
+  absl::StatusOr<proto::OpenSharedMemoryResponse> offer = server->Offer(HostId());
+  REQUIRE(offer.ok());
+  absl::StatusOr<UniqueFd> silent = ConnectAbstract(offer->socket_name());
+  REQUIRE(silent.ok());
+  absl::StatusOr<UniqueFd> memfd = CreateSealedMemfd(4096);
+  REQUIRE(memfd.ok());
+  // Answered while the silent one still has its 2 s to speak.
+  Connected reader = Connect(*offer, memfd->get(), 4096, offer->secret(), /*verdict_timeout_ms=*/1000);
+  CHECK(reader.verdict.ok());
+  // The silent one is closed without an answer once its time is up.
+  const absl::Status closed = ReceiveVerdict(silent->get(), 5000);
+  CHECK(closed.code() == absl::StatusCode::kUnavailable);
+  CHECK(closed.message() == "the worker closed the shared-memory socket without an answer");
+  CHECK(server->connected_sessions() == 1);
 }
 
 TEST_CASE("shared memory: sessions together map no more than the worker's budget",
