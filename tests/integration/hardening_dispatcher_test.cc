@@ -20,13 +20,8 @@ namespace sluice {
 namespace {
 
 using Catch::Matchers::Contains;
+using testing::CountOf;
 using testing::TestCluster;
-
-int CountOf(const std::string& text, const std::string& part) {
-  int count = 0;
-  for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + part.size())) ++count;
-  return count;
-}
 
 TEST_CASE(
     "hardening dispatcher: a worker restarted mid-epoch in parallel_epochs is not given the epoch again",

@@ -25,13 +25,8 @@ namespace sluice {
 namespace {
 
 using Catch::Matchers::Contains;
+using testing::CountOf;
 using testing::TestCluster;
-
-int Count(const std::string& text, const std::string& what) {
-  int n = 0;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
-  return n;
-}
 
 // Waits (up to 10 s) until worker 0's log holds `what` `times` times; the log.
 std::string AwaitWorkerLog(TestCluster& cluster, const std::string& what, int times) {
@@ -39,7 +34,7 @@ std::string AwaitWorkerLog(TestCluster& cluster, const std::string& what, int ti
   std::string log;
   while (std::chrono::steady_clock::now() < give_up) {
     log = testing::ReadFileOrEmpty(cluster.worker(0).log_path());
-    if (Count(log, what) >= times) break;
+    if (CountOf(log, what) >= times) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   return log;
@@ -112,8 +107,8 @@ TEST_CASE("shared memory: a reader on the worker's host reads through it, every 
   }
   const std::string log = AwaitWorkerLog(cluster, "closed: its reader hung up", sessions);
   CHECK_THAT(log, Contains(opened));
-  CHECK(Count(log, "closed: its reader hung up") == sessions);
-  CHECK(Count(log, "shared memory session ") == 2 * sessions);  // each opened, then closed
+  CHECK(CountOf(log, "closed: its reader hung up") == sessions);
+  CHECK(CountOf(log, "shared memory session ") == 2 * sessions);  // each opened, then closed
 }
 
 TEST_CASE("shared memory: transport tcp opts out, and another transport is refused naming it",
@@ -125,7 +120,7 @@ TEST_CASE("shared memory: transport tcp opts out, and another transport is refus
               &values)
               .ok());
   CHECK(values.size() == 1000);
-  CHECK(Count(testing::ReadFileOrEmpty(cluster.worker(0).log_path()), "shared memory session") == 0);
+  CHECK(CountOf(testing::ReadFileOrEmpty(cluster.worker(0).log_path()), "shared memory session") == 0);
   const absl::Status refused =
       internal::BuildPipeline(
           Dataset::Range(10).ReadFromService({.service = cluster.ServiceUrl(), .transport = "udp"}))
@@ -148,7 +143,7 @@ TEST_CASE("shared memory: a worker with shared_memory false serves over TCP, and
   CHECK(warnings.messages() ==
         std::vector<std::string>{"shared memory with worker " + worker +
                                  " is off (this worker's shared_memory setting is false): reading over TCP"});
-  CHECK(Count(testing::ReadFileOrEmpty(cluster.worker(0).log_path()), "shared memory session") == 0);
+  CHECK(CountOf(testing::ReadFileOrEmpty(cluster.worker(0).log_path()), "shared memory session") == 0);
 }
 
 TEST_CASE("shared memory: a reader killed mid-read ends its session and leaves nothing in /dev/shm",

@@ -122,6 +122,12 @@ int PickFreePort() {
   return ntohs(address.sin_port);
 }
 
+int CountOf(const std::string& text, const std::string& part) {
+  int count = 0;
+  for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + part.size())) ++count;
+  return count;
+}
+
 std::string WaitForFile(const std::string& path, std::chrono::milliseconds timeout) {
   const auto give_up = std::chrono::steady_clock::now() + timeout;
   while (std::chrono::steady_clock::now() < give_up) {

@@ -113,6 +113,9 @@ class TestCluster {
 // Waits (bounded) for a file to appear with content; its content.
 std::string WaitForFile(const std::string& path, std::chrono::milliseconds timeout);
 
+// How many times `part` occurs in `text`, without overlaps (lines in a log).
+int CountOf(const std::string& text, const std::string& part);
+
 }  // namespace sluice::testing
 
 #endif  // SLUICE_TESTS_INTEGRATION_TEST_CLUSTER_H_
