@@ -7,10 +7,15 @@
 # victim, at least once when a worker was. Stops by itself; only
 # 127.0.0.1.
 #
-#   bash bench/chaos.sh BUILD_DIR [ROUNDS] [ELEMENTS] [exactly_once]
+#   bash bench/chaos.sh BUILD_DIR [ROUNDS] [ELEMENTS] [exactly_once|restore_reader]
 #
 # With exactly_once, the job uses that option and every round must read
-# each element exactly once, whichever daemon was killed.
+# each element exactly once, whichever daemon was killed. restore_reader
+# does too, and the reader saves its state every 1000 elements
+# (--save-state --save-every); after the daemon's kill it is killed with
+# SIGKILL at a random moment as well, and a new reader resumes from its
+# last state (--restore): the elements the first printed up to that state,
+# then the second's, must be each element exactly once.
 #
 # Prints one line per round and a summary; exits 1 if any round failed.
 set -uo pipefail
@@ -19,7 +24,10 @@ build=${1:?usage: chaos.sh BUILD_DIR [ROUNDS] [ELEMENTS]}
 rounds=${2:-20}
 elements=${3:-100000}
 exactly_once=false
+restore_reader=false
 [ "${4:-}" = "exactly_once" ] && exactly_once=true
+[ "${4:-}" = "restore_reader" ] && exactly_once=true && restore_reader=true
+save_every=1000
 dispatcherd="$build/dispatcher/dispatcherd"
 workerd="$build/worker/workerd"
 sluice="$build/cli/sluice"
@@ -75,8 +83,10 @@ for round in $(seq 1 "$rounds"); do
   start_worker 1 0 || exit 2
   printf 'pipeline:\n  - range: %d\n  - distribute: {processing_mode: distributed_epoch, exactly_once: %s}\n' \
     "$elements" "$exactly_once" >"$round_dir/pipeline.yaml"
+  read_flags=()
+  $restore_reader && read_flags=(--save-state "$round_dir/state" --save-every "$save_every")
   timeout 180 "$sluice" read "$round_dir/pipeline.yaml" --service "grpc://127.0.0.1:$dispatcher_port" \
-    --processing-mode distributed_epoch >"$round_dir/out" 2>"$round_dir/read.err" &
+    --processing-mode distributed_epoch "${read_flags[@]}" >"$round_dir/out" 2>"$round_dir/read.err" &
   reader=$!
 
   # A random moment within the first 0.6 s (a read of 100000 takes about
@@ -99,14 +109,45 @@ for round in $(seq 1 "$rounds"); do
     start_worker "$index" "$port" || exit 2
   fi
   killed_at=$(wc -l <"$round_dir/out")
+  story="killed $what after $killed_at elements read"
+
+  if $restore_reader; then
+    # The reader too, at a random moment, then a new one from its state.
+    sleep "0.$((RANDOM % 4))$((RANDOM % 10))"
+    # `timeout` runs the reader as its child: kill the reader itself.
+    pkill -KILL -P "$reader" 2>/dev/null
+    kill -KILL "$reader" 2>/dev/null
+    wait "$reader" 2>/dev/null
+    printed=$(wc -l <"$round_dir/out")
+    story="$story, then the reader after $printed lines"
+    if [ -s "$round_dir/state" ]; then restore_flags=(--restore "$round_dir/state"); else restore_flags=(); fi
+    timeout 180 "$sluice" read "$round_dir/pipeline.yaml" --service "grpc://127.0.0.1:$dispatcher_port" \
+      --processing-mode distributed_epoch "${restore_flags[@]}" >"$round_dir/out2" 2>>"$round_dir/read.err" &
+    reader=$!
+  fi
 
   wait "$reader"
   reader_status=$?
   stop_all
-  lines=$(wc -l <"$round_dir/out")
-  distinct=$(sort -n -u "$round_dir/out" | wc -l)
+  if $restore_reader; then
+    # The state is as of the last multiple of save_every saved: the last
+    # one printed, or the one before when the kill fell between a line
+    # and its save (or none yet). The round passes with either.
+    last=$((printed / save_every * save_every))
+    for saved in "$last" $((last - save_every)) 0; do
+      [ "$saved" -ge 0 ] || continue
+      { head -n "$saved" "$round_dir/out"; cat "$round_dir/out2"; } >"$round_dir/combined"
+      [ "$(sort -n -u "$round_dir/combined" | wc -l)" -eq "$elements" ] &&
+        [ "$(wc -l <"$round_dir/combined")" -eq "$elements" ] && break
+    done
+    result="$round_dir/combined"
+  else
+    result="$round_dir/out"
+  fi
+  lines=$(wc -l <"$result")
+  distinct=$(sort -n -u "$result" | wc -l)
   expected_sum=$((elements * (elements - 1) / 2))
-  distinct_sum=$(sort -n -u "$round_dir/out" | awk '{s += $1} END {printf "%.0f", s}')
+  distinct_sum=$(sort -n -u "$result" | awk '{s += $1} END {printf "%.0f", s}')
   verdict="FAIL"
   if [ "$reader_status" -eq 0 ] && [ "$distinct" -eq "$elements" ] && [ "$distinct_sum" -eq "$expected_sum" ]; then
     # The dispatcher's journal keeps every split's lease: no duplicates;
@@ -116,7 +157,7 @@ for round in $(seq 1 "$rounds"); do
       passed=$((passed + 1))
     fi
   fi
-  echo "round $round: killed $what after $killed_at elements read; read $lines elements," \
+  echo "round $round: $story; read $lines elements," \
     "$distinct distinct, $((lines - distinct)) repeated; reader exit $reader_status: $verdict"
   if [ "$verdict" = "FAIL" ]; then
     sed 's/^/  read: /' "$round_dir/read.err" | tail -5
@@ -124,5 +165,6 @@ for round in $(seq 1 "$rounds"); do
       echo "  logs kept in ${TMPDIR:-/tmp}/sluice-chaos-failed-round$round"
   fi
 done
-echo "chaos: $passed of $rounds rounds passed ($elements elements each, exactly_once $exactly_once)"
+echo "chaos: $passed of $rounds rounds passed ($elements elements each, exactly_once $exactly_once," \
+  "restore_reader $restore_reader)"
 [ "$passed" -eq "$rounds" ]

@@ -9,6 +9,7 @@
 #include "cli/exit_codes.h"
 #include "cli/input_reader.h"
 #include "cli/line_writer.h"
+#include "client/job_checkpoint.h"
 #include "common/atomic_file.h"
 #include "google/protobuf/text_format.h"
 #include "pipeline/builder.h"
@@ -165,17 +166,17 @@ int InspectDistributed(const RunOptions& options, const LoadedPipeline& pipeline
   return 0;
 }
 
-}  // namespace
-
-int RunPipeline(const RunOptions& options, std::ostream& out, std::ostream& err) {
+absl::Status CheckSaveFlags(const RunOptions& options) {
   if (options.save_every < 0 || (options.save_every > 0 && options.save_state.empty())) {
-    return Fail(absl::InvalidArgumentError("--save-every needs --save-state FILE and a count >= 1"), err,
-                true);
+    return absl::InvalidArgumentError("--save-every needs --save-state FILE and a count >= 1");
   }
-  absl::StatusOr<Loaded> loaded = Load(options);
-  if (!loaded.ok()) return Fail(loaded.status(), err, true);
-  std::unique_ptr<InputReader> reader =
-      InputReader::ForDataset(loaded->dataset, DatasetFingerprint(loaded->pipeline.def));
+  return absl::OkStatus();
+}
+
+// Prints the reader's steps as RunOptions ask: from --restore's state,
+// saving to --save-state every --save-every steps and at a clean end.
+int PrintWithStates(InputReader& reader, const RunOptions& options, const RestoreOptions& restore_as,
+                    std::ostream& out, std::ostream& err) {
   if (!options.restore.empty()) {
     std::ifstream in(options.restore, std::ios::binary);
     if (!in) {
@@ -183,7 +184,7 @@ int RunPipeline(const RunOptions& options, std::ostream& out, std::ostream& err)
                   true);
     }
     std::string state((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    if (absl::Status status = reader->SetRestoreState(std::move(state)); !status.ok()) {
+    if (absl::Status status = reader.SetRestoreState(std::move(state), restore_as); !status.ok()) {
       return Fail(status, err, true);
     }
   }
@@ -198,7 +199,7 @@ int RunPipeline(const RunOptions& options, std::ostream& out, std::ostream& err)
     sigaction(SIGINT, &action, &previous_int);
     sigaction(SIGTERM, &action, &previous_term);
   }
-  const int code = PrintSteps(*reader, options.limit, options.summary, out, err,
+  const int code = PrintSteps(reader, options.limit, options.summary, out, err,
                               StateSaving{.path = options.save_state, .every = options.save_every});
   if (!options.save_state.empty()) {
     sigaction(SIGINT, &previous_int, nullptr);
@@ -207,10 +208,46 @@ int RunPipeline(const RunOptions& options, std::ostream& out, std::ostream& err)
   return code;
 }
 
+}  // namespace
+
+int RunPipeline(const RunOptions& options, std::ostream& out, std::ostream& err) {
+  if (absl::Status status = CheckSaveFlags(options); !status.ok()) return Fail(status, err, true);
+  absl::StatusOr<Loaded> loaded = Load(options);
+  if (!loaded.ok()) return Fail(loaded.status(), err, true);
+  std::unique_ptr<InputReader> reader =
+      InputReader::ForDataset(loaded->dataset, internal::CheckpointFingerprint(loaded->pipeline.def));
+  return PrintWithStates(*reader, options, RestoreOptions{}, out, err);
+}
+
 int ReadPipeline(const ReadOptions& options, std::ostream& out, std::ostream& err) {
+  if (absl::Status status = CheckSaveFlags(options.run); !status.ok()) return Fail(status, err, true);
+  // With --restore, the consumer index and count say which of how many
+  // consumers resume a job checkpoint, not a coordinated read.
+  RestoreOptions restore_as;
+  if (!options.run.restore.empty()) {
+    restore_as.num_consumers = options.num_consumers >= 0 ? options.num_consumers : 1;
+    restore_as.consumer_index = options.consumer_index >= 0 ? options.consumer_index : 0;
+  }
   absl::StatusOr<std::unique_ptr<InputReader>> reader = InputReader::Open(options, /*service_required=*/true);
   if (!reader.ok()) return Fail(reader.status(), err, !IsUnreachable(reader.status()));
-  return PrintSteps(**reader, options.run.limit, options.run.summary, out, err);
+  return PrintWithStates(**reader, options.run, restore_as, out, err);
+}
+
+int MergeCheckpoints(const MergeOptions& options, std::ostream& out, std::ostream& err) {
+  std::vector<std::pair<std::string, std::string>> states;
+  for (const std::string& path : options.states) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in)
+      return Fail(absl::NotFoundError(absl::StrCat("checkpoint merge: cannot read '", path, "'")), err, true);
+    states.emplace_back(path,
+                        std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>()));
+  }
+  absl::StatusOr<std::string> merged = internal::MergeNamedStates(states);
+  if (!merged.ok()) return Fail(merged.status(), err, true);
+  if (absl::Status status = WriteFileAtomically(options.output, *merged); !status.ok())
+    return Fail(status, err, false);
+  out << "merged " << states.size() << " states into " << options.output << "\n";
+  return 0;
 }
 
 int InspectPipeline(const RunOptions& options, std::ostream& out, std::ostream& err) {

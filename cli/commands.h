@@ -19,7 +19,7 @@ struct RunOptions {
   int64_t limit = -1;                // at most this many elements; -1: all
   bool summary = false;              // one short line per element (cli/summary.h)
   std::vector<std::string> plugins;  // loaded before the pipeline
-  // Iterator checkpoints (issue 20), `sluice run` only so far: the state is
+  // Iterator checkpoints (issue 20), `sluice run` and `read`: the state is
   // written atomically to `save_state` after every `save_every`-th element
   // printed (0: never) and again at a clean end (the end of the data,
   // --limit, SIGINT or SIGTERM), as of the last element printed; `restore`
@@ -59,6 +59,16 @@ struct ReadOptions {
 // service, printing elements as `sluice run` does, or with replicas each
 // step as PerReplica::ToJson.
 int ReadPipeline(const ReadOptions& options, std::ostream& out, std::ostream& err);
+
+struct MergeOptions {
+  std::vector<std::string> states;  // files written by --save-state
+  std::string output;               // the job checkpoint
+};
+
+// `sluice checkpoint merge`: the consumers' states of one step into one
+// job checkpoint, which `read --restore FILE --consumer-index I
+// --num-consumers M` resumes on M consumers.
+int MergeCheckpoints(const MergeOptions& options, std::ostream& out, std::ostream& err);
 
 struct StatusOptions {
   std::string service;  // grpc://HOST:PORT

@@ -6,6 +6,7 @@
 #include "cli/exit_codes.h"
 #include "cli/replica_reader.h"
 #include "cli/summary.h"
+#include "client/job_checkpoint.h"
 #include "common/json.h"
 #include "pipeline/builder.h"
 #include "pipeline/function.h"
@@ -21,16 +22,18 @@ class ElementReader : public InputReader {
       : dataset_(std::move(dataset)), fingerprint_(std::move(fingerprint)) {}
 
   absl::Status Start() override {
-    absl::StatusOr<std::unique_ptr<IteratorBase>> iterator = dataset_->MakeIterator(IteratorContext{});
+    absl::StatusOr<std::unique_ptr<IteratorBase>> iterator =
+        restore_.has_value() ? internal::RestoreIterator(*dataset_, fingerprint_, *restore_, restore_as_)
+                             : dataset_->MakeIterator(IteratorContext{});
     if (!iterator.ok()) return iterator.status();
     iterator_ = *std::move(iterator);
-    if (restore_.has_value()) return RestorePipelineState(*iterator_, fingerprint_, *restore_);
     return absl::OkStatus();
   }
 
   absl::StatusOr<std::string> SaveState() override { return SavePipelineState(*iterator_, fingerprint_); }
-  absl::Status SetRestoreState(std::string state) override {
+  absl::Status SetRestoreState(std::string state, const RestoreOptions& as) override {
     restore_ = std::move(state);
+    restore_as_ = as;
     return absl::OkStatus();
   }
 
@@ -59,6 +62,7 @@ class ElementReader : public InputReader {
   const DatasetPtr dataset_;
   const std::string fingerprint_;
   std::optional<std::string> restore_;
+  RestoreOptions restore_as_;
   std::unique_ptr<IteratorBase> iterator_;
   Element element_;
 };
@@ -107,8 +111,11 @@ absl::StatusOr<LoadedPipeline> LoadWithServiceFlags(const ReadOptions& options, 
   if (!options.job_name.empty()) distribute->set_job_name(options.job_name);
   if (!options.processing_mode.empty()) distribute->set_processing_mode(options.processing_mode);
   if (!options.sharding_policy.empty()) distribute->set_sharding_policy(options.sharding_policy);
-  if (options.num_consumers >= 0) distribute->set_num_consumers(options.num_consumers);
-  if (options.consumer_index >= 0) distribute->set_consumer_index(options.consumer_index);
+  // With --restore they name the restoring consumer instead (ReadPipeline).
+  if (options.run.restore.empty()) {
+    if (options.num_consumers >= 0) distribute->set_num_consumers(options.num_consumers);
+    if (options.consumer_index >= 0) distribute->set_consumer_index(options.consumer_index);
+  }
   if (options.allow_partial) distribute->set_allow_partial(true);
   if (options.timeout_ms > 0) distribute->set_timeout_ms(options.timeout_ms);
   return pipeline;
@@ -137,7 +144,7 @@ absl::StatusOr<std::unique_ptr<InputReader>> InputReader::Open(const ReadOptions
     build.step_locations = &pipeline->step_locations;
     absl::StatusOr<DatasetPtr> dataset = BuildDataset(pipeline->def, build);
     if (!dataset.ok()) return dataset.status();
-    reader = ForDataset(*std::move(dataset));
+    reader = ForDataset(*std::move(dataset), internal::CheckpointFingerprint(pipeline->def));
   }
   if (reader.ok()) (*reader)->distribute_location_ = std::move(distribute_location);
   return reader;

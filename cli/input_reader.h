@@ -15,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "cli/commands.h"
 #include "pipeline/dataset.h"
+#include "sluice/dataset.h"
 
 namespace sluice::cli {
 
@@ -57,13 +58,13 @@ class InputReader {
   virtual absl::StatusOr<std::string> CurrentSummary() const { return CurrentJson(); }
   virtual StepSize CurrentSize() const = 0;
 
-  // Where the reader stands, as Iterator::Save's bytes (issue 20: local
-  // pipelines so far); and a state for Start() to resume from.
+  // Where the reader stands, as Iterator::Save's bytes (issue 20); and a
+  // state for Start() to resume from, as consumer `as` (a job checkpoint).
   virtual absl::StatusOr<std::string> SaveState() {
-    return absl::UnimplementedError("saving the read position works for local pipelines only, so far");
+    return absl::UnimplementedError("saving the read position does not work with --replicas yet");
   }
-  virtual absl::Status SetRestoreState(std::string state) {
-    return absl::UnimplementedError("restoring a read position works for local pipelines only, so far");
+  virtual absl::Status SetRestoreState(std::string state, const RestoreOptions& as) {
+    return absl::UnimplementedError("restoring a read position does not work with --replicas yet");
   }
 
   // Start() with its error made the command's exit code: the service's

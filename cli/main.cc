@@ -47,11 +47,13 @@ int main(int argc, char** argv) {
                         "OFF, DYNAMIC, FILE, DATA, FILE_OR_DATA or HINT (overrides the YAML)");
     command
         ->add_option("--num-consumers", read.num_consumers,
-                     "Coordinated reads: how many consumers read the job together (overrides the YAML)")
+                     "Coordinated reads: how many consumers read the job together (overrides the YAML); with "
+                     "--restore, how many consumers resume the job checkpoint")
         ->check(CLI::NonNegativeNumber);
     command
         ->add_option("--consumer-index", read.consumer_index,
-                     "Coordinated reads: this consumer's index, from 0 (overrides the YAML)")
+                     "Coordinated reads: this consumer's index, from 0 (overrides the YAML); with --restore, "
+                     "which of the consumers resuming the job checkpoint this is")
         ->check(CLI::NonNegativeNumber);
     command
         ->add_option(
@@ -77,15 +79,21 @@ int main(int argc, char** argv) {
   run->add_option("--limit", options.limit, "Print at most this many elements (-1: all)");
   run->add_flag("--summary", options.summary,
                 "One short line per element: big components as dtype[shape] and their mean");
-  run->add_option(
-      "--save-state", options.save_state,
-      "Write the iterator's state to this file (atomically) at a clean end (end of data, --limit, "
-      "SIGINT, SIGTERM) as of the last element printed");
-  run->add_option("--save-every", options.save_every,
-                  "With --save-state: also save right after every N-th element printed and flushed")
-      ->check(CLI::PositiveNumber);
-  run->add_option("--restore", options.restore,
-                  "Resume from a state file written by --save-state for the same pipeline");
+  auto add_state_flags = [](CLI::App* command, sluice::cli::RunOptions& run_options) {
+    command->add_option(
+        "--save-state", run_options.save_state,
+        "Write the iterator's state to this file (atomically) at a clean end (end of data, --limit, "
+        "SIGINT, SIGTERM) as of the last element printed");
+    command
+        ->add_option("--save-every", run_options.save_every,
+                     "With --save-state: also save right after every N-th element printed and flushed")
+        ->check(CLI::PositiveNumber);
+    command->add_option(
+        "--restore", run_options.restore,
+        "Resume from a state file written by --save-state for the same pipeline, or from a job "
+        "checkpoint (sluice checkpoint merge)");
+  };
+  add_state_flags(run, options);
   sluice::cli::ReadOptions read_options;
   CLI::App* read =
       app.add_subcommand("read", "Read a pipeline's elements from the data service as JSON lines");
@@ -93,6 +101,16 @@ int main(int argc, char** argv) {
   read->add_option("--limit", read_options.run.limit, "Print at most this many elements (-1: all)");
   read->add_flag("--summary", read_options.run.summary,
                  "One short line per element: big components as dtype[shape] and their mean");
+  add_state_flags(read, read_options.run);
+  CLI::App* checkpoint = app.add_subcommand("checkpoint", "Work with saved read states");
+  checkpoint->require_subcommand(1);
+  sluice::cli::MergeOptions merge_options;
+  CLI::App* merge = checkpoint->add_subcommand(
+      "merge", "Merge the states that the consumers of one job saved at one step into a job checkpoint");
+  merge->add_option("states", merge_options.states, "State files written by sluice read --save-state")
+      ->required();
+  merge->add_option("-o,--output", merge_options.output, "The job checkpoint to write (atomically)")
+      ->required();
   sluice::cli::BenchOptions bench_options;
   CLI::App* bench = app.add_subcommand(
       "bench", "Read a pipeline as fast as possible and report elements/s, MB/s and time spent waiting");
@@ -140,6 +158,7 @@ int main(int argc, char** argv) {
     return code;
   }
   if (status->parsed()) return sluice::cli::ShowStatus(status_options, std::cout, std::cerr);
+  if (merge->parsed()) return sluice::cli::MergeCheckpoints(merge_options, std::cout, std::cerr);
   if (inspect->parsed()) return sluice::cli::InspectPipeline(options, std::cout, std::cerr);
   return sluice::cli::ListFunctions(options.plugins, std::cout, std::cerr);
 }

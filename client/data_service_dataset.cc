@@ -10,24 +10,22 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
-#include "client/coordinated_reader.h"
 #include "client/definition_checks.h"
 #include "client/element_transport.h"
 #include "client/epoch_losses.h"
-#include "client/iteration_heartbeat.h"
-#include "client/read_state.h"
-#include "client/task_reader.h"
+#include "client/service_read.h"
+#include "client/split_deliveries.h"
 #include "client/warnings.h"
 #include "common/proto_convert.h"
+#include "openssl/evp.h"
 #include "pipeline/builder.h"
+#include "pipeline/iterator_state.h"
 #include "pipeline/sharding.h"
 #include "service/compression.h"
 #include "service/dispatcher_client.h"
 #include "service/grpc_util.h"
 #include "service/job_params.h"
 #include "service/malloc_tuning.h"
-#include "service/metrics.h"
 #include "sluice/service.grpc.pb.h"
 
 namespace sluice {
@@ -36,181 +34,104 @@ namespace {
 // How long a client waits for a dispatcher that is not up yet, by default.
 constexpr std::chrono::milliseconds kDefaultDispatcherDeadline(60000);
 
-class DataServiceDataset : public DatasetBase {
- public:
-  DataServiceDataset(std::shared_ptr<DispatcherClient> service, proto::JobParams params, ElementSpec spec,
-                     int64_t cardinality, int64_t max_outstanding, std::chrono::milliseconds deadline,
-                     proto::WireCompression compression, int64_t consumer_index, bool allow_partial,
-                     TransportOptions transport)
-      : consumer_index_(consumer_index),
-        allow_partial_(allow_partial),
-        transport_(transport),
-        deadline_(deadline),
-        compression_(compression),
-        service_(std::move(service)),
-        params_(std::move(params)),
-        spec_(std::move(spec)),
-        cardinality_(cardinality),
-        max_outstanding_(max_outstanding) {}
-
-  const ElementSpec& element_spec() const override { return spec_; }
-  int64_t Cardinality() const override {
-    // One repetition of a shared job may be split between consumers.
-    return params_.job_name().empty() && params_.processing_mode() == proto::DISTRIBUTED_EPOCH
-               ? cardinality_
-               : kUnknownCardinality;
-  }
-  std::string DebugName() const override { return "distribute"; }
-  absl::StatusOr<std::unique_ptr<IteratorBase>> MakeIterator(const IteratorContext&) const override;
-
- private:
-  class Iterator;
-
-  const int64_t consumer_index_;  // coordinated reads; -1 otherwise
-  const bool allow_partial_;
-  const TransportOptions transport_;
-  const std::chrono::milliseconds deadline_;
-  const proto::WireCompression compression_;
-  const std::shared_ptr<DispatcherClient> service_;
-  const proto::JobParams params_;
-  const ElementSpec spec_;
-  const int64_t cardinality_;
-  const int64_t max_outstanding_;
-  mutable std::atomic<int64_t> repetitions_{0};
+// What every iterator of one `distribute` step reads with.
+struct ReadConfig {
+  std::shared_ptr<DispatcherClient> service;
+  proto::JobParams params;
+  int64_t cardinality = 0;
+  int64_t max_outstanding = 0;
+  std::chrono::milliseconds deadline{0};
+  proto::WireCompression compression = proto::COMPRESSION_NONE;
+  int64_t consumer_index = -1;  // coordinated reads; -1 otherwise
+  bool allow_partial = false;
+  TransportOptions transport;
 };
 
-// Reads one iteration: a heartbeat thread learns the tasks, and either a
-// fetch thread per request slot of each task (task_reader.h) or, for a
-// coordinated read, one round thread (coordinated_reader.h) pulls elements
-// into one buffer (read_state.h). Buffered plus requested elements never
-// exceed max_outstanding, which bounds memory.
-class DataServiceDataset::Iterator : public IteratorBase {
- public:
-  // `sole_reader`: no other consumer shares the job (it has no name).
-  // `losses`: set for a parallel_epochs read, whose lost tasks cut it short.
-  // `allow_partial`: losses end the read with a warning, not DataLoss.
-  // `dispatcher_deadline`: how long the dispatcher may go unheard before
-  // the read fails.
-  // `client_secret`: proves to the dispatcher that this client may
-  // release `iteration_client_id`.
-  Iterator(std::shared_ptr<DispatcherClient> service, int64_t max_outstanding, int64_t iteration_client_id,
-           std::string client_secret, proto::WireCompression compression, int64_t consumer_index,
-           bool sole_reader, bool exactly_once, std::optional<EpochLosses> losses, bool allow_partial,
-           std::chrono::milliseconds dispatcher_deadline, TransportOptions transport)
-      : service_(std::move(service)),
-        allow_partial_(allow_partial),
-        client_id_(iteration_client_id),
-        client_secret_(std::move(client_secret)),
-        state_(max_outstanding, sole_reader, std::move(losses), transport, exactly_once),
-        fetches_(state_, compression),
-        rounds_(state_, compression, consumer_index),
-        heartbeat_(state_, *service_, iteration_client_id, absl::FromChrono(dispatcher_deadline),
-                   consumer_index >= 0 ? nullptr : &fetches_) {
-    heartbeat_thread_ = std::thread([this] { heartbeat_.HeartbeatLoop(); });
-    if (consumer_index >= 0) rounds_thread_ = std::thread([this] { rounds_.RoundLoop(); });
-  }
-
-  ~Iterator() override {
-    {
-      absl::MutexLock lock(&state_.mu);
-      state_.cancelled = true;
-    }
-    heartbeat_thread_.join();
-    if (rounds_thread_.joinable()) rounds_thread_.join();
-    // Only the heartbeat adds tasks, and it has stopped.
-    for (auto& [id, task] : state_.tasks) {
-      for (std::thread& thread : task.threads) thread.join();
-    }
-    proto::ReleaseIterationClientRequest request;
-    request.set_iteration_client_id(client_id_);
-    request.set_client_secret(client_secret_);
-    proto::ReleaseIterationClientResponse response;
-    // Best effort: a client not released is released after client_timeout_ms.
-    (void)service_->ReleaseIterationClient(request, &response, {.attempt_timeout = std::chrono::seconds(2)});
-  }
-
-  absl::Status GetNext(Element* element, bool* end) override {
-    static Counter& waited = ProcessMetrics()
-                                 .AddCounter("sluice_client_wait_seconds_total",
-                                             "time the trainer waited for elements from the service")
-                                 .Get();
-    absl::MutexLock lock(&state_.mu);
-    // The clock is read only when there is a wait: an element already
-    // buffered costs nothing more.
-    if (!state_.CanReturn()) {
-      const auto start = std::chrono::steady_clock::now();
-      state_.mu.Await(absl::Condition(&state_, &ReadState::CanReturn));
-      waited.Increment(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-    }
-    if (!state_.buffer.empty()) {
-      *element = std::move(state_.buffer.front());
-      state_.buffer.pop_front();
-      *end = false;
-      return absl::OkStatus();
-    }
-    if (!state_.status.ok()) return state_.status;
-    if (!state_.positions.gapped().empty()) {
-      // A response was lost in transit while its worker lived on, so no
-      // rerun filled the gap: say so rather than end short.
-      return absl::DataLossError(absl::StrCat("exactly_once: elements of split ",
-                                              *state_.positions.gapped().begin(),
-                                              " were lost in transit and never read again"));
-    }
-    // A read ends normally only when it delivered everything its mode
-    // promises (docs/design.md, "What a read promises"); judged once, so
-    // that an accepted partial epoch warns once.
-    if (!end_status_.has_value()) {
-      end_status_ =
-          state_.losses.has_value()
-              ? state_.losses->Finish(static_cast<int64_t>(state_.tasks.size()) + state_.unseen_lost_tasks)
-              : absl::OkStatus();
-      if (end_status_->ok()) end_status_ = state_.TransitLossesOfEndedTasks().Finish(allow_partial_);
-    }
-    if (!end_status_->ok()) return *end_status_;
-    *end = true;
-    return absl::OkStatus();
-  }
-
- private:
-  // Constant after construction.
-  const std::shared_ptr<DispatcherClient> service_;
-  const bool allow_partial_;
-  const int64_t client_id_;
-  const std::string client_secret_;
-
-  ReadState state_;
-  TaskReader fetches_;
-  CoordinatedReader rounds_;
-  IterationHeartbeat heartbeat_;
-  // How the read ends, once judged.
-  std::optional<absl::Status> end_status_ ABSL_GUARDED_BY(state_.mu);
-  // Started last, joined first: they use everything above.
-  std::thread heartbeat_thread_;
-  std::thread rounds_thread_;  // coordinated reads only
+// Where a restored read resumes: what was delivered before the save, and
+// for a job checkpoint, which of how many consumers this is.
+struct ResumePoint {
+  SplitDeliveries delivered;
+  std::string state_bytes;  // the saved ServiceReadState, which names the job
+  int64_t num_consumers = 1;
 };
 
-absl::StatusOr<std::unique_ptr<IteratorBase>> DataServiceDataset::MakeIterator(const IteratorContext&) const {
+// Why this read cannot be saved or restored; OK when it can.
+absl::Status CheckSavable(const ReadConfig& config) {
+  if (IsStaticPolicy(config.params.sharding_policy())) {
+    return absl::FailedPreconditionError(
+        "distribute: a statically sharded read cannot be saved or restored: each worker runs its shard on "
+        "its own, and workers do not save their pipelines' positions (use distributed_epoch with "
+        "exactly_once: true)");
+  }
+  if (config.params.processing_mode() != proto::DISTRIBUTED_EPOCH) {
+    return absl::FailedPreconditionError(
+        "distribute: a parallel_epochs read cannot be saved or restored: each worker runs the whole epoch on "
+        "its own, and workers do not save their pipelines' positions (use distributed_epoch with "
+        "exactly_once: true)");
+  }
+  if (config.consumer_index >= 0) {
+    return absl::FailedPreconditionError(
+        "distribute: a coordinated read (num_consumers) cannot be saved or restored yet");
+  }
+  if (!config.params.exactly_once()) {
+    return absl::FailedPreconditionError(
+        "distribute: saving a distributed_epoch read needs exactly_once: true, which tags each element with "
+        "its split and position so that a restore knows what was delivered");
+  }
+  return absl::OkStatus();
+}
+
+// The job a restored read makes: shared by name when several consumers
+// restore one job checkpoint, or when the saved job had a name; a new
+// anonymous one otherwise. Never the saved job itself, whose workers may
+// have handed out more than the save recorded.
+std::string RestoredJobName(const ReadConfig& config, const ResumePoint& resume) {
+  if (config.params.job_name().empty() && resume.num_consumers <= 1) return "";
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int length = 0;
+  EVP_Digest(resume.state_bytes.data(), resume.state_bytes.size(), digest, &length, EVP_sha256(), nullptr);
+  std::string hex;
+  for (unsigned int i = 0; i < 6 && i < length; ++i)
+    absl::StrAppend(&hex, absl::Hex(digest[i], absl::kZeroPad2));
+  return absl::StrCat(config.params.job_name().empty() ? "sluice" : config.params.job_name(), "@restore-",
+                      hex);
+}
+
+// Makes the job (or joins it) and the iteration for `repetition`, and
+// starts reading it.
+absl::StatusOr<std::unique_ptr<ServiceRead>> StartRead(const ReadConfig& config, int64_t repetition,
+                                                       const ResumePoint* resume) {
   // Elements arrive as a steady stream of large messages (service/malloc_tuning.h).
   TuneMallocForLargeMessages();
   proto::GetOrCreateJobRequest job_request;
-  *job_request.mutable_params() = params_;
+  *job_request.mutable_params() = config.params;
+  if (resume != nullptr) {
+    job_request.mutable_params()->set_job_name(RestoredJobName(config, *resume));
+    // The restored epoch is the job's first.
+    repetition = 0;
+  }
+  const std::string& job_name = job_request.params().job_name();
   proto::GetOrCreateJobResponse job;
-  absl::Status status = service_->GetOrCreateJob(
+  absl::Status status = config.service->GetOrCreateJob(
       job_request, &job,
-      {.retry_for = deadline_, .what = absl::StrCat("creating a job at ", service_->address())});
+      {.retry_for = config.deadline, .what = absl::StrCat("creating a job at ", config.service->address())});
   if (!status.ok()) return status;
   proto::GetOrCreateIterationRequest iteration_request;
   iteration_request.set_job_id(job.job_id());
-  const int64_t repetition = repetitions_.fetch_add(1);
   iteration_request.set_repetition(repetition);
-  iteration_request.set_consumer_index(std::max<int64_t>(0, consumer_index_));
+  iteration_request.set_consumer_index(std::max<int64_t>(0, config.consumer_index));
+  if (resume != nullptr) {
+    for (int64_t seq : resume->delivered.DoneSplitPairs()) iteration_request.add_skip_splits(seq);
+    iteration_request.set_split_layout(resume->delivered.split_layout());
+  }
   proto::GetOrCreateIterationResponse iteration;
-  status = service_->GetOrCreateIteration(
+  status = config.service->GetOrCreateIteration(
       iteration_request, &iteration,
-      {.retry_for = deadline_, .what = absl::StrCat("starting an iteration at ", service_->address())});
+      {.retry_for = config.deadline,
+       .what = absl::StrCat("starting an iteration at ", config.service->address())});
   if (!status.ok()) return status;
   if (iteration.already_finished()) {
-    Warn(absl::StrCat("job '", params_.job_name(), "' repetition ", repetition,
+    Warn(absl::StrCat("job '", job_name, "' repetition ", repetition,
                       " already finished: nothing to read (each repetition of a shared job is read once, as "
                       "in tf.data; use another job_name to read the data again)"));
   }
@@ -218,14 +139,133 @@ absl::StatusOr<std::unique_ptr<IteratorBase>> DataServiceDataset::MakeIterator(c
   // it short; in distributed_epoch its splits are read again, and static
   // shards are run again when their worker returns.
   std::optional<EpochLosses> losses;
-  if (params_.processing_mode() == proto::PARALLEL_EPOCHS && !IsStaticPolicy(params_.sharding_policy()) &&
-      consumer_index_ < 0) {
-    losses.emplace(cardinality_, !params_.job_name().empty(), allow_partial_);
+  if (config.params.processing_mode() == proto::PARALLEL_EPOCHS &&
+      !IsStaticPolicy(config.params.sharding_policy()) && config.consumer_index < 0) {
+    losses.emplace(config.cardinality, !job_name.empty(), config.allow_partial);
   }
-  return std::make_unique<Iterator>(service_, max_outstanding_, iteration.iteration_client_id(),
-                                    iteration.client_secret(), compression_, consumer_index_,
-                                    params_.job_name().empty(), params_.exactly_once(), std::move(losses),
-                                    allow_partial_, deadline_, transport_);
+  SplitDeliveries restored = resume != nullptr ? resume->delivered : SplitDeliveries();
+  restored.set_split_layout(iteration.split_layout());
+  return std::make_unique<ServiceRead>(
+      config.service, ServiceReadOptions{.iteration_client_id = iteration.iteration_client_id(),
+                                         .client_secret = iteration.client_secret(),
+                                         .max_outstanding = config.max_outstanding,
+                                         .compression = config.compression,
+                                         .consumer_index = config.consumer_index,
+                                         .sole_reader = job_name.empty(),
+                                         .exactly_once = config.params.exactly_once(),
+                                         .losses = std::move(losses),
+                                         .allow_partial = config.allow_partial,
+                                         .dispatcher_deadline = config.deadline,
+                                         .transport = config.transport,
+                                         .restored = std::move(restored)});
+}
+
+class DataServiceDataset : public DatasetBase {
+ public:
+  DataServiceDataset(ReadConfig config, ElementSpec spec)
+      : config_(std::make_shared<const ReadConfig>(std::move(config))), spec_(std::move(spec)) {}
+
+  const ElementSpec& element_spec() const override { return spec_; }
+  int64_t Cardinality() const override {
+    // One repetition of a shared job may be split between consumers.
+    return config_->params.job_name().empty() && config_->params.processing_mode() == proto::DISTRIBUTED_EPOCH
+               ? config_->cardinality
+               : kUnknownCardinality;
+  }
+  std::string DebugName() const override { return "distribute"; }
+  absl::StatusOr<std::unique_ptr<IteratorBase>> MakeIterator(const IteratorContext& context) const override;
+
+ private:
+  class Iterator;
+
+  const std::shared_ptr<const ReadConfig> config_;
+  const ElementSpec spec_;
+  mutable std::atomic<int64_t> repetitions_{0};
+};
+
+// Starts its read at once, or, when a restore is to follow, at its first
+// GetNext, so that the restored iteration knows what to skip. Saves what
+// GetNext has handed out (docs/design.md, "Iterator checkpoints").
+class DataServiceDataset::Iterator : public IteratorBase {
+ public:
+  Iterator(std::shared_ptr<const ReadConfig> config, int64_t repetition)
+      : config_(std::move(config)), repetition_(repetition) {}
+
+  absl::Status Start() {
+    if (!start_status_.ok()) return start_status_;
+    absl::StatusOr<std::unique_ptr<ServiceRead>> read =
+        StartRead(*config_, repetition_, resume_.has_value() ? &*resume_ : nullptr);
+    if (!read.ok()) {
+      start_status_ = read.status();
+      return start_status_;
+    }
+    read_ = *std::move(read);
+    return absl::OkStatus();
+  }
+  // A job checkpoint's deliveries, before Start.
+  absl::Status ResumeFrom(const ServiceResume& resume) {
+    if (absl::Status s = CheckSavable(*config_); !s.ok()) return s;
+    from_job_checkpoint_ = true;
+    return SetResume(resume.state, resume.num_consumers);
+  }
+
+  absl::Status GetNext(Element* element, bool* end) override {
+    if (read_ == nullptr) {
+      if (absl::Status s = Start(); !s.ok()) return s;
+    }
+    return read_->GetNext(element, end);
+  }
+  absl::Status Save(proto::IteratorState* state) override {
+    if (absl::Status s = CheckSavable(*config_); !s.ok()) return s;
+    const SplitDeliveries delivered = read_ != nullptr
+                                          ? read_->Delivered()
+                                          : (resume_.has_value() ? resume_->delivered : SplitDeliveries());
+    (*state->mutable_blobs())[kStateKey] = delivered.ToProto().SerializeAsString();
+    return absl::OkStatus();
+  }
+  absl::Status Restore(const proto::IteratorState& state) override {
+    if (absl::Status s = CheckSavable(*config_); !s.ok()) return s;
+    if (read_ != nullptr) return absl::FailedPreconditionError("distribute: restored after its first read");
+    // The consumer's local steps come back with it, but what the service
+    // delivered is the job checkpoint's union.
+    if (from_job_checkpoint_) return absl::OkStatus();
+    auto saved = state.blobs().find(kStateKey);
+    if (saved == state.blobs().end()) return MalformedState("distribute: no service read state");
+    return SetResume(saved->second, /*num_consumers=*/1);
+  }
+
+ private:
+  static constexpr char kStateKey[] = "service_read";
+
+  absl::Status SetResume(const std::string& bytes, int64_t num_consumers) {
+    proto::ServiceReadState saved;
+    if (!saved.ParseFromString(bytes))
+      return MalformedState("distribute: the service read state does not parse");
+    absl::StatusOr<SplitDeliveries> delivered = SplitDeliveries::FromProto(saved);
+    if (!delivered.ok()) return MalformedState(std::string(delivered.status().message()));
+    resume_ =
+        ResumePoint{.delivered = *std::move(delivered), .state_bytes = bytes, .num_consumers = num_consumers};
+    return absl::OkStatus();
+  }
+
+  const std::shared_ptr<const ReadConfig> config_;
+  const int64_t repetition_;
+  std::optional<ResumePoint> resume_;
+  bool from_job_checkpoint_ = false;
+  absl::Status start_status_;
+  std::unique_ptr<ServiceRead> read_;
+};
+
+absl::StatusOr<std::unique_ptr<IteratorBase>> DataServiceDataset::MakeIterator(
+    const IteratorContext& context) const {
+  auto iterator = std::make_unique<Iterator>(config_, repetitions_.fetch_add(1));
+  // The first iterator of a pipeline restored from a job checkpoint.
+  if (context.service_resume != nullptr && !context.service_resume->taken.exchange(true)) {
+    if (absl::Status s = iterator->ResumeFrom(*context.service_resume); !s.ok()) return s;
+  }
+  if (context.restoring) return iterator;
+  if (absl::Status s = iterator->Start(); !s.ok()) return s;
+  return iterator;
 }
 
 }  // namespace
@@ -300,10 +340,18 @@ absl::StatusOr<DatasetPtr> MakeDataServiceDataset(const proto::DatasetDef& worke
   const int64_t max_outstanding = op.max_outstanding_requests();
   const int64_t consumer_index = op.num_consumers() > 0 ? op.consumer_index() : -1;
   return std::make_shared<DataServiceDataset>(
-      std::move(service), std::move(params), *std::move(spec), info.cardinality(), max_outstanding, deadline,
-      *compression, consumer_index, op.allow_partial(),
-      TransportOptions{.connections = static_cast<int>(std::max<int64_t>(1, op.connections_per_worker())),
-                       .shared_memory = op.transport() != "tcp"});
+      ReadConfig{.service = std::move(service),
+                 .params = std::move(params),
+                 .cardinality = info.cardinality(),
+                 .max_outstanding = max_outstanding,
+                 .deadline = deadline,
+                 .compression = *compression,
+                 .consumer_index = consumer_index,
+                 .allow_partial = op.allow_partial(),
+                 .transport = TransportOptions{.connections = static_cast<int>(
+                                                   std::max<int64_t>(1, op.connections_per_worker())),
+                                               .shared_memory = op.transport() != "tcp"}},
+      *std::move(spec));
 }
 
 namespace {

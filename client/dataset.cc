@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/dataset_internal.h"
+#include "client/job_checkpoint.h"
 #include "client/local_functions.h"
 #include "common/proto_convert.h"
 #include "pipeline/builder.h"
@@ -370,17 +371,22 @@ absl::StatusOr<Iterator> Dataset::MakeIterator() const {
   if (!dataset.ok()) return dataset.status();
   absl::StatusOr<std::unique_ptr<IteratorBase>> input = (*dataset)->MakeIterator(IteratorContext{});
   if (!input.ok()) return input.status();
-  return DatasetAccess::MakeIterator(*std::move(dataset), *std::move(input), Fingerprint());
+  return DatasetAccess::MakeIterator(*std::move(dataset), *std::move(input),
+                                     internal::CheckpointFingerprint(DatasetAccess::Definition(*this)));
 }
 
 absl::StatusOr<Iterator> Dataset::MakeIterator(const std::string& restore_from) const {
+  return MakeIterator(restore_from, RestoreOptions{});
+}
+
+absl::StatusOr<Iterator> Dataset::MakeIterator(const std::string& restore_from,
+                                               const RestoreOptions& options) const {
   absl::StatusOr<DatasetPtr> dataset = internal::BuildPipeline(*this);
   if (!dataset.ok()) return dataset.status();
-  absl::StatusOr<std::unique_ptr<IteratorBase>> input = (*dataset)->MakeIterator(IteratorContext{});
+  const std::string fingerprint = internal::CheckpointFingerprint(DatasetAccess::Definition(*this));
+  absl::StatusOr<std::unique_ptr<IteratorBase>> input =
+      internal::RestoreIterator(**dataset, fingerprint, restore_from, options);
   if (!input.ok()) return input.status();
-  const std::string fingerprint = Fingerprint();
-  if (absl::Status status = RestorePipelineState(**input, fingerprint, restore_from); !status.ok())
-    return status;
   return DatasetAccess::MakeIterator(*std::move(dataset), *std::move(input), fingerprint);
 }
 

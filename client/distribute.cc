@@ -9,6 +9,7 @@
 #include "client/dataset_internal.h"
 #include "client/device_prefetcher.h"
 #include "client/distributed_dataset_state.h"
+#include "client/job_checkpoint.h"
 #include "common/json.h"
 
 namespace sluice {
@@ -144,6 +145,7 @@ absl::StatusOr<DistributedDataset> DistributeDataset(const Dataset& dataset, con
       }
     }
   }
+  std::string fingerprint = internal::CheckpointFingerprint(def);
   absl::StatusOr<DatasetPtr> built = internal::BuildPipeline(internal::DatasetFromDefinition(std::move(def)));
   if (!built.ok()) return built.status();
 
@@ -161,7 +163,7 @@ absl::StatusOr<DistributedDataset> DistributeDataset(const Dataset& dataset, con
   }
   DistributedDataset result;
   result.state_ = std::make_shared<const internal::DistributedDatasetState>(
-      internal::DistributedDatasetState{*std::move(built), *rows_per_replica});
+      internal::DistributedDatasetState{*std::move(built), *rows_per_replica, std::move(fingerprint)});
   result.replicas_ = replicas;
   result.options_ = options;
   result.element_spec_ = PerReplicaSpecs(std::move(spec), replicas.num_local_replicas());
@@ -180,8 +182,8 @@ absl::StatusOr<DistributedDataset> DistributeDatasetsFromFunction(
   if (!built.ok()) return built.status();
   DistributedDataset result;
   result.element_spec_ = PerReplicaSpecs((*built)->element_spec(), replicas.num_local_replicas());
-  result.state_ = std::make_shared<const internal::DistributedDatasetState>(
-      internal::DistributedDatasetState{*std::move(built), 0});
+  result.state_ = std::make_shared<const internal::DistributedDatasetState>(internal::DistributedDatasetState{
+      *std::move(built), 0, internal::CheckpointFingerprint(internal::DefinitionOf(*dataset))});
   result.replicas_ = replicas;
   result.options_ = options;
   return result;

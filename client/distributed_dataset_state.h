@@ -5,6 +5,7 @@
 #define SLUICE_CLIENT_DISTRIBUTED_DATASET_STATE_H_
 
 #include <cstdint>
+#include <string>
 
 #include "pipeline/dataset.h"
 
@@ -15,6 +16,8 @@ struct DistributedDatasetState {
   // Rows of each replica's batch; 0: each replica takes whole elements in
   // turn (DistributeDatasetsFromFunction).
   int64_t rows_per_replica = 0;
+  // What its saved states carry (internal::CheckpointFingerprint).
+  std::string fingerprint;
 };
 
 }  // namespace sluice::internal

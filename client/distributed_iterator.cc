@@ -1,40 +1,127 @@
 // DistributedIterator and the range-for loop of a DistributedDataset: the
 // input pipeline's elements, split per replica, through the device
 // prefetcher.
+#include <deque>
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/synchronization/mutex.h"
 #include "client/device_backend.h"
 #include "client/device_prefetcher.h"
 #include "client/distributed_dataset_state.h"
+#include "client/job_checkpoint.h"
 #include "client/replica_splitter.h"
+#include "pipeline/iterator_state.h"
+#include "sluice/checkpoint.pb.h"
 #include "sluice/distribute.h"
 
 namespace sluice {
 
+namespace {
+
+// The input as the splitter reads it: first the elements a restore gives
+// back (those of steps saved before they reached the trainer), then the
+// pipeline's. While recording, it copies each element it gives (sharing
+// the tensors' bytes) into *record.
+class ReplayIterator : public IteratorBase {
+ public:
+  ReplayIterator(std::unique_ptr<IteratorBase> input, std::vector<Element> replay)
+      : input_(std::move(input)), replay_(replay.begin(), replay.end()) {}
+
+  absl::Status GetNext(Element* element, bool* end) override {
+    if (!replay_.empty()) {
+      *element = std::move(replay_.front());
+      replay_.pop_front();
+      *end = false;
+    } else if (absl::Status s = input_->GetNext(element, end); !s.ok()) {
+      return s;
+    }
+    if (record_ != nullptr && !*end) record_->push_back(*element);
+    return absl::OkStatus();
+  }
+  // Appends the elements left to replay, and the pipeline's state as the
+  // one input.
+  absl::Status SaveInto(proto::IteratorState* state) {
+    for (const Element& element : replay_) SaveElement(element, state);
+    return SaveInput(*input_, state);
+  }
+  void set_record(std::vector<Element>* record) { record_ = record; }
+
+ private:
+  const std::unique_ptr<IteratorBase> input_;
+  std::deque<Element> replay_;
+  std::vector<Element>* record_ = nullptr;
+};
+
+}  // namespace
+
 class DistributedIterator::Impl {
  public:
   Impl(std::shared_ptr<const internal::DistributedDatasetState> state, std::unique_ptr<IteratorBase> input,
-       std::vector<std::shared_ptr<DeviceBackend>> backends, int depth, int packing_threads,
-       std::vector<ElementSpec> element_spec)
+       std::vector<Element> replay, std::vector<std::shared_ptr<DeviceBackend>> backends, int depth,
+       int packing_threads, std::vector<ElementSpec> element_spec)
       : state_(std::move(state)),
-        input_(std::move(input)),
+        input_(std::make_unique<ReplayIterator>(std::move(input), std::move(replay))),
         splitter_(input_.get(), state_->rows_per_replica, backends.size()),
         element_spec_(std::move(element_spec)),
         prefetcher_(
             std::move(backends),
-            [this](std::vector<Element>* step, bool* end) { return splitter_.NextStep(step, end); }, depth,
+            [this](std::vector<Element>* step, bool* end) { return NextStep(step, end); }, depth,
             packing_threads) {}
 
-  absl::StatusOr<PerReplica> GetNext() { return prefetcher_.GetNext(); }
+  absl::StatusOr<PerReplica> GetNext() {
+    absl::StatusOr<PerReplica> step = prefetcher_.GetNext();
+    if (step.ok()) {
+      absl::MutexLock lock(&ledger_mu_);
+      if (!unreturned_.empty()) unreturned_.pop_front();
+    }
+    return step;
+  }
   const std::vector<ElementSpec>& element_spec() const { return element_spec_; }
 
+  absl::StatusOr<std::string> Save() {
+    // The producer is between two steps while this holds input_mu_.
+    absl::MutexLock input(&input_mu_);
+    absl::MutexLock ledger(&ledger_mu_);
+    proto::PipelineCheckpoint checkpoint;
+    checkpoint.set_version(kPipelineCheckpointVersion);
+    checkpoint.set_fingerprint(state_->fingerprint);
+    proto::IteratorState* root = checkpoint.mutable_root();
+    (*root->mutable_ints())[internal::kReplayKey] = 1;
+    for (const std::vector<Element>& step : unreturned_) {
+      for (const Element& element : step) SaveElement(element, root);
+    }
+    if (absl::Status s = input_->SaveInto(root); !s.ok()) return s;
+    return checkpoint.SerializeAsString();
+  }
+
  private:
+  // The prefetch thread's source: a step, and the input elements it took
+  // on record until the trainer has the step.
+  absl::Status NextStep(std::vector<Element>* step, bool* end) {
+    absl::MutexLock lock(&input_mu_);
+    std::vector<Element> taken;
+    input_->set_record(&taken);
+    absl::Status status = splitter_.NextStep(step, end);
+    input_->set_record(nullptr);
+    if (status.ok() && !*end) {
+      absl::MutexLock ledger(&ledger_mu_);
+      unreturned_.push_back(std::move(taken));
+    }
+    return status;
+  }
+
   const std::shared_ptr<const internal::DistributedDatasetState> state_;  // outlives input_
-  const std::unique_ptr<IteratorBase> input_;
+  const std::unique_ptr<ReplayIterator> input_;
   ReplicaSplitter splitter_;
   const std::vector<ElementSpec> element_spec_;
+  // Held while a step is taken from the input, and by Save.
+  absl::Mutex input_mu_;
+  absl::Mutex ledger_mu_;
+  // The input elements of each step made and not yet returned, in order.
+  std::deque<std::vector<Element>> unreturned_ ABSL_GUARDED_BY(ledger_mu_);
   // Last: its thread calls the splitter, so it stops before the rest goes.
   DevicePrefetcher prefetcher_;
 };
@@ -55,6 +142,8 @@ absl::StatusOr<std::optional<PerReplica>> DistributedIterator::GetNextAsOptional
 
 const std::vector<ElementSpec>& DistributedIterator::element_spec() const { return impl_->element_spec(); }
 
+absl::StatusOr<std::string> DistributedIterator::Save() { return impl_->Save(); }
+
 absl::StatusOr<DistributedIterator> DistributedDataset::MakeIterator() const {
   std::vector<std::shared_ptr<DeviceBackend>> backends;
   for (const Device& device : replicas_.devices()) {
@@ -65,8 +154,24 @@ absl::StatusOr<DistributedIterator> DistributedDataset::MakeIterator() const {
   absl::StatusOr<std::unique_ptr<IteratorBase>> input = state_->dataset->MakeIterator(IteratorContext{});
   if (!input.ok()) return input.status();
   return DistributedIterator(std::make_unique<DistributedIterator::Impl>(
-      state_, *std::move(input), std::move(backends), options_.prefetch_buffer_size, options_.packing_threads,
-      element_spec_));
+      state_, *std::move(input), std::vector<Element>(), std::move(backends), options_.prefetch_buffer_size,
+      options_.packing_threads, element_spec_));
+}
+
+absl::StatusOr<DistributedIterator> DistributedDataset::MakeIterator(const std::string& restore_from,
+                                                                     const RestoreOptions& options) const {
+  std::vector<std::shared_ptr<DeviceBackend>> backends;
+  for (const Device& device : replicas_.devices()) {
+    absl::StatusOr<std::unique_ptr<DeviceBackend>> backend = MakeDeviceBackend(device);
+    if (!backend.ok()) return backend.status();
+    backends.push_back(*std::move(backend));
+  }
+  absl::StatusOr<internal::RestoredIterator> restored = internal::RestoreParts(
+      *state_->dataset, state_->fingerprint, restore_from, options, /*distributed=*/true);
+  if (!restored.ok()) return restored.status();
+  return DistributedIterator(std::make_unique<DistributedIterator::Impl>(
+      state_, std::move(restored->iterator), std::move(restored->replay), std::move(backends),
+      options_.prefetch_buffer_size, options_.packing_threads, element_spec_));
 }
 
 DistributedDataset::LoopIterator::LoopIterator(std::shared_ptr<DistributedIterator> iterator,

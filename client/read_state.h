@@ -15,6 +15,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -24,6 +25,7 @@
 #include "client/element_transport.h"
 #include "client/epoch_losses.h"
 #include "client/response_order.h"
+#include "client/split_deliveries.h"
 #include "client/split_position_filter.h"
 #include "client/transit_losses.h"
 #include "sluice/element.h"
@@ -76,13 +78,19 @@ struct ReadState {
   // `losses`: set for a parallel_epochs read, whose lost tasks cut it short.
   // `transport`: how to reach each task's worker.
   // `exactly_once`: elements carry split tags, which find their own holes.
+  // `track_deliveries`: record each element's split tag as GetNext hands
+  // it out, so that the read can be saved (exactly_once, not coordinated).
+  // `restored`: what a restored read delivered before its save.
   ReadState(int64_t max_outstanding_in, bool sole_reader_in, std::optional<EpochLosses> losses_in,
-            TransportOptions transport_in = {}, bool exactly_once = false)
+            TransportOptions transport_in = {}, bool exactly_once = false, bool track_deliveries_in = false,
+            const SplitDeliveries& restored = {})
       : adaptive_budget(max_outstanding_in <= 0),
         track_index_gaps(sole_reader_in && !exactly_once),
+        track_deliveries(track_deliveries_in),
         transport(transport_in),
         initial_max_outstanding(max_outstanding_in > 0 ? max_outstanding_in : kDefaultMaxOutstanding),
-        positions(sole_reader_in),
+        positions(sole_reader_in, restored),
+        delivered(restored),
         losses(std::move(losses_in)) {
     absl::MutexLock lock(&mu);
     max_outstanding = initial_max_outstanding;
@@ -111,6 +119,7 @@ struct ReadState {
   // A sole reader gets each task's element indices whole (consumers of a
   // shared job split them), so a hole is a response lost in transit.
   const bool track_index_gaps;
+  const bool track_deliveries;
   const TransportOptions transport;
   const int64_t initial_max_outstanding;
 
@@ -119,6 +128,8 @@ struct ReadState {
   // Elements buffered, held and requested, at most.
   int64_t max_outstanding ABSL_GUARDED_BY(mu) = 0;
   std::deque<Element> buffer ABSL_GUARDED_BY(mu);
+  // track_deliveries: each buffered element's (split seq, position).
+  std::deque<std::pair<int64_t, int64_t>> buffer_tags ABSL_GUARDED_BY(mu);
   int64_t outstanding ABSL_GUARDED_BY(mu) = 0;    // requested, not yet back
   int64_t held_elements ABSL_GUARDED_BY(mu) = 0;  // received, waiting for their turn
   std::map<int64_t, TaskState> tasks ABSL_GUARDED_BY(mu);
@@ -128,6 +139,9 @@ struct ReadState {
   // filter of repeated or out-of-order positions.
   std::vector<int64_t> completed_splits ABSL_GUARDED_BY(mu);
   SplitPositionFilter positions ABSL_GUARDED_BY(mu);
+  // track_deliveries: what GetNext handed out, with what a restored read
+  // had delivered before; what a save records.
+  SplitDeliveries delivered ABSL_GUARDED_BY(mu);
   // Coordinated reads: the next round to read, and the last one the
   // dispatcher's task list holds for.
   int64_t current_round ABSL_GUARDED_BY(mu) = 0;

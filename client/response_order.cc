@@ -27,6 +27,7 @@ void ResponseOrder::Hold(ElementsResponse response) {
   append(held.tags.split_seqs, response.tags.split_seqs);
   append(held.tags.split_positions, response.tags.split_positions);
   append(held.tags.completed_splits, response.tags.completed_splits);
+  append(held.tags.completed_split_sizes, response.tags.completed_split_sizes);
 }
 
 std::optional<ResponseOrder::Ready> ResponseOrder::PopReady() {

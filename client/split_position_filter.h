@@ -16,6 +16,9 @@
 #include <cstdint>
 #include <map>
 #include <set>
+#include <utility>
+
+#include "client/split_deliveries.h"
 
 namespace sluice {
 
@@ -23,17 +26,26 @@ namespace sluice {
 // them, so one reader's positions jump by design; such a reader cannot
 // tell a gap from another consumer's share and only drops repeats (a known
 // limit, docs/design.md).
+//
+// A restored read (issue 20) starts with what was delivered before its
+// save: those positions are repeats too, and a sole reader's next position
+// steps over them.
 class SplitPositionFilter {
  public:
-  explicit SplitPositionFilter(bool sole_reader) : sole_reader_(sole_reader) {}
+  explicit SplitPositionFilter(bool sole_reader, SplitDeliveries restored = {})
+      : sole_reader_(sole_reader), restored_(std::move(restored)) {}
 
   // Whether to deliver the element at `position` of split `seq`: for a sole
   // reader only the next position not yet delivered, for a shared one any
   // past the last delivered.
   bool Accept(int64_t seq, int64_t position) {
-    int64_t& next = next_position_[seq];
+    const bool restored = !restored_.empty();
+    if (restored && restored_.Contains(seq, position)) return false;
+    auto [entry, fresh] = next_position_.try_emplace(seq, 0);
+    int64_t& next = entry->second;
+    if (fresh && restored && sole_reader_) next = restored_.NextUndelivered(seq, 0);
     if (position == next || (position > next && !sole_reader_)) {
-      next = position + 1;
+      next = restored && sole_reader_ ? restored_.NextUndelivered(seq, position + 1) : position + 1;
       gapped_.erase(seq);
       return true;
     }
@@ -48,6 +60,7 @@ class SplitPositionFilter {
 
  private:
   const bool sole_reader_;
+  const SplitDeliveries restored_;
   std::map<int64_t, int64_t> next_position_;
   std::set<int64_t> gapped_;
 };

@@ -107,13 +107,23 @@ void TaskReader::ReleaseInOrder(TaskState& task) {
         continue;
       }
       state_.buffer.push_back(std::move(ready->elements[i]));
+      if (state_.track_deliveries) {
+        state_.buffer_tags.push_back(
+            tags.split_seqs.empty()
+                ? std::pair<int64_t, int64_t>(-1, -1)
+                : std::pair<int64_t, int64_t>(tags.split_seqs[i], tags.split_positions[i]));
+      }
       ++task.elements;
     }
     // Reported only now, in order: an earlier response still out may hold
     // the split's first elements. A split with a gap is not reported, so
     // that it is read again.
-    for (int64_t seq : tags.completed_splits) {
+    for (size_t i = 0; i < tags.completed_splits.size(); ++i) {
+      const int64_t seq = tags.completed_splits[i];
       if (state_.positions.CompleteInOrder(seq)) state_.completed_splits.push_back(seq);
+      if (state_.track_deliveries && i < tags.completed_split_sizes.size()) {
+        state_.delivered.SetSize(seq, tags.completed_split_sizes[i]);
+      }
     }
   }
 }

@@ -364,6 +364,22 @@ absl::Status DispatcherImpl::GetOrCreateIteration(const proto::GetOrCreateIterat
       u->set_job_id(job->id);
       u->set_repetition(request.repetition());
       u->set_infinite(infinite);
+      if (!request.split_layout().empty() && request.split_layout() != SplitLayout()) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "GetOrCreateIteration: the restored read was saved under split layout '", request.split_layout(),
+            "' and this dispatcher cuts '", SplitLayout(),
+            "' (--elements-per-split), so split numbers would name other elements: restart it with the same "
+            "setting"));
+      }
+      if (!request.skip_splits().empty()) {
+        if (job->params.processing_mode() != proto::DISTRIBUTED_EPOCH || infinite) {
+          return absl::FailedPreconditionError(
+              "GetOrCreateIteration: skip_splits (a restored read) needs a distributed_epoch job over a "
+              "finite "
+              "dataset");
+        }
+        *u->mutable_skip_splits() = request.skip_splits();
+      }
       if (absl::Status s = Apply(update); !s.ok()) return s;
       for (const auto& [address, worker] : state_.workers()) {
         if (!RunsOn(job->params, address)) continue;
@@ -396,6 +412,7 @@ absl::Status DispatcherImpl::GetOrCreateIteration(const proto::GetOrCreateIterat
           request.consumer_index();
     }
     response->set_iteration_id(iteration->id);
+    if (job->params.processing_mode() == proto::DISTRIBUTED_EPOCH) response->set_split_layout(SplitLayout());
     response->set_iteration_client_id(acquire.acquire_iteration_client().iteration_client_id());
     response->set_client_secret(client_secrets_.For(response->iteration_client_id()));
   }

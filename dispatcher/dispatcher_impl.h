@@ -150,6 +150,9 @@ class DispatcherImpl {
                                                                   const proto::DatasetDef& def)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void PushTasks(const NewTasks& new_tasks) const;
+  // How splits are cut, which a saved read records (a restore under
+  // another layout is refused).
+  std::string SplitLayout() const { return absl::StrCat("elements_per_split=", config_.elements_per_split); }
   // The built dataset of a registered id, built once and cached.
   absl::StatusOr<DatasetPtr> Built(const std::string& dataset_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A task that joins a running iteration serves coordinated reads only

@@ -96,6 +96,9 @@ absl::Status DispatcherState::Apply(const proto::Update& update) {
       iteration.job_id = u.job_id();
       iteration.repetition = u.repetition();
       iteration.infinite = u.infinite();
+      absl::StatusOr<IntRanges> skip = RangesFromPairs(u.skip_splits(), 1, "skip_splits");
+      if (!skip.ok()) return absl::FailedPreconditionError(skip.status().message());
+      iteration.skip_splits = *std::move(skip);
       iterations_[u.iteration_id()] = iteration;
       job->second.iterations[u.repetition()] = u.iteration_id();
       next_iteration_id_ = std::max(next_iteration_id_, u.iteration_id() + 1);
@@ -189,8 +192,10 @@ absl::Status DispatcherState::Apply(const proto::Update& update) {
                            lease.count(), ", positions ", lease.begin(), " to ", lease.end()));
         }
         const Split run = SplitFromMessage(lease);
-        if (run.seq == next_new) {
-          next_new += run.count;
+        const bool continues = run.seq == next_new ||
+                               (run.seq > next_new && CoversRange(iteration.skip_splits, next_new, run.seq));
+        if (continues && !OverlapsRange(iteration.skip_splits, run.seq, run.seq + run.count)) {
+          next_new = run.seq + run.count;
         } else if (!RemoveSplits(&returned_left, run.seq, run.count)) {
           return absl::FailedPreconditionError(
               run.count == 1 ? absl::StrCat("split ", run.seq, " of iteration ", iteration.id,
@@ -198,6 +203,16 @@ absl::Status DispatcherState::Apply(const proto::Update& update) {
                              : absl::StrCat("splits ", run.seq, " to ", run.seq + run.count - 1,
                                             " of iteration ", iteration.id, " are neither new nor returned"));
         }
+      }
+      if (u.next_split_seq() != 0) {
+        if (u.next_split_seq() < next_new ||
+            (u.next_split_seq() > next_new &&
+             !CoversRange(iteration.skip_splits, next_new, u.next_split_seq()))) {
+          return absl::FailedPreconditionError(absl::StrCat("a lease of iteration ", iteration.id,
+                                                            " moves the next split to ", u.next_split_seq(),
+                                                            " from ", next_new, " past splits not skipped"));
+        }
+        next_new = u.next_split_seq();
       }
       iteration.returned_splits = std::move(returned_left);
       iteration.next_split_seq = next_new;
@@ -413,6 +428,7 @@ proto::StateSnapshot DispatcherState::ToSnapshot() const {
     i->set_error_code(iteration.error_code);
     i->set_error_message(iteration.error_message);
     i->set_infinite(iteration.infinite);
+    AppendPairs(iteration.skip_splits, i->mutable_skip_splits());
   }
   for (const auto& [id, task] : tasks_) {
     auto* t = snapshot.add_tasks();
@@ -498,6 +514,10 @@ absl::StatusOr<DispatcherState> DispatcherState::FromSnapshot(const proto::State
     iteration.error_code = i.error_code();
     iteration.error_message = i.error_message();
     iteration.infinite = i.infinite();
+    absl::StatusOr<IntRanges> skip = RangesFromPairs(i.skip_splits(), 1, "skip_splits");
+    if (!skip.ok())
+      return absl::DataLossError(absl::StrCat("iteration ", iteration.id, ": ", skip.status().message()));
+    iteration.skip_splits = *std::move(skip);
     job->second.iterations[iteration.repetition] = iteration.id;
     state.UpdateFinished(state.iterations_[iteration.id] = std::move(iteration));
   }

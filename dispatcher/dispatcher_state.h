@@ -18,6 +18,7 @@
 #include "absl/status/statusor.h"
 #include "pipeline/dataset.h"
 #include "pipeline/sharding.h"
+#include "service/int_ranges.h"
 #include "service/job_params.h"
 #include "sluice/journal.pb.h"
 
@@ -99,6 +100,8 @@ class DispatcherState {
     int64_t next_split_seq = 1;
     SplitRuns returned_splits;
     bool splits_exhausted = false;
+    // A restored read's splits already delivered: never handed out.
+    IntRanges skip_splits;
     // Coordinated reads: task lists are fixed through this round, and the
     // consumer indexes that have joined.
     int64_t round_horizon = 0;

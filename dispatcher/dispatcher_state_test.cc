@@ -788,6 +788,47 @@ TEST_CASE("dispatcher_state: splits leased in runs are completed, returned and r
   CHECK(restored->FindTask(3)->last_split_response == state.FindTask(3)->last_split_response);
 }
 
+TEST_CASE(
+    "dispatcher_state: a restored iteration's skipped splits count as handed out, and survive a snapshot",
+    "[dispatcher][checkpoint]") {
+  DispatcherState state;
+  proto::Update create = CreateIteration(1, 1, 0);
+  for (int64_t seq : {1, 3, 5, 6}) create.mutable_create_iteration()->add_skip_splits(seq);
+  ApplyAll(state, {RegisterDataset("d", "f", 100), RegisterWorker("w1"),
+                   CreateJob(1, "d", "", proto::DISTRIBUTED_EPOCH), create, CreateTask(1, 1, "w1")});
+  const IntRanges skipped{{1, 3}, {5, 6}};
+  CHECK(state.FindIteration(1)->skip_splits == skipped);
+  // Split 3 comes after the skipped 1 and 2; split 2 is neither new nor
+  // returned.
+  CHECK(state.Apply(LeaseRuns(1, 1, {Split{10, 20, 2}})).message() ==
+        "split 2 of iteration 1 is neither new nor returned");
+  proto::Update lease = LeaseRuns(1, 1, {Split{20, 40, 3, 2, 10}});
+  lease.mutable_lease_splits()->set_next_split_seq(6);  // 5 went by, skipped
+  ApplyAll(state, {lease});
+  CHECK(state.FindIteration(1)->next_split_seq == 6);
+  CHECK(Seqs(state.FindTask(1)->leases) == std::vector<int64_t>{3, 4});
+  proto::Update past = LeaseRuns(1, 2, {});
+  past.mutable_lease_splits()->set_next_split_seq(8);  // 6 and 7 are not skipped
+  CHECK(state.Apply(past).message() ==
+        "a lease of iteration 1 moves the next split to 8 from 6 past splits not skipped");
+  // Its worker lost, splits 3 and 4 return, and go out again as returned
+  // splits, not new ones.
+  ApplyAll(state, {RegisterWorker("w2"), CreateTask(2, 1, "w2"), RemoveWorker("w1")});
+  CHECK(Seqs(state.FindIteration(1)->returned_splits) == std::vector<int64_t>{3, 4});
+  ApplyAll(state, {LeaseRuns(2, 1, {Split{20, 40, 3, 2, 10}})});
+  CHECK(state.FindIteration(1)->returned_splits.empty());
+  CHECK(state.FindIteration(1)->next_split_seq == 6);
+  absl::StatusOr<DispatcherState> restored = DispatcherState::FromSnapshot(state.ToSnapshot());
+  REQUIRE(restored.ok());
+  CHECK(restored->FindIteration(1)->skip_splits == skipped);
+
+  proto::Update overlapping = CreateIteration(2, 1, 1);
+  for (int64_t seq : {4, 6, 5, 7}) overlapping.mutable_create_iteration()->add_skip_splits(seq);
+  CHECK(state.Apply(overlapping).message() ==
+        "skip_splits has [5, 7): empty, below 1, or not after the range before");
+  CHECK(state.FindIteration(2) == nullptr);
+}
+
 TEST_CASE("dispatcher_state: split runs split and join exactly", "[dispatcher]") {
   SplitRuns runs;
   runs[1] = Split{0, 46, 1, 5, 10};

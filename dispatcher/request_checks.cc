@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "pipeline/definition_limits.h"
 #include "service/grpc_util.h"
+#include "service/int_ranges.h"
 
 namespace sluice::dispatcher {
 namespace {
@@ -109,6 +110,14 @@ absl::Status CheckRequest(const proto::GetOrCreateIterationRequest& request) {
   if (request.consumer_index() < 0 || request.consumer_index() >= kMaxConsumers) {
     return Refuse(rpc, "consumer_index", absl::StrCat("in [0, ", kMaxConsumers, ")"),
                   absl::StrCat(request.consumer_index()));
+  }
+  if (request.skip_splits_size() > kMaxSkipSplitNumbers) {
+    return Refuse(rpc, "skip_splits", absl::StrCat("at most ", kMaxSkipSplitNumbers, " numbers"),
+                  absl::StrCat(request.skip_splits_size(), " numbers"));
+  }
+  if (absl::StatusOr<IntRanges> skip = RangesFromPairs(request.skip_splits(), 1, rpc + ": skip_splits");
+      !skip.ok()) {
+    return skip.status();
   }
   return absl::OkStatus();
 }

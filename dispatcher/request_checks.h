@@ -23,6 +23,9 @@ namespace sluice::dispatcher {
 inline constexpr int64_t kMaxRepetition = int64_t{1} << 40;
 // Coordinated reads: the most consumers one job may have.
 inline constexpr int64_t kMaxConsumers = 1 << 16;
+// A restored read's skip_splits: at most 2^20 ranges (delivered splits
+// come in long runs, so even a huge epoch needs few).
+inline constexpr int kMaxSkipSplitNumbers = 2 << 20;
 // Longest dataset id, job name, worker tag or incarnation taken, and the
 // most tags one worker may have.
 inline constexpr size_t kMaxNameBytes = 1024;

@@ -38,17 +38,21 @@ absl::Status SplitLeaser::Lease(const DispatcherState::Iteration& iteration, int
   bool exhausted = iteration.splits_exhausted;
   int64_t next_seq = iteration.next_split_seq;
   std::optional<Split> run;
-  for (; !exhausted && room > 0; --room) {
+  while (!exhausted && room > 0) {
     Split split;
     if (absl::Status s = provider->second->GetNext(&split, &exhausted); !s.ok()) return s;
     if (exhausted) break;
     split.seq = next_seq++;
+    // A restored read's delivered splits go by unseen.
+    if (InRanges(iteration.skip_splits, split.seq)) continue;
+    --room;
     if (run.has_value() && ExtendSplitRun(&*run, split)) continue;
     if (run.has_value()) SplitToMessage(*run, lease->add_splits());
     run = split;
   }
   if (run.has_value()) SplitToMessage(*run, lease->add_splits());
   lease->set_cursor(provider->second->Save());
+  lease->set_next_split_seq(next_seq);
   lease->set_provider_exhausted(exhausted);
   lease->set_end_of_splits(exhausted && !returned_left);
   return absl::OkStatus();

@@ -64,6 +64,26 @@ TEST_CASE("split_leaser: a lease holds at most max_splits, and the next goes on 
   CHECK(second.end_of_splits());
 }
 
+TEST_CASE("split_leaser: a restored iteration's skipped splits are never handed out",
+          "[dispatcher][checkpoint]") {
+  SplitLeaser leaser;
+  leaser.Add(1, std::make_unique<IndexSplitProvider>(60, 10));  // seqs 1 to 6
+  DispatcherState::Iteration iteration = Fresh();
+  iteration.skip_splits = {{1, 3}, {5, 6}};
+  proto::Update::LeaseSplits first;
+  REQUIRE(leaser.Lease(iteration, 1, &first).ok());
+  CHECK(Leased(first) == std::vector<Split>{Split{20, 30, 3}});
+  CHECK(first.next_split_seq() == 4);
+  CHECK_FALSE(first.end_of_splits());
+  iteration.next_split_seq = 4;
+  proto::Update::LeaseSplits rest;
+  REQUIRE(leaser.Lease(iteration, 8, &rest).ok());
+  // 4, then 6 past the skipped 5: two runs, as they are not consecutive.
+  CHECK(Leased(rest) == std::vector<Split>{Split{30, 40, 4}, Split{50, 60, 6}});
+  CHECK(rest.next_split_seq() == 7);
+  CHECK(rest.end_of_splits());
+}
+
 TEST_CASE("split_leaser: returned splits go first, whole or in part", "[dispatcher]") {
   SplitLeaser leaser;
   leaser.Add(1, std::make_unique<IndexSplitProvider>(100, 10));

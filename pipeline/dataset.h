@@ -18,6 +18,7 @@
 #ifndef SLUICE_PIPELINE_DATASET_H_
 #define SLUICE_PIPELINE_DATASET_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -65,10 +66,26 @@ class SplitProvider {
   virtual absl::Status Restore(const std::string& state) = 0;
 };
 
+// A job checkpoint that the first `distribute` iterator of a pipeline
+// resumes from (issue 20): what the consumers of one step delivered, and
+// which of how many consumers this one is.
+struct ServiceResume {
+  std::string state;  // a serialized proto::ServiceReadState
+  int64_t consumer_index = 0;
+  int64_t num_consumers = 1;
+  // Taken by the first iterator; a later one (the next epoch under
+  // `repeat`) starts afresh.
+  std::atomic<bool> taken{false};
+};
+
 struct IteratorContext {
   // When set, the pipeline's source yields only the splits this provider
   // hands out. Not owned; must outlive the iterator.
   SplitProvider* split_provider = nullptr;
+  // Restore follows before the first GetNext: a `distribute` iterator
+  // waits for it before it starts its job.
+  bool restoring = false;
+  std::shared_ptr<ServiceResume> service_resume;
 };
 
 class IteratorBase {

@@ -25,6 +25,18 @@ absl::StatusOr<std::string> SavePipelineState(IteratorBase& root, const std::str
 
 absl::Status RestorePipelineState(IteratorBase& root, const std::string& fingerprint,
                                   const std::string& bytes) {
+  absl::StatusOr<proto::PipelineCheckpoint> checkpoint = ParsePipelineCheckpoint(bytes, fingerprint);
+  if (!checkpoint.ok()) return checkpoint.status();
+  if (checkpoint->has_job()) {
+    return absl::FailedPreconditionError(
+        "the saved state is a job checkpoint (sluice checkpoint merge): restore it with a consumer index and "
+        "count");
+  }
+  return root.Restore(checkpoint->root());
+}
+
+absl::StatusOr<proto::PipelineCheckpoint> ParsePipelineCheckpoint(const std::string& bytes,
+                                                                  const std::string& fingerprint) {
   proto::PipelineCheckpoint checkpoint;
   if (!checkpoint.ParseFromString(bytes)) {
     return absl::InvalidArgumentError(
@@ -40,7 +52,7 @@ absl::Status RestorePipelineState(IteratorBase& root, const std::string& fingerp
         "the saved iterator state is from another pipeline (fingerprint ", checkpoint.fingerprint(),
         "; this pipeline's is ", fingerprint, "): restore a state into the pipeline that saved it"));
   }
-  return root.Restore(checkpoint.root());
+  return checkpoint;
 }
 
 absl::Status CannotSave() { return absl::UnimplementedError(kCannotSave); }

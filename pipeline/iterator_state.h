@@ -27,6 +27,9 @@ inline constexpr int kPipelineCheckpointVersion = 1;
 absl::StatusOr<std::string> SavePipelineState(IteratorBase& root, const std::string& fingerprint);
 absl::Status RestorePipelineState(IteratorBase& root, const std::string& fingerprint,
                                   const std::string& bytes);
+// The checkpoint in `bytes`, checked for its version and fingerprint.
+absl::StatusOr<proto::PipelineCheckpoint> ParsePipelineCheckpoint(const std::string& bytes,
+                                                                  const std::string& fingerprint);
 
 // Unimplemented, for an op that cannot save its position (yet). The step
 // that contains it (ContainExceptions) names itself in the message.

@@ -32,6 +32,7 @@ constexpr uint32_t kResponseFirstIndex = Tag(5, kVarint);
 constexpr int kResponseSplitSeqs = 6;
 constexpr int kResponseSplitPositions = 7;
 constexpr int kResponseCompletedSplits = 8;
+constexpr int kResponseCompletedSplitSizes = 10;
 constexpr uint32_t kResponseSharedMemoryBytes = Tag(9, kVarint);
 constexpr uint32_t kElementComponent = Tag(1, kLengthDelimited);
 constexpr uint32_t kElementName = Tag(2, kLengthDelimited);
@@ -332,6 +333,8 @@ absl::StatusOr<grpc::ByteBuffer> EncodeElementsResponse(const std::vector<Elemen
     response.mutable_split_seqs()->Add(tags.split_seqs.begin(), tags.split_seqs.end());
     response.mutable_split_positions()->Add(tags.split_positions.begin(), tags.split_positions.end());
     response.mutable_completed_splits()->Add(tags.completed_splits.begin(), tags.completed_splits.end());
+    response.mutable_completed_split_sizes()->Add(tags.completed_split_sizes.begin(),
+                                                  tags.completed_split_sizes.end());
     proto::ElementProto encoded;
     for (const Element& element : elements) {
       ElementToProto(element, &encoded);
@@ -376,6 +379,7 @@ absl::StatusOr<grpc::ByteBuffer> EncodeElementsResponse(const std::vector<Elemen
   packed(kResponseSplitSeqs, tags.split_seqs);
   packed(kResponseSplitPositions, tags.split_positions);
   packed(kResponseCompletedSplits, tags.completed_splits);
+  packed(kResponseCompletedSplitSizes, tags.completed_split_sizes);
   return out.Finish();
 }
 
@@ -422,6 +426,7 @@ std::vector<int64_t>* TagList(uint32_t field, SplitTags* tags) {
   if (field == kResponseSplitSeqs) return &tags->split_seqs;
   if (field == kResponseSplitPositions) return &tags->split_positions;
   if (field == kResponseCompletedSplits) return &tags->completed_splits;
+  if (field == kResponseCompletedSplitSizes) return &tags->completed_split_sizes;
   return nullptr;
 }
 
@@ -497,6 +502,11 @@ absl::Status DecodeElementsResponse(grpc::ByteBuffer* buffer, ElementsResponse* 
     return absl::DataLossError(absl::StrCat("GetElements response: ", elements->size(), " elements but ",
                                             tagged, " split tags and ", response->tags.split_positions.size(),
                                             " positions"));
+  }
+  const size_t sizes = response->tags.completed_split_sizes.size();
+  if (sizes != 0 && sizes != response->tags.completed_splits.size()) {
+    return absl::DataLossError(absl::StrCat("GetElements response: ", response->tags.completed_splits.size(),
+                                            " completed splits but ", sizes, " sizes"));
   }
   return absl::OkStatus();
 }

@@ -39,6 +39,9 @@ struct SplitTags {
   std::vector<int64_t> split_seqs;
   std::vector<int64_t> split_positions;
   std::vector<int64_t> completed_splits;
+  // How many elements each completed split produced (empty from a worker
+  // that predates it).
+  std::vector<int64_t> completed_split_sizes;
   bool operator==(const SplitTags&) const = default;
 };
 

@@ -209,8 +209,9 @@ WorkerImpl::ElementsReply WorkerImpl::Task::TakeLocked(int max_elements, proto::
   }
   handed_out_ += static_cast<int64_t>(reply.elements.size());
   // A split is wholly sent once every element produced from it is.
-  while (!completions_.empty() && completions_.front().first <= handed_out_) {
-    reply.tags.completed_splits.push_back(completions_.front().second);
+  while (!completions_.empty() && completions_.front().produced <= handed_out_) {
+    reply.tags.completed_splits.push_back(completions_.front().seq);
+    reply.tags.completed_split_sizes.push_back(completions_.front().size);
     completions_.pop_front();
   }
   if (buffer_.empty() && done_) {
@@ -327,7 +328,8 @@ absl::Status WorkerImpl::Task::ProduceOneSplit(const DatasetPtr& dataset, const 
   context.split_provider = &one;
   absl::StatusOr<std::unique_ptr<IteratorBase>> iterator = dataset->MakeIterator(context);
   if (!iterator.ok()) return iterator.status();
-  for (int64_t position = 0;; ++position) {
+  int64_t position = 0;
+  for (;; ++position) {
     if (absl::Status s = WaitForRoom(); !s.ok()) return s;
     Element element;
     bool end = false;
@@ -336,7 +338,7 @@ absl::Status WorkerImpl::Task::ProduceOneSplit(const DatasetPtr& dataset, const 
     Push(std::move(element), std::make_pair(split.seq, position));
   }
   absl::MutexLock lock(&mu_);
-  completions_.emplace_back(produced_, split.seq);
+  completions_.push_back({.produced = produced_, .seq = split.seq, .size = position});
   return absl::OkStatus();
 }
 

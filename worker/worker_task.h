@@ -148,11 +148,15 @@ class WorkerImpl::Task {
   int64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t handed_out_ ABSL_GUARDED_BY(mu_) = 0;  // elements taken from buffer_ so far
   int64_t produced_ ABSL_GUARDED_BY(mu_) = 0;    // elements put in buffer_ so far
-  // exactly_once: (split seq, position) of each buffered element, and
-  // (elements produced when the split ended, split seq) of finished splits
-  // not yet reported.
+  // exactly_once: (split seq, position) of each buffered element, and the
+  // finished splits not yet reported.
+  struct SplitCompletion {
+    int64_t produced;  // elements produced when the split ended
+    int64_t seq;
+    int64_t size;  // elements the split produced
+  };
   std::deque<std::pair<int64_t, int64_t>> tags_ ABSL_GUARDED_BY(mu_);
-  std::deque<std::pair<int64_t, int64_t>> completions_ ABSL_GUARDED_BY(mu_);
+  std::deque<SplitCompletion> completions_ ABSL_GUARDED_BY(mu_);
   bool done_ ABSL_GUARDED_BY(mu_) = false;
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status status_ ABSL_GUARDED_BY(mu_);

@@ -84,6 +84,13 @@ struct BatchOptions {
   bool deterministic = true;
 };
 
+// Which of how many consumers restores a job checkpoint: the consumers of
+// a restored job share what is left of the epoch, however many saved it.
+struct RestoreOptions {
+  int64_t consumer_index = 0;
+  int64_t num_consumers = 1;
+};
+
 class Dataset {
  public:
   // Sources.
@@ -183,6 +190,10 @@ class Dataset {
   // pipeline (another fingerprint) is FailedPrecondition; an op that cannot
   // restore yet is Unimplemented naming its step.
   absl::StatusOr<Iterator> MakeIterator(const std::string& restore_from) const;
+  // The same for a job checkpoint (MergeSavedStates), as consumer
+  // `options.consumer_index` of `options.num_consumers` reading the rest of
+  // the epoch together (docs/design.md, "Iterator checkpoints").
+  absl::StatusOr<Iterator> MakeIterator(const std::string& restore_from, const RestoreOptions& options) const;
   // Runs the pipeline and returns its elements (at most `limit` when
   // limit >= 0).
   absl::StatusOr<std::vector<Element>> Collect(int64_t limit = -1) const;

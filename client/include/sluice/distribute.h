@@ -226,6 +226,13 @@ class DistributedIterator {
   absl::StatusOr<std::optional<PerReplica>> GetNextAsOptional();
   // Per replica, the spec of its value.
   const std::vector<ElementSpec>& element_spec() const;
+  // Where the iterator stands as of the last step GetNext returned: the
+  // input pipeline's state and the elements of the steps already on their
+  // way to the devices, which a restore gives first. Bytes that
+  // DistributedDataset::MakeIterator(restore_from) resumes from, or that
+  // MergeSavedStates merges with the other consumers' of a shared job.
+  // Call it from the thread that calls GetNext.
+  absl::StatusOr<std::string> Save();
 
  private:
   friend class DistributedDataset;
@@ -244,6 +251,11 @@ class DistributedDataset {
   // A new iterator; for a dataset that reads a service job, a new
   // repetition of that job.
   absl::StatusOr<DistributedIterator> MakeIterator() const;
+  // The same, going on from a DistributedIterator::Save of this dataset, or
+  // from a job checkpoint as consumer options.consumer_index of
+  // options.num_consumers (docs/design.md, "Iterator checkpoints").
+  absl::StatusOr<DistributedIterator> MakeIterator(const std::string& restore_from,
+                                                   const RestoreOptions& options = {}) const;
 
   // Range-for support: one pass over the data, ending at the end of the
   // input or at the first error, which loop_status() then returns.

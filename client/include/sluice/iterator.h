@@ -16,6 +16,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -40,8 +41,10 @@ class Iterator {
   absl::StatusOr<std::optional<Element>> GetNextAsOptional();
   const ElementSpec& element_spec() const;
   // Where the iterator stands, as bytes (a versioned protobuf) that
-  // Dataset::MakeIterator(restore_from) resumes from. Local pipelines only
-  // for now; an op that cannot save yet is Unimplemented naming its step.
+  // Dataset::MakeIterator(restore_from) resumes from. A read from the
+  // service saves in distributed_epoch with exactly_once (otherwise
+  // FailedPrecondition says why); an op that cannot save yet is
+  // Unimplemented naming its step.
   absl::StatusOr<std::string> Save();
 
   // Range-for support: the elements until the end of the input or the
@@ -72,6 +75,13 @@ class Iterator {
   explicit Iterator(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
+
+// Merges the states that the consumers of one shared service job saved at
+// the same step (Iterator::Save) into one job checkpoint, which
+// Dataset::MakeIterator(restore_from, RestoreOptions) restores on as many
+// consumers or on another number. States from different pipelines, or of
+// a local pipeline, are refused naming the state by its index.
+absl::StatusOr<std::string> MergeSavedStates(const std::vector<std::string>& consumer_states);
 
 }  // namespace sluice
 

@@ -1,0 +1,96 @@
+#include "client/service_read.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "service/metrics.h"
+
+namespace sluice {
+
+ServiceRead::ServiceRead(std::shared_ptr<DispatcherClient> service, ServiceReadOptions options)
+    : service_(std::move(service)),
+      allow_partial_(options.allow_partial),
+      client_id_(options.iteration_client_id),
+      client_secret_(std::move(options.client_secret)),
+      state_(options.max_outstanding, options.sole_reader, std::move(options.losses), options.transport,
+             options.exactly_once, options.exactly_once && options.consumer_index < 0, options.restored),
+      fetches_(state_, options.compression),
+      rounds_(state_, options.compression, options.consumer_index),
+      heartbeat_(state_, *service_, client_id_, absl::FromChrono(options.dispatcher_deadline),
+                 options.consumer_index >= 0 ? nullptr : &fetches_) {
+  heartbeat_thread_ = std::thread([this] { heartbeat_.HeartbeatLoop(); });
+  if (options.consumer_index >= 0) rounds_thread_ = std::thread([this] { rounds_.RoundLoop(); });
+}
+
+ServiceRead::~ServiceRead() {
+  {
+    absl::MutexLock lock(&state_.mu);
+    state_.cancelled = true;
+  }
+  heartbeat_thread_.join();
+  if (rounds_thread_.joinable()) rounds_thread_.join();
+  // Only the heartbeat adds tasks, and it has stopped.
+  for (auto& [id, task] : state_.tasks) {
+    for (std::thread& thread : task.threads) thread.join();
+  }
+  proto::ReleaseIterationClientRequest request;
+  request.set_iteration_client_id(client_id_);
+  request.set_client_secret(client_secret_);
+  proto::ReleaseIterationClientResponse response;
+  // Best effort: a client not released is released after client_timeout_ms.
+  (void)service_->ReleaseIterationClient(request, &response, {.attempt_timeout = std::chrono::seconds(2)});
+}
+
+absl::Status ServiceRead::GetNext(Element* element, bool* end) {
+  static Counter& waited = ProcessMetrics()
+                               .AddCounter("sluice_client_wait_seconds_total",
+                                           "time the trainer waited for elements from the service")
+                               .Get();
+  absl::MutexLock lock(&state_.mu);
+  // The clock is read only when there is a wait: an element already
+  // buffered costs nothing more.
+  if (!state_.CanReturn()) {
+    const auto start = std::chrono::steady_clock::now();
+    state_.mu.Await(absl::Condition(&state_, &ReadState::CanReturn));
+    waited.Increment(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  if (!state_.buffer.empty()) {
+    *element = std::move(state_.buffer.front());
+    state_.buffer.pop_front();
+    if (state_.track_deliveries) {
+      const auto [seq, position] = state_.buffer_tags.front();
+      state_.buffer_tags.pop_front();
+      if (seq >= 0) state_.delivered.Add(seq, position);
+    }
+    *end = false;
+    return absl::OkStatus();
+  }
+  if (!state_.status.ok()) return state_.status;
+  if (!state_.positions.gapped().empty()) {
+    // A response was lost in transit while its worker lived on, so no
+    // rerun filled the gap: say so rather than end short.
+    return absl::DataLossError(absl::StrCat("exactly_once: elements of split ",
+                                            *state_.positions.gapped().begin(),
+                                            " were lost in transit and never read again"));
+  }
+  // A read ends normally only when it delivered everything its mode
+  // promises (docs/design.md, "What a read promises"); judged once, so
+  // that an accepted partial epoch warns once.
+  if (!end_status_.has_value()) {
+    end_status_ =
+        state_.losses.has_value()
+            ? state_.losses->Finish(static_cast<int64_t>(state_.tasks.size()) + state_.unseen_lost_tasks)
+            : absl::OkStatus();
+    if (end_status_->ok()) end_status_ = state_.TransitLossesOfEndedTasks().Finish(allow_partial_);
+  }
+  if (!end_status_->ok()) return *end_status_;
+  *end = true;
+  return absl::OkStatus();
+}
+
+SplitDeliveries ServiceRead::Delivered() {
+  absl::MutexLock lock(&state_.mu);
+  return state_.delivered;
+}
+
+}  // namespace sluice

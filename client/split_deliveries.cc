@@ -1,0 +1,123 @@
+#include "client/split_deliveries.h"
+
+#include <algorithm>
+#include <iterator>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "service/int_ranges.h"
+
+namespace sluice {
+
+absl::StatusOr<SplitDeliveries> SplitDeliveries::FromProto(const proto::ServiceReadState& state) {
+  SplitDeliveries deliveries;
+  absl::StatusOr<IntRanges> done = RangesFromPairs(state.done_splits(), 1, "service read state: done_splits");
+  if (!done.ok()) return done.status();
+  deliveries.done_ = *std::move(done);
+  deliveries.split_layout_ = state.split_layout();
+  for (const proto::SplitDelivery& split : state.partial_splits()) {
+    const std::string field = absl::StrCat("split ", split.seq());
+    if (split.seq() < 1 || deliveries.partial_.contains(split.seq()) ||
+        InRanges(deliveries.done_, split.seq())) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("service read state: ", field, " is below 1, listed twice, or also done"));
+    }
+    absl::StatusOr<IntRanges> delivered =
+        RangesFromPairs(split.delivered(), 0, "service read state: " + field);
+    if (!delivered.ok()) return delivered.status();
+    if (split.size() < -1 ||
+        (split.size() >= 0 && !delivered->empty() && std::prev(delivered->end())->second > split.size())) {
+      return absl::InvalidArgumentError(absl::StrCat("service read state: ", field, " has size ",
+                                                     split.size(),
+                                                     ", below -1 or below a position delivered"));
+    }
+    Partial& partial = deliveries.partial_[split.seq()];
+    partial.delivered = *std::move(delivered);
+    partial.size = split.size();
+    deliveries.CompleteIfWhole(split.seq());
+  }
+  return deliveries;
+}
+
+proto::ServiceReadState SplitDeliveries::ToProto() const {
+  proto::ServiceReadState state;
+  AppendPairs(done_, state.mutable_done_splits());
+  state.set_split_layout(split_layout_);
+  for (const auto& [seq, partial] : partial_) {
+    proto::SplitDelivery* split = state.add_partial_splits();
+    split->set_seq(seq);
+    AppendPairs(partial.delivered, split->mutable_delivered());
+    split->set_size(partial.size);
+  }
+  return state;
+}
+
+void SplitDeliveries::Add(int64_t seq, int64_t position) {
+  if (InRanges(done_, seq)) return;
+  InsertRange(&partial_[seq].delivered, position, position + 1);
+  CompleteIfWhole(seq);
+}
+
+void SplitDeliveries::SetSize(int64_t seq, int64_t size) {
+  if (InRanges(done_, seq)) return;
+  partial_[seq].size = size;
+  CompleteIfWhole(seq);
+}
+
+void SplitDeliveries::Merge(const SplitDeliveries& other) {
+  if (split_layout_.empty()) split_layout_ = other.split_layout_;
+  for (const auto& [begin, end] : other.done_) MarkDone(begin, end);
+  for (const auto& [seq, theirs] : other.partial_) {
+    if (InRanges(done_, seq)) continue;
+    Partial& ours = partial_[seq];
+    for (const auto& [begin, end] : theirs.delivered) InsertRange(&ours.delivered, begin, end);
+    ours.size = std::max(ours.size, theirs.size);
+    CompleteIfWhole(seq);
+  }
+}
+
+bool SplitDeliveries::Contains(int64_t seq, int64_t position) const {
+  if (InRanges(done_, seq)) return true;
+  auto partial = partial_.find(seq);
+  return partial != partial_.end() && InRanges(partial->second.delivered, position);
+}
+
+int64_t SplitDeliveries::NextUndelivered(int64_t seq, int64_t position) const {
+  auto partial = partial_.find(seq);
+  if (partial == partial_.end()) return position;
+  const IntRanges& delivered = partial->second.delivered;
+  auto next = delivered.upper_bound(position);
+  if (next != delivered.begin() && position < std::prev(next)->second) return std::prev(next)->second;
+  return position;
+}
+
+std::vector<int64_t> SplitDeliveries::DoneSplitPairs() const {
+  std::vector<int64_t> pairs;
+  for (const auto& [begin, end] : done_) {
+    pairs.push_back(begin);
+    pairs.push_back(end);
+  }
+  return pairs;
+}
+
+int64_t SplitDeliveries::CountDoneSplits() const {
+  int64_t count = 0;
+  for (const auto& [begin, end] : done_) count += end - begin;
+  return count;
+}
+
+void SplitDeliveries::CompleteIfWhole(int64_t seq) {
+  auto partial = partial_.find(seq);
+  if (partial == partial_.end() || partial->second.size < 0) return;
+  const IntRanges& delivered = partial->second.delivered;
+  const bool whole = partial->second.size == 0 || (delivered.size() == 1 && delivered.begin()->first == 0 &&
+                                                   delivered.begin()->second >= partial->second.size);
+  if (whole) MarkDone(seq, seq + 1);
+}
+
+void SplitDeliveries::MarkDone(int64_t begin, int64_t end) {
+  InsertRange(&done_, begin, end);
+  partial_.erase(partial_.lower_bound(begin), partial_.lower_bound(end));
+}
+
+}  // namespace sluice

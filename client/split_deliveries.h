@@ -1,0 +1,71 @@
+// SplitDeliveries: which elements of a distributed_epoch epoch a reader has
+// delivered, named by (split seq, position in the split's output), as an
+// exactly_once job tags them. It is what a saved service read records
+// (issue 20): a restore skips the splits wholly delivered and drops the
+// delivered positions of the others when their splits are run again.
+// Several consumers' deliveries merge by union into a job checkpoint.
+//
+//   SplitDeliveries delivered;
+//   delivered.Add(/*seq=*/3, /*position=*/0);
+//   delivered.SetSize(3, 1);            // split 3 is now wholly delivered
+//   proto::ServiceReadState saved = delivered.ToProto();
+#ifndef SLUICE_CLIENT_SPLIT_DELIVERIES_H_
+#define SLUICE_CLIENT_SPLIT_DELIVERIES_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "service/int_ranges.h"
+#include "sluice/checkpoint.pb.h"
+
+namespace sluice {
+
+class SplitDeliveries {
+ public:
+  // InvalidArgument naming the field when the state is malformed (ranges
+  // out of order or overlapping, a split both done and partial).
+  static absl::StatusOr<SplitDeliveries> FromProto(const proto::ServiceReadState& state);
+  proto::ServiceReadState ToProto() const;
+
+  // Position `position` of split `seq` was delivered.
+  void Add(int64_t seq, int64_t position);
+  // Split `seq` produced `size` elements (its worker said so).
+  void SetSize(int64_t seq, int64_t size);
+  // Adds everything `other` delivered; a split either delivered whole is.
+  void Merge(const SplitDeliveries& other);
+
+  bool empty() const { return done_.empty() && partial_.empty(); }
+  bool Contains(int64_t seq, int64_t position) const;
+  // The first position at or after `position` of split `seq` not delivered.
+  int64_t NextUndelivered(int64_t seq, int64_t position) const;
+  // The splits wholly delivered, as [begin, end) pairs of seqs.
+  std::vector<int64_t> DoneSplitPairs() const;
+  // The dispatcher's split layout the seqs refer to ("" until known).
+  const std::string& split_layout() const { return split_layout_; }
+  void set_split_layout(std::string layout) { split_layout_ = std::move(layout); }
+
+  // How many splits are done, and how many delivered in part.
+  int64_t CountDoneSplits() const;
+  int64_t CountPartialSplits() const { return static_cast<int64_t>(partial_.size()); }
+
+ private:
+  struct Partial {
+    IntRanges delivered;  // positions
+    int64_t size = -1;    // unknown
+  };
+  // Moves `seq` to done_ when it is wholly delivered.
+  void CompleteIfWhole(int64_t seq);
+  void MarkDone(int64_t begin, int64_t end);
+
+  IntRanges done_;  // seqs
+  std::map<int64_t, Partial> partial_;
+  std::string split_layout_;
+};
+
+}  // namespace sluice
+
+#endif  // SLUICE_CLIENT_SPLIT_DELIVERIES_H_
