@@ -53,10 +53,17 @@ struct ResumePoint {
   SplitDeliveries delivered;
   std::string state_bytes;  // the saved ServiceReadState, which names the job
   int64_t num_consumers = 1;
+  // The repetition that was read, and the saved job's name.
+  int64_t repetition = 0;
+  std::string job_name;
 };
 
 // Why this read cannot be saved or restored; OK when it can.
 absl::Status CheckSavable(const ReadConfig& config) {
+  if (config.consumer_index >= 0) {
+    return absl::FailedPreconditionError(
+        "distribute: a coordinated read (num_consumers) cannot be saved or restored yet");
+  }
   if (IsStaticPolicy(config.params.sharding_policy())) {
     return absl::FailedPreconditionError(
         "distribute: a statically sharded read cannot be saved or restored: each worker runs its shard on "
@@ -69,10 +76,6 @@ absl::Status CheckSavable(const ReadConfig& config) {
         "its own, and workers do not save their pipelines' positions (use distributed_epoch with "
         "exactly_once: true)");
   }
-  if (config.consumer_index >= 0) {
-    return absl::FailedPreconditionError(
-        "distribute: a coordinated read (num_consumers) cannot be saved or restored yet");
-  }
   if (!config.params.exactly_once()) {
     return absl::FailedPreconditionError(
         "distribute: saving a distributed_epoch read needs exactly_once: true, which tags each element with "
@@ -81,12 +84,12 @@ absl::Status CheckSavable(const ReadConfig& config) {
   return absl::OkStatus();
 }
 
-// The job a restored read makes: shared by name when several consumers
-// restore one job checkpoint, or when the saved job had a name; a new
-// anonymous one otherwise. Never the saved job itself, whose workers may
-// have handed out more than the save recorded.
+// The job a restored read makes: a new anonymous one for one consumer;
+// for several restoring one job checkpoint, one named after it (its
+// deliveries and repetition), where they meet. Never the saved job itself,
+// whose workers may have handed out more than the save recorded.
 std::string RestoredJobName(const ReadConfig& config, const ResumePoint& resume) {
-  if (config.params.job_name().empty() && resume.num_consumers <= 1) return "";
+  if (resume.num_consumers <= 1) return "";
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int length = 0;
   EVP_Digest(resume.state_bytes.data(), resume.state_bytes.size(), digest, &length, EVP_sha256(), nullptr);
@@ -111,11 +114,18 @@ absl::StatusOr<std::unique_ptr<ServiceRead>> StartRead(const ReadConfig& config,
     repetition = 0;
   }
   const std::string& job_name = job_request.params().job_name();
+  // A restored read that cannot start says so.
+  auto in_context = [resume, &job_name](const absl::Status& status) {
+    if (resume == nullptr || status.ok()) return status;
+    return absl::Status(status.code(), absl::StrCat("restoring a saved read (job '", job_name,
+                                                    job_name.empty() ? "', a new anonymous one" : "'",
+                                                    "): ", status.message()));
+  };
   proto::GetOrCreateJobResponse job;
   absl::Status status = config.service->GetOrCreateJob(
       job_request, &job,
       {.retry_for = config.deadline, .what = absl::StrCat("creating a job at ", config.service->address())});
-  if (!status.ok()) return status;
+  if (!status.ok()) return in_context(status);
   proto::GetOrCreateIterationRequest iteration_request;
   iteration_request.set_job_id(job.job_id());
   iteration_request.set_repetition(repetition);
@@ -129,7 +139,7 @@ absl::StatusOr<std::unique_ptr<ServiceRead>> StartRead(const ReadConfig& config,
       iteration_request, &iteration,
       {.retry_for = config.deadline,
        .what = absl::StrCat("starting an iteration at ", config.service->address())});
-  if (!status.ok()) return status;
+  if (!status.ok()) return in_context(status);
   if (iteration.already_finished()) {
     Warn(absl::StrCat("job '", job_name, "' repetition ", repetition,
                       " already finished: nothing to read (each repetition of a shared job is read once, as "
@@ -180,7 +190,8 @@ class DataServiceDataset : public DatasetBase {
 
   const std::shared_ptr<const ReadConfig> config_;
   const ElementSpec spec_;
-  mutable std::atomic<int64_t> repetitions_{0};
+  // The next iterator's repetition; a restore moves it past the saved one.
+  const std::shared_ptr<std::atomic<int64_t>> repetitions_ = std::make_shared<std::atomic<int64_t>>(0);
 };
 
 // Starts its read at once, or, when a restore is to follow, at its first
@@ -188,8 +199,10 @@ class DataServiceDataset : public DatasetBase {
 // GetNext has handed out (docs/design.md, "Iterator checkpoints").
 class DataServiceDataset::Iterator : public IteratorBase {
  public:
-  Iterator(std::shared_ptr<const ReadConfig> config, int64_t repetition)
-      : config_(std::move(config)), repetition_(repetition) {}
+  Iterator(std::shared_ptr<const ReadConfig> config, std::shared_ptr<std::atomic<int64_t>> repetitions)
+      : config_(std::move(config)),
+        repetitions_(std::move(repetitions)),
+        repetition_(repetitions_->fetch_add(1)) {}
 
   absl::Status Start() {
     if (!start_status_.ok()) return start_status_;
@@ -220,7 +233,11 @@ class DataServiceDataset::Iterator : public IteratorBase {
     const SplitDeliveries delivered = read_ != nullptr
                                           ? read_->Delivered()
                                           : (resume_.has_value() ? resume_->delivered : SplitDeliveries());
-    (*state->mutable_blobs())[kStateKey] = delivered.ToProto().SerializeAsString();
+    proto::ServiceReadState saved = delivered.ToProto();
+    // A restored read continues the saved repetition.
+    saved.set_repetition(resume_.has_value() ? resume_->repetition : repetition_);
+    saved.set_job_name(resume_.has_value() ? resume_->job_name : config_->params.job_name());
+    (*state->mutable_blobs())[kStateKey] = saved.SerializeAsString();
     return absl::OkStatus();
   }
   absl::Status Restore(const proto::IteratorState& state) override {
@@ -231,7 +248,14 @@ class DataServiceDataset::Iterator : public IteratorBase {
     if (from_job_checkpoint_) return absl::OkStatus();
     auto saved = state.blobs().find(kStateKey);
     if (saved == state.blobs().end()) return MalformedState("distribute: no service read state");
-    return SetResume(saved->second, /*num_consumers=*/1);
+    if (absl::Status s = SetResume(saved->second, /*num_consumers=*/1); !s.ok()) return s;
+    if (!resume_->job_name.empty()) {
+      Warn(absl::StrCat(
+          "restoring one consumer's saved read of shared job '", resume_->job_name,
+          "': if other consumers read it too, merge all their states into a job checkpoint first "
+          "(sluice checkpoint merge), or the elements they had are read again"));
+    }
+    return absl::OkStatus();
   }
 
  private:
@@ -243,12 +267,21 @@ class DataServiceDataset::Iterator : public IteratorBase {
       return MalformedState("distribute: the service read state does not parse");
     absl::StatusOr<SplitDeliveries> delivered = SplitDeliveries::FromProto(saved);
     if (!delivered.ok()) return MalformedState(std::string(delivered.status().message()));
-    resume_ =
-        ResumePoint{.delivered = *std::move(delivered), .state_bytes = bytes, .num_consumers = num_consumers};
+    resume_ = ResumePoint{.delivered = *std::move(delivered),
+                          .state_bytes = bytes,
+                          .num_consumers = num_consumers,
+                          .repetition = saved.repetition(),
+                          .job_name = saved.job_name()};
+    // The next iterator (the next epoch under `repeat`) reads the
+    // repetition after the saved one.
+    int64_t next = repetitions_->load();
+    while (next <= saved.repetition() && !repetitions_->compare_exchange_weak(next, saved.repetition() + 1)) {
+    }
     return absl::OkStatus();
   }
 
   const std::shared_ptr<const ReadConfig> config_;
+  const std::shared_ptr<std::atomic<int64_t>> repetitions_;
   const int64_t repetition_;
   std::optional<ResumePoint> resume_;
   bool from_job_checkpoint_ = false;
@@ -258,7 +291,7 @@ class DataServiceDataset::Iterator : public IteratorBase {
 
 absl::StatusOr<std::unique_ptr<IteratorBase>> DataServiceDataset::MakeIterator(
     const IteratorContext& context) const {
-  auto iterator = std::make_unique<Iterator>(config_, repetitions_.fetch_add(1));
+  auto iterator = std::make_unique<Iterator>(config_, repetitions_);
   // The first iterator of a pipeline restored from a job checkpoint.
   if (context.service_resume != nullptr && !context.service_resume->taken.exchange(true)) {
     if (absl::Status s = iterator->ResumeFrom(*context.service_resume); !s.ok()) return s;

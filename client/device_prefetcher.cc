@@ -433,6 +433,7 @@ absl::StatusOr<PerReplica> DevicePrefetcher::GetNext() {
   if (!ready_.empty()) {
     absl::StatusOr<PerReplica> step = std::move(ready_.front());
     ready_.pop_front();
+    ++steps_taken_;
     return step;
   }
   if (producer_done_) return absl::OutOfRangeError("end of input");

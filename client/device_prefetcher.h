@@ -55,6 +55,11 @@ class DevicePrefetcher {
   // the end. ResourceExhausted when the producer cannot go on because the
   // trainer holds every buffer of a device.
   absl::StatusOr<PerReplica> GetNext();
+  // How many steps (values or errors) GetNext has handed out.
+  int64_t steps_taken() const {
+    absl::MutexLock lock(&mu_);
+    return steps_taken_;
+  }
 
   struct Counters {
     int64_t staging_allocations = 0;
@@ -83,6 +88,7 @@ class DevicePrefetcher {
   bool producer_done_ ABSL_GUARDED_BY(mu_) = false;
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
   int64_t steps_produced_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t steps_taken_ ABSL_GUARDED_BY(mu_) = 0;
   // The device pool the producer is waiting on, if any: GetNext reports a
   // trainer that holds every buffer instead of waiting forever.
   BufferPool* blocked_pool_ ABSL_GUARDED_BY(mu_) = nullptr;

@@ -12,6 +12,7 @@
 #include "client/device_prefetcher.h"
 #include "client/distributed_dataset_state.h"
 #include "client/job_checkpoint.h"
+#include "client/replay_iterator.h"
 #include "client/replica_splitter.h"
 #include "pipeline/iterator_state.h"
 #include "sluice/checkpoint.pb.h"
@@ -19,51 +20,13 @@
 
 namespace sluice {
 
-namespace {
-
-// The input as the splitter reads it: first the elements a restore gives
-// back (those of steps saved before they reached the trainer), then the
-// pipeline's. While recording, it copies each element it gives (sharing
-// the tensors' bytes) into *record.
-class ReplayIterator : public IteratorBase {
- public:
-  ReplayIterator(std::unique_ptr<IteratorBase> input, std::vector<Element> replay)
-      : input_(std::move(input)), replay_(replay.begin(), replay.end()) {}
-
-  absl::Status GetNext(Element* element, bool* end) override {
-    if (!replay_.empty()) {
-      *element = std::move(replay_.front());
-      replay_.pop_front();
-      *end = false;
-    } else if (absl::Status s = input_->GetNext(element, end); !s.ok()) {
-      return s;
-    }
-    if (record_ != nullptr && !*end) record_->push_back(*element);
-    return absl::OkStatus();
-  }
-  // Appends the elements left to replay, and the pipeline's state as the
-  // one input.
-  absl::Status SaveInto(proto::IteratorState* state) {
-    for (const Element& element : replay_) SaveElement(element, state);
-    return SaveInput(*input_, state);
-  }
-  void set_record(std::vector<Element>* record) { record_ = record; }
-
- private:
-  const std::unique_ptr<IteratorBase> input_;
-  std::deque<Element> replay_;
-  std::vector<Element>* record_ = nullptr;
-};
-
-}  // namespace
-
 class DistributedIterator::Impl {
  public:
   Impl(std::shared_ptr<const internal::DistributedDatasetState> state, std::unique_ptr<IteratorBase> input,
        std::vector<Element> replay, std::vector<std::shared_ptr<DeviceBackend>> backends, int depth,
        int packing_threads, std::vector<ElementSpec> element_spec)
       : state_(std::move(state)),
-        input_(std::make_unique<ReplayIterator>(std::move(input), std::move(replay))),
+        input_(std::make_unique<internal::ReplayIterator>(std::move(input), std::move(replay))),
         splitter_(input_.get(), state_->rows_per_replica, backends.size()),
         element_spec_(std::move(element_spec)),
         prefetcher_(
@@ -72,8 +35,11 @@ class DistributedIterator::Impl {
             packing_threads) {}
 
   absl::StatusOr<PerReplica> GetNext() {
+    const int64_t taken = prefetcher_.steps_taken();
     absl::StatusOr<PerReplica> step = prefetcher_.GetNext();
-    if (step.ok()) {
+    // Every step the producer made, or failed to, has its entry; the end
+    // and a wait refused (the trainer holds every buffer) have none.
+    if (prefetcher_.steps_taken() > taken) {
       absl::MutexLock lock(&ledger_mu_);
       if (!unreturned_.empty()) unreturned_.pop_front();
     }
@@ -88,12 +54,9 @@ class DistributedIterator::Impl {
     proto::PipelineCheckpoint checkpoint;
     checkpoint.set_version(kPipelineCheckpointVersion);
     checkpoint.set_fingerprint(state_->fingerprint);
-    proto::IteratorState* root = checkpoint.mutable_root();
-    (*root->mutable_ints())[internal::kReplayKey] = 1;
-    for (const std::vector<Element>& step : unreturned_) {
-      for (const Element& element : step) SaveElement(element, root);
-    }
-    if (absl::Status s = input_->SaveInto(root); !s.ok()) return s;
+    std::vector<Element> ahead;
+    for (const std::vector<Element>& step : unreturned_) ahead.insert(ahead.end(), step.begin(), step.end());
+    if (absl::Status s = input_->SaveWith(ahead, checkpoint.mutable_root()); !s.ok()) return s;
     return checkpoint.SerializeAsString();
   }
 
@@ -106,7 +69,9 @@ class DistributedIterator::Impl {
     input_->set_record(&taken);
     absl::Status status = splitter_.NextStep(step, end);
     input_->set_record(nullptr);
-    if (status.ok() && !*end) {
+    if (!status.ok() || !*end) {
+      // A failed step's elements are gone with its error.
+      if (!status.ok()) taken.clear();
       absl::MutexLock ledger(&ledger_mu_);
       unreturned_.push_back(std::move(taken));
     }
@@ -114,7 +79,7 @@ class DistributedIterator::Impl {
   }
 
   const std::shared_ptr<const internal::DistributedDatasetState> state_;  // outlives input_
-  const std::unique_ptr<ReplayIterator> input_;
+  const std::unique_ptr<internal::ReplayIterator> input_;
   ReplicaSplitter splitter_;
   const std::vector<ElementSpec> element_spec_;
   // Held while a step is taken from the input, and by Save.
@@ -166,8 +131,8 @@ absl::StatusOr<DistributedIterator> DistributedDataset::MakeIterator(const std::
     if (!backend.ok()) return backend.status();
     backends.push_back(*std::move(backend));
   }
-  absl::StatusOr<internal::RestoredIterator> restored = internal::RestoreParts(
-      *state_->dataset, state_->fingerprint, restore_from, options, /*distributed=*/true);
+  absl::StatusOr<internal::RestoredIterator> restored =
+      internal::RestoreParts(*state_->dataset, state_->fingerprint, restore_from, options);
   if (!restored.ok()) return restored.status();
   return DistributedIterator(std::make_unique<DistributedIterator::Impl>(
       state_, std::move(restored->iterator), std::move(restored->replay), std::move(backends),

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/dataset_internal.h"
+#include "client/job_checkpoint.h"
 #include "pipeline/iterator_state.h"
 
 namespace sluice {
@@ -20,6 +21,13 @@ class Iterator::Impl {
           absl::StrCat("cannot save an iterator that ended with an error: ", status_.message()));
     }
     return SavePipelineState(*input_, fingerprint_);
+  }
+  absl::StatusOr<std::string> SaveWith(const std::vector<Element>& ahead) {
+    if (!status_.ok()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("cannot save an iterator that ended with an error: ", status_.message()));
+    }
+    return internal::SaveWithReadAhead(*input_, fingerprint_, ahead);
   }
 
   absl::StatusOr<std::optional<Element>> GetNext() {
@@ -58,6 +66,9 @@ absl::StatusOr<Element> Iterator::GetNext() {
 absl::StatusOr<std::optional<Element>> Iterator::GetNextAsOptional() { return impl_->GetNext(); }
 
 absl::StatusOr<std::string> Iterator::Save() { return impl_->Save(); }
+absl::StatusOr<std::string> Iterator::Save(const std::vector<Element>& taken_ahead) {
+  return impl_->SaveWith(taken_ahead);
+}
 
 const ElementSpec& Iterator::element_spec() const { return impl_->element_spec(); }
 

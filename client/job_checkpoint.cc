@@ -1,6 +1,9 @@
 #include "client/job_checkpoint.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
+#include "client/replay_iterator.h"
 #include "client/split_deliveries.h"
 #include "pipeline/builder.h"
 #include "pipeline/iterator_state.h"
@@ -25,17 +28,6 @@ int64_t HeldElements(const proto::IteratorState& state) {
   int64_t held = state.elements_size();
   for (const proto::IteratorState& input : state.inputs()) held += HeldElements(input);
   return held;
-}
-
-absl::StatusOr<SplitDeliveries> ParseDeliveries(const std::string& bytes, const std::string& name) {
-  proto::ServiceReadState state;
-  if (!state.ParseFromString(bytes)) {
-    return absl::InvalidArgumentError(absl::StrCat(name, ": the service read state does not parse"));
-  }
-  absl::StatusOr<SplitDeliveries> deliveries = SplitDeliveries::FromProto(state);
-  if (!deliveries.ok())
-    return absl::InvalidArgumentError(absl::StrCat(name, ": ", deliveries.status().message()));
-  return deliveries;
 }
 
 }  // namespace
@@ -64,6 +56,8 @@ absl::StatusOr<std::string> MergeNamedStates(const std::vector<std::pair<std::st
   if (states.empty()) return absl::InvalidArgumentError("checkpoint merge: no saved states to merge");
   proto::PipelineCheckpoint merged;
   SplitDeliveries delivered;
+  int64_t repetition = 0;
+  std::string job_name;
   for (const auto& [name, bytes] : states) {
     proto::PipelineCheckpoint state;
     if (!state.ParseFromString(bytes)) {
@@ -83,22 +77,28 @@ absl::StatusOr<std::string> MergeNamedStates(const std::vector<std::pair<std::st
                                                         state.fingerprint(), "; ", states.front().first,
                                                         " has ", merged.fingerprint(), ")"));
     }
-    std::vector<const std::string*> reads;
+    proto::ServiceReadState read;
     if (state.has_job()) {
-      absl::StatusOr<SplitDeliveries> job = SplitDeliveries::FromProto(state.job());
-      if (!job.ok()) return absl::InvalidArgumentError(absl::StrCat(name, ": ", job.status().message()));
-      delivered.Merge(*job);
+      read = state.job();
       for (const proto::IteratorState& root : state.consumer_roots()) *merged.add_consumer_roots() = root;
-      continue;
+    } else {
+      std::vector<const std::string*> reads;
+      FindServiceReads(state.root(), &reads);
+      if (reads.size() != 1) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            name, reads.empty()
+                      ? ": holds no service read (a local pipeline's state, or one saved between two "
+                        "epochs of a repeat after distribute): nothing to merge"
+                      : ": reads more than one service job, which a merge cannot tell apart"));
+      }
+      if (!read.ParseFromString(*reads.front())) {
+        return absl::InvalidArgumentError(absl::StrCat(name, ": the service read state does not parse"));
+      }
+      *merged.add_consumer_roots() = state.root();
     }
-    FindServiceReads(state.root(), &reads);
-    if (reads.size() != 1) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          name, reads.empty() ? ": reads no service job (a local pipeline's state): nothing to merge"
-                              : ": reads more than one service job, which a merge cannot tell apart"));
-    }
-    absl::StatusOr<SplitDeliveries> consumer = ParseDeliveries(*reads.front(), name);
-    if (!consumer.ok()) return consumer.status();
+    absl::StatusOr<SplitDeliveries> consumer = SplitDeliveries::FromProto(read);
+    if (!consumer.ok())
+      return absl::InvalidArgumentError(absl::StrCat(name, ": ", consumer.status().message()));
     if (!delivered.split_layout().empty() && !consumer->split_layout().empty() &&
         consumer->split_layout() != delivered.split_layout()) {
       return absl::FailedPreconditionError(
@@ -106,15 +106,17 @@ absl::StatusOr<std::string> MergeNamedStates(const std::vector<std::pair<std::st
                        "', the states before under '", delivered.split_layout(), "'"));
     }
     delivered.Merge(*consumer);
-    *merged.add_consumer_roots() = state.root();
+    repetition = std::max(repetition, read.repetition());
+    if (job_name.empty()) job_name = read.job_name();
   }
   *merged.mutable_job() = delivered.ToProto();
+  merged.mutable_job()->set_repetition(repetition);
+  merged.mutable_job()->set_job_name(job_name);
   return merged.SerializeAsString();
 }
 
 absl::StatusOr<RestoredIterator> RestoreParts(const DatasetBase& dataset, const std::string& fingerprint,
-                                              const std::string& bytes, const RestoreOptions& options,
-                                              bool distributed) {
+                                              const std::string& bytes, const RestoreOptions& options) {
   if (options.num_consumers < 1 || options.consumer_index < 0 ||
       options.consumer_index >= options.num_consumers) {
     return absl::InvalidArgumentError(absl::StrCat("restore: consumer index ", options.consumer_index,
@@ -122,17 +124,12 @@ absl::StatusOr<RestoredIterator> RestoreParts(const DatasetBase& dataset, const 
   }
   absl::StatusOr<proto::PipelineCheckpoint> checkpoint = ParsePipelineCheckpoint(bytes, fingerprint);
   if (!checkpoint.ok()) return checkpoint.status();
-  // A DistributedIterator's state wraps the pipeline's: the elements of
-  // the steps it had not yet handed out, then the pipeline's own state.
-  auto unwrap = [distributed](const proto::IteratorState& root,
-                              std::vector<Element>* replay) -> absl::StatusOr<const proto::IteratorState*> {
+  // A state saved with elements read ahead (client/replay_iterator.h)
+  // wraps the pipeline's.
+  auto unwrap = [](const proto::IteratorState& root,
+                   std::vector<Element>* replay) -> absl::StatusOr<const proto::IteratorState*> {
     if (!root.ints().contains(kReplayKey)) return &root;
-    if (!distributed) {
-      return absl::FailedPreconditionError(
-          "restore: the state was saved by a DistributedIterator; restore it with "
-          "DistributedDataset::MakeIterator(restore_from)");
-    }
-    if (root.inputs_size() != 1) return MalformedState("a DistributedIterator state without its pipeline's");
+    if (root.inputs_size() != 1) return MalformedState("a read-ahead state without its pipeline's");
     absl::StatusOr<std::vector<Element>> elements = RestoreElements(root);
     if (!elements.ok()) return elements.status();
     if (replay != nullptr) replay->insert(replay->end(), elements->begin(), elements->end());
@@ -186,11 +183,6 @@ absl::StatusOr<RestoredIterator> RestoreParts(const DatasetBase& dataset, const 
   }
   absl::StatusOr<std::unique_ptr<IteratorBase>> iterator = dataset.MakeIterator(context);
   if (!iterator.ok()) return iterator.status();
-  if (context.service_resume != nullptr && !context.service_resume->taken.load()) {
-    return absl::FailedPreconditionError(
-        "restore: a job checkpoint restores a pipeline that reads from the service, and this one has no "
-        "distribute step");
-  }
   if (local != nullptr) {
     if (absl::Status s = (*iterator)->Restore(*local); !s.ok()) return s;
   }
@@ -202,9 +194,26 @@ absl::StatusOr<std::unique_ptr<IteratorBase>> RestoreIterator(const DatasetBase&
                                                               const std::string& fingerprint,
                                                               const std::string& bytes,
                                                               const RestoreOptions& options) {
-  absl::StatusOr<RestoredIterator> restored = RestoreParts(dataset, fingerprint, bytes, options, false);
+  absl::StatusOr<RestoredIterator> restored = RestoreParts(dataset, fingerprint, bytes, options);
   if (!restored.ok()) return restored.status();
-  return std::move(restored->iterator);
+  if (restored->replay.empty()) return std::move(restored->iterator);
+  return std::make_unique<ReplayIterator>(std::move(restored->iterator), std::move(restored->replay));
+}
+
+absl::StatusOr<std::string> SaveWithReadAhead(IteratorBase& iterator, const std::string& fingerprint,
+                                              const std::vector<Element>& ahead) {
+  proto::PipelineCheckpoint checkpoint;
+  checkpoint.set_version(kPipelineCheckpointVersion);
+  checkpoint.set_fingerprint(fingerprint);
+  if (auto* replay = dynamic_cast<ReplayIterator*>(&iterator); replay != nullptr) {
+    if (absl::Status s = replay->SaveWith(ahead, checkpoint.mutable_root()); !s.ok()) return s;
+  } else {
+    proto::IteratorState* root = checkpoint.mutable_root();
+    (*root->mutable_ints())[kReplayKey] = 1;
+    for (const Element& element : ahead) SaveElement(element, root);
+    if (absl::Status s = SaveInput(iterator, root); !s.ok()) return s;
+  }
+  return checkpoint.SerializeAsString();
 }
 
 }  // namespace internal

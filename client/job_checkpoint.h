@@ -30,22 +30,14 @@ std::string CheckpointFingerprint(const proto::DatasetDef& def);
 // job; job checkpoints merge too.
 absl::StatusOr<std::string> MergeNamedStates(const std::vector<std::pair<std::string, std::string>>& states);
 
-// The key of a DistributedIterator's wrapping state: its elements are
-// those of the steps it had not handed out yet, its one input the
-// pipeline's state.
-inline constexpr char kReplayKey[] = "distributed_iterator";
-
-// A restored pipeline iterator, and for a DistributedIterator the input
-// elements it gives before the pipeline's.
+// A restored pipeline iterator, and the elements to give before the
+// pipeline's (client/replay_iterator.h).
 struct RestoredIterator {
   std::unique_ptr<IteratorBase> iterator;
   std::vector<Element> replay;
 };
-// `distributed`: a DistributedIterator restores (its wrapping state is
-// unwrapped; a plain Iterator refuses it).
 absl::StatusOr<RestoredIterator> RestoreParts(const DatasetBase& dataset, const std::string& fingerprint,
-                                              const std::string& bytes, const RestoreOptions& options,
-                                              bool distributed);
+                                              const std::string& bytes, const RestoreOptions& options);
 
 // A fresh iterator of `dataset`, restored from a consumer's saved state or
 // a job checkpoint (as consumer `options.consumer_index` of
@@ -54,6 +46,11 @@ absl::StatusOr<std::unique_ptr<IteratorBase>> RestoreIterator(const DatasetBase&
                                                               const std::string& fingerprint,
                                                               const std::string& bytes,
                                                               const RestoreOptions& options);
+
+// `iterator`'s state with `ahead` (elements taken from it but not handed
+// on) in front, which a restore gives first.
+absl::StatusOr<std::string> SaveWithReadAhead(IteratorBase& iterator, const std::string& fingerprint,
+                                              const std::vector<Element>& ahead);
 
 }  // namespace sluice::internal
 

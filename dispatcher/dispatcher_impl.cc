@@ -372,11 +372,12 @@ absl::Status DispatcherImpl::GetOrCreateIteration(const proto::GetOrCreateIterat
             "setting"));
       }
       if (!request.skip_splits().empty()) {
-        if (job->params.processing_mode() != proto::DISTRIBUTED_EPOCH || infinite) {
+        if (job->params.processing_mode() != proto::DISTRIBUTED_EPOCH || !job->params.exactly_once() ||
+            infinite || request.split_layout().empty()) {
           return absl::FailedPreconditionError(
-              "GetOrCreateIteration: skip_splits (a restored read) needs a distributed_epoch job over a "
-              "finite "
-              "dataset");
+              "GetOrCreateIteration: skip_splits (a restored read) needs a distributed_epoch exactly_once "
+              "job "
+              "over a finite dataset, and the split_layout it was saved under");
         }
         *u->mutable_skip_splits() = request.skip_splits();
       }

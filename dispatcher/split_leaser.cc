@@ -38,13 +38,20 @@ absl::Status SplitLeaser::Lease(const DispatcherState::Iteration& iteration, int
   bool exhausted = iteration.splits_exhausted;
   int64_t next_seq = iteration.next_split_seq;
   std::optional<Split> run;
-  while (!exhausted && room > 0) {
+  // Skipped splits cost a provider step each; a lease passes over at most
+  // kMaxSkippedPerLease of them, so that a request holds the lock briefly
+  // whatever the skip list, and the next lease goes on.
+  int64_t skipped = 0;
+  while (!exhausted && room > 0 && skipped < kMaxSkippedPerLease) {
     Split split;
     if (absl::Status s = provider->second->GetNext(&split, &exhausted); !s.ok()) return s;
     if (exhausted) break;
     split.seq = next_seq++;
     // A restored read's delivered splits go by unseen.
-    if (InRanges(iteration.skip_splits, split.seq)) continue;
+    if (InRanges(iteration.skip_splits, split.seq)) {
+      ++skipped;
+      continue;
+    }
     --room;
     if (run.has_value() && ExtendSplitRun(&*run, split)) continue;
     if (run.has_value()) SplitToMessage(*run, lease->add_splits());

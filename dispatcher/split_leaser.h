@@ -31,6 +31,10 @@
 
 namespace sluice::dispatcher {
 
+// The most skipped splits (a restored read's delivered ones) one lease
+// passes over.
+inline constexpr int64_t kMaxSkippedPerLease = int64_t{1} << 16;
+
 class SplitLeaser {
  public:
   // Gives an iteration its provider: when the iteration is made, or at

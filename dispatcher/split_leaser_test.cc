@@ -84,6 +84,19 @@ TEST_CASE("split_leaser: a restored iteration's skipped splits are never handed 
   CHECK(rest.end_of_splits());
 }
 
+TEST_CASE("split_leaser: a lease passes over at most kMaxSkippedPerLease skipped splits",
+          "[dispatcher][checkpoint]") {
+  SplitLeaser leaser;
+  leaser.Add(1, std::make_unique<IndexSplitProvider>(int64_t{1} << 40, 1));
+  DispatcherState::Iteration iteration = Fresh();
+  iteration.skip_splits = {{1, int64_t{1} << 30}};
+  proto::Update::LeaseSplits lease;
+  REQUIRE(leaser.Lease(iteration, 8, &lease).ok());
+  CHECK(lease.splits().empty());
+  CHECK(lease.next_split_seq() == 1 + kMaxSkippedPerLease);
+  CHECK_FALSE(lease.end_of_splits());
+}
+
 TEST_CASE("split_leaser: returned splits go first, whole or in part", "[dispatcher]") {
   SplitLeaser leaser;
   leaser.Add(1, std::make_unique<IndexSplitProvider>(100, 10));

@@ -26,6 +26,7 @@ from ._sluice import (
     Iterator,
     distribute_dataset,
     distribute_datasets_from_function,
+    merge_saved_states,
     metrics,
 )
 from .local_cluster import LocalCluster
@@ -43,6 +44,7 @@ __all__ = [
     "TensorSpec",
     "UNKNOWN",
     "distribute_dataset",
+    "merge_saved_states",
     "distribute_datasets_from_function",
     "metrics",
 ]

@@ -3,6 +3,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -16,6 +17,7 @@
 #include "python/src/status.h"
 #include "python/src/values.h"
 #include "sluice/dataset.h"
+#include "sluice/iterator.h"
 
 namespace sluice::python {
 namespace py = pybind11;
@@ -124,11 +126,24 @@ ServiceOptions ServiceOptionsFrom(const std::string& processing_mode, const std:
 class PyIterator {
  public:
   explicit PyIterator(absl::StatusOr<Iterator> iterator)
-      : reader_(std::make_unique<ReadAhead<Element>>(
-            [iterator = std::make_shared<Iterator>(ValueOrThrow(std::move(iterator)))] {
-              return iterator->GetNextAsOptional();
-            },
-            kReadAheadElements, /*stop_after_error=*/true, ElementBytes, kReadAheadBytes)) {}
+      : iterator_(std::make_shared<Iterator>(ValueOrThrow(std::move(iterator)))),
+        reader_(std::make_unique<ReadAhead<Element>>(
+            [iterator = iterator_] { return iterator->GetNextAsOptional(); }, kReadAheadElements,
+            /*stop_after_error=*/true, ElementBytes, kReadAheadBytes)) {}
+
+  // Iterator::Save as of the last element Python took: those read ahead
+  // go in front, for a restore to give first.
+  py::bytes Save() {
+    absl::StatusOr<std::string> state = reader_->WhilePaused<absl::StatusOr<std::string>>(
+        [this](const std::deque<absl::StatusOr<std::optional<Element>>>& ahead) {
+          std::vector<Element> elements;
+          for (const absl::StatusOr<std::optional<Element>>& value : ahead) {
+            if (value.ok() && value->has_value()) elements.push_back(**value);
+          }
+          return iterator_->Save(elements);
+        });
+    return py::bytes(ValueOrThrow(std::move(state)));
+  }
 
   py::object Next() {
     absl::StatusOr<std::optional<Element>> next = reader_->Next();
@@ -160,6 +175,8 @@ class PyIterator {
     }
     return bytes;
   }
+  // Shared with the reading thread, which calls it between pauses.
+  std::shared_ptr<Iterator> iterator_;
   std::unique_ptr<ReadAhead<Element>> reader_;
 };
 
@@ -189,7 +206,10 @@ void BindDataset(py::module_& module) {
       .def("__next__", &PyIterator::Next)
       .def("get_next", &PyIterator::Next, "The next element; StopIteration at the end of the input.")
       .def("get_next_as_optional", &PyIterator::NextAsOptional,
-           "The next element, or None at the end of the input.");
+           "The next element, or None at the end of the input.")
+      .def("save", &PyIterator::Save,
+           "Where the iterator stands, as bytes: Dataset.iterator(restore_from=...) goes on from the next "
+           "element. A read from the service saves in distributed_epoch with exactly_once.");
 
   py::class_<Dataset>(
       module, "Dataset",
@@ -378,10 +398,36 @@ void BindDataset(py::module_& module) {
              return SpecToPython(ValueOrThrow(
                  CallInterruptibly<absl::StatusOr<ElementSpec>>([self] { return self.Spec(); })));
            })
-      .def("__iter__", [](const Dataset& self) {
-        return PyIterator(
-            CallInterruptibly<absl::StatusOr<Iterator>>([self] { return self.MakeIterator(); }));
-      });
+      .def("__iter__",
+           [](const Dataset& self) {
+             return PyIterator(
+                 CallInterruptibly<absl::StatusOr<Iterator>>([self] { return self.MakeIterator(); }));
+           })
+      .def(
+          "iterator",
+          [](const Dataset& self, std::optional<py::bytes> restore_from, int64_t consumer_index,
+             int64_t num_consumers) {
+            if (!restore_from.has_value()) {
+              return PyIterator(
+                  CallInterruptibly<absl::StatusOr<Iterator>>([self] { return self.MakeIterator(); }));
+            }
+            std::string state = *restore_from;
+            const RestoreOptions options{.consumer_index = consumer_index, .num_consumers = num_consumers};
+            return PyIterator(CallInterruptibly<absl::StatusOr<Iterator>>(
+                [self, state, options] { return self.MakeIterator(state, options); }));
+          },
+          py::arg("restore_from") = py::none(), py::arg("consumer_index") = 0, py::arg("num_consumers") = 1,
+          "A new iterator, or one that goes on from Iterator.save() bytes (or a job checkpoint from "
+          "sluice.merge_saved_states, as consumer_index of num_consumers).");
+  module.def(
+      "merge_saved_states",
+      [](const std::vector<py::bytes>& states) {
+        std::vector<std::string> bytes(states.begin(), states.end());
+        return py::bytes(ValueOrThrow(MergeSavedStates(bytes)));
+      },
+      py::arg("states"),
+      "Merges the Iterator.save() bytes of a shared job's consumers, saved at one step, into one job "
+      "checkpoint that Dataset.iterator(restore_from=..., consumer_index=i, num_consumers=m) resumes.");
   module.attr("INFINITE") = kInfiniteCardinality;
   module.attr("UNKNOWN") = kUnknownCardinality;
 }

@@ -86,6 +86,21 @@ class ReadAhead {
     state_->mu.AwaitWithTimeout(absl::Condition(&state_->finished), kStopWait);
   }
 
+  // Runs `inspect` on the values read ahead and not yet taken, while the
+  // reading thread is between two values (so the source is too), and
+  // returns what it returns. Called with the GIL held; waits without it.
+  template <typename R>
+  R WhilePaused(const std::function<R(const std::deque<absl::StatusOr<std::optional<T>>>&)>& inspect) {
+    pybind11::gil_scoped_release release;
+    absl::MutexLock lock(&state_->mu);
+    ++state_->pauses;
+    state_->mu.Await(absl::Condition(
+        +[](State* state) ABSL_SHARED_LOCKS_REQUIRED(state->mu) { return !state->producing; }, state_.get()));
+    R result = inspect(state_->values);
+    --state_->pauses;
+    return result;
+  }
+
   // Called with the GIL held. Raises KeyboardInterrupt (or whatever a
   // Python signal handler raises) if a signal arrives while it waits.
   absl::StatusOr<std::optional<T>> Next() {
@@ -160,6 +175,10 @@ class ReadAhead {
     size_t bytes ABSL_GUARDED_BY(mu) = 0;  // of the values held
     bool stopping ABSL_GUARDED_BY(mu) = false;
     bool finished ABSL_GUARDED_BY(mu) = false;
+    // The reading thread is inside produce(); WhilePaused callers in
+    // progress, which it waits for before the next value.
+    bool producing ABSL_GUARDED_BY(mu) = false;
+    int pauses ABSL_GUARDED_BY(mu) = 0;
     // Values pushed so far, read without the lock by the spinning consumer.
     std::atomic<uint64_t> pushed{0};
   };
@@ -177,12 +196,18 @@ class ReadAhead {
           };
           state.mu.Await(absl::Condition(&half_taken));
         }
+        auto unpaused = [&state]() ABSL_SHARED_LOCKS_REQUIRED(state.mu) {
+          return state.stopping || state.pauses == 0;
+        };
+        state.mu.Await(absl::Condition(&unpaused));
         if (state.stopping) break;
+        state.producing = true;
       }
       absl::StatusOr<std::optional<T>> value = state.produce();
       const bool last = value.ok() ? !value->has_value() : state.stop_after_error;
       const size_t bytes = value.ok() && value->has_value() && state.byte_size ? state.byte_size(**value) : 0;
       absl::MutexLock lock(&state.mu);
+      state.producing = false;
       state.bytes += bytes;
       state.values.push_back(std::move(value));
       state.pushed.fetch_add(1, std::memory_order_release);

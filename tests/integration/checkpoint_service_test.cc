@@ -122,6 +122,24 @@ TEST_CASE("service checkpoint: a sole reader saved mid-epoch resumes with the re
   CHECK(none.empty());
 }
 
+TEST_CASE("service checkpoint: with repeat after distribute, a restore goes on with the later epochs",
+          "[service][checkpoint]") {
+  TestCluster cluster({.num_workers = 2, .dispatcher_args = {"--elements-per-split", "16"}});
+  const Dataset dataset = Pipeline(cluster.ServiceUrl()).Repeat(2);
+  for (const int64_t before : {int64_t{5000}, kEpoch + 3000}) {
+    std::vector<int64_t> values;
+    const std::string state = ReadAndSave(dataset, before, &values);
+    Iterator restored = RestoreOrFail(dataset, state);
+    Take(restored, -1, &values);
+    std::map<int64_t, int> seen;
+    for (int64_t v : values) ++seen[v];
+    INFO("saved after " << before);
+    CHECK(values.size() == static_cast<size_t>(2 * kEpoch));
+    CHECK(seen.size() == static_cast<size_t>(kEpoch));
+    CHECK(std::all_of(seen.begin(), seen.end(), [](const auto& entry) { return entry.second == 2; }));
+  }
+}
+
 TEST_CASE("service checkpoint: the saved state survives a dispatcher restart (kill -9, work dir)",
           "[service][checkpoint]") {
   testing::TempDir work;
@@ -319,11 +337,13 @@ TEST_CASE(
   SECTION("one trainer") {
     const DistributedDataset distributed = DistributedOrFail(Pipeline(cluster.ServiceUrl()).Batch(8));
     std::vector<int64_t> values;
+    int64_t before_save = 0;
     std::string state;
     {
       absl::StatusOr<DistributedIterator> first = distributed.MakeIterator();
       REQUIRE(first.ok());
       TakeSteps(*first, 301, &values);
+      before_save = static_cast<int64_t>(values.size());
       // Let the prefetcher fill its 3 steps, which the state must carry.
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
       absl::StatusOr<std::string> saved = first->Save();
@@ -337,11 +357,17 @@ TEST_CASE(
     REQUIRE(second.ok());
     TakeSteps(*second, -1, &values);
     CheckExactlyOnce(values);
-    // A plain Iterator does not take a DistributedIterator's state.
-    const absl::StatusOr<Iterator> plain = Pipeline(cluster.ServiceUrl()).Batch(8).MakeIterator(state);
-    CHECK(plain.status().message() ==
-          "restore: the state was saved by a DistributedIterator; restore it with "
-          "DistributedDataset::MakeIterator(restore_from)");
+    // A plain Iterator takes the same state, prefetched steps first.
+    Iterator plain = RestoreOrFail(Pipeline(cluster.ServiceUrl()).Batch(8), state);
+    std::vector<int64_t> again(values.begin(), values.begin() + before_save);
+    while (true) {
+      absl::StatusOr<std::optional<Element>> batch = plain.GetNextAsOptional();
+      REQUIRE(batch.ok());
+      if (!batch->has_value()) break;
+      const Tensor& rows = (*batch)->components.at(0);
+      for (int64_t row = 0; row < rows.dim(0); ++row) again.push_back(rows.data<int64_t>()[row]);
+    }
+    CheckExactlyOnce(again);
   }
   SECTION("two trainers of a shared job, restored as three") {
     const DistributedDataset distributed =

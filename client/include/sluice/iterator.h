@@ -46,6 +46,10 @@ class Iterator {
   // FailedPrecondition says why); an op that cannot save yet is
   // Unimplemented naming its step.
   absl::StatusOr<std::string> Save();
+  // The same, with `taken_ahead` in front: elements the caller took from
+  // this iterator but has not handed on (a read-ahead buffer), which a
+  // restore gives first.
+  absl::StatusOr<std::string> Save(const std::vector<Element>& taken_ahead);
 
   // Range-for support: the elements until the end of the input or the
   // first error, which status() then returns.
