@@ -53,8 +53,19 @@ proto::ServiceReadState SplitDeliveries::ToProto() const {
 }
 
 void SplitDeliveries::Add(int64_t seq, int64_t position) {
+  // The common case, once per element: the next position of the split the
+  // last one came from.
+  if (last_ != partial_.end() && last_->first == seq && !last_->second.delivered.empty()) {
+    auto end = std::prev(last_->second.delivered.end());
+    if (end->second == position) {
+      ++end->second;
+      if (last_->second.size >= 0) CompleteIfWhole(seq);
+      return;
+    }
+  }
   if (InRanges(done_, seq)) return;
-  InsertRange(&partial_[seq].delivered, position, position + 1);
+  last_ = partial_.try_emplace(seq).first;
+  InsertRange(&last_->second.delivered, position, position + 1);
   CompleteIfWhole(seq);
 }
 
@@ -118,6 +129,7 @@ void SplitDeliveries::CompleteIfWhole(int64_t seq) {
 void SplitDeliveries::MarkDone(int64_t begin, int64_t end) {
   InsertRange(&done_, begin, end);
   partial_.erase(partial_.lower_bound(begin), partial_.lower_bound(end));
+  last_ = partial_.end();
 }
 
 }  // namespace sluice

@@ -26,6 +26,29 @@ namespace sluice {
 
 class SplitDeliveries {
  public:
+  SplitDeliveries() = default;
+  // Copies and moves forget which split Add extended last.
+  SplitDeliveries(const SplitDeliveries& other)
+      : done_(other.done_), partial_(other.partial_), split_layout_(other.split_layout_) {}
+  SplitDeliveries(SplitDeliveries&& other) noexcept
+      : done_(std::move(other.done_)),
+        partial_(std::move(other.partial_)),
+        split_layout_(std::move(other.split_layout_)) {
+    other.last_ = other.partial_.end();
+  }
+  SplitDeliveries& operator=(const SplitDeliveries& other) {
+    if (this != &other) *this = SplitDeliveries(other);
+    return *this;
+  }
+  SplitDeliveries& operator=(SplitDeliveries&& other) noexcept {
+    done_ = std::move(other.done_);
+    partial_ = std::move(other.partial_);
+    split_layout_ = std::move(other.split_layout_);
+    last_ = partial_.end();
+    other.last_ = other.partial_.end();
+    return *this;
+  }
+
   // InvalidArgument naming the field when the state is malformed (ranges
   // out of order or overlapping, a split both done and partial).
   static absl::StatusOr<SplitDeliveries> FromProto(const proto::ServiceReadState& state);
@@ -63,6 +86,9 @@ class SplitDeliveries {
 
   IntRanges done_;  // seqs
   std::map<int64_t, Partial> partial_;
+  // The split Add last extended (partial_.end() if none): elements come a
+  // split at a time.
+  std::map<int64_t, Partial>::iterator last_ = partial_.end();
   std::string split_layout_;
 };
 

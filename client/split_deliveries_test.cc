@@ -42,6 +42,27 @@ TEST_CASE("split_deliveries: positions join into ranges, and a split whose size 
   CHECK(restored->ToProto().SerializeAsString() == saved.SerializeAsString());
 }
 
+TEST_CASE("split_deliveries: elements in order extend the last range, copies apart", "[client][checkpoint]") {
+  SplitDeliveries delivered;
+  for (int64_t p = 0; p < 100; ++p) delivered.Add(10, p);
+  for (int64_t p = 0; p < 10; ++p) delivered.Add(11, p);
+  delivered.Add(10, 100);
+  SplitDeliveries copy = delivered;
+  copy.Add(10, 101);
+  delivered.Add(11, 10);
+  CHECK(delivered.NextUndelivered(10, 0) == 101);
+  CHECK(delivered.NextUndelivered(11, 0) == 11);
+  CHECK(copy.NextUndelivered(10, 0) == 102);
+  CHECK(copy.NextUndelivered(11, 0) == 10);
+  copy.SetSize(10, 102);
+  CHECK(copy.DoneSplitPairs() == std::vector<int64_t>{10, 11});
+  copy.Add(10, 102);  // past a done split: nothing changes
+  CHECK(copy.CountPartialSplits() == 1);
+  SplitDeliveries moved = std::move(copy);
+  moved.Add(11, 10);
+  CHECK(moved.NextUndelivered(11, 0) == 11);
+}
+
 TEST_CASE("split_deliveries: consumers' deliveries merge by union", "[client][checkpoint]") {
   // A shared job: consumers took alternate responses of split 3 (size 6).
   SplitDeliveries a, b;

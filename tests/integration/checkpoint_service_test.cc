@@ -122,6 +122,29 @@ TEST_CASE("service checkpoint: a sole reader saved mid-epoch resumes with the re
   CHECK(none.empty());
 }
 
+TEST_CASE(
+    "service checkpoint: a restore needs nothing of the saved job: collected, or a dispatcher without "
+    "its journal",
+    "[service][checkpoint]") {
+  TestCluster cluster({.num_workers = 2,
+                       .dispatcher_args = {"--job-gc-timeout-ms", "100", "--job-retention-ms", "100",
+                                           "--elements-per-split", "16"}});
+  const Dataset dataset = Pipeline(cluster.ServiceUrl());
+  std::vector<int64_t> values;
+  const std::string state = ReadAndSave(dataset, 4321, &values);
+  SECTION("the saved job collected") {
+    // Released with its iterator, then collected and forgotten.
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  }
+  SECTION("the dispatcher restarted with no work dir, so with no jobs") {
+    cluster.RestartDispatcher();
+    cluster.WaitForRegisteredWorkers(2);
+  }
+  Iterator restored = RestoreOrFail(dataset, state);
+  Take(restored, -1, &values);
+  CheckExactlyOnce(values);
+}
+
 TEST_CASE("service checkpoint: with repeat after distribute, a restore goes on with the later epochs",
           "[service][checkpoint]") {
   TestCluster cluster({.num_workers = 2, .dispatcher_args = {"--elements-per-split", "16"}});
