@@ -60,12 +60,8 @@ class InputReader {
 
   // Where the reader stands, as Iterator::Save's bytes (issue 20); and a
   // state for Start() to resume from, as consumer `as` (a job checkpoint).
-  virtual absl::StatusOr<std::string> SaveState() {
-    return absl::UnimplementedError("saving the read position does not work with --replicas yet");
-  }
-  virtual absl::Status SetRestoreState(std::string state, const RestoreOptions& as) {
-    return absl::UnimplementedError("restoring a read position does not work with --replicas yet");
-  }
+  virtual absl::StatusOr<std::string> SaveState() = 0;
+  virtual absl::Status SetRestoreState(std::string state, const RestoreOptions& as) = 0;
 
   // Start() with its error made the command's exit code: the service's
   // refusal of the definition (InvalidArgument, FailedPrecondition: a mode

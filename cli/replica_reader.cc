@@ -1,6 +1,8 @@
 #include "cli/replica_reader.h"
 
 #include <optional>
+#include <string>
+#include <utility>
 
 #include "sluice/dataset.h"
 #include "sluice/distribute.h"
@@ -13,9 +15,19 @@ class ReplicaReader : public InputReader {
   explicit ReplicaReader(DistributedDataset dataset) : dataset_(std::move(dataset)) {}
 
   absl::Status Start() override {
-    absl::StatusOr<DistributedIterator> iterator = dataset_.MakeIterator();
+    absl::StatusOr<DistributedIterator> iterator =
+        restore_.has_value() ? dataset_.MakeIterator(*restore_, restore_as_) : dataset_.MakeIterator();
     if (!iterator.ok()) return iterator.status();
     iterator_.emplace(*std::move(iterator));
+    return absl::OkStatus();
+  }
+
+  // As of the last step printed: steps on their way to the devices are in
+  // the state (DistributedIterator::Save).
+  absl::StatusOr<std::string> SaveState() override { return iterator_->Save(); }
+  absl::Status SetRestoreState(std::string state, const RestoreOptions& as) override {
+    restore_ = std::move(state);
+    restore_as_ = as;
     return absl::OkStatus();
   }
 
@@ -49,6 +61,8 @@ class ReplicaReader : public InputReader {
 
  private:
   const DistributedDataset dataset_;
+  std::optional<std::string> restore_;
+  RestoreOptions restore_as_;
   std::optional<DistributedIterator> iterator_;
   PerReplica current_;
 };

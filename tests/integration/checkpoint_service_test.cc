@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "sluice/dataset.h"
 #include "sluice/distribute.h"
@@ -532,6 +533,55 @@ TEST_CASE("service checkpoint: sluice read killed with SIGKILL resumes after its
   CHECK(bad_merge.out ==
         absl::StrCat("sluice: ", pipeline,
                      ": does not parse as a saved iterator state (not Iterator::Save's bytes?)\n"));
+}
+
+// Every integer in `text`, in order.
+std::vector<int64_t> Integers(const std::string& text) {
+  std::vector<int64_t> values;
+  int64_t value = 0;
+  bool in_number = false;
+  for (char c : text) {
+    if (c >= '0' && c <= '9') {
+      value = value * 10 + (c - '0');
+      in_number = true;
+    } else if (in_number) {
+      values.push_back(value);
+      value = 0;
+      in_number = false;
+    }
+  }
+  if (in_number) values.push_back(value);
+  return values;
+}
+
+TEST_CASE("service checkpoint: sluice read --replicas saves and resumes as of the last step printed",
+          "[service][checkpoint][cli]") {
+  TestCluster cluster({.num_workers = 2, .dispatcher_args = {"--elements-per-split", "16"}});
+  testing::TempDir dir;
+  const std::string pipeline = dir.File("p.yaml");
+  {
+    std::ofstream out(pipeline);
+    out << "- range: " << kEpoch << "\n- distribute: {service: \"" << cluster.ServiceUrl()
+        << "\", processing_mode: distributed_epoch, exactly_once: true}\n- batch: 10\n";
+  }
+  const std::string read = absl::StrCat(SLUICE_CLI, " read '", pipeline, "' --replicas CPU:0,CPU:1");
+  const std::string state = dir.File("state");
+  const testing::CommandResult first =
+      testing::RunCommand(absl::StrCat(read, " --limit 300 --save-state '", state, "'"));
+  REQUIRE(first.exit_code == 0);
+  REQUIRE(Lines(first.out).size() == 300);
+  const testing::CommandResult second = testing::RunCommand(absl::StrCat(read, " --restore '", state, "'"));
+  REQUIRE(second.exit_code == 0);
+  std::vector<int64_t> values;
+  for (const std::string* out : std::vector<const std::string*>{&first.out, &second.out}) {
+    for (const std::string& line : Lines(*out)) {
+      // {"CPU:0": [..], "CPU:1": [..]}: the device names are not values.
+      const std::vector<int64_t> rows =
+          Integers(absl::StrReplaceAll(line, {{"\"CPU:0\"", ""}, {"\"CPU:1\"", ""}}));
+      values.insert(values.end(), rows.begin(), rows.end());
+    }
+  }
+  CheckExactlyOnce(values);
 }
 
 }  // namespace
