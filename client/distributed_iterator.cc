@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "client/device_backend.h"
 #include "client/device_prefetcher.h"
@@ -19,6 +20,10 @@
 #include "sluice/distribute.h"
 
 namespace sluice {
+
+// The most steps a caller may have taken ahead of its trainer and still
+// save (the Python iterator reads one ahead).
+constexpr size_t kMaxStepsReadAhead = 2;
 
 class DistributedIterator::Impl {
  public:
@@ -41,20 +46,39 @@ class DistributedIterator::Impl {
     // and a wait refused (the trainer holds every buffer) have none.
     if (prefetcher_.steps_taken() > taken) {
       absl::MutexLock lock(&ledger_mu_);
-      if (!unreturned_.empty()) unreturned_.pop_front();
+      if (!unreturned_.empty()) {
+        // Kept a little longer, for a caller that reads ahead of its
+        // trainer (Save(steps_read_ahead)).
+        recent_.push_back(std::move(unreturned_.front()));
+        unreturned_.pop_front();
+        if (recent_.size() > kMaxStepsReadAhead) recent_.pop_front();
+      }
     }
     return step;
   }
   const std::vector<ElementSpec>& element_spec() const { return element_spec_; }
 
-  absl::StatusOr<std::string> Save() {
+  absl::StatusOr<std::string> Save(int steps_read_ahead) {
+    if (steps_read_ahead < 0 || steps_read_ahead > kMaxStepsReadAhead) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("DistributedIterator::Save: steps_read_ahead must be 0 to ", kMaxStepsReadAhead,
+                       ", not ", steps_read_ahead));
+    }
     // The producer is between two steps while this holds input_mu_.
     absl::MutexLock input(&input_mu_);
     absl::MutexLock ledger(&ledger_mu_);
+    if (static_cast<size_t>(steps_read_ahead) > recent_.size()) {
+      return absl::FailedPreconditionError(absl::StrCat("DistributedIterator::Save: ", steps_read_ahead,
+                                                        " steps read ahead, but GetNext returned only ",
+                                                        recent_.size(), " steps"));
+    }
     proto::PipelineCheckpoint checkpoint;
     checkpoint.set_version(kPipelineCheckpointVersion);
     checkpoint.set_fingerprint(state_->fingerprint);
     std::vector<Element> ahead;
+    for (auto step = recent_.end() - steps_read_ahead; step != recent_.end(); ++step) {
+      ahead.insert(ahead.end(), step->begin(), step->end());
+    }
     for (const std::vector<Element>& step : unreturned_) ahead.insert(ahead.end(), step.begin(), step.end());
     if (absl::Status s = input_->SaveWith(ahead, checkpoint.mutable_root()); !s.ok()) return s;
     return checkpoint.SerializeAsString();
@@ -87,6 +111,8 @@ class DistributedIterator::Impl {
   absl::Mutex ledger_mu_;
   // The input elements of each step made and not yet returned, in order.
   std::deque<std::vector<Element>> unreturned_ ABSL_GUARDED_BY(ledger_mu_);
+  // The input elements of the last steps returned, up to kMaxStepsReadAhead.
+  std::deque<std::vector<Element>> recent_ ABSL_GUARDED_BY(ledger_mu_);
   // Last: its thread calls the splitter, so it stops before the rest goes.
   DevicePrefetcher prefetcher_;
 };
@@ -107,7 +133,9 @@ absl::StatusOr<std::optional<PerReplica>> DistributedIterator::GetNextAsOptional
 
 const std::vector<ElementSpec>& DistributedIterator::element_spec() const { return impl_->element_spec(); }
 
-absl::StatusOr<std::string> DistributedIterator::Save() { return impl_->Save(); }
+absl::StatusOr<std::string> DistributedIterator::Save(int steps_read_ahead) {
+  return impl_->Save(steps_read_ahead);
+}
 
 absl::StatusOr<DistributedIterator> DistributedDataset::MakeIterator() const {
   std::vector<std::shared_ptr<DeviceBackend>> backends;

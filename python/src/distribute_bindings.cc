@@ -10,6 +10,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <deque>
 #include <memory>
 #include <optional>
 #include <string>
@@ -113,12 +114,23 @@ class PyDistributedIterator {
  public:
   PyDistributedIterator(DistributedIterator iterator, std::vector<std::string> names)
       : names_(std::move(names)),
+        iterator_(std::make_shared<DistributedIterator>(std::move(iterator))),
         reader_(std::make_unique<ReadAhead<PerReplica>>(
-            [iterator = std::make_shared<DistributedIterator>(std::move(iterator))] {
-              return iterator->GetNextAsOptional();
-            },
+            [iterator = iterator_] { return iterator->GetNextAsOptional(); },
             // The SDK prefetches steps onto the devices already.
             /*capacity=*/1, /*stop_after_error=*/false)) {}
+
+  // DistributedIterator::Save as of the last step Python took: the one read
+  // ahead (if any) goes into the state.
+  py::bytes Save() {
+    absl::StatusOr<std::string> state = reader_->WhilePaused<absl::StatusOr<std::string>>(
+        [this](const std::deque<absl::StatusOr<std::optional<PerReplica>>>& ahead) {
+          int steps = 0;
+          for (const auto& value : ahead) steps += value.ok() && value->has_value() ? 1 : 0;
+          return iterator_->Save(steps);
+        });
+    return py::bytes(ValueOrThrow(std::move(state)));
+  }
 
   py::dict Next() {
     std::optional<py::dict> step = NextAsOptional();
@@ -137,6 +149,8 @@ class PyDistributedIterator {
 
  private:
   std::vector<std::string> names_;
+  // Shared with the reading thread, which calls it between pauses.
+  std::shared_ptr<DistributedIterator> iterator_;
   std::unique_ptr<ReadAhead<PerReplica>> reader_;
 };
 
@@ -148,6 +162,14 @@ struct PyDistributedDataset {
     DistributedDataset copy = dataset;
     return PyDistributedIterator(ValueOrThrow(CallInterruptibly<absl::StatusOr<DistributedIterator>>(
                                      [copy] { return copy.MakeIterator(); })),
+                                 names);
+  }
+  PyDistributedIterator Restore(const std::string& state, int64_t consumer_index,
+                                int64_t num_consumers) const {
+    DistributedDataset copy = dataset;
+    const RestoreOptions options{.consumer_index = consumer_index, .num_consumers = num_consumers};
+    return PyDistributedIterator(ValueOrThrow(CallInterruptibly<absl::StatusOr<DistributedIterator>>(
+                                     [copy, state, options] { return copy.MakeIterator(state, options); })),
                                  names);
   }
 };
@@ -230,11 +252,25 @@ void BindDistribute(py::module_& module) {
       .def("__next__", &PyDistributedIterator::Next)
       .def("get_next", &PyDistributedIterator::Next, "The next step; StopIteration at the end of the input.")
       .def("get_next_as_optional", &PyDistributedIterator::NextAsOptional,
-           "The next step, or None at the end of the input.");
+           "The next step, or None at the end of the input.")
+      .def("save", &PyDistributedIterator::Save,
+           "Where the iterator stands as of the last step taken, as bytes for "
+           "DistributedDataset.iterator(restore_from=...).");
 
   py::class_<PyDistributedDataset>(module, "DistributedDataset",
                                    "A dataset split across replicas; iterate it for one dict per step.")
       .def("__iter__", &PyDistributedDataset::Iterate)
+      .def(
+          "iterator",
+          [](const PyDistributedDataset& self, std::optional<py::bytes> restore_from, int64_t consumer_index,
+             int64_t num_consumers) {
+            if (!restore_from.has_value()) return self.Iterate();
+            return self.Restore(std::string(*restore_from), consumer_index, num_consumers);
+          },
+          py::arg("restore_from") = py::none(), py::arg("consumer_index") = 0, py::arg("num_consumers") = 1,
+          "A new iterator, or one that goes on from DistributedIterator.save() bytes (or a job checkpoint, "
+          "as "
+          "consumer_index of num_consumers).")
       .def_property_readonly("replicas", [](const PyDistributedDataset& self) { return self.names; })
       .def_property_readonly("num_replicas_in_sync", [](const PyDistributedDataset& self) {
         return self.dataset.replicas().num_replicas_in_sync();

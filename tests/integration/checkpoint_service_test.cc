@@ -373,6 +373,8 @@ TEST_CASE(
       absl::StatusOr<std::string> saved = first->Save();
       REQUIRE(saved.ok());
       state = *saved;
+      CHECK(first->Save(3).status().message() ==
+            "DistributedIterator::Save: steps_read_ahead must be 0 to 2, not 3");
       std::vector<int64_t> after;
       TakeSteps(*first, 5, &after);
     }

@@ -231,8 +231,11 @@ class DistributedIterator {
   // way to the devices, which a restore gives first. Bytes that
   // DistributedDataset::MakeIterator(restore_from) resumes from, or that
   // MergeSavedStates merges with the other consumers' of a shared job.
-  // Call it from the thread that calls GetNext.
-  absl::StatusOr<std::string> Save();
+  // Call it from the thread that calls GetNext. `steps_read_ahead` (0 to
+  // 2): the last steps GetNext returned that the trainer has not taken yet
+  // (a caller that reads ahead, as the Python iterator does), which the
+  // state then gives again.
+  absl::StatusOr<std::string> Save(int steps_read_ahead = 0);
 
  private:
   friend class DistributedDataset;
