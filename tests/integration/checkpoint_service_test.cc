@@ -299,12 +299,11 @@ TEST_CASE("service checkpoint: reads that cannot be saved or restored say why", 
     absl::StatusOr<std::string> merged = MergeSavedStates(states);
     REQUIRE(merged.ok());
     CHECK(dataset.MakeIterator(*merged, {.consumer_index = 2, .num_consumers = 3}).ok());
-    // A prefetch after distribute holds elements: only as many consumers
-    // as saved can take them back.
-    const Dataset prefetched = Pipeline(cluster.ServiceUrl(), "held-prefetch").Prefetch(4);
+    // A shuffle after distribute holds elements (its buffer, full once it
+    // gave one): only as many consumers as saved can take them back.
+    const Dataset prefetched = Pipeline(cluster.ServiceUrl(), "held-shuffle").Shuffle(50, 7);
     Iterator a = MakeOrFail(prefetched);
     REQUIRE(a.GetNext().ok());
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
     absl::StatusOr<std::string> alone = MergeSavedStates({SaveOrFail(a)});
     REQUIRE(alone.ok());
     const absl::StatusOr<Iterator> refused =
@@ -312,7 +311,7 @@ TEST_CASE("service checkpoint: reads that cannot be saved or restored say why", 
     CHECK(absl::IsFailedPrecondition(refused.status()));
     CHECK_THAT(
         std::string(refused.status().message()),
-        Catch::Matchers::StartsWith("restore: merged state 0 holds ") &&
+        Catch::Matchers::StartsWith("restore: merged state 0 holds 49") &&
             Catch::Matchers::Contains(" elements in the steps after distribute (a partial batch, a prefetch "
                                       "or shuffle buffer), which only its own consumer can give: restore "
                                       "this job checkpoint on 1 consumers"));
@@ -473,15 +472,18 @@ TEST_CASE("service checkpoint: sluice read killed with SIGKILL resumes after its
   const std::string sluice = SLUICE_CLI;
   const std::string state = dir.File("state");
   constexpr int kEvery = 1000;
-  // Killed mid-read: the state is as of the last multiple of 1000 saved,
-  // which is the last one printed or the one before (the kill can fall
-  // between a line and its save).
-  const testing::CommandResult first =
-      testing::RunCommand(absl::StrCat("timeout -s KILL 0.7 ", sluice, " read '", pipeline,
-                                       "' --save-state '", state, "' --save-every ", kEvery));
-  const std::vector<std::string> printed = Lines(first.out);
+  // Killed mid-read, once it printed 20,000 lines (bounded to 30 s): the
+  // state is as of the last multiple of 1000 saved, which is the last one
+  // printed or the one before (the kill can fall between a line and its
+  // save).
+  const std::string out = dir.File("first.out");
+  testing::RunCommand(
+      absl::StrCat(sluice, " read '", pipeline, "' --save-state '", state, "' --save-every ", kEvery, " > '",
+                   out, "' & reader=$!; for i in $(seq 600); do [ $(wc -l < '", out,
+                   "') -ge 20000 ] && break; sleep 0.05; done; kill -9 $reader; wait $reader"));
+  const std::vector<std::string> printed = Lines(testing::ReadFileOrEmpty(out));
   INFO("first read printed " << printed.size());
-  REQUIRE(printed.size() >= static_cast<size_t>(kEvery));
+  REQUIRE(printed.size() >= 20000);
   REQUIRE(printed.size() < 2000000);
   const testing::CommandResult second =
       testing::RunCommand(absl::StrCat(sluice, " read '", pipeline, "' --restore '", state, "'"));

@@ -296,7 +296,12 @@ def test_a_lost_worker_s_splits_are_counted_as_returned(tmp_path):
     port_file = tmp_path / "dispatcher.http"
     with sluice.LocalCluster(
         workers=2,
-        dispatcher_args=["--http-port", "0", "--http-port-file", str(port_file), "--worker-timeout-ms", "1000"],
+        # Leases of at most 4 splits: neither worker can take the whole epoch
+        # early, so the one killed surely holds leased splits.
+        dispatcher_args=[
+            "--http-port", "0", "--http-port-file", str(port_file), "--worker-timeout-ms", "1000",
+            "--splits-per-request", "4",
+        ],
     ) as local:
         port = wait_for_file(str(port_file))
         ds = sluice.Dataset.range(1 << 20).batch(64).distribute("distributed_epoch", local.service)
