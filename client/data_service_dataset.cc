@@ -17,7 +17,7 @@
 #include "client/split_deliveries.h"
 #include "client/warnings.h"
 #include "common/proto_convert.h"
-#include "openssl/evp.h"
+#include "common/strings.h"
 #include "pipeline/builder.h"
 #include "pipeline/iterator_state.h"
 #include "pipeline/sharding.h"
@@ -90,14 +90,8 @@ absl::Status CheckSavable(const ReadConfig& config) {
 // whose workers may have handed out more than the save recorded.
 std::string RestoredJobName(const ReadConfig& config, const ResumePoint& resume) {
   if (resume.num_consumers <= 1) return "";
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int length = 0;
-  EVP_Digest(resume.state_bytes.data(), resume.state_bytes.size(), digest, &length, EVP_sha256(), nullptr);
-  std::string hex;
-  for (unsigned int i = 0; i < 6 && i < length; ++i)
-    absl::StrAppend(&hex, absl::Hex(digest[i], absl::kZeroPad2));
   return absl::StrCat(config.params.job_name().empty() ? "sluice" : config.params.job_name(), "@restore-",
-                      hex);
+                      Sha256Hex(resume.state_bytes, 6));
 }
 
 // Makes the job (or joins it) and the iteration for `repetition`, and

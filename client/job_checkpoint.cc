@@ -178,7 +178,6 @@ absl::StatusOr<RestoredIterator> RestoreParts(const DatasetBase& dataset, const 
     }
     context.service_resume = std::make_shared<ServiceResume>();
     context.service_resume->state = checkpoint->job().SerializeAsString();
-    context.service_resume->consumer_index = options.consumer_index;
     context.service_resume->num_consumers = options.num_consumers;
   }
   absl::StatusOr<std::unique_ptr<IteratorBase>> iterator = dataset.MakeIterator(context);

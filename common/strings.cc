@@ -1,7 +1,11 @@
 #include "common/strings.h"
 
+#include <openssl/evp.h>
+
 #include <algorithm>
 #include <numeric>
+
+#include "absl/strings/escaping.h"
 
 namespace sluice {
 
@@ -71,6 +75,14 @@ bool IsValidUtf8(std::string_view bytes) {
     i += length;
   }
   return true;
+}
+
+std::string Sha256Hex(std::string_view bytes, size_t digest_bytes) {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int length = 0;
+  EVP_Digest(bytes.data(), bytes.size(), digest, &length, EVP_sha256(), nullptr);
+  return absl::BytesToHexString(
+      absl::string_view(reinterpret_cast<const char*>(digest), std::min<size_t>(digest_bytes, length)));
 }
 
 }  // namespace sluice

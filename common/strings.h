@@ -18,6 +18,10 @@ std::string DidYouMean(std::string_view name, const std::vector<std::string>& ca
 // True when `bytes` is well-formed UTF-8.
 bool IsValidUtf8(std::string_view bytes);
 
+// The first `digest_bytes` bytes (at most 32) of SHA-256 over `bytes`, in
+// lowercase hex: fingerprints and names derived from content.
+std::string Sha256Hex(std::string_view bytes, size_t digest_bytes);
+
 }  // namespace sluice
 
 #endif  // SLUICE_COMMON_STRINGS_H_

@@ -783,5 +783,39 @@ TEST_CASE("dispatcher_impl: coordinated reads need an infinite dataset and a job
         "coordinated reads (num_consumers) need parallel_epochs (sharding OFF)");
 }
 
+TEST_CASE("dispatcher_impl: a restored iteration's skip_splits need exactly_once and the same split layout",
+          "[dispatcher][checkpoint]") {
+  DispatcherImpl d(TestConfig());
+  auto iteration = [&d](bool exactly_once, const std::string& layout) {
+    proto::JobParams params;
+    params.set_dataset_id(Register(d, internal::DefinitionOf(Dataset::Range(100))));
+    params.set_processing_mode(proto::DISTRIBUTED_EPOCH);
+    params.set_exactly_once(exactly_once);
+    int64_t job_id = 0;
+    REQUIRE(TryJob(d, params, &job_id).ok());
+    proto::GetOrCreateIterationRequest request;
+    request.set_job_id(job_id);
+    for (int64_t seq : {1, 3}) request.add_skip_splits(seq);
+    request.set_split_layout(layout);
+    proto::GetOrCreateIterationResponse response;
+    absl::Status status = Call(d, &DispatcherImpl::GetOrCreateIteration, request, &response);
+    if (status.ok()) CHECK(response.split_layout() == "elements_per_split=10");
+    return status;
+  };
+  CHECK(iteration(true, "elements_per_split=10").ok());
+  const absl::Status other_layout = iteration(true, "elements_per_split=64");
+  CHECK(absl::IsFailedPrecondition(other_layout));
+  CHECK(
+      other_layout.message() ==
+      "GetOrCreateIteration: the restored read was saved under split layout 'elements_per_split=64' and this "
+      "dispatcher cuts 'elements_per_split=10' (--elements-per-split), so split numbers would name other "
+      "elements: restart it with the same setting");
+  const std::string needs =
+      "GetOrCreateIteration: skip_splits (a restored read) needs a distributed_epoch exactly_once job over a "
+      "finite dataset, and the split_layout it was saved under";
+  CHECK(iteration(false, "elements_per_split=10").message() == needs);
+  CHECK(iteration(true, "").message() == needs);
+}
+
 }  // namespace
 }  // namespace sluice::dispatcher

@@ -1,11 +1,9 @@
 #include "pipeline/builder.h"
 
 #include <dlfcn.h>
-#include <openssl/evp.h>
 
 #include <set>
 
-#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
@@ -397,10 +395,7 @@ std::string DatasetFingerprint(const proto::DatasetDef& def) {
     coded.SetSerializationDeterministic(true);
     def.SerializeToCodedStream(&coded);
   }
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int length = 0;
-  EVP_Digest(bytes.data(), bytes.size(), digest, &length, EVP_sha256(), nullptr);
-  return absl::BytesToHexString(absl::string_view(reinterpret_cast<const char*>(digest), 16));
+  return Sha256Hex(bytes, 16);
 }
 
 absl::StatusOr<SourceSplitInfo> DescribeSourceSplits(const proto::Step& source) {

@@ -68,10 +68,9 @@ class SplitProvider {
 
 // A job checkpoint that the first `distribute` iterator of a pipeline
 // resumes from (issue 20): what the consumers of one step delivered, and
-// which of how many consumers this one is.
+// how many consumers resume it together.
 struct ServiceResume {
   std::string state;  // a serialized proto::ServiceReadState
-  int64_t consumer_index = 0;
   int64_t num_consumers = 1;
   // Taken by the first iterator; a later one (the next epoch under
   // `repeat`) starts afresh.

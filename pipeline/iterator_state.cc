@@ -23,18 +23,6 @@ absl::StatusOr<std::string> SavePipelineState(IteratorBase& root, const std::str
   return checkpoint.SerializeAsString();
 }
 
-absl::Status RestorePipelineState(IteratorBase& root, const std::string& fingerprint,
-                                  const std::string& bytes) {
-  absl::StatusOr<proto::PipelineCheckpoint> checkpoint = ParsePipelineCheckpoint(bytes, fingerprint);
-  if (!checkpoint.ok()) return checkpoint.status();
-  if (checkpoint->has_job()) {
-    return absl::FailedPreconditionError(
-        "the saved state is a job checkpoint (sluice checkpoint merge): restore it with a consumer index and "
-        "count");
-  }
-  return root.Restore(checkpoint->root());
-}
-
 absl::StatusOr<proto::PipelineCheckpoint> ParsePipelineCheckpoint(const std::string& bytes,
                                                                   const std::string& fingerprint) {
   proto::PipelineCheckpoint checkpoint;

@@ -21,12 +21,10 @@ namespace sluice {
 // The version PipelineCheckpoint::version carries; a reader refuses others.
 inline constexpr int kPipelineCheckpointVersion = 1;
 
-// A whole pipeline's state as PipelineCheckpoint bytes, and back into a
-// fresh iterator of the pipeline whose definition has `fingerprint`
-// (FailedPrecondition naming both fingerprints for another pipeline's).
+// A whole pipeline's state as PipelineCheckpoint bytes (restored by
+// client/job_checkpoint.h, which parses them with ParsePipelineCheckpoint:
+// FailedPrecondition naming both fingerprints for another pipeline's).
 absl::StatusOr<std::string> SavePipelineState(IteratorBase& root, const std::string& fingerprint);
-absl::Status RestorePipelineState(IteratorBase& root, const std::string& fingerprint,
-                                  const std::string& bytes);
 // The checkpoint in `bytes`, checked for its version and fingerprint.
 absl::StatusOr<proto::PipelineCheckpoint> ParsePipelineCheckpoint(const std::string& bytes,
                                                                   const std::string& fingerprint);
