@@ -7,7 +7,7 @@
 # victim, at least once when a worker was. Stops by itself; only
 # 127.0.0.1.
 #
-#   bash bench/chaos.sh BUILD_DIR [ROUNDS] [ELEMENTS] [exactly_once|restore_reader]
+#   bash bench/chaos.sh BUILD_DIR [ROUNDS] [ELEMENTS] [exactly_once|restore_reader|deterministic]
 #
 # With exactly_once, the job uses that option and every round must read
 # each element exactly once, whichever daemon was killed. restore_reader
@@ -15,7 +15,9 @@
 # (--save-state --save-every); after the daemon's kill it is killed with
 # SIGKILL at a random moment as well, and a new reader resumes from its
 # last state (--restore): the elements the first printed up to that state,
-# then the second's, must be each element exactly once.
+# then the second's, must be each element exactly once. deterministic does
+# what restore_reader does with `deterministic: true`, and the elements
+# must come in order: exactly 0, 1, ..., N-1.
 #
 # Prints one line per round and a summary; exits 1 if any round failed.
 set -uo pipefail
@@ -25,8 +27,10 @@ rounds=${2:-20}
 elements=${3:-100000}
 exactly_once=false
 restore_reader=false
+deterministic=false
 [ "${4:-}" = "exactly_once" ] && exactly_once=true
 [ "${4:-}" = "restore_reader" ] && exactly_once=true && restore_reader=true
+[ "${4:-}" = "deterministic" ] && exactly_once=true && restore_reader=true && deterministic=true
 save_every=1000
 dispatcherd="$build/dispatcher/dispatcherd"
 workerd="$build/worker/workerd"
@@ -35,22 +39,10 @@ for binary in "$dispatcherd" "$workerd" "$sluice"; do
   [ -x "$binary" ] || { echo "chaos: $binary is missing; build first" >&2; exit 2; }
 done
 
+source "$(dirname "$0")/daemons.sh"
 run_dir=$(mktemp -d)
-pids=()
-stop_all() {
-  for pid in "${pids[@]}"; do kill -KILL "$pid" 2>/dev/null || true; done
-  for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
-  pids=()
-}
 trap 'stop_all; rm -rf "$run_dir"' EXIT
-
-# wait_for_file FILE LOG: waits up to 30 s for a daemon's port file.
-wait_for_file() {
-  for _ in $(seq 1 600); do [ -s "$1" ] && return 0; sleep 0.05; done
-  echo "chaos: timed out waiting for $1; the daemon's log:" >&2
-  tail -5 "$2" >&2
-  return 1
-}
+seq 0 $((elements - 1)) >"$run_dir/expected"
 
 # start_dispatcher PORT, start_worker I PORT: set dispatcher_pid/worker_pid[I].
 start_dispatcher() {
@@ -81,8 +73,8 @@ for round in $(seq 1 "$rounds"); do
   dispatcher_port=$(cat "$round_dir/dispatcher.port")
   start_worker 0 0 || exit 2
   start_worker 1 0 || exit 2
-  printf 'pipeline:\n  - range: %d\n  - distribute: {processing_mode: distributed_epoch, exactly_once: %s}\n' \
-    "$elements" "$exactly_once" >"$round_dir/pipeline.yaml"
+  printf 'pipeline:\n  - range: %d\n  - distribute: {processing_mode: distributed_epoch, exactly_once: %s, deterministic: %s}\n' \
+    "$elements" "$exactly_once" "$deterministic" >"$round_dir/pipeline.yaml"
   read_flags=()
   $restore_reader && read_flags=(--save-state "$round_dir/state" --save-every "$save_every")
   timeout 180 "$sluice" read "$round_dir/pipeline.yaml" --service "grpc://127.0.0.1:$dispatcher_port" \
@@ -137,6 +129,10 @@ for round in $(seq 1 "$rounds"); do
     for saved in "$last" $((last - save_every)) 0; do
       [ "$saved" -ge 0 ] || continue
       { head -n "$saved" "$round_dir/out"; cat "$round_dir/out2"; } >"$round_dir/combined"
+      if $deterministic; then
+        cmp -s "$round_dir/combined" "$run_dir/expected" && break
+        continue
+      fi
       [ "$(sort -n -u "$round_dir/combined" | wc -l)" -eq "$elements" ] &&
         [ "$(wc -l <"$round_dir/combined")" -eq "$elements" ] && break
     done
@@ -152,7 +148,9 @@ for round in $(seq 1 "$rounds"); do
   if [ "$reader_status" -eq 0 ] && [ "$distinct" -eq "$elements" ] && [ "$distinct_sum" -eq "$expected_sum" ]; then
     # The dispatcher's journal keeps every split's lease: no duplicates;
     # exactly_once drops those a worker's loss would cause.
-    if { [ "$what" != "dispatcher" ] && [ "$exactly_once" = false ]; } || [ "$lines" -eq "$elements" ]; then
+    if $deterministic && ! cmp -s "$result" "$run_dir/expected"; then
+      story="$story; OUT OF ORDER"
+    elif { [ "$what" != "dispatcher" ] && [ "$exactly_once" = false ]; } || [ "$lines" -eq "$elements" ]; then
       verdict="pass"
       passed=$((passed + 1))
     fi
@@ -166,5 +164,5 @@ for round in $(seq 1 "$rounds"); do
   fi
 done
 echo "chaos: $passed of $rounds rounds passed ($elements elements each, exactly_once $exactly_once," \
-  "restore_reader $restore_reader)"
+  "restore_reader $restore_reader, deterministic $deterministic)"
 [ "$passed" -eq "$rounds" ]

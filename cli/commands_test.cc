@@ -468,7 +468,7 @@ TEST_CASE("cli: status --json prints every field under its proto name", "[cli]")
                     "\"last_heartbeat_unix_ms\":\"0\"}],\"datasets\":[],\"jobs\":[{\"job_id\":\"3\","
                     "\"params\":{\"dataset_id\":\"1\",\"processing_mode\":\"PARALLEL_EPOCHS\","
                     "\"job_name\":\"\",\"sharding_policy\":\"SHARDING_POLICY_UNSET\",\"static_workers\":[],"
-                    "\"exactly_once\":false,\"num_consumers\":\"0\"}}],"
+                    "\"exactly_once\":false,\"num_consumers\":\"0\",\"deterministic\":false}}],"
                     "\"iterations\":[],\"tasks\":[]}"));
 }
 

@@ -98,6 +98,12 @@ std::string RestoredJobName(const ReadConfig& config, const ResumePoint& resume)
 // starts reading it.
 absl::StatusOr<std::unique_ptr<ServiceRead>> StartRead(const ReadConfig& config, int64_t repetition,
                                                        const ResumePoint* resume) {
+  if (resume != nullptr && resume->num_consumers > 1 && config.params.deterministic()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "restore: a deterministic read has one consumer at a time, so its job checkpoint resumes on 1 "
+        "consumer, not ",
+        resume->num_consumers));
+  }
   // Elements arrive as a steady stream of large messages (service/malloc_tuning.h).
   TuneMallocForLargeMessages();
   proto::GetOrCreateJobRequest job_request;
@@ -155,13 +161,16 @@ absl::StatusOr<std::unique_ptr<ServiceRead>> StartRead(const ReadConfig& config,
                                          .max_outstanding = config.max_outstanding,
                                          .compression = config.compression,
                                          .consumer_index = config.consumer_index,
-                                         .sole_reader = job_name.empty(),
+                                         // The dispatcher lets a deterministic job
+                                         // have one consumer at a time.
+                                         .sole_reader = job_name.empty() || config.params.deterministic(),
                                          .exactly_once = config.params.exactly_once(),
                                          .losses = std::move(losses),
                                          .allow_partial = config.allow_partial,
                                          .dispatcher_deadline = config.deadline,
                                          .transport = config.transport,
-                                         .restored = std::move(restored)});
+                                         .restored = std::move(restored),
+                                         .deterministic = config.params.deterministic()});
 }
 
 class DataServiceDataset : public DatasetBase {

@@ -59,7 +59,7 @@ class DistributedIterator::Impl {
   const std::vector<ElementSpec>& element_spec() const { return element_spec_; }
 
   absl::StatusOr<std::string> Save(int steps_read_ahead) {
-    if (steps_read_ahead < 0 || steps_read_ahead > kMaxStepsReadAhead) {
+    if (steps_read_ahead < 0 || static_cast<size_t>(steps_read_ahead) > kMaxStepsReadAhead) {
       return absl::InvalidArgumentError(
           absl::StrCat("DistributedIterator::Save: steps_read_ahead must be 0 to ", kMaxStepsReadAhead,
                        ", not ", steps_read_ahead));

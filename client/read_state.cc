@@ -28,6 +28,31 @@ bool ReadState::Finished() const {
   return true;
 }
 
+bool ReadState::MayHoldNextSplit(const TaskState& task) const {
+  if (task.ended || task.removed) return false;
+  if (task.latest_seq <= order.next_seq()) return true;
+  // No live task is at or before the next split: a lost worker's split was
+  // leased again to one that is past it, and comes after what that worker
+  // holds, so every task is read.
+  for (const auto& [id, other] : tasks) {
+    if (!other.ended && !other.removed && other.latest_seq <= order.next_seq()) return false;
+  }
+  return true;
+}
+
+void ReadState::ReleaseOrdered(bool all) {
+  std::deque<SplitOrder::Tagged> ready;
+  if (all) {
+    order.ReleaseAll(&ready);
+  } else {
+    order.Release(&ready);
+  }
+  for (SplitOrder::Tagged& tagged : ready) {
+    buffer.push_back(std::move(tagged.element));
+    if (track_deliveries) buffer_tags.emplace_back(tagged.seq, tagged.position);
+  }
+}
+
 TransitLosses ReadState::TransitLossesOfEndedTasks() const {
   TransitLosses losses;
   for (const auto& [id, task] : tasks) {

@@ -26,6 +26,7 @@
 #include "client/epoch_losses.h"
 #include "client/response_order.h"
 #include "client/split_deliveries.h"
+#include "client/split_order.h"
 #include "client/split_position_filter.h"
 #include "client/transit_losses.h"
 #include "sluice/element.h"
@@ -56,6 +57,10 @@ struct TaskState {
   int64_t starting_round = 0;
   // Elements of the task delivered to this reader.
   int64_t elements = 0;
+  // exactly_once: the split of the task's latest element or completion
+  // (-1 before any). A deterministic read judges by it whether the task
+  // may hold the next split in order.
+  int64_t latest_seq = -1;
   // Sole reader, not exactly_once (ReadState::track_index_gaps): holes in
   // the element indices received, which are responses lost in transit.
   TaskIndexGaps gaps;
@@ -81,25 +86,37 @@ struct ReadState {
   // `track_deliveries`: record each element's split tag as GetNext hands
   // it out, so that the read can be saved (exactly_once, not coordinated).
   // `restored`: what a restored read delivered before its save.
+  // `deterministic_in`: hand elements out in split order (split_order.h).
   ReadState(int64_t max_outstanding_in, bool sole_reader_in, std::optional<EpochLosses> losses_in,
             TransportOptions transport_in = {}, bool exactly_once = false, bool track_deliveries_in = false,
-            const SplitDeliveries& restored = {})
+            const SplitDeliveries& restored = {}, bool deterministic_in = false)
       : adaptive_budget(max_outstanding_in <= 0),
         track_index_gaps(sole_reader_in && !exactly_once),
         track_deliveries(track_deliveries_in),
+        deterministic(deterministic_in),
         transport(transport_in),
         initial_max_outstanding(max_outstanding_in > 0 ? max_outstanding_in : kDefaultMaxOutstanding),
         positions(sole_reader_in, restored),
         delivered(restored),
+        order(restored),
         losses(std::move(losses_in)) {
     absl::MutexLock lock(&mu);
     max_outstanding = initial_max_outstanding;
   }
 
-  // Elements there may be room for, neither buffered, held nor requested.
+  // Elements there may be room for, neither buffered, held, waiting for
+  // their turn in split order nor requested.
   int64_t Room() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-    return max_outstanding - static_cast<int64_t>(buffer.size()) - outstanding - held_elements;
+    return max_outstanding - static_cast<int64_t>(buffer.size()) - outstanding - held_elements -
+           order.waiting();
   }
+  // A deterministic read: whether `task` may hold the next split in order,
+  // so that its elements go out at once. Later splits' elements may fill
+  // the budget while they wait; such a task is read anyway (within the
+  // room they leave), or the read would stall.
+  bool MayHoldNextSplit(const TaskState& task) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // Moves what SplitOrder lets go (everything, once `all`) to the buffer.
+  void ReleaseOrdered(bool all) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   // GetNext has something to return: an element, an error or the end.
   bool CanReturn() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   // Every task ended or was removed, and every response is in.
@@ -120,6 +137,7 @@ struct ReadState {
   // shared job split them), so a hole is a response lost in transit.
   const bool track_index_gaps;
   const bool track_deliveries;
+  const bool deterministic;
   const TransportOptions transport;
   const int64_t initial_max_outstanding;
 
@@ -142,6 +160,8 @@ struct ReadState {
   // track_deliveries: what GetNext handed out, with what a restored read
   // had delivered before; what a save records.
   SplitDeliveries delivered ABSL_GUARDED_BY(mu);
+  // deterministic: elements of later splits, waiting for the next one.
+  SplitOrder order ABSL_GUARDED_BY(mu);
   // Coordinated reads: the next round to read, and the last one the
   // dispatcher's task list holds for.
   int64_t current_round ABSL_GUARDED_BY(mu) = 0;

@@ -30,6 +30,7 @@ proto::DistributeOp DistributeOpFromOptions(const ServiceOptions& options) {
   if (options.sharding_policy.has_value())
     op.set_sharding_policy(NameOf(kPolicyNames, *options.sharding_policy));
   op.set_exactly_once(options.exactly_once);
+  op.set_deterministic(options.deterministic);
   op.set_num_consumers(options.num_consumers);
   op.set_consumer_index(options.consumer_index);
   op.set_compression(NameOf(kCompressionNames, options.compression));

@@ -13,7 +13,8 @@ ServiceRead::ServiceRead(std::shared_ptr<DispatcherClient> service, ServiceReadO
       client_id_(options.iteration_client_id),
       client_secret_(std::move(options.client_secret)),
       state_(options.max_outstanding, options.sole_reader, std::move(options.losses), options.transport,
-             options.exactly_once, options.exactly_once && options.consumer_index < 0, options.restored),
+             options.exactly_once, options.exactly_once && options.consumer_index < 0, options.restored,
+             options.deterministic),
       fetches_(state_, options.compression),
       rounds_(state_, options.compression, options.consumer_index),
       heartbeat_(state_, *service_, client_id_, absl::FromChrono(options.dispatcher_deadline),
@@ -54,6 +55,8 @@ absl::Status ServiceRead::GetNext(Element* element, bool* end) {
     state_.mu.Await(absl::Condition(&state_, &ReadState::CanReturn));
     waited.Increment(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
+  // Every task is read to its end, so no earlier split can come.
+  if (state_.buffer.empty() && state_.deterministic && state_.Finished()) state_.ReleaseOrdered(/*all=*/true);
   if (!state_.buffer.empty()) {
     *element = std::move(state_.buffer.front());
     state_.buffer.pop_front();

@@ -49,6 +49,8 @@ struct ServiceReadOptions {
   TransportOptions transport;
   // A restored read: what was delivered before the save (exactly_once).
   SplitDeliveries restored;
+  // Hand elements out in split order (exactly_once, sole consumer).
+  bool deterministic = false;
 };
 
 class ServiceRead {

@@ -87,6 +87,8 @@ void SplitDeliveries::Merge(const SplitDeliveries& other) {
   }
 }
 
+bool SplitDeliveries::IsDone(int64_t seq) const { return InRanges(done_, seq); }
+
 bool SplitDeliveries::Contains(int64_t seq, int64_t position) const {
   if (InRanges(done_, seq)) return true;
   auto partial = partial_.find(seq);

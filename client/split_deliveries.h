@@ -63,6 +63,8 @@ class SplitDeliveries {
 
   bool empty() const { return done_.empty() && partial_.empty(); }
   bool Contains(int64_t seq, int64_t position) const;
+  // Split `seq` was delivered whole.
+  bool IsDone(int64_t seq) const;
   // The first position at or after `position` of split `seq` not delivered.
   int64_t NextUndelivered(int64_t seq, int64_t position) const;
   // The splits wholly delivered, as [begin, end) pairs of seqs.

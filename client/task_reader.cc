@@ -23,19 +23,35 @@ void TaskReader::Start(int64_t task_id, TaskState& task) {
   }
 }
 
-bool TaskReader::HasRoom() const { return state_.cancelled || sizing_.WorthAsking(state_.Room()); }
+int64_t TaskReader::RoomFor(const TaskState& task) const {
+  const int64_t room = state_.Room();
+  if (!state_.deterministic || sizing_.WorthAsking(room) || !state_.MayHoldNextSplit(task)) return room;
+  return room + state_.order.waiting();
+}
+
+// Not annotated: the state's mutex is reached through the reader, which
+// the analysis cannot match with the one Await holds.
+bool TaskReader::Slot::MayAsk() const ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  ReadState& state = reader->state_;
+  state.mu.AssertReaderHeld();
+  if (state.cancelled) return true;
+  auto task = state.tasks.find(task_id);
+  // A task gone from the map is not waited for (the read is ending).
+  return task == state.tasks.end() || reader->sizing_.WorthAsking(reader->RoomFor(task->second));
+}
 
 void TaskReader::FetchLoop(int64_t task_id, const std::string& address, ElementTransport& transport) {
   std::chrono::milliseconds backoff(10);
+  const Slot slot{this, task_id};
   while (true) {
     int want = 0;
     int64_t stamp = 0;
     {
       absl::MutexLock lock(&state_.mu);
-      state_.mu.Await(absl::Condition(this, &TaskReader::HasRoom));
+      state_.mu.Await(absl::Condition(&slot, &Slot::MayAsk));
       TaskState& task = state_.tasks[task_id];
       if (state_.cancelled || task.removed || task.ended || !state_.status.ok()) return;
-      want = static_cast<int>(sizing_.ElementsToAsk(state_.Room()));
+      want = static_cast<int>(sizing_.ElementsToAsk(RoomFor(task)));
       state_.outstanding += want;
       stamp = task.order.Send();
     }
@@ -103,7 +119,14 @@ void TaskReader::ReleaseInOrder(TaskState& task) {
     for (size_t i = 0; i < ready->elements.size(); ++i) {
       // exactly_once: repeats of a rerun split are dropped, and so is
       // what follows a response lost in transit (split_position_filter.h).
-      if (!tags.split_seqs.empty() && !state_.positions.Accept(tags.split_seqs[i], tags.split_positions[i])) {
+      if (!tags.split_seqs.empty()) {
+        task.latest_seq = tags.split_seqs[i];
+        if (!state_.positions.Accept(tags.split_seqs[i], tags.split_positions[i])) continue;
+      }
+      if (state_.deterministic && !tags.split_seqs.empty() &&
+          !state_.order.PassesStraight(tags.split_seqs[i])) {
+        state_.order.Add(tags.split_seqs[i], tags.split_positions[i], std::move(ready->elements[i]));
+        ++task.elements;
         continue;
       }
       state_.buffer.push_back(std::move(ready->elements[i]));
@@ -120,12 +143,17 @@ void TaskReader::ReleaseInOrder(TaskState& task) {
     // that it is read again.
     for (size_t i = 0; i < tags.completed_splits.size(); ++i) {
       const int64_t seq = tags.completed_splits[i];
-      if (state_.positions.CompleteInOrder(seq)) state_.completed_splits.push_back(seq);
+      task.latest_seq = seq;
+      if (state_.positions.CompleteInOrder(seq)) {
+        state_.completed_splits.push_back(seq);
+        if (state_.deterministic) state_.order.Complete(seq);
+      }
       if (state_.track_deliveries && i < tags.completed_split_sizes.size()) {
         state_.delivered.SetSize(seq, tags.completed_split_sizes[i]);
       }
     }
   }
+  if (state_.deterministic) state_.ReleaseOrdered(/*all=*/false);
 }
 
 }  // namespace sluice

@@ -39,8 +39,16 @@ class TaskReader {
   // One request slot of a task: asks, waits for the answer unlocked, and
   // hands what came to ReleaseInOrder.
   void FetchLoop(int64_t task_id, const std::string& address, ElementTransport& transport);
-  // Room for a request worth sending, or nothing more to wait for.
-  bool HasRoom() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_.mu);
+  // One fetch thread's view, for its wait condition.
+  struct Slot {
+    bool MayAsk() const;
+    const TaskReader* reader;
+    int64_t task_id;
+  };
+  // The room `task` may ask for: the budget's, or for a deterministic
+  // read's task that may hold the next split, the budget's without the
+  // later splits' elements waiting for it (read_state.h).
+  int64_t RoomFor(const TaskState& task) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_.mu);
   // Moves the task's responses whose turn has come into the buffer.
   void ReleaseInOrder(TaskState& task) ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_.mu);
 

@@ -27,7 +27,7 @@ namespace {
 bool SameParams(const proto::JobParams& a, const proto::JobParams& b) {
   return a.dataset_id() == b.dataset_id() && a.processing_mode() == b.processing_mode() &&
          a.sharding_policy() == b.sharding_policy() && a.exactly_once() == b.exactly_once() &&
-         a.num_consumers() == b.num_consumers();
+         a.num_consumers() == b.num_consumers() && a.deterministic() == b.deterministic();
 }
 
 }  // namespace
@@ -346,6 +346,14 @@ absl::Status DispatcherImpl::GetOrCreateIteration(const proto::GetOrCreateIterat
           absl::StrCat("job '", job->params.job_name(), "' is at round ", iteration_rounds_[iteration->id],
                        ": consumer ", request.consumer_index(), " has already joined; a set of ",
                        num_consumers, " coordinated consumers must start together at round 0"));
+    }
+    // Consumers of one iteration split its splits by who asks first, so a
+    // second one would make both orders depend on timing.
+    if (iteration != nullptr && job->params.deterministic() && !iteration->clients.empty()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "job '", job->params.job_name(), "' is deterministic and its repetition ", request.repetition(),
+          " already has a consumer: a second one would take part of its splits, so neither order could be "
+          "reproduced (read it from one consumer, or set deterministic: false)"));
     }
     if (iteration == nullptr) {
       const auto* dataset = state_.FindDataset(job->params.dataset_id());

@@ -68,6 +68,11 @@ inline constexpr auto kUnreachableWorkerSilence = std::chrono::milliseconds(2000
 // Clients released for silence that the dispatcher remembers, to take
 // them back or to say what happened.
 inline constexpr size_t kMaxReleasedClientsKept = 100000;
+// A deterministic job's leases cover at most this many elements (at
+// least one split): an ordered reader holds what a worker runs ahead of
+// the split it waits for, and the worker's buffer (8192 elements at most)
+// must hold one lease's output, or the ahead worker stalls.
+inline constexpr int64_t kDeterministicLeaseElements = 1024;
 // How the lost reason of a worker that clients cannot reach begins.
 inline constexpr char kUnreachableReason[] = "unreachable from clients";
 

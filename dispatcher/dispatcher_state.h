@@ -97,7 +97,7 @@ class DispatcherState {
     // for the next new split, and splits of lost tasks waiting to be
     // handed out again (before any new split).
     std::string split_cursor;
-    int64_t next_split_seq = 1;
+    int64_t next_split_seq = kFirstSplitSeq;
     SplitRuns returned_splits;
     bool splits_exhausted = false;
     // A restored read's splits already delivered: never handed out.

@@ -170,8 +170,15 @@ absl::Status DispatcherImpl::GetSplits(const proto::GetSplitsRequest& request,
   const auto* iteration = state_.FindIteration(task->iteration_id);
   // A lost task, or a collected or failed iteration, reads nothing more.
   if (task->finished || iteration->collected || iteration->error_code != 0) return answer({}, true);
-  // 0 (unset) asks for one.
-  const int64_t max_splits = std::clamp<int64_t>(request.max_splits(), 1, config_.splits_per_request);
+  // 0 (unset) asks for one. A deterministic reader takes splits in order,
+  // so what a worker leases past the others' waits in buffers: small
+  // leases make the workers take splits in turn.
+  int64_t lease_cap = config_.splits_per_request;
+  if (state_.FindJob(iteration->job_id)->params.deterministic()) {
+    lease_cap =
+        std::min(lease_cap, std::max<int64_t>(1, kDeterministicLeaseElements / config_.elements_per_split));
+  }
+  const int64_t max_splits = std::clamp<int64_t>(request.max_splits(), 1, lease_cap);
   proto::Update update;
   auto* lease = update.mutable_lease_splits();
   lease->set_task_id(task->id);

@@ -36,6 +36,10 @@ class IteratorState;
 
 // A half-open range of source positions: element indices for `range` and
 // `from_tensor_slices`, file indices for the file sources.
+// The seq of an iteration's first split (0 means "none" in the journal);
+// a deterministic reader's order starts there.
+inline constexpr int64_t kFirstSplitSeq = 1;
+
 struct Split {
   int64_t begin = 0;
   int64_t end = 0;

@@ -27,7 +27,9 @@ std::string ProcessingModeName(proto::ProcessingMode mode) {
 }
 
 absl::Status JobParamsFromDistribute(const proto::DistributeOp& op, proto::JobParams* params) {
-  params->set_exactly_once(op.exactly_once());
+  // Ordering by split needs the exactly_once tags.
+  params->set_exactly_once(op.exactly_once() || op.deterministic());
+  params->set_deterministic(op.deterministic());
   absl::StatusOr<proto::ProcessingMode> mode = ParseProcessingMode(op.processing_mode());
   if (!mode.ok()) return mode.status();
   // Without a policy, the dispatcher derives it from the mode.
@@ -71,13 +73,16 @@ absl::Status ResolveShardingPolicy(proto::JobParams* params) {
 bool IsStaticSharding(const proto::JobParams& params) { return IsStaticPolicy(params.sharding_policy()); }
 
 absl::Status CheckExactlyOnce(const proto::JobParams& params, const proto::DatasetDef& def) {
+  // deterministic implies exactly_once, and is what the user asked for.
+  const std::string option = params.deterministic() ? "deterministic" : "exactly_once";
   if (params.processing_mode() != proto::DISTRIBUTED_EPOCH) {
-    return absl::FailedPreconditionError(absl::StrCat("exactly_once needs distributed_epoch; the job is ",
+    return absl::FailedPreconditionError(absl::StrCat(option, " needs distributed_epoch; the job is ",
                                                       ProcessingModeName(params.processing_mode())));
   }
-  auto refuse = [](int index, const std::string& why) {
+  auto refuse = [&option](int index, const std::string& why) {
     return absl::FailedPreconditionError(
-        absl::StrCat("exactly_once needs a worker side that is element-wise (range or from_tensor_slices, "
+        absl::StrCat(option,
+                     " needs a worker side that is element-wise (range or from_tensor_slices, "
                      "then map, filter or prefetch; batch after distribute): step ",
                      index + 1, " ", why));
   };

@@ -23,7 +23,8 @@ absl::StatusOr<proto::ProcessingMode> ParseProcessingMode(const std::string& nam
 // "unknown (N)" for values past the enum.
 std::string ProcessingModeName(proto::ProcessingMode mode);
 
-// The mode, sharding policy and exactly_once of a distribute step: either
+// The mode, sharding policy, exactly_once and deterministic (which implies
+// exactly_once) of a distribute step: either
 // of processing_mode and sharding_policy may be left out, and they must
 // agree (DYNAMIC is distributed_epoch; the other policies run like
 // parallel_epochs). Leaves the policy unset when the step has none.

@@ -81,7 +81,8 @@ ServiceOptions ServiceOptionsFrom(const std::string& processing_mode, const std:
                                   std::optional<std::string> compression, bool exactly_once,
                                   std::optional<std::string> sharding_policy,
                                   int64_t max_outstanding_requests, int64_t timeout_ms, bool allow_partial,
-                                  int64_t connections_per_worker, const std::string& transport) {
+                                  int64_t connections_per_worker, const std::string& transport,
+                                  bool deterministic) {
   ServiceOptions options;
   options.service = service;
   options.processing_mode =
@@ -103,6 +104,7 @@ ServiceOptions ServiceOptionsFrom(const std::string& processing_mode, const std:
                                                 {"zstd", ServiceOptions::Compression::kZstd}});
   }
   options.exactly_once = exactly_once;
+  options.deterministic = deterministic;
   if (sharding_policy.has_value()) {
     options.sharding_policy = ParseName<ShardingPolicy>("sharding_policy", *sharding_policy,
                                                         {{"OFF", ShardingPolicy::kOff},
@@ -350,23 +352,26 @@ void BindDataset(py::module_& module) {
              std::optional<std::string> job_name, std::optional<int64_t> num_consumers,
              std::optional<int64_t> consumer_index, std::optional<std::string> compression, bool exactly_once,
              std::optional<std::string> sharding_policy, int64_t max_outstanding_requests, int64_t timeout_ms,
-             bool allow_partial, int64_t connections_per_worker, const std::string& transport) {
+             bool allow_partial, int64_t connections_per_worker, const std::string& transport,
+             bool deterministic) {
             ThrowIfError(self.CheckRunsOnService());
-            return self.ReadFromService(
-                ServiceOptionsFrom(processing_mode, service, job_name, num_consumers, consumer_index,
-                                   compression, exactly_once, sharding_policy, max_outstanding_requests,
-                                   timeout_ms, allow_partial, connections_per_worker, transport));
+            return self.ReadFromService(ServiceOptionsFrom(
+                processing_mode, service, job_name, num_consumers, consumer_index, compression, exactly_once,
+                sharding_policy, max_outstanding_requests, timeout_ms, allow_partial, connections_per_worker,
+                transport, deterministic));
           },
           py::arg("processing_mode"), py::arg("service"), py::arg("job_name") = py::none(),
           py::arg("num_consumers") = py::none(), py::arg("consumer_index") = py::none(),
           py::arg("compression") = py::none(), py::arg("exactly_once") = false,
           py::arg("sharding_policy") = py::none(), py::arg("max_outstanding_requests") = 0,
           py::arg("timeout_ms") = 0, py::arg("allow_partial") = false, py::arg("connections_per_worker") = 0,
-          py::arg("transport") = "auto",
+          py::arg("transport") = "auto", py::arg("deterministic") = false,
           "The steps so far run on the data service at `service` (grpc://HOST:PORT); the steps after, here. "
           "processing_mode is 'parallel_epochs' or 'distributed_epoch'. connections_per_worker: TCP "
           "connections to each worker (1 to 16; 0 means 1), for large elements. transport: 'auto' (shared "
-          "memory with a worker on this host, else TCP) or 'tcp'.")
+          "memory with a worker on this host, else TCP) or 'tcp'. deterministic (distributed_epoch): "
+          "elements in "
+          "split order whatever the workers' number or speed; implies exactly_once.")
       .def("fingerprint", &Dataset::Fingerprint,
            "A hex digest of the definition: equal for equal pipelines, built in YAML or Python.")
       .def("reads_named_job", &Dataset::ReadsNamedJob,

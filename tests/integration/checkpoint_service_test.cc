@@ -23,12 +23,15 @@
 #include "sluice/dataset.h"
 #include "sluice/distribute.h"
 #include "sluice/iterator.h"
+#include "tests/integration/read_helpers.h"
 #include "tests/integration/test_cluster.h"
 #include "tests/testing/test_util.h"
 
 namespace sluice {
 namespace {
 
+using testing::MakeOrFail;
+using testing::Take;
 using testing::TestCluster;
 
 constexpr int64_t kEpoch = 20000;
@@ -38,19 +41,6 @@ Dataset Pipeline(const std::string& url, const std::string& job_name = "") {
                                                  .processing_mode = ProcessingMode::kDistributedEpoch,
                                                  .job_name = job_name,
                                                  .exactly_once = true});
-}
-
-// Up to `count` values from `iterator` (all, for -1), appended to `values`.
-void Take(Iterator& iterator, int64_t count, std::vector<int64_t>* values) {
-  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  for (int64_t i = 0; count < 0 || i < count; ++i) {
-    REQUIRE(std::chrono::steady_clock::now() < give_up);
-    absl::StatusOr<std::optional<Element>> element = iterator.GetNextAsOptional();
-    INFO(element.status().ToString());
-    REQUIRE(element.ok());
-    if (!element->has_value()) return;
-    values->push_back((*element)->components.at(0).data<int64_t>()[0]);
-  }
 }
 
 // Every value of the epoch, exactly once: the values missing and repeated.
@@ -66,13 +56,6 @@ void CheckExactlyOnce(std::vector<int64_t> values) {
   CHECK(values.size() == static_cast<size_t>(kEpoch));
   CHECK(missing == 0);
   CHECK(repeated == 0);
-}
-
-Iterator MakeOrFail(const Dataset& dataset) {
-  absl::StatusOr<Iterator> iterator = dataset.MakeIterator();
-  INFO(iterator.status().ToString());
-  REQUIRE(iterator.ok());
-  return *std::move(iterator);
 }
 
 Iterator RestoreOrFail(const Dataset& dataset, const std::string& state, RestoreOptions options = {}) {

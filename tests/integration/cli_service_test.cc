@@ -148,7 +148,7 @@ TEST_CASE("cli service: status --json is one object with the dispatcher's values
           Dataset::Range(4).Fingerprint(),
           R"("}],"jobs":[{"job_id":"1","params":{"dataset_id":"1000",)"
           R"("processing_mode":"DISTRIBUTED_EPOCH","job_name":"shared",)"
-          R"("sharding_policy":"SHARDING_DYNAMIC","static_workers":[],"exactly_once":false,"num_consumers":"0"}}],)"
+          R"("sharding_policy":"SHARDING_DYNAMIC","static_workers":[],"exactly_once":false,"num_consumers":"0","deterministic":false}}],)"
           R"("iterations":[{"iteration_id":"1","job_id":"1","repetition":"0",)"
           R"("finished":true,"num_clients":"0","collected":false}],)"
           R"("tasks":[{"task_id":"1","iteration_id":"1","worker_address":")",

@@ -96,3 +96,12 @@ def test_a_distributed_iterator_saves_as_of_the_last_step_taken(cluster):
     for step in distributed.iterator(restore_from=state):
         values += [int(v) for replica in ("CPU:0", "CPU:1") for v in step[replica]]
     assert sorted(values) == list(range(8000))
+
+
+def test_a_deterministic_read_comes_in_order_and_resumes_in_order(cluster):
+    ds = sluice.Dataset.range(5000).distribute("distributed_epoch", cluster.service, deterministic=True)
+    assert [int(x) for x in ds] == list(range(5000))
+    it = iter(ds)
+    first = [int(next(it)) for _ in range(1234)]
+    rest = [int(x) for x in ds.iterator(restore_from=it.save())]
+    assert first + rest == list(range(5000))

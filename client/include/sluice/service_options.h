@@ -44,6 +44,11 @@ struct ServiceOptions {
   // distributed_epoch over an element-wise worker side: a lost worker's
   // splits are read again without repeats.
   bool exactly_once = false;
+  // distributed_epoch: elements come in split order (then position),
+  // whatever the workers' number, speed or losses, so that a run with the
+  // same seeds gives the same sequence. Implies exactly_once (and its
+  // element-wise worker side); the job takes one consumer at a time.
+  bool deterministic = false;
   // Coordinated reads: `num_consumers` readers of one named job of an
   // infinite dataset, this one being `consumer_index`; in each round all
   // of them get their element from the same worker. 0: not coordinated.

@@ -1,0 +1,40 @@
+// Reading int64 values from an Iterator in the integration tests, with
+// Catch2 checks: each step's status is shown when it fails.
+#ifndef SLUICE_TESTS_INTEGRATION_READ_HELPERS_H_
+#define SLUICE_TESTS_INTEGRATION_READ_HELPERS_H_
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "sluice/dataset.h"
+#include "sluice/iterator.h"
+
+namespace sluice::testing {
+
+// Up to `count` values from `iterator` (all, for -1), appended to `values`.
+inline void Take(Iterator& iterator, int64_t count, std::vector<int64_t>* values) {
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  for (int64_t i = 0; count < 0 || i < count; ++i) {
+    REQUIRE(std::chrono::steady_clock::now() < give_up);
+    absl::StatusOr<std::optional<Element>> element = iterator.GetNextAsOptional();
+    INFO(element.status().ToString());
+    REQUIRE(element.ok());
+    if (!element->has_value()) return;
+    values->push_back((*element)->components.at(0).data<int64_t>()[0]);
+  }
+}
+
+inline Iterator MakeOrFail(const Dataset& dataset) {
+  absl::StatusOr<Iterator> iterator = dataset.MakeIterator();
+  INFO(iterator.status().ToString());
+  REQUIRE(iterator.ok());
+  return *std::move(iterator);
+}
+
+}  // namespace sluice::testing
+
+#endif  // SLUICE_TESTS_INTEGRATION_READ_HELPERS_H_
