@@ -26,6 +26,7 @@
 #include "service/grpc_util.h"
 #include "service/job_params.h"
 #include "service/malloc_tuning.h"
+#include "service/worker_positions.h"
 #include "sluice/service.grpc.pb.h"
 
 namespace sluice {
@@ -45,7 +46,19 @@ struct ReadConfig {
   int64_t consumer_index = -1;  // coordinated reads; -1 otherwise
   bool allow_partial = false;
   TransportOptions transport;
+  // Why the worker side may give other elements or another order on
+  // another run (CheckDeterministicPipeline); OK when it cannot.
+  absl::Status worker_side_determinism;
 };
+
+// A parallel_epochs read, neither static nor coordinated, whose worker side
+// repeats exactly: it records each element's (worker, position), and a
+// restore has each worker pass over what was delivered from it.
+bool SavesWorkerPositions(const ReadConfig& config) {
+  return config.params.processing_mode() == proto::PARALLEL_EPOCHS &&
+         !IsStaticPolicy(config.params.sharding_policy()) && config.consumer_index < 0 &&
+         config.worker_side_determinism.ok();
+}
 
 // Where a restored read resumes: what was delivered before the save, and
 // for a job checkpoint, which of how many consumers this is.
@@ -71,10 +84,13 @@ absl::Status CheckSavable(const ReadConfig& config) {
         "exactly_once: true)");
   }
   if (config.params.processing_mode() != proto::DISTRIBUTED_EPOCH) {
-    return absl::FailedPreconditionError(
-        "distribute: a parallel_epochs read cannot be saved or restored: each worker runs the whole epoch on "
-        "its own, and workers do not save their pipelines' positions (use distributed_epoch with "
-        "exactly_once: true)");
+    if (SavesWorkerPositions(config)) return absl::OkStatus();
+    return absl::FailedPreconditionError(absl::StrCat(
+        "distribute: a parallel_epochs read restores only when its workers' pipeline gives the same "
+        "elements in the same order on every run, so that each worker can pass over what was delivered; ",
+        config.worker_side_determinism.message(),
+        " (give it a seed, or use distributed_epoch with "
+        "exactly_once: true)"));
   }
   if (!config.params.exactly_once()) {
     return absl::FailedPreconditionError(
@@ -132,7 +148,10 @@ absl::StatusOr<std::unique_ptr<ServiceRead>> StartRead(const ReadConfig& config,
   iteration_request.set_consumer_index(std::max<int64_t>(0, config.consumer_index));
   if (resume != nullptr) {
     for (int64_t seq : resume->delivered.DoneSplitPairs()) iteration_request.add_skip_splits(seq);
-    iteration_request.set_split_layout(resume->delivered.split_layout());
+    if (config.params.processing_mode() == proto::DISTRIBUTED_EPOCH) {
+      iteration_request.set_split_layout(resume->delivered.split_layout());
+    }
+    AppendWorkerRanges(resume->delivered.worker_positions(), iteration_request.mutable_skip_positions());
   }
   proto::GetOrCreateIterationResponse iteration;
   status = config.service->GetOrCreateIteration(
@@ -151,7 +170,8 @@ absl::StatusOr<std::unique_ptr<ServiceRead>> StartRead(const ReadConfig& config,
   std::optional<EpochLosses> losses;
   if (config.params.processing_mode() == proto::PARALLEL_EPOCHS &&
       !IsStaticPolicy(config.params.sharding_policy()) && config.consumer_index < 0) {
-    losses.emplace(config.cardinality, !job_name.empty(), config.allow_partial);
+    // A restored task gives what the save left, not the whole epoch.
+    losses.emplace(resume != nullptr ? -1 : config.cardinality, !job_name.empty(), config.allow_partial);
   }
   SplitDeliveries restored = resume != nullptr ? resume->delivered : SplitDeliveries();
   restored.set_split_layout(iteration.split_layout());
@@ -170,7 +190,8 @@ absl::StatusOr<std::unique_ptr<ServiceRead>> StartRead(const ReadConfig& config,
                                          .dispatcher_deadline = config.deadline,
                                          .transport = config.transport,
                                          .restored = std::move(restored),
-                                         .deterministic = config.params.deterministic()});
+                                         .deterministic = config.params.deterministic(),
+                                         .track_worker_positions = SavesWorkerPositions(config)});
 }
 
 class DataServiceDataset : public DatasetBase {
@@ -386,7 +407,8 @@ absl::StatusOr<DatasetPtr> MakeDataServiceDataset(const proto::DatasetDef& worke
                  .allow_partial = op.allow_partial(),
                  .transport = TransportOptions{.connections = static_cast<int>(
                                                    std::max<int64_t>(1, op.connections_per_worker())),
-                                               .shared_memory = op.transport() != "tcp"}},
+                                               .shared_memory = op.transport() != "tcp"},
+                 .worker_side_determinism = CheckDeterministicPipeline(worker_part)},
       *std::move(spec));
 }
 

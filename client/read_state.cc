@@ -40,6 +40,32 @@ bool ReadState::MayHoldNextSplit(const TaskState& task) const {
   return true;
 }
 
+int64_t ReadState::PositionOf(TaskState& task, int64_t index, bool any_order) {
+  if (!task.skipped.has_value()) {
+    auto restored = restored_positions.find(task.worker_address);
+    task.skipped.emplace(restored == restored_positions.end() ? IntRanges() : restored->second);
+  }
+  return any_order ? task.skipped->PositionAt(index) : task.skipped->PositionOf(index);
+}
+
+SplitDeliveries ReadState::DeliveredWithEnds() const {
+  SplitDeliveries out = delivered;
+  if (!track_worker_positions) return out;
+  std::map<int64_t, int64_t> buffered;  // by task
+  for (const auto& [task_id, position] : buffer_tags) ++buffered[task_id];
+  for (const auto& [id, task] : tasks) {
+    // A worker that gave nothing yet is listed too: a restore expects the
+    // whole of its epoch from it.
+    out.AddWorker(task.worker_address);
+    // Every element of the task's epoch went out: a restore asks nothing
+    // more of its worker.
+    if (task.end_position >= 0 && !buffered.contains(id) && task.order.idle()) {
+      out.SetWorkerEnd(task.worker_address, task.end_position);
+    }
+  }
+  return out;
+}
+
 void ReadState::ReleaseOrdered(bool all) {
   std::deque<SplitOrder::Tagged> ready;
   if (all) {

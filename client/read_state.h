@@ -29,6 +29,7 @@
 #include "client/split_order.h"
 #include "client/split_position_filter.h"
 #include "client/transit_losses.h"
+#include "service/worker_positions.h"
 #include "sluice/element.h"
 
 namespace sluice {
@@ -61,6 +62,11 @@ struct TaskState {
   // (-1 before any). A deterministic read judges by it whether the task
   // may hold the next split in order.
   int64_t latest_seq = -1;
+  // A saved parallel_epochs read (ReadState::track_worker_positions): maps
+  // the task's element indices to positions in its worker's epoch, past
+  // those a restore skipped; and where the epoch ended, once seen.
+  std::optional<SkippedPositions> skipped;
+  int64_t end_position = -1;
   // Sole reader, not exactly_once (ReadState::track_index_gaps): holes in
   // the element indices received, which are responses lost in transit.
   TaskIndexGaps gaps;
@@ -87,13 +93,18 @@ struct ReadState {
   // it out, so that the read can be saved (exactly_once, not coordinated).
   // `restored`: what a restored read delivered before its save.
   // `deterministic_in`: hand elements out in split order (split_order.h).
+  // `track_worker_positions_in`: a parallel_epochs read that can be saved
+  // records the (worker, position) of each element GetNext hands out.
   ReadState(int64_t max_outstanding_in, bool sole_reader_in, std::optional<EpochLosses> losses_in,
             TransportOptions transport_in = {}, bool exactly_once = false, bool track_deliveries_in = false,
-            const SplitDeliveries& restored = {}, bool deterministic_in = false)
+            const SplitDeliveries& restored = {}, bool deterministic_in = false,
+            bool track_worker_positions_in = false)
       : adaptive_budget(max_outstanding_in <= 0),
         track_index_gaps(sole_reader_in && !exactly_once),
         track_deliveries(track_deliveries_in),
         deterministic(deterministic_in),
+        track_worker_positions(track_worker_positions_in),
+        restored_positions(restored.worker_positions()),
         transport(transport_in),
         initial_max_outstanding(max_outstanding_in > 0 ? max_outstanding_in : kDefaultMaxOutstanding),
         positions(sole_reader_in, restored),
@@ -115,6 +126,13 @@ struct ReadState {
   // the budget while they wait; such a task is read anyway (within the
   // room they leave), or the read would stall.
   bool MayHoldNextSplit(const TaskState& task) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // track_worker_positions: the position in its worker's epoch of `task`'s
+  // element `index`; in increasing order unless `any_order`.
+  int64_t PositionOf(TaskState& task, int64_t index, bool any_order = false)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // What GetNext has handed out; with track_worker_positions, also the end
+  // of each task's epoch that it handed out whole.
+  SplitDeliveries DeliveredWithEnds() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   // Moves what SplitOrder lets go (everything, once `all`) to the buffer.
   void ReleaseOrdered(bool all) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   // GetNext has something to return: an element, an error or the end.
@@ -138,6 +156,9 @@ struct ReadState {
   const bool track_index_gaps;
   const bool track_deliveries;
   const bool deterministic;
+  const bool track_worker_positions;
+  // What a restored parallel_epochs read had delivered from each worker.
+  const WorkerRanges restored_positions;
   const TransportOptions transport;
   const int64_t initial_max_outstanding;
 
@@ -146,7 +167,8 @@ struct ReadState {
   // Elements buffered, held and requested, at most.
   int64_t max_outstanding ABSL_GUARDED_BY(mu) = 0;
   std::deque<Element> buffer ABSL_GUARDED_BY(mu);
-  // track_deliveries: each buffered element's (split seq, position).
+  // track_deliveries: each buffered element's (split seq, position);
+  // track_worker_positions: its (task id, position in the worker's epoch).
   std::deque<std::pair<int64_t, int64_t>> buffer_tags ABSL_GUARDED_BY(mu);
   int64_t outstanding ABSL_GUARDED_BY(mu) = 0;    // requested, not yet back
   int64_t held_elements ABSL_GUARDED_BY(mu) = 0;  // received, waiting for their turn

@@ -48,6 +48,8 @@ class ResponseOrder {
 
   // Requests sent so far.
   int64_t sent() const { return sent_; }
+  // No request out and no response held.
+  bool idle() const { return in_flight_.empty() && held_.empty(); }
 
  private:
   struct Held {

@@ -1,8 +1,14 @@
 #include "client/service_read.h"
 
+#include <iterator>
+#include <set>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "client/warnings.h"
 #include "service/metrics.h"
 
 namespace sluice {
@@ -14,7 +20,7 @@ ServiceRead::ServiceRead(std::shared_ptr<DispatcherClient> service, ServiceReadO
       client_secret_(std::move(options.client_secret)),
       state_(options.max_outstanding, options.sole_reader, std::move(options.losses), options.transport,
              options.exactly_once, options.exactly_once && options.consumer_index < 0, options.restored,
-             options.deterministic),
+             options.deterministic, options.track_worker_positions),
       fetches_(state_, options.compression),
       rounds_(state_, options.compression, options.consumer_index),
       heartbeat_(state_, *service_, client_id_, absl::FromChrono(options.dispatcher_deadline),
@@ -60,7 +66,11 @@ absl::Status ServiceRead::GetNext(Element* element, bool* end) {
   if (!state_.buffer.empty()) {
     *element = std::move(state_.buffer.front());
     state_.buffer.pop_front();
-    if (state_.track_deliveries) {
+    if (state_.track_worker_positions) {
+      const auto [task_id, position] = state_.buffer_tags.front();
+      state_.buffer_tags.pop_front();
+      state_.delivered.AddWorkerPosition(state_.tasks[task_id].worker_address, position);
+    } else if (state_.track_deliveries) {
       const auto [seq, position] = state_.buffer_tags.front();
       state_.buffer_tags.pop_front();
       if (seq >= 0) state_.delivered.Add(seq, position);
@@ -85,6 +95,7 @@ absl::Status ServiceRead::GetNext(Element* element, bool* end) {
             ? state_.losses->Finish(static_cast<int64_t>(state_.tasks.size()) + state_.unseen_lost_tasks)
             : absl::OkStatus();
     if (end_status_->ok()) end_status_ = state_.TransitLossesOfEndedTasks().Finish(allow_partial_);
+    if (end_status_->ok()) end_status_ = RestoredWorkersServed();
   }
   if (!end_status_->ok()) return *end_status_;
   *end = true;
@@ -93,7 +104,25 @@ absl::Status ServiceRead::GetNext(Element* element, bool* end) {
 
 SplitDeliveries ServiceRead::Delivered() {
   absl::MutexLock lock(&state_.mu);
-  return state_.delivered;
+  return state_.DeliveredWithEnds();
+}
+
+absl::Status ServiceRead::RestoredWorkersServed() {
+  std::set<std::string> served;
+  for (const auto& [id, task] : state_.tasks) served.insert(task.worker_address);
+  std::vector<std::string> missing;
+  for (const auto& [address, positions] : state_.restored_positions) {
+    const bool finished = !positions.empty() && std::prev(positions.end())->second == kEpochEnd;
+    if (!finished && !served.contains(address)) missing.push_back(address);
+  }
+  if (missing.empty()) return absl::OkStatus();
+  const std::string message = absl::StrCat(
+      "restored parallel_epochs read: ", missing.size(), " worker(s) whose epoch the save left unfinished ",
+      "did not serve this read (", absl::StrJoin(missing, ", "),
+      "), so the rest of their epochs is missing; start them at the same addresses and restore again");
+  if (!allow_partial_) return absl::DataLossError(message);
+  Warn(message + " (allow_partial: ending normally)");
+  return absl::OkStatus();
 }
 
 }  // namespace sluice

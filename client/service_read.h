@@ -51,6 +51,9 @@ struct ServiceReadOptions {
   SplitDeliveries restored;
   // Hand elements out in split order (exactly_once, sole consumer).
   bool deterministic = false;
+  // A parallel_epochs read that can be saved: record the (worker, position)
+  // of what GetNext hands out; `restored` holds what a restore skipped.
+  bool track_worker_positions = false;
 };
 
 class ServiceRead {
@@ -75,6 +78,11 @@ class ServiceRead {
   TaskReader fetches_;
   CoordinatedReader rounds_;
   IterationHeartbeat heartbeat_;
+  // A restored parallel_epochs read: OK when every worker whose epoch the
+  // save left unfinished served this read; DataLoss naming the others (a
+  // warning with allow_partial).
+  absl::Status RestoredWorkersServed() ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_.mu);
+
   // How the read ends, once judged.
   std::optional<absl::Status> end_status_ ABSL_GUARDED_BY(state_.mu);
   // Started last, joined first: they use everything above.

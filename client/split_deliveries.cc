@@ -15,6 +15,10 @@ absl::StatusOr<SplitDeliveries> SplitDeliveries::FromProto(const proto::ServiceR
   if (!done.ok()) return done.status();
   deliveries.done_ = *std::move(done);
   deliveries.split_layout_ = state.split_layout();
+  absl::StatusOr<WorkerRanges> workers =
+      WorkerRangesFromProto(state.worker_positions(), "service read state: worker_positions");
+  if (!workers.ok()) return workers.status();
+  deliveries.worker_positions_ = *std::move(workers);
   for (const proto::SplitDelivery& split : state.partial_splits()) {
     const std::string field = absl::StrCat("split ", split.seq());
     if (split.seq() < 1 || deliveries.partial_.contains(split.seq()) ||
@@ -43,6 +47,7 @@ proto::ServiceReadState SplitDeliveries::ToProto() const {
   proto::ServiceReadState state;
   AppendPairs(done_, state.mutable_done_splits());
   state.set_split_layout(split_layout_);
+  AppendWorkerRanges(worker_positions_, state.mutable_worker_positions());
   for (const auto& [seq, partial] : partial_) {
     proto::SplitDelivery* split = state.add_partial_splits();
     split->set_seq(seq);
@@ -69,6 +74,20 @@ void SplitDeliveries::Add(int64_t seq, int64_t position) {
   CompleteIfWhole(seq);
 }
 
+void SplitDeliveries::AddWorkerPosition(const std::string& worker_address, int64_t position) {
+  IntRanges& ranges = worker_positions_[worker_address];
+  // The common case: the next position of the worker's epoch.
+  if (!ranges.empty() && std::prev(ranges.end())->second == position) {
+    ++std::prev(ranges.end())->second;
+    return;
+  }
+  InsertRange(&ranges, position, position + 1);
+}
+
+void SplitDeliveries::SetWorkerEnd(const std::string& worker_address, int64_t end) {
+  InsertRange(&worker_positions_[worker_address], end, kEpochEnd);
+}
+
 void SplitDeliveries::SetSize(int64_t seq, int64_t size) {
   if (InRanges(done_, seq)) return;
   partial_[seq].size = size;
@@ -77,6 +96,10 @@ void SplitDeliveries::SetSize(int64_t seq, int64_t size) {
 
 void SplitDeliveries::Merge(const SplitDeliveries& other) {
   if (split_layout_.empty()) split_layout_ = other.split_layout_;
+  for (const auto& [address, theirs] : other.worker_positions_) {
+    IntRanges& ours = worker_positions_[address];
+    for (const auto& [begin, end] : theirs) InsertRange(&ours, begin, end);
+  }
   for (const auto& [begin, end] : other.done_) MarkDone(begin, end);
   for (const auto& [seq, theirs] : other.partial_) {
     if (InRanges(done_, seq)) continue;

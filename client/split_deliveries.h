@@ -20,6 +20,7 @@
 
 #include "absl/status/statusor.h"
 #include "service/int_ranges.h"
+#include "service/worker_positions.h"
 #include "sluice/checkpoint.pb.h"
 
 namespace sluice {
@@ -29,11 +30,15 @@ class SplitDeliveries {
   SplitDeliveries() = default;
   // Copies and moves forget which split Add extended last.
   SplitDeliveries(const SplitDeliveries& other)
-      : done_(other.done_), partial_(other.partial_), split_layout_(other.split_layout_) {}
+      : done_(other.done_),
+        partial_(other.partial_),
+        split_layout_(other.split_layout_),
+        worker_positions_(other.worker_positions_) {}
   SplitDeliveries(SplitDeliveries&& other) noexcept
       : done_(std::move(other.done_)),
         partial_(std::move(other.partial_)),
-        split_layout_(std::move(other.split_layout_)) {
+        split_layout_(std::move(other.split_layout_)),
+        worker_positions_(std::move(other.worker_positions_)) {
     other.last_ = other.partial_.end();
   }
   SplitDeliveries& operator=(const SplitDeliveries& other) {
@@ -44,6 +49,7 @@ class SplitDeliveries {
     done_ = std::move(other.done_);
     partial_ = std::move(other.partial_);
     split_layout_ = std::move(other.split_layout_);
+    worker_positions_ = std::move(other.worker_positions_);
     last_ = partial_.end();
     other.last_ = other.partial_.end();
     return *this;
@@ -61,7 +67,16 @@ class SplitDeliveries {
   // Adds everything `other` delivered; a split either delivered whole is.
   void Merge(const SplitDeliveries& other);
 
-  bool empty() const { return done_.empty() && partial_.empty(); }
+  // parallel_epochs: position `position` of `worker_address`'s epoch.
+  void AddWorkerPosition(const std::string& worker_address, int64_t position);
+  // `worker_address`'s epoch ended at `end`: no position from there on is
+  // left to deliver.
+  void SetWorkerEnd(const std::string& worker_address, int64_t end);
+  // Lists `worker_address` (with no positions, if it had none).
+  void AddWorker(const std::string& worker_address) { worker_positions_.try_emplace(worker_address); }
+  const WorkerRanges& worker_positions() const { return worker_positions_; }
+
+  bool empty() const { return done_.empty() && partial_.empty() && worker_positions_.empty(); }
   bool Contains(int64_t seq, int64_t position) const;
   // Split `seq` was delivered whole.
   bool IsDone(int64_t seq) const;
@@ -92,6 +107,7 @@ class SplitDeliveries {
   // split at a time.
   std::map<int64_t, Partial>::iterator last_ = partial_.end();
   std::string split_layout_;
+  WorkerRanges worker_positions_;
 };
 
 }  // namespace sluice

@@ -132,3 +132,45 @@ TEST_CASE("split_position_filter: a restored read drops what was delivered befor
 
 }  // namespace
 }  // namespace sluice
+
+namespace sluice {
+namespace {
+
+TEST_CASE("split_deliveries: parallel_epochs positions per worker save, merge and end",
+          "[client][checkpoint]") {
+  SplitDeliveries a;
+  for (int64_t position = 0; position < 5; ++position) a.AddWorkerPosition("w1:1", position);
+  a.AddWorkerPosition("w1:1", 9);
+  SplitDeliveries b;
+  b.AddWorkerPosition("w1:1", 5);
+  b.AddWorkerPosition("w2:2", 0);
+  b.SetWorkerEnd("w2:2", 1);
+  a.Merge(b);
+  CHECK(a.worker_positions().at("w1:1") == IntRanges{{0, 6}, {9, 10}});
+  CHECK(a.worker_positions().at("w2:2") == IntRanges{{0, kEpochEnd}});
+
+  absl::StatusOr<SplitDeliveries> back = SplitDeliveries::FromProto(a.ToProto());
+  REQUIRE(back.ok());
+  CHECK(back->worker_positions() == a.worker_positions());
+  proto::ServiceReadState twice = a.ToProto();
+  *twice.add_worker_positions() = twice.worker_positions(0);
+  CHECK(SplitDeliveries::FromProto(twice).status().message() ==
+        "service read state: worker_positions: worker address 'w1:1' is empty or listed twice");
+}
+
+TEST_CASE("split_deliveries: a restored task's indices map past the positions it skips",
+          "[client][checkpoint]") {
+  SkippedPositions skipped(IntRanges{{0, 5}, {7, 9}, {12, kEpochEnd}});
+  CHECK(skipped.PositionAt(0) == 5);
+  CHECK(skipped.PositionAt(2) == 9);
+  CHECK(skipped.PositionAt(4) == 11);
+  // In order, with the cursor, the same.
+  std::vector<int64_t> positions;
+  for (int64_t index = 0; index < 5; ++index) positions.push_back(skipped.PositionOf(index));
+  CHECK(positions == std::vector<int64_t>{5, 6, 9, 10, 11});
+  SkippedPositions none;
+  CHECK(none.PositionOf(3) == 3);
+}
+
+}  // namespace
+}  // namespace sluice

@@ -77,7 +77,7 @@ void TaskReader::FetchLoop(int64_t task_id, const std::string& address, ElementT
     if (status.ok() && (!empty || !response.tags.completed_splits.empty())) {
       task.order.Hold(std::move(response));
     }
-    ReleaseInOrder(task);
+    ReleaseInOrder(task_id, task);
     task.NoteReachability(status);
     if (status.ok()) {
       backoff = std::chrono::milliseconds(10);
@@ -91,6 +91,8 @@ void TaskReader::FetchLoop(int64_t task_id, const std::string& address, ElementT
         if (end_of_sequence && first_end) {
           state_.completed_tasks.push_back(task_id);
           if (state_.track_index_gaps) task.gaps.Ended(end_index);
+          if (state_.track_worker_positions)
+            task.end_position = state_.PositionOf(task, end_index, /*any_order=*/true);
         }
         // Ask at once whether the iteration is over, rather than at the
         // next heartbeat: the end of an epoch then costs no wait.
@@ -109,7 +111,7 @@ void TaskReader::FetchLoop(int64_t task_id, const std::string& address, ElementT
   }
 }
 
-void TaskReader::ReleaseInOrder(TaskState& task) {
+void TaskReader::ReleaseInOrder(int64_t task_id, TaskState& task) {
   while (std::optional<ResponseOrder::Ready> ready = task.order.PopReady()) {
     state_.held_elements -= static_cast<int64_t>(ready->elements.size());
     const SplitTags& tags = ready->tags;
@@ -130,7 +132,10 @@ void TaskReader::ReleaseInOrder(TaskState& task) {
         continue;
       }
       state_.buffer.push_back(std::move(ready->elements[i]));
-      if (state_.track_deliveries) {
+      if (state_.track_worker_positions) {
+        state_.buffer_tags.emplace_back(
+            task_id, state_.PositionOf(task, ready->first_index + static_cast<int64_t>(i)));
+      } else if (state_.track_deliveries) {
         state_.buffer_tags.push_back(
             tags.split_seqs.empty()
                 ? std::pair<int64_t, int64_t>(-1, -1)

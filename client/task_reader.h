@@ -50,7 +50,7 @@ class TaskReader {
   // later splits' elements waiting for it (read_state.h).
   int64_t RoomFor(const TaskState& task) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_.mu);
   // Moves the task's responses whose turn has come into the buffer.
-  void ReleaseInOrder(TaskState& task) ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_.mu);
+  void ReleaseInOrder(int64_t task_id, TaskState& task) ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_.mu);
 
   ReadState& state_;
   const proto::WireCompression compression_;

@@ -389,6 +389,15 @@ absl::Status DispatcherImpl::GetOrCreateIteration(const proto::GetOrCreateIterat
         }
         *u->mutable_skip_splits() = request.skip_splits();
       }
+      if (!request.skip_positions().empty()) {
+        if (job->params.processing_mode() != proto::PARALLEL_EPOCHS || IsStaticSharding(job->params) ||
+            num_consumers > 0) {
+          return absl::FailedPreconditionError(
+              "GetOrCreateIteration: skip_positions (a restored read) needs a parallel_epochs job, neither "
+              "statically sharded nor coordinated");
+        }
+        *u->mutable_skip_positions() = request.skip_positions();
+      }
       if (absl::Status s = Apply(update); !s.ok()) return s;
       for (const auto& [address, worker] : state_.workers()) {
         if (!RunsOn(job->params, address)) continue;

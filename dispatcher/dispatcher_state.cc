@@ -99,6 +99,9 @@ absl::Status DispatcherState::Apply(const proto::Update& update) {
       absl::StatusOr<IntRanges> skip = RangesFromPairs(u.skip_splits(), 1, "skip_splits");
       if (!skip.ok()) return absl::FailedPreconditionError(skip.status().message());
       iteration.skip_splits = *std::move(skip);
+      absl::StatusOr<WorkerRanges> positions = WorkerRangesFromProto(u.skip_positions(), "skip_positions");
+      if (!positions.ok()) return absl::FailedPreconditionError(positions.status().message());
+      iteration.skip_positions = *std::move(positions);
       iterations_[u.iteration_id()] = iteration;
       job->second.iterations[u.repetition()] = u.iteration_id();
       next_iteration_id_ = std::max(next_iteration_id_, u.iteration_id() + 1);
@@ -429,6 +432,7 @@ proto::StateSnapshot DispatcherState::ToSnapshot() const {
     i->set_error_message(iteration.error_message);
     i->set_infinite(iteration.infinite);
     AppendPairs(iteration.skip_splits, i->mutable_skip_splits());
+    AppendWorkerRanges(iteration.skip_positions, i->mutable_skip_positions());
   }
   for (const auto& [id, task] : tasks_) {
     auto* t = snapshot.add_tasks();
@@ -518,6 +522,11 @@ absl::StatusOr<DispatcherState> DispatcherState::FromSnapshot(const proto::State
     if (!skip.ok())
       return absl::DataLossError(absl::StrCat("iteration ", iteration.id, ": ", skip.status().message()));
     iteration.skip_splits = *std::move(skip);
+    absl::StatusOr<WorkerRanges> positions = WorkerRangesFromProto(i.skip_positions(), "skip_positions");
+    if (!positions.ok())
+      return absl::DataLossError(
+          absl::StrCat("iteration ", iteration.id, ": ", positions.status().message()));
+    iteration.skip_positions = *std::move(positions);
     job->second.iterations[iteration.repetition] = iteration.id;
     state.UpdateFinished(state.iterations_[iteration.id] = std::move(iteration));
   }

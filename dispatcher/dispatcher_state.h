@@ -20,6 +20,7 @@
 #include "pipeline/sharding.h"
 #include "service/int_ranges.h"
 #include "service/job_params.h"
+#include "service/worker_positions.h"
 #include "sluice/journal.pb.h"
 
 namespace sluice::dispatcher {
@@ -102,6 +103,9 @@ class DispatcherState {
     bool splits_exhausted = false;
     // A restored read's splits already delivered: never handed out.
     IntRanges skip_splits;
+    // CreateIteration.skip_positions: per worker, the positions of its
+    // parallel_epochs epoch its task passes over.
+    WorkerRanges skip_positions;
     // Coordinated reads: task lists are fixed through this round, and the
     // consumer indexes that have joined.
     int64_t round_horizon = 0;

@@ -6,6 +6,7 @@
 #include "pipeline/definition_limits.h"
 #include "service/grpc_util.h"
 #include "service/int_ranges.h"
+#include "service/worker_positions.h"
 
 namespace sluice::dispatcher {
 namespace {
@@ -118,6 +119,21 @@ absl::Status CheckRequest(const proto::GetOrCreateIterationRequest& request) {
   if (absl::StatusOr<IntRanges> skip = RangesFromPairs(request.skip_splits(), 1, rpc + ": skip_splits");
       !skip.ok()) {
     return skip.status();
+  }
+  int64_t position_numbers = 0;
+  for (const proto::WorkerPositions& worker : request.skip_positions()) {
+    position_numbers += worker.positions_size();
+  }
+  if (request.skip_positions_size() > kMaxSkipWorkers || position_numbers > kMaxSkipSplitNumbers) {
+    return Refuse(
+        rpc, "skip_positions",
+        absl::StrCat("at most ", kMaxSkipWorkers, " workers and ", kMaxSkipSplitNumbers, " numbers"),
+        absl::StrCat(request.skip_positions_size(), " workers and ", position_numbers, " numbers"));
+  }
+  if (absl::StatusOr<WorkerRanges> positions =
+          WorkerRangesFromProto(request.skip_positions(), rpc + ": skip_positions");
+      !positions.ok()) {
+    return positions.status();
   }
   return absl::OkStatus();
 }

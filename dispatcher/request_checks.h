@@ -26,6 +26,9 @@ inline constexpr int64_t kMaxConsumers = 1 << 16;
 // A restored read's skip_splits: at most 2^20 ranges (delivered splits
 // come in long runs, so even a huge epoch needs few).
 inline constexpr int kMaxSkipSplitNumbers = 2 << 20;
+// A restored parallel_epochs read's skip_positions: at most this many
+// workers, and kMaxSkipSplitNumbers numbers over all of them.
+inline constexpr int kMaxSkipWorkers = 1 << 16;
 // Longest dataset id, job name, worker tag or incarnation taken, and the
 // most tags one worker may have.
 inline constexpr size_t kMaxNameBytes = 1024;

@@ -1,6 +1,7 @@
 #include "service/job_params.h"
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "pipeline/sharding.h"
 
@@ -71,6 +72,65 @@ absl::Status ResolveShardingPolicy(proto::JobParams* params) {
 }
 
 bool IsStaticSharding(const proto::JobParams& params) { return IsStaticPolicy(params.sharding_policy()); }
+
+namespace {
+
+// Why `step` may give another order or other values
+// on another run; "" when it cannot.
+std::string NondeterministicStep(const proto::Step& step) {
+  const auto unseeded_function = [](const proto::FunctionDef& fn) {
+    return absl::StartsWith(fn.name(), "random_") && !fn.args().contains("seed");
+  };
+  const auto unordered = [](int64_t parallel_calls, bool deterministic) {
+    return (parallel_calls > 1 || parallel_calls == -1) && !deterministic;
+  };
+  if (step.has_shuffle() && !step.shuffle().has_seed()) return "is a shuffle without a seed";
+  if (step.has_list_files() && step.list_files().shuffle() && !step.list_files().has_seed()) {
+    return "is list_files with shuffle and no seed";
+  }
+  if (step.has_image_folder() && step.image_folder().shuffle() && !step.image_folder().has_seed()) {
+    return "is image_folder with shuffle and no seed";
+  }
+  if (step.has_map() && unseeded_function(step.map().fn())) {
+    return absl::StrCat("is a map of ", step.map().fn().name(), " without a seed");
+  }
+  if (step.has_map() && unordered(step.map().num_parallel_calls(), step.map().deterministic())) {
+    return "is a parallel map with deterministic: false";
+  }
+  if (step.has_batch() && unordered(step.batch().num_parallel_calls(), step.batch().deterministic())) {
+    return "is a parallel batch with deterministic: false";
+  }
+  if (step.has_interleave() &&
+      unordered(step.interleave().num_parallel_calls(), step.interleave().deterministic())) {
+    return "is a parallel interleave with deterministic: false";
+  }
+  return "";
+}
+
+}  // namespace
+
+absl::Status CheckDeterministicPipeline(const proto::DatasetDef& def) {
+  for (int i = 0; i < def.steps_size(); ++i) {
+    const proto::Step& step = def.steps(i);
+    if (std::string why = NondeterministicStep(step); !why.empty()) {
+      return absl::FailedPreconditionError(absl::StrCat("step ", i + 1, " ", why));
+    }
+    if (step.has_interleave()) {
+      if (absl::Status s = CheckDeterministicPipeline(step.interleave().pipeline()); !s.ok()) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("step ", i + 1, " (interleave)'s pipeline: ", s.message()));
+      }
+    }
+    if (step.has_zip()) {
+      for (const proto::DatasetDef& zipped : step.zip().datasets()) {
+        if (absl::Status s = CheckDeterministicPipeline(zipped); !s.ok()) {
+          return absl::FailedPreconditionError(absl::StrCat("step ", i + 1, " (zip): ", s.message()));
+        }
+      }
+    }
+  }
+  return absl::OkStatus();
+}
 
 absl::Status CheckExactlyOnce(const proto::JobParams& params, const proto::DatasetDef& def) {
   // deterministic implies exactly_once, and is what the user asked for.

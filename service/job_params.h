@@ -43,6 +43,14 @@ bool IsStaticSharding(const proto::JobParams& params);
 // FailedPrecondition naming the step otherwise.
 absl::Status CheckExactlyOnce(const proto::JobParams& params, const proto::DatasetDef& def);
 
+// Whether a worker-side pipeline gives the same elements in the same order
+// on every run, as restoring a saved parallel_epochs read needs (each
+// worker's task passes over the positions delivered before): no shuffle,
+// list_files or image_folder shuffle without a seed, no random_* function
+// without a seed, no parallel map, batch or interleave with deterministic:
+// false. FailedPrecondition naming the step otherwise.
+absl::Status CheckDeterministicPipeline(const proto::DatasetDef& def);
+
 }  // namespace sluice
 
 #endif  // SLUICE_SERVICE_JOB_PARAMS_H_

@@ -73,5 +73,55 @@ TEST_CASE("job_params: exactly_once needs distributed_epoch and an element-wise 
         "exactly_once needs distributed_epoch; the job is parallel_epochs");
 }
 
+TEST_CASE("job_params: deterministic implies exactly_once and says so in its refusals", "[service]") {
+  proto::DistributeOp op = Op("distributed_epoch", "");
+  op.set_deterministic(true);
+  proto::JobParams params;
+  REQUIRE(JobParamsFromDistribute(op, &params).ok());
+  CHECK(params.deterministic());
+  CHECK(params.exactly_once());
+  proto::DatasetDef def;
+  def.add_steps()->mutable_range()->set_stop(10);
+  def.add_steps()->mutable_shuffle()->set_buffer_size(4);
+  CHECK(CheckExactlyOnce(params, def).message() ==
+        "deterministic needs a worker side that is element-wise (range or from_tensor_slices, then map, "
+        "filter or prefetch; batch after distribute): step 2 is shuffle");
+}
+
+TEST_CASE("job_params: a pipeline repeats exactly unless something in it is unseeded or unordered",
+          "[service]") {
+  proto::DatasetDef def;
+  def.add_steps()->mutable_range()->set_stop(10);
+  proto::ShuffleOp* shuffle = def.add_steps()->mutable_shuffle();
+  shuffle->set_buffer_size(4);
+  shuffle->set_seed(1);
+  proto::MapOp* map = def.add_steps()->mutable_map();
+  map->mutable_fn()->set_name("random_crop");
+  (*map->mutable_fn()->mutable_args())["seed"].set_i(7);
+  map->set_num_parallel_calls(4);
+  map->set_deterministic(true);
+  CHECK(CheckDeterministicPipeline(def).ok());
+
+  proto::DatasetDef unseeded = def;
+  unseeded.mutable_steps(1)->mutable_shuffle()->clear_seed();
+  CHECK(CheckDeterministicPipeline(unseeded).message() == "step 2 is a shuffle without a seed");
+  unseeded = def;
+  unseeded.mutable_steps(2)->mutable_map()->mutable_fn()->mutable_args()->erase("seed");
+  CHECK(CheckDeterministicPipeline(unseeded).message() == "step 3 is a map of random_crop without a seed");
+  unseeded = def;
+  unseeded.mutable_steps(2)->mutable_map()->set_deterministic(false);
+  CHECK(CheckDeterministicPipeline(unseeded).message() ==
+        "step 3 is a parallel map with deterministic: false");
+
+  proto::DatasetDef outer;
+  outer.add_steps()->mutable_list_files()->add_pattern("/data/*");
+  proto::InterleaveOp* interleave = outer.add_steps()->mutable_interleave();
+  *interleave->mutable_pipeline() = unseeded;
+  CHECK(CheckDeterministicPipeline(outer).message() ==
+        "step 2 (interleave)'s pipeline: step 3 is a parallel map with deterministic: false");
+  outer.mutable_steps(0)->mutable_list_files()->set_shuffle(true);
+  CHECK(CheckDeterministicPipeline(outer).message() == "step 1 is list_files with shuffle and no seed");
+}
+
 }  // namespace
 }  // namespace sluice

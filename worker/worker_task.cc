@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <iterator>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -10,6 +11,7 @@
 #include "pipeline/sharding.h"
 #include "service/element_wire.h"
 #include "service/metrics.h"
+#include "service/worker_positions.h"
 #include "worker/request_checks.h"
 
 namespace sluice::worker {
@@ -353,17 +355,27 @@ absl::Status WorkerImpl::Task::Produce() {
   absl::StatusOr<DatasetPtr> dataset = BuildDataset(def);
   if (!dataset.ok()) return dataset.status();
   if (def_.exactly_once() && splits_ != nullptr) return ProducePerSplit(*dataset);
+  // A restored parallel_epochs read had these positions of this worker's
+  // epoch already: they are computed (the pipeline has no other way to
+  // reach what follows) and dropped.
+  absl::StatusOr<IntRanges> skip = RangesFromPairs(def_.skip_positions(), 0, "task skip_positions");
+  if (!skip.ok()) return skip.status();
   IteratorContext context;
   context.split_provider = splits_.get();  // null in parallel_epochs
   absl::StatusOr<std::unique_ptr<IteratorBase>> iterator = (*dataset)->MakeIterator(context);
   if (!iterator.ok()) return iterator.status();
-  while (true) {
-    if (absl::Status s = WaitForRoom(); !s.ok()) return s;
+  for (int64_t position = 0;; ++position) {
+    const bool skipped = !skip->empty() && InRanges(*skip, position);
+    // The reader saw the epoch's end: nothing from here on is wanted.
+    if (skipped && std::prev(skip->upper_bound(position))->second == kEpochEnd) return absl::OkStatus();
+    if (!skipped) {
+      if (absl::Status s = WaitForRoom(); !s.ok()) return s;
+    }
     Element element;
     bool end = false;
     if (absl::Status status = (*iterator)->GetNext(&element, &end); !status.ok()) return status;
     if (end) return absl::OkStatus();
-    Push(std::move(element), std::nullopt);
+    if (!skipped) Push(std::move(element), std::nullopt);
   }
 }
 

@@ -31,6 +31,8 @@ namespace sluice {
 namespace {
 
 using testing::MakeOrFail;
+using testing::RestoreOrFail;
+using testing::SaveOrFail;
 using testing::Take;
 using testing::TestCluster;
 
@@ -56,20 +58,6 @@ void CheckExactlyOnce(std::vector<int64_t> values) {
   CHECK(values.size() == static_cast<size_t>(kEpoch));
   CHECK(missing == 0);
   CHECK(repeated == 0);
-}
-
-Iterator RestoreOrFail(const Dataset& dataset, const std::string& state, RestoreOptions options = {}) {
-  absl::StatusOr<Iterator> iterator = dataset.MakeIterator(state, options);
-  INFO(iterator.status().ToString());
-  REQUIRE(iterator.ok());
-  return *std::move(iterator);
-}
-
-std::string SaveOrFail(Iterator& iterator) {
-  absl::StatusOr<std::string> state = iterator.Save();
-  INFO(state.status().ToString());
-  REQUIRE(state.ok());
-  return *std::move(state);
 }
 
 // A new iterator reads `count` values into `values` and saves; it then
@@ -237,16 +225,6 @@ TEST_CASE("service checkpoint: the consumers' states merge and restore on anothe
 
 TEST_CASE("service checkpoint: reads that cannot be saved or restored say why", "[service][checkpoint]") {
   TestCluster cluster({.num_workers = 1, .dispatcher_args = {"--elements-per-split", "16"}});
-  SECTION("parallel_epochs") {
-    Iterator iterator = MakeOrFail(Dataset::Range(100).ReadFromService(
-        {.service = cluster.ServiceUrl(), .processing_mode = ProcessingMode::kParallelEpochs}));
-    const absl::StatusOr<std::string> state = iterator.Save();
-    CHECK(absl::IsFailedPrecondition(state.status()));
-    CHECK_THAT(
-        std::string(state.status().message()),
-        Catch::Matchers::Contains("a parallel_epochs read cannot be saved or restored: each worker runs "
-                                  "the whole epoch on its own"));
-  }
   SECTION("distributed_epoch without exactly_once") {
     Iterator iterator = MakeOrFail(Dataset::Range(100).ReadFromService(
         {.service = cluster.ServiceUrl(), .processing_mode = ProcessingMode::kDistributedEpoch}));

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -33,6 +34,20 @@ inline Iterator MakeOrFail(const Dataset& dataset) {
   INFO(iterator.status().ToString());
   REQUIRE(iterator.ok());
   return *std::move(iterator);
+}
+
+inline Iterator RestoreOrFail(const Dataset& dataset, const std::string& state, RestoreOptions options = {}) {
+  absl::StatusOr<Iterator> iterator = dataset.MakeIterator(state, options);
+  INFO(iterator.status().ToString());
+  REQUIRE(iterator.ok());
+  return *std::move(iterator);
+}
+
+inline std::string SaveOrFail(Iterator& iterator) {
+  absl::StatusOr<std::string> state = iterator.Save();
+  INFO(state.status().ToString());
+  REQUIRE(state.ok());
+  return *std::move(state);
 }
 
 }  // namespace sluice::testing

@@ -71,9 +71,9 @@ def test_two_consumers_merge_and_resume_as_three(cluster):
 
 
 def test_reads_that_cannot_be_saved_say_why(cluster):
-    it = iter(sluice.Dataset.range(10).distribute("parallel_epochs", cluster.service))
+    it = iter(sluice.Dataset.range(10).shuffle(5).distribute("parallel_epochs", cluster.service))
     next(it)
-    with pytest.raises(sluice.Error, match="a parallel_epochs read cannot be saved or restored"):
+    with pytest.raises(sluice.Error, match="step 2 is a shuffle without a seed"):
         it.save()
     with pytest.raises(ValueError, match="one consumer's saved state restores one consumer, not 2"):
         sluice.Dataset.range(10).iterator(restore_from=iter(sluice.Dataset.range(10)).save(), num_consumers=2)
@@ -105,3 +105,12 @@ def test_a_deterministic_read_comes_in_order_and_resumes_in_order(cluster):
     first = [int(next(it)) for _ in range(1234)]
     rest = [int(x) for x in ds.iterator(restore_from=it.save())]
     assert first + rest == list(range(5000))
+
+
+def test_a_parallel_epochs_read_resumes_with_the_rest_of_each_workers_epoch(cluster):
+    ds = sluice.Dataset.range(2000).shuffle(50, seed=3).distribute("parallel_epochs", cluster.service)
+    it = iter(ds)
+    first = [int(next(it)) for _ in range(1500)]
+    rest = [int(x) for x in ds.iterator(restore_from=it.save())]
+    # Two workers, each with the whole epoch.
+    assert sorted(first + rest) == sorted(list(range(2000)) * 2)
