@@ -89,8 +89,7 @@ absl::Status CheckSavable(const ReadConfig& config) {
         "distribute: a parallel_epochs read restores only when its workers' pipeline gives the same "
         "elements in the same order on every run, so that each worker can pass over what was delivered; ",
         config.worker_side_determinism.message(),
-        " (give it a seed, or use distributed_epoch with "
-        "exactly_once: true)"));
+        " (seed it or make it deterministic: true, or use distributed_epoch with exactly_once: true)"));
   }
   if (!config.params.exactly_once()) {
     return absl::FailedPreconditionError(

@@ -33,7 +33,9 @@ bool ReadState::MayHoldNextSplit(const TaskState& task) const {
   if (task.latest_seq <= order.next_seq()) return true;
   // No live task is at or before the next split: a lost worker's split was
   // leased again to one that is past it, and comes after what that worker
-  // holds, so every task is read.
+  // holds, so every task is read. That is bounded: the dispatcher hands out
+  // returned splits before new ones, so a worker runs at most its leases
+  // (kDeterministicLeaseElements each) and its buffer ahead of it.
   for (const auto& [id, other] : tasks) {
     if (!other.ended && !other.removed && other.latest_seq <= order.next_seq()) return false;
   }

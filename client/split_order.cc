@@ -16,7 +16,11 @@ void SplitOrder::Add(int64_t seq, int64_t position, Element element) {
   ++waiting_;
 }
 
-void SplitOrder::Complete(int64_t seq) { pending_[seq].complete = true; }
+void SplitOrder::Complete(int64_t seq) {
+  // A split passed already (a rerun reported complete again) adds nothing.
+  if (seq < next_seq_) return;
+  pending_[seq].complete = true;
+}
 
 void SplitOrder::Release(std::deque<Tagged>* ready) {
   while (!pending_.empty()) {

@@ -41,9 +41,7 @@ class SplitOrder {
 
   // Whether an element of split `seq` may go out at once, past Add: its
   // split is the next one and none of its elements wait.
-  bool PassesStraight(int64_t seq) const {
-    return seq == next_seq_ && (pending_.empty() || pending_.begin()->first != seq);
-  }
+  bool PassesStraight(int64_t seq) const { return seq == next_seq_ && !pending_.contains(seq); }
   // An element of split `seq`, after every earlier position of that split.
   void Add(int64_t seq, int64_t position, Element element);
   // Every element of split `seq` was added.

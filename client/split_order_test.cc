@@ -63,6 +63,19 @@ TEST_CASE("split_order: the next split's elements pass straight only while none 
   CHECK(order.PassesStraight(3));
 }
 
+TEST_CASE("split_order: a rerun split reported complete again changes nothing", "[client][deterministic]") {
+  SplitOrder order;
+  order.Add(2, 0, Value(20));  // split 2 begun before split 1 ended
+  order.Complete(1);
+  CHECK(Released(order) == std::vector<std::vector<int64_t>>{{2, 0, 20}});
+  order.Add(2, 1, Value(21));  // waits behind split 2's entry
+  order.Complete(1);           // split 1's rerun ends too, after it went out
+  // Split 2's next element must queue behind the one waiting, not pass it.
+  CHECK_FALSE(order.PassesStraight(2));
+  order.Add(2, 2, Value(22));
+  CHECK(Released(order) == std::vector<std::vector<int64_t>>{{2, 1, 21}, {2, 2, 22}});
+}
+
 TEST_CASE("split_order: an empty split and a restored read's done splits are passed over",
           "[client][deterministic]") {
   SplitDeliveries restored;

@@ -348,12 +348,14 @@ absl::Status DispatcherImpl::GetOrCreateIteration(const proto::GetOrCreateIterat
                        num_consumers, " coordinated consumers must start together at round 0"));
     }
     // Consumers of one iteration split its splits by who asks first, so a
-    // second one would make both orders depend on timing.
-    if (iteration != nullptr && job->params.deterministic() && !iteration->clients.empty()) {
+    // second one would make both orders depend on timing; one joining after
+    // another left would start inside splits the first had begun.
+    if (iteration != nullptr && job->params.deterministic()) {
       return absl::FailedPreconditionError(absl::StrCat(
           "job '", job->params.job_name(), "' is deterministic and its repetition ", request.repetition(),
-          " already has a consumer: a second one would take part of its splits, so neither order could be "
-          "reproduced (read it from one consumer, or set deterministic: false)"));
+          " already has or had a consumer: another would take part of its splits, so no order could be "
+          "reproduced (read it from one consumer, under a new job_name to read it again, or set "
+          "deterministic: false)"));
     }
     if (iteration == nullptr) {
       const auto* dataset = state_.FindDataset(job->params.dataset_id());

@@ -79,7 +79,7 @@ namespace {
 // on another run; "" when it cannot.
 std::string NondeterministicStep(const proto::Step& step) {
   const auto unseeded_function = [](const proto::FunctionDef& fn) {
-    return absl::StartsWith(fn.name(), "random_") && !fn.args().contains("seed");
+    return absl::StrContains(fn.name(), "random") && !fn.args().contains("seed");
   };
   const auto unordered = [](int64_t parallel_calls, bool deterministic) {
     return (parallel_calls > 1 || parallel_calls == -1) && !deterministic;

@@ -46,8 +46,8 @@ absl::Status CheckExactlyOnce(const proto::JobParams& params, const proto::Datas
 // Whether a worker-side pipeline gives the same elements in the same order
 // on every run, as restoring a saved parallel_epochs read needs (each
 // worker's task passes over the positions delivered before): no shuffle,
-// list_files or image_folder shuffle without a seed, no random_* function
-// without a seed, no parallel map, batch or interleave with deterministic:
+// list_files or image_folder shuffle without a seed, no function with
+// "random" in its name without a seed, no parallel map, batch or interleave with deterministic:
 // false. FailedPrecondition naming the step otherwise.
 absl::Status CheckDeterministicPipeline(const proto::DatasetDef& def);
 

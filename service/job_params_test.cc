@@ -108,6 +108,9 @@ TEST_CASE("job_params: a pipeline repeats exactly unless something in it is unse
   unseeded = def;
   unseeded.mutable_steps(2)->mutable_map()->mutable_fn()->mutable_args()->erase("seed");
   CHECK(CheckDeterministicPipeline(unseeded).message() == "step 3 is a map of random_crop without a seed");
+  unseeded.mutable_steps(2)->mutable_map()->mutable_fn()->set_name("decode_and_random_crop");
+  CHECK(CheckDeterministicPipeline(unseeded).message() ==
+        "step 3 is a map of decode_and_random_crop without a seed");
   unseeded = def;
   unseeded.mutable_steps(2)->mutable_map()->set_deterministic(false);
   CHECK(CheckDeterministicPipeline(unseeded).message() ==

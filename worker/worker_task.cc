@@ -370,6 +370,10 @@ absl::Status WorkerImpl::Task::Produce() {
     if (skipped && std::prev(skip->upper_bound(position))->second == kEpochEnd) return absl::OkStatus();
     if (!skipped) {
       if (absl::Status s = WaitForRoom(); !s.ok()) return s;
+    } else if (position % 1024 == 0) {
+      // A long skip of costly steps still stops for a deleted task.
+      absl::MutexLock lock(&mu_);
+      if (cancelled_) return absl::CancelledError("task cancelled");
     }
     Element element;
     bool end = false;

@@ -127,9 +127,9 @@ TEST_CASE("deterministic order: what cannot be ordered is refused", "[service][d
     CHECK(absl::IsFailedPrecondition(second.status()));
     CHECK_THAT(std::string(second.status().message()),
                Catch::Matchers::Contains(
-                   "job 'ordered' is deterministic and its repetition 0 already has a consumer: a second one "
-                   "would take part of its splits, so neither order could be reproduced (read it from one "
-                   "consumer, or set deterministic: false)"));
+                   "job 'ordered' is deterministic and its repetition 0 already has or had a consumer: "
+                   "another would take part of its splits, so no order could be reproduced (read it from one "
+                   "consumer, under a new job_name to read it again, or set deterministic: false)"));
   }
   SECTION("parallel_epochs") {
     ServiceOptions options = Deterministic(url);
