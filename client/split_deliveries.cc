@@ -19,6 +19,7 @@ absl::StatusOr<SplitDeliveries> SplitDeliveries::FromProto(const proto::ServiceR
       WorkerRangesFromProto(state.worker_positions(), "service read state: worker_positions");
   if (!workers.ok()) return workers.status();
   deliveries.worker_positions_ = *std::move(workers);
+  deliveries.last_worker_ = deliveries.worker_positions_.end();
   for (const proto::SplitDelivery& split : state.partial_splits()) {
     const std::string field = absl::StrCat("split ", split.seq());
     if (split.seq() < 1 || deliveries.partial_.contains(split.seq()) ||
@@ -75,7 +76,10 @@ void SplitDeliveries::Add(int64_t seq, int64_t position) {
 }
 
 void SplitDeliveries::AddWorkerPosition(const std::string& worker_address, int64_t position) {
-  IntRanges& ranges = worker_positions_[worker_address];
+  if (last_worker_ == worker_positions_.end() || last_worker_->first != worker_address) {
+    last_worker_ = worker_positions_.try_emplace(worker_address).first;
+  }
+  IntRanges& ranges = last_worker_->second;
   // The common case: the next position of the worker's epoch.
   if (!ranges.empty() && std::prev(ranges.end())->second == position) {
     ++std::prev(ranges.end())->second;

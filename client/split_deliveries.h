@@ -28,7 +28,8 @@ namespace sluice {
 class SplitDeliveries {
  public:
   SplitDeliveries() = default;
-  // Copies and moves forget which split Add extended last.
+  // Copies and moves forget which split Add and which worker
+  // AddWorkerPosition extended last.
   SplitDeliveries(const SplitDeliveries& other)
       : done_(other.done_),
         partial_(other.partial_),
@@ -40,6 +41,7 @@ class SplitDeliveries {
         split_layout_(std::move(other.split_layout_)),
         worker_positions_(std::move(other.worker_positions_)) {
     other.last_ = other.partial_.end();
+    other.last_worker_ = other.worker_positions_.end();
   }
   SplitDeliveries& operator=(const SplitDeliveries& other) {
     if (this != &other) *this = SplitDeliveries(other);
@@ -51,7 +53,9 @@ class SplitDeliveries {
     split_layout_ = std::move(other.split_layout_);
     worker_positions_ = std::move(other.worker_positions_);
     last_ = partial_.end();
+    last_worker_ = worker_positions_.end();
     other.last_ = other.partial_.end();
+    other.last_worker_ = other.worker_positions_.end();
     return *this;
   }
 
@@ -108,6 +112,9 @@ class SplitDeliveries {
   std::map<int64_t, Partial>::iterator last_ = partial_.end();
   std::string split_layout_;
   WorkerRanges worker_positions_;
+  // The worker AddWorkerPosition extended last (worker_positions_.end() if
+  // none): a reader takes runs of elements from one task.
+  WorkerRanges::iterator last_worker_ = worker_positions_.end();
 };
 
 }  // namespace sluice

@@ -817,5 +817,51 @@ TEST_CASE("dispatcher_impl: a restored iteration's skip_splits need exactly_once
   CHECK(iteration(true, "").message() == needs);
 }
 
+TEST_CASE("dispatcher_impl: a deterministic job leases at most 1,024 elements and takes one consumer",
+          "[dispatcher][deterministic]") {
+  DispatcherConfig config = TestConfig();
+  config.splits_per_request = 1000;
+  config.elements_per_split = 100;
+  DispatcherImpl d(config);
+  Heartbeat(d, "w1:1");
+  // Splits handed out by a first lease of `max_splits` in a new job.
+  auto first_lease = [&d](bool deterministic, const std::string& name) {
+    proto::JobParams params;
+    params.set_dataset_id(Register(d, internal::DefinitionOf(Dataset::Range(1000000))));
+    params.set_processing_mode(proto::DISTRIBUTED_EPOCH);
+    params.set_exactly_once(true);
+    params.set_deterministic(deterministic);
+    params.set_job_name(name);
+    int64_t job_id = 0;
+    REQUIRE(TryJob(d, params, &job_id).ok());
+    const proto::GetOrCreateIterationResponse iteration = Iteration(d, job_id, 0);
+    proto::GetSplitsRequest request;
+    *request.mutable_version() = CurrentVersion();
+    request.set_iteration_id(iteration.iteration_id());
+    request.set_task_id(Snapshot(d).tasks(Snapshot(d).tasks_size() - 1).task_id());
+    request.set_max_splits(500);
+    proto::GetSplitsResponse response;
+    REQUIRE(d.GetSplits(request, &response).ok());
+    int64_t splits = 0;
+    for (const auto& split : response.splits()) splits += std::max<int64_t>(split.count(), 1);
+    return std::make_pair(splits, job_id);
+  };
+  CHECK(first_lease(false, "").first == 500);
+  // 1,024 elements of 100 per split.
+  const auto [splits, job_id] = first_lease(true, "ordered");
+  CHECK(splits == 10);
+
+  proto::GetOrCreateIterationRequest second;
+  second.set_job_id(job_id);
+  proto::GetOrCreateIterationResponse response;
+  const absl::Status refused = Call(d, &DispatcherImpl::GetOrCreateIteration, second, &response);
+  CHECK(absl::IsFailedPrecondition(refused));
+  CHECK(
+      refused.message() ==
+      "job 'ordered' is deterministic and its repetition 0 already has or had a consumer: another would take "
+      "part of its splits, so no order could be reproduced (read it from one consumer, under a new job_name "
+      "to read it again, or set deterministic: false)");
+}
+
 }  // namespace
 }  // namespace sluice::dispatcher
