@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <memory>
+#include <string_view>
 #include <vector>
 
 #include "absl/synchronization/notification.h"
@@ -34,10 +36,16 @@ class GrpcElementTransport : public ElementTransport {
     }
   }
 
+  FrameSpecs* frame_specs() override { return frames_ ? &frame_specs_ : nullptr; }
+
   absl::Status GetElements(const proto::GetElementsRequest& request, ElementsResponse* response) override {
     // Every request to a worker carries the protocol version from here.
     proto::GetElementsRequest versioned = request;
     *versioned.mutable_version() = CurrentVersion();
+    if (frames_) {
+      versioned.set_frame(true);
+      versioned.set_frame_spec(frame_specs_.Latest());
+    }
     const grpc::ByteBuffer request_bytes = SerializeToByteBuffer(versioned);
     grpc::ByteBuffer response_bytes;
     grpc::ClientContext context;
@@ -52,13 +60,20 @@ class GrpcElementTransport : public ElementTransport {
                    });
     done.WaitForNotification();
     if (!status.ok()) return FromGrpcStatus(status);
-    absl::Status decoded = DecodeElementsResponse(&response_bytes, response);
+    absl::Status decoded = DecodeElementsResponse(&response_bytes, response, frame_specs());
     // A response in shared memory is counted where it is read.
     if (response->shared_memory_bytes == 0) CountBytesReceived(static_cast<int64_t>(response_bytes.Length()));
     return decoded;
   }
 
  private:
+  // SLUICE_WIRE_FRAMES=0 asks for protos instead (the data_plane bench's
+  // baseline, and a way around a frame bug in the field).
+  const bool frames_ = [] {
+    const char* value = std::getenv("SLUICE_WIRE_FRAMES");
+    return value == nullptr || std::string_view(value) != "0";
+  }();
+  FrameSpecs frame_specs_;
   std::vector<std::unique_ptr<grpc::GenericStub>> stubs_;
   std::atomic<size_t> next_stub_{0};
 };

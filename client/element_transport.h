@@ -23,6 +23,9 @@ class ElementTransport {
   // decoded (and decompressed), with their position in the task's output.
   // The transport sets the protocol version. Thread-safe: several requests may be in flight at once.
   virtual absl::Status GetElements(const proto::GetElementsRequest& request, ElementsResponse* response) = 0;
+  // The frame specs this transport's responses have carried, for decoding
+  // one that leaves its spec out (null: it asks for no frames).
+  virtual FrameSpecs* frame_specs() { return nullptr; }
 };
 
 // The most TCP connections a reader opens to one worker.

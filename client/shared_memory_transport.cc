@@ -177,7 +177,7 @@ absl::Status SharedMemoryTransport::GetElements(const proto::GetElementsRequest&
                         grpc::Slice::STATIC_SLICE);
       grpc::ByteBuffer buffer(&slice, 1);
       *response = ElementsResponse{};
-      status = DecodeElementsResponse(&buffer, response);
+      status = DecodeElementsResponse(&buffer, response, tcp_->frame_specs());
       CountBytesReceived(bytes);
     }
   }

@@ -43,6 +43,7 @@ class SharedMemoryTransport : public ElementTransport {
   ~SharedMemoryTransport() override;
 
   absl::Status GetElements(const proto::GetElementsRequest& request, ElementsResponse* response) override;
+  FrameSpecs* frame_specs() override { return tcp_->frame_specs(); }
 
   // Requests answered through shared memory so far.
   int64_t shared_responses();

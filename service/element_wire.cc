@@ -34,6 +34,7 @@ constexpr int kResponseSplitPositions = 7;
 constexpr int kResponseCompletedSplits = 8;
 constexpr int kResponseCompletedSplitSizes = 10;
 constexpr uint32_t kResponseSharedMemoryBytes = Tag(9, kVarint);
+constexpr uint32_t kResponseFrame = Tag(11, kLengthDelimited);
 constexpr uint32_t kElementComponent = Tag(1, kLengthDelimited);
 constexpr uint32_t kElementName = Tag(2, kLengthDelimited);
 constexpr uint32_t kTensorDType = Tag(1, kVarint);
@@ -76,8 +77,6 @@ size_t ElementSize(const Element& e) {
   return size;
 }
 
-void ReleaseTensorBuffer(void* buffer) { delete static_cast<std::shared_ptr<TensorBuffer>*>(buffer); }
-
 // Builds a ByteBuffer from header bytes (copied, in runs) and tensor bytes
 // (by reference).
 class SliceWriter {
@@ -98,9 +97,11 @@ class SliceWriter {
       return;
     }
     Flush();
-    // The slice keeps the tensor's buffer alive until gRPC has sent it.
-    slices_.emplace_back(const_cast<void*>(t.raw_data()), t.ByteSize(), &ReleaseTensorBuffer,
-                         new std::shared_ptr<TensorBuffer>(t.buffer()));
+    slices_.push_back(TensorSlice(t));
+  }
+  void Slices(std::vector<grpc::Slice> slices) {
+    Flush();
+    for (grpc::Slice& slice : slices) slices_.push_back(std::move(slice));
   }
   grpc::ByteBuffer Finish() {
     Flush();
@@ -317,24 +318,43 @@ absl::Status ReadElement(CodedInputStream& in, SmallTensorArena& arena, Element*
   return absl::OkStatus();
 }
 
-}  // namespace
+// The fields besides the elements, on the proto path.
+void SetResponseFields(bool end_of_sequence, int64_t first_index, const SplitTags& tags,
+                       proto::GetElementsResponse* response) {
+  response->set_end_of_sequence(end_of_sequence);
+  response->set_first_index(first_index);
+  response->mutable_split_seqs()->Add(tags.split_seqs.begin(), tags.split_seqs.end());
+  response->mutable_split_positions()->Add(tags.split_positions.begin(), tags.split_positions.end());
+  response->mutable_completed_splits()->Add(tags.completed_splits.begin(), tags.completed_splits.end());
+  response->mutable_completed_split_sizes()->Add(tags.completed_split_sizes.begin(),
+                                                 tags.completed_split_sizes.end());
+}
 
-size_t EncodedElementSize(const Element& element) { return ElementSize(element); }
+}  // namespace
 
 absl::StatusOr<grpc::ByteBuffer> EncodeElementsResponse(const std::vector<Element>& elements,
                                                         bool end_of_sequence, int64_t first_index,
                                                         proto::WireCompression compression,
-                                                        const SplitTags& tags) {
+                                                        const SplitTags& tags,
+                                                        const FrameRequest& frame_request) {
+  std::optional<EncodedFrame> frame;
+  if (frame_request.frame) frame = EncodeFrame(elements, frame_request.reader_spec);
+  if (frame.has_value() && compression != proto::COMPRESSION_NONE) {
+    // Compressed as a whole: the frame's bytes in one run first.
+    std::string flat;
+    flat.reserve(frame->bytes);
+    for (const grpc::Slice& slice : frame->slices)
+      flat.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
+    proto::GetElementsResponse response;
+    response.set_compression(compression);
+    if (absl::Status s = Compress(compression, flat, response.mutable_frame()); !s.ok()) return s;
+    SetResponseFields(end_of_sequence, first_index, tags, &response);
+    return SerializeToByteBuffer(response);
+  }
   if (compression != proto::COMPRESSION_NONE) {
     proto::GetElementsResponse response;
     response.set_compression(compression);
-    response.set_end_of_sequence(end_of_sequence);
-    response.set_first_index(first_index);
-    response.mutable_split_seqs()->Add(tags.split_seqs.begin(), tags.split_seqs.end());
-    response.mutable_split_positions()->Add(tags.split_positions.begin(), tags.split_positions.end());
-    response.mutable_completed_splits()->Add(tags.completed_splits.begin(), tags.completed_splits.end());
-    response.mutable_completed_split_sizes()->Add(tags.completed_split_sizes.begin(),
-                                                  tags.completed_split_sizes.end());
+    SetResponseFields(end_of_sequence, first_index, tags, &response);
     proto::ElementProto encoded;
     for (const Element& element : elements) {
       ElementToProto(element, &encoded);
@@ -347,7 +367,12 @@ absl::StatusOr<grpc::ByteBuffer> EncodeElementsResponse(const std::vector<Elemen
     return SerializeToByteBuffer(response);
   }
   SliceWriter out;
-  for (const Element& element : elements) {
+  if (frame.has_value()) {
+    out.LengthDelimitedHeader(kResponseFrame, frame->bytes);
+    out.Slices(std::move(frame->slices));
+  }
+  const std::vector<Element> none;
+  for (const Element& element : frame.has_value() ? none : elements) {
     out.LengthDelimitedHeader(kResponseElement, ElementSize(element));
     for (const Tensor& t : element.components) {
       out.LengthDelimitedHeader(kElementComponent, TensorSize(t));
@@ -449,9 +474,32 @@ absl::Status ReadIntegers(CodedInputStream& in, uint32_t tag, std::vector<int64_
   return absl::OkStatus();
 }
 
+// A frame field: read in place, or decompressed first (the encoder writes
+// `compression` before it).
+absl::Status ReadFrame(CodedInputStream& in, proto::WireCompression compression, FrameSpecs* specs,
+                       std::vector<Element>* elements) {
+  uint32_t length = 0;
+  if (!in.ReadVarint32(&length) || length > static_cast<uint32_t>(in.BytesUntilLimit())) {
+    return Malformed(in, "the frame is truncated");
+  }
+  if (compression == proto::COMPRESSION_NONE) {
+    const CodedInputStream::Limit limit = in.PushLimit(static_cast<int>(length));
+    if (absl::Status s = DecodeFrame(in, length, specs, elements); !s.ok()) return s;
+    return LeaveMessage(in, "the frame", limit);
+  }
+  std::string compressed;
+  std::string frame;
+  if (!in.ReadString(&compressed, static_cast<int>(length))) return Malformed(in, "the frame is truncated");
+  if (absl::Status s = Decompress(compression, compressed, &frame); !s.ok()) return s;
+  if (frame.size() > static_cast<size_t>(INT_MAX))
+    return absl::DataLossError("a decompressed frame is over 2 GiB");
+  CodedInputStream frame_in(reinterpret_cast<const uint8_t*>(frame.data()), static_cast<int>(frame.size()));
+  return DecodeFrame(frame_in, frame.size(), specs, elements);
+}
+
 }  // namespace
 
-absl::Status DecodeElementsResponse(grpc::ByteBuffer* buffer, ElementsResponse* response) {
+absl::Status DecodeElementsResponse(grpc::ByteBuffer* buffer, ElementsResponse* response, FrameSpecs* specs) {
   std::vector<Element>* elements = &response->elements;
   bool* end_of_sequence = &response->end_of_sequence;
   if (buffer->Length() > static_cast<size_t>(INT_MAX)) {
@@ -475,6 +523,8 @@ absl::Status DecodeElementsResponse(grpc::ByteBuffer* buffer, ElementsResponse* 
     } else if (tag == kResponseEndOfSequence) {
       if (!in.ReadVarint64(&value)) return Malformed(in, "end_of_sequence is truncated");
       *end_of_sequence = value != 0;
+    } else if (tag == kResponseFrame) {
+      if (absl::Status s = ReadFrame(in, compressed.compression(), specs, elements); !s.ok()) return s;
     } else if (tag == kResponseCompressedElement) {
       if (absl::Status s = ReadString(in, "a compressed element", compressed.add_compressed_elements());
           !s.ok()) {

@@ -12,6 +12,8 @@
 //    would take two.
 // Compressed elements (compression other than none) still go through the
 // proto; their bytes are small after compression and copied anyway.
+// A reader that asks for flat frames (GetElementsRequest.frame) gets every
+// element in one (service/element_frame.h), compressed as a whole.
 #ifndef SLUICE_SERVICE_ELEMENT_WIRE_H_
 #define SLUICE_SERVICE_ELEMENT_WIRE_H_
 
@@ -21,14 +23,11 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "service/element_frame.h"
 #include "sluice/element.h"
 #include "sluice/service.pb.h"
 
 namespace sluice {
-
-// Numeric tensors at least this large go by reference; smaller ones are
-// copied into the header bytes, which is cheaper than a slice each.
-inline constexpr size_t kZeroCopyMinBytes = 4096;
 
 // Elements as a serialized GetElementsResponse. With a compression other
 // than none, each element is serialized and compressed (so the bytes are
@@ -56,14 +55,18 @@ struct ElementsResponse {
   int64_t shared_memory_bytes = 0;
 };
 
+// What the request said of frames: whether the reader decodes them, and
+// the spec it already has.
+struct FrameRequest {
+  bool frame = false;
+  uint64_t reader_spec = 0;
+};
+
 absl::StatusOr<grpc::ByteBuffer> EncodeElementsResponse(const std::vector<Element>& elements,
                                                         bool end_of_sequence, int64_t first_index,
                                                         proto::WireCompression compression,
-                                                        const SplitTags& tags = {});
-
-// The bytes `element` takes in a response, uncompressed (its ElementProto
-// serialized), for keeping responses under gRPC's message limit.
-size_t EncodedElementSize(const Element& element);
+                                                        const SplitTags& tags = {},
+                                                        const FrameRequest& frame = {});
 
 // Any message as a ByteBuffer (one copy), and back.
 grpc::ByteBuffer SerializeToByteBuffer(const google::protobuf::MessageLite& message);
@@ -77,9 +80,12 @@ bool ParseFromByteBuffer(const grpc::ByteBuffer& buffer, google::protobuf::Messa
 absl::Status ParseRequest(const grpc::ByteBuffer& bytes, absl::string_view rpc,
                           google::protobuf::MessageLite* request);
 
-// Decodes a serialized GetElementsResponse, compressed or not. Malformed
-// bytes are DataLoss or InvalidArgument naming what is wrong, never a crash.
-absl::Status DecodeElementsResponse(grpc::ByteBuffer* buffer, ElementsResponse* response);
+// Decodes a serialized GetElementsResponse, compressed or not, with its
+// elements as protos or as a frame (whose spec, when left out, is found in
+// `specs`). Malformed bytes are DataLoss or InvalidArgument naming what is
+// wrong, never a crash.
+absl::Status DecodeElementsResponse(grpc::ByteBuffer* buffer, ElementsResponse* response,
+                                    FrameSpecs* specs = nullptr);
 
 // Decodes an already parsed response (the compressed path, and tests).
 absl::Status DecodeElements(const proto::GetElementsResponse& response, std::vector<Element>* elements);

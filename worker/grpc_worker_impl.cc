@@ -20,10 +20,11 @@ void Finish(grpc::ServerUnaryReactor* reactor, absl::StatusOr<grpc::ByteBuffer> 
 }
 
 // A reply as the bytes of a GetElementsResponse, or its error.
-absl::StatusOr<grpc::ByteBuffer> EncodeReply(const WorkerImpl::ElementsReply& reply) {
+absl::StatusOr<grpc::ByteBuffer> EncodeReply(const WorkerImpl::ElementsReply& reply,
+                                             const FrameRequest& frame) {
   if (!reply.status.ok()) return reply.status;
   absl::StatusOr<grpc::ByteBuffer> bytes = EncodeElementsResponse(
-      reply.elements, reply.end_of_sequence, reply.first_index, reply.compression, reply.tags);
+      reply.elements, reply.end_of_sequence, reply.first_index, reply.compression, reply.tags, frame);
   // The last guard: compression can make a response a little larger than
   // its elements, and gRPC would answer past its limit with only "Sent
   // message larger than max".
@@ -84,7 +85,8 @@ grpc::ServerUnaryReactor* GrpcWorkerImpl::GetElements(grpc::CallbackServerContex
   // Answered now or later, on whichever thread has the elements.
   impl_->GetElements(parsed, [this, reactor, response, start, parsed,
                               region = *std::move(region)](WorkerImpl::ElementsReply reply) {
-    absl::StatusOr<grpc::ByteBuffer> bytes = EncodeReply(reply);
+    absl::StatusOr<grpc::ByteBuffer> bytes =
+        EncodeReply(reply, FrameRequest{.frame = parsed.frame(), .reader_spec = parsed.frame_spec()});
     if (bytes.ok()) {
       impl_->CountSent(static_cast<int64_t>(reply.elements.size()), static_cast<int64_t>(bytes->Length()));
       absl::StatusOr<std::optional<grpc::ByteBuffer>> placed = PlaceInSharedMemory(region, parsed, *bytes);

@@ -58,8 +58,8 @@ absl::Status CheckTaskDef(const proto::TaskDef& task) {
 
 absl::Status ElementTooLarge(int64_t task_id, absl::string_view which, int64_t bytes) {
   return absl::ResourceExhaustedError(
-      absl::StrCat("task ", task_id, ": ", which, " is ", bytes, " bytes, more than the ", kMaxResponseBytes,
-                   " bytes a response can carry (gRPC's ", kMaxMessageBytes,
+      absl::StrCat("task ", task_id, ": ", which, " takes up to ", bytes, " bytes, more than the ",
+                   kMaxResponseBytes, " bytes a response can carry (gRPC's ", kMaxMessageBytes,
                    "-byte message limit less framing): make elements smaller before distribute (a smaller "
                    "batch_size, or batch after distribute)"));
 }

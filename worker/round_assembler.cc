@@ -55,7 +55,7 @@ RoundAssembler::ElementsReply RoundAssembler::Answer(int64_t index, const Round&
   reply.compression = waiter.compression;
   if (round.assembled) {
     const Element& element = round.elements[waiter.consumer];
-    if (const auto bytes = static_cast<int64_t>(EncodedElementSize(element)); bytes > kMaxResponseBytes) {
+    if (const auto bytes = static_cast<int64_t>(ElementWireBound(element)); bytes > kMaxResponseBytes) {
       reply.status = ElementTooLarge(
           task_id_, absl::StrCat("round ", index, "'s element for consumer ", waiter.consumer), bytes);
     } else {

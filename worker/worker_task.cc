@@ -191,7 +191,7 @@ WorkerImpl::ElementsReply WorkerImpl::Task::TakeLocked(int max_elements, proto::
   reply.first_index = handed_out_;
   int64_t reply_bytes = 0;
   while (!buffer_.empty() && static_cast<int>(reply.elements.size()) < max_elements) {
-    const auto encoded_bytes = static_cast<int64_t>(EncodedElementSize(buffer_.front()));
+    const auto encoded_bytes = static_cast<int64_t>(ElementWireBound(buffer_.front()));
     // A response stays under gRPC's message limit: a full one goes now,
     // and an element that alone is past it cannot be sent at all.
     if (reply_bytes + encoded_bytes > kMaxResponseBytes) {

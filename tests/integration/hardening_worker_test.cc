@@ -191,8 +191,8 @@ TEST_CASE("hardening worker: many short reads do not pile up task threads", "[se
 TEST_CASE("hardening worker: an element too large for a response names its size, the limit and the fix",
           "[service][hardening][worker]") {
   TestCluster cluster({.num_workers = 1});
-  // One batch of 10 batches of 2^22 int64: 335,544,320 bytes (335,544,343
-  // on the wire), past gRPC's 256 MiB.
+  // One batch of 10 batches of 2^22 int64: 335,544,320 bytes (up to
+  // 335,544,388 on the wire, as ElementWireBound counts), past gRPC's 256 MiB.
   const absl::Status status = ReadToEnd(
       Dataset::Range(10 << 22).Batch(1 << 22).Batch(10).ReadFromService({.service = cluster.ServiceUrl()}),
       nullptr);
@@ -200,10 +200,10 @@ TEST_CASE("hardening worker: an element too large for a response names its size,
   CHECK(absl::IsResourceExhausted(status));
   CHECK_THAT(
       std::string(status.message()),
-      Contains(
-          "task 1: element 0 is 335544343 bytes, more than the 264241152 bytes a response can carry (gRPC's "
-          "268435456-byte message limit less framing): make elements smaller before distribute (a "
-          "smaller batch_size, or batch after distribute)"));
+      Contains("task 1: element 0 takes up to 335544388 bytes, more than the 264241152 bytes a response can "
+               "carry (gRPC's "
+               "268435456-byte message limit less framing): make elements smaller before distribute (a "
+               "smaller batch_size, or batch after distribute)"));
   // Smaller elements of the same pipeline still go, several per response.
   std::vector<int64_t> values;
   REQUIRE(ReadToEnd(Dataset::Range(3).ReadFromService({.service = cluster.ServiceUrl()}), &values).ok());

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <string>
@@ -109,6 +110,24 @@ TEST_CASE("shared memory: a reader on the worker's host reads through it, every 
   CHECK_THAT(log, Contains(opened));
   CHECK(CountOf(log, "closed: its reader hung up") == sessions);
   CHECK(CountOf(log, "shared memory session ") == 2 * sessions);  // each opened, then closed
+}
+
+TEST_CASE("frames: a reader that asks for protos (as an older one does) reads the same elements",
+          "[service][shared_memory][frame]") {
+  TestCluster cluster({.num_workers = 1});
+  const std::string transport = GENERATE(std::string("tcp"), std::string("auto"));
+  INFO("transport " << transport);
+  // Batches of 7 with a shorter last one: shapes differ within a response.
+  const Dataset dataset = Dataset::Range(20000).Batch(7).ReadFromService(
+      {.service = cluster.ServiceUrl(), .transport = transport});
+  const std::vector<Element> framed = ReadAll(dataset);
+  setenv("SLUICE_WIRE_FRAMES", "0", 1);
+  const std::vector<Element> protos = ReadAll(dataset);
+  unsetenv("SLUICE_WIRE_FRAMES");
+  REQUIRE(framed.size() == 2858);
+  CHECK(framed == protos);
+  CHECK(framed.back().components.at(0) == *Tensor::FromVector<int64_t>({19999}, {1}));
+  CHECK(framed[1000].components.at(0).data<int64_t>()[6] == 7006);
 }
 
 TEST_CASE("shared memory: transport tcp opts out, and another transport is refused naming it",

@@ -1,0 +1,269 @@
+#include "service/element_frame.h"
+
+#include <google/protobuf/io/coded_stream.h>
+
+#include <catch2/catch.hpp>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "common/proto_convert.h"
+#include "service/element_wire.h"
+#include "service/wire_test_helpers.h"
+
+namespace sluice {
+namespace {
+
+using google::protobuf::io::CodedInputStream;
+
+// 100 elements of one spec: "ids" int64 of a length that varies (small),
+// "image" uint8 [64, 64, 2] (8 KiB: by reference), "label" a string.
+std::vector<Element> FrameElements() {
+  const ComponentNames names = MakeNames({"ids", "image", "label"});
+  std::vector<Element> elements;
+  for (int64_t i = 0; i < 100; ++i) {
+    std::vector<int64_t> ids(static_cast<size_t>(i % 7));
+    for (size_t k = 0; k < ids.size(); ++k) ids[k] = i * 10 + static_cast<int64_t>(k);
+    Tensor image(DType::kUInt8, {64, 64, 2});
+    for (int64_t b = 0; b < image.num_elements(); ++b)
+      image.mutable_data<uint8_t>()[b] = static_cast<uint8_t>(b + i);
+    elements.push_back(Element({Tensor::FromVector<int64_t>(std::move(ids)), std::move(image),
+                                Tensor::StringScalar(std::string(static_cast<size_t>(i % 5), 'a' + i % 26))},
+                               names));
+  }
+  return elements;
+}
+
+grpc::ByteBuffer Encode(const std::vector<Element>& elements, uint64_t reader_spec,
+                        proto::WireCompression compression = proto::COMPRESSION_NONE,
+                        const SplitTags& tags = {}) {
+  absl::StatusOr<grpc::ByteBuffer> encoded =
+      EncodeElementsResponse(elements, true, 42, compression, tags, FrameRequest{true, reader_spec});
+  REQUIRE(encoded.ok());
+  return *std::move(encoded);
+}
+
+absl::StatusOr<ElementsResponse> Decode(const std::string& bytes, FrameSpecs* specs, size_t piece = 4096) {
+  grpc::ByteBuffer sliced = Sliced(bytes, piece);
+  ElementsResponse response;
+  if (absl::Status s = DecodeElementsResponse(&sliced, &response, specs); !s.ok()) return s;
+  return response;
+}
+
+// DecodeFrame alone, on raw frame bytes.
+absl::Status DecodeRaw(const std::string& frame, FrameSpecs* specs, std::vector<Element>* elements) {
+  CodedInputStream in(reinterpret_cast<const uint8_t*>(frame.data()), static_cast<int>(frame.size()));
+  return DecodeFrame(in, frame.size(), specs, elements);
+}
+
+std::string FrameBytes(const std::vector<Element>& elements, uint64_t reader_spec = 0) {
+  proto::GetElementsResponse parsed;
+  REQUIRE(parsed.ParseFromString(Flatten(Encode(elements, reader_spec))));
+  return parsed.frame();
+}
+
+}  // namespace
+
+TEST_CASE("element_frame: a response is one frame, and decodes whatever the slicing", "[wire][frame]") {
+  const std::vector<Element> elements = FrameElements();
+  const std::string bytes = Flatten(Encode(elements, 0));
+  proto::GetElementsResponse parsed;
+  REQUIRE(parsed.ParseFromString(bytes));  // still a GetElementsResponse protobuf reads
+  CHECK(parsed.elements_size() == 0);
+  CHECK(parsed.first_index() == 42);
+  CHECK(parsed.end_of_sequence());
+  // Head: 40 header + 36 spec (4 + 3 * 8 + 8 name bytes, padded to 80) +
+  // shapes 8 + (8 + 24) + 8 + table 100 * (16 + 8) = 2,528; then data.
+  CHECK(parsed.frame().size() > 100 * 8192);
+  for (size_t piece : {size_t{1}, size_t{13}, size_t{4096}, bytes.size()}) {
+    INFO("slices of " << piece << " bytes");
+    FrameSpecs specs;
+    absl::StatusOr<ElementsResponse> decoded = Decode(bytes, &specs, piece);
+    REQUIRE(decoded.ok());
+    CHECK(decoded->first_index == 42);
+    CHECK(decoded->end_of_sequence);
+    REQUIRE(decoded->elements.size() == 100);
+    for (size_t i = 0; i < elements.size(); ++i) CHECK(decoded->elements[i] == elements[i]);
+    const std::vector<Element>& got = decoded->elements;
+    // The small tensors point into one buffer; each large one has its own,
+    // aligned; every element shares one names vector.
+    CHECK(got[1].components[0].SharesBufferWith(got[99].components[0]));
+    CHECK_FALSE(got[1].components[1].SharesBufferWith(got[2].components[1]));
+    CHECK_FALSE(got[1].components[1].SharesBufferWith(got[1].components[0]));
+    CHECK(reinterpret_cast<uintptr_t>(got[5].components[1].raw_data()) % kBufferAlignment == 0);
+    CHECK(reinterpret_cast<uintptr_t>(got[6].components[0].raw_data()) % 16 == 0);
+    CHECK(got[0].names == got[99].names);
+    CHECK(*got[0].names == std::vector<std::string>{"ids", "image", "label"});
+    CHECK(specs.Latest() != 0);
+  }
+}
+
+TEST_CASE("element_frame: large tensors go by reference, and are released with the bytes", "[wire][frame]") {
+  const std::vector<Element> elements = FrameElements();
+  const Tensor& image = elements[3].components[1];
+  const long before = image.buffer().use_count();
+  {
+    const grpc::ByteBuffer encoded = Encode(elements, 0);
+    CHECK(image.buffer().use_count() == before + 1);
+    std::vector<grpc::Slice> slices;
+    REQUIRE(encoded.Dump(&slices).ok());
+    bool found = false;
+    for (const grpc::Slice& s : slices) found |= s.begin() == static_cast<const uint8_t*>(image.raw_data());
+    CHECK(found);
+  }
+  CHECK(image.buffer().use_count() == before);
+}
+
+TEST_CASE("element_frame: the spec travels once, and a frame without it needs the reader's",
+          "[wire][frame]") {
+  const std::vector<Element> elements = FrameElements();
+  FrameSpecs specs;
+  CHECK(specs.Latest() == 0);
+  const std::string first = Flatten(Encode(elements, 0));
+  REQUIRE(Decode(first, &specs).ok());
+  const uint64_t id = specs.Latest();
+  REQUIRE(id != 0);
+  const std::string later = Flatten(Encode(elements, id));
+  // The spec is 4 + 3 * 8 + 13 name bytes = 41, padded with the header to 88.
+  CHECK(first.size() - later.size() == 48);
+  absl::StatusOr<ElementsResponse> decoded = Decode(later, &specs);
+  REQUIRE(decoded.ok());
+  CHECK(decoded->elements == elements);
+  CHECK(*decoded->elements[0].names == std::vector<std::string>{"ids", "image", "label"});
+  // A reader that was never sent the spec cannot read the frame.
+  FrameSpecs fresh;
+  absl::Status status = Decode(later, &fresh).status();
+  CHECK(absl::IsDataLoss(status));
+  CHECK(status.message() == "malformed element frame at byte 8: the frame leaves out spec " +
+                                std::to_string(id) + ", which this reader was never sent");
+  // A different spec's id leaves nothing out.
+  CHECK(Flatten(Encode(elements, id + 1)).size() == first.size());
+}
+
+TEST_CASE("element_frame: elements of different specs go as protos", "[wire][frame]") {
+  const std::vector<Element> elements = SampleElements();  // four specs
+  proto::GetElementsResponse parsed;
+  REQUIRE(parsed.ParseFromString(Flatten(Encode(elements, 0))));
+  CHECK(parsed.frame().empty());
+  CHECK(parsed.elements_size() == 4);
+  FrameSpecs specs;
+  absl::StatusOr<ElementsResponse> decoded = Decode(Flatten(Encode(elements, 0)), &specs);
+  REQUIRE(decoded.ok());
+  CHECK(decoded->elements == elements);
+  CHECK(specs.Latest() == 0);
+  // Same dtypes but other names is another spec too.
+  std::vector<Element> renamed = {Element({Iota(3)}, MakeNames({"a"})), Element({Iota(3)}, MakeNames({"b"}))};
+  REQUIRE(parsed.ParseFromString(Flatten(Encode(renamed, 0))));
+  CHECK(parsed.elements_size() == 2);
+}
+
+TEST_CASE("element_frame: compressed frames and split tags round-trip", "[wire][frame]") {
+  const std::vector<Element> elements = FrameElements();
+  SplitTags tags;
+  for (int64_t i = 0; i < 100; ++i) {
+    tags.split_seqs.push_back(3 + i / 50);
+    tags.split_positions.push_back(i % 50);
+  }
+  tags.completed_splits = {3};
+  tags.completed_split_sizes = {50};
+  for (auto compression : {proto::COMPRESSION_NONE, proto::COMPRESSION_SNAPPY, proto::COMPRESSION_ZSTD}) {
+    INFO("compression " << compression);
+    const std::string bytes = Flatten(Encode(elements, 0, compression, tags));
+    proto::GetElementsResponse parsed;
+    REQUIRE(parsed.ParseFromString(bytes));
+    CHECK(parsed.compression() == compression);
+    CHECK_FALSE(parsed.frame().empty());
+    CHECK(parsed.compressed_elements_size() == 0);
+    if (compression != proto::COMPRESSION_NONE) CHECK(parsed.frame().size() < 100 * 8192 / 2);
+    FrameSpecs specs;
+    absl::StatusOr<ElementsResponse> decoded = Decode(bytes, &specs, 7);
+    REQUIRE(decoded.ok());
+    CHECK(decoded->elements == elements);
+    CHECK(decoded->tags == tags);
+    CHECK(decoded->first_index == 42);
+  }
+}
+
+TEST_CASE("element_frame: no truncation or corruption crashes the decoder", "[wire][frame]") {
+  std::vector<Element> elements = FrameElements();
+  elements.resize(12);
+  const std::string frame = FrameBytes(elements);
+  // Every cut is an error: a frame carries its own size.
+  for (size_t cut = 0; cut < frame.size(); cut += (cut < 4096 ? 1 : 97)) {
+    FrameSpecs specs;
+    std::vector<Element> decoded;
+    CodedInputStream in(reinterpret_cast<const uint8_t*>(frame.data()), static_cast<int>(cut));
+    CHECK(absl::IsDataLoss(DecodeFrame(in, frame.size(), &specs, &decoded)));
+  }
+  // Random bytes changed in the head: an error or elements, never a crash.
+  std::mt19937_64 random(7);
+  int errors = 0;
+  const size_t head = 3000;  // the header, spec, tables and small data
+  for (int trial = 0; trial < 3000; ++trial) {
+    std::string damaged = frame;
+    for (int k = 0; k < 3; ++k) damaged[random() % head] = static_cast<char>(random());
+    FrameSpecs specs;
+    std::vector<Element> decoded;
+    absl::Status status = DecodeRaw(damaged, &specs, &decoded);
+    if (!status.ok()) {
+      ++errors;
+      CHECK((absl::IsDataLoss(status) || absl::IsResourceExhausted(status)));
+    }
+  }
+  CHECK(errors > 100);
+}
+
+TEST_CASE("element_frame: malformed frames name the problem", "[wire][frame]") {
+  const std::vector<Element> elements = {Element({Iota(4)}), Element({Iota(4)})};
+  const std::string frame = FrameBytes(elements);
+  std::vector<Element> decoded;
+  FrameSpecs specs;
+  REQUIRE(DecodeRaw(frame, &specs, &decoded).ok());
+  CHECK(decoded == elements);
+  auto damaged = [&](size_t at, uint64_t value, size_t width) {
+    std::string bytes = frame;
+    std::memcpy(bytes.data() + at, &value, width);
+    std::vector<Element> out;
+    FrameSpecs fresh;
+    return DecodeRaw(bytes, &fresh, &out);
+  };
+  CHECK(damaged(0, 0x12345678, 4) ==
+        absl::DataLossError("malformed element frame at byte 0: not a frame (wrong magic)"));
+  CHECK(damaged(32, 99, 8) ==
+        absl::DataLossError(absl::StrCat("malformed element frame at byte 32: the header says 99 "
+                                         "bytes, the frame has ",
+                                         frame.size())));
+  // Spec: 4 + 8 = 12 bytes at 40; shapes from 56: uniform [4]; table from 72.
+  CHECK(damaged(40 + 4, 99, 1) ==
+        absl::DataLossError("malformed element frame at byte 40: the spec does not hash to its id"));
+  CHECK(damaged(56, 7, 8) ==
+        absl::DataLossError("malformed element frame at byte 56: component 0's shape mode is 7"));
+  CHECK(damaged(64, uint64_t{1} << 61, 8) ==
+        absl::DataLossError(
+            "malformed element frame at byte 96: a tensor of shape [2305843009213693952] is larger "
+            "than the frame"));
+  CHECK(damaged(72, 3, 8) ==
+        absl::DataLossError("malformed element frame at byte 3: a tensor of 32 bytes does not fit the head"));
+  CHECK(damaged(72, frame.size() - 16, 8) ==
+        absl::DataLossError(absl::StrCat("malformed element frame at byte ", frame.size() - 16,
+                                         ": a tensor of 32 bytes does not fit the head")));
+}
+
+TEST_CASE("element_frame: ElementWireBound bounds both encodings", "[wire][frame]") {
+  std::vector<Element> all = FrameElements();
+  for (Element& e : SampleElements()) all.push_back(e);
+  for (const Element& e : all) {
+    proto::ElementProto p;
+    ElementToProto(e, &p);
+    CHECK(ElementWireBound(e) >= p.ByteSizeLong() + 6);  // with its field header
+  }
+  const std::vector<Element> elements = FrameElements();
+  size_t bound = 0;
+  for (const Element& e : elements) bound += ElementWireBound(e);
+  const std::optional<EncodedFrame> frame = EncodeFrame(elements, 0);
+  REQUIRE(frame.has_value());
+  // The header, spec and shared shapes are per response, within gRPC's
+  // 4 MiB of headroom; the rest is within the bound.
+  CHECK(frame->bytes <= bound + 256);
+}
+
+}  // namespace sluice
