@@ -57,7 +57,8 @@ absl::StatusOr<uint64_t> GetSeed(FunctionArgs& args);
 
 // The seed of one element's draw: the function's seed mixed with a hash of
 // the element's bytes (every component: an image_folder element's path
-// and label too, so equal images in two files draw differently). It
+// and label too, so equal images in two files draw differently; a
+// component past 8 KiB by its size and 4 KiB sampled evenly across it). It
 // depends on nothing else (not the thread, not the order in which parallel
 // calls finish, not the worker), so a seeded pipeline gives the same bytes
 // with any num_parallel_calls, locally or through the service.

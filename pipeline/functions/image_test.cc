@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "pipeline/builder.h"
 #include "pipeline/dataset.h"
+#include "pipeline/functions/image_function.h"
 #include "pipeline/image/test_images.h"
 #include "pipeline/record_io.h"
 #include "pipeline/yaml_loader.h"
@@ -135,6 +136,28 @@ TEST_CASE("Seeded random image functions depend only on the seed and the element
     any_differs = any_differs || BytesOf(one[i].components[0]) != BytesOf(other[i].components[0]);
   }
   CHECK(any_differs);
+}
+
+TEST_CASE("An element's seed hashes small components whole and samples large ones", "[image]") {
+  auto seed_of = [](const Tensor& t) { return internal::ElementSeed(7, Element({t})); };
+  // 8 KiB: whole, so any byte counts.
+  Tensor small(DType::kUInt8, {8192});
+  const uint64_t small_seed = seed_of(small);
+  small.mutable_data<uint8_t>()[5000] = 1;
+  CHECK(seed_of(small) != small_seed);
+  // 150,528 bytes (a 224x224x3 crop): the size and 64 blocks of 64 bytes,
+  // the k-th at (150528 - 64) * k / 63.
+  Tensor crop(DType::kUInt8, {224, 224, 3});
+  const uint64_t crop_seed = seed_of(crop);
+  CHECK(seed_of(crop) == crop_seed);
+  Tensor sampled = crop.DeepCopy();
+  sampled.mutable_data<uint8_t>()[(150528 - 64) * 10 / 63 + 63] = 1;  // in block 10
+  CHECK(seed_of(sampled) != crop_seed);
+  Tensor unsampled = crop.DeepCopy();
+  unsampled.mutable_data<uint8_t>()[(150528 - 64) * 10 / 63 + 64] = 1;  // just past it
+  CHECK(seed_of(unsampled) == crop_seed);
+  CHECK(seed_of(Tensor(DType::kUInt8, {224, 224, 4})) != crop_seed);  // the size counts
+  CHECK(internal::ElementSeed(8, Element({crop})) != crop_seed);
 }
 
 TEST_CASE("resize, crops and flips give the expected shapes and pixels", "[image]") {

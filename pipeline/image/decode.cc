@@ -9,6 +9,7 @@
 #include <csetjmp>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -96,14 +97,16 @@ void CropAndResize(ImageView image, CropWindow window, int out_height, int out_w
     }
     return;
   }
-  std::vector<uint8_t> cropped;
+  // Every byte is written: no zero-fill first (it was 3% of the ImageNet
+  // pipeline's time, with the decoder's and the resize's buffers).
+  std::unique_ptr<uint8_t[]> cropped;
   ImageView in{first, window.height, window.width, image.channels};
   if (window.width != image.width) {  // else the window's rows are contiguous already
-    cropped.resize(window.height * window_row_bytes);
+    cropped = std::make_unique_for_overwrite<uint8_t[]>(window.height * window_row_bytes);
     for (int y = 0; y < window.height; ++y) {
-      std::memcpy(cropped.data() + y * window_row_bytes, first + y * image.row_bytes(), window_row_bytes);
+      std::memcpy(cropped.get() + y * window_row_bytes, first + y * image.row_bytes(), window_row_bytes);
     }
-    in.data = cropped.data();
+    in.data = cropped.get();
   }
   Resize(in, MutableImageView{out, out_height, out_width, image.channels}, ResizeMethod::kBilinear,
          /*antialias=*/true);
@@ -404,18 +407,20 @@ absl::Status DecodeJpegCropResize(std::string_view bytes, const DecodeOptions& o
   }
   if (top > 0 && !decoder.SkipRows(top)) return decoder.Error();
   const JDIMENSION rows = bottom - top;
-  std::vector<uint8_t> decoded(static_cast<size_t>(rows) * cinfo.output_width * components);
-  if (!decoder.ReadRows(decoded.data(), static_cast<size_t>(cinfo.output_width) * components, rows)) {
+  // ReadRows writes every row or fails.
+  auto decoded =
+      std::make_unique_for_overwrite<uint8_t[]>(static_cast<size_t>(rows) * cinfo.output_width * components);
+  if (!decoder.ReadRows(decoded.get(), static_cast<size_t>(cinfo.output_width) * components, rows)) {
     return decoder.Error();
   }
   // The rows below the window stay undecoded (no Finish): corrupt data
   // there goes unnoticed.
-  ImageView decoded_view{decoded.data(), static_cast<int>(rows), static_cast<int>(cinfo.output_width),
+  ImageView decoded_view{decoded.get(), static_cast<int>(rows), static_cast<int>(cinfo.output_width),
                          components};
   std::vector<uint8_t> converted;
   if (cmyk) {
     converted.resize(static_cast<size_t>(rows) * cinfo.output_width * channels);
-    ConvertInvertedCmyk(decoded.data(), static_cast<size_t>(rows) * cinfo.output_width, channels,
+    ConvertInvertedCmyk(decoded.get(), static_cast<size_t>(rows) * cinfo.output_width, channels,
                         converted.data());
     decoded_view = ImageView{converted.data(), decoded_view.height, decoded_view.width, channels};
   }

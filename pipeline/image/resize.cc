@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #undef HWY_TARGET_INCLUDE
@@ -270,14 +271,18 @@ void ResampleImage(const uint8_t* in, int in_width, uint8_t* out, int out_height
   // to the output width, then the vertical pass over those float rows.
   const int first_row = vertical->first.front();
   const int end_row = vertical->first.back() + vertical->count.back();
-  std::vector<float> narrowed(static_cast<size_t>(end_row - first_row) * out_row + slack);
+  // The rows are written in order below; only the slack after them needs
+  // zeros (a zero-filled vector here was 2% of the ImageNet pipeline).
+  const size_t narrowed_floats = static_cast<size_t>(end_row - first_row) * out_row;
+  auto narrowed = std::make_unique_for_overwrite<float[]>(narrowed_floats + slack);
+  std::fill_n(narrowed.get() + narrowed_floats, slack, 0.0f);
   for (int y = first_row; y < end_row; ++y) {
     U8ToFloat(in + y * in_row, in_row, in_floats.data());
     HorizontalSum(in_floats.data(), *horizontal, channels, &narrowed[(y - first_row) * out_row]);
   }
   std::vector<const float*> rows(vertical->stride);
   for (int y = 0; y < out_height; ++y) {
-    input_rows(narrowed.data(), out_row, vertical->first[y] - first_row, vertical->count[y], rows.data());
+    input_rows(narrowed.get(), out_row, vertical->first[y] - first_row, vertical->count[y], rows.data());
     VerticalSum(rows.data(), &vertical->weights[static_cast<size_t>(y) * vertical->stride],
                 vertical->count[y], out_row, out + y * out_row);
   }
