@@ -67,6 +67,18 @@ TEST_CASE("Malformed tensor protos are errors, not crashes", "[proto]") {
   p.set_dtype(proto::DT_INT32);
   p.mutable_shape()->set_dims(0, -2);
   CHECK(TensorFromProto(p).status().message() == "tensor proto has a negative dimension");
+  // A zero dimension after dimensions whose product overflows: no tensor
+  // can have that shape (its count is -1), so it is refused, not built.
+  p.mutable_shape()->set_dims(0, int64_t{1} << 40);
+  p.mutable_shape()->add_dims(int64_t{1} << 40);
+  p.mutable_shape()->add_dims(0);
+  p.clear_content();
+  CHECK(TensorFromProto(p).status() ==
+        absl::InvalidArgumentError(
+            "int32 tensor of shape [1099511627776, 1099511627776, 0]: its dimensions overflow a count"));
+  p.set_dtype(proto::DT_STRING);
+  p.clear_string_values();
+  CHECK(TensorFromProto(p).status().code() == absl::StatusCode::kInvalidArgument);
   proto::ElementProto e;
   e.add_components()->set_dtype(proto::DT_INT64);
   e.mutable_components(0)->set_content(std::string(8, '\0'));

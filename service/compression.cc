@@ -54,18 +54,32 @@ absl::Status Compress(proto::WireCompression compression, std::string_view input
   }
 }
 
-absl::Status Decompress(proto::WireCompression compression, std::string_view input, std::string* output) {
+absl::Status Decompress(proto::WireCompression compression, std::string_view input, std::string* output,
+                        size_t max_output) {
+  // The size the input declares is checked before anything is allocated:
+  // a few bytes may declare terabytes.
+  auto too_large = [&](uint64_t declared) {
+    return absl::DataLossError(absl::StrCat(WireCompressionName(compression), " data declares ", declared,
+                                            " bytes decompressed, more than the ", max_output, " allowed"));
+  };
   switch (compression) {
-    case proto::COMPRESSION_SNAPPY:
+    case proto::COMPRESSION_SNAPPY: {
+      size_t size = 0;
+      if (!snappy::GetUncompressedLength(input.data(), input.size(), &size)) {
+        return absl::DataLossError("corrupt snappy data in an element");
+      }
+      if (size > max_output) return too_large(size);
       if (!snappy::Uncompress(input.data(), input.size(), output)) {
         return absl::DataLossError("corrupt snappy data in an element");
       }
       return absl::OkStatus();
+    }
     case proto::COMPRESSION_ZSTD: {
       const unsigned long long size = ZSTD_getFrameContentSize(input.data(), input.size());
       if (size == ZSTD_CONTENTSIZE_ERROR || size == ZSTD_CONTENTSIZE_UNKNOWN) {
         return absl::DataLossError("corrupt zstd data in an element");
       }
+      if (size > max_output) return too_large(size);
       output->resize(size);
       const size_t got = ZSTD_decompress(output->data(), output->size(), input.data(), input.size());
       if (ZSTD_isError(got) || got != size) return absl::DataLossError("corrupt zstd data in an element");

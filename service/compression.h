@@ -17,9 +17,15 @@ namespace sluice {
 absl::StatusOr<proto::WireCompression> ParseWireCompression(const std::string& name);
 const char* WireCompressionName(proto::WireCompression compression);
 
+// The most bytes a decompression may produce: gRPC's message limit
+// (service/grpc_util.h), which no element or frame can be past.
+inline constexpr size_t kMaxDecompressedBytes = size_t{256} << 20;
+
 absl::Status Compress(proto::WireCompression compression, std::string_view input, std::string* output);
-// DataLoss when the input is not valid compressed data.
-absl::Status Decompress(proto::WireCompression compression, std::string_view input, std::string* output);
+// DataLoss when the input is not valid compressed data, or would
+// decompress to more than `max_output` bytes (checked before allocating).
+absl::Status Decompress(proto::WireCompression compression, std::string_view input, std::string* output,
+                        size_t max_output = kMaxDecompressedBytes);
 
 }  // namespace sluice
 

@@ -2,6 +2,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "absl/strings/str_cat.h"
+
 namespace sluice {
 namespace {
 
@@ -33,6 +35,32 @@ TEST_CASE("compression: corrupt input is DataLoss", "[compression]") {
   absl::Status zstd = Decompress(proto::COMPRESSION_ZSTD, "not a zstd frame", &output);
   CHECK(zstd.code() == absl::StatusCode::kDataLoss);
   CHECK(zstd.message() == "corrupt zstd data in an element");
+}
+
+TEST_CASE("compression: a size past the limit is refused before decompressing", "[compression]") {
+  const std::string input(1000, 'x');
+  for (proto::WireCompression codec : {proto::COMPRESSION_SNAPPY, proto::COMPRESSION_ZSTD}) {
+    INFO(WireCompressionName(codec));
+    std::string compressed;
+    REQUIRE(Compress(codec, input, &compressed).ok());
+    std::string output;
+    CHECK(Decompress(codec, compressed, &output, 1000).ok());
+    CHECK(output == input);
+    output.clear();
+    CHECK(Decompress(codec, compressed, &output, 999) ==
+          absl::DataLossError(absl::StrCat(WireCompressionName(codec),
+                                           " data declares 1000 bytes decompressed, more than the 999 allowed")));
+    CHECK(output.empty());
+  }
+  // A few bytes may declare a huge size: zstd's frame header with an 8-byte
+  // content size of 2^40, snappy's length varint of 2^31.
+  std::string output;
+  const std::string zstd_bomb = std::string("\x28\xb5\x2f\xfd\xe0", 5) + std::string("\0\0\0\0\0\x01\0\0", 8);
+  CHECK(Decompress(proto::COMPRESSION_ZSTD, zstd_bomb, &output) ==
+        absl::DataLossError("zstd data declares 1099511627776 bytes decompressed, more than the 268435456 allowed"));
+  CHECK(Decompress(proto::COMPRESSION_SNAPPY, std::string("\x80\x80\x80\x80\x08", 5), &output) ==
+        absl::DataLossError("snappy data declares 2147483648 bytes decompressed, more than the 268435456 allowed"));
+  CHECK(output.empty());
 }
 
 TEST_CASE("compression: names parse in any case, unknown ones are refused", "[compression]") {

@@ -50,11 +50,12 @@ struct FrameSpec {
 };
 
 // The specs a reader has been sent for one task. Responses decode on
-// several threads at once, so it locks.
+// several threads at once, so it locks. It keeps the first kKept and never
+// drops one, so a request that named a spec always finds it.
 class FrameSpecs {
  public:
   // The id a request names, so that the worker leaves that spec out (0
-  // while there is none).
+  // while there is none): the newest kept.
   uint64_t Latest() const;
   std::shared_ptr<const FrameSpec> Find(uint64_t id) const;
   void Add(std::shared_ptr<const FrameSpec> spec);
@@ -89,8 +90,10 @@ absl::Status DecodeFrame(google::protobuf::io::CodedInputStream& in, size_t fram
                          std::vector<Element>* elements);
 
 // At least the bytes `element` takes in a response, as a frame or as an
-// ElementProto, for keeping responses under gRPC's message limit. Cheap:
-// the worker calls it per element.
+// ElementProto, for keeping responses under gRPC's message limit; a frame
+// adds a fixed part per response (its header, spec and shared shapes: a few
+// hundred bytes), which the limit's 4 MiB of headroom covers. Cheap: the
+// worker calls it per element.
 size_t ElementWireBound(const Element& element);
 
 }  // namespace sluice

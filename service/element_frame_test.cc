@@ -248,6 +248,68 @@ TEST_CASE("element_frame: malformed frames name the problem", "[wire][frame]") {
                                          ": a tensor of 32 bytes does not fit the head")));
 }
 
+TEST_CASE("element_frame: what a damaged frame may not make the reader allocate", "[wire][frame]") {
+  auto decode = [](const std::string& frame) {
+    std::vector<Element> out;
+    FrameSpecs specs;
+    return DecodeRaw(frame, &specs, &out);
+  };
+  auto put = [](std::string* bytes, size_t at, int64_t value) { std::memcpy(bytes->data() + at, &value, 8); };
+  // Shapes [0, 0, 0], uniform: at 40 the spec (4 + 8 bytes), at 56 the
+  // shape mode, at 64 the dims. [2^40, 2^40, 0] has no count (int64
+  // overflows before the 0), for numbers and strings alike.
+  for (DType dtype : {DType::kInt64, DType::kString}) {
+    std::string frame = FrameBytes({Element({Tensor(dtype, {0, 0, 0})}), Element({Tensor(dtype, {0, 0, 0})})});
+    REQUIRE(decode(frame).ok());
+    put(&frame, 64, int64_t{1} << 40);
+    put(&frame, 72, int64_t{1} << 40);
+    const absl::Status status = decode(frame);
+    INFO(status.ToString());
+    CHECK(absl::IsDataLoss(status));
+    CHECK_THAT(std::string(status.message()), Catch::Contains("[1099511627776, 1099511627776, 0]"));
+  }
+  // Two tensors at one offset: small tensors may not overlap (nor may
+  // strings), so that they never take more than the head's bytes. Spec
+  // 12 bytes, shapes from 56 (mode and [4]), table from 72.
+  std::string numbers = FrameBytes({Element({Iota(4)}), Element({Iota(4)})});
+  std::string same = numbers;
+  std::memcpy(same.data() + 80, numbers.data() + 72, 8);
+  CHECK(decode(same) == absl::DataLossError("malformed element frame at byte 96: a tensor of 32 bytes does not fit "
+                                            "the head"));
+  std::string strings = FrameBytes({Element({Tensor::StringScalar("abc")}), Element({Tensor::StringScalar("de")})});
+  REQUIRE(decode(strings).ok());
+  std::memcpy(strings.data() + 72, strings.data() + 64, 8);  // the second's offset is the first's
+  CHECK(decode(strings) ==
+        absl::DataLossError(
+            "malformed element frame at byte 80: string tensor of shape [] does not fit the head"));
+  // Empty tensors with long shapes, 8 table bytes each: what they decode to
+  // is bounded by the frame's size.
+  std::vector<Element> empty;
+  Shape long_shape(100, 1);
+  long_shape[0] = 0;
+  for (int i = 0; i < 5000; ++i) empty.push_back(Element({Tensor(DType::kUInt8, long_shape)}));
+  const absl::Status bounded = decode(FrameBytes(empty));
+  CHECK(absl::IsDataLoss(bounded));
+  CHECK_THAT(std::string(bounded.message()),
+             Catch::EndsWith("the frame decodes to more than 32 times its size in tensors and shapes"));
+  empty.resize(500);  // within the bound
+  CHECK(decode(FrameBytes(empty)).ok());
+}
+
+TEST_CASE("element_frame: a reader keeps every spec it was sent, up to 8", "[wire][frame]") {
+  FrameSpecs specs;
+  for (uint64_t id = 1; id <= 10; ++id) {
+    auto spec = std::make_shared<FrameSpec>();
+    spec->id = id;
+    specs.Add(spec);
+  }
+  // None is dropped, so a request that named one finds it; the 9th and
+  // 10th are not kept, and frames of them carry them.
+  for (uint64_t id = 1; id <= 8; ++id) CHECK(specs.Find(id) != nullptr);
+  CHECK(specs.Find(9) == nullptr);
+  CHECK(specs.Latest() == 8);
+}
+
 TEST_CASE("element_frame: ElementWireBound bounds both encodings", "[wire][frame]") {
   std::vector<Element> all = FrameElements();
   for (Element& e : SampleElements()) all.push_back(e);
