@@ -26,7 +26,7 @@ constexpr char kGetElementsMethod[] = "/sluice.proto.WorkerService/GetElements";
 // gRPC's slices straight into tensors (service/element_wire.h).
 class GrpcElementTransport : public ElementTransport {
  public:
-  GrpcElementTransport(const std::string& address, int connections) {
+  GrpcElementTransport(const std::string& address, int connections, bool frames) : frames_(frames) {
     // With one connection the channel may share gRPC's pool with the
     // process's other channels to the worker; with more, each channel gets
     // a connection of its own.
@@ -62,17 +62,13 @@ class GrpcElementTransport : public ElementTransport {
     if (!status.ok()) return FromGrpcStatus(status);
     absl::Status decoded = DecodeElementsResponse(&response_bytes, response, frame_specs());
     // A response in shared memory is counted where it is read.
-    if (response->shared_memory_bytes == 0) CountBytesReceived(static_cast<int64_t>(response_bytes.Length()));
+    if (response->shared_memory_bytes == 0)
+      CountReceived(*response, static_cast<int64_t>(response_bytes.Length()));
     return decoded;
   }
 
  private:
-  // SLUICE_WIRE_FRAMES=0 asks for protos instead (the data_plane bench's
-  // baseline, and a way around a frame bug in the field).
-  const bool frames_ = [] {
-    const char* value = std::getenv("SLUICE_WIRE_FRAMES");
-    return value == nullptr || std::string_view(value) != "0";
-  }();
+  const bool frames_;
   FrameSpecs frame_specs_;
   std::vector<std::unique_ptr<grpc::GenericStub>> stubs_;
   std::atomic<size_t> next_stub_{0};
@@ -80,18 +76,36 @@ class GrpcElementTransport : public ElementTransport {
 
 }  // namespace
 
-void CountBytesReceived(int64_t bytes) {
+void CountReceived(const ElementsResponse& response, int64_t bytes) {
   static Counter& received = ProcessMetrics()
                                  .AddCounter("sluice_client_bytes_received_total",
                                              "bytes of elements this client received from workers")
                                  .Get();
+  static CounterFamily& responses =
+      ProcessMetrics().AddCounter("sluice_client_responses_total",
+                                  "GetElements responses with elements this client decoded, by the form of "
+                                  "their elements (frame, or protos from a worker that predates frames)",
+                                  {"form"});
+  static Counter& frames = responses.WithLabels({"frame"});
+  static Counter& protos = responses.WithLabels({"protos"});
   received.Increment(static_cast<double>(bytes));
+  // An empty answer (a parked request's, the end's) has no form.
+  if (!response.elements.empty()) (response.frame ? frames : protos).Increment();
 }
 
-std::unique_ptr<ElementTransport> MakeGrpcElementTransport(const std::string& worker_address,
-                                                           int connections) {
+bool WireFramesFromEnvironment() {
+  // Read once: the environment is not changed safely while threads run.
+  static const bool frames = [] {
+    const char* value = std::getenv("SLUICE_WIRE_FRAMES");
+    return value == nullptr || std::string_view(value) != "0";
+  }();
+  return frames;
+}
+
+std::unique_ptr<ElementTransport> MakeGrpcElementTransport(const std::string& worker_address, int connections,
+                                                           bool frames) {
   return std::make_unique<GrpcElementTransport>(worker_address,
-                                                std::clamp(connections, 1, kMaxConnectionsPerWorker));
+                                                std::clamp(connections, 1, kMaxConnectionsPerWorker), frames);
 }
 
 std::unique_ptr<ElementTransport> MakeElementTransport(const std::string& worker_address,

@@ -31,11 +31,17 @@ class ElementTransport {
 // The most TCP connections a reader opens to one worker.
 inline constexpr int kMaxConnectionsPerWorker = 16;
 
+// False when SLUICE_WIRE_FRAMES=0 (read once per process): readers then
+// ask for protos (the data_plane bench's baseline, and a way around a frame
+// problem found in the field).
+bool WireFramesFromEnvironment();
+
 // gRPC to the worker's WorkerService over `connections` TCP connections of
 // its own (1 to kMaxConnectionsPerWorker), which successive requests take
-// in turn.
+// in turn, asking for flat frames when `frames`.
 std::unique_ptr<ElementTransport> MakeGrpcElementTransport(const std::string& worker_address,
-                                                           int connections = 1);
+                                                           int connections = 1,
+                                                           bool frames = WireFramesFromEnvironment());
 
 // How a reader reaches its workers (DistributeOp.connections_per_worker
 // and transport).
@@ -46,8 +52,9 @@ struct TransportOptions {
   bool shared_memory = true;
 };
 
-// Adds to the client's sluice_client_bytes_received_total.
-void CountBytesReceived(int64_t bytes);
+// Adds a decoded response to the client's sluice_client_bytes_received_total
+// and sluice_client_responses_total{form}.
+void CountReceived(const ElementsResponse& response, int64_t bytes);
 
 // The transport `options` ask for.
 std::unique_ptr<ElementTransport> MakeElementTransport(const std::string& worker_address,

@@ -3,7 +3,6 @@
 #include <grpcpp/grpcpp.h>
 
 #include <catch2/catch.hpp>
-#include <cstdlib>
 #include <memory>
 #include <set>
 #include <string>
@@ -112,11 +111,12 @@ class FrameWorker : public proto::WorkerService::Service {
 
 // The frame fields of 3 requests through a fresh transport, each answer
 // checked.
-std::vector<std::pair<bool, uint64_t>> FrameRequests(uint64_t* spec_id) {
+std::vector<std::pair<bool, uint64_t>> FrameRequests(bool frames, uint64_t* spec_id) {
   FrameWorker worker;
   int port = 0;
   std::unique_ptr<grpc::Server> server = Serve(&worker, &port);
-  std::unique_ptr<ElementTransport> transport = MakeGrpcElementTransport("127.0.0.1:" + std::to_string(port));
+  std::unique_ptr<ElementTransport> transport =
+      MakeGrpcElementTransport("127.0.0.1:" + std::to_string(port), 1, frames);
   for (int i = 0; i < 3; ++i) {
     proto::GetElementsRequest request;
     request.set_task_id(1);
@@ -124,6 +124,7 @@ std::vector<std::pair<bool, uint64_t>> FrameRequests(uint64_t* spec_id) {
     ElementsResponse response;
     REQUIRE(transport->GetElements(request, &response).ok());
     CHECK(response.elements == FrameWorker::Elements());
+    CHECK(response.frame == frames);
   }
   *spec_id = transport->frame_specs() == nullptr ? 0 : transport->frame_specs()->Latest();
   server->Shutdown();
@@ -132,13 +133,12 @@ std::vector<std::pair<bool, uint64_t>> FrameRequests(uint64_t* spec_id) {
 
 TEST_CASE("A reader asks for frames, and for the spec only until it has it", "[client][frame]") {
   uint64_t spec_id = 0;
-  const std::vector<std::pair<bool, uint64_t>> requests = FrameRequests(&spec_id);
+  const std::vector<std::pair<bool, uint64_t>> requests = FrameRequests(true, &spec_id);
   REQUIRE(spec_id != 0);
   CHECK(requests == std::vector<std::pair<bool, uint64_t>>{{true, 0}, {true, spec_id}, {true, spec_id}});
-  // SLUICE_WIRE_FRAMES=0 asks for protos, which decode the same.
-  setenv("SLUICE_WIRE_FRAMES", "0", 1);
-  const std::vector<std::pair<bool, uint64_t>> without = FrameRequests(&spec_id);
-  unsetenv("SLUICE_WIRE_FRAMES");
+  // Without frames (SLUICE_WIRE_FRAMES=0) it asks for protos, which decode
+  // the same.
+  const std::vector<std::pair<bool, uint64_t>> without = FrameRequests(false, &spec_id);
   CHECK(spec_id == 0);
   CHECK(without == std::vector<std::pair<bool, uint64_t>>{{false, 0}, {false, 0}, {false, 0}});
 }

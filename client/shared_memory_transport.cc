@@ -178,14 +178,15 @@ absl::Status SharedMemoryTransport::GetElements(const proto::GetElementsRequest&
       grpc::ByteBuffer buffer(&slice, 1);
       *response = ElementsResponse{};
       status = DecodeElementsResponse(&buffer, response, tcp_->frame_specs());
-      CountBytesReceived(bytes);
+      CountReceived(*response, bytes);
     }
   }
   // An answer inline that would not have fit: the next session's regions
   // hold one like it, with room for the headers.
   int64_t needed = 0;
   if (!through_memory && status.ok()) {
-    for (const Element& element : response->elements) needed += element.ByteSize();
+    for (const Element& element : response->elements)
+      needed += static_cast<int64_t>(ElementWireBound(element));
     needed += needed / 64 + 4096;
   }
   absl::MutexLock lock(&mu_);

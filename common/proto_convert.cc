@@ -33,17 +33,20 @@ absl::Status CheckContentSize(DType dtype, const Shape& shape, uint64_t bytes) {
     if (d != 0 && count > bound / static_cast<uint64_t>(d)) fits = false;
     if (fits) count *= static_cast<uint64_t>(d);
   }
-  // A zero dimension makes the tensor empty, but only if the rest can be
-  // counted: a shape whose count overflows int64 is refused either way, as
-  // no tensor can have it (NumElements is -1 for it).
+  // A zero dimension makes the tensor empty, but only if the dimensions
+  // before it can be counted (within 2^62 bytes): [2^40, 2^40, 0] is
+  // refused, as no tensor can have it (NumElements is -1 for it), while
+  // [0, 2^40, 2^40] is empty.
   bool empty = false;
   for (int64_t d : shape) empty = empty || d == 0;
   if (fits && empty) count = 0;
   if (fits && count * element_size == bytes) return absl::OkStatus();
   // Named only on the error path: this runs for every tensor received.
   const std::string what = absl::StrCat(DTypeName(dtype), " tensor of shape ", ShapeDebugString(shape));
-  if (!fits && empty)
-    return absl::InvalidArgumentError(absl::StrCat(what, ": its dimensions overflow a count"));
+  if (!fits && empty) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": the dimensions before its 0 are too large to count"));
+  }
   if (!fits)
     return absl::InvalidArgumentError(absl::StrCat(what, " needs more than the ", bytes, " bytes it got"));
   return absl::InvalidArgumentError(

@@ -74,8 +74,9 @@ TEST_CASE("Malformed tensor protos are errors, not crashes", "[proto]") {
   p.mutable_shape()->add_dims(0);
   p.clear_content();
   CHECK(TensorFromProto(p).status() ==
-        absl::InvalidArgumentError(
-            "int32 tensor of shape [1099511627776, 1099511627776, 0]: its dimensions overflow a count"));
+        absl::InvalidArgumentError("int32 tensor of shape [1099511627776, 1099511627776, 0]: the dimensions "
+                                   "before its 0 are too large to "
+                                   "count"));
   p.set_dtype(proto::DT_STRING);
   p.clear_string_values();
   CHECK(TensorFromProto(p).status().code() == absl::StatusCode::kInvalidArgument);

@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
+#include "service/grpc_util.h"
 #include "sluice/service.pb.h"
 
 namespace sluice {
@@ -17,9 +18,9 @@ namespace sluice {
 absl::StatusOr<proto::WireCompression> ParseWireCompression(const std::string& name);
 const char* WireCompressionName(proto::WireCompression compression);
 
-// The most bytes a decompression may produce: gRPC's message limit
-// (service/grpc_util.h), which no element or frame can be past.
-inline constexpr size_t kMaxDecompressedBytes = size_t{256} << 20;
+// The most bytes a decompression may produce: gRPC's message limit, which
+// no element or frame can be past.
+inline constexpr size_t kMaxDecompressedBytes = static_cast<size_t>(kMaxMessageBytes);
 
 absl::Status Compress(proto::WireCompression compression, std::string_view input, std::string* output);
 // DataLoss when the input is not valid compressed data, or would

@@ -257,7 +257,8 @@ size_t ElementWireBound(const Element& element) {
   for (const Tensor& t : element.components) {
     bytes += 40 + 10 * t.shape().size();
     if (t.dtype() == DType::kString) {
-      for (const std::string& s : t.values<std::string>()) bytes += s.size() + 16;
+      // A frame's bound and bytes, or a proto's tag and length (up to 6).
+      for (const std::string& s : t.values<std::string>()) bytes += s.size() + 8;
     } else {
       bytes += t.ByteSize();
     }

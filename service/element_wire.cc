@@ -525,6 +525,7 @@ absl::Status DecodeElementsResponse(grpc::ByteBuffer* buffer, ElementsResponse* 
       *end_of_sequence = value != 0;
     } else if (tag == kResponseFrame) {
       if (absl::Status s = ReadFrame(in, compressed.compression(), specs, elements); !s.ok()) return s;
+      response->frame = true;
     } else if (tag == kResponseCompressedElement) {
       if (absl::Status s = ReadString(in, "a compressed element", compressed.add_compressed_elements());
           !s.ok()) {

@@ -271,8 +271,10 @@ void ResampleImage(const uint8_t* in, int in_width, uint8_t* out, int out_height
   // to the output width, then the vertical pass over those float rows.
   const int first_row = vertical->first.front();
   const int end_row = vertical->first.back() + vertical->count.back();
-  // The rows are written in order below; only the slack after them needs
-  // zeros (a zero-filled vector here was 2% of the ImageNet pipeline).
+  // The rows are written in order below, each store overshooting into the
+  // next row before that row is written, or into the slack after the last
+  // (zeroed for tidiness; it is never read). A zero-filled vector here was
+  // 2% of the ImageNet pipeline.
   const size_t narrowed_floats = static_cast<size_t>(end_row - first_row) * out_row;
   auto narrowed = std::make_unique_for_overwrite<float[]>(narrowed_floats + slack);
   std::fill_n(narrowed.get() + narrowed_floats, slack, 0.0f);

@@ -2,6 +2,7 @@
 // worker buffers up to its buffer_bytes, and a reader holds and asks for at
 // most max_outstanding_requests elements, over TCP and shared memory alike.
 #include <grpcpp/grpcpp.h>
+#include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <chrono>
@@ -9,6 +10,7 @@
 #include <string>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "service/metrics.h"
 #include "sluice/dataset.h"
 #include "sluice/service.grpc.pb.h"
@@ -51,7 +53,8 @@ TEST_CASE("memory bounds: a worker buffers up to buffer_bytes and a reader takes
   const std::string transport = GENERATE(std::string("tcp"), std::string("auto"));
   INFO("transport " << transport);
   TestCluster cluster(
-      {.num_workers = 1, .worker_args = {"--buffer-bytes", std::to_string(kWorkerBufferBytes)}});
+      {.num_workers = 1,
+       .worker_args = {"--buffer-bytes", std::to_string(kWorkerBufferBytes), "--log-level", "info"}});
   const double received_before = ClientBytesReceived();
   Iterator iterator = testing::MakeOrFail(Dataset::FromTensors({Tensor(DType::kUInt8, {kElementBytes})})
                                               .Repeat()
@@ -80,6 +83,10 @@ TEST_CASE("memory bounds: a worker buffers up to buffer_bytes and a reader takes
   const double received = ClientBytesReceived() - received_before;
   CHECK(received >= kElementBytes);
   CHECK(received <= (1 + kReaderBudget) * (kElementBytes + 512));
+  // auto did read through shared memory (tcp never opens a session).
+  const std::string log = testing::ReadFileOrEmpty(cluster.worker(0).log_path());
+  CHECK(testing::CountOf(log, absl::StrCat("opened: reader pid ", getpid())) ==
+        (transport == "auto" ? 1 : 0));
 }
 
 }  // namespace sluice

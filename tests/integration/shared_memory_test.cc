@@ -8,9 +8,9 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <chrono>
-#include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -112,22 +112,44 @@ TEST_CASE("shared memory: a reader on the worker's host reads through it, every 
   CHECK(CountOf(log, "shared memory session ") == 2 * sessions);  // each opened, then closed
 }
 
+// The value of `sample` (a metric and its labels) in a metrics file, or 0.
+double MetricValue(const std::string& text, const std::string& sample) {
+  const size_t at = text.find(sample + " ");
+  return at == std::string::npos ? 0 : std::stod(text.substr(at + sample.size() + 1));
+}
+
 TEST_CASE("frames: a reader that asks for protos (as an older one does) reads the same elements",
           "[service][shared_memory][frame]") {
   TestCluster cluster({.num_workers = 1});
   const std::string transport = GENERATE(std::string("tcp"), std::string("auto"));
   INFO("transport " << transport);
   // Batches of 7 with a shorter last one: shapes differ within a response.
-  const Dataset dataset = Dataset::Range(20000).Batch(7).ReadFromService(
-      {.service = cluster.ServiceUrl(), .transport = transport});
-  const std::vector<Element> framed = ReadAll(dataset);
-  setenv("SLUICE_WIRE_FRAMES", "0", 1);
-  const std::vector<Element> protos = ReadAll(dataset);
-  unsetenv("SLUICE_WIRE_FRAMES");
-  REQUIRE(framed.size() == 2858);
-  CHECK(framed == protos);
-  CHECK(framed.back().components.at(0) == *Tensor::FromVector<int64_t>({19999}, {1}));
-  CHECK(framed[1000].components.at(0).data<int64_t>()[6] == 7006);
+  const std::string pipeline = cluster.dir().File("pipeline.yaml");
+  std::ofstream(pipeline) << "pipeline:\n  - range: 20000\n  - batch: 7\n  - distribute: {service: \""
+                          << cluster.ServiceUrl()
+                          << "\", processing_mode: distributed_epoch, transport: " << transport << "}\n";
+  // In processes of their own: the environment is read once per process.
+  const std::string sluice = SLUICE_CLI;
+  const testing::CommandResult framed = testing::RunCommand(absl::StrCat(sluice, " read '", pipeline, "'"));
+  const testing::CommandResult protos =
+      testing::RunCommand(absl::StrCat("SLUICE_WIRE_FRAMES=0 ", sluice, " read '", pipeline, "'"));
+  REQUIRE(framed.exit_code == 0);
+  REQUIRE(protos.exit_code == 0);
+  CHECK(CountOf(framed.out, "\n") == 2858);
+  CHECK(framed.out == protos.out);
+  CHECK_THAT(framed.out, Contains("[7000, 7001, 7002, 7003, 7004, 7005, 7006]\n"));
+  CHECK_THAT(framed.out, Catch::EndsWith("[19999]\n"));
+  // Each form is the one asked for.
+  for (const bool frames : {true, false}) {
+    const std::string metrics = cluster.dir().File(frames ? "frames.prom" : "protos.prom");
+    REQUIRE(testing::RunCommand(absl::StrCat(frames ? "" : "SLUICE_WIRE_FRAMES=0 ", sluice, " bench '",
+                                             pipeline, "' --metrics-file '", metrics, "'"))
+                .exit_code == 0);
+    const std::string text = testing::ReadFileOrEmpty(metrics);
+    INFO(text);
+    CHECK((MetricValue(text, "sluice_client_responses_total{form=\"frame\"}") > 0) == frames);
+    CHECK((MetricValue(text, "sluice_client_responses_total{form=\"protos\"}") > 0) == !frames);
+  }
 }
 
 TEST_CASE("shared memory: transport tcp opts out, and another transport is refused naming it",
