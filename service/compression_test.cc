@@ -48,8 +48,9 @@ TEST_CASE("compression: a size past the limit is refused before decompressing", 
     CHECK(output == input);
     output.clear();
     CHECK(Decompress(codec, compressed, &output, 999) ==
-          absl::DataLossError(absl::StrCat(WireCompressionName(codec),
-                                           " data declares 1000 bytes decompressed, more than the 999 allowed")));
+          absl::DataLossError(
+              absl::StrCat(WireCompressionName(codec),
+                           " data declares 1000 bytes decompressed, more than the 999 allowed")));
     CHECK(output.empty());
   }
   // A few bytes may declare a huge size: zstd's frame header with an 8-byte
@@ -57,9 +58,11 @@ TEST_CASE("compression: a size past the limit is refused before decompressing", 
   std::string output;
   const std::string zstd_bomb = std::string("\x28\xb5\x2f\xfd\xe0", 5) + std::string("\0\0\0\0\0\x01\0\0", 8);
   CHECK(Decompress(proto::COMPRESSION_ZSTD, zstd_bomb, &output) ==
-        absl::DataLossError("zstd data declares 1099511627776 bytes decompressed, more than the 268435456 allowed"));
+        absl::DataLossError(
+            "zstd data declares 1099511627776 bytes decompressed, more than the 268435456 allowed"));
   CHECK(Decompress(proto::COMPRESSION_SNAPPY, std::string("\x80\x80\x80\x80\x08", 5), &output) ==
-        absl::DataLossError("snappy data declares 2147483648 bytes decompressed, more than the 268435456 allowed"));
+        absl::DataLossError(
+            "snappy data declares 2147483648 bytes decompressed, more than the 268435456 allowed"));
   CHECK(output.empty());
 }
 

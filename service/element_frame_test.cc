@@ -259,7 +259,8 @@ TEST_CASE("element_frame: what a damaged frame may not make the reader allocate"
   // shape mode, at 64 the dims. [2^40, 2^40, 0] has no count (int64
   // overflows before the 0), for numbers and strings alike.
   for (DType dtype : {DType::kInt64, DType::kString}) {
-    std::string frame = FrameBytes({Element({Tensor(dtype, {0, 0, 0})}), Element({Tensor(dtype, {0, 0, 0})})});
+    std::string frame =
+        FrameBytes({Element({Tensor(dtype, {0, 0, 0})}), Element({Tensor(dtype, {0, 0, 0})})});
     REQUIRE(decode(frame).ok());
     put(&frame, 64, int64_t{1} << 40);
     put(&frame, 72, int64_t{1} << 40);
@@ -274,9 +275,11 @@ TEST_CASE("element_frame: what a damaged frame may not make the reader allocate"
   std::string numbers = FrameBytes({Element({Iota(4)}), Element({Iota(4)})});
   std::string same = numbers;
   std::memcpy(same.data() + 80, numbers.data() + 72, 8);
-  CHECK(decode(same) == absl::DataLossError("malformed element frame at byte 96: a tensor of 32 bytes does not fit "
-                                            "the head"));
-  std::string strings = FrameBytes({Element({Tensor::StringScalar("abc")}), Element({Tensor::StringScalar("de")})});
+  CHECK(decode(same) ==
+        absl::DataLossError("malformed element frame at byte 96: a tensor of 32 bytes does not fit "
+                            "the head"));
+  std::string strings =
+      FrameBytes({Element({Tensor::StringScalar("abc")}), Element({Tensor::StringScalar("de")})});
   REQUIRE(decode(strings).ok());
   std::memcpy(strings.data() + 72, strings.data() + 64, 8);  // the second's offset is the first's
   CHECK(decode(strings) ==

@@ -31,15 +31,9 @@ Dataset Pipeline(const std::string& url, const std::string& job_name = "") {
       {.service = url, .processing_mode = ProcessingMode::kParallelEpochs, .job_name = job_name});
 }
 
-// Each value of the epoch `times` times: the values off that count.
+// Each value of the epoch `times` times.
 void CheckEachTimes(const std::vector<int64_t>& values, int times) {
-  std::map<int64_t, int> seen;
-  for (int64_t v : values) ++seen[v];
-  int64_t off = 0;
-  for (int64_t v = 0; v < kEpoch; ++v) off += seen[v] != times;
-  INFO("values not seen " << times << " times: " << off);
-  CHECK(values.size() == static_cast<size_t>(kEpoch * times));
-  CHECK(off == 0);
+  testing::CheckEachValueTimes(values, kEpoch, times);
 }
 
 TEST_CASE("parallel_epochs checkpoint: a sole reader resumes with the rest of each worker's epoch",

@@ -45,20 +45,8 @@ Dataset Pipeline(const std::string& url, const std::string& job_name = "") {
                                                  .exactly_once = true});
 }
 
-// Every value of the epoch, exactly once: the values missing and repeated.
-void CheckExactlyOnce(std::vector<int64_t> values) {
-  std::map<int64_t, int> seen;
-  for (int64_t v : values) ++seen[v];
-  int64_t missing = 0, repeated = 0;
-  for (int64_t v = 0; v < kEpoch; ++v) {
-    if (!seen.contains(v)) ++missing;
-    if (seen.contains(v) && seen[v] > 1) ++repeated;
-  }
-  INFO("missing " << missing << ", repeated " << repeated);
-  CHECK(values.size() == static_cast<size_t>(kEpoch));
-  CHECK(missing == 0);
-  CHECK(repeated == 0);
-}
+// Every value of the epoch, exactly once.
+void CheckExactlyOnce(const std::vector<int64_t>& values) { testing::CheckEachValueTimes(values, kEpoch, 1); }
 
 // A new iterator reads `count` values into `values` and saves; it then
 // reads 500 more, which are not part of the saved run; its state.

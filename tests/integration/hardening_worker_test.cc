@@ -39,12 +39,11 @@ TEST_CASE("hardening worker: a pipeline past max_memory_bytes fails its iteratio
       nullptr);
   INFO(status.ToString());
   CHECK(absl::IsResourceExhausted(status));
-  // Where it failed comes first: the step (range or batch, whichever
-  // allocated last), or "the pipeline" when the allocation that failed was
-  // the worker's own (with tcmalloc, its buffer's).
+  // The step that failed (range or batch, whichever allocated last) comes
+  // first.
   CHECK_THAT(
       std::string(status.message()),
-      Contains(": out of memory (an allocation failed: std::bad_alloc); the worker's max_memory_bytes is "
+      Contains("): out of memory (an allocation failed: std::bad_alloc); the worker's max_memory_bytes is "
                "2000000000: lower batch, shuffle or buffer sizes, or raise max_memory_bytes "
                "(--max-memory-bytes)"));
   // A line that never ends fails at text_line's line limit, long before

@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -27,6 +28,21 @@ inline void Take(Iterator& iterator, int64_t count, std::vector<int64_t>* values
     if (!element->has_value()) return;
     values->push_back((*element)->components.at(0).data<int64_t>()[0]);
   }
+}
+
+// Each value of 0..epoch-1 exactly `times` times, and nothing else.
+inline void CheckEachValueTimes(const std::vector<int64_t>& values, int64_t epoch, int times) {
+  std::map<int64_t, int> seen;
+  for (int64_t v : values) ++seen[v];
+  int64_t missing = 0, off = 0;
+  for (int64_t v = 0; v < epoch; ++v) {
+    missing += !seen.contains(v);
+    off += seen.contains(v) && seen[v] != times;
+  }
+  INFO("values missing: " << missing << ", seen other than " << times << " times: " << off);
+  CHECK(values.size() == static_cast<size_t>(epoch * times));
+  CHECK(missing == 0);
+  CHECK(off == 0);
 }
 
 inline Iterator MakeOrFail(const Dataset& dataset) {
