@@ -226,5 +226,68 @@ TEST_CASE("dispatcher_impl: splits a client reports received are not handed out 
   CHECK(Begins(Splits(d, it.iteration_id(), 2, 4, 1)) == BeginsAndSeqs{{10, 2}, {30, 4}, {40, 5}, {50, 6}});
 }
 
+TEST_CASE("dispatcher_impl: splits never handed out outlive the last task's loss", "[dispatcher]") {
+  DispatcherImpl d(TestConfig());
+  Heartbeat(d, "w1:1");
+  const auto it =
+      Iteration(d, Job(d, Register(d, internal::DefinitionOf(Dataset::Range(30))), proto::DISTRIBUTED_EPOCH));
+  CHECK(Begins(Splits(d, it.iteration_id(), 1, 1, 1)) == BeginsAndSeqs{{0, 1}});
+  // Split 1 delivered, so nothing is leased when the only worker goes;
+  // splits 2 and 3 were never handed out.
+  proto::ClientHeartbeatRequest request;
+  *request.mutable_version() = CurrentVersion();
+  request.set_iteration_client_id(it.iteration_client_id());
+  request.add_completed_splits(1);
+  proto::ClientHeartbeatResponse response;
+  REQUIRE(d.ClientHeartbeat(request, &response).ok());
+  Shutdown(d, "w1:1");
+  CHECK_FALSE(ClientBeat(d, it.iteration_client_id()).iteration_finished());
+  // The next worker to register reads on.
+  CHECK(NewTaskIds(Heartbeat(d, "w2:2")) == std::vector<int64_t>{2});
+  proto::GetSplitsResponse rest = Splits(d, it.iteration_id(), 2, 4, 1);
+  CHECK(Begins(rest) == BeginsAndSeqs{{10, 2}, {20, 3}});
+  CHECK(rest.end_of_splits());
+  Finish(d, "w2:2", {2});
+  CHECK(ClientBeat(d, it.iteration_client_id()).iteration_finished());
+}
+
+TEST_CASE("dispatcher_impl: an endless dataset's iteration outlives its workers", "[dispatcher]") {
+  std::vector<std::pair<std::string, int64_t>> pushed;
+  DispatcherImpl d(TestConfig(), [&](const std::string& address, const proto::TaskDef& task) {
+    pushed.emplace_back(address, task.task_id());
+  });
+  Heartbeat(d, "w1:1");
+  Heartbeat(d, "w2:2");
+  const auto it = Iteration(
+      d, Job(d, Register(d, internal::DefinitionOf(Dataset::Range(3).Repeat())), proto::DISTRIBUTED_EPOCH));
+  Splits(d, it.iteration_id(), 1, 2, 1);
+  Splits(d, it.iteration_id(), 2, 2, 1);
+  Shutdown(d, "w1:1");
+  CHECK_FALSE(ClientBeat(d, it.iteration_client_id()).iteration_finished());
+  Shutdown(d, "w2:2");
+  proto::ClientHeartbeatResponse none = ClientBeat(d, it.iteration_client_id());
+  CHECK(none.tasks_size() == 0);
+  CHECK_FALSE(none.iteration_finished());
+  CHECK(NewTaskIds(Heartbeat(d, "w3:3")) == std::vector<int64_t>{3});
+  CHECK(Listed(ClientBeat(d, it.iteration_client_id())) == Listing{{3, "w3:3"}});
+  CHECK(Splits(d, it.iteration_id(), 3, 2, 1).splits_size() == 2);
+}
+
+TEST_CASE("dispatcher_impl: a task that ends on its own ends the iteration though splits are left",
+          "[dispatcher]") {
+  DispatcherImpl d(TestConfig());
+  Heartbeat(d, "w1:1");
+  Heartbeat(d, "w2:2");
+  // take(5) before distribute: a worker side ends before its splits do.
+  const auto it = Iteration(
+      d, Job(d, Register(d, internal::DefinitionOf(Dataset::Range(100).Take(5))), proto::DISTRIBUTED_EPOCH));
+  Splits(d, it.iteration_id(), 1, 1, 1);
+  Finish(d, "w1:1", {1});
+  ClientReport(d, it.iteration_client_id(), {1});
+  CHECK_FALSE(ClientBeat(d, it.iteration_client_id()).iteration_finished());
+  Shutdown(d, "w2:2");
+  CHECK(ClientBeat(d, it.iteration_client_id()).iteration_finished());
+}
+
 }  // namespace
 }  // namespace sluice::dispatcher

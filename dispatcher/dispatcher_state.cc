@@ -350,9 +350,29 @@ void DispatcherState::UpdateFinished(Iteration& iteration) {
       });
     }
   }
-  // Returned splits still have to be read, by a task yet to be made.
-  iteration.finished = iteration.collected || iteration.error_code != 0 ||
-                       (all_tasks_finished && iteration.returned_splits.empty());
+  // Returned splits still have to be read, by a task yet to be made; so do
+  // the splits not yet handed out when the last tasks were lost.
+  iteration.finished =
+      iteration.collected || iteration.error_code != 0 || (all_tasks_finished && !HasUnreadSplits(iteration));
+}
+
+bool DispatcherState::HasUnreadSplits(const Iteration& iteration) const {
+  if (!iteration.returned_splits.empty()) return true;
+  const proto::JobParams& params = jobs_.at(iteration.job_id).params;
+  if (params.processing_mode() != proto::DISTRIBUTED_EPOCH || IsStaticSharding(params) ||
+      iteration.splits_exhausted || iteration.collected || iteration.error_code != 0) {
+    return false;
+  }
+  // A split provider that has not run out (an endless one never does) still
+  // has splits, unless a task's worker side ended on its own (a take before
+  // distribute): only lost tasks ended, so the next task reads on.
+  bool any_lost = false;
+  for (int64_t id : iteration.tasks) {
+    const Task& task = tasks_.at(id);
+    if (task.finished && !task.lost) return false;
+    any_lost |= task.lost;
+  }
+  return any_lost;
 }
 
 void DispatcherState::DropSplits(Iteration& iteration) {

@@ -151,6 +151,10 @@ class DispatcherState {
   int64_t NextIterationClientId() const { return next_iteration_client_id_; }
   std::string NextDatasetId() const { return std::to_string(next_dataset_id_); }
 
+  // distributed_epoch: splits that a task yet to be made must read, returned
+  // by lost tasks or never handed out before the last tasks were lost.
+  bool HasUnreadSplits(const Iteration& iteration) const;
+
  private:
   void UpdateFinished(Iteration& iteration);
   // A lost task's undelivered splits go back to its iteration.

@@ -144,7 +144,7 @@ void DispatcherImpl::NoteUnreachable(const std::string& address, NewTasks* new_t
 void DispatcherImpl::AssignReturnedSplits(NewTasks* new_tasks) {
   std::vector<int64_t> orphaned;
   for (const auto& [id, iteration] : state_.iterations()) {
-    if (iteration.collected || iteration.error_code != 0 || iteration.returned_splits.empty()) continue;
+    if (iteration.collected || iteration.error_code != 0 || !state_.HasUnreadSplits(iteration)) continue;
     const bool has_taker =
         std::any_of(iteration.tasks.begin(), iteration.tasks.end(), [this](int64_t task_id) {
           const auto* task = state_.FindTask(task_id);
@@ -174,8 +174,10 @@ void DispatcherImpl::AssignReturnedSplits(NewTasks* new_tasks) {
       continue;
     }
     FillTaskDef(*state_.FindTask(task_id), &new_tasks->emplace_back(least_busy, proto::TaskDef()).second);
-    spdlog::info("iteration {}: task {} on {} takes {} returned splits", id, task_id, least_busy,
-                 CountSplits(state_.FindIteration(id)->returned_splits));
+    const auto* iteration = state_.FindIteration(id);
+    spdlog::info("iteration {}: task {} on {} takes {} returned splits{}", id, task_id, least_busy,
+                 CountSplits(iteration->returned_splits),
+                 iteration->splits_exhausted ? "" : " and the splits not yet handed out");
   }
 }
 

@@ -252,6 +252,33 @@ TEST_CASE("resilience: with exactly_once a worker kill -9 mid-epoch yields each 
   CHECK(run.next_epoch == 100);
 }
 
+TEST_CASE("resilience: an endless read waits out the loss of its only worker for the next one",
+          "[service][resilience]") {
+  TestCluster cluster({.num_workers = 1,
+                       .dispatcher_args = {"--worker-timeout-ms", "1000"},
+                       .worker_args = {"--buffer-elements", "8"}});
+  proto::DistributeOp op;
+  op.set_service(cluster.ServiceUrl());
+  op.set_processing_mode("distributed_epoch");
+  // Small responses, few in flight: most of the 3000 come after the kill.
+  op.set_max_outstanding_requests(2);
+  // Splits of an endless dataset are not leased, so the lost task returns
+  // none: the iteration must still go on, not end as if read whole.
+  const std::map<int64_t, int> counts =
+      ReadAll(internal::ReadFromService(Dataset::Range(1000).Repeat(), op).Take(3000), [&](int64_t read) {
+        if (read != 500) return;
+        cluster.KillWorker(0);
+        cluster.WaitForRegisteredWorkers(0);
+        cluster.AddWorker();
+      });
+  CHECK(Total(counts) == 3000);
+  const proto::StatusSnapshot status = DispatcherStatus(cluster);
+  // The lost task, and the one the new worker got.
+  REQUIRE(status.tasks_size() == 2);
+  CHECK(status.tasks(0).worker_address() != status.tasks(1).worker_address());
+  CHECK(status.workers_size() == 1);
+}
+
 TEST_CASE("resilience: exactly_once on a pipeline it cannot serve is FailedPrecondition",
           "[service][resilience]") {
   TestCluster cluster({.num_workers = 1});
