@@ -362,6 +362,10 @@ for v in local unfused service service_u8; do
   run_bounded "sluice-$v" "$sluice_limit" "run_sluice_$v" || true
   [[ $v == service* ]] && stop_service
   record "sluice-$v" "$(sluice_rate "$log")" "$log"
+  # Start-up (through the service: a job, its task, the first batch's
+  # transfer) is part of an epoch's time; shown to tell it from the pace.
+  first=$(tr '\r' '\n' <"$log" | sed -n 's/^first: *\([0-9.]*\) s.*/\1/p' | tail -n 1)
+  if [[ -n $first ]]; then echo "    first batch after $first s"; fi
 done
 
 # ---- table -----------------------------------------------------------------

@@ -57,6 +57,10 @@ std::string FormatBenchSummary(const BenchStats& stats) {
                                   PerSecond(stats.bytes / 1e6, stats.wall_seconds)),
                   absl::StrFormat("waiting:   %.2f s in GetNext (%.1f%% of wall time)\n", stats.wait_seconds,
                                   100 * PerSecond(stats.wait_seconds, stats.wall_seconds)));
+  // Start-up (a job, its tasks, a worker's first batch) weighs on a short run.
+  if (stats.first_batch_seconds >= 0) {
+    absl::StrAppend(&out, absl::StrFormat("first:     %.3f s to the first batch\n", stats.first_batch_seconds));
+  }
   return out;
 }
 
@@ -93,6 +97,7 @@ int RunBench(const BenchOptions& options, std::ostream& out, std::ostream& err) 
       break;
     }
     const StepSize size = (*reader)->CurrentSize();
+    if (stats.batches == 0) stats.first_batch_seconds = Seconds(now - start);
     ++stats.batches;
     stats.elements += size.rows;
     stats.bytes += size.bytes;

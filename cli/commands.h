@@ -109,6 +109,7 @@ struct BenchStats {
   enum class Stop { kTimeLimit, kEndOfInput, kError };
   Stop stopped_by = Stop::kTimeLimit;
   int replicas = 0;  // 0 without --replicas
+  double first_batch_seconds = -1;  // from the first GetNext to the first batch; -1 before one
 };
 
 // One line without a newline, for the terminal.

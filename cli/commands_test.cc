@@ -25,6 +25,7 @@ namespace {
 using testing::WriteFile;
 
 using Catch::Matchers::Contains;
+using Catch::Matchers::EndsWith;
 using Catch::Matchers::Equals;
 using Catch::Matchers::Matches;
 using Catch::Matchers::StartsWith;
@@ -513,6 +514,9 @@ TEST_CASE("cli: bench summary and progress lines", "[cli]") {
                                                     "elements:  640 (320.0 elements/s)\n"
                                                     "bytes:     5120000 (2.56 MB/s)\n"
                                                     "waiting:   1.50 s in GetNext (75.0% of wall time)\n"));
+  stats.first_batch_seconds = 0.25;
+  CHECK_THAT(cli::FormatBenchSummary(stats), EndsWith("waiting:   1.50 s in GetNext (75.0% of wall time)\n"
+                                                      "first:     0.250 s to the first batch\n"));
   CHECK_THAT(cli::FormatBenchProgress(stats),
              Equals("2.0 s: 10 batches, 5.0 batches/s, 320.0 elements/s, 2.56 MB/s, 75% waiting"));
 
@@ -547,14 +551,16 @@ Result Bench(const std::string& path, double seconds, bool live_progress = false
 void CheckSummary(const std::string& summary, const std::string& end, int64_t batches, int64_t elements,
                   int64_t bytes) {
   std::vector<std::string> lines = absl::StrSplit(summary, '\n');
-  REQUIRE(lines.size() == 6);
+  const bool any = batches > 0;
+  REQUIRE(lines.size() == (any ? 7u : 6u));
   const std::string number = "[0-9]+\\.[0-9]+";
   CHECK_THAT(lines[0], Matches("time:      " + number + " s \\(" + end + "\\)"));
   CHECK_THAT(lines[1], Matches(absl::StrCat("batches:   ", batches, " \\(", number, " batches/s\\)")));
   CHECK_THAT(lines[2], Matches(absl::StrCat("elements:  ", elements, " \\(", number, " elements/s\\)")));
   CHECK_THAT(lines[3], Matches(absl::StrCat("bytes:     ", bytes, " \\(", number, " MB/s\\)")));
   CHECK_THAT(lines[4], Matches("waiting:   " + number + " s in GetNext \\(" + number + "% of wall time\\)"));
-  CHECK(lines[5] == "");
+  if (any) CHECK_THAT(lines[5], Matches("first:     " + number + " s to the first batch"));
+  CHECK(lines.back() == "");
 }
 
 TEST_CASE("cli: bench counts batches, rows and bytes until the input ends", "[cli]") {
@@ -600,11 +606,11 @@ TEST_CASE("cli: bench stops an endless pipeline at --seconds, with a live line o
   // A loaded machine may print only the first.
   CHECK_THAT(result.out.substr(0, summary), Matches("(" + progress + "){1,3}"));
   CHECK_THAT(result.out.substr(summary + 4),
-             Matches("time:      1\\.[2-9][0-9] s \\(time limit\\)\n(.*\n){4}"));
+             Matches("time:      1\\.[2-9][0-9] s \\(time limit\\)\n(.*\n){5}"));
   // Without a terminal, only the summary.
   result = Bench(path, 0.3);
   CHECK(result.code == 0);
-  CHECK_THAT(result.out, Matches("time:      0\\.[3-9][0-9] s \\(time limit\\)\n(.*\n){4}"));
+  CHECK_THAT(result.out, Matches("time:      0\\.[3-9][0-9] s \\(time limit\\)\n(.*\n){5}"));
   CHECK(result.out.find('\r') == std::string::npos);
 }
 

@@ -174,7 +174,7 @@ void CheckBenchSummary(const std::string& summary, const std::string& first_line
   const std::string positive = "[0-9]*[1-9][0-9]*\\.[0-9]+|[0-9]+\\.[0-9]*[1-9][0-9]*";
   size_t i = 0;
   if (!first_line.empty()) CHECK(lines.at(i++) == first_line);
-  REQUIRE(lines.size() == i + 6);
+  REQUIRE(lines.size() == i + (batches > 0 ? 7 : 6));
   CHECK_THAT(lines[i++], Matches("time:      [0-9]+\\.[0-9]{2} s \\(" + end + "\\)"));
   CHECK_THAT(lines[i++], Matches(absl::StrCat("batches:   ", batches, " \\((", positive, ") batches/s\\)")));
   CHECK_THAT(lines[i++],
@@ -182,6 +182,7 @@ void CheckBenchSummary(const std::string& summary, const std::string& first_line
   CHECK_THAT(lines[i++], Matches(absl::StrCat("bytes:     ", bytes, " \\([0-9]+\\.[0-9]{2} MB/s\\)")));
   CHECK_THAT(lines[i++],
              Matches("waiting:   [0-9]+\\.[0-9]{2} s in GetNext \\([0-9]+\\.[0-9]% of wall time\\)"));
+  if (batches > 0) CHECK_THAT(lines[i++], Matches("first:     [0-9]+\\.[0-9]{3} s to the first batch"));
   CHECK(lines[i] == "");
 }
 
@@ -211,8 +212,9 @@ TEST_CASE("cli service: bench of an endless job stops at --seconds", "[service][
   CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(30));
   CHECK(result.exit_code == 0);
   std::vector<std::string> lines = absl::StrSplit(result.out, '\n');
-  REQUIRE(lines.size() == 6);
+  REQUIRE(lines.size() == 7);
   CHECK_THAT(lines[0], Matches("time:      1\\.[0-9]{2} s \\(time limit\\)"));
+  CHECK_THAT(lines[5], Matches("first:     0\\.[0-9]{3} s to the first batch"));
   // Rows of batches of 10.
   int64_t batches = 0, elements = 0;
   REQUIRE(std::sscanf(lines[1].c_str(), "batches:   %ld", &batches) == 1);
