@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/warnings.h"
 #include "service/grpc_util.h"
+#include "service/metrics.h"
 
 namespace sluice {
 namespace {
@@ -21,6 +22,9 @@ constexpr int kVerdictTimeoutMs = 5000;
 // kMaxRetryAfter), or to open a new session after one was lost.
 constexpr absl::Duration kRetryAfter = absl::Seconds(1);
 constexpr absl::Duration kMaxRetryAfter = absl::Seconds(60);
+// Times one request is asked again in a new session: regions double each
+// time, from 8 MiB to kMaxSlotBytes.
+constexpr int kMaxRetries = 8;
 
 }  // namespace
 
@@ -122,6 +126,23 @@ absl::Status SharedMemoryTransport::ConnectLocked(const proto::OpenSharedMemoryR
 
 absl::Status SharedMemoryTransport::GetElements(const proto::GetElementsRequest& request,
                                                 ElementsResponse* response) {
+  return GetElementsFrom(request, response, 0);
+}
+
+bool SharedMemoryTransport::GrowLocked(uint64_t session, int64_t needed) {
+  if (session_ != session) return state_ != State::kTcp;  // already replaced: try the new one
+  if (SharedMemoryFitBytes(kMaxSlotBytes) < needed) return false;
+  while (SharedMemoryFitBytes(slot_bytes_) < needed) slot_bytes_ *= 2;
+  // Requests still out keep the old region mapped; the worker answers
+  // those that name the old session after this with FailedPrecondition.
+  CloseLocked();
+  state_ = State::kUntried;
+  next_try_ = absl::InfinitePast();
+  return true;
+}
+
+absl::Status SharedMemoryTransport::GetElementsFrom(const proto::GetElementsRequest& request,
+                                                    ElementsResponse* response, int depth) {
   int slot = -1;
   int64_t slot_bytes = 0;
   proto::GetElementsRequest shared;
@@ -140,19 +161,40 @@ absl::Status SharedMemoryTransport::GetElements(const proto::GetElementsRequest&
       slot_bytes = slot_bytes_;
       shared.set_shm_offset(slot * slot_bytes);
       shared.set_shm_capacity(slot_bytes);
+      shared.set_shm_resizable(true);
     }
   }
   if (slot < 0) return tcp_->GetElements(request, response);
   absl::Status status = tcp_->GetElements(shared, response);
   if (absl::IsFailedPrecondition(status)) {
-    // The worker no longer knows the session (it restarted): it wrote
-    // nothing; open a new session later, and read this over TCP.
-    absl::MutexLock lock(&mu_);
-    if (session_ == shared.shm_session()) {
-      CloseLocked();
-      state_ = State::kUntried;
-      next_try_ = absl::Now() + kRetryAfter;
+    // The worker no longer knows the session: it wrote nothing. Ask again
+    // in the session that replaced it (regions grown meanwhile), or, if it
+    // restarted, open a new session later and read this over TCP.
+    bool replaced = false;
+    {
+      absl::MutexLock lock(&mu_);
+      replaced = session_ != shared.shm_session() && state_ != State::kTcp;
+      if (session_ == shared.shm_session()) {
+        CloseLocked();
+        state_ = State::kUntried;
+        next_try_ = absl::Now() + kRetryAfter;
+      }
     }
+    if (replaced && depth < kMaxRetries) return GetElementsFrom(request, response, depth + 1);
+    return tcp_->GetElements(request, response);
+  }
+  if (status.ok() && response->shared_memory_needed > 0) {
+    // The next element is past the region, and nothing was handed out:
+    // grow the regions and ask again; past the largest, ask over TCP.
+    const int64_t needed = response->shared_memory_needed;
+    bool grown = false;
+    {
+      absl::MutexLock lock(&mu_);
+      grown = GrowLocked(shared.shm_session(), needed);
+      if (session_ == shared.shm_session()) free_slots_.push_back(slot);
+    }
+    *response = ElementsResponse{};
+    if (grown && depth < kMaxRetries) return GetElementsFrom(request, response, depth + 1);
     return tcp_->GetElements(request, response);
   }
   if (!status.ok()) {
@@ -188,6 +230,15 @@ absl::Status SharedMemoryTransport::GetElements(const proto::GetElementsRequest&
     for (const Element& element : response->elements)
       needed += static_cast<int64_t>(ElementWireBound(element));
     needed += needed / 64 + 4096;
+  }
+  if (through_memory && status.ok() && !response->elements.empty()) {
+    static Counter& shared_responses =
+        ProcessMetrics()
+            .AddCounter("sluice_client_shared_memory_responses_total",
+                        "GetElements responses with elements that came through shared memory (the others "
+                        "travelled over the connection)")
+            .Get();
+    shared_responses.Increment();
   }
   absl::MutexLock lock(&mu_);
   if (through_memory) ++shared_responses_;

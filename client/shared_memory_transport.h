@@ -9,7 +9,11 @@
 // does not fit (or finds no free region) travels inline; one past the
 // regions' size makes the next session's regions large enough for it (a
 // power of two, up to kMaxSlotBytes), so that large batches, too, travel
-// through memory from then on.
+// through memory from then on. A worker that knows shm_resizable does not
+// send such a response: it hands out no more than the region holds, and
+// when one element alone is past it, answers shared_memory_needed without
+// handing it out, so that the reader grows its regions and asks again
+// (even a task's first 38.5 MB batch then travels through memory).
 //
 // Where shared memory cannot be set up although the worker is on this host
 // (or the worker is an older one that does not offer it), the reader warns
@@ -58,6 +62,13 @@ class SharedMemoryTransport : public ElementTransport {
   absl::Status ConnectLocked(const proto::OpenSharedMemoryResponse& offer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Gives up on shared memory for good, saying why.
   void UseTcpLocked(const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The request through shared memory; `depth` counts the times it was asked
+  // again in a new session.
+  absl::Status GetElementsFrom(const proto::GetElementsRequest& request, ElementsResponse* response,
+                               int depth);
+  // Regions that hold `needed` bytes of elements for the next session, in
+  // place of `session`; false when none can (past kMaxSlotBytes).
+  bool GrowLocked(uint64_t session, int64_t needed) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Ends the session (the worker sees the socket close).
   void CloseLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 

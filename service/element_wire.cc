@@ -34,6 +34,7 @@ constexpr int kResponseSplitPositions = 7;
 constexpr int kResponseCompletedSplits = 8;
 constexpr int kResponseCompletedSplitSizes = 10;
 constexpr uint32_t kResponseSharedMemoryBytes = Tag(9, kVarint);
+constexpr uint32_t kResponseSharedMemoryNeeded = Tag(12, kVarint);
 constexpr uint32_t kResponseFrame = Tag(11, kLengthDelimited);
 constexpr uint32_t kElementComponent = Tag(1, kLengthDelimited);
 constexpr uint32_t kElementName = Tag(2, kLengthDelimited);
@@ -540,6 +541,9 @@ absl::Status DecodeElementsResponse(grpc::ByteBuffer* buffer, ElementsResponse* 
     } else if (tag == kResponseSharedMemoryBytes) {
       if (!in.ReadVarint64(&value)) return Malformed(in, "shared_memory_bytes is truncated");
       response->shared_memory_bytes = static_cast<int64_t>(value);
+    } else if (tag == kResponseSharedMemoryNeeded) {
+      if (!in.ReadVarint64(&value)) return Malformed(in, "shared_memory_needed is truncated");
+      response->shared_memory_needed = static_cast<int64_t>(value);
     } else if (std::vector<int64_t>* tags = TagList(tag >> 3, &response->tags); tags != nullptr) {
       if (absl::Status s = ReadIntegers(in, tag, tags); !s.ok()) return s;
     } else if (absl::Status s = SkipField(in, tag); !s.ok()) {

@@ -53,6 +53,8 @@ struct ElementsResponse {
   // Set alone: the response lies in the request's shared-memory region,
   // these many bytes of it (service/shared_memory.h).
   int64_t shared_memory_bytes = 0;
+  // Set alone: the next element needs a shared-memory region this large.
+  int64_t shared_memory_needed = 0;
   // The elements came as a flat frame, not as protos.
   bool frame = false;
 };

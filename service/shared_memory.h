@@ -27,6 +27,13 @@ std::string HostId();
 
 // The most memory one session may map.
 inline constexpr int64_t kMaxSharedMemoryBytes = int64_t{1} << 30;
+
+// The element bytes (ElementWireBound, summed) that a worker puts in a
+// shared-memory region of `capacity` bytes: the rest is left for the
+// response's own framing (a frame's header, spec, shapes and tags).
+inline int64_t SharedMemoryFitBytes(int64_t capacity) {
+  return capacity > 2 * 65536 ? capacity - capacity / 64 - 65536 : 0;
+}
 inline constexpr size_t kSharedMemorySecretBytes = 16;
 
 // A file descriptor, closed when destroyed.

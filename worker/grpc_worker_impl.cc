@@ -23,6 +23,11 @@ void Finish(grpc::ServerUnaryReactor* reactor, absl::StatusOr<grpc::ByteBuffer> 
 absl::StatusOr<grpc::ByteBuffer> EncodeReply(const WorkerImpl::ElementsReply& reply,
                                              const FrameRequest& frame) {
   if (!reply.status.ok()) return reply.status;
+  if (reply.shared_memory_needed > 0) {
+    proto::GetElementsResponse needed;
+    needed.set_shared_memory_needed(reply.shared_memory_needed);
+    return SerializeToByteBuffer(needed);
+  }
   absl::StatusOr<grpc::ByteBuffer> bytes = EncodeElementsResponse(
       reply.elements, reply.end_of_sequence, reply.first_index, reply.compression, reply.tags, frame);
   // The last guard: compression can make a response a little larger than
@@ -87,7 +92,7 @@ grpc::ServerUnaryReactor* GrpcWorkerImpl::GetElements(grpc::CallbackServerContex
                               region = *std::move(region)](WorkerImpl::ElementsReply reply) {
     absl::StatusOr<grpc::ByteBuffer> bytes =
         EncodeReply(reply, FrameRequest{.frame = parsed.frame(), .reader_spec = parsed.frame_spec()});
-    if (bytes.ok()) {
+    if (bytes.ok() && reply.shared_memory_needed == 0) {
       impl_->CountSent(static_cast<int64_t>(reply.elements.size()), static_cast<int64_t>(bytes->Length()));
       absl::StatusOr<std::optional<grpc::ByteBuffer>> placed = PlaceInSharedMemory(region, parsed, *bytes);
       if (!placed.ok()) {

@@ -2,11 +2,13 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <random>
 
 #include "absl/strings/str_cat.h"
 #include "service/grpc_util.h"
 #include "service/metrics.h"
+#include "service/shared_memory.h"
 #include "worker/request_checks.h"
 #include "worker/worker_task.h"
 
@@ -208,8 +210,13 @@ void WorkerImpl::GetElements(const proto::GetElementsRequest& request, ElementsC
     return task->TakeRound(request.round(), request.consumer_index(), request.others_past_round(),
                            request.compression(), absl::Now() + kElementWait, std::move(done));
   }
-  task->Take(std::max(1, request.max_elements()), request.compression(), absl::Now() + kElementWait,
-             std::move(done));
+  // A reader that grows its shared memory when told gets what its region
+  // holds, so that its answers never fall back to travelling inline.
+  const int64_t fit_bytes = request.shm_session() != 0 && request.shm_resizable()
+                                ? std::min(kMaxResponseBytes, SharedMemoryFitBytes(request.shm_capacity()))
+                                : kMaxResponseBytes;
+  task->Take(std::max(1, request.max_elements()), request.compression(), fit_bytes,
+             absl::Now() + kElementWait, std::move(done));
 }
 
 void WorkerImpl::ExpireLoop() {

@@ -59,6 +59,9 @@ class WorkerImpl {
     int64_t first_index = 0;
     proto::WireCompression compression = proto::COMPRESSION_NONE;
     SplitTags tags;  // exactly_once tasks only
+    // No elements: the next one is past the request's shared-memory region
+    // and takes up to these many bytes (GetElementsRequest.shm_resizable).
+    int64_t shared_memory_needed = 0;
   };
   using ElementsCallback = std::function<void(ElementsReply)>;
 

@@ -121,16 +121,16 @@ absl::Status WorkerImpl::Task::Start() {
   }
 }
 
-void WorkerImpl::Task::Take(int max_elements, proto::WireCompression compression, absl::Time deadline,
-                            ElementsCallback done) {
+void WorkerImpl::Task::Take(int max_elements, proto::WireCompression compression, int64_t fit_bytes,
+                            absl::Time deadline, ElementsCallback done) {
   ElementsReply reply;
   {
     absl::MutexLock lock(&mu_);
     if (!HasOutput()) {
-      waiters_.push_back({max_elements, compression, deadline, std::move(done)});
+      waiters_.push_back({max_elements, compression, fit_bytes, deadline, std::move(done)});
       return;
     }
-    reply = TakeLocked(max_elements, compression);
+    reply = TakeLocked(max_elements, compression, fit_bytes);
   }
   done(std::move(reply));
 }
@@ -185,18 +185,24 @@ void WorkerImpl::Task::AssembleRoundsLocked(std::vector<std::pair<ElementsCallba
   handed_out_ += taken.elements;
 }
 
-WorkerImpl::ElementsReply WorkerImpl::Task::TakeLocked(int max_elements, proto::WireCompression compression) {
+WorkerImpl::ElementsReply WorkerImpl::Task::TakeLocked(int max_elements, proto::WireCompression compression,
+                                                       int64_t fit_bytes) {
   ElementsReply reply;
   reply.compression = compression;
   reply.first_index = handed_out_;
   int64_t reply_bytes = 0;
   while (!buffer_.empty() && static_cast<int>(reply.elements.size()) < max_elements) {
     const auto encoded_bytes = static_cast<int64_t>(ElementWireBound(buffer_.front()));
-    // A response stays under gRPC's message limit: a full one goes now,
-    // and an element that alone is past it cannot be sent at all.
-    if (reply_bytes + encoded_bytes > kMaxResponseBytes) {
+    // A response stays under gRPC's message limit (or its shared-memory
+    // region): a full one goes now, and an element that alone is past it
+    // cannot be sent at all (or needs a larger region first).
+    if (reply_bytes + encoded_bytes > fit_bytes) {
       if (!reply.elements.empty()) break;
-      reply.status = ElementTooLarge(id(), absl::StrCat("element ", handed_out_), encoded_bytes);
+      if (encoded_bytes <= kMaxResponseBytes) {
+        reply.shared_memory_needed = encoded_bytes;
+      } else {
+        reply.status = ElementTooLarge(id(), absl::StrCat("element ", handed_out_), encoded_bytes);
+      }
       return reply;
     }
     reply_bytes += encoded_bytes;
@@ -232,7 +238,8 @@ void WorkerImpl::Task::ServeWaiters() {
     while (!waiters_.empty() && HasOutput()) {
       Waiter waiter = std::move(waiters_.front());
       waiters_.pop_front();
-      served.emplace_back(std::move(waiter.done), TakeLocked(waiter.max_elements, waiter.compression));
+      served.emplace_back(std::move(waiter.done),
+                          TakeLocked(waiter.max_elements, waiter.compression, waiter.fit_bytes));
     }
   }
   for (auto& [done, reply] : served) done(std::move(reply));

@@ -67,7 +67,8 @@ class WorkerImpl::Task {
 
   // Answers at once when there are elements or the pipeline has ended;
   // otherwise parks the request until there are, or until `deadline`.
-  void Take(int max_elements, proto::WireCompression compression, absl::Time deadline, ElementsCallback done);
+  void Take(int max_elements, proto::WireCompression compression, int64_t fit_bytes, absl::Time deadline,
+            ElementsCallback done);
 
   bool coordinated() const { return def_.num_consumers() > 0; }
 
@@ -85,6 +86,7 @@ class WorkerImpl::Task {
   struct Waiter {
     int max_elements;
     proto::WireCompression compression;
+    int64_t fit_bytes;
     absl::Time deadline;
     ElementsCallback done;
   };
@@ -96,7 +98,10 @@ class WorkerImpl::Task {
   void AssembleRoundsLocked(std::vector<std::pair<ElementsCallback, ElementsReply>>* ready)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  ElementsReply TakeLocked(int max_elements, proto::WireCompression compression)
+  // Up to max_elements elements and fit_bytes bytes (ElementWireBound);
+  // below kMaxResponseBytes, fit_bytes is a shared-memory region's, and a
+  // first element past it is not handed out (shared_memory_needed).
+  ElementsReply TakeLocked(int max_elements, proto::WireCompression compression, int64_t fit_bytes)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Answers parked requests while there is output; the answers are sent

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -18,6 +19,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "client/dataset_internal.h"
+#include "service/metrics.h"
 #include "sluice/dataset.h"
 #include "tests/integration/captured_warnings.h"
 #include "tests/integration/test_cluster.h"
@@ -47,6 +49,15 @@ Tensor Pattern(int64_t bytes, int seed) {
   uint8_t* data = t.mutable_data<uint8_t>();
   for (int64_t i = 0; i < bytes; ++i) data[i] = static_cast<uint8_t>((i * 7 + seed) % 251);
   return t;
+}
+
+// This process's readers' count of `metric` (a counter with its labels).
+double ClientCount(const std::string& metric) {
+  std::istringstream lines(ProcessMetrics().Render());
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind(metric + " ", 0) == 0) return std::stod(line.substr(metric.size() + 1));
+  }
+  return 0;
 }
 
 // Reads `dataset` to its end (bounded to 60 s): its elements.
@@ -86,12 +97,15 @@ TEST_CASE("shared memory: a reader on the worker's host reads through it, every 
     for (int64_t i = 0; i < 50000; ++i) expected[i] = i;
     CHECK(values == expected);
   }
-  // 9 MiB is past a region's first 8 MiB: the first travels inline, and the
-  // reader's next session has regions of 16 MiB (4 of them, 64 MiB).
+  // 9 MiB is past a region's first 8 MiB: the worker says so without handing
+  // it out, and the reader's next session has regions of 16 MiB (4 of
+  // them, 64 MiB). Every response, the first too, comes through memory.
   int sessions = 1;
   SECTION("1 MiB elements, and 9 MiB ones, past a region's first 8 MiB") {
     const int64_t bytes = GENERATE(int64_t{1} << 20, int64_t{9} << 20);
     const Tensor pattern = Pattern(bytes, 3);
+    const double framed_before = ClientCount("sluice_client_responses_total{form=\"frame\"}");
+    const double shared_before = ClientCount("sluice_client_shared_memory_responses_total");
     const std::vector<Element> elements =
         ReadAll(Dataset::FromTensors({pattern}).Repeat(6).ReadFromService({.service = cluster.ServiceUrl()}));
     REQUIRE(elements.size() == 6);
@@ -100,6 +114,9 @@ TEST_CASE("shared memory: a reader on the worker's host reads through it, every 
       CHECK(std::memcmp(element.components[0].raw_data(), pattern.raw_data(), static_cast<size_t>(bytes)) ==
             0);
     }
+    const double framed = ClientCount("sluice_client_responses_total{form=\"frame\"}") - framed_before;
+    CHECK(framed >= 1);
+    CHECK(ClientCount("sluice_client_shared_memory_responses_total") - shared_before == framed);
     if (bytes > (int64_t{8} << 20)) {
       sessions = 2;
       CHECK_THAT(AwaitWorkerLog(cluster, "67108864 bytes", 1),
