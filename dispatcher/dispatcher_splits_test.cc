@@ -1,6 +1,10 @@
 // DispatcherImpl's GetSplits: leases, runs, retries, and the splits of
 // lost tasks handed on.
 #include <catch2/catch.hpp>
+#include <chrono>
+#include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "client/dataset_internal.h"
@@ -287,6 +291,42 @@ TEST_CASE("dispatcher_impl: a task that ends on its own ends the iteration thoug
   CHECK_FALSE(ClientBeat(d, it.iteration_client_id()).iteration_finished());
   Shutdown(d, "w2:2");
   CHECK(ClientBeat(d, it.iteration_client_id()).iteration_finished());
+}
+
+TEST_CASE("dispatcher_impl: an iteration no worker may run does not keep the next from its new task",
+          "[dispatcher]") {
+  std::vector<std::pair<std::string, int64_t>> pushed;
+  DispatcherConfig config = TestConfig();
+  config.worker_timeout_ms = 200;
+  DispatcherImpl d(config, [&](const std::string& address, const proto::TaskDef& task) {
+    pushed.emplace_back(address, task.task_id());
+  });
+  Heartbeat(d, "w1:1");
+  Heartbeat(d, "w2:2");
+  // Iteration 1, endless: its task on w2 is lost because clients cannot
+  // reach w2 though it heartbeats, so w2 never runs it again.
+  const auto endless = Iteration(
+      d, Job(d, Register(d, internal::DefinitionOf(Dataset::Range(3).Repeat())), proto::DISTRIBUTED_EPOCH));
+  ClientReport(d, endless.iteration_client_id(), {}, {"w2:2"});
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  Heartbeat(d, "w2:2", {2});
+  ClientReport(d, endless.iteration_client_id(), {}, {"w2:2"});
+  REQUIRE(WorkerAddresses(d) == std::vector<std::string>{"w1:1"});
+  CHECK(NewTaskIds(Heartbeat(d, "w2:2")).empty());
+  // Iteration 2 (tasks 3 on w1, 4 on w2): w2 reads its splits to the end,
+  // then w1 shuts down with split 1 leased.
+  const auto finite =
+      Iteration(d, Job(d, Register(d, internal::DefinitionOf(Dataset::Range(30))), proto::DISTRIBUTED_EPOCH));
+  CHECK(Begins(Splits(d, finite.iteration_id(), 3, 1, 1)) == BeginsAndSeqs{{0, 1}});
+  CHECK(Splits(d, finite.iteration_id(), 4, 4, 1).end_of_splits());
+  Finish(d, "w2:2", {4});
+  pushed.clear();
+  Shutdown(d, "w1:1");
+  // Iteration 1 has no worker it may run on; iteration 2's returned split
+  // still gets a task on w2.
+  CHECK(pushed == std::vector<std::pair<std::string, int64_t>>{{"w2:2", 5}});
+  CHECK_FALSE(ClientBeat(d, endless.iteration_client_id()).iteration_finished());
+  CHECK(Begins(Splits(d, finite.iteration_id(), 5, 4, 1)) == BeginsAndSeqs{{0, 1}});
 }
 
 }  // namespace

@@ -273,7 +273,12 @@ absl::Status DispatcherState::Apply(const proto::Update& update) {
       }
       for (const auto& [repetition, iteration_id] : job->second.iterations) {
         const Iteration& iteration = iterations_.at(iteration_id);
-        if (!iteration.finished || !iteration.clients.empty()) {
+        // An iteration whose tasks all ended may still wait for splits its
+        // lost tasks left (HasUnreadSplits); a journal from before that
+        // rule removed such jobs, and its records still apply.
+        const bool tasks_ended = std::all_of(iteration.tasks.begin(), iteration.tasks.end(),
+                                             [this](int64_t id) { return tasks_.at(id).finished; });
+        if (!(iteration.finished || tasks_ended) || !iteration.clients.empty()) {
           return absl::FailedPreconditionError(
               absl::StrCat("job ", job->first, " still has iteration ", iteration_id, " running or read"));
         }

@@ -747,6 +747,36 @@ TEST_CASE("dispatcher_state: a lost worker's leased splits return to its iterati
   CHECK(state.FindIteration(1)->finished);
 }
 
+TEST_CASE("dispatcher_state: tasks lost before any split was leased leave the iteration waiting",
+          "[dispatcher]") {
+  DispatcherState state = LeasingState();
+  ApplyAll(state, {RemoveWorker("w1")});
+  CHECK_FALSE(state.FindIteration(1)->finished);
+  ApplyAll(state, {RemoveWorker("w2")});
+  // Nothing to return, but the split provider has not run out.
+  CHECK(state.FindIteration(1)->returned_splits.empty());
+  CHECK(state.HasUnreadSplits(*state.FindIteration(1)));
+  CHECK_FALSE(state.FindIteration(1)->finished);
+  // A dispatcher from before this rule counted it finished and may have
+  // journaled its job's removal: that record still applies.
+  proto::Update remove;
+  remove.mutable_remove_job()->set_job_id(1);
+  REQUIRE(state.Apply(remove).ok());
+  CHECK(state.FindIteration(1) == nullptr);
+  CHECK(state.FindJob(1) == nullptr);
+}
+
+TEST_CASE("dispatcher_state: a job whose iteration still runs a task is not removed", "[dispatcher]") {
+  DispatcherState state = LeasingState();
+  ApplyAll(state, {RemoveWorker("w1")});
+  proto::Update remove;
+  remove.mutable_remove_job()->set_job_id(1);
+  const absl::Status status = state.Apply(remove);
+  CHECK(absl::IsFailedPrecondition(status));
+  CHECK(status.message() == "job 1 still has iteration 1 running or read");
+  CHECK(state.FindJob(1) != nullptr);
+}
+
 TEST_CASE("dispatcher_state: splits leased in runs are completed, returned and re-leased in part",
           "[dispatcher]") {
   DispatcherState state = LeasingState();

@@ -165,8 +165,9 @@ void DispatcherImpl::AssignReturnedSplits(NewTasks* new_tasks) {
         least_busy = address;
       }
     }
-    // With no worker left, the next one to register gets a task.
-    if (least_busy.empty()) return;
+    // With no worker that may run it, the next one to register gets a task;
+    // other iterations may still have one.
+    if (least_busy.empty()) continue;
     const int64_t task_id = state_.NextTaskId();
     if (absl::Status s = CreateTask(id, least_busy); !s.ok()) {
       spdlog::error("iteration {}: making a task on {} for its returned splits: {}", id, least_busy,
