@@ -166,7 +166,16 @@ absl::Status DispatcherState::Apply(const proto::Update& update) {
       const std::string& address = update.remove_worker().address();
       workers_.erase(address);
       for (auto& [id, task] : tasks_) {
-        if (task.worker_address != address || task.completed) continue;
+        if (task.worker_address != address) continue;
+        if (task.completed) {
+          // A client read it to its end: over, nothing lost, even if its
+          // worker's own report (FinishTask) never comes.
+          if (!task.finished) {
+            task.finished = true;
+            UpdateFinished(iterations_[task.iteration_id]);
+          }
+          continue;
+        }
         ReturnLeases(task);
         if (!task.finished) {
           task.finished = true;

@@ -766,6 +766,22 @@ TEST_CASE("dispatcher_state: tasks lost before any split was leased leave the it
   CHECK(state.FindJob(1) == nullptr);
 }
 
+TEST_CASE("dispatcher_state: a task a client read to its end is over when its worker goes before saying so",
+          "[dispatcher]") {
+  DispatcherState state = LeasingState();
+  proto::Update complete;
+  complete.mutable_complete_task()->set_task_id(1);
+  ApplyAll(state, {Lease(1, 1, {{1, 0, 10}}), complete, FinishTask(2)});
+  CHECK_FALSE(state.FindIteration(1)->finished);
+  // w1 dies before its FinishTask for task 1 arrives: the task is over,
+  // not lost, and its delivered split does not return.
+  ApplyAll(state, {RemoveWorker("w1")});
+  CHECK(state.FindTask(1)->finished);
+  CHECK_FALSE(state.FindTask(1)->lost);
+  CHECK(state.FindIteration(1)->returned_splits.empty());
+  CHECK(state.FindIteration(1)->finished);
+}
+
 TEST_CASE("dispatcher_state: a job whose iteration still runs a task is not removed", "[dispatcher]") {
   DispatcherState state = LeasingState();
   ApplyAll(state, {RemoveWorker("w1")});
