@@ -33,9 +33,13 @@ void ResponseOrder::Hold(ElementsResponse response) {
 std::optional<ResponseOrder::Ready> ResponseOrder::PopReady() {
   if (held_.empty()) return std::nullopt;
   auto first = held_.begin();
-  if (!in_flight_.empty() && *in_flight_.begin() <= first->second.sent_before_arrival) return std::nullopt;
+  const bool next_in_line = first->first == next_index_;
+  if (!next_in_line && !in_flight_.empty() && *in_flight_.begin() <= first->second.sent_before_arrival) {
+    return std::nullopt;
+  }
   Ready ready{first->first, std::move(first->second.elements), std::move(first->second.tags)};
   held_.erase(first);
+  next_index_ = std::max(next_index_, ready.first_index + static_cast<int64_t>(ready.elements.size()));
   return ready;
 }
 

@@ -2,7 +2,10 @@
 // reader keeps several requests to a task in flight, and they may come
 // back in any order. Each request gets a stamp when sent; a response waits
 // (by its first_index) while a request sent before it arrived is still
-// out, since only such a request can hold earlier elements.
+// out, since only such a request can hold earlier elements, unless it
+// starts where the responses given out so far end: then nothing can come
+// before it. (A reader sharing a job sees gaps where other consumers took
+// elements; its responses after a gap wait as above.)
 //
 //   const int64_t stamp = order.Send();
 //   ... the request travels, unlocked ...
@@ -60,6 +63,8 @@ class ResponseOrder {
   };
 
   int64_t sent_ = 0;
+  // Where the responses given out so far end, in the task's numbering.
+  int64_t next_index_ = 0;
   std::set<int64_t> in_flight_;
   std::map<int64_t, Held> held_;  // by first_index
 };

@@ -59,14 +59,14 @@ TEST_CASE("response_order: responses wait for every request sent before they arr
   order.Returned(second);
   order.Hold(Response(10, 2));
   CHECK(PopAll(order).empty());
-  // The first comes, but the third was sent before it arrived and may
-  // still hold earlier elements too.
+  // The first comes, from index 0: nothing can come before it, though the
+  // third is still out. Elements 3 to 9 may be in the third.
   order.Returned(first);
   order.Hold(Response(0, 3));
-  CHECK(PopAll(order).empty());
-  // The third fails (or is empty): both go, in the task's order.
+  CHECK(PopAll(order) == Released{{0, 1, 2}});
+  // The third fails (or is empty): the second goes.
   order.Returned(third);
-  CHECK(PopAll(order) == Released{{0, 1, 2}, {10, 11}});
+  CHECK(PopAll(order) == Released{{10, 11}});
 }
 
 TEST_CASE("response_order: a request sent after a response arrived does not hold it back",
@@ -75,14 +75,41 @@ TEST_CASE("response_order: a request sent after a response arrived does not hold
   const int64_t first = order.Send();
   const int64_t second = order.Send();
   order.Returned(first);
-  order.Hold(Response(0, 2));  // the second is still out
+  order.Hold(Response(0, 2));  // the second is still out, but nothing precedes index 0
+  CHECK(PopAll(order) == Released{{0, 1}});
   const int64_t third = order.Send();
   CHECK(third == 3);
   order.Returned(second);
-  order.Hold(Response(2, 2));  // the third is out, sent before this arrived
-  CHECK(PopAll(order) == Released{{0, 1}});
+  order.Hold(Response(4, 2));  // 2 and 3 may be in the third, sent before this arrived
+  CHECK(PopAll(order).empty());
+  const int64_t fourth = order.Send();  // sent after it arrived: cannot hold 2 or 3
+  order.Returned(third);                // empty: 2 and 3 went to another consumer
+  CHECK(PopAll(order) == Released{{4, 5}});
+  order.Returned(fourth);
+}
+
+TEST_CASE("response_order: a response that starts where the last one ended goes though requests are out",
+          "[client][response_order]") {
+  ResponseOrder order;
+  const int64_t first = order.Send();
+  const int64_t second = order.Send();
+  const int64_t third = order.Send();
+  // The third request got the task's first elements; the others, parked at
+  // the worker, may only get later ones.
   order.Returned(third);
-  CHECK(PopAll(order) == Released{{2, 3}});
+  order.Hold(Response(0, 2));
+  CHECK(PopAll(order) == Released{{0, 1}});
+  order.Returned(first);
+  order.Hold(Response(2, 1));
+  CHECK(PopAll(order) == Released{{2}});
+  // A gap (index 3 not here): the response waits for the second request.
+  const int64_t fourth = order.Send();
+  order.Returned(fourth);
+  order.Hold(Response(4, 1));
+  CHECK(PopAll(order).empty());
+  order.Returned(second);
+  order.Hold(Response(3, 1));
+  CHECK(PopAll(order) == Released{{3}, {4}});
 }
 
 TEST_CASE("response_order: a response reporting splits complete merges with the next",
