@@ -28,15 +28,60 @@ constexpr int kMaxRetries = 8;
 
 }  // namespace
 
+// Tensors kept in a region may outlive the transport: they find it here.
+struct SharedMemoryTransport::SlotReturns {
+  absl::Mutex mu;
+  SharedMemoryTransport* transport ABSL_GUARDED_BY(mu) = nullptr;
+};
+
+// A region whose response was decoded in place: keeps it mapped, and gives
+// it back when the last tensor that is a view of it goes.
+class SharedMemoryTransport::SlotHold {
+ public:
+  SlotHold(std::shared_ptr<SharedRegion> region, std::shared_ptr<SlotReturns> returns, uint64_t session,
+           int slot)
+      : region_(std::move(region)), returns_(std::move(returns)), session_(session), slot_(slot) {}
+  ~SlotHold() {
+    absl::MutexLock lock(&returns_->mu);
+    if (returns_->transport != nullptr) returns_->transport->ReturnSlot(session_, slot_);
+  }
+
+ private:
+  const std::shared_ptr<SharedRegion> region_;
+  const std::shared_ptr<SlotReturns> returns_;
+  const uint64_t session_;
+  const int slot_;
+};
+
 SharedMemoryTransport::SharedMemoryTransport(const std::string& worker_address,
                                              std::unique_ptr<ElementTransport> tcp)
     : address_(worker_address),
       tcp_(std::move(tcp)),
-      stub_(proto::WorkerService::NewStub(MakeChannel(worker_address))) {}
+      stub_(proto::WorkerService::NewStub(MakeChannel(worker_address))),
+      returns_(std::make_shared<SlotReturns>()) {
+  absl::MutexLock lock(&returns_->mu);
+  returns_->transport = this;
+}
 
 SharedMemoryTransport::~SharedMemoryTransport() {
+  {
+    absl::MutexLock lock(&returns_->mu);
+    returns_->transport = nullptr;
+  }
   absl::MutexLock lock(&mu_);
   CloseLocked();
+}
+
+int SharedMemoryTransport::held_slots() {
+  absl::MutexLock lock(&mu_);
+  return held_slots_;
+}
+
+void SharedMemoryTransport::ReturnSlot(uint64_t session, int slot) {
+  absl::MutexLock lock(&mu_);
+  if (session == 0 || session_ != session) return;
+  --held_slots_;
+  free_slots_.push_back(slot);
 }
 
 int64_t SharedMemoryTransport::slot_bytes() {
@@ -55,6 +100,7 @@ void SharedMemoryTransport::CloseLocked() {
   region_.reset();
   free_slots_.clear();
   lost_slots_ = 0;
+  held_slots_ = 0;
   session_ = 0;
 }
 
@@ -208,21 +254,32 @@ absl::Status SharedMemoryTransport::GetElementsFrom(const proto::GetElementsRequ
     return status;
   }
   const bool through_memory = response->shared_memory_bytes > 0;
+  // Set when the region may keep large tensors in place: it then comes back
+  // through the hold, now or once those tensors go.
+  std::shared_ptr<SlotHold> hold;
   if (through_memory) {
     const int64_t bytes = response->shared_memory_bytes;
     if (bytes > slot_bytes) {
       status = absl::DataLossError(absl::StrCat("worker ", address_, " says its response is ", bytes,
                                                 " bytes of shared memory, past the region's ", slot_bytes));
     } else {
-      // Decoding copies every tensor out, so the region is free after it.
+      {
+        absl::MutexLock lock(&mu_);
+        if (session_ == shared.shm_session() && held_slots_ < kMaxHeldSlots) {
+          ++held_slots_;
+          hold = std::make_shared<SlotHold>(region, returns_, session_, slot);
+        }
+      }
       grpc::Slice slice(region->data() + shared.shm_offset(), static_cast<size_t>(bytes),
                         grpc::Slice::STATIC_SLICE);
       grpc::ByteBuffer buffer(&slice, 1);
       *response = ElementsResponse{};
-      status = DecodeElementsResponse(&buffer, response, tcp_->frame_specs());
+      status = DecodeElementsResponse(&buffer, response, tcp_->frame_specs(), hold);
       CountReceived(*response, bytes);
     }
   }
+  const bool returned_by_hold = hold != nullptr;
+  hold.reset();  // the region is free now, unless tensors stay in it
   // An answer inline that would not have fit: the next session's regions
   // hold one like it, with room for the headers.
   int64_t needed = 0;
@@ -243,7 +300,7 @@ absl::Status SharedMemoryTransport::GetElementsFrom(const proto::GetElementsRequ
   absl::MutexLock lock(&mu_);
   if (through_memory) ++shared_responses_;
   if (session_ != shared.shm_session()) return status;
-  free_slots_.push_back(slot);
+  if (!returned_by_hold) free_slots_.push_back(slot);
   if (needed > slot_bytes_ && slot_bytes_ < kMaxSlotBytes) {
     while (slot_bytes_ < needed && slot_bytes_ < kMaxSlotBytes) slot_bytes_ *= 2;
     // Requests still out keep the old region mapped; the worker answers

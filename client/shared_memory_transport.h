@@ -37,9 +37,13 @@
 
 namespace sluice {
 
-inline constexpr int kSharedMemorySlots = 4;
-inline constexpr int64_t kInitialSlotBytes = int64_t{8} << 20;
+inline constexpr int kSharedMemorySlots = 8;
+inline constexpr int64_t kInitialSlotBytes = int64_t{4} << 20;
 inline constexpr int64_t kMaxSlotBytes = kMaxSharedMemoryBytes / kSharedMemorySlots;
+// Regions whose large tensors the reader may keep in place at once (the
+// tensors are views of the region, not copies); the others stay free for
+// requests in flight, and past it tensors are copied out.
+inline constexpr int kMaxHeldSlots = kSharedMemorySlots / 2;
 
 class SharedMemoryTransport : public ElementTransport {
  public:
@@ -54,8 +58,17 @@ class SharedMemoryTransport : public ElementTransport {
   // The size of each region of the current (or next) session.
   int64_t slot_bytes();
 
+  // Regions that received tensors still use.
+  int held_slots();
+
  private:
   enum class State { kUntried, kShared, kTcp };
+  struct SlotReturns;
+  class SlotHold;
+
+  // A region back from the tensors kept in it: free again, if its session
+  // has not ended.
+  void ReturnSlot(uint64_t session, int slot) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Asks for a session and connects it; decides the state.
   void SetUpLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -75,6 +88,8 @@ class SharedMemoryTransport : public ElementTransport {
   const std::string address_;
   const std::unique_ptr<ElementTransport> tcp_;
   const std::unique_ptr<proto::WorkerService::Stub> stub_;
+  // Where regions come back to, for as long as this transport lives.
+  const std::shared_ptr<SlotReturns> returns_;
 
   absl::Mutex mu_;
   State state_ ABSL_GUARDED_BY(mu_) = State::kUntried;
@@ -86,6 +101,7 @@ class SharedMemoryTransport : public ElementTransport {
   UniqueFd socket_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<SharedRegion> region_ ABSL_GUARDED_BY(mu_);
   std::vector<int> free_slots_ ABSL_GUARDED_BY(mu_);
+  int held_slots_ ABSL_GUARDED_BY(mu_) = 0;
   int lost_slots_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t shared_responses_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t slot_bytes_ ABSL_GUARDED_BY(mu_) = kInitialSlotBytes;

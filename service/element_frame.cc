@@ -72,7 +72,16 @@ struct FrameLayout {
   size_t frame_bytes = 0;
 };
 
-FrameLayout Lay(const std::vector<Element>& elements, bool with_spec) {
+size_t VarintBytes(uint64_t value) {
+  size_t bytes = 1;
+  while (value >= 0x80) {
+    value >>= 7;
+    ++bytes;
+  }
+  return bytes;
+}
+
+FrameLayout Lay(const std::vector<Element>& elements, bool with_spec, size_t tag_bytes) {
   const Element& first = elements.front();
   const size_t components = first.components.size();
   FrameLayout layout;
@@ -115,6 +124,13 @@ FrameLayout Lay(const std::vector<Element>& elements, bool with_spec) {
     }
   }
   layout.head_bytes = Align(cursor, 8);
+  // The first large tensor 64-byte aligned from the message's start (its
+  // tag, the frame's length, the head); padding may lengthen the length.
+  while (large > 0) {
+    const size_t before = tag_bytes + VarintBytes(layout.head_bytes + large) + layout.head_bytes;
+    if (before % kBufferAlignment == 0) break;
+    layout.head_bytes += kBufferAlignment - before % kBufferAlignment;
+  }
   layout.frame_bytes = layout.head_bytes + large;
   size_t i = 0;
   for (const Element& element : elements) {
@@ -160,7 +176,8 @@ grpc::Slice TensorSlice(const Tensor& t) {
                      new std::shared_ptr<TensorBuffer>(t.buffer()));
 }
 
-std::optional<EncodedFrame> EncodeFrame(const std::vector<Element>& elements, uint64_t reader_spec) {
+std::optional<EncodedFrame> EncodeFrame(const std::vector<Element>& elements, uint64_t reader_spec,
+                                        size_t tag_bytes) {
   if (elements.empty()) return std::nullopt;
   const Element& first = elements.front();
   for (const Tensor& t : first.components) {
@@ -174,7 +191,7 @@ std::optional<EncodedFrame> EncodeFrame(const std::vector<Element>& elements, ui
   std::vector<uint8_t> spec(SpecBytes(first));
   WriteSpec(first, spec.data());
   const uint64_t spec_id = SpecId(spec.data(), spec.size());
-  const FrameLayout layout = Lay(elements, spec_id != reader_spec);
+  const FrameLayout layout = Lay(elements, spec_id != reader_spec, tag_bytes);
 
   EncodedFrame frame;
   frame.bytes = layout.frame_bytes;

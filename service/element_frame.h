@@ -78,16 +78,24 @@ grpc::Slice TensorSlice(const Tensor& t);
 
 // `elements` (one or more) as a frame, leaving the spec out when its id is
 // `reader_spec`. Nothing when the elements do not share one spec, which a
-// frame needs (the response then goes as protos).
-std::optional<EncodedFrame> EncodeFrame(const std::vector<Element>& elements, uint64_t reader_spec);
+// frame needs (the response then goes as protos). The frame's message has
+// `tag_bytes` before the frame's length: the head is padded so that the first
+// large tensor lies 64-byte aligned from the message's start, where a
+// shared-memory reader can keep it in place.
+std::optional<EncodedFrame> EncodeFrame(const std::vector<Element>& elements, uint64_t reader_spec,
+                                        size_t tag_bytes = 0);
 
 // Reads a frame of `frame_bytes` bytes from `in` and appends its elements.
 // A spec it carries is added to `specs`; one it leaves out is looked up
 // there (`specs` may be null when the request named none). Malformed bytes
 // are DataLoss naming the offset and what is wrong, never a crash, and
-// nothing is allocated past the frame's own size.
+// nothing is allocated past the frame's own size. With `in_place`, the bytes
+// `in` reads stay where they are for as long as `in_place` lives: a large
+// tensor that lies whole and 64-byte aligned there becomes a view of them
+// (keeping `in_place`), not a copy.
 absl::Status DecodeFrame(google::protobuf::io::CodedInputStream& in, size_t frame_bytes, FrameSpecs* specs,
-                         std::vector<Element>* elements);
+                         std::vector<Element>* elements,
+                         const std::shared_ptr<const void>& in_place = nullptr);
 
 // At least the bytes `element` takes in a response, as a frame or as an
 // ElementProto, for keeping responses under gRPC's message limit; a frame

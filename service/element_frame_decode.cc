@@ -232,11 +232,30 @@ absl::Status ReadHead(google::protobuf::io::CodedInputStream& in, size_t frame_b
   return absl::OkStatus();
 }
 
+// A large tensor as a view of the bytes `in` reads next, when they stay put
+// (`in_place`), lie in one piece and are aligned as a TensorBuffer's are.
+std::optional<Tensor> KeepInPlace(google::protobuf::io::CodedInputStream& in, DType dtype, const Shape& shape,
+                                  uint64_t values, uint64_t bytes,
+                                  const std::shared_ptr<const void>& in_place) {
+  const void* data = nullptr;
+  int available = 0;
+  if (in_place == nullptr || !in.GetDirectBufferPointer(&data, &available) ||
+      static_cast<uint64_t>(available) < bytes || reinterpret_cast<uintptr_t>(data) % kBufferAlignment != 0 ||
+      !in.Skip(static_cast<int>(bytes))) {
+    return std::nullopt;
+  }
+  // Readers never write into a received tensor's buffer (the SDK's
+  // tensors are values); the const_cast only fits TensorBuffer's type.
+  std::shared_ptr<TensorBuffer> buffer =
+      TensorBuffer::Wrap(dtype, static_cast<int64_t>(values), const_cast<void*>(data), [in_place] {});
+  return Tensor::FromBuffer(dtype, shape, std::move(buffer), 0);
+}
+
 // Decodes the table's rows into elements. Small tensors are views into the
 // head, in order and never overlapping; large ones are read from `in`, in
 // order after the head.
 absl::Status ReadElements(google::protobuf::io::CodedInputStream& in, size_t frame_bytes, const Head& frame,
-                          std::vector<Element>* elements) {
+                          const std::shared_ptr<const void>& in_place, std::vector<Element>* elements) {
   const HeadReader head(static_cast<const uint8_t*>(frame.buffer->data()), frame.bytes);
   const FrameSpec& spec = *frame.spec;
   const size_t components = spec.dtypes.size();
@@ -279,12 +298,17 @@ absl::Status ReadElements(google::protobuf::io::CodedInputStream& in, size_t fra
           return FrameError(*offset, absl::StrCat("a large tensor of ", bytes,
                                                   " bytes out of place (expected at ", next_large, ")"));
         }
-        Tensor t = Tensor::Uninitialized(dtype, shape);
-        if (!in.ReadRaw(t.mutable_raw_data(), static_cast<int>(bytes))) {
-          return FrameError(next_large, "a tensor is truncated");
+        std::optional<Tensor> kept = KeepInPlace(in, dtype, shape, *values, bytes, in_place);
+        if (kept.has_value()) {
+          element.components.push_back(*std::move(kept));
+        } else {
+          Tensor t = Tensor::Uninitialized(dtype, shape);
+          if (!in.ReadRaw(t.mutable_raw_data(), static_cast<int>(bytes))) {
+            return FrameError(next_large, "a tensor is truncated");
+          }
+          element.components.push_back(std::move(t));
         }
         next_large += bytes;
-        element.components.push_back(std::move(t));
       } else if (bytes == 0) {
         element.components.push_back(Tensor::Uninitialized(dtype, shape));
       } else {
@@ -307,13 +331,13 @@ absl::Status ReadElements(google::protobuf::io::CodedInputStream& in, size_t fra
 }  // namespace
 
 absl::Status DecodeFrame(google::protobuf::io::CodedInputStream& in, size_t frame_bytes, FrameSpecs* specs,
-                         std::vector<Element>* elements) {
+                         std::vector<Element>* elements, const std::shared_ptr<const void>& in_place) {
   // Every size is checked before it is allocated; this is the backstop for
   // an allocation that fails anyway (the reader's threads must not throw).
   try {
     Head head;
     if (absl::Status s = ReadHead(in, frame_bytes, specs, &head); !s.ok()) return s;
-    return ReadElements(in, frame_bytes, head, elements);
+    return ReadElements(in, frame_bytes, head, in_place, elements);
   } catch (const std::bad_alloc&) {
     return absl::ResourceExhaustedError(
         absl::StrCat("out of memory decoding a frame of ", frame_bytes, " bytes"));

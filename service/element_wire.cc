@@ -339,7 +339,10 @@ absl::StatusOr<grpc::ByteBuffer> EncodeElementsResponse(const std::vector<Elemen
                                                         const SplitTags& tags,
                                                         const FrameRequest& frame_request) {
   std::optional<EncodedFrame> frame;
-  if (frame_request.frame) frame = EncodeFrame(elements, frame_request.reader_spec);
+  // The frame is the message's first field.
+  if (frame_request.frame) {
+    frame = EncodeFrame(elements, frame_request.reader_spec, CodedOutputStream::VarintSize32(kResponseFrame));
+  }
   if (frame.has_value() && compression != proto::COMPRESSION_NONE) {
     // Compressed as a whole: the frame's bytes in one run first.
     std::string flat;
@@ -478,14 +481,14 @@ absl::Status ReadIntegers(CodedInputStream& in, uint32_t tag, std::vector<int64_
 // A frame field: read in place, or decompressed first (the encoder writes
 // `compression` before it).
 absl::Status ReadFrame(CodedInputStream& in, proto::WireCompression compression, FrameSpecs* specs,
-                       std::vector<Element>* elements) {
+                       const std::shared_ptr<const void>& in_place, std::vector<Element>* elements) {
   uint32_t length = 0;
   if (!in.ReadVarint32(&length) || length > static_cast<uint32_t>(in.BytesUntilLimit())) {
     return Malformed(in, "the frame is truncated");
   }
   if (compression == proto::COMPRESSION_NONE) {
     const CodedInputStream::Limit limit = in.PushLimit(static_cast<int>(length));
-    if (absl::Status s = DecodeFrame(in, length, specs, elements); !s.ok()) return s;
+    if (absl::Status s = DecodeFrame(in, length, specs, elements, in_place); !s.ok()) return s;
     return LeaveMessage(in, "the frame", limit);
   }
   std::string compressed;
@@ -500,7 +503,8 @@ absl::Status ReadFrame(CodedInputStream& in, proto::WireCompression compression,
 
 }  // namespace
 
-absl::Status DecodeElementsResponse(grpc::ByteBuffer* buffer, ElementsResponse* response, FrameSpecs* specs) {
+absl::Status DecodeElementsResponse(grpc::ByteBuffer* buffer, ElementsResponse* response, FrameSpecs* specs,
+                                    const std::shared_ptr<const void>& in_place) {
   std::vector<Element>* elements = &response->elements;
   bool* end_of_sequence = &response->end_of_sequence;
   if (buffer->Length() > static_cast<size_t>(INT_MAX)) {
@@ -525,7 +529,9 @@ absl::Status DecodeElementsResponse(grpc::ByteBuffer* buffer, ElementsResponse* 
       if (!in.ReadVarint64(&value)) return Malformed(in, "end_of_sequence is truncated");
       *end_of_sequence = value != 0;
     } else if (tag == kResponseFrame) {
-      if (absl::Status s = ReadFrame(in, compressed.compression(), specs, elements); !s.ok()) return s;
+      if (absl::Status s = ReadFrame(in, compressed.compression(), specs, in_place, elements); !s.ok()) {
+        return s;
+      }
       response->frame = true;
     } else if (tag == kResponseCompressedElement) {
       if (absl::Status s = ReadString(in, "a compressed element", compressed.add_compressed_elements());

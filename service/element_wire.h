@@ -87,9 +87,11 @@ absl::Status ParseRequest(const grpc::ByteBuffer& bytes, absl::string_view rpc,
 // Decodes a serialized GetElementsResponse, compressed or not, with its
 // elements as protos or as a frame (whose spec, when left out, is found in
 // `specs`). Malformed bytes are DataLoss or InvalidArgument naming what is
-// wrong, never a crash.
+// wrong, never a crash. `in_place`: the buffer's bytes stay put while it
+// lives, so a frame's large tensors may be views of them (DecodeFrame).
 absl::Status DecodeElementsResponse(grpc::ByteBuffer* buffer, ElementsResponse* response,
-                                    FrameSpecs* specs = nullptr);
+                                    FrameSpecs* specs = nullptr,
+                                    const std::shared_ptr<const void>& in_place = nullptr);
 
 // Decodes an already parsed response (the compressed path, and tests).
 absl::Status DecodeElements(const proto::GetElementsResponse& response, std::vector<Element>* elements);

@@ -97,11 +97,11 @@ TEST_CASE("shared memory: a reader on the worker's host reads through it, every 
     for (int64_t i = 0; i < 50000; ++i) expected[i] = i;
     CHECK(values == expected);
   }
-  // 9 MiB is past a region's first 8 MiB: the worker says so without handing
-  // it out, and the reader's next session has regions of 16 MiB (4 of
-  // them, 64 MiB). Every response, the first too, comes through memory.
+  // 9 MiB is past a region's first 4 MiB: the worker says so without handing
+  // it out, and the reader's next session has regions of 16 MiB (8 of
+  // them, 128 MiB). Every response, the first too, comes through memory.
   int sessions = 1;
-  SECTION("1 MiB elements, and 9 MiB ones, past a region's first 8 MiB") {
+  SECTION("1 MiB elements, and 9 MiB ones, past a region's first 4 MiB") {
     const int64_t bytes = GENERATE(int64_t{1} << 20, int64_t{9} << 20);
     const Tensor pattern = Pattern(bytes, 3);
     const double framed_before = ClientCount("sluice_client_responses_total{form=\"frame\"}");
@@ -117,10 +117,10 @@ TEST_CASE("shared memory: a reader on the worker's host reads through it, every 
     const double framed = ClientCount("sluice_client_responses_total{form=\"frame\"}") - framed_before;
     CHECK(framed >= 1);
     CHECK(ClientCount("sluice_client_shared_memory_responses_total") - shared_before == framed);
-    if (bytes > (int64_t{8} << 20)) {
+    if (bytes > (int64_t{4} << 20)) {
       sessions = 2;
-      CHECK_THAT(AwaitWorkerLog(cluster, "67108864 bytes", 1),
-                 Contains(absl::StrCat("opened: reader pid ", getpid(), ", 67108864 bytes")));
+      CHECK_THAT(AwaitWorkerLog(cluster, "134217728 bytes", 1),
+                 Contains(absl::StrCat("opened: reader pid ", getpid(), ", 134217728 bytes")));
     }
   }
   const std::string log = AwaitWorkerLog(cluster, "closed: its reader hung up", sessions);
@@ -223,6 +223,48 @@ TEST_CASE("shared memory: a reader killed mid-read ends its session and leaves n
   for (const auto& entry : std::filesystem::directory_iterator("/dev/shm")) {
     CHECK_FALSE(absl::StrContains(entry.path().filename().string(), "sluice"));
   }
+}
+
+// The reader's shared regions mapped in this process (/proc/self/maps):
+// each mapping's [begin, end).
+std::vector<std::pair<uintptr_t, uintptr_t>> ReaderMappings() {
+  std::vector<std::pair<uintptr_t, uintptr_t>> mappings;
+  std::ifstream maps("/proc/self/maps");
+  std::string line;
+  while (std::getline(maps, line)) {
+    if (!absl::StrContains(line, "/memfd:sluice-reader")) continue;
+    mappings.emplace_back(std::stoull(line.substr(0, line.find('-')), nullptr, 16),
+                          std::stoull(line.substr(line.find('-') + 1), nullptr, 16));
+  }
+  return mappings;
+}
+
+TEST_CASE("shared memory: large tensors stay in the region while kept, and a reader keeping all reads on",
+          "[service][shared_memory]") {
+  TestCluster cluster({.num_workers = 1});
+  const Tensor pattern = Pattern(int64_t{1} << 20, 5);
+  {
+    // Every element kept until the end: the regions they hold never stall
+    // the read (past half of them, tensors are copied out).
+    const std::vector<Element> elements = ReadAll(
+        Dataset::FromTensors({pattern}).Repeat(40).ReadFromService({.service = cluster.ServiceUrl()}));
+    REQUIRE(elements.size() == 40);
+    const auto mappings = ReaderMappings();
+    int in_region = 0;
+    for (const Element& element : elements) {
+      REQUIRE(element.components.at(0).ByteSize() == size_t{1} << 20);
+      CHECK(std::memcmp(element.components[0].raw_data(), pattern.raw_data(), size_t{1} << 20) == 0);
+      const auto at = reinterpret_cast<uintptr_t>(element.components[0].raw_data());
+      in_region += std::any_of(mappings.begin(), mappings.end(),
+                               [at](const auto& m) { return at >= m.first && at < m.second; });
+    }
+    // The reader's session ended with its iterator; the kept tensors hold
+    // its mapping.
+    CHECK(in_region > 0);
+    CHECK(in_region < 40);
+  }
+  // Dropped, they unmap it.
+  CHECK(ReaderMappings().empty());
 }
 
 }  // namespace
