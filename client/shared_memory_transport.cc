@@ -28,10 +28,13 @@ constexpr int kMaxRetries = 8;
 
 }  // namespace
 
-// Tensors kept in a region may outlive the transport: they find it here.
+// Regions given back by the tensors kept in them, until the transport next
+// takes a region. Its own lock, never the transport's: dropping a tensor
+// must not wait for a session being set up (RPCs under mu_). Tensors may
+// outlive the transport; they then give back to nobody.
 struct SharedMemoryTransport::SlotReturns {
   absl::Mutex mu;
-  SharedMemoryTransport* transport ABSL_GUARDED_BY(mu) = nullptr;
+  std::vector<std::pair<uint64_t, int>> returned ABSL_GUARDED_BY(mu);  // (session, slot)
 };
 
 // A region whose response was decoded in place: keeps it mapped, and gives
@@ -43,7 +46,7 @@ class SharedMemoryTransport::SlotHold {
       : region_(std::move(region)), returns_(std::move(returns)), session_(session), slot_(slot) {}
   ~SlotHold() {
     absl::MutexLock lock(&returns_->mu);
-    if (returns_->transport != nullptr) returns_->transport->ReturnSlot(session_, slot_);
+    returns_->returned.emplace_back(session_, slot_);
   }
 
  private:
@@ -58,30 +61,30 @@ SharedMemoryTransport::SharedMemoryTransport(const std::string& worker_address,
     : address_(worker_address),
       tcp_(std::move(tcp)),
       stub_(proto::WorkerService::NewStub(MakeChannel(worker_address))),
-      returns_(std::make_shared<SlotReturns>()) {
-  absl::MutexLock lock(&returns_->mu);
-  returns_->transport = this;
-}
+      returns_(std::make_shared<SlotReturns>()) {}
 
 SharedMemoryTransport::~SharedMemoryTransport() {
-  {
-    absl::MutexLock lock(&returns_->mu);
-    returns_->transport = nullptr;
-  }
   absl::MutexLock lock(&mu_);
   CloseLocked();
 }
 
 int SharedMemoryTransport::held_slots() {
   absl::MutexLock lock(&mu_);
+  TakeBackReturnedLocked();
   return held_slots_;
 }
 
-void SharedMemoryTransport::ReturnSlot(uint64_t session, int slot) {
-  absl::MutexLock lock(&mu_);
-  if (session == 0 || session_ != session) return;
-  --held_slots_;
-  free_slots_.push_back(slot);
+void SharedMemoryTransport::TakeBackReturnedLocked() {
+  std::vector<std::pair<uint64_t, int>> returned;
+  {
+    absl::MutexLock lock(&returns_->mu);
+    returned.swap(returns_->returned);
+  }
+  for (const auto& [session, slot] : returned) {
+    if (session == 0 || session != session_) continue;  // an ended session's
+    --held_slots_;
+    free_slots_.push_back(slot);
+  }
 }
 
 int64_t SharedMemoryTransport::slot_bytes() {
@@ -196,6 +199,7 @@ absl::Status SharedMemoryTransport::GetElementsFrom(const proto::GetElementsRequ
   {
     absl::MutexLock lock(&mu_);
     if (state_ == State::kUntried && absl::Now() >= next_try_) SetUpLocked();
+    TakeBackReturnedLocked();
     if (state_ == State::kShared && !free_slots_.empty()) {
       slot = free_slots_.back();
       free_slots_.pop_back();
@@ -246,7 +250,9 @@ absl::Status SharedMemoryTransport::GetElementsFrom(const proto::GetElementsRequ
   if (!status.ok()) {
     // The worker may still write into the slot: never use it again.
     absl::MutexLock lock(&mu_);
-    if (session_ == shared.shm_session() && ++lost_slots_ == kSharedMemorySlots) {
+    // Once no region can come back (the rest lost, or held by tensors that
+    // may be kept for good), a fresh session.
+    if (session_ == shared.shm_session() && ++lost_slots_ + held_slots_ >= kSharedMemorySlots) {
       CloseLocked();
       state_ = State::kUntried;
       next_try_ = absl::Now() + kRetryAfter;
@@ -265,6 +271,7 @@ absl::Status SharedMemoryTransport::GetElementsFrom(const proto::GetElementsRequ
     } else {
       {
         absl::MutexLock lock(&mu_);
+        TakeBackReturnedLocked();
         if (session_ == shared.shm_session() && held_slots_ < kMaxHeldSlots) {
           ++held_slots_;
           hold = std::make_shared<SlotHold>(region, returns_, session_, slot);

@@ -66,9 +66,9 @@ class SharedMemoryTransport : public ElementTransport {
   struct SlotReturns;
   class SlotHold;
 
-  // A region back from the tensors kept in it: free again, if its session
+  // Regions the tensors kept in them gave back: free again, if their session
   // has not ended.
-  void ReturnSlot(uint64_t session, int slot) ABSL_LOCKS_EXCLUDED(mu_);
+  void TakeBackReturnedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Asks for a session and connects it; decides the state.
   void SetUpLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
