@@ -59,7 +59,8 @@ std::string FormatBenchSummary(const BenchStats& stats) {
                                   100 * PerSecond(stats.wait_seconds, stats.wall_seconds)));
   // Start-up (a job, its tasks, a worker's first batch) weighs on a short run.
   if (stats.first_batch_seconds >= 0) {
-    absl::StrAppend(&out, absl::StrFormat("first:     %.3f s to the first batch\n", stats.first_batch_seconds));
+    absl::StrAppend(&out,
+                    absl::StrFormat("first:     %.3f s to the first batch\n", stats.first_batch_seconds));
   }
   return out;
 }

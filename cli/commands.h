@@ -108,7 +108,7 @@ struct BenchStats {
   int64_t bytes = 0;  // tensor bytes
   enum class Stop { kTimeLimit, kEndOfInput, kError };
   Stop stopped_by = Stop::kTimeLimit;
-  int replicas = 0;  // 0 without --replicas
+  int replicas = 0;                 // 0 without --replicas
   double first_batch_seconds = -1;  // from the first GetNext to the first batch; -1 before one
 };
 

@@ -22,8 +22,8 @@ constexpr int kVerdictTimeoutMs = 5000;
 // kMaxRetryAfter), or to open a new session after one was lost.
 constexpr absl::Duration kRetryAfter = absl::Seconds(1);
 constexpr absl::Duration kMaxRetryAfter = absl::Seconds(60);
-// Times one request is asked again in a new session: regions double each
-// time, from 8 MiB to kMaxSlotBytes.
+// Times one request is asked again in a new session: regions at least
+// double each time, from kInitialSlotBytes to kMaxSlotBytes.
 constexpr int kMaxRetries = 8;
 
 }  // namespace
@@ -66,12 +66,6 @@ SharedMemoryTransport::SharedMemoryTransport(const std::string& worker_address,
 SharedMemoryTransport::~SharedMemoryTransport() {
   absl::MutexLock lock(&mu_);
   CloseLocked();
-}
-
-int SharedMemoryTransport::held_slots() {
-  absl::MutexLock lock(&mu_);
-  TakeBackReturnedLocked();
-  return held_slots_;
 }
 
 void SharedMemoryTransport::TakeBackReturnedLocked() {

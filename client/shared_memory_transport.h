@@ -58,9 +58,6 @@ class SharedMemoryTransport : public ElementTransport {
   // The size of each region of the current (or next) session.
   int64_t slot_bytes();
 
-  // Regions that received tensors still use.
-  int held_slots();
-
  private:
   enum class State { kUntried, kShared, kTcp };
   struct SlotReturns;

@@ -244,8 +244,8 @@ std::optional<Tensor> KeepInPlace(google::protobuf::io::CodedInputStream& in, DT
       !in.Skip(static_cast<int>(bytes))) {
     return std::nullopt;
   }
-  // Readers never write into a received tensor's buffer (the SDK's
-  // tensors are values); the const_cast only fits TensorBuffer's type.
+  // A reader that writes into the tensor writes into its held region, which
+  // no request names until the tensor is gone.
   std::shared_ptr<TensorBuffer> buffer =
       TensorBuffer::Wrap(dtype, static_cast<int64_t>(values), const_cast<void*>(data), [in_place] {});
   return Tensor::FromBuffer(dtype, shape, std::move(buffer), 0);

@@ -334,7 +334,6 @@ TEST_CASE("element_frame: ElementWireBound bounds both encodings", "[wire][frame
   CHECK(frame->bytes <= bound + 256);
 }
 
-
 namespace {
 
 // `bytes` copied `shift` bytes past a 64-byte boundary; the buffer owns them.
@@ -378,7 +377,8 @@ TEST_CASE("element_frame: in place, large tensors stay in the bytes they arrived
       // The 8 KiB image is a view of the region, aligned; the small ids
       // and the string were copied out.
       CHECK(Within(decoded->elements[i].components[1], region, bytes.size()));
-      CHECK(reinterpret_cast<uintptr_t>(decoded->elements[i].components[1].raw_data()) % kBufferAlignment == 0);
+      CHECK(reinterpret_cast<uintptr_t>(decoded->elements[i].components[1].raw_data()) % kBufferAlignment ==
+            0);
       CHECK_FALSE(Within(decoded->elements[i].components[0], region, bytes.size()));
     }
     // Each view keeps the region.
