@@ -26,6 +26,15 @@ constexpr absl::Duration kMaxRetryAfter = absl::Seconds(60);
 // double each time, from kInitialSlotBytes to kMaxSlotBytes.
 constexpr int kMaxRetries = 8;
 
+void CountLent(size_t tensors) {
+  static Counter& lent = ProcessMetrics()
+                             .AddCounter("sluice_client_lent_tensors_total",
+                                         "tensors a worker on this host lent (mapped where the worker made "
+                                         "them, not copied)")
+                             .Get();
+  lent.Increment(static_cast<double>(tensors));
+}
+
 }  // namespace
 
 // Regions given back by the tensors kept in them, until the transport next
@@ -92,7 +101,7 @@ int64_t SharedMemoryTransport::shared_responses() {
 }
 
 void SharedMemoryTransport::CloseLocked() {
-  socket_ = UniqueFd();
+  lent_.reset();
   secret_.clear();
   region_.reset();
   free_slots_.clear();
@@ -159,7 +168,7 @@ absl::Status SharedMemoryTransport::ConnectLocked(const proto::OpenSharedMemoryR
   if (absl::Status s = ReceiveVerdict(socket->get(), kVerdictTimeoutMs); !s.ok()) {
     return absl::Status(s.code(), absl::StrCat("the worker refused the memory: ", s.message()));
   }
-  socket_ = *std::move(socket);
+  lent_ = std::make_shared<LentTensors>(*std::move(socket));
   region_ = *std::move(region);
   session_ = offer.session();
   secret_ = offer.secret();
@@ -190,6 +199,7 @@ absl::Status SharedMemoryTransport::GetElementsFrom(const proto::GetElementsRequ
   int64_t slot_bytes = 0;
   proto::GetElementsRequest shared;
   std::shared_ptr<SharedRegion> region;  // stays mapped while this request uses it
+  std::shared_ptr<LentTensors> lent;     // the session's, for this request's lent tensors
   {
     absl::MutexLock lock(&mu_);
     if (state_ == State::kUntried && absl::Now() >= next_try_) SetUpLocked();
@@ -206,10 +216,17 @@ absl::Status SharedMemoryTransport::GetElementsFrom(const proto::GetElementsRequ
       shared.set_shm_offset(slot * slot_bytes);
       shared.set_shm_capacity(slot_bytes);
       shared.set_shm_resizable(true);
+      shared.set_shm_lending(true);
+      lent = lent_;
     }
   }
   if (slot < 0) return tcp_->GetElements(request, response);
+  const std::vector<uint64_t> released = lent->TakeReleased();
+  shared.mutable_shm_released()->Add(released.begin(), released.end());
   absl::Status status = tcp_->GetElements(shared, response);
+  // The worker ignores leases it no longer has: give them back again if the
+  // request may not have reached it.
+  if (!status.ok() && !released.empty()) lent->GiveBackLater(released);
   if (absl::IsFailedPrecondition(status)) {
     // The worker no longer knows the session: it wrote nothing. Ask again
     // in the session that replaced it (regions grown meanwhile), or, if it
@@ -274,10 +291,20 @@ absl::Status SharedMemoryTransport::GetElementsFrom(const proto::GetElementsRequ
       grpc::Slice slice(region->data() + shared.shm_offset(), static_cast<size_t>(bytes),
                         grpc::Slice::STATIC_SLICE);
       grpc::ByteBuffer buffer(&slice, 1);
+      std::vector<proto::LentTensor> lent_tensors = std::move(response->lent_tensors);
       *response = ElementsResponse{};
       status = DecodeElementsResponse(&buffer, response, tcp_->frame_specs(), hold);
       CountReceived(*response, bytes);
+      if (status.ok() && !lent_tensors.empty()) {
+        CountLent(lent_tensors.size());
+        response->lent_tensors = std::move(lent_tensors);
+        status = lent->Place(response, address_);
+      }
     }
+  } else if (status.ok() && !response->lent_tensors.empty()) {
+    status = absl::DataLossError(absl::StrCat("worker ", address_,
+                                              " lent tensors in a response that did not "
+                                              "come through shared memory"));
   }
   const bool returned_by_hold = hold != nullptr;
   hold.reset();  // the region is free now, unless tensors stay in it

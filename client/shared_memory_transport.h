@@ -15,6 +15,10 @@
 // handing it out, so that the reader grows its regions and asks again
 // (even a task's first 38.5 MB batch then travels through memory).
 //
+// A worker that lends (shm_lending) puts a task's large tensors in the
+// response as references to its own memory: the reader maps them where
+// they are, with no copy on either side (client/lent_tensors.h).
+//
 // Where shared memory cannot be set up although the worker is on this host
 // (or the worker is an older one that does not offer it), the reader warns
 // once and reads over TCP. A request that fails leaves its region unused,
@@ -32,6 +36,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "client/element_transport.h"
+#include "client/lent_tensors.h"
 #include "service/shared_memory.h"
 #include "sluice/service.grpc.pb.h"
 
@@ -95,7 +100,9 @@ class SharedMemoryTransport : public ElementTransport {
   std::string secret_ ABSL_GUARDED_BY(mu_);
   // Grows while the worker does not answer OpenSharedMemory.
   absl::Duration retry_after_ ABSL_GUARDED_BY(mu_) = absl::Seconds(1);
-  UniqueFd socket_ ABSL_GUARDED_BY(mu_);
+  // The session's socket, and the tensors the worker lent over it (a lent
+  // tensor keeps it, so the worker keeps the lease, after a session ends).
+  std::shared_ptr<LentTensors> lent_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<SharedRegion> region_ ABSL_GUARDED_BY(mu_);
   std::vector<int> free_slots_ ABSL_GUARDED_BY(mu_);
   int held_slots_ ABSL_GUARDED_BY(mu_) = 0;

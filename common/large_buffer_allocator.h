@@ -7,6 +7,7 @@
 #define SLUICE_COMMON_LARGE_BUFFER_ALLOCATOR_H_
 
 #include <cstddef>
+#include <memory>
 
 namespace sluice {
 
@@ -23,6 +24,24 @@ class LargeBufferAllocator {
 // Process-wide; `allocator` must live until the process ends. nullptr
 // restores aligned_alloc for later buffers.
 void SetLargeBufferAllocator(LargeBufferAllocator* allocator);
+
+// This thread's allocator of large buffers in place of the process's, for
+// as long as the scope lives: a worker's task makes its output where a
+// reader on its host can map it (worker/shared_buffer_heap.h). Threads that
+// a pipeline starts (ThreadPool, prefetch) take their creator's, so every
+// step of the task allocates there. A buffer keeps its allocator alive.
+class LargeBufferAllocatorScope {
+ public:
+  explicit LargeBufferAllocatorScope(std::shared_ptr<LargeBufferAllocator> allocator);
+  ~LargeBufferAllocatorScope();
+  LargeBufferAllocatorScope(const LargeBufferAllocatorScope&) = delete;
+  LargeBufferAllocatorScope& operator=(const LargeBufferAllocatorScope&) = delete;
+
+ private:
+  std::shared_ptr<LargeBufferAllocator> previous_;
+};
+// The calling thread's scoped allocator; null outside any scope.
+std::shared_ptr<LargeBufferAllocator> ScopedLargeBufferAllocator();
 
 }  // namespace sluice
 

@@ -8,6 +8,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -32,9 +33,17 @@ std::string ShapeDebugString(const Shape& shape) {
 
 namespace {
 std::atomic<LargeBufferAllocator*> large_buffer_allocator{nullptr};
+thread_local std::shared_ptr<LargeBufferAllocator> scoped_allocator;
 }  // namespace
 
 void SetLargeBufferAllocator(LargeBufferAllocator* allocator) { large_buffer_allocator.store(allocator); }
+
+LargeBufferAllocatorScope::LargeBufferAllocatorScope(std::shared_ptr<LargeBufferAllocator> allocator)
+    : previous_(std::exchange(scoped_allocator, std::move(allocator))) {}
+
+LargeBufferAllocatorScope::~LargeBufferAllocatorScope() { scoped_allocator = std::move(previous_); }
+
+std::shared_ptr<LargeBufferAllocator> ScopedLargeBufferAllocator() { return scoped_allocator; }
 
 std::shared_ptr<TensorBuffer> TensorBuffer::Allocate(DType dtype, int64_t num_elements, bool zeroed) {
   if (num_elements < 0 ||
@@ -46,12 +55,17 @@ std::shared_ptr<TensorBuffer> TensorBuffer::Allocate(DType dtype, int64_t num_el
                          : absl::StrCat("a tensor of ", num_elements, " elements of ", DTypeName(dtype)));
   }
   const size_t bytes = static_cast<size_t>(num_elements) * DTypeSize(dtype);
-  LargeBufferAllocator* allocator = large_buffer_allocator.load();
+  LargeBufferAllocator* allocator = scoped_allocator.get();
+  if (allocator == nullptr) allocator = large_buffer_allocator.load();
   if (allocator == nullptr) allocator = &HostBufferCache::Global();
   if (dtype != DType::kString && bytes >= allocator->min_bytes()) {
     if (void* data = allocator->Allocate(bytes); data != nullptr) {
       if (zeroed) std::memset(data, 0, bytes);
-      return Wrap(dtype, num_elements, data, [allocator, data, bytes] { allocator->Free(data, bytes); });
+      // A scoped allocator (a task's) may end before its buffers do.
+      std::shared_ptr<LargeBufferAllocator> keep =
+          allocator == scoped_allocator.get() ? scoped_allocator : nullptr;
+      return Wrap(dtype, num_elements, data,
+                  [allocator, data, bytes, keep = std::move(keep)] { allocator->Free(data, bytes); });
     }
   }
   // aligned_alloc needs a size that is a multiple of the alignment.

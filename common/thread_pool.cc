@@ -2,12 +2,22 @@
 
 #include <algorithm>
 
+#include "common/large_buffer_allocator.h"
+
 namespace sluice {
 
 ThreadPool::ThreadPool(int num_threads, size_t max_queued) : max_queued_(max_queued) {
   threads_.reserve(num_threads);
   try {
-    for (int i = 0; i < num_threads; ++i) threads_.emplace_back([this] { WorkerLoop(); });
+    // The pool's threads allocate where the thread that made it does (a
+    // worker task's heap).
+    std::shared_ptr<LargeBufferAllocator> allocator = ScopedLargeBufferAllocator();
+    for (int i = 0; i < num_threads; ++i) {
+      threads_.emplace_back([this, allocator] {
+        LargeBufferAllocatorScope scope(allocator);
+        WorkerLoop();
+      });
+    }
   } catch (...) {
     // Out of threads: the ones started are joined before the error goes
     // on (a joinable std::thread destroyed would call std::terminate).

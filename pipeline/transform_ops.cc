@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/exceptions.h"
+#include "common/large_buffer_allocator.h"
 #include "pipeline/iterator_state.h"
 #include "pipeline/ops.h"
 #include "pipeline/random.h"
@@ -394,7 +395,7 @@ class BackgroundIterator : public UnaryIterator {
  public:
   BackgroundIterator(std::unique_ptr<IteratorBase> input, int64_t capacity, bool start_at_first_read)
       : UnaryIterator(std::move(input)), capacity_(capacity) {
-    if (!start_at_first_read) producer_ = std::thread([this] { Produce(); });
+    if (!start_at_first_read) StartProducer();
   }
   ~BackgroundIterator() override {
     {
@@ -442,7 +443,7 @@ class BackgroundIterator : public UnaryIterator {
     absl::MutexLock lock(&mu_);
     // Started by the first read unless at construction, so that Restore
     // comes first.
-    if (!producer_.joinable() && !done_) producer_ = std::thread([this] { Produce(); });
+    if (!producer_.joinable() && !done_) StartProducer();
     mu_.Await(absl::Condition(this, &BackgroundIterator::ReadyForConsumer));
     if (!buffer_.empty()) {
       *element = std::move(buffer_.front());
@@ -486,6 +487,15 @@ class BackgroundIterator : public UnaryIterator {
       if (!status.ok() || end) return status;
       buffer_.push_back(std::move(element));
     }
+  }
+
+  // The producer allocates where the thread that starts it does (a worker
+  // task's heap).
+  void StartProducer() {
+    producer_ = std::thread([this, allocator = ScopedLargeBufferAllocator()] {
+      LargeBufferAllocatorScope scope(allocator);
+      Produce();
+    });
   }
 
   const int64_t capacity_;

@@ -36,6 +36,7 @@ constexpr int kResponseCompletedSplitSizes = 10;
 constexpr uint32_t kResponseSharedMemoryBytes = Tag(9, kVarint);
 constexpr uint32_t kResponseSharedMemoryNeeded = Tag(12, kVarint);
 constexpr uint32_t kResponseFrame = Tag(11, kLengthDelimited);
+constexpr uint32_t kResponseLentTensor = Tag(13, kLengthDelimited);
 constexpr uint32_t kElementComponent = Tag(1, kLengthDelimited);
 constexpr uint32_t kElementName = Tag(2, kLengthDelimited);
 constexpr uint32_t kTensorDType = Tag(1, kVarint);
@@ -547,6 +548,12 @@ absl::Status DecodeElementsResponse(grpc::ByteBuffer* buffer, ElementsResponse* 
     } else if (tag == kResponseSharedMemoryBytes) {
       if (!in.ReadVarint64(&value)) return Malformed(in, "shared_memory_bytes is truncated");
       response->shared_memory_bytes = static_cast<int64_t>(value);
+    } else if (tag == kResponseLentTensor) {
+      std::string bytes;
+      if (absl::Status s = ReadString(in, "a lent tensor", &bytes); !s.ok()) return s;
+      if (!response->lent_tensors.emplace_back().ParseFromString(bytes)) {
+        return absl::DataLossError("GetElements response: a lent tensor does not parse");
+      }
     } else if (tag == kResponseSharedMemoryNeeded) {
       if (!in.ReadVarint64(&value)) return Malformed(in, "shared_memory_needed is truncated");
       response->shared_memory_needed = static_cast<int64_t>(value);

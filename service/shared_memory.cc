@@ -23,6 +23,8 @@ namespace {
 constexpr char kHelloMagic[8] = {'S', 'L', 'U', 'I', 'C', 'E', 'S', 'M'};
 constexpr size_t kHelloBytes = sizeof(kHelloMagic) + 8 + 8 + kSharedMemorySecretBytes;
 constexpr size_t kMaxVerdictMessage = 900;
+constexpr char kBufferMagic[8] = {'S', 'L', 'U', 'I', 'C', 'E', 'B', 'F'};
+constexpr size_t kBufferMessageBytes = sizeof(kBufferMagic) + 8 + 8;
 
 std::string FirstLine(const char* path) {
   std::ifstream in(path);
@@ -94,24 +96,46 @@ int UniqueFd::release() {
   return fd;
 }
 
-absl::StatusOr<std::shared_ptr<SharedRegion>> SharedRegion::MapSealed(int fd, int64_t size) {
+namespace {
+
+// The size and seals every mapping of another process's memfd checks first:
+// sealed against shrinking, so that reading it never faults.
+absl::Status CheckSealed(int fd, int64_t size, const char* what) {
   if (size <= 0 || size > kMaxSharedMemoryBytes) {
     return absl::InvalidArgumentError(
         absl::StrCat("shared memory of ", size, " bytes: must be 1 to ", kMaxSharedMemoryBytes));
   }
   struct stat info {};
-  if (fstat(fd, &info) != 0) return Errno("fstat of the reader's memfd");
+  if (fstat(fd, &info) != 0) return Errno(absl::StrCat("fstat of ", what));
   if (info.st_size != size) {
     return absl::InvalidArgumentError(
-        absl::StrCat("the reader's memfd has ", info.st_size, " bytes, not the ", size, " it announced"));
+        absl::StrCat(what, " has ", info.st_size, " bytes, not the ", size, " it announced"));
   }
   const int seals = fcntl(fd, F_GET_SEALS);
   if (seals < 0 || (seals & (F_SEAL_SHRINK | F_SEAL_GROW)) != (F_SEAL_SHRINK | F_SEAL_GROW)) {
     return absl::InvalidArgumentError(
-        "the reader's memfd is not sealed against shrinking and growing (F_SEAL_SHRINK | F_SEAL_GROW)");
+        absl::StrCat(what, " is not sealed against shrinking and growing (F_SEAL_SHRINK | F_SEAL_GROW)"));
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<SharedRegion>> SharedRegion::MapSealed(int fd, int64_t size) {
+  if (absl::Status s = CheckSealed(fd, size, "the reader's memfd"); !s.ok()) return s;
   void* data = mmap(nullptr, static_cast<size_t>(size), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (data == MAP_FAILED) return Errno("mmap of the reader's memfd");
+  return std::shared_ptr<SharedRegion>(new SharedRegion(static_cast<char*>(data), size));
+}
+
+absl::StatusOr<std::shared_ptr<SharedRegion>> SharedRegion::MapSealedPrivate(int fd, int64_t size) {
+  if (absl::Status s = CheckSealed(fd, size, "the worker's lent memfd"); !s.ok()) return s;
+  void* data = mmap(nullptr, static_cast<size_t>(size), PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+  if (data == MAP_FAILED) return Errno("mmap of the worker's lent memfd");
+  // Populated for reading (MAP_POPULATE would copy every page of a writable
+  // private mapping): a page is copied only if written. A kernel before
+  // 5.14 lacks it, and the pages are faulted in as they are read.
+  (void)madvise(data, static_cast<size_t>(size), MADV_POPULATE_READ);
   return std::shared_ptr<SharedRegion>(new SharedRegion(static_cast<char*>(data), size));
 }
 
@@ -151,14 +175,11 @@ absl::StatusOr<UniqueFd> ListenAbstract(std::string* name) {
   return fd;
 }
 
-absl::Status SendHello(int socket, const SharedMemoryHello& hello, int memfd) {
-  if (hello.secret.size() != kSharedMemorySecretBytes) return absl::InvalidArgumentError("bad secret size");
-  char bytes[kHelloBytes];
-  std::memcpy(bytes, kHelloMagic, sizeof(kHelloMagic));
-  PutU64(hello.session, bytes + 8);
-  PutU64(static_cast<uint64_t>(hello.size), bytes + 16);
-  std::memcpy(bytes + 24, hello.secret.data(), kSharedMemorySecretBytes);
-  iovec data{.iov_base = bytes, .iov_len = sizeof(bytes)};
+namespace {
+
+// One message of `size` bytes with `fd` attached (SCM_RIGHTS).
+absl::Status SendWithFd(int socket, const char* bytes, size_t size, int fd, int flags, const char* what) {
+  iovec data{.iov_base = const_cast<char*>(bytes), .iov_len = size};
   alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
   msghdr message{};
   message.msg_iov = &data;
@@ -169,17 +190,18 @@ absl::Status SendHello(int socket, const SharedMemoryHello& hello, int memfd) {
   header->cmsg_level = SOL_SOCKET;
   header->cmsg_type = SCM_RIGHTS;
   header->cmsg_len = CMSG_LEN(sizeof(int));
-  std::memcpy(CMSG_DATA(header), &memfd, sizeof(int));
-  if (sendmsg(socket, &message, MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof(bytes))) {
-    return Errno("sending the shared-memory hello");
-  }
+  std::memcpy(CMSG_DATA(header), &fd, sizeof(int));
+  if (sendmsg(socket, &message, MSG_NOSIGNAL | flags) != static_cast<ssize_t>(size)) return Errno(what);
   return absl::OkStatus();
 }
 
-absl::Status ReceiveHello(int socket, int timeout_ms, SharedMemoryHello* hello, UniqueFd* memfd) {
-  if (absl::Status s = AwaitReadable(socket, timeout_ms, "hello"); !s.ok()) return s;
-  char bytes[kHelloBytes + 1];
-  iovec data{.iov_base = bytes, .iov_len = sizeof(bytes)};
+// One message into `bytes` (at most `capacity`), waiting for it at most
+// `timeout_ms`: its length in `got`, and the one descriptor it carries in
+// `fd` (any more are closed); `fds` counts them.
+absl::Status ReceiveWithFd(int socket, int timeout_ms, char* bytes, size_t capacity, ssize_t* got,
+                           UniqueFd* fd, int* fds, bool* truncated, const char* what) {
+  if (absl::Status s = AwaitReadable(socket, timeout_ms, what); !s.ok()) return s;
+  iovec data{.iov_base = bytes, .iov_len = capacity};
   // Room for a few descriptors, so that extra ones are received (and
   // closed) rather than truncated.
   alignas(cmsghdr) char control[CMSG_SPACE(4 * sizeof(int))] = {};
@@ -188,33 +210,90 @@ absl::Status ReceiveHello(int socket, int timeout_ms, SharedMemoryHello* hello, 
   message.msg_iovlen = 1;
   message.msg_control = control;
   message.msg_controllen = sizeof(control);
-  const ssize_t got = recvmsg(socket, &message, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
-  if (got < 0) return Errno("receiving the shared-memory hello");
-  int fds = 0;
+  *got = recvmsg(socket, &message, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+  if (*got < 0) return Errno(absl::StrCat("receiving a ", what));
+  *fds = 0;
   for (cmsghdr* header = CMSG_FIRSTHDR(&message); header != nullptr; header = CMSG_NXTHDR(&message, header)) {
     if (header->cmsg_level != SOL_SOCKET || header->cmsg_type != SCM_RIGHTS) continue;
     const size_t count = (header->cmsg_len - CMSG_LEN(0)) / sizeof(int);
     for (size_t i = 0; i < count; ++i) {
-      int fd = -1;
-      std::memcpy(&fd, CMSG_DATA(header) + i * sizeof(int), sizeof(int));
-      if (fds++ == 0) {
-        *memfd = UniqueFd(fd);
+      int received = -1;
+      std::memcpy(&received, CMSG_DATA(header) + i * sizeof(int), sizeof(int));
+      if ((*fds)++ == 0) {
+        *fd = UniqueFd(received);
       } else {
-        close(fd);
+        close(received);
       }
     }
+  }
+  *truncated = (message.msg_flags & MSG_CTRUNC) != 0;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status SendHello(int socket, const SharedMemoryHello& hello, int memfd) {
+  if (hello.secret.size() != kSharedMemorySecretBytes) return absl::InvalidArgumentError("bad secret size");
+  char bytes[kHelloBytes];
+  std::memcpy(bytes, kHelloMagic, sizeof(kHelloMagic));
+  PutU64(hello.session, bytes + 8);
+  PutU64(static_cast<uint64_t>(hello.size), bytes + 16);
+  std::memcpy(bytes + 24, hello.secret.data(), kSharedMemorySecretBytes);
+  return SendWithFd(socket, bytes, sizeof(bytes), memfd, 0, "sending the shared-memory hello");
+}
+
+absl::Status ReceiveHello(int socket, int timeout_ms, SharedMemoryHello* hello, UniqueFd* memfd) {
+  char bytes[kHelloBytes + 1];
+  ssize_t got = 0;
+  int fds = 0;
+  bool truncated = false;
+  if (absl::Status s =
+          ReceiveWithFd(socket, timeout_ms, bytes, sizeof(bytes), &got, memfd, &fds, &truncated, "hello");
+      !s.ok()) {
+    return s;
   }
   if (got != static_cast<ssize_t>(kHelloBytes) || std::memcmp(bytes, kHelloMagic, sizeof(kHelloMagic)) != 0) {
     return absl::InvalidArgumentError(absl::StrCat("a shared-memory hello of ", got, " bytes, not a ",
                                                    kHelloBytes, "-byte one starting SLUICESM"));
   }
-  if (fds != 1 || (message.msg_flags & MSG_CTRUNC) != 0) {
+  if (fds != 1 || truncated) {
     return absl::InvalidArgumentError(
         absl::StrCat("a shared-memory hello carries one memfd, this one ", fds, " descriptors"));
   }
   hello->session = GetU64(bytes + 8);
   hello->size = static_cast<int64_t>(GetU64(bytes + 16));
   hello->secret.assign(bytes + 24, kSharedMemorySecretBytes);
+  return absl::OkStatus();
+}
+
+absl::Status SendLentBuffer(int socket, uint64_t lease, int64_t size, int memfd) {
+  char bytes[kBufferMessageBytes];
+  std::memcpy(bytes, kBufferMagic, sizeof(kBufferMagic));
+  PutU64(lease, bytes + 8);
+  PutU64(static_cast<uint64_t>(size), bytes + 16);
+  // Never waits: a reader that reads nothing is lent nothing more.
+  return SendWithFd(socket, bytes, sizeof(bytes), memfd, MSG_DONTWAIT, "sending a lent buffer's memfd");
+}
+
+absl::Status ReceiveLentBuffer(int socket, int timeout_ms, uint64_t* lease, int64_t* size, UniqueFd* memfd) {
+  char bytes[kBufferMessageBytes + 1];
+  ssize_t got = 0;
+  int fds = 0;
+  bool truncated = false;
+  if (absl::Status s = ReceiveWithFd(socket, timeout_ms, bytes, sizeof(bytes), &got, memfd, &fds, &truncated,
+                                     "lent buffer from the worker");
+      !s.ok()) {
+    return s;
+  }
+  if (got == 0) return absl::UnavailableError("the worker closed the shared-memory socket");
+  if (got != static_cast<ssize_t>(kBufferMessageBytes) ||
+      std::memcmp(bytes, kBufferMagic, sizeof(kBufferMagic)) != 0 || fds != 1 || truncated) {
+    return absl::DataLossError(absl::StrCat("a lent-buffer message of ", got, " bytes and ", fds,
+                                            " descriptors, not a ", kBufferMessageBytes,
+                                            "-byte one starting SLUICEBF with one memfd"));
+  }
+  *lease = GetU64(bytes + 8);
+  *size = static_cast<int64_t>(GetU64(bytes + 16));
   return absl::OkStatus();
 }
 

@@ -62,6 +62,10 @@ class SharedRegion {
   // cannot change: sealed against shrinking and growing, so that a write
   // into it never faults.
   static absl::StatusOr<std::shared_ptr<SharedRegion>> MapSealed(int fd, int64_t size);
+  // The same checks, but a private mapping (a lent buffer): every page
+  // mapped at once for reading, and a write into it makes a page of this
+  // process's own, never reaching the lender's memory.
+  static absl::StatusOr<std::shared_ptr<SharedRegion>> MapSealedPrivate(int fd, int64_t size);
   ~SharedRegion();
   SharedRegion(const SharedRegion&) = delete;
   SharedRegion& operator=(const SharedRegion&) = delete;
@@ -98,6 +102,14 @@ absl::Status ReceiveHello(int socket, int timeout_ms, SharedMemoryHello* hello, 
 absl::Status SendVerdict(int socket, const absl::Status& verdict);
 // The worker's verdict, or an error reading it (within `timeout_ms`).
 absl::Status ReceiveVerdict(int socket, int timeout_ms);
+
+// The worker lends a reader a tensor (GetElementsResponse.lent_tensors)
+// by sending the memfd it lies in over the session's socket, under the
+// lease's id, just before the response that names the lease. Sending never
+// waits.
+absl::Status SendLentBuffer(int socket, uint64_t lease, int64_t size, int memfd);
+// The next lent buffer on the socket, waiting at most `timeout_ms`.
+absl::Status ReceiveLentBuffer(int socket, int timeout_ms, uint64_t* lease, int64_t* size, UniqueFd* memfd);
 
 // Random bytes for a secret or a session id.
 std::string RandomBytes(size_t n);

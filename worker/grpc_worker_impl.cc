@@ -87,14 +87,42 @@ grpc::ServerUnaryReactor* GrpcWorkerImpl::GetElements(grpc::CallbackServerContex
     Finish(reactor, region.status(), response);
     return reactor;
   }
+  if (*region != nullptr && !parsed.shm_released().empty()) {
+    shared_memory_->Release(parsed.shm_session(), std::vector<uint64_t>(parsed.shm_released().begin(),
+                                                                        parsed.shm_released().end()));
+  }
   // Answered now or later, on whichever thread has the elements.
   impl_->GetElements(parsed, [this, reactor, response, start, parsed,
                               region = *std::move(region)](WorkerImpl::ElementsReply reply) {
-    absl::StatusOr<grpc::ByteBuffer> bytes =
-        EncodeReply(reply, FrameRequest{.frame = parsed.frame(), .reader_spec = parsed.frame_spec()});
+    const FrameRequest frame{.frame = parsed.frame(), .reader_spec = parsed.frame_spec()};
+    // A reader on this host that takes lent tensors maps the task's large
+    // ones where they are, instead of having them copied into its region.
+    std::vector<proto::LentTensor> lent;
+    std::vector<Element> unlent;
+    int64_t lent_bytes = 0;
+    if (region != nullptr && parsed.shm_lending() && reply.heap != nullptr && reply.status.ok() &&
+        reply.shared_memory_needed == 0) {
+      unlent = reply.elements;
+      lent_bytes = shared_memory_->Lend(parsed.shm_session(), *reply.heap, &reply.elements, &lent);
+    }
+    absl::StatusOr<grpc::ByteBuffer> bytes = EncodeReply(reply, frame);
     if (bytes.ok() && reply.shared_memory_needed == 0) {
-      impl_->CountSent(static_cast<int64_t>(reply.elements.size()), static_cast<int64_t>(bytes->Length()));
-      absl::StatusOr<std::optional<grpc::ByteBuffer>> placed = PlaceInSharedMemory(region, parsed, *bytes);
+      absl::StatusOr<std::optional<grpc::ByteBuffer>> placed =
+          PlaceInSharedMemory(region, parsed, *bytes, lent);
+      if (placed.ok() && !placed->has_value() && !lent.empty()) {
+        // Not through the region after all: the bytes go in the response.
+        std::vector<uint64_t> leases;
+        for (const proto::LentTensor& t : lent) leases.push_back(t.lease());
+        shared_memory_->Release(parsed.shm_session(), leases);
+        lent.clear();
+        lent_bytes = 0;
+        reply.elements = std::move(unlent);
+        bytes = EncodeReply(reply, frame);
+      }
+      if (bytes.ok()) {
+        impl_->CountSent(static_cast<int64_t>(reply.elements.size()),
+                         static_cast<int64_t>(bytes->Length()) + lent_bytes);
+      }
       if (!placed.ok()) {
         bytes = placed.status();
       } else if (placed->has_value()) {

@@ -278,7 +278,7 @@ absl::StatusOr<std::shared_ptr<SharedRegion>> RequestRegion(SharedMemoryServer* 
 
 absl::StatusOr<std::optional<grpc::ByteBuffer>> PlaceInSharedMemory(
     const std::shared_ptr<SharedRegion>& region, const proto::GetElementsRequest& request,
-    grpc::ByteBuffer& bytes) {
+    grpc::ByteBuffer& bytes, const std::vector<proto::LentTensor>& lent) {
   if (region == nullptr || bytes.Length() > static_cast<size_t>(request.shm_capacity())) return std::nullopt;
   std::vector<grpc::Slice> slices;
   if (!bytes.Dump(&slices).ok()) return absl::InternalError("cannot read an encoded response's slices");
@@ -289,6 +289,7 @@ absl::StatusOr<std::optional<grpc::ByteBuffer>> PlaceInSharedMemory(
   }
   proto::GetElementsResponse marker;
   marker.set_shared_memory_bytes(static_cast<int64_t>(bytes.Length()));
+  for (const proto::LentTensor& t : lent) *marker.add_lent_tensors() = t;
   return SerializeToByteBuffer(marker);
 }
 

@@ -28,12 +28,18 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "service/shared_memory.h"
+#include "sluice/element.h"
 #include "sluice/service.pb.h"
+#include "worker/shared_buffer_heap.h"
 
 namespace sluice::worker {
 
 // Sessions open at once, offered or connected.
 inline constexpr int kMaxSharedMemorySessions = 256;
+// What one session may hold of the tensors lent to it at once; past either,
+// tensors are copied into its region instead.
+inline constexpr int64_t kMaxLentBytes = kMaxSharedMemoryBytes;
+inline constexpr size_t kMaxLeases = 256;
 // How long an offer waits for its reader to connect.
 inline constexpr absl::Duration kSharedMemoryOfferLifetime = absl::Seconds(30);
 
@@ -60,12 +66,34 @@ class SharedMemoryServer {
   // Connected sessions.
   int connected_sessions();
 
+  // Lends the reader of `session` (connected, its secret checked by the
+  // caller) the tensors of `elements` that lie whole in `heap`'s buffers:
+  // each becomes an empty tensor of its dtype there, described in `lent`,
+  // and the session keeps the tensor (so its buffer is not reused) until
+  // the reader names the lease in Release or hangs up. The buffer's memfd
+  // goes over the session's socket with the lease. Tensors past the
+  // session's bounds (kMaxLentBytes, kMaxLeases), or whose memfd cannot be
+  // sent, stay as they are: the response then carries their bytes.
+  // worker/tensor_lending.cc.
+  // Returns the bytes lent.
+  int64_t Lend(uint64_t session, SharedBufferHeap& heap, std::vector<Element>* elements,
+               std::vector<proto::LentTensor>* lent);
+  // Ends these leases of `session`; unknown ones are ignored.
+  void Release(uint64_t session, const std::vector<uint64_t>& leases);
+  // Leases the session holds (tests and metrics).
+  size_t leases(uint64_t session);
+
  private:
   struct Session {
     std::string secret;
     absl::Time offered;
     UniqueFd socket;                       // once connected
     std::shared_ptr<SharedRegion> region;  // once connected
+    // Tensors lent to the reader, by lease: each keeps its buffer from
+    // reuse until the reader gives it back.
+    std::map<uint64_t, Tensor> leases;
+    int64_t lent_bytes = 0;
+    uint64_t next_lease = 1;
   };
 
   SharedMemoryServer(UniqueFd listener, std::string name, UniqueFd wake_read, UniqueFd wake_write,
@@ -102,11 +130,12 @@ class SharedMemoryServer {
 // What the GetElements adapter sends for `request`, given the encoded
 // response `bytes`: nullopt to send them as they are (no shared memory
 // asked, or they do not fit the request's region), else the marker that
-// says they were written into the session's region. An error when the
+// says they were written into the session's region (and lists `lent`, the
+// tensors lent in their place). An error when the
 // request names a session that is not open or a region outside it.
 absl::StatusOr<std::optional<grpc::ByteBuffer>> PlaceInSharedMemory(
     const std::shared_ptr<SharedRegion>& region, const proto::GetElementsRequest& request,
-    grpc::ByteBuffer& bytes);
+    grpc::ByteBuffer& bytes, const std::vector<proto::LentTensor>& lent = {});
 
 // The session's region for `request`, checked: nullptr when the request
 // asks for no shared memory; FailedPrecondition when its session is not

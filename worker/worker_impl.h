@@ -35,6 +35,8 @@
 
 namespace sluice::worker {
 
+class SharedBufferHeap;
+
 class WorkerImpl {
  public:
   explicit WorkerImpl(WorkerConfig config);
@@ -62,6 +64,9 @@ class WorkerImpl {
     // No elements: the next one is past the request's shared-memory region
     // and takes up to these many bytes (GetElementsRequest.shm_resizable).
     int64_t shared_memory_needed = 0;
+    // Where the task allocates its large tensors, which a shared-memory
+    // reader may map (null: the process's heap, nothing to lend).
+    std::shared_ptr<SharedBufferHeap> heap;
   };
   using ElementsCallback = std::function<void(ElementsReply)>;
 

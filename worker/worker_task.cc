@@ -2,11 +2,14 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <iterator>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "common/exceptions.h"
+#include "common/host_buffer_cache.h"
+#include "common/large_buffer_allocator.h"
 #include "pipeline/builder.h"
 #include "pipeline/sharding.h"
 #include "service/element_wire.h"
@@ -190,6 +193,7 @@ WorkerImpl::ElementsReply WorkerImpl::Task::TakeLocked(int max_elements, proto::
   ElementsReply reply;
   reply.compression = compression;
   reply.first_index = handed_out_;
+  reply.heap = heap_;
   int64_t reply_bytes = 0;
   while (!buffer_.empty() && static_cast<int>(reply.elements.size()) < max_elements) {
     const auto encoded_bytes = static_cast<int64_t>(ElementWireBound(buffer_.front()));
@@ -259,8 +263,23 @@ bool WorkerImpl::Task::HasRoom() const {
          (buffered < kMaxSmallElementsBuffered && bytes_ < kSmallElementsBufferBytes);
 }
 
+std::shared_ptr<SharedBufferHeap> MakeTaskHeap(const WorkerConfig& config) {
+  if (!config.shared_memory) return nullptr;
+  // As the process's HostBufferCache under a memory limit (worker_config.cc).
+  size_t cached = HostBufferCache::kMaxCachedBytes;
+  if (config.max_memory_bytes > 0)
+    cached = std::min(cached, static_cast<size_t>(config.max_memory_bytes) / 32);
+  return std::make_shared<SharedBufferHeap>(cached);
+}
+
 void WorkerImpl::Task::Run() {
-  absl::Status status = ProduceContained();
+  absl::Status status;
+  {
+    // Every step of the pipeline allocates its large tensors in the task's
+    // heap (threads it starts inherit the scope).
+    LargeBufferAllocatorScope scope(heap_);
+    status = ProduceContained();
+  }
   // The split prefetcher's thread goes with the pipeline, not with the
   // task (which lives until the reader is done, or until job GC).
   std::unique_ptr<SplitPrefetcher> splits;

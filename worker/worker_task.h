@@ -25,6 +25,7 @@
 #include "pipeline/dataset.h"
 #include "pipeline/split_provider.h"
 #include "worker/round_assembler.h"
+#include "worker/shared_buffer_heap.h"
 #include "worker/split_prefetcher.h"
 #include "worker/worker_impl.h"
 
@@ -42,6 +43,10 @@ inline constexpr int64_t kDefaultBufferElements = 64;
 inline constexpr int64_t kMaxSmallElementsBuffered = 8192;
 inline constexpr int64_t kSmallElementsBufferBytes = int64_t{16} << 20;
 
+// The heap a task allocates its large tensors from, so that readers on
+// this host can be lent them; null when the worker offers no shared memory.
+std::shared_ptr<SharedBufferHeap> MakeTaskHeap(const WorkerConfig& config);
+
 class WorkerImpl::Task {
  public:
   Task(proto::TaskDef def, const WorkerConfig& config, DispatcherClient* dispatcher,
@@ -52,6 +57,7 @@ class WorkerImpl::Task {
         dispatcher_(dispatcher),
         on_finished_(std::move(on_finished)),
         max_memory_bytes_(config.max_memory_bytes),
+        heap_(MakeTaskHeap(config)),
         rounds_(def_.task_id(), def_.num_consumers()) {}
 
   ~Task();
@@ -140,6 +146,7 @@ class WorkerImpl::Task {
   DispatcherClient* const dispatcher_;
   const std::function<void(int64_t, const absl::Status&)> on_finished_;
   const int64_t max_memory_bytes_;  // for messages
+  const std::shared_ptr<SharedBufferHeap> heap_;
   // Set before the task thread starts; moved out (under mu_) by that
   // thread when the pipeline ends, and cancelled (under mu_) by the
   // destructor.

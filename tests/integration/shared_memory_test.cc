@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -60,13 +61,13 @@ double ClientCount(const std::string& metric) {
   return 0;
 }
 
-// Reads `dataset` to its end (bounded to 60 s): its elements.
-std::vector<Element> ReadAll(const Dataset& dataset) {
+// Reads `dataset` to its end (bounded to 60 s), handing each element to
+// `take` and then dropping it before the next.
+void ReadEach(const Dataset& dataset, const std::function<void(Element&)>& take) {
   absl::StatusOr<DatasetPtr> built = internal::BuildPipeline(dataset);
   REQUIRE(built.ok());
   absl::StatusOr<std::unique_ptr<IteratorBase>> iterator = (*built)->MakeIterator(IteratorContext{});
   REQUIRE(iterator.ok());
-  std::vector<Element> elements;
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   while (true) {
     REQUIRE(std::chrono::steady_clock::now() < give_up);
@@ -76,8 +77,14 @@ std::vector<Element> ReadAll(const Dataset& dataset) {
     INFO(status.ToString());
     REQUIRE(status.ok());
     if (end) break;
-    elements.push_back(std::move(element));
+    take(element);
   }
+}
+
+// Reads `dataset` to its end (bounded to 60 s): its elements.
+std::vector<Element> ReadAll(const Dataset& dataset) {
+  std::vector<Element> elements;
+  ReadEach(dataset, [&elements](Element& element) { elements.push_back(std::move(element)); });
   return elements;
 }
 
@@ -225,14 +232,15 @@ TEST_CASE("shared memory: a reader killed mid-read ends its session and leaves n
   }
 }
 
-// The reader's shared regions mapped in this process (/proc/self/maps):
-// each mapping's [begin, end).
-std::vector<std::pair<uintptr_t, uintptr_t>> ReaderMappings() {
+// The reader's shared regions mapped in this process (/proc/self/maps),
+// or with `memfd` "sluice-task-buffer" the workers' lent buffers: each
+// mapping's [begin, end).
+std::vector<std::pair<uintptr_t, uintptr_t>> ReaderMappings(const std::string& memfd = "sluice-reader") {
   std::vector<std::pair<uintptr_t, uintptr_t>> mappings;
   std::ifstream maps("/proc/self/maps");
   std::string line;
   while (std::getline(maps, line)) {
-    if (!absl::StrContains(line, "/memfd:sluice-reader")) continue;
+    if (!absl::StrContains(line, "/memfd:" + memfd)) continue;
     mappings.emplace_back(std::stoull(line.substr(0, line.find('-')), nullptr, 16),
                           std::stoull(line.substr(line.find('-') + 1), nullptr, 16));
   }
@@ -242,7 +250,9 @@ std::vector<std::pair<uintptr_t, uintptr_t>> ReaderMappings() {
 TEST_CASE("shared memory: large tensors stay in the region while kept, and a reader keeping all reads on",
           "[service][shared_memory]") {
   TestCluster cluster({.num_workers = 1});
-  const Tensor pattern = Pattern(int64_t{1} << 20, 5);
+  // Under SharedBufferHeap::kMinBytes, so not lent: copied into the region.
+  const size_t bytes = size_t{512} << 10;
+  const Tensor pattern = Pattern(static_cast<int64_t>(bytes), 5);
   {
     // Every element kept until the end: the regions they hold never stall
     // the read (past half of them, tensors are copied out).
@@ -252,8 +262,8 @@ TEST_CASE("shared memory: large tensors stay in the region while kept, and a rea
     const auto mappings = ReaderMappings();
     int in_region = 0;
     for (const Element& element : elements) {
-      REQUIRE(element.components.at(0).ByteSize() == size_t{1} << 20);
-      CHECK(std::memcmp(element.components[0].raw_data(), pattern.raw_data(), size_t{1} << 20) == 0);
+      REQUIRE(element.components.at(0).ByteSize() == bytes);
+      CHECK(std::memcmp(element.components[0].raw_data(), pattern.raw_data(), bytes) == 0);
       const auto at = reinterpret_cast<uintptr_t>(element.components[0].raw_data());
       in_region += std::any_of(mappings.begin(), mappings.end(),
                                [at](const auto& m) { return at >= m.first && at < m.second; });
@@ -265,6 +275,56 @@ TEST_CASE("shared memory: large tensors stay in the region while kept, and a rea
   }
   // Dropped, they unmap it.
   CHECK(ReaderMappings().empty());
+}
+
+TEST_CASE("shared memory: a worker lends its large tensors, which the reader maps where they were made",
+          "[service][shared_memory][lending]") {
+  TestCluster cluster({.num_workers = 1});
+  const int64_t bytes = int64_t{1} << 20;  // SharedBufferHeap::kMinBytes
+  const Tensor pattern = Pattern(bytes, 5);
+  // 300 is past the 256 leases (kMaxLeases) one session may hold.
+  const Dataset dataset =
+      Dataset::FromTensors({pattern}).Repeat(300).ReadFromService({.service = cluster.ServiceUrl()});
+  const double lent_before = ClientCount("sluice_client_lent_tensors_total");
+  SECTION("read one at a time: each lease comes back, so every tensor is lent") {
+    int64_t read = 0;
+    ReadEach(dataset, [&](Element& element) {
+      Tensor& tensor = element.components.at(0);
+      REQUIRE(tensor.ByteSize() == static_cast<size_t>(bytes));
+      REQUIRE(std::memcmp(tensor.raw_data(), pattern.raw_data(), static_cast<size_t>(bytes)) == 0);
+      // Written by the reader: its own copy of the page changes, never what
+      // the worker lends next (the same buffer, 300 times).
+      std::memset(tensor.mutable_raw_data(), 0, static_cast<size_t>(bytes));
+      ++read;
+    });
+    CHECK(read == 300);
+    CHECK(ClientCount("sluice_client_lent_tensors_total") - lent_before == 300);
+  }
+  SECTION("all kept: past the session's leases, the rest come as copies, whole") {
+    {
+      const std::vector<Element> elements = ReadAll(dataset);
+      REQUIRE(elements.size() == 300);
+      const auto lent_mappings = ReaderMappings("sluice-task-buffer");
+      int lent = 0;
+      for (const Element& element : elements) {
+        REQUIRE(std::memcmp(element.components.at(0).raw_data(), pattern.raw_data(),
+                            static_cast<size_t>(bytes)) == 0);
+        const auto at = reinterpret_cast<uintptr_t>(element.components[0].raw_data());
+        lent += std::any_of(lent_mappings.begin(), lent_mappings.end(),
+                            [at](const auto& m) { return at >= m.first && at < m.second; });
+      }
+      CHECK(lent == 256);
+      CHECK(ClientCount("sluice_client_lent_tensors_total") - lent_before == 256);
+    }
+    // Dropped, the lent tensors unmap the worker's buffers.
+    CHECK(ReaderMappings("sluice-task-buffer").empty());
+  }
+  SECTION("a reader that reads over TCP is lent nothing") {
+    const std::vector<Element> elements = ReadAll(Dataset::FromTensors({pattern}).Repeat(3).ReadFromService(
+        {.service = cluster.ServiceUrl(), .transport = "tcp"}));
+    REQUIRE(elements.size() == 3);
+    CHECK(ClientCount("sluice_client_lent_tensors_total") == lent_before);
+  }
 }
 
 }  // namespace

@@ -1,0 +1,73 @@
+// SharedMemoryServer's lending of tensors to readers on its host
+// (docs/design.md, "Shared memory"): a task's finished batch goes to the
+// reader as a view of the task's own memory rather than as a copy.
+#include <spdlog/spdlog.h>
+
+#include "worker/shared_memory_server.h"
+
+namespace sluice::worker {
+
+int64_t SharedMemoryServer::Lend(uint64_t session, SharedBufferHeap& heap, std::vector<Element>* elements,
+                                 std::vector<proto::LentTensor>* lent) {
+  int64_t lent_bytes = 0;
+  absl::MutexLock lock(&mu_);
+  auto it = sessions_.find(session);
+  if (it == sessions_.end() || !it->second.socket.valid()) return 0;
+  Session& s = it->second;
+  for (size_t e = 0; e < elements->size(); ++e) {
+    std::vector<Tensor>& components = (*elements)[e].components;
+    for (size_t c = 0; c < components.size(); ++c) {
+      Tensor& tensor = components[c];
+      if (tensor.dtype() == DType::kString) continue;
+      const size_t bytes = tensor.ByteSize();
+      if (bytes < SharedBufferHeap::kMinBytes) continue;
+      if (s.leases.size() >= kMaxLeases || s.lent_bytes + static_cast<int64_t>(bytes) > kMaxLentBytes) {
+        return lent_bytes;
+      }
+      std::optional<SharedBufferHeap::Lendable> where = heap.Find(tensor.raw_data(), bytes);
+      if (!where.has_value()) continue;
+      const uint64_t lease = s.next_lease;
+      if (absl::Status sent = SendLentBuffer(s.socket.get(), lease, where->size, where->fd); !sent.ok()) {
+        // A reader that reads nothing of its socket is lent nothing more.
+        spdlog::debug("shared memory session {:016x}: {}; copying instead", session,
+                      std::string(sent.message()));
+        return lent_bytes;
+      }
+      ++s.next_lease;
+      proto::LentTensor& entry = lent->emplace_back();
+      entry.set_element(static_cast<int32_t>(e));
+      entry.set_component(static_cast<int32_t>(c));
+      entry.set_offset(where->offset);
+      for (int64_t d : tensor.shape()) entry.add_shape(d);
+      entry.set_lease(lease);
+      s.lent_bytes += static_cast<int64_t>(bytes);
+      lent_bytes += static_cast<int64_t>(bytes);
+      Tensor placeholder(tensor.dtype(), Shape{0});
+      s.leases.emplace(lease, std::exchange(tensor, std::move(placeholder)));
+    }
+  }
+  return lent_bytes;
+}
+
+void SharedMemoryServer::Release(uint64_t session, const std::vector<uint64_t>& leases) {
+  std::vector<Tensor> released;  // their buffers go back to the heap after the lock
+  absl::MutexLock lock(&mu_);
+  auto it = sessions_.find(session);
+  if (it == sessions_.end()) return;
+  Session& s = it->second;
+  for (uint64_t lease : leases) {
+    auto found = s.leases.find(lease);
+    if (found == s.leases.end()) continue;
+    s.lent_bytes -= static_cast<int64_t>(found->second.ByteSize());
+    released.push_back(std::move(found->second));
+    s.leases.erase(found);
+  }
+}
+
+size_t SharedMemoryServer::leases(uint64_t session) {
+  absl::MutexLock lock(&mu_);
+  auto it = sessions_.find(session);
+  return it == sessions_.end() ? 0 : it->second.leases.size();
+}
+
+}  // namespace sluice::worker
