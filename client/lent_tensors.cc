@@ -44,7 +44,9 @@ absl::StatusOr<std::pair<std::shared_ptr<SharedRegion>, int64_t>> LentTensors::M
         }
         return s;
       }
-      if (arrived_.size() >= kMaxUnclaimedLentBuffers) arrived_.erase(arrived_.begin());
+      // The worker lends a session at most kMaxLeases at once, so more
+      // unclaimed ones than that cannot be; should they be, the oldest go.
+      if (arrived_.size() >= kMaxLeases) arrived_.erase(arrived_.begin());
       arrived_[got] = {std::move(got_fd), got_size};
     }
     auto it = arrived_.find(lease);

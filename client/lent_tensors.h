@@ -31,9 +31,6 @@ namespace sluice {
 // How long a response's lent buffers may take to arrive on the socket: the
 // worker sent them before the response, so they are normally there.
 inline constexpr int kLentBufferTimeoutMs = 5000;
-// Memfds that arrived for leases no response has claimed (a response that
-// failed on the way): past this many, the oldest are closed.
-inline constexpr size_t kMaxUnclaimedLentBuffers = 64;
 
 class LentTensors : public std::enable_shared_from_this<LentTensors> {
  public:

@@ -36,10 +36,9 @@ namespace sluice::worker {
 
 // Sessions open at once, offered or connected.
 inline constexpr int kMaxSharedMemorySessions = 256;
-// What one session may hold of the tensors lent to it at once; past either,
-// tensors are copied into its region instead.
+// The bytes of tensors lent to one session at once; past it (or past
+// kMaxLeases), tensors are copied into its region instead.
 inline constexpr int64_t kMaxLentBytes = kMaxSharedMemoryBytes;
-inline constexpr size_t kMaxLeases = 256;
 // How long an offer waits for its reader to connect.
 inline constexpr absl::Duration kSharedMemoryOfferLifetime = absl::Seconds(30);
 
