@@ -1,11 +1,14 @@
 #include "client/lent_tensors.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <limits>
+#include <optional>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "absl/time/time.h"
 
 namespace sluice {
 
@@ -25,42 +28,56 @@ class LentTensors::View {
   const uint64_t lease_;
 };
 
-absl::StatusOr<std::pair<std::shared_ptr<SharedRegion>, int64_t>> LentTensors::Map(uint64_t lease) {
-  UniqueFd memfd;
-  int64_t size = 0;
-  {
-    absl::MutexLock lock(&mu_);
-    const absl::Time deadline = absl::Now() + absl::Milliseconds(timeout_ms_);
-    while (!arrived_.contains(lease)) {
-      const auto left = static_cast<int>(absl::ToInt64Milliseconds(deadline - absl::Now()));
-      uint64_t got = 0;
-      int64_t got_size = 0;
-      UniqueFd got_fd;
-      if (absl::Status s = ReceiveLentBuffer(socket_.get(), std::max(left, 0), &got, &got_size, &got_fd);
-          !s.ok()) {
-        if (absl::IsDeadlineExceeded(s)) {
-          return absl::DeadlineExceededError(
-              absl::StrCat("no lent buffer from the worker within ", timeout_ms_, " ms"));
-        }
-        return s;
-      }
-      // The worker lends a session at most kMaxLeases at once, so more
-      // unclaimed ones than that cannot be; should they be, the oldest go.
-      if (arrived_.size() >= kMaxLeases) arrived_.erase(arrived_.begin());
-      arrived_[got] = {std::move(got_fd), got_size};
+void LentTensors::KeepLocked(uint64_t lease, Arrived arrived) {
+  if (discarded_.erase(lease) > 0) return;  // its lease went back already
+  for (auto it = arrived_.begin(); it != arrived_.end();) {
+    if (arrived.when - it->second.when > kUnclaimedLentBufferLifetime) {
+      released_.push_back(it->first);
+      it = arrived_.erase(it);
+    } else {
+      ++it;
     }
-    auto it = arrived_.find(lease);
-    memfd = std::move(it->second.first);
-    size = it->second.second;
-    arrived_.erase(it);
   }
-  // Mapped at once: a reader reads every byte of a batch it uses, and a
-  // fault per page would cost it more than the copy this saves the worker.
-  // Private: a reader that writes into a tensor (normalizing in place, say)
-  // never changes what the worker lends the next reader.
-  absl::StatusOr<std::shared_ptr<SharedRegion>> region = SharedRegion::MapSealedPrivate(memfd.get(), size);
-  if (!region.ok()) return region.status();
-  return std::make_pair(*std::move(region), size);
+  // The worker lends a session at most kMaxLeases at once, so more
+  // unclaimed ones than that cannot be; should they be, the oldest go.
+  if (arrived_.size() >= kMaxLeases) {
+    released_.push_back(arrived_.begin()->first);
+    arrived_.erase(arrived_.begin());
+  }
+  arrived_[lease] = std::move(arrived);
+}
+
+absl::StatusOr<LentTensors::Arrived> LentTensors::Receive(uint64_t lease) {
+  const absl::Time deadline = absl::Now() + absl::Milliseconds(timeout_ms_);
+  const auto take = [&]() -> std::optional<Arrived> {  // under mu_
+    auto it = arrived_.find(lease);
+    if (it == arrived_.end()) return std::nullopt;
+    Arrived found = std::move(it->second);
+    arrived_.erase(it);
+    return found;
+  };
+  while (true) {
+    absl::MutexLock socket_lock(&socket_mu_);
+    {
+      absl::MutexLock lock(&mu_);
+      if (std::optional<Arrived> found = take(); found.has_value()) return *std::move(found);
+    }
+    const auto left = static_cast<int>(absl::ToInt64Milliseconds(deadline - absl::Now()));
+    uint64_t got = 0;
+    Arrived arrived;
+    absl::Status status = left <= 0
+                              ? absl::DeadlineExceededError("")
+                              : ReceiveLentBuffer(socket_.get(), left, &got, &arrived.size, &arrived.memfd);
+    if (absl::IsDeadlineExceeded(status)) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("no lent buffer from the worker within ", timeout_ms_, " ms"));
+    }
+    if (!status.ok()) return status;
+    arrived.when = absl::Now();
+    absl::MutexLock lock(&mu_);
+    if (got == lease) return arrived;
+    KeepLocked(got, std::move(arrived));
+  }
 }
 
 absl::Status LentTensors::Place(ElementsResponse* response, const std::string& worker) {
@@ -69,12 +86,9 @@ absl::Status LentTensors::Place(ElementsResponse* response, const std::string& w
   for (size_t i = 0; i < lent.size(); ++i) {
     const proto::LentTensor& t = lent[i];
     const auto fail = [&](const std::string& what) {
-      // The leases not placed go back at once: nothing will use them.
-      absl::MutexLock lock(&mu_);
-      for (size_t k = i; k < lent.size(); ++k) {
-        released_.push_back(lent[k].lease());
-        arrived_.erase(lent[k].lease());
-      }
+      // This lease and the ones not placed go back at once: nothing will
+      // use them.
+      Discard(std::vector<proto::LentTensor>(lent.begin() + static_cast<std::ptrdiff_t>(i), lent.end()));
       return absl::DataLossError(
           absl::StrCat("worker ", worker, " lent a tensor (lease ", t.lease(), ") that ", what));
     };
@@ -95,26 +109,43 @@ absl::Status LentTensors::Place(ElementsResponse* response, const std::string& w
     }
     const int64_t count = NumElements(shape);
     const auto dtype_bytes = static_cast<int64_t>(DTypeSize(slot.dtype()));
-    if (count < 0 || count > std::numeric_limits<int64_t>::max() / dtype_bytes) {
-      return fail(absl::StrCat("has the shape ", ShapeDebugString(shape), ", whose size overflows"));
+    if (count <= 0 || count > std::numeric_limits<int64_t>::max() / dtype_bytes) {
+      return fail(absl::StrCat("has the shape ", ShapeDebugString(shape), ", whose size is 0 or overflows"));
     }
     const int64_t bytes = count * dtype_bytes;
-    absl::StatusOr<std::pair<std::shared_ptr<SharedRegion>, int64_t>> mapped = Map(t.lease());
-    if (!mapped.ok()) return fail(absl::StrCat("could not be mapped: ", mapped.status().message()));
-    const auto& [region, size] = *mapped;
-    if (t.offset() < 0 || t.offset() % dtype_bytes != 0 || t.offset() > size || bytes > size - t.offset()) {
-      return fail(absl::StrCat("lies at byte ", t.offset(), " (", bytes, " bytes) of a buffer of ", size));
+    absl::StatusOr<Arrived> arrived = Receive(t.lease());
+    if (!arrived.ok()) return fail(absl::StrCat("could not be mapped: ", arrived.status().message()));
+    if (t.offset() < 0 || t.offset() % dtype_bytes != 0 || t.offset() > arrived->size ||
+        bytes > arrived->size - t.offset()) {
+      return fail(
+          absl::StrCat("lies at byte ", t.offset(), " (", bytes, " bytes) of a buffer of ", arrived->size));
     }
-    auto view = std::make_shared<View>(shared_from_this(), region, t.lease());
+    // Only the tensor's pages: a tensor sliced from a larger batch maps (and
+    // shows) no more of it.
+    absl::StatusOr<std::shared_ptr<SharedRegion>> region =
+        SharedRegion::MapSealedPrivate(arrived->memfd.get(), arrived->size, t.offset(), bytes);
+    if (!region.ok()) return fail(absl::StrCat("could not be mapped: ", region.status().message()));
+    const auto page = static_cast<int64_t>(sysconf(_SC_PAGESIZE));
+    char* data = (*region)->data() + t.offset() % page;
+    auto view = std::make_shared<View>(shared_from_this(), *std::move(region), t.lease());
     {
       absl::MutexLock lock(&mu_);
       ++held_;
     }
-    std::shared_ptr<TensorBuffer> buffer =
-        TensorBuffer::Wrap(slot.dtype(), count, region->data() + t.offset(), [view] {});
+    std::shared_ptr<TensorBuffer> buffer = TensorBuffer::Wrap(slot.dtype(), count, data, [view] {});
     slot = Tensor::FromBuffer(slot.dtype(), shape, std::move(buffer), 0);
   }
   return absl::OkStatus();
+}
+
+void LentTensors::Discard(const std::vector<proto::LentTensor>& lent) {
+  absl::MutexLock lock(&mu_);
+  for (const proto::LentTensor& t : lent) {
+    released_.push_back(t.lease());
+    // Its memfd came already, or is on the socket (sent before the
+    // response): closed now, or when it arrives.
+    if (arrived_.erase(t.lease()) == 0 && discarded_.size() < kMaxLeases) discarded_.insert(t.lease());
+  }
 }
 
 void LentTensors::Released(uint64_t lease) {

@@ -1,11 +1,12 @@
 // LentTensors: a shared-memory reader's side of the tensors a worker lends
-// it (GetElementsResponse.lent_tensors; docs/design.md, "Shared memory").
+// it (GetElementsResponse.lent_tensors; docs/design.md, "Lent tensors").
 // The worker sends the memfd a lent tensor lies in over the session's
 // socket, under the lease's id, just before the response that names the
-// lease; the reader maps it and puts a view of it in the element where the
-// frame has an empty tensor. When the last view goes, the lease is given
-// back with the reader's next request (shm_released), and the worker may
-// reuse the memory.
+// lease; the reader maps the tensor's pages privately and puts a view of
+// them in the element where the frame has an empty tensor. When the last
+// view goes, the lease is given back with the reader's next request
+// (shm_released, or shm_released_elsewhere once the session is replaced),
+// and the worker may reuse the memory.
 //
 // It owns the session's socket: the worker ends a session's leases when the
 // socket closes, which must not happen while a tensor is a view of them, so
@@ -16,13 +17,14 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "service/element_wire.h"
 #include "service/shared_memory.h"
 
@@ -31,16 +33,25 @@ namespace sluice {
 // How long a response's lent buffers may take to arrive on the socket: the
 // worker sent them before the response, so they are normally there.
 inline constexpr int kLentBufferTimeoutMs = 5000;
+// A memfd no response has claimed for this long belongs to a response that
+// was lost on the way (past GetElements' 30 s deadline): its lease goes back.
+inline constexpr absl::Duration kUnclaimedLentBufferLifetime = absl::Seconds(60);
 
 class LentTensors : public std::enable_shared_from_this<LentTensors> {
  public:
-  explicit LentTensors(UniqueFd socket, int timeout_ms = kLentBufferTimeoutMs)
-      : timeout_ms_(timeout_ms), socket_(std::move(socket)) {}
+  LentTensors(UniqueFd socket, uint64_t session, std::string secret, int timeout_ms = kLentBufferTimeoutMs)
+      : session_(session), secret_(std::move(secret)), timeout_ms_(timeout_ms), socket_(std::move(socket)) {}
+
+  uint64_t session() const { return session_; }
+  const std::string& secret() const { return secret_; }
 
   // Puts `response`'s lent tensors into its elements, as views of the
   // worker's memory; DataLoss naming the worker and what is wrong when one
   // does not fit its element or its buffer, or its buffer does not come.
   absl::Status Place(ElementsResponse* response, const std::string& worker);
+  // Gives back the leases of a response that will not be placed (it failed
+  // on the way), closing their memfds as they arrive.
+  void Discard(const std::vector<proto::LentTensor>& lent);
 
   // Leases whose tensors are gone since the last call, for the next request.
   std::vector<uint64_t> TakeReleased();
@@ -53,17 +64,30 @@ class LentTensors : public std::enable_shared_from_this<LentTensors> {
 
  private:
   class View;
+  struct Arrived {
+    UniqueFd memfd;
+    int64_t size = 0;
+    absl::Time when;
+  };
 
-  // The buffer lent under `lease`, mapped; receives from the socket until
-  // it comes.
-  absl::StatusOr<std::pair<std::shared_ptr<SharedRegion>, int64_t>> Map(uint64_t lease);
+  // The memfd lent under `lease`, received from the socket if it has not
+  // come yet (other leases' memfds on the way are kept for theirs).
+  absl::StatusOr<Arrived> Receive(uint64_t lease);
+  // Keeps a memfd that arrived, unless its response was discarded; gives
+  // back the leases of memfds nobody claimed for too long.
+  void KeepLocked(uint64_t lease, Arrived arrived) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Released(uint64_t lease);
 
+  const uint64_t session_;
+  const std::string secret_;
   const int timeout_ms_;
+  // Held while reading from the socket, never while waiting for mu_'s
+  // holders: dropping a tensor (Released) never waits on the socket.
+  absl::Mutex socket_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  const UniqueFd socket_;
   absl::Mutex mu_;
-  UniqueFd socket_ ABSL_GUARDED_BY(mu_);
-  // Arrived, not yet claimed: lease -> (memfd, size), oldest first.
-  std::map<uint64_t, std::pair<UniqueFd, int64_t>> arrived_ ABSL_GUARDED_BY(mu_);
+  std::map<uint64_t, Arrived> arrived_ ABSL_GUARDED_BY(mu_);  // not yet claimed
+  std::set<uint64_t> discarded_ ABSL_GUARDED_BY(mu_);         // memfds to close on arrival
   std::vector<uint64_t> released_ ABSL_GUARDED_BY(mu_);
   int64_t held_ ABSL_GUARDED_BY(mu_) = 0;
 };

@@ -19,7 +19,8 @@ struct Fixture {
     int fds[2];
     REQUIRE(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, fds) == 0);
     worker = UniqueFd(fds[0]);
-    lent = std::make_shared<LentTensors>(UniqueFd(fds[1]), /*timeout_ms=*/200);
+    lent = std::make_shared<LentTensors>(UniqueFd(fds[1]), /*session=*/1, std::string(16, 's'),
+                                         /*timeout_ms=*/200);
     data = static_cast<int32_t*>(heap.Allocate(2 * kMiB));
     REQUIRE(data != nullptr);
     for (int32_t i = 0; i < static_cast<int32_t>(2 * kMiB / 4); ++i) data[i] = i;
@@ -133,6 +134,23 @@ TEST_CASE("LentTensors: a lent tensor that does not fit is DataLoss naming it, a
   CHECK(f.lent->held() == 0);
   // The lease goes back to the worker: nothing holds it.
   CHECK(f.lent->TakeReleased() == std::vector<uint64_t>{lease});
+}
+
+TEST_CASE(
+    "LentTensors: a response lost on the way gives its leases back, and its memfds are closed on arrival",
+    "[client][shared_memory]") {
+  Fixture f;
+  const ElementsResponse lost = Response(5, 0, {16});
+  f.lent->Discard(lost.lent_tensors);  // before its memfd has come
+  CHECK(f.lent->TakeReleased() == std::vector<uint64_t>{5});
+  f.Send(5);
+  f.Send(6);
+  ElementsResponse next = Response(6, 0, {16});
+  REQUIRE(f.lent->Place(&next, "w:1").ok());  // passes lease 5's memfd by
+  CHECK(next.elements[0].components[1].data<int32_t>()[3] == 3);
+  next = ElementsResponse{};
+  CHECK(f.lent->TakeReleased() == std::vector<uint64_t>{6});  // 5 is not given back twice
+  CHECK(f.lent->held() == 0);
 }
 
 }  // namespace

@@ -26,6 +26,35 @@ constexpr absl::Duration kMaxRetryAfter = absl::Seconds(60);
 // double each time, from kInitialSlotBytes to kMaxSlotBytes.
 constexpr int kMaxRetries = 8;
 
+// Puts in `request` the leases whose tensors are gone: the session's own,
+// and those of sessions it replaced.
+void GiveBackLeases(LentTensors& lent, const std::vector<std::shared_ptr<LentTensors>>& retired,
+                    proto::GetElementsRequest* request) {
+  const std::vector<uint64_t> released = lent.TakeReleased();
+  request->mutable_shm_released()->Add(released.begin(), released.end());
+  for (const std::shared_ptr<LentTensors>& old : retired) {
+    const std::vector<uint64_t> leases = old->TakeReleased();
+    if (leases.empty()) continue;
+    proto::ReleasedLeases* elsewhere = request->add_shm_released_elsewhere();
+    elsewhere->set_session(old->session());
+    elsewhere->set_secret(old->secret());
+    elsewhere->mutable_leases()->Add(leases.begin(), leases.end());
+  }
+}
+
+// After a request that may not have reached the worker: its leases go with
+// the next one.
+void TakeBackLeases(LentTensors& lent, const std::vector<std::shared_ptr<LentTensors>>& retired,
+                    const proto::GetElementsRequest& request) {
+  lent.GiveBackLater({request.shm_released().begin(), request.shm_released().end()});
+  for (const proto::ReleasedLeases& elsewhere : request.shm_released_elsewhere()) {
+    for (const std::shared_ptr<LentTensors>& old : retired) {
+      if (old->session() == elsewhere.session())
+        old->GiveBackLater({elsewhere.leases().begin(), elsewhere.leases().end()});
+    }
+  }
+}
+
 void CountLent(size_t tensors) {
   static Counter& lent = ProcessMetrics()
                              .AddCounter("sluice_client_lent_tensors_total",
@@ -101,6 +130,7 @@ int64_t SharedMemoryTransport::shared_responses() {
 }
 
 void SharedMemoryTransport::CloseLocked() {
+  if (lent_ != nullptr) retired_.push_back(lent_);
   lent_.reset();
   secret_.clear();
   region_.reset();
@@ -168,7 +198,7 @@ absl::Status SharedMemoryTransport::ConnectLocked(const proto::OpenSharedMemoryR
   if (absl::Status s = ReceiveVerdict(socket->get(), kVerdictTimeoutMs); !s.ok()) {
     return absl::Status(s.code(), absl::StrCat("the worker refused the memory: ", s.message()));
   }
-  lent_ = std::make_shared<LentTensors>(*std::move(socket));
+  lent_ = std::make_shared<LentTensors>(*std::move(socket), offer.session(), offer.secret());
   region_ = *std::move(region);
   session_ = offer.session();
   secret_ = offer.secret();
@@ -186,7 +216,8 @@ bool SharedMemoryTransport::GrowLocked(uint64_t session, int64_t needed) {
   if (SharedMemoryFitBytes(kMaxSlotBytes) < needed) return false;
   while (SharedMemoryFitBytes(slot_bytes_) < needed) slot_bytes_ *= 2;
   // Requests still out keep the old region mapped; the worker answers
-  // those that name the old session after this with FailedPrecondition.
+  // those that name the old session after this into it while tensors lent
+  // in it keep its socket open, else with FailedPrecondition.
   CloseLocked();
   state_ = State::kUntried;
   next_try_ = absl::InfinitePast();
@@ -200,6 +231,7 @@ absl::Status SharedMemoryTransport::GetElementsFrom(const proto::GetElementsRequ
   proto::GetElementsRequest shared;
   std::shared_ptr<SharedRegion> region;  // stays mapped while this request uses it
   std::shared_ptr<LentTensors> lent;     // the session's, for this request's lent tensors
+  std::vector<std::shared_ptr<LentTensors>> retired;
   {
     absl::MutexLock lock(&mu_);
     if (state_ == State::kUntried && absl::Now() >= next_try_) SetUpLocked();
@@ -218,15 +250,19 @@ absl::Status SharedMemoryTransport::GetElementsFrom(const proto::GetElementsRequ
       shared.set_shm_resizable(true);
       shared.set_shm_lending(true);
       lent = lent_;
+      std::erase_if(retired_, [](const std::weak_ptr<LentTensors>& r) { return r.expired(); });
+      for (const std::weak_ptr<LentTensors>& r : retired_) {
+        if (std::shared_ptr<LentTensors> alive = r.lock(); alive != nullptr)
+          retired.push_back(std::move(alive));
+      }
     }
   }
   if (slot < 0) return tcp_->GetElements(request, response);
-  const std::vector<uint64_t> released = lent->TakeReleased();
-  shared.mutable_shm_released()->Add(released.begin(), released.end());
+  GiveBackLeases(*lent, retired, &shared);
   absl::Status status = tcp_->GetElements(shared, response);
   // The worker ignores leases it no longer has: give them back again if the
   // request may not have reached it.
-  if (!status.ok() && !released.empty()) lent->GiveBackLater(released);
+  if (!status.ok()) TakeBackLeases(*lent, retired, shared);
   if (absl::IsFailedPrecondition(status)) {
     // The worker no longer knows the session: it wrote nothing. Ask again
     // in the session that replaced it (regions grown meanwhile), or, if it
@@ -277,6 +313,7 @@ absl::Status SharedMemoryTransport::GetElementsFrom(const proto::GetElementsRequ
   if (through_memory) {
     const int64_t bytes = response->shared_memory_bytes;
     if (bytes > slot_bytes) {
+      lent->Discard(response->lent_tensors);
       status = absl::DataLossError(absl::StrCat("worker ", address_, " says its response is ", bytes,
                                                 " bytes of shared memory, past the region's ", slot_bytes));
     } else {
@@ -295,13 +332,16 @@ absl::Status SharedMemoryTransport::GetElementsFrom(const proto::GetElementsRequ
       *response = ElementsResponse{};
       status = DecodeElementsResponse(&buffer, response, tcp_->frame_specs(), hold);
       CountReceived(*response, bytes);
-      if (status.ok() && !lent_tensors.empty()) {
+      if (!status.ok()) {
+        lent->Discard(lent_tensors);
+      } else if (!lent_tensors.empty()) {
         CountLent(lent_tensors.size());
         response->lent_tensors = std::move(lent_tensors);
         status = lent->Place(response, address_);
       }
     }
-  } else if (status.ok() && !response->lent_tensors.empty()) {
+  } else if (!response->lent_tensors.empty()) {
+    lent->Discard(response->lent_tensors);
     status = absl::DataLossError(absl::StrCat("worker ", address_,
                                               " lent tensors in a response that did not "
                                               "come through shared memory"));
@@ -332,7 +372,8 @@ absl::Status SharedMemoryTransport::GetElementsFrom(const proto::GetElementsRequ
   if (needed > slot_bytes_ && slot_bytes_ < kMaxSlotBytes) {
     while (slot_bytes_ < needed && slot_bytes_ < kMaxSlotBytes) slot_bytes_ *= 2;
     // Requests still out keep the old region mapped; the worker answers
-    // those that name the old session after this with FailedPrecondition.
+    // those that name the old session after this into it while tensors lent
+    // in it keep its socket open, else with FailedPrecondition.
     CloseLocked();
     state_ = State::kUntried;
     next_try_ = absl::InfinitePast();

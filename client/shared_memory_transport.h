@@ -103,6 +103,9 @@ class SharedMemoryTransport : public ElementTransport {
   // The session's socket, and the tensors the worker lent over it (a lent
   // tensor keeps it, so the worker keeps the lease, after a session ends).
   std::shared_ptr<LentTensors> lent_ ABSL_GUARDED_BY(mu_);
+  // Replaced sessions whose lent tensors are still in use: their leases go
+  // back with the current session's requests.
+  std::vector<std::weak_ptr<LentTensors>> retired_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<SharedRegion> region_ ABSL_GUARDED_BY(mu_);
   std::vector<int> free_slots_ ABSL_GUARDED_BY(mu_);
   int held_slots_ ABSL_GUARDED_BY(mu_) = 0;

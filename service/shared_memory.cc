@@ -9,6 +9,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -128,15 +129,23 @@ absl::StatusOr<std::shared_ptr<SharedRegion>> SharedRegion::MapSealed(int fd, in
   return std::shared_ptr<SharedRegion>(new SharedRegion(static_cast<char*>(data), size));
 }
 
-absl::StatusOr<std::shared_ptr<SharedRegion>> SharedRegion::MapSealedPrivate(int fd, int64_t size) {
+absl::StatusOr<std::shared_ptr<SharedRegion>> SharedRegion::MapSealedPrivate(int fd, int64_t size,
+                                                                             int64_t offset, int64_t length) {
   if (absl::Status s = CheckSealed(fd, size, "the worker's lent memfd"); !s.ok()) return s;
-  void* data = mmap(nullptr, static_cast<size_t>(size), PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+  if (offset < 0 || length <= 0 || offset > size || length > size - offset) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("bytes [", offset, ", +", length, ") are outside a lent memfd of ", size));
+  }
+  const auto page = static_cast<int64_t>(sysconf(_SC_PAGESIZE));
+  const int64_t first = offset - offset % page;
+  const int64_t bytes = std::min(size, (offset + length + page - 1) / page * page) - first;
+  void* data = mmap(nullptr, static_cast<size_t>(bytes), PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, first);
   if (data == MAP_FAILED) return Errno("mmap of the worker's lent memfd");
   // Populated for reading (MAP_POPULATE would copy every page of a writable
   // private mapping): a page is copied only if written. A kernel before
   // 5.14 lacks it, and the pages are faulted in as they are read.
-  (void)madvise(data, static_cast<size_t>(size), MADV_POPULATE_READ);
-  return std::shared_ptr<SharedRegion>(new SharedRegion(static_cast<char*>(data), size));
+  (void)madvise(data, static_cast<size_t>(bytes), MADV_POPULATE_READ);
+  return std::shared_ptr<SharedRegion>(new SharedRegion(static_cast<char*>(data), bytes));
 }
 
 SharedRegion::~SharedRegion() { munmap(data_, static_cast<size_t>(size_)); }

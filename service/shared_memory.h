@@ -66,10 +66,13 @@ class SharedRegion {
   // cannot change: sealed against shrinking and growing, so that a write
   // into it never faults.
   static absl::StatusOr<std::shared_ptr<SharedRegion>> MapSealed(int fd, int64_t size);
-  // The same checks, but a private mapping (a lent buffer): every page
-  // mapped at once for reading, and a write into it makes a page of this
-  // process's own, never reaching the lender's memory.
-  static absl::StatusOr<std::shared_ptr<SharedRegion>> MapSealedPrivate(int fd, int64_t size);
+  // The same checks on a lent buffer of `size` bytes, then a private
+  // mapping of the whole pages that hold [offset, offset + length): every
+  // page mapped at once for reading, and a write into one makes a page of
+  // this process's own, never reaching the lender's memory. data() is the
+  // first of those pages, offset rounded down to a page.
+  static absl::StatusOr<std::shared_ptr<SharedRegion>> MapSealedPrivate(int fd, int64_t size, int64_t offset,
+                                                                        int64_t length);
   ~SharedRegion();
   SharedRegion(const SharedRegion&) = delete;
   SharedRegion& operator=(const SharedRegion&) = delete;

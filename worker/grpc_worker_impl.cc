@@ -87,10 +87,7 @@ grpc::ServerUnaryReactor* GrpcWorkerImpl::GetElements(grpc::CallbackServerContex
     Finish(reactor, region.status(), response);
     return reactor;
   }
-  if (*region != nullptr && !parsed.shm_released().empty()) {
-    shared_memory_->Release(parsed.shm_session(), std::vector<uint64_t>(parsed.shm_released().begin(),
-                                                                        parsed.shm_released().end()));
-  }
+  if (*region != nullptr) shared_memory_->ReleaseGivenBack(parsed);
   // Answered now or later, on whichever thread has the elements.
   impl_->GetElements(parsed, [this, reactor, response, start, parsed,
                               region = *std::move(region)](WorkerImpl::ElementsReply reply) {
@@ -106,28 +103,29 @@ grpc::ServerUnaryReactor* GrpcWorkerImpl::GetElements(grpc::CallbackServerContex
       lent_bytes = shared_memory_->Lend(parsed.shm_session(), *reply.heap, &reply.elements, &lent);
     }
     absl::StatusOr<grpc::ByteBuffer> bytes = EncodeReply(reply, frame);
-    if (bytes.ok() && reply.shared_memory_needed == 0) {
-      absl::StatusOr<std::optional<grpc::ByteBuffer>> placed =
-          PlaceInSharedMemory(region, parsed, *bytes, lent);
-      if (placed.ok() && !placed->has_value() && !lent.empty()) {
-        // Not through the region after all: the bytes go in the response.
-        std::vector<uint64_t> leases;
-        for (const proto::LentTensor& t : lent) leases.push_back(t.lease());
-        shared_memory_->Release(parsed.shm_session(), leases);
-        lent.clear();
-        lent_bytes = 0;
+    absl::StatusOr<std::optional<grpc::ByteBuffer>> placed = std::nullopt;
+    if (bytes.ok() && reply.shared_memory_needed == 0)
+      placed = PlaceInSharedMemory(region, parsed, *bytes, lent);
+    if (!lent.empty() && !(bytes.ok() && placed.ok() && placed->has_value())) {
+      // The lent tensors do not reach the reader this way: their leases end,
+      // and the response carries their bytes (or the error).
+      std::vector<uint64_t> leases;
+      for (const proto::LentTensor& t : lent) leases.push_back(t.lease());
+      shared_memory_->Release(parsed.shm_session(), leases);
+      lent_bytes = 0;
+      if (bytes.ok() && placed.ok()) {
         reply.elements = std::move(unlent);
         bytes = EncodeReply(reply, frame);
       }
-      if (bytes.ok()) {
-        impl_->CountSent(static_cast<int64_t>(reply.elements.size()),
-                         static_cast<int64_t>(bytes->Length()) + lent_bytes);
-      }
-      if (!placed.ok()) {
-        bytes = placed.status();
-      } else if (placed->has_value()) {
-        bytes = **std::move(placed);
-      }
+    }
+    if (bytes.ok() && reply.shared_memory_needed == 0) {
+      impl_->CountSent(static_cast<int64_t>(reply.elements.size()),
+                       static_cast<int64_t>(bytes->Length()) + lent_bytes);
+    }
+    if (!placed.ok()) {
+      bytes = placed.status();
+    } else if (placed->has_value()) {
+      bytes = **std::move(placed);
     }
     RecordRpc("GetElements", bytes.status(), start);
     Finish(reactor, std::move(bytes), response);

@@ -58,7 +58,6 @@ int main(int argc, char** argv) {
     std::cerr << "workerd: " << status.message() << "\n";
     return sluice::kConfigErrorExitCode;
   }
-  sluice::worker::WorkerImpl impl(config);
   // Readers on this host get elements through shared memory; without it
   // (no Unix sockets, say) they read over TCP.
   absl::StatusOr<std::unique_ptr<sluice::worker::SharedMemoryServer>> shared_memory =
@@ -69,7 +68,9 @@ int main(int argc, char** argv) {
   if (!shared_memory.ok() && config.shared_memory) {
     spdlog::warn("shared memory for readers on this host is off: {}",
                  std::string(shared_memory.status().message()));
+    config.shared_memory = false;  // nothing to lend, so tasks keep no heaps
   }
+  sluice::worker::WorkerImpl impl(config);
   sluice::worker::GrpcWorkerImpl service(&impl, &auth, shared_memory.ok() ? shared_memory->get() : nullptr,
                                          shared_memory.status());
   // Computed at each scrape of /metrics.

@@ -7,7 +7,11 @@
 // of the task may see only that task's data in what it maps.
 //
 // Freed buffers wait, by exact size, for the next buffer of that size, as
-// HostBufferCache does for the process, up to a bound; past it they go.
+// HostBufferCache does, up to a bound per heap and one for all heaps of the
+// process together; past them they go. The process holds at most
+// kMaxProcessBuffers buffers (each an open descriptor); past it, and when no
+// memfd can be made, tensors come from aligned_alloc (and are copied rather
+// than lent).
 #ifndef SLUICE_WORKER_SHARED_BUFFER_HEAP_H_
 #define SLUICE_WORKER_SHARED_BUFFER_HEAP_H_
 
@@ -15,9 +19,11 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <utility>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "common/host_buffer_cache.h"
 #include "common/large_buffer_allocator.h"
 #include "service/shared_memory.h"
 
@@ -28,6 +34,11 @@ class SharedBufferHeap : public LargeBufferAllocator {
   // Buffers smaller than this come from aligned_alloc, as with
   // HostBufferCache: a memfd and a mapping each cost system calls.
   static constexpr size_t kMinBytes = size_t{1} << 20;
+  static constexpr int64_t kMaxProcessBuffers = 256;
+
+  // What every heap's cached buffers may take together (a worker under a
+  // memory limit keeps less: worker_config.cc).
+  static void SetProcessCachedBytes(size_t bytes);
 
   explicit SharedBufferHeap(size_t max_cached_bytes);
   ~SharedBufferHeap() override;
@@ -49,8 +60,13 @@ class SharedBufferHeap : public LargeBufferAllocator {
   };
   std::optional<Lendable> Find(const void* data, size_t bytes);
 
+  // Gives back every cached buffer (the task's pipeline has ended, or an
+  // allocation failed); those in use stay.
+  void Trim();
+
   size_t cached_bytes();
   size_t allocated_buffers();
+  static int64_t process_buffer_count();
 
  private:
   struct Buffer {
@@ -59,6 +75,9 @@ class SharedBufferHeap : public LargeBufferAllocator {
     size_t size = 0;  // mapped, a whole number of pages
     bool in_use = false;
   };
+
+  // A new sealed memfd of `size` bytes, mapped.
+  static std::optional<std::pair<char*, UniqueFd>> Map(size_t size);
 
   const size_t max_cached_bytes_;
   absl::Mutex mu_;

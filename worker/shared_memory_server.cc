@@ -109,6 +109,14 @@ int SharedMemoryServer::connected_sessions() {
   return connected;
 }
 
+int64_t SharedMemoryServer::MappedBytesLocked() const {
+  int64_t mapped = 0;
+  for (const auto& [id, session] : sessions_) {
+    mapped += (session.region != nullptr ? session.region->size() : 0) + session.lent_bytes;
+  }
+  return mapped;
+}
+
 void SharedMemoryServer::DropExpiredOffers() {
   const absl::Time now = absl::Now();
   for (auto it = sessions_.begin(); it != sessions_.end();) {
@@ -172,8 +180,13 @@ bool SharedMemoryServer::Turn() {
     char byte = 0;
     // A reader says nothing after its hello: readable means it hung up.
     if (recv(polled[i].fd, &byte, 1, MSG_DONTWAIT) > 0) continue;
-    absl::MutexLock lock(&mu_);
-    sessions_.erase(ids[i - 2]);
+    // Its leases' tensors go after the lock: freeing buffers (a task's heap,
+    // even) must not hold up other sessions' requests.
+    decltype(sessions_)::node_type ended;
+    {
+      absl::MutexLock lock(&mu_);
+      ended = sessions_.extract(ids[i - 2]);
+    }
     spdlog::info("shared memory session {:016x} closed: its reader hung up", ids[i - 2]);
   }
   // Hellos that came, in reverse so that erasing keeps the indices.
@@ -229,8 +242,7 @@ void SharedMemoryServer::Handshake(UniqueFd connection) {
       // One guess per offer.
       if (it != sessions_.end() && it->second.region == nullptr) sessions_.erase(it);
     } else {
-      int64_t mapped = 0;
-      for (const auto& [id, other] : sessions_) mapped += other.region != nullptr ? other.region->size() : 0;
+      const int64_t mapped = MappedBytesLocked();
       absl::StatusOr<std::shared_ptr<SharedRegion>> region =
           hello.size > max_mapped_bytes_ - mapped
               ? absl::ResourceExhaustedError(absl::StrCat(

@@ -46,8 +46,9 @@ class SharedMemoryServer {
  public:
   // Listens on a fresh abstract socket; the error says why it cannot (the
   // worker then refuses OpenSharedMemory with it, and readers use TCP).
-  // Sessions together map at most `max_mapped_bytes`: the mappings count
-  // against the worker's address-space limit (max_memory_bytes).
+  // Sessions together map at most `max_mapped_bytes`, and the tensors lent
+  // to them count too: the mappings count against the worker's
+  // address-space limit (max_memory_bytes).
   static absl::StatusOr<std::unique_ptr<SharedMemoryServer>> Start(int64_t max_mapped_bytes);
   ~SharedMemoryServer();
   SharedMemoryServer(const SharedMemoryServer&) = delete;
@@ -79,6 +80,10 @@ class SharedMemoryServer {
                std::vector<proto::LentTensor>* lent);
   // Ends these leases of `session`; unknown ones are ignored.
   void Release(uint64_t session, const std::vector<uint64_t>& leases);
+  // Ends the leases `request` gives back: those of its own session (whose
+  // secret the caller checked) and those of the sessions it names with
+  // their secrets (shm_released_elsewhere), once each secret is checked.
+  void ReleaseGivenBack(const proto::GetElementsRequest& request);
   // Leases the session holds (tests and metrics).
   size_t leases(uint64_t session);
 
@@ -90,8 +95,12 @@ class SharedMemoryServer {
     std::shared_ptr<SharedRegion> region;  // once connected
     // Tensors lent to the reader, by lease: each keeps its buffer from
     // reuse until the reader gives it back.
-    std::map<uint64_t, Tensor> leases;
-    int64_t lent_bytes = 0;
+    struct Lease {
+      Tensor tensor;
+      int64_t buffer_bytes = 0;  // what it keeps from reuse: its whole buffer
+    };
+    std::map<uint64_t, Lease> leases;
+    int64_t lent_bytes = 0;  // the leases' buffer_bytes
     uint64_t next_lease = 1;
   };
 
@@ -106,6 +115,8 @@ class SharedMemoryServer {
   // Checks one connection's hello, which has come, and answers it.
   void Handshake(UniqueFd connection);
   void DropExpiredOffers() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // What the connected sessions' regions and lent tensors keep mapped.
+  int64_t MappedBytesLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const UniqueFd listener_;
   const std::string name_;

@@ -21,11 +21,15 @@ int64_t SharedMemoryServer::Lend(uint64_t session, SharedBufferHeap& heap, std::
       if (tensor.dtype() == DType::kString) continue;
       const size_t bytes = tensor.ByteSize();
       if (bytes < SharedBufferHeap::kMinBytes) continue;
-      if (s.leases.size() >= kMaxLeases || s.lent_bytes + static_cast<int64_t>(bytes) > kMaxLentBytes) {
-        return lent_bytes;
-      }
       std::optional<SharedBufferHeap::Lendable> where = heap.Find(tensor.raw_data(), bytes);
       if (!where.has_value()) continue;
+      // A lease keeps its whole buffer mapped in the worker: it counts
+      // against the session's bound and, with the regions, against what all
+      // sessions may map (a quarter of max_memory_bytes).
+      if (s.leases.size() >= kMaxLeases || s.lent_bytes + where->size > kMaxLentBytes ||
+          MappedBytesLocked() + where->size > max_mapped_bytes_) {
+        return lent_bytes;
+      }
       const uint64_t lease = s.next_lease;
       if (absl::Status sent = SendLentBuffer(s.socket.get(), lease, where->size, where->fd); !sent.ok()) {
         // A reader that reads nothing of its socket is lent nothing more.
@@ -40,10 +44,11 @@ int64_t SharedMemoryServer::Lend(uint64_t session, SharedBufferHeap& heap, std::
       entry.set_offset(where->offset);
       for (int64_t d : tensor.shape()) entry.add_shape(d);
       entry.set_lease(lease);
-      s.lent_bytes += static_cast<int64_t>(bytes);
+      s.lent_bytes += where->size;
       lent_bytes += static_cast<int64_t>(bytes);
       Tensor placeholder(tensor.dtype(), Shape{0});
-      s.leases.emplace(lease, std::exchange(tensor, std::move(placeholder)));
+      s.leases.emplace(lease, Session::Lease{.tensor = std::exchange(tensor, std::move(placeholder)),
+                                             .buffer_bytes = where->size});
     }
   }
   return lent_bytes;
@@ -58,9 +63,20 @@ void SharedMemoryServer::Release(uint64_t session, const std::vector<uint64_t>& 
   for (uint64_t lease : leases) {
     auto found = s.leases.find(lease);
     if (found == s.leases.end()) continue;
-    s.lent_bytes -= static_cast<int64_t>(found->second.ByteSize());
-    released.push_back(std::move(found->second));
+    s.lent_bytes -= found->second.buffer_bytes;
+    released.push_back(std::move(found->second.tensor));
     s.leases.erase(found);
+  }
+}
+
+void SharedMemoryServer::ReleaseGivenBack(const proto::GetElementsRequest& request) {
+  if (!request.shm_released().empty()) {
+    Release(request.shm_session(), {request.shm_released().begin(), request.shm_released().end()});
+  }
+  for (const proto::ReleasedLeases& elsewhere : request.shm_released_elsewhere()) {
+    // The secret proves the sender is that session's reader.
+    if (Region(elsewhere.session(), elsewhere.secret()) == nullptr) continue;
+    Release(elsewhere.session(), {elsewhere.leases().begin(), elsewhere.leases().end()});
   }
 }
 

@@ -11,6 +11,7 @@
 #include "common/host_buffer_cache.h"
 #include "service/daemon.h"
 #include "service/grpc_util.h"
+#include "worker/shared_buffer_heap.h"
 
 namespace sluice::worker {
 namespace {
@@ -48,9 +49,12 @@ absl::Status ApplyMemoryLimit(int64_t max_memory_bytes) {
     return absl::InvalidArgumentError(absl::StrCat("max_memory_bytes ", max_memory_bytes,
                                                    ": cannot set the limit: ", std::strerror(errno)));
   }
-  // Freed tensor buffers kept for reuse count against the limit too.
-  HostBufferCache::Global().SetMaxCachedBytes(
-      std::min<size_t>(HostBufferCache::kMaxCachedBytes, static_cast<size_t>(max_memory_bytes) / 32));
+  // Freed tensor buffers kept for reuse count against the limit too: the
+  // process's, and those of the tasks' heaps together.
+  const size_t cached =
+      std::min<size_t>(HostBufferCache::kMaxCachedBytes, static_cast<size_t>(max_memory_bytes) / 32);
+  HostBufferCache::Global().SetMaxCachedBytes(cached);
+  SharedBufferHeap::SetProcessCachedBytes(cached);
   return absl::OkStatus();
 #endif
 }

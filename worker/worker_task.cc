@@ -280,6 +280,9 @@ void WorkerImpl::Task::Run() {
     LargeBufferAllocatorScope scope(heap_);
     status = ProduceContained();
   }
+  // No more buffers to reuse: keep only those still in use (buffered
+  // elements, and lent ones).
+  if (heap_ != nullptr) heap_->Trim();
   // The split prefetcher's thread goes with the pipeline, not with the
   // task (which lives until the reader is done, or until job GC).
   std::unique_ptr<SplitPrefetcher> splits;
