@@ -3,12 +3,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <limits>
 #include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
 
 namespace sluice {
 
@@ -39,8 +39,9 @@ void LentTensors::KeepLocked(uint64_t lease, Arrived arrived) {
     }
   }
   // The worker lends a session at most kMaxLeases at once, so more
-  // unclaimed ones than that cannot be; should they be, the oldest go.
-  if (arrived_.size() >= kMaxLeases) {
+  // unclaimed ones than that are orphans (a memfd whose response never
+  // came); should twice as many pile up, the oldest go.
+  if (arrived_.size() >= 2 * kMaxLeases) {
     released_.push_back(arrived_.begin()->first);
     arrived_.erase(arrived_.begin());
   }
@@ -48,8 +49,10 @@ void LentTensors::KeepLocked(uint64_t lease, Arrived arrived) {
 }
 
 absl::StatusOr<LentTensors::Arrived> LentTensors::Receive(uint64_t lease) {
-  const absl::Time deadline = absl::Now() + absl::Milliseconds(timeout_ms_);
-  const auto take = [&]() -> std::optional<Arrived> {  // under mu_
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point deadline = Clock::now() + std::chrono::milliseconds(timeout_ms_);
+  const auto take = [&]() -> std::optional<Arrived> {
+    absl::MutexLock lock(&mu_);
     auto it = arrived_.find(lease);
     if (it == arrived_.end()) return std::nullopt;
     Arrived found = std::move(it->second);
@@ -57,12 +60,13 @@ absl::StatusOr<LentTensors::Arrived> LentTensors::Receive(uint64_t lease) {
     return found;
   };
   while (true) {
+    // Another thread may have taken it off the socket: no need to wait for
+    // the socket then.
+    if (std::optional<Arrived> found = take(); found.has_value()) return *std::move(found);
     absl::MutexLock socket_lock(&socket_mu_);
-    {
-      absl::MutexLock lock(&mu_);
-      if (std::optional<Arrived> found = take(); found.has_value()) return *std::move(found);
-    }
-    const auto left = static_cast<int>(absl::ToInt64Milliseconds(deadline - absl::Now()));
+    if (std::optional<Arrived> found = take(); found.has_value()) return *std::move(found);
+    const auto left = static_cast<int>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count());
     uint64_t got = 0;
     Arrived arrived;
     absl::Status status = left <= 0
@@ -73,9 +77,9 @@ absl::StatusOr<LentTensors::Arrived> LentTensors::Receive(uint64_t lease) {
           absl::StrCat("no lent buffer from the worker within ", timeout_ms_, " ms"));
     }
     if (!status.ok()) return status;
-    arrived.when = absl::Now();
-    absl::MutexLock lock(&mu_);
+    arrived.when = Clock::now();
     if (got == lease) return arrived;
+    absl::MutexLock lock(&mu_);
     KeepLocked(got, std::move(arrived));
   }
 }
@@ -85,10 +89,12 @@ absl::Status LentTensors::Place(ElementsResponse* response, const std::string& w
   response->lent_tensors.clear();
   for (size_t i = 0; i < lent.size(); ++i) {
     const proto::LentTensor& t = lent[i];
+    bool received = false;  // this lease's memfd is off the socket
     const auto fail = [&](const std::string& what) {
       // This lease and the ones not placed go back at once: nothing will
       // use them.
-      Discard(std::vector<proto::LentTensor>(lent.begin() + static_cast<std::ptrdiff_t>(i), lent.end()));
+      Discard(std::vector<proto::LentTensor>(lent.begin() + static_cast<std::ptrdiff_t>(i), lent.end()),
+              received ? t.lease() : 0);
       return absl::DataLossError(
           absl::StrCat("worker ", worker, " lent a tensor (lease ", t.lease(), ") that ", what));
     };
@@ -115,6 +121,7 @@ absl::Status LentTensors::Place(ElementsResponse* response, const std::string& w
     const int64_t bytes = count * dtype_bytes;
     absl::StatusOr<Arrived> arrived = Receive(t.lease());
     if (!arrived.ok()) return fail(absl::StrCat("could not be mapped: ", arrived.status().message()));
+    received = true;
     if (t.offset() < 0 || t.offset() % dtype_bytes != 0 || t.offset() > arrived->size ||
         bytes > arrived->size - t.offset()) {
       return fail(
@@ -138,10 +145,11 @@ absl::Status LentTensors::Place(ElementsResponse* response, const std::string& w
   return absl::OkStatus();
 }
 
-void LentTensors::Discard(const std::vector<proto::LentTensor>& lent) {
+void LentTensors::Discard(const std::vector<proto::LentTensor>& lent, uint64_t received) {
   absl::MutexLock lock(&mu_);
   for (const proto::LentTensor& t : lent) {
     released_.push_back(t.lease());
+    if (t.lease() == received) continue;
     // Its memfd came already, or is on the socket (sent before the
     // response): closed now, or when it arrives.
     if (arrived_.erase(t.lease()) == 0 && discarded_.size() < kMaxLeases) discarded_.insert(t.lease());

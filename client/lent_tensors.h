@@ -14,6 +14,7 @@
 #ifndef SLUICE_CLIENT_LENT_TENSORS_H_
 #define SLUICE_CLIENT_LENT_TENSORS_H_
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -24,7 +25,6 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
-#include "absl/time/time.h"
 #include "service/element_wire.h"
 #include "service/shared_memory.h"
 
@@ -35,7 +35,7 @@ namespace sluice {
 inline constexpr int kLentBufferTimeoutMs = 5000;
 // A memfd no response has claimed for this long belongs to a response that
 // was lost on the way (past GetElements' 30 s deadline): its lease goes back.
-inline constexpr absl::Duration kUnclaimedLentBufferLifetime = absl::Seconds(60);
+inline constexpr std::chrono::seconds kUnclaimedLentBufferLifetime{60};
 
 class LentTensors : public std::enable_shared_from_this<LentTensors> {
  public:
@@ -50,8 +50,9 @@ class LentTensors : public std::enable_shared_from_this<LentTensors> {
   // does not fit its element or its buffer, or its buffer does not come.
   absl::Status Place(ElementsResponse* response, const std::string& worker);
   // Gives back the leases of a response that will not be placed (it failed
-  // on the way), closing their memfds as they arrive.
-  void Discard(const std::vector<proto::LentTensor>& lent);
+  // on the way), closing their memfds as they arrive; `received`, the one
+  // whose memfd was already taken off the socket, is not waited for.
+  void Discard(const std::vector<proto::LentTensor>& lent, uint64_t received = 0);
 
   // Leases whose tensors are gone since the last call, for the next request.
   std::vector<uint64_t> TakeReleased();
@@ -67,7 +68,7 @@ class LentTensors : public std::enable_shared_from_this<LentTensors> {
   struct Arrived {
     UniqueFd memfd;
     int64_t size = 0;
-    absl::Time when;
+    std::chrono::steady_clock::time_point when;
   };
 
   // The memfd lent under `lease`, received from the socket if it has not

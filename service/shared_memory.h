@@ -30,7 +30,7 @@ inline constexpr int64_t kMaxSharedMemoryBytes = int64_t{1} << 30;
 // The most tensors a worker lends one session at once (past it, it copies
 // them into the session's region): so the most lent buffers a reader may
 // have received and not yet placed.
-inline constexpr size_t kMaxLeases = 256;
+inline constexpr size_t kMaxLeases = 64;
 
 // The element bytes (ElementWireBound, summed) that a worker puts in a
 // shared-memory region of `capacity` bytes: the rest is left for the

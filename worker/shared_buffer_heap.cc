@@ -47,9 +47,10 @@ SharedBufferHeap::~SharedBufferHeap() {
 }
 
 void* SharedBufferHeap::Allocate(size_t bytes) {
+  const size_t size = PageRounded(bytes);
   {
     absl::MutexLock lock(&mu_);
-    if (auto it = free_.find(bytes); it != free_.end()) {
+    if (auto it = free_.find(size); it != free_.end()) {
       char* data = it->second;
       free_.erase(it);
       Buffer& buffer = buffers_.at(data);
@@ -59,11 +60,13 @@ void* SharedBufferHeap::Allocate(size_t bytes) {
       return data;
     }
   }
-  const size_t size = PageRounded(bytes);
   if (size > static_cast<size_t>(kMaxSharedMemoryBytes)) return nullptr;  // past what a reader maps
-  // Each buffer holds a descriptor: past the bound, tensors come from
-  // aligned_alloc (and are copied, not lent).
-  if (!Reserve(process_buffers, 1, kMaxProcessBuffers)) return nullptr;
+  // Each buffer holds a descriptor: past the bound (with this heap's cache
+  // given back), tensors come from aligned_alloc (and are copied, not lent).
+  if (!Reserve(process_buffers, 1, kMaxProcessBuffers)) {
+    Trim();
+    if (!Reserve(process_buffers, 1, kMaxProcessBuffers)) return nullptr;
+  }
   std::optional<std::pair<char*, UniqueFd>> made = Map(size);
   if (!made.has_value()) {
     Trim();  // the limit (max_memory_bytes) may be what failed: try once more without the cache
@@ -97,21 +100,29 @@ std::optional<std::pair<char*, UniqueFd>> SharedBufferHeap::Map(size_t size) {
   return std::make_pair(static_cast<char*>(data), std::move(fd));
 }
 
-void SharedBufferHeap::Free(void* data, size_t bytes) {
+void SharedBufferHeap::Free(void* data, size_t /*bytes*/) {
   absl::MutexLock lock(&mu_);
   auto it = buffers_.find(static_cast<char*>(data));
   if (it == buffers_.end()) return;  // not ours: cannot happen, as only our buffers name us
   Buffer& buffer = it->second;
   buffer.in_use = false;
-  if (cached_bytes_ + buffer.size <= max_cached_bytes_ &&
+  if (caching_ && free_.size() < kMaxCachedBuffers && cached_bytes_ + buffer.size <= max_cached_bytes_ &&
       Reserve(process_cached_bytes, static_cast<int64_t>(buffer.size), max_process_cached_bytes.load())) {
-    free_.emplace(bytes, it->first);
+    free_.emplace(buffer.size, it->first);
     cached_bytes_ += buffer.size;
     return;
   }
   munmap(it->first, buffer.size);
   buffers_.erase(it);
   --process_buffers;
+}
+
+void SharedBufferHeap::StopCaching() {
+  {
+    absl::MutexLock lock(&mu_);
+    caching_ = false;
+  }
+  Trim();
 }
 
 void SharedBufferHeap::Trim() {

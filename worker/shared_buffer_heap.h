@@ -6,9 +6,9 @@
 // copying its bytes into the reader's region. One heap per task: a reader
 // of the task may see only that task's data in what it maps.
 //
-// Freed buffers wait, by exact size, for the next buffer of that size, as
-// HostBufferCache does, up to a bound per heap and one for all heaps of the
-// process together; past them they go. The process holds at most
+// Freed buffers wait, by size in whole pages, for the next buffer of that
+// size, as HostBufferCache does, up to bounds per heap (bytes and count) and
+// one for all heaps of the process together; past them they go. The process holds at most
 // kMaxProcessBuffers buffers (each an open descriptor); past it, and when no
 // memfd can be made, tensors come from aligned_alloc (and are copied rather
 // than lent).
@@ -35,6 +35,9 @@ class SharedBufferHeap : public LargeBufferAllocator {
   // HostBufferCache: a memfd and a mapping each cost system calls.
   static constexpr size_t kMinBytes = size_t{1} << 20;
   static constexpr int64_t kMaxProcessBuffers = 256;
+  // Freed buffers one heap keeps, whatever their bytes: each holds one of
+  // the process's kMaxProcessBuffers.
+  static constexpr size_t kMaxCachedBuffers = 16;
 
   // What every heap's cached buffers may take together (a worker under a
   // memory limit keeps less: worker_config.cc).
@@ -60,9 +63,11 @@ class SharedBufferHeap : public LargeBufferAllocator {
   };
   std::optional<Lendable> Find(const void* data, size_t bytes);
 
-  // Gives back every cached buffer (the task's pipeline has ended, or an
-  // allocation failed); those in use stay.
+  // Gives back every cached buffer (an allocation failed); those in use stay.
   void Trim();
+  // The task's pipeline has ended: gives back the cached buffers, and those
+  // freed from now on (buffered elements, leases).
+  void StopCaching();
 
   size_t cached_bytes();
   size_t allocated_buffers();
@@ -82,8 +87,9 @@ class SharedBufferHeap : public LargeBufferAllocator {
   const size_t max_cached_bytes_;
   absl::Mutex mu_;
   std::map<char*, Buffer> buffers_ ABSL_GUARDED_BY(mu_);    // by address, in use or cached
-  std::multimap<size_t, char*> free_ ABSL_GUARDED_BY(mu_);  // by requested bytes
+  std::multimap<size_t, char*> free_ ABSL_GUARDED_BY(mu_);  // by size (whole pages)
   size_t cached_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  bool caching_ ABSL_GUARDED_BY(mu_) = true;
 };
 
 }  // namespace sluice::worker

@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 #include <cerrno>
 #include <cstring>
+#include <vector>
 
 #include "common/large_buffer_allocator.h"
 #include "common/thread_pool.h"
@@ -43,7 +44,7 @@ TEST_CASE("SharedBufferHeap: each buffer is a memfd, found by any address inside
   heap.Free(data, kMiB + 1);
   CHECK_FALSE(heap.Find(data, 1).has_value());  // cached, not lendable
   CHECK(heap.cached_bytes() == kMiB + 4096);
-  CHECK(heap.Allocate(kMiB + 1) == data);  // the same size comes back
+  CHECK(heap.Allocate(kMiB + 100) == data);  // the same whole pages come back
   CHECK(heap.Find(data, 1)->id == whole->id);
   CHECK(heap.allocated_buffers() == 1);
   heap.Free(data, kMiB + 1);
@@ -61,6 +62,25 @@ TEST_CASE("SharedBufferHeap: past its cache bound a freed buffer goes, and a new
   REQUIRE(second != nullptr);
   CHECK(heap.Find(second, 1)->id > first_id);
   heap.Free(second, 2 * kMiB);
+}
+
+TEST_CASE("SharedBufferHeap: a heap caches at most kMaxCachedBuffers, and none once its pipeline ended",
+          "[worker][shared_memory]") {
+  SharedBufferHeap heap(64 * kMiB);
+  const int64_t before = SharedBufferHeap::process_buffer_count();
+  std::vector<void*> buffers;
+  for (int i = 0; i < 20; ++i) buffers.push_back(heap.Allocate(kMiB + static_cast<size_t>(i) * 4096));
+  CHECK(SharedBufferHeap::process_buffer_count() == before + 20);
+  for (int i = 0; i < 20; ++i) heap.Free(buffers[i], kMiB + static_cast<size_t>(i) * 4096);
+  CHECK(SharedBufferHeap::process_buffer_count() == before + 16);
+  CHECK(heap.allocated_buffers() == 0);
+  void* again = heap.Allocate(kMiB);
+  REQUIRE(again == buffers[0]);
+  heap.StopCaching();
+  CHECK(heap.cached_bytes() == 0);
+  CHECK(SharedBufferHeap::process_buffer_count() == before + 1);
+  heap.Free(again, kMiB);
+  CHECK(SharedBufferHeap::process_buffer_count() == before);
 }
 
 TEST_CASE("SharedBufferHeap: only the heap's own mapping writes, others map it privately or read it",

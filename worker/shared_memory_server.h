@@ -72,8 +72,9 @@ class SharedMemoryServer {
   // and the session keeps the tensor (so its buffer is not reused) until
   // the reader names the lease in Release or hangs up. The buffer's memfd
   // goes over the session's socket with the lease. Tensors past the
-  // session's bounds (kMaxLentBytes, kMaxLeases), or whose memfd cannot be
-  // sent, stay as they are: the response then carries their bytes.
+  // session's bounds (kMaxLentBytes, kMaxLeases, the mapping budget) lend
+  // nothing: all of the response's tensors or none. Tensors whose memfd
+  // cannot be sent stay as they are: the response then carries their bytes.
   // worker/tensor_lending.cc.
   // Returns the bytes lent.
   int64_t Lend(uint64_t session, SharedBufferHeap& heap, std::vector<Element>* elements,

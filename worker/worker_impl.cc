@@ -211,12 +211,15 @@ void WorkerImpl::GetElements(const proto::GetElementsRequest& request, ElementsC
                            request.compression(), absl::Now() + kElementWait, std::move(done));
   }
   // A reader that grows its shared memory when told gets what its region
-  // holds, so that its answers never fall back to travelling inline.
-  const int64_t fit_bytes = request.shm_session() != 0 && request.shm_resizable()
-                                ? std::min(kMaxResponseBytes, SharedMemoryFitBytes(request.shm_capacity()))
-                                : kMaxResponseBytes;
-  task->Take(std::max(1, request.max_elements()), request.compression(), fit_bytes,
-             absl::Now() + kElementWait, std::move(done));
+  // holds, so that its answers never fall back to travelling inline; one
+  // that takes lent tensors, what its region holds besides them.
+  ResponseFit fit;
+  if (request.shm_session() != 0 && request.shm_resizable()) {
+    fit.bytes = std::min(kMaxResponseBytes, SharedMemoryFitBytes(request.shm_capacity()));
+    fit.lending = request.shm_lending();
+  }
+  task->Take(std::max(1, request.max_elements()), request.compression(), fit, absl::Now() + kElementWait,
+             std::move(done));
 }
 
 void WorkerImpl::ExpireLoop() {

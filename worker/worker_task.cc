@@ -124,16 +124,16 @@ absl::Status WorkerImpl::Task::Start() {
   }
 }
 
-void WorkerImpl::Task::Take(int max_elements, proto::WireCompression compression, int64_t fit_bytes,
+void WorkerImpl::Task::Take(int max_elements, proto::WireCompression compression, ResponseFit fit,
                             absl::Time deadline, ElementsCallback done) {
   ElementsReply reply;
   {
     absl::MutexLock lock(&mu_);
     if (!HasOutput()) {
-      waiters_.push_back({max_elements, compression, fit_bytes, deadline, std::move(done)});
+      waiters_.push_back({max_elements, compression, fit, deadline, std::move(done)});
       return;
     }
-    reply = TakeLocked(max_elements, compression, fit_bytes);
+    reply = TakeLocked(max_elements, compression, fit);
   }
   done(std::move(reply));
 }
@@ -188,28 +188,42 @@ void WorkerImpl::Task::AssembleRoundsLocked(std::vector<std::pair<ElementsCallba
   handed_out_ += taken.elements;
 }
 
+int64_t WorkerImpl::Task::LendableBytes(const Element& element) const {
+  if (heap_ == nullptr) return 0;
+  int64_t lendable = 0;
+  for (const Tensor& t : element.components) {
+    const size_t bytes = t.ByteSize();
+    if (t.dtype() == DType::kString || bytes < SharedBufferHeap::kMinBytes) continue;
+    if (heap_->Find(t.raw_data(), bytes).has_value()) lendable += static_cast<int64_t>(bytes);
+  }
+  return lendable;
+}
+
 WorkerImpl::ElementsReply WorkerImpl::Task::TakeLocked(int max_elements, proto::WireCompression compression,
-                                                       int64_t fit_bytes) {
+                                                       ResponseFit fit) {
   ElementsReply reply;
   reply.compression = compression;
   reply.first_index = handed_out_;
   reply.heap = heap_;
-  int64_t reply_bytes = 0;
+  int64_t reply_bytes = 0;    // all of them: should lending fail, they go inline
+  int64_t reply_counted = 0;  // those that go into the region
   while (!buffer_.empty() && static_cast<int>(reply.elements.size()) < max_elements) {
     const auto encoded_bytes = static_cast<int64_t>(ElementWireBound(buffer_.front()));
-    // A response stays under gRPC's message limit (or its shared-memory
+    const int64_t counted = fit.lending ? encoded_bytes - LendableBytes(buffer_.front()) : encoded_bytes;
+    // A response stays under gRPC's message limit (and its shared-memory
     // region): a full one goes now, and an element that alone is past it
     // cannot be sent at all (or needs a larger region first).
-    if (reply_bytes + encoded_bytes > fit_bytes) {
+    if (reply_bytes + encoded_bytes > kMaxResponseBytes || reply_counted + counted > fit.bytes) {
       if (!reply.elements.empty()) break;
       if (encoded_bytes <= kMaxResponseBytes) {
-        reply.shared_memory_needed = encoded_bytes;
+        reply.shared_memory_needed = counted;
       } else {
         reply.status = ElementTooLarge(id(), absl::StrCat("element ", handed_out_), encoded_bytes);
       }
       return reply;
     }
     reply_bytes += encoded_bytes;
+    reply_counted += counted;
     bytes_ -= buffer_.front().ByteSize();
     reply.elements.push_back(std::move(buffer_.front()));
     buffer_.pop_front();
@@ -243,7 +257,7 @@ void WorkerImpl::Task::ServeWaiters() {
       Waiter waiter = std::move(waiters_.front());
       waiters_.pop_front();
       served.emplace_back(std::move(waiter.done),
-                          TakeLocked(waiter.max_elements, waiter.compression, waiter.fit_bytes));
+                          TakeLocked(waiter.max_elements, waiter.compression, waiter.fit));
     }
   }
   for (auto& [done, reply] : served) done(std::move(reply));
@@ -282,7 +296,7 @@ void WorkerImpl::Task::Run() {
   }
   // No more buffers to reuse: keep only those still in use (buffered
   // elements, and lent ones).
-  if (heap_ != nullptr) heap_->Trim();
+  if (heap_ != nullptr) heap_->StopCaching();
   // The split prefetcher's thread goes with the pipeline, not with the
   // task (which lives until the reader is done, or until job GC).
   std::unique_ptr<SplitPrefetcher> splits;

@@ -24,6 +24,7 @@
 #include "absl/time/time.h"
 #include "pipeline/dataset.h"
 #include "pipeline/split_provider.h"
+#include "worker/request_checks.h"
 #include "worker/round_assembler.h"
 #include "worker/shared_buffer_heap.h"
 #include "worker/split_prefetcher.h"
@@ -46,6 +47,15 @@ inline constexpr int64_t kSmallElementsBufferBytes = int64_t{16} << 20;
 // The heap a task allocates its large tensors from, so that readers on
 // this host can be lent them; null when the worker offers no shared memory.
 std::shared_ptr<SharedBufferHeap> MakeTaskHeap(const WorkerConfig& config);
+
+// What one response may take: ElementWireBound bytes up to `bytes` (gRPC's
+// limit, or a shared-memory region's). For a reader that takes lent tensors
+// (`lending`), those lying in the task's heap count only against gRPC's
+// limit: they do not go into the region.
+struct ResponseFit {
+  int64_t bytes = kMaxResponseBytes;
+  bool lending = false;
+};
 
 class WorkerImpl::Task {
  public:
@@ -73,7 +83,7 @@ class WorkerImpl::Task {
 
   // Answers at once when there are elements or the pipeline has ended;
   // otherwise parks the request until there are, or until `deadline`.
-  void Take(int max_elements, proto::WireCompression compression, int64_t fit_bytes, absl::Time deadline,
+  void Take(int max_elements, proto::WireCompression compression, ResponseFit fit, absl::Time deadline,
             ElementsCallback done);
 
   bool coordinated() const { return def_.num_consumers() > 0; }
@@ -92,7 +102,7 @@ class WorkerImpl::Task {
   struct Waiter {
     int max_elements;
     proto::WireCompression compression;
-    int64_t fit_bytes;
+    ResponseFit fit;
     absl::Time deadline;
     ElementsCallback done;
   };
@@ -104,11 +114,14 @@ class WorkerImpl::Task {
   void AssembleRoundsLocked(std::vector<std::pair<ElementsCallback, ElementsReply>>* ready)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  // Up to max_elements elements and fit_bytes bytes (ElementWireBound);
-  // below kMaxResponseBytes, fit_bytes is a shared-memory region's, and a
-  // first element past it is not handed out (shared_memory_needed).
-  ElementsReply TakeLocked(int max_elements, proto::WireCompression compression, int64_t fit_bytes)
+  // Up to max_elements elements that fit `fit`; below kMaxResponseBytes,
+  // fit.bytes is a shared-memory region's, and a first element past it is
+  // not handed out (shared_memory_needed).
+  ElementsReply TakeLocked(int max_elements, proto::WireCompression compression, ResponseFit fit)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The bytes of `element`'s tensors that lie in the task's heap, which a
+  // lending reader maps rather than receives.
+  int64_t LendableBytes(const Element& element) const;
 
   // Answers parked requests while there is output; the answers are sent
   // (encoded, even) after the lock is released.
