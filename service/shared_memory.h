@@ -31,6 +31,8 @@ inline constexpr int64_t kMaxSharedMemoryBytes = int64_t{1} << 30;
 // them into the session's region): so the most lent buffers a reader may
 // have received and not yet placed.
 inline constexpr size_t kMaxLeases = 64;
+// The bytes of the buffers a worker lends one session at once.
+inline constexpr int64_t kMaxLentBytes = kMaxSharedMemoryBytes;
 
 // The element bytes (ElementWireBound, summed) that a worker puts in a
 // shared-memory region of `capacity` bytes: the rest is left for the

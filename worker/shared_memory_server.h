@@ -36,9 +36,6 @@ namespace sluice::worker {
 
 // Sessions open at once, offered or connected.
 inline constexpr int kMaxSharedMemorySessions = 256;
-// The bytes of tensors lent to one session at once; past it (or past
-// kMaxLeases), tensors are copied into its region instead.
-inline constexpr int64_t kMaxLentBytes = kMaxSharedMemoryBytes;
 // How long an offer waits for its reader to connect.
 inline constexpr absl::Duration kSharedMemoryOfferLifetime = absl::Seconds(30);
 

@@ -47,7 +47,8 @@ int64_t SharedMemoryServer::Lend(uint64_t session, SharedBufferHeap& heap, std::
     const uint64_t lease = s.next_lease;
     if (absl::Status sent = SendLentBuffer(s.socket.get(), lease, candidate.where.size, candidate.where.fd);
         !sent.ok()) {
-      // A reader that reads nothing of its socket is lent nothing more.
+      // The socket is full (a reader that reads none of it): the rest of
+      // this response is copied; the next tries again.
       spdlog::debug("shared memory session {:016x}: {}; copying instead", session,
                     std::string(sent.message()));
       break;

@@ -14,6 +14,7 @@
 #include "pipeline/sharding.h"
 #include "service/element_wire.h"
 #include "service/metrics.h"
+#include "service/shared_memory.h"
 #include "service/worker_positions.h"
 #include "worker/request_checks.h"
 
@@ -188,13 +189,15 @@ void WorkerImpl::Task::AssembleRoundsLocked(std::vector<std::pair<ElementsCallba
   handed_out_ += taken.elements;
 }
 
-int64_t WorkerImpl::Task::LendableBytes(const Element& element) const {
-  if (heap_ == nullptr) return 0;
-  int64_t lendable = 0;
+std::pair<int64_t, size_t> WorkerImpl::Task::Lendable(const Element& element) const {
+  std::pair<int64_t, size_t> lendable{0, 0};
+  if (heap_ == nullptr) return lendable;
   for (const Tensor& t : element.components) {
     const size_t bytes = t.ByteSize();
     if (t.dtype() == DType::kString || bytes < SharedBufferHeap::kMinBytes) continue;
-    if (heap_->Find(t.raw_data(), bytes).has_value()) lendable += static_cast<int64_t>(bytes);
+    if (!heap_->Find(t.raw_data(), bytes).has_value()) continue;
+    lendable.first += static_cast<int64_t>(bytes);
+    ++lendable.second;
   }
   return lendable;
 }
@@ -207,9 +210,23 @@ WorkerImpl::ElementsReply WorkerImpl::Task::TakeLocked(int max_elements, proto::
   reply.heap = heap_;
   int64_t reply_bytes = 0;    // all of them: should lending fail, they go inline
   int64_t reply_counted = 0;  // those that go into the region
+  std::pair<int64_t, size_t> reply_lendable{0, 0};
   while (!buffer_.empty() && static_cast<int>(reply.elements.size()) < max_elements) {
     const auto encoded_bytes = static_cast<int64_t>(ElementWireBound(buffer_.front()));
-    const int64_t counted = fit.lending ? encoded_bytes - LendableBytes(buffer_.front()) : encoded_bytes;
+    int64_t counted = encoded_bytes;
+    if (fit.lending) {
+      // A response is lent whole or not at all, within a session's bounds:
+      // one that would pass them ends before this element, and an element
+      // alone past them is never lent, so its bytes must fit the region.
+      const auto [bytes, tensors] = Lendable(buffer_.front());
+      if (reply_lendable.second + tensors > kMaxLeases || reply_lendable.first + bytes > kMaxLentBytes) {
+        if (!reply.elements.empty()) break;
+      } else {
+        counted -= bytes;
+        reply_lendable.first += bytes;
+        reply_lendable.second += tensors;
+      }
+    }
     // A response stays under gRPC's message limit (and its shared-memory
     // region): a full one goes now, and an element that alone is past it
     // cannot be sent at all (or needs a larger region first).

@@ -119,9 +119,9 @@ class WorkerImpl::Task {
   // not handed out (shared_memory_needed).
   ElementsReply TakeLocked(int max_elements, proto::WireCompression compression, ResponseFit fit)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The bytes of `element`'s tensors that lie in the task's heap, which a
-  // lending reader maps rather than receives.
-  int64_t LendableBytes(const Element& element) const;
+  // `element`'s tensors that lie in the task's heap, which a lending reader
+  // maps rather than receives: their bytes and count.
+  std::pair<int64_t, size_t> Lendable(const Element& element) const;
 
   // Answers parked requests while there is output; the answers are sent
   // (encoded, even) after the lock is released.

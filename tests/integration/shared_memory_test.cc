@@ -2,6 +2,8 @@
 // dispatcherd and workerd (docs/design.md, "Shared memory"): elements arrive
 // whole and once, a response too large for a region travels inline, `tcp`
 // opts out, and a reader that ends or is killed leaves nothing behind.
+#include "service/shared_memory.h"
+
 #include <signal.h>
 #include <unistd.h>
 
@@ -337,6 +339,29 @@ TEST_CASE("shared memory: a worker lends its large tensors, which the reader map
     const std::string log = AwaitWorkerLog(cluster, "closed: its reader hung up", 1);
     CHECK(CountOf(log, "opened: reader pid") == 1);
     CHECK_THAT(log, Contains(absl::StrCat("opened: reader pid ", getpid(), ", 33554432 bytes")));
+  }
+  SECTION("an element of more tensors than a session may be lent is copied, whole") {
+    // kMaxLeases + 1 batches of 1 MiB each (int64), made on the worker.
+    const std::vector<Dataset> parts(kMaxLeases + 1, Dataset::Range(1 << 18).Batch(1 << 17));
+    const double framed_before = ClientCount("sluice_client_responses_total{form=\"frame\"}");
+    const double shared_before = ClientCount("sluice_client_shared_memory_responses_total");
+    const std::vector<Element> elements =
+        ReadAll(Dataset::Zip(parts).ReadFromService({.service = cluster.ServiceUrl()}));
+    REQUIRE(elements.size() == 2);
+    for (size_t e = 0; e < elements.size(); ++e) {
+      REQUIRE(elements[e].components.size() == kMaxLeases + 1);
+      for (const Tensor& t : elements[e].components) {
+        REQUIRE(t.num_elements() == (1 << 17));
+        CHECK(t.data<int64_t>()[0] == static_cast<int64_t>(e) << 17);
+        CHECK(t.data<int64_t>()[(1 << 17) - 1] == (static_cast<int64_t>(e + 1) << 17) - 1);
+      }
+    }
+    CHECK(ClientCount("sluice_client_lent_tensors_total") == lent_before);
+    // Sized for the region as never lent: every response came through it
+    // (the reader grew its regions when told), none inline.
+    const double framed = ClientCount("sluice_client_responses_total{form=\"frame\"}") - framed_before;
+    CHECK(framed >= 2);
+    CHECK(ClientCount("sluice_client_shared_memory_responses_total") - shared_before == framed);
   }
   SECTION("a reader that reads over TCP is lent nothing") {
     const std::vector<Element> elements = ReadAll(Dataset::FromTensors({pattern}).Repeat(3).ReadFromService(
