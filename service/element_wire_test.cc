@@ -237,6 +237,37 @@ TEST_CASE("element_wire: a truncated response is an error, or a shorter valid on
   CHECK(errors == static_cast<int>(bytes.size()) - 1 - 4);
 }
 
+TEST_CASE("element_wire: a shared-memory marker's lent tensors travel, and a malformed one is refused",
+          "[wire]") {
+  proto::GetElementsResponse marker;
+  marker.set_shared_memory_bytes(4096);
+  proto::LentTensor* lent = marker.add_lent_tensors();
+  lent->set_element(2);
+  lent->set_component(1);
+  lent->set_offset(8192);
+  lent->add_shape(64);
+  lent->add_shape(3);
+  lent->set_lease(77);
+  std::string bytes = marker.SerializeAsString();
+  grpc::ByteBuffer buffer = Sliced(bytes, bytes.size());
+  ElementsResponse response;
+  REQUIRE(DecodeElementsResponse(&buffer, &response).ok());
+  CHECK(response.shared_memory_bytes == 4096);
+  REQUIRE(response.lent_tensors.size() == 1);
+  CHECK(response.lent_tensors[0].element() == 2);
+  CHECK(response.lent_tensors[0].component() == 1);
+  CHECK(response.lent_tensors[0].offset() == 8192);
+  CHECK(response.lent_tensors[0].shape_size() == 2);
+  CHECK(response.lent_tensors[0].lease() == 77);
+
+  // Field 13 holding bytes that are no LentTensor (a varint cut short).
+  bytes = std::string("\x6a\x02\x08\xff", 4);
+  buffer = Sliced(bytes, bytes.size());
+  response = ElementsResponse{};
+  CHECK(DecodeElementsResponse(&buffer, &response) ==
+        absl::DataLossError("GetElements response: a lent tensor does not parse"));
+}
+
 TEST_CASE("element_wire: malformed messages name the problem", "[wire]") {
   auto decode = [](const std::string& bytes) {
     bool end = false;
