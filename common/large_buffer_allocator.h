@@ -8,6 +8,8 @@
 
 #include <cstddef>
 #include <memory>
+#include <thread>
+#include <utility>
 
 namespace sluice {
 
@@ -42,6 +44,16 @@ class LargeBufferAllocatorScope {
 };
 // The calling thread's scoped allocator; null outside any scope.
 std::shared_ptr<LargeBufferAllocator> ScopedLargeBufferAllocator();
+
+// A thread running `body` that allocates where the calling thread does: how
+// ThreadPool and prefetch start theirs, so a task's pipeline stays in its heap.
+template <typename Body>
+std::thread ThreadInAllocatorScope(Body body) {
+  return std::thread([allocator = ScopedLargeBufferAllocator(), body = std::move(body)]() mutable {
+    LargeBufferAllocatorScope scope(std::move(allocator));
+    body();
+  });
+}
 
 }  // namespace sluice
 

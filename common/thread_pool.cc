@@ -9,15 +9,8 @@ namespace sluice {
 ThreadPool::ThreadPool(int num_threads, size_t max_queued) : max_queued_(max_queued) {
   threads_.reserve(num_threads);
   try {
-    // The pool's threads allocate where the thread that made it does (a
-    // worker task's heap).
-    std::shared_ptr<LargeBufferAllocator> allocator = ScopedLargeBufferAllocator();
-    for (int i = 0; i < num_threads; ++i) {
-      threads_.emplace_back([this, allocator] {
-        LargeBufferAllocatorScope scope(allocator);
-        WorkerLoop();
-      });
-    }
+    for (int i = 0; i < num_threads; ++i)
+      threads_.push_back(ThreadInAllocatorScope([this] { WorkerLoop(); }));
   } catch (...) {
     // Out of threads: the ones started are joined before the error goes
     // on (a joinable std::thread destroyed would call std::terminate).

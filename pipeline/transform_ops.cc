@@ -395,7 +395,7 @@ class BackgroundIterator : public UnaryIterator {
  public:
   BackgroundIterator(std::unique_ptr<IteratorBase> input, int64_t capacity, bool start_at_first_read)
       : UnaryIterator(std::move(input)), capacity_(capacity) {
-    if (!start_at_first_read) StartProducer();
+    if (!start_at_first_read) producer_ = ThreadInAllocatorScope([this] { Produce(); });
   }
   ~BackgroundIterator() override {
     {
@@ -443,7 +443,7 @@ class BackgroundIterator : public UnaryIterator {
     absl::MutexLock lock(&mu_);
     // Started by the first read unless at construction, so that Restore
     // comes first.
-    if (!producer_.joinable() && !done_) StartProducer();
+    if (!producer_.joinable() && !done_) producer_ = ThreadInAllocatorScope([this] { Produce(); });
     mu_.Await(absl::Condition(this, &BackgroundIterator::ReadyForConsumer));
     if (!buffer_.empty()) {
       *element = std::move(buffer_.front());
@@ -487,15 +487,6 @@ class BackgroundIterator : public UnaryIterator {
       if (!status.ok() || end) return status;
       buffer_.push_back(std::move(element));
     }
-  }
-
-  // The producer allocates where the thread that starts it does (a worker
-  // task's heap).
-  void StartProducer() {
-    producer_ = std::thread([this, allocator = ScopedLargeBufferAllocator()] {
-      LargeBufferAllocatorScope scope(allocator);
-      Produce();
-    });
   }
 
   const int64_t capacity_;

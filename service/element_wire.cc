@@ -551,9 +551,8 @@ absl::Status DecodeElementsResponse(grpc::ByteBuffer* buffer, ElementsResponse* 
     } else if (tag == kResponseLentTensor) {
       std::string bytes;
       if (absl::Status s = ReadString(in, "a lent tensor", &bytes); !s.ok()) return s;
-      if (!response->lent_tensors.emplace_back().ParseFromString(bytes)) {
-        return absl::DataLossError("GetElements response: a lent tensor does not parse");
-      }
+      if (!response->lent_tensors.emplace_back().ParseFromString(bytes))
+        return Malformed(in, "a lent tensor");
     } else if (tag == kResponseSharedMemoryNeeded) {
       if (!in.ReadVarint64(&value)) return Malformed(in, "shared_memory_needed is truncated");
       response->shared_memory_needed = static_cast<int64_t>(value);

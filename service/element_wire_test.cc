@@ -265,7 +265,7 @@ TEST_CASE("element_wire: a shared-memory marker's lent tensors travel, and a mal
   buffer = Sliced(bytes, bytes.size());
   response = ElementsResponse{};
   CHECK(DecodeElementsResponse(&buffer, &response) ==
-        absl::DataLossError("GetElements response: a lent tensor does not parse"));
+        absl::DataLossError("malformed GetElements response at byte 4: a lent tensor"));
 }
 
 TEST_CASE("element_wire: malformed messages name the problem", "[wire]") {
