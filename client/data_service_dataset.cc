@@ -45,6 +45,9 @@ struct ReadConfig {
   proto::WireCompression compression = proto::COMPRESSION_NONE;
   int64_t consumer_index = -1;  // coordinated reads; -1 otherwise
   bool allow_partial = false;
+  // One of several peer readers of the job: their epoch's key
+  // (DistributeOp.peer_epoch_key); empty for any other reader.
+  std::string peer_epoch_key;
   TransportOptions transport;
   // Why the worker side may give other elements or another order on
   // another run (CheckDeterministicPipeline); OK when it cannot.
@@ -109,10 +112,23 @@ std::string RestoredJobName(const ReadConfig& config, const ResumePoint& resume)
                       Sha256Hex(resume.state_bytes, 6));
 }
 
-// Makes the job (or joins it) and the iteration for `repetition`, and
-// starts reading it.
-absl::StatusOr<std::unique_ptr<ServiceRead>> StartRead(const ReadConfig& config, int64_t repetition,
+// Gives back an iteration client this reader will not read from.
+void ReleaseClient(DispatcherClient& service, const proto::GetOrCreateIterationResponse& iteration) {
+  proto::ReleaseIterationClientRequest request;
+  request.set_iteration_client_id(iteration.iteration_client_id());
+  request.set_client_secret(iteration.client_secret());
+  proto::ReleaseIterationClientResponse response;
+  (void)service.ReleaseIterationClient(request, &response, {.attempt_timeout = std::chrono::seconds(2)});
+}
+
+// Makes the job (or joins it) and the iteration for `*repetition`, and
+// starts reading it. A peer reader that finds the repetition finished by
+// readers of another epoch (a stale one) moves `*repetition` on to the
+// next, and `repetitions` past it.
+absl::StatusOr<std::unique_ptr<ServiceRead>> StartRead(const ReadConfig& config, int64_t* repetition_io,
+                                                       std::atomic<int64_t>& repetitions,
                                                        const ResumePoint* resume) {
+  int64_t& repetition = *repetition_io;
   if (resume != nullptr && resume->num_consumers > 1 && config.params.deterministic()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "restore: a deterministic read has one consumer at a time, so its job checkpoint resumes on 1 "
@@ -143,7 +159,7 @@ absl::StatusOr<std::unique_ptr<ServiceRead>> StartRead(const ReadConfig& config,
   if (!status.ok()) return in_context(status);
   proto::GetOrCreateIterationRequest iteration_request;
   iteration_request.set_job_id(job.job_id());
-  iteration_request.set_repetition(repetition);
+  if (resume == nullptr) iteration_request.set_epoch_key(config.peer_epoch_key);
   iteration_request.set_consumer_index(std::max<int64_t>(0, config.consumer_index));
   if (resume != nullptr) {
     for (int64_t seq : resume->delivered.DoneSplitPairs()) iteration_request.add_skip_splits(seq);
@@ -153,15 +169,34 @@ absl::StatusOr<std::unique_ptr<ServiceRead>> StartRead(const ReadConfig& config,
     AppendWorkerRanges(resume->delivered.worker_positions(), iteration_request.mutable_skip_positions());
   }
   proto::GetOrCreateIterationResponse iteration;
-  status = config.service->GetOrCreateIteration(
-      iteration_request, &iteration,
-      {.retry_for = config.deadline,
-       .what = absl::StrCat("starting an iteration at ", config.service->address())});
-  if (!status.ok()) return in_context(status);
-  if (iteration.already_finished()) {
-    Warn(absl::StrCat("job '", job_name, "' repetition ", repetition,
-                      " already finished: nothing to read (each repetition of a shared job is read once, as "
-                      "in tf.data; use another job_name to read the data again)"));
+  for (;;) {
+    iteration_request.set_repetition(repetition);
+    status = config.service->GetOrCreateIteration(
+        iteration_request, &iteration,
+        {.retry_for = config.deadline,
+         .what = absl::StrCat("starting an iteration at ", config.service->address())});
+    if (!status.ok()) return in_context(status);
+    // A finished repetition that this reader's peers started was theirs
+    // to read; one started by others is stale, and the next is this
+    // epoch's.
+    if (!iteration.already_finished() || config.peer_epoch_key.empty() || resume != nullptr ||
+        iteration.epoch_key() == config.peer_epoch_key) {
+      break;
+    }
+    ReleaseClient(*config.service, iteration);
+    ++repetition;
+    int64_t next = repetitions.load();
+    while (next <= repetition && !repetitions.compare_exchange_weak(next, repetition + 1)) {
+    }
+  }
+  // Anyone but a peer would silently read nothing.
+  if (iteration.already_finished() && config.peer_epoch_key.empty()) {
+    ReleaseClient(*config.service, iteration);
+    return absl::FailedPreconditionError(absl::StrCat(
+        "job '", job_name, "' repetition ", repetition,
+        " was already read to its end by other consumers, so nothing is left for this one: each repetition of "
+        "a shared job is read once, as in tf.data (iterate the same dataset again for its next repetition, "
+        "or use another job_name to read the data again)"));
   }
   // In parallel_epochs every task runs the whole epoch, so a lost one cut
   // it short; in distributed_epoch its splits are read again, and static
@@ -195,8 +230,10 @@ absl::StatusOr<std::unique_ptr<ServiceRead>> StartRead(const ReadConfig& config,
 
 class DataServiceDataset : public DatasetBase {
  public:
-  DataServiceDataset(ReadConfig config, ElementSpec spec)
-      : config_(std::make_shared<const ReadConfig>(std::move(config))), spec_(std::move(spec)) {}
+  DataServiceDataset(ReadConfig config, ElementSpec spec, std::shared_ptr<std::atomic<int64_t>> repetitions)
+      : config_(std::make_shared<const ReadConfig>(std::move(config))),
+        spec_(std::move(spec)),
+        repetitions_(std::move(repetitions)) {}
 
   const ElementSpec& element_spec() const override { return spec_; }
   int64_t Cardinality() const override {
@@ -213,8 +250,9 @@ class DataServiceDataset : public DatasetBase {
 
   const std::shared_ptr<const ReadConfig> config_;
   const ElementSpec spec_;
-  // The next iterator's repetition; a restore moves it past the saved one.
-  const std::shared_ptr<std::atomic<int64_t>> repetitions_ = std::make_shared<std::atomic<int64_t>>(0);
+  // The next iterator's repetition, shared with the dataset object's other
+  // builds; a restore moves it past the saved one.
+  const std::shared_ptr<std::atomic<int64_t>> repetitions_;
 };
 
 // Starts its read at once, or, when a restore is to follow, at its first
@@ -230,7 +268,7 @@ class DataServiceDataset::Iterator : public IteratorBase {
   absl::Status Start() {
     if (!start_status_.ok()) return start_status_;
     absl::StatusOr<std::unique_ptr<ServiceRead>> read =
-        StartRead(*config_, repetition_, resume_.has_value() ? &*resume_ : nullptr);
+        StartRead(*config_, &repetition_, *repetitions_, resume_.has_value() ? &*resume_ : nullptr);
     if (!read.ok()) {
       start_status_ = read.status();
       return start_status_;
@@ -305,7 +343,7 @@ class DataServiceDataset::Iterator : public IteratorBase {
 
   const std::shared_ptr<const ReadConfig> config_;
   const std::shared_ptr<std::atomic<int64_t>> repetitions_;
-  const int64_t repetition_;
+  int64_t repetition_;
   std::optional<ResumePoint> resume_;
   bool from_job_checkpoint_ = false;
   absl::Status start_status_;
@@ -327,7 +365,8 @@ absl::StatusOr<std::unique_ptr<IteratorBase>> DataServiceDataset::MakeIterator(
 }  // namespace
 
 absl::StatusOr<DatasetPtr> MakeDataServiceDataset(const proto::DatasetDef& worker_part,
-                                                  const proto::DistributeOp& op) {
+                                                  const proto::DistributeOp& op,
+                                                  std::shared_ptr<std::atomic<int64_t>> repetitions) {
   proto::JobParams params;
   if (absl::Status s = JobParamsFromDistribute(op, &params); !s.ok()) return s;
   if (absl::Status s = CheckSendable(worker_part); !s.ok()) return s;
@@ -404,11 +443,12 @@ absl::StatusOr<DatasetPtr> MakeDataServiceDataset(const proto::DatasetDef& worke
                  .compression = *compression,
                  .consumer_index = consumer_index,
                  .allow_partial = op.allow_partial(),
+                 .peer_epoch_key = op.peer_epoch_key(),
                  .transport = TransportOptions{.connections = static_cast<int>(
                                                    std::max<int64_t>(1, op.connections_per_worker())),
                                                .shared_memory = op.transport() != "tcp"},
                  .worker_side_determinism = CheckDeterministicPipeline(worker_part)},
-      *std::move(spec));
+      *std::move(spec), std::move(repetitions));
 }
 
 namespace {

@@ -4,6 +4,10 @@
 #ifndef SLUICE_CLIENT_DATA_SERVICE_DATASET_H_
 #define SLUICE_CLIENT_DATA_SERVICE_DATASET_H_
 
+#include <atomic>
+#include <cstdint>
+#include <memory>
+
 #include "absl/status/statusor.h"
 #include "pipeline/dataset.h"
 #include "sluice/dataset.pb.h"
@@ -12,9 +16,11 @@ namespace sluice {
 
 // Registers `worker_part` with the dispatcher named in `op` (retrying while
 // the dispatcher is not up yet) and returns a dataset whose every iterator
-// is a new repetition of the job.
+// takes the job's next repetition from `repetitions` (the counter that the
+// dataset object and its copies share).
 absl::StatusOr<DatasetPtr> MakeDataServiceDataset(const proto::DatasetDef& worker_part,
-                                                  const proto::DistributeOp& op);
+                                                  const proto::DistributeOp& op,
+                                                  std::shared_ptr<std::atomic<int64_t>> repetitions);
 
 }  // namespace sluice
 

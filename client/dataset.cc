@@ -231,6 +231,29 @@ absl::Status Dataset::CheckRunsOnService() const {
   return internal::CheckNoLocalFunctions(DatasetAccess::Definition(*this));
 }
 
+int64_t Dataset::NextReadRepetition() const { return DatasetAccess::State(*this).read_repetitions->load(); }
+
+void Dataset::SetNextReadRepetition(int64_t repetition) const {
+  DatasetAccess::State(*this).read_repetitions->store(repetition);
+}
+
+Dataset Dataset::ReadAsPeer(const std::string& job_name, const std::string& epoch_key) const {
+  internal::DatasetDefinition next = DatasetAccess::State(*this);
+  for (proto::Step& step : *next.def.mutable_steps()) {
+    if (!step.has_distribute()) continue;
+    if (step.distribute().job_name().empty()) step.mutable_distribute()->set_job_name(job_name);
+    step.mutable_distribute()->set_peer_epoch_key(epoch_key);
+  }
+  return DatasetAccess::FromState(std::move(next));
+}
+
+bool Dataset::ReadsFromService() const {
+  for (const proto::Step& step : DatasetAccess::Definition(*this).steps()) {
+    if (step.has_distribute()) return true;
+  }
+  return false;
+}
+
 bool Dataset::ReadsNamedJob() const {
   for (const proto::Step& step : DatasetAccess::Definition(*this).steps()) {
     if (step.has_distribute() && !step.distribute().job_name().empty()) return true;
@@ -407,6 +430,7 @@ absl::StatusOr<DatasetPtr> BuildPipeline(const Dataset& dataset) {
   const std::vector<std::string>& locations = DatasetAccess::State(dataset).step_locations;
   BuildOptions options;
   if (!locations.empty()) options.step_locations = &locations;
+  options.read_repetitions = DatasetAccess::State(dataset).read_repetitions;
   return BuildDataset(DatasetAccess::Definition(dataset), options);
 }
 

@@ -4,6 +4,8 @@
 #ifndef SLUICE_CLIENT_DATASET_INTERNAL_H_
 #define SLUICE_CLIENT_DATASET_INTERNAL_H_
 
+#include <atomic>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -20,6 +22,10 @@ struct DatasetDefinition {
   // "file:line:column" of each top-level step of a YAML pipeline, for
   // errors; empty otherwise.
   std::vector<std::string> step_locations;
+  // The distribute step's repetition counter (BuildOptions::read_repetitions):
+  // a dataset's copies and the datasets made from it by adding steps share
+  // it; a deserialized definition starts a counter of its own.
+  std::shared_ptr<std::atomic<int64_t>> read_repetitions = std::make_shared<std::atomic<int64_t>>(0);
 };
 
 struct FunctionArgValue {

@@ -340,6 +340,7 @@ absl::Status DispatcherImpl::GetOrCreateIteration(const proto::GetOrCreateIterat
     // A shared job's repetition read again: tf.data ends it at once; the
     // client says so.
     response->set_already_finished(iteration != nullptr && iteration->finished);
+    if (iteration != nullptr) response->set_epoch_key(iteration->epoch_key);
     if (iteration != nullptr && num_consumers > 0 &&
         iteration->consumers_joined.contains(request.consumer_index())) {
       return absl::FailedPreconditionError(
@@ -373,6 +374,8 @@ absl::Status DispatcherImpl::GetOrCreateIteration(const proto::GetOrCreateIterat
       u->set_iteration_id(state_.NextIterationId());
       u->set_job_id(job->id);
       u->set_repetition(request.repetition());
+      u->set_epoch_key(request.epoch_key());
+      response->set_epoch_key(request.epoch_key());
       u->set_infinite(infinite);
       if (!request.split_layout().empty() && request.split_layout() != SplitLayout()) {
         return absl::FailedPreconditionError(absl::StrCat(

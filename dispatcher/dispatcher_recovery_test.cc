@@ -46,6 +46,42 @@ TEST_CASE("dispatcher_impl: a restarted dispatcher resumes from its work dir", "
   CHECK(second.iteration_client_id() == it.iteration_client_id() + 1);
 }
 
+// Peer readers tell a stale repetition from their own by the key that
+// created it, so the key must survive a restart, journal or snapshot.
+TEST_CASE("dispatcher_impl: an iteration's epoch key survives a restart", "[dispatcher]") {
+  testing::TempDir dir;
+  DispatcherConfig config = TestConfig();
+  config.work_dir = dir.File("work");
+  SECTION("from the journal") {}
+  SECTION("from snapshots taken every 2 records") { config.snapshot_interval = 2; }
+  proto::GetOrCreateIterationRequest request;
+  *request.mutable_version() = CurrentVersion();
+  request.set_repetition(0);
+  request.set_epoch_key("loader-5eed-0");
+  {
+    DispatcherImpl d(config);
+    REQUIRE(d.Start().ok());
+    Heartbeat(d, "w1:1");
+    request.set_job_id(
+        Job(d, Register(d, internal::DefinitionOf(Dataset::Range(10))), proto::DISTRIBUTED_EPOCH, "peers"));
+    proto::GetOrCreateIterationResponse created;
+    REQUIRE(d.GetOrCreateIteration(request, &created).ok());
+    CHECK(created.epoch_key() == "loader-5eed-0");
+  }
+  DispatcherImpl d(config);
+  REQUIRE(d.Start().ok());
+  // A peer of another epoch joining repetition 0 hears whose it is.
+  request.set_epoch_key("loader-beef-0");
+  proto::GetOrCreateIterationResponse joined;
+  REQUIRE(d.GetOrCreateIteration(request, &joined).ok());
+  CHECK(joined.epoch_key() == "loader-5eed-0");
+  request.set_epoch_key(std::string(129, 'k'));
+  const absl::Status refused = d.GetOrCreateIteration(request, &joined);
+  CHECK(refused.code() == absl::StatusCode::kInvalidArgument);
+  CHECK_THAT(std::string(refused.message()), Catch::Matchers::Contains("epoch_key"));
+  CHECK_THAT(std::string(refused.message()), Catch::Matchers::Contains("at most 128 bytes"));
+}
+
 // An endless distributed_epoch read journals a LeaseSplits record per
 // worker request, each of thousands of splits: before snapshot_bytes the
 // work dir grew 380 KB/s (range 3 / repeat) until 10000 records.

@@ -95,6 +95,7 @@ absl::Status DispatcherState::Apply(const proto::Update& update) {
       iteration.id = u.iteration_id();
       iteration.job_id = u.job_id();
       iteration.repetition = u.repetition();
+      iteration.epoch_key = u.epoch_key();
       iteration.infinite = u.infinite();
       absl::StatusOr<IntRanges> skip = RangesFromPairs(u.skip_splits(), 1, "skip_splits");
       if (!skip.ok()) return absl::FailedPreconditionError(skip.status().message());

@@ -88,6 +88,8 @@ class DispatcherState {
     int64_t id = 0;
     int64_t job_id = 0;
     int64_t repetition = 0;
+    // CreateIteration.epoch_key: which peer readers started it.
+    std::string epoch_key;
     std::vector<int64_t> tasks;
     std::set<int64_t> clients;
     // Every task finished (and there is at least one), or collected.

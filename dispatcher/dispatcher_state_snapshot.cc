@@ -53,6 +53,7 @@ proto::StateSnapshot DispatcherState::ToSnapshot() const {
     i->set_iteration_id(id);
     i->set_job_id(iteration.job_id);
     i->set_repetition(iteration.repetition);
+    i->set_epoch_key(iteration.epoch_key);
     for (int64_t task : iteration.tasks) i->add_tasks(task);
     for (int64_t client : iteration.clients) i->add_clients(client);
     i->set_collected(iteration.collected);
@@ -130,6 +131,7 @@ absl::StatusOr<DispatcherState> DispatcherState::FromSnapshot(const proto::State
     iteration.id = i.iteration_id();
     iteration.job_id = i.job_id();
     iteration.repetition = i.repetition();
+    iteration.epoch_key = i.epoch_key();
     for (int64_t task : i.tasks()) {
       if (!state.tasks_.contains(task)) {
         return absl::DataLossError(absl::StrCat("snapshot: iteration ", iteration.id, " has no task ", task));

@@ -112,6 +112,10 @@ absl::Status CheckRequest(const proto::GetOrCreateIterationRequest& request) {
     return Refuse(rpc, "consumer_index", absl::StrCat("in [0, ", kMaxConsumers, ")"),
                   absl::StrCat(request.consumer_index()));
   }
+  if (request.epoch_key().size() > kMaxEpochKeyBytes) {
+    return Refuse(rpc, "epoch_key", absl::StrCat("at most ", kMaxEpochKeyBytes, " bytes"),
+                  absl::StrCat(request.epoch_key().size(), " bytes"));
+  }
   if (request.skip_splits_size() > kMaxSkipSplitNumbers) {
     return Refuse(rpc, "skip_splits", absl::StrCat("at most ", kMaxSkipSplitNumbers, " numbers"),
                   absl::StrCat(request.skip_splits_size(), " numbers"));

@@ -21,6 +21,8 @@ namespace sluice::dispatcher {
 // The largest repetition a client may ask for: a trainer counts its
 // epochs from 0, and 2^40 of them is far past any real run.
 inline constexpr int64_t kMaxRepetition = int64_t{1} << 40;
+// The longest GetOrCreateIterationRequest.epoch_key.
+inline constexpr size_t kMaxEpochKeyBytes = 128;
 // Coordinated reads: the most consumers one job may have.
 inline constexpr int64_t kMaxConsumers = 1 << 16;
 // A restored read's skip_splits: at most 2^20 ranges (delivered splits

@@ -272,7 +272,8 @@ namespace {
 absl::Mutex distribute_mu(absl::kConstInit);
 DistributeFactory* distribute_factory ABSL_GUARDED_BY(distribute_mu) = nullptr;
 
-absl::StatusOr<DatasetPtr> BuildDistribute(const proto::DatasetDef& def, int index) {
+absl::StatusOr<DatasetPtr> BuildDistribute(const proto::DatasetDef& def, int index,
+                                           const BuildOptions& options) {
   DistributeFactory factory;
   {
     absl::MutexLock lock(&distribute_mu);
@@ -287,7 +288,9 @@ absl::StatusOr<DatasetPtr> BuildDistribute(const proto::DatasetDef& def, int ind
   for (int i = 0; i < index; ++i) *worker_part.add_steps() = def.steps(i);
   if (worker_part.steps().empty())
     return absl::InvalidArgumentError("nothing before it to run on the workers");
-  return factory(worker_part, def.steps(index).distribute());
+  return factory(worker_part, def.steps(index).distribute(),
+                 options.read_repetitions != nullptr ? options.read_repetitions
+                                                     : std::make_shared<std::atomic<int64_t>>(0));
 }
 
 }  // namespace
@@ -343,7 +346,7 @@ absl::StatusOr<DatasetPtr> BuildDataset(const proto::DatasetDef& def, const Buil
     if (op.empty()) {
       next = absl::InvalidArgumentError("the step has no op");
     } else if (step.has_distribute()) {
-      next = BuildDistribute(def, i);
+      next = BuildDistribute(def, i, options);
     } else if (i == 0) {
       next = BuildSource(step, options);
     } else if (i + 1 < def.steps_size() && MapCanFollowBatch(step, def.steps(i + 1))) {

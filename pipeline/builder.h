@@ -9,6 +9,7 @@
 #ifndef SLUICE_PIPELINE_BUILDER_H_
 #define SLUICE_PIPELINE_BUILDER_H_
 
+#include <atomic>
 #include <functional>
 #include <optional>
 #include <string>
@@ -26,6 +27,11 @@ struct BuildOptions {
   const Element* input = nullptr;
   // One "file:line:column" per top-level step, for error messages.
   const std::vector<std::string>* step_locations = nullptr;
+  // The `distribute` step's repetition counter: each iterator of its read
+  // takes the job's next repetition. A dataset object and its copies share
+  // one, so that iterating it again reads the next repetition, as in
+  // tf.data; null gives the build a counter of its own.
+  std::shared_ptr<std::atomic<int64_t>> read_repetitions;
 };
 
 absl::StatusOr<DatasetPtr> BuildDataset(const proto::DatasetDef& def, const BuildOptions& options = {});
@@ -33,8 +39,9 @@ absl::StatusOr<DatasetPtr> BuildDataset(const proto::DatasetDef& def, const Buil
 // How a `distribute` step becomes a dataset: the client library registers
 // a factory that reads `worker_part` from the service. Without one, a
 // pipeline with `distribute` fails to build, saying so.
-using DistributeFactory = std::function<absl::StatusOr<DatasetPtr>(const proto::DatasetDef& worker_part,
-                                                                   const proto::DistributeOp& op)>;
+using DistributeFactory = std::function<absl::StatusOr<DatasetPtr>(
+    const proto::DatasetDef& worker_part, const proto::DistributeOp& op,
+    std::shared_ptr<std::atomic<int64_t>> repetitions)>;
 void SetDistributeFactory(DistributeFactory factory);
 
 // The steps before the first `distribute` (with the plugins), or the whole

@@ -87,6 +87,9 @@ def _element_spec(self):
 Dataset.element_spec = property(_element_spec)
 
 
-def _dataset_from_bytes(data):
-    """Unpickles a Dataset (Dataset.__reduce__ names this function)."""
-    return Dataset.deserialize(data)
+def _dataset_from_bytes(data, next_read_repetition=0):
+    """Unpickles a Dataset (Dataset.__reduce__ names this function): its
+    definition, and the repetition its next iterator reads."""
+    dataset = Dataset.deserialize(data)
+    dataset.next_read_repetition = next_read_repetition
+    return dataset

@@ -23,7 +23,14 @@ namespace sluice::python {
 namespace py = pybind11;
 namespace {
 
-FunctionArg ArgFromPython(py::handle value) {
+// `name` is the keyword argument that `value` is (part of), for errors.
+FunctionArg ArgFromPython(py::handle value, const std::string& name) {
+  // NumPy arrays and scalars (mean=np.array([...]), size=np.int64(32)) as
+  // the Python lists and numbers they hold.
+  if (py::hasattr(py::type::of(value), "__module__") &&
+      std::string(py::str(py::type::of(value).attr("__module__"))) == "numpy" && py::hasattr(value, "tolist")) {
+    return ArgFromPython(value.attr("tolist")(), name);
+  }
   // bool first: Python's bool is an int.
   if (py::isinstance<py::bool_>(value)) return FunctionArg(value.cast<bool>());
   if (py::isinstance<py::int_>(value)) return FunctionArg(value.cast<int64_t>());
@@ -31,23 +38,26 @@ FunctionArg ArgFromPython(py::handle value) {
   if (py::isinstance<py::str>(value)) return FunctionArg(value.cast<std::string>());
   if (py::isinstance<py::list>(value) || py::isinstance<py::tuple>(value)) {
     std::vector<FunctionArg> values;
-    for (py::handle item : value) values.push_back(ArgFromPython(item));
+    for (py::handle item : value) values.push_back(ArgFromPython(item, name));
     return FunctionArg(std::move(values));
   }
   if (py::isinstance<py::dict>(value)) {
     std::map<std::string, FunctionArg> entries;
     for (auto [key, item] : py::reinterpret_borrow<py::dict>(value))
-      entries.emplace(py::str(key), ArgFromPython(item));
+      entries.emplace(py::str(key), ArgFromPython(item, name));
     return FunctionArg(std::move(entries));
   }
   ThrowStatus(absl::InvalidArgumentError(
-      absl::StrCat("a function argument is a number, bool, str, list or dict, not ",
-                   std::string(py::str(py::type::of(value))))));
+      absl::StrCat("function argument '", name, "' is a number, bool, str, list or dict (or a NumPy array or "
+                   "scalar), not ", std::string(py::str(py::type::of(value))))));
 }
 
 FunctionArgMap ArgsFromKwargs(const py::kwargs& kwargs) {
   FunctionArgMap args;
-  for (auto [key, value] : kwargs) args.emplace(py::str(key), ArgFromPython(value));
+  for (auto [key, value] : kwargs) {
+    const std::string name = py::str(key);
+    args.emplace(name, ArgFromPython(value, name));
+  }
   return args;
 }
 
@@ -376,6 +386,18 @@ void BindDataset(py::module_& module) {
            "A hex digest of the definition: equal for equal pipelines, built in YAML or Python.")
       .def("reads_named_job", &Dataset::ReadsNamedJob,
            "True when a distribute step names a job_name, whose consumers share its elements.")
+      .def("reads_from_service", &Dataset::ReadsFromService,
+           "True when the pipeline has a distribute step: the steps before it run on the service.")
+      .def_property("next_read_repetition", &Dataset::NextReadRepetition, &Dataset::SetNextReadRepetition,
+                    "The repetition of its named job that the next iterator reads: each iterator (each "
+                    "epoch) takes the next, counted by this dataset, its copies and the datasets made from "
+                    "it; pickling carries it.")
+      .def("read_as_peer", &Dataset::ReadAsPeer, py::arg("job_name"), py::arg("epoch_key"),
+           "The same pipeline read as one of several peers in one trainer (DataLoader workers, DDP "
+           "ranks) that split each repetition of one job, epoch_key naming the epoch they read together: "
+           "the distribute step gets job_name unless it names one; a repetition these peers read to its "
+           "end before this reader joined is empty for it, and one finished under another key is skipped "
+           "for the next. Shares this dataset's repetition counter.")
       .def("__reduce__",
            [](const Dataset& self) {
              // Another process (DataLoader workers started with spawn) has
@@ -386,7 +408,7 @@ void BindDataset(py::module_& module) {
                    "process's callables (use registered functions, or fork instead of spawn)"));
              }
              return py::make_tuple(py::module_::import("sluice").attr("_dataset_from_bytes"),
-                                   py::make_tuple(py::bytes(self.Serialize())));
+                                   py::make_tuple(py::bytes(self.Serialize()), self.NextReadRepetition()));
            })
       .def(
           "serialize", [](const Dataset& self) { return py::bytes(self.Serialize()); },

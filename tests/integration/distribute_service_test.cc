@@ -66,6 +66,45 @@ TEST_CASE("distribute: each iteration of a service-backed dataset is a new repet
   }
 }
 
+// Reads one iterator of `dataset` to its end: the int64 scalars, sorted.
+std::vector<int64_t> ReadEpoch(const Dataset& dataset) {
+  absl::StatusOr<Iterator> it = dataset.MakeIterator();
+  REQUIRE(it.ok());
+  std::vector<int64_t> values;
+  for (const Element& element : *it) {
+    for (int64_t v : element.components[0].values<int64_t>()) values.push_back(v);
+  }
+  INFO(it->status().ToString());
+  REQUIRE(it->status().ok());
+  std::sort(values.begin(), values.end());
+  return values;
+}
+
+TEST_CASE("distribute: MakeIterator again on a Dataset, its copy or a dataset made from it reads the "
+          "next repetition",
+          "[service][distribute]") {
+  TestCluster cluster({.num_workers = 2});
+  const Dataset dataset = Dataset::Range(50).ReadFromService(
+      {.service = cluster.ServiceUrl(), .processing_mode = ProcessingMode::kDistributedEpoch, .job_name = "again"});
+  CHECK(ReadEpoch(dataset) == Iota(50));
+  CHECK(dataset.NextReadRepetition() == 1);
+  const Dataset copy = dataset;  // NOLINT: the copy is the point
+  CHECK(ReadEpoch(copy) == Iota(50));
+  CHECK(ReadEpoch(dataset.Batch(7)) == Iota(50));
+  CHECK(dataset.NextReadRepetition() == 3);
+  // Another Dataset object counts from 0, a repetition already read.
+  const Dataset other = Dataset::Range(50).ReadFromService(
+      {.service = cluster.ServiceUrl(), .processing_mode = ProcessingMode::kDistributedEpoch, .job_name = "again"});
+  absl::StatusOr<Iterator> late = other.MakeIterator();
+  const absl::Status status = late.ok() ? late->GetNext().status() : late.status();
+  CHECK(status.code() == absl::StatusCode::kFailedPrecondition);
+  CHECK_THAT(std::string(status.message()),
+             Catch::Matchers::Contains("job 'again' repetition 0 was already read to its end by other consumers"));
+  // Set where the count stands, as a pickled copy does.
+  other.SetNextReadRepetition(3);
+  CHECK(ReadEpoch(other) == Iota(50));
+}
+
 TEST_CASE("distribute: two trainers of one named job share its elements", "[service][distribute]") {
   TestCluster cluster({.num_workers = 1});
   Dataset dataset = Dataset::Range(80)

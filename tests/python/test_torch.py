@@ -108,16 +108,19 @@ from sluice.torch import IterableDataset
 rank, port, service = int(sys.argv[1]), sys.argv[2], sys.argv[3]
 dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
 local = sluice.Dataset.range(16).batch(8)
-shared = sluice.Dataset.range(40).batch(4).distribute("distributed_epoch", service, job_name="ddp_job")
-out = {name: [b.tolist() for b in torch.utils.data.DataLoader(IterableDataset(ds), batch_size=None)]
-       for name, ds in (("local", local), ("shared", shared))}
+def shared(name):
+    return sluice.Dataset.range(40).batch(4).distribute("distributed_epoch", service, job_name=name)
+def read(ds, batch):
+    return [b.tolist() for b in torch.utils.data.DataLoader(IterableDataset(ds, batch=batch), batch_size=None)]
+out = {"local": read(local, "per_rank"), "shared": read(shared("ddp_job"), "per_rank"),
+       "local_global": read(local, "global"), "shared_global": read(shared("ddp_global"), "global")}
 dist.barrier()
 print(json.dumps(out))
 dist.destroy_process_group()
 """
 
 
-def test_ddp_ranks_auto_shard_and_share_a_named_job(cluster):
+def test_ddp_ranks_per_rank_and_global_batches(cluster):
     port = str(free_port())
     ranks = [
         subprocess.Popen(
@@ -139,16 +142,19 @@ def test_ddp_ranks_auto_shard_and_share_a_named_job(cluster):
         for rank in ranks:
             if rank.poll() is None:
                 rank.kill()
-    # Without a named job each rank keeps every second element and takes
-    # half of each global batch of 8.
-    for out in outputs:
-        assert all(len(b) == 4 for b in out["local"])
-    assert sorted(x for out in outputs for b in out["local"] for x in b) == list(range(16))
-    # A named job's consumers share it: each global batch of 4 is
-    # rebatched to 2 rows per rank, and every element arrives once.
-    shared = [x for out in outputs for b in out["shared"] for x in b]
-    assert sorted(shared) == list(range(40))
-    assert all(len(b) == 2 for out in outputs for b in out["shared"])
+    # batch="per_rank" (PyTorch's convention): a local pipeline's batches of
+    # 8 go whole to one rank each; a named job's batches of 4 are shared
+    # between the ranks, each once, in equal numbers of steps.
+    for name, rows, total in (("local", 8, 16), ("shared", 4, 40)):
+        assert all(len(b) == rows for out in outputs for b in out[name])
+        assert sorted(x for out in outputs for b in out[name] for x in b) == list(range(total))
+        assert len(outputs[0][name]) == len(outputs[1][name])
+    # batch="global" (tf.data's): each global batch is split between the
+    # ranks, 4 and 2 rows each; every element still arrives once.
+    for name, rows, total in (("local_global", 4, 16), ("shared_global", 2, 40)):
+        assert all(len(b) == rows for out in outputs for b in out[name])
+        assert sorted(x for out in outputs for b in out[name] for x in b) == list(range(total))
+        assert len(outputs[0][name]) == len(outputs[1][name])
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU visible to PyTorch on this machine")

@@ -168,6 +168,23 @@ class Dataset {
   // True when a ReadFromService step names a job (job_name), whose
   // consumers share its elements rather than each reading them all.
   bool ReadsNamedJob() const;
+  // True when the pipeline has a ReadFromService (distribute) step.
+  bool ReadsFromService() const;
+  // The repetition of its named job that the next iterator reads. Each
+  // iterator takes the next one, as in tf.data, counted by this dataset,
+  // its copies and the datasets made from it by adding steps; a
+  // deserialized definition counts from 0 (Python's pickling carries it).
+  int64_t NextReadRepetition() const;
+  void SetNextReadRepetition(int64_t repetition) const;
+  // The same pipeline read as one of several peers in one trainer
+  // (DataLoader worker processes, DDP ranks) that split each repetition of
+  // one job, `epoch_key` (non-empty) naming the epoch they read together:
+  // the distribute step gets `job_name` unless it names one; a repetition
+  // that peers with this key read to its end before this reader joined is
+  // empty for it, and one finished under another key is skipped for the
+  // next (for a reader that is no peer, a finished repetition is
+  // FailedPrecondition). Shares this dataset's repetition counter.
+  Dataset ReadAsPeer(const std::string& job_name, const std::string& epoch_key) const;
 
   // The definition's fingerprint: equal for equal pipelines, YAML or not.
   std::string Fingerprint() const;
