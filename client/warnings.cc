@@ -1,5 +1,8 @@
 #include "client/warnings.h"
 
+#include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/spdlog.h>
+
 #include <iostream>
 
 #include "absl/base/thread_annotations.h"
@@ -13,6 +16,16 @@ WarningSink& Sink() ABSL_EXCLUSIVE_LOCKS_REQUIRED(sink_mu) {
   static auto* sink = new WarningSink();
   return *sink;
 }
+
+// Code shared with the daemons logs through spdlog (a token file others may
+// read): in a reading process (the CLI, a trainer) every such line goes to
+// standard error as "sluice: warning: ...", never into the data on stdout.
+const bool kLogsToStandardError = [] {
+  auto logger = std::make_shared<spdlog::logger>("sluice", std::make_shared<spdlog::sinks::stderr_sink_mt>());
+  logger->set_pattern("sluice: %l: %v");
+  spdlog::set_default_logger(std::move(logger));
+  return true;
+}();
 
 }  // namespace
 

@@ -2,7 +2,9 @@
 // when the read goes on (a worker that does not answer, a dispatcher out
 // of reach, a partial epoch accepted with allow_partial). They go to
 // standard error as "sluice: warning: ..." unless a program installs its
-// own sink (a trainer's logger, or a test).
+// own sink (a trainer's logger, or a test). Loading the client library also
+// sends spdlog's lines (from code shared with the daemons) to standard
+// error as "sluice: LEVEL: ...".
 #ifndef SLUICE_CLIENT_WARNINGS_H_
 #define SLUICE_CLIENT_WARNINGS_H_
 

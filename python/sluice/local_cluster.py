@@ -2,14 +2,18 @@
 child processes on free ports of 127.0.0.1, for tests, examples and
 single-host training."""
 
+import atexit
 import ctypes
 import json
 import os
+import queue
 import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
+import weakref
 
 try:
     from . import _paths
@@ -24,6 +28,64 @@ def _die_with_parent():
     # started it dies, however that happens.
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+class _Launcher:
+    """Starts the daemons from one thread that lives as long as the process.
+    PR_SET_PDEATHSIG fires when the *thread* that forked a child exits, so a
+    cluster started from a short-lived thread (a DataLoader's, a web
+    server's) would lose its daemons the moment that thread ended."""
+
+    _lock = threading.Lock()
+    _requests = None
+
+    @classmethod
+    def popen(cls, *args, **kwargs):
+        with cls._lock:
+            if cls._requests is None:
+                cls._requests = queue.SimpleQueue()
+                threading.Thread(target=cls._serve, name="sluice-launcher", daemon=True).start()
+        answer = queue.SimpleQueue()
+        cls._requests.put((args, kwargs, answer))
+        ok, result = answer.get()
+        if not ok:
+            raise result
+        return result
+
+    @classmethod
+    def _serve(cls):
+        while True:
+            args, kwargs, answer = cls._requests.get()
+            try:
+                answer.put((True, subprocess.Popen(*args, **kwargs)))
+            except BaseException as error:  # handed to the caller
+                answer.put((False, error))
+
+
+# Clusters still running, stopped when the process ends by SIGTERM or exit.
+_running = weakref.WeakSet()
+
+
+def _stop_all():
+    for cluster in list(_running):
+        cluster.stop()
+
+
+def _on_sigterm(signum, frame):
+    # A trainer stopped with SIGTERM (a scheduler, `kill`) removes its
+    # daemons and their temporary directory, then dies of the signal.
+    _stop_all()
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
+def _watch_sigterm():
+    # Only a handler nobody set, and only where Python lets one be set.
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _on_sigterm)
+
+
+atexit.register(_stop_all)
 
 
 def _daemon(name, variable):
@@ -47,7 +109,9 @@ class LocalCluster:
     command-line flags, which win over the files (docs/configuration.md).
     The cluster's own settings (127.0.0.1, a free port, the dispatcher's
     address) win over both. The children die with this process, also when
-    it is killed.
+    it is killed and whichever thread started them; SIGTERM (when no
+    handler of the program's own is set) and exit stop them and remove
+    their temporary directory.
     """
 
     def __init__(
@@ -94,6 +158,8 @@ class LocalCluster:
 
     def start(self):
         self._dir = tempfile.mkdtemp(prefix="sluice-cluster-")
+        _running.add(self)
+        _watch_sigterm()
         args = self._config_args("dispatcher") + self._dispatcher_args + ["--port", "0", "--bind-address", "127.0.0.1"]
         if self._work_dir is not None:
             args += ["--work-dir", str(self._work_dir)]
@@ -135,6 +201,7 @@ class LocalCluster:
                 process.wait()
         self._workers = []
         self._dispatcher = None
+        _running.discard(self)
         if self._dir is not None:
             shutil.rmtree(self._dir, ignore_errors=True)
             self._dir = None
@@ -160,7 +227,7 @@ class LocalCluster:
     def _launch(self, program, name, args):
         port_file = os.path.join(self._dir, name + ".port")
         log = open(os.path.join(self._dir, name + ".log"), "wb")
-        process = subprocess.Popen(
+        process = _Launcher.popen(
             [program, "--port-file", port_file] + args,
             stdin=subprocess.DEVNULL,
             stdout=log,

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "python/src/status.h"
 #include "python/src/values.h"
 
 namespace sluice::python {
@@ -56,8 +57,9 @@ absl::StatusOr<Result> CallPython(const CallableRef& callable, const char* op, C
   try {
     return call();
   } catch (py::error_already_set& error) {
-    return absl::Status(CodeOfPythonError(error),
-                        absl::StrCat(op, "(", callable.name(), ") raised ", error.what()));
+    std::string text = absl::StrCat(op, "(", callable.name(), ") raised ", error.what());
+    KeepPythonError(error, text);
+    return absl::Status(CodeOfPythonError(error), std::move(text));
   } catch (const std::exception& error) {
     return absl::UnknownError(absl::StrCat(op, "(", callable.name(), ") failed: ", error.what()));
   }

@@ -100,8 +100,23 @@ def test_errors_keep_code_and_message(tmp_path):
         sluice.Dataset.range(3).distribute("both", "grpc://127.0.0.1:1")
     with pytest.raises(ValueError, match="num_consumers and consumer_index go together"):
         sluice.Dataset.range(3).distribute("parallel_epochs", "grpc://127.0.0.1:1", num_consumers=2)
-    with pytest.raises(ValueError, match="a function argument is a number, bool, str, list or dict"):
+    with pytest.raises(ValueError, match="function argument 'value' is a number, bool, str, list or dict"):
         sluice.Dataset.range(3).map("add", value=object())
+    with pytest.raises(ValueError, match="function argument 'mean' is a number"):
+        sluice.Dataset.range(3).map("normalize", mean=[0.5, object()], std=0.5)
+
+
+def test_numpy_values_are_function_arguments():
+    def images(**normalize):
+        ds = sluice.Dataset.from_tensors(np.full((2, 2, 3), 255, dtype=np.uint8)).map("normalize", **normalize)
+        return next(iter(ds))
+
+    as_numpy = images(mean=np.array([0.5, 0.25, 0.0]), std=np.full(3, 0.5, dtype=np.float32))
+    as_python = images(mean=[0.5, 0.25, 0.0], std=[0.5, 0.5, 0.5])
+    assert np.array_equal(as_numpy, as_python)
+    assert np.allclose(as_python[0, 0], [1.0, 1.5, 2.0])
+    shifted = sluice.Dataset.range(3).map("add", value=np.int64(10))
+    assert [int(x) for x in shifted] == [10, 11, 12]
 
 
 def test_every_public_name_is_documented_and_stubbed():
