@@ -95,7 +95,7 @@ TEST_CASE("cli: run prints one JSON line per element", "[cli]") {
   CHECK_THAT(named.err, Equals(""));
 }
 
-TEST_CASE("cli: run --summary prints a batch as dtype, shape and mean", "[cli]") {
+TEST_CASE("cli: run --summary prints a batch as dtype, shape, first values and mean", "[cli]") {
   testing::TempDir dir;
   const std::string path = dir.File("pipeline.yaml");
   testing::WriteFile(path, "pipeline:\n  - range: 200\n  - batch: 100\n  - enumerate\n");
@@ -104,7 +104,8 @@ TEST_CASE("cli: run --summary prints a batch as dtype, shape and mean", "[cli]")
   options.summary = true;
   std::ostringstream out, err;
   CHECK(cli::RunPipeline(options, out, err) == 0);
-  CHECK_THAT(out.str(), Equals("[0, \"int64[100] mean 49.5\"]\n[1, \"int64[100] mean 149.5\"]\n"));
+  CHECK_THAT(out.str(), Equals("[0, \"int64[100] 0, 1, 2, ... mean 49.5\"]\n"
+                               "[1, \"int64[100] 100, 101, 102, ... mean 149.5\"]\n"));
   CHECK_THAT(err.str(), Equals(""));
 }
 

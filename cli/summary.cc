@@ -1,5 +1,6 @@
 #include "cli/summary.h"
 
+#include <algorithm>
 #include <type_traits>
 #include <vector>
 
@@ -34,17 +35,35 @@ std::string Json(const Tensor& tensor) {
   return out;
 }
 
-std::string ComponentSummary(const Tensor& tensor) {
-  const std::string described = absl::StrCat(DTypeName(tensor.dtype()), ShapeDebugString(tensor.shape()));
+// The first kMaxShown values, as text inside a JSON string.
+std::string FirstValues(const Tensor& tensor) {
+  std::vector<std::string> shown;
+  const int64_t count = std::min<int64_t>(kMaxShown, tensor.num_elements());
   if (tensor.dtype() == DType::kString) {
-    if (tensor.num_elements() > kMaxListed) return absl::StrCat("\"", described, "\"");
-    if (tensor.num_elements() == 1 && tensor.data<std::string>()[0].size() > kMaxStringBytes) {
-      return absl::StrCat("\"<", tensor.data<std::string>()[0].size(), " bytes>\"");
+    for (int64_t i = 0; i < count; ++i) {
+      const std::string& value = tensor.data<std::string>()[i];
+      shown.push_back(value.size() > kMaxStringBytes ? value.substr(0, kMaxStringBytes) + "..." : value);
     }
-    return Json(tensor);
+  } else {
+    const Tensor first = tensor.Reshaped(Shape({tensor.num_elements()}))->Slice(0, count);
+    std::string json = Json(first);  // "[1, 2, 3]"
+    shown.push_back(json.substr(1, json.size() - 2));
+  }
+  std::string out;
+  AppendJsonString(absl::StrJoin(shown, ", "), &out);
+  return out.substr(1, out.size() - 2);  // escaped, without its quotes
+}
+
+std::string ComponentSummary(const Tensor& tensor) {
+  if (tensor.dtype() == DType::kString && tensor.num_elements() == 1 &&
+      tensor.data<std::string>()[0].size() > kMaxStringBytes) {
+    return absl::StrCat("\"<", tensor.data<std::string>()[0].size(), " bytes>\"");
   }
   if (tensor.num_elements() <= kMaxListed) return Json(tensor);
-  return absl::StrCat("\"", described, " mean ", absl::StrFormat("%.4g", Mean(tensor)), "\"");
+  std::string line = absl::StrCat("\"", DTypeName(tensor.dtype()), ShapeDebugString(tensor.shape()), " ",
+                                  FirstValues(tensor), ", ...");
+  if (tensor.dtype() != DType::kString) absl::StrAppend(&line, " mean ", absl::StrFormat("%.4g", Mean(tensor)));
+  return line + "\"";
 }
 
 }  // namespace

@@ -9,11 +9,14 @@
 
 namespace sluice::cli {
 
-// Components of at most kMaxListed values print in full, as JSON; bigger
-// numeric ones as "dtype[shape] mean M", bigger string ones as
-// "string[shape]", and long strings as "<N bytes>". Named elements print
-// as a JSON object, others as a list.
-inline constexpr int64_t kMaxListed = 64;  // a batch's labels
+// Components of at most kMaxListed values print in full, as JSON (a
+// string past 32 bytes as "<N bytes>"); bigger ones as one short string:
+// "dtype[shape] v0, v1, v2, ..." with their first kMaxShown values (strings
+// cut at 32 bytes), numbers followed by "mean M". Named elements print as
+// a JSON object, others as a list: one short line per batch, whatever its
+// size (a batch of 256 paths is not 256 paths).
+inline constexpr int64_t kMaxListed = 4;
+inline constexpr int64_t kMaxShown = 3;
 
 std::string ElementSummary(const Element& element);
 
