@@ -34,7 +34,8 @@ usage: $0 [options]
   --epochs N         torchvision timed epochs (default 1)
   --time-limit S     bound on the whole run, in seconds (default 1200)
   --variants LIST    comma-separated subset of
-                     torchvision,decode,local,unfused,service,service_u8
+                     torchvision,decode,local,unfused,service,service_u8,
+                     service_once
                      (default: all)
   --cpus LIST        run everything pinned to these cores (taskset -c LIST)
 env: BUILD (default build), SLUICE (default \$BUILD/cli/sluice),
@@ -50,7 +51,7 @@ WORKERS=2
 SECONDS_PER_RUN=10
 EPOCHS=1
 TIME_LIMIT=1200
-VARIANTS=torchvision,decode,local,unfused,service,service_u8
+VARIANTS=torchvision,decode,local,unfused,service,service_u8,service_once
 CPUS=
 BUILD=${BUILD:-build}
 SLUICE=${SLUICE:-$BUILD/cli/sluice}
@@ -246,6 +247,13 @@ run_sluice_service_u8() {
     "  - distribute: {processing_mode: distributed_epoch, service: \"grpc://127.0.0.1:$SERVICE_PORT\"}" reader
 }
 
+# The service variant read exactly once (and so savable): the worker runs its
+# pipeline once per split, each split one batch of 64 files.
+run_sluice_service_once() {
+  bench_pipeline service_once "$FUSED" \
+    "  - distribute: {processing_mode: distributed_epoch, service: \"grpc://127.0.0.1:$SERVICE_PORT\", exactly_once: true}"
+}
+
 # ---- service daemons -------------------------------------------------------
 
 SERVICE_PORT=
@@ -339,7 +347,7 @@ fi
 
 # (d) Sluice.
 sluice_limit=$((${SECONDS_PER_RUN%.*} + 60))  # the run plus start-up and file listing
-for v in local unfused service service_u8; do
+for v in local unfused service service_u8 service_once; do
   wanted "$v" || continue
   echo "== sluice-$v (${SECONDS_PER_RUN}s)"
   log=$RUN_DIR/sluice-$v.log

@@ -48,6 +48,8 @@ struct ReadConfig {
   // One of several peer readers of the job: their epoch's key
   // (DistributeOp.peer_epoch_key); empty for any other reader.
   std::string peer_epoch_key;
+  // DistributeOp.peer_job_private.
+  bool peer_job_private = false;
   TransportOptions transport;
   // Why the worker side may give other elements or another order on
   // another run (CheckDeterministicPipeline); OK when it cannot.
@@ -178,11 +180,11 @@ absl::StatusOr<std::unique_ptr<ServiceRead>> StartRead(const ReadConfig& config,
     if (!status.ok()) return in_context(status);
     // A finished repetition that this reader's peers started was theirs
     // to read; one started by others is stale, and the next is this
-    // epoch's.
-    if (!iteration.already_finished() || config.peer_epoch_key.empty() || resume != nullptr ||
-        iteration.epoch_key() == config.peer_epoch_key) {
-      break;
-    }
+    // epoch's. On a job of their own, so is one others left unfinished.
+    // A dispatcher from before epoch keys names none: not stale.
+    const bool others = !iteration.epoch_key().empty() && iteration.epoch_key() != config.peer_epoch_key;
+    const bool stale = others && (iteration.already_finished() || config.peer_job_private);
+    if (config.peer_epoch_key.empty() || resume != nullptr || !stale) break;
     ReleaseClient(*config.service, iteration);
     ++repetition;
     int64_t next = repetitions.load();
@@ -444,6 +446,7 @@ absl::StatusOr<DatasetPtr> MakeDataServiceDataset(const proto::DatasetDef& worke
                  .consumer_index = consumer_index,
                  .allow_partial = op.allow_partial(),
                  .peer_epoch_key = op.peer_epoch_key(),
+                 .peer_job_private = op.peer_job_private(),
                  .transport = TransportOptions{.connections = static_cast<int>(
                                                    std::max<int64_t>(1, op.connections_per_worker())),
                                                .shared_memory = op.transport() != "tcp"},

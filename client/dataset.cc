@@ -10,6 +10,7 @@
 #include "pipeline/builder.h"
 #include "pipeline/iterator_state.h"
 #include "pipeline/yaml_loader.h"
+#include "service/job_params.h"
 
 namespace sluice {
 namespace internal {
@@ -241,7 +242,10 @@ Dataset Dataset::ReadAsPeer(const std::string& job_name, const std::string& epoc
   internal::DatasetDefinition next = DatasetAccess::State(*this);
   for (proto::Step& step : *next.def.mutable_steps()) {
     if (!step.has_distribute()) continue;
-    if (step.distribute().job_name().empty()) step.mutable_distribute()->set_job_name(job_name);
+    if (step.distribute().job_name().empty()) {
+      step.mutable_distribute()->set_job_name(job_name);
+      step.mutable_distribute()->set_peer_job_private(true);
+    }
     step.mutable_distribute()->set_peer_epoch_key(epoch_key);
   }
   return DatasetAccess::FromState(std::move(next));
@@ -252,6 +256,10 @@ bool Dataset::ReadsFromService() const {
     if (step.has_distribute()) return true;
   }
   return false;
+}
+
+absl::Status Dataset::CheckRepeatableOrder() const {
+  return sluice::CheckRepeatableOrder(DatasetAccess::Definition(*this));
 }
 
 bool Dataset::ReadsNamedJob() const {

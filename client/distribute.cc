@@ -146,7 +146,14 @@ absl::StatusOr<DistributedDataset> DistributeDataset(const Dataset& dataset, con
     }
   }
   std::string fingerprint = internal::CheckpointFingerprint(def);
-  absl::StatusOr<DatasetPtr> built = internal::BuildPipeline(internal::DatasetFromDefinition(std::move(def)));
+  // Rebatched and sharded, it still reads the dataset's jobs: it keeps the
+  // dataset's repetition counter, so distributing it again (each epoch)
+  // reads the next repetition.
+  internal::DatasetDefinition rebatched;
+  rebatched.def = std::move(def);
+  rebatched.read_repetitions = internal::DatasetAccess::State(dataset).read_repetitions;
+  absl::StatusOr<DatasetPtr> built =
+      internal::BuildPipeline(internal::DatasetAccess::FromState(std::move(rebatched)));
   if (!built.ok()) return built.status();
 
   ElementSpec spec = (*built)->element_spec();

@@ -48,6 +48,9 @@ std::string CheckpointFingerprint(const proto::DatasetDef& def) {
     op.clear_allow_partial();
     op.clear_connections_per_worker();
     op.clear_transport();
+    // Which epoch of which trainer's peers: a restore makes a job of its own.
+    op.clear_peer_epoch_key();
+    op.clear_peer_job_private();
   }
   return DatasetFingerprint(data);
 }

@@ -88,7 +88,7 @@ absl::Status DispatcherImpl::Recover() {
     const auto* job = state_.FindJob(iteration.job_id);
     if (iteration.collected || job->params.processing_mode() != proto::DISTRIBUTED_EPOCH) continue;
     absl::StatusOr<std::unique_ptr<SplitProvider>> provider =
-        NewSplitProvider(job->params.dataset_id(), state_.FindDataset(job->params.dataset_id())->def);
+        NewSplitProvider(job->params, state_.FindDataset(job->params.dataset_id())->def);
     if (!provider.ok()) return provider.status();
     if (!iteration.split_cursor.empty()) {
       if (absl::Status s = (*provider)->Restore(iteration.split_cursor); !s.ok()) {
@@ -139,7 +139,8 @@ bool DispatcherImpl::ApplyOrLog(const proto::Update& update, const std::string& 
 }
 
 absl::StatusOr<std::unique_ptr<SplitProvider>> DispatcherImpl::NewSplitProvider(
-    const std::string& dataset_id, const proto::DatasetDef& def) {
+    const proto::JobParams& params, const proto::DatasetDef& def) {
+  const std::string& dataset_id = params.dataset_id();
   // The status page's total, worked out here where the source is listed
   // anyway, so that a page view does no file I/O under the lock.
   if (!splits_total_.contains(dataset_id) && !def.steps().empty()) {
@@ -151,6 +152,9 @@ absl::StatusOr<std::unique_ptr<SplitProvider>> DispatcherImpl::NewSplitProvider(
   }
   SplitOptions options;
   options.elements_per_split = config_.elements_per_split;
+  // Each split of an exactly_once job runs alone on its worker: whole
+  // batches need splits cut along them.
+  options.batch_aligned = params.exactly_once();
   return MakeSplitProvider(def, options);
 }
 
@@ -362,7 +366,7 @@ absl::Status DispatcherImpl::GetOrCreateIteration(const proto::GetOrCreateIterat
       const auto* dataset = state_.FindDataset(job->params.dataset_id());
       bool infinite = false;
       if (job->params.processing_mode() == proto::DISTRIBUTED_EPOCH) {
-        absl::StatusOr<std::unique_ptr<SplitProvider>> splits = NewSplitProvider(dataset->id, dataset->def);
+        absl::StatusOr<std::unique_ptr<SplitProvider>> splits = NewSplitProvider(job->params, dataset->def);
         if (!splits.ok()) return splits.status();
         absl::StatusOr<DatasetPtr> built = Built(dataset->id);
         if (!built.ok()) return built.status();

@@ -151,7 +151,8 @@ class DispatcherImpl {
   // and says whether it applied.
   bool ApplyOrLog(const proto::Update& update, const std::string& what) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status Recover() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::StatusOr<std::unique_ptr<SplitProvider>> NewSplitProvider(const std::string& dataset_id,
+  // The splits of a job's dataset (`params.dataset_id`, defined by `def`).
+  absl::StatusOr<std::unique_ptr<SplitProvider>> NewSplitProvider(const proto::JobParams& params,
                                                                   const proto::DatasetDef& def)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void PushTasks(const NewTasks& new_tasks) const;

@@ -89,6 +89,11 @@ struct IteratorContext {
   // waits for it before it starts its job.
   bool restoring = false;
   std::shared_ptr<ServiceResume> service_resume;
+  // Under an exactly_once task's batch-aligned splits (SplitOptions::
+  // batch_aligned): a shuffled file source's positions index its seeded
+  // order, so that a split of B files is B files of that order rather than
+  // B neighbours of the sorted list (a batch of one class).
+  bool split_positions_in_seeded_order = false;
 };
 
 class IteratorBase {

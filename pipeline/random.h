@@ -57,6 +57,19 @@ inline std::vector<int64_t> EpochOrder(size_t count, bool shuffle, const std::op
   return order;
 }
 
+// A file source's order for `context`: each epoch's own when it reads all
+// its files; under a split provider the dispatcher orders the splits, and
+// positions are the sorted files, or the seeded order's (epoch 0) for
+// batch-aligned splits.
+template <typename Context>
+std::vector<int64_t> FileSourceOrder(size_t count, bool shuffle, const std::optional<int64_t>& seed,
+                                     std::atomic<uint64_t>& epochs, const Context& context) {
+  if (context.split_provider == nullptr) return EpochOrder(count, shuffle, seed, epochs);
+  std::atomic<uint64_t> first_epoch = 0;
+  return EpochOrder(count, shuffle && context.split_positions_in_seeded_order && seed.has_value(), seed,
+                    first_epoch);
+}
+
 }  // namespace sluice
 
 #endif  // SLUICE_PIPELINE_RANDOM_H_

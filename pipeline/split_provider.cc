@@ -114,13 +114,25 @@ absl::Status RepeatSplitProvider::Restore(const std::string& state) {
   return input_->Restore(state.substr(slash + 1));
 }
 
+int64_t PositionsPerSplit(const proto::DatasetDef& def, bool per_file, const SplitOptions& options) {
+  int64_t batch = 0;
+  for (const proto::Step& step : def.steps()) {
+    if (step.has_batch()) batch = step.batch().batch_size();
+    if (step.has_padded_batch()) batch = step.padded_batch().batch_size();
+    if (batch > 0) break;
+  }
+  if (!options.batch_aligned || batch <= 0) return per_file ? 1 : options.elements_per_split;
+  if (per_file) return batch;
+  return std::max(batch, options.elements_per_split / batch * batch);
+}
+
 absl::StatusOr<std::unique_ptr<SplitProvider>> MakeSplitProvider(const proto::DatasetDef& def,
                                                                  const SplitOptions& options) {
   if (def.steps().empty()) return absl::InvalidArgumentError("the pipeline has no steps");
   const proto::Step& source = def.steps(0);
   absl::StatusOr<SourceSplitInfo> info = DescribeSourceSplits(source);
   if (!info.ok()) return info.status();
-  const int64_t per_split = info->per_file ? 1 : options.elements_per_split;
+  const int64_t per_split = PositionsPerSplit(def, info->per_file, options);
   std::unique_ptr<SplitProvider> provider =
       std::make_unique<IndexSplitProvider>(info->num_positions, per_split, info->shuffle_seed);
   for (int i = 1; i < def.steps_size(); ++i) {

@@ -57,9 +57,18 @@ class RepeatSplitProvider : public SplitProvider {
 
 struct SplitOptions {
   // Elements per split for `range` and `from_tensor_slices`. File sources
-  // always use one file per split.
+  // use one file per split, unless batch-aligned.
   int64_t elements_per_split = 64;
+  // An exactly_once job's splits: with a `batch` (or `padded_batch`) of
+  // size B on the worker side, a file source's splits are B files and an
+  // element source's max(B, elements_per_split rounded down to a multiple
+  // of B), so that a worker running its pipeline once per split makes
+  // whole batches (docs/design.md, "Exactly once over real pipelines").
+  bool batch_aligned = false;
 };
+
+// How many source positions each split of `def` covers under `options`.
+int64_t PositionsPerSplit(const proto::DatasetDef& def, bool per_file, const SplitOptions& options);
 
 // The provider for a pipeline's source, or FailedPrecondition naming the
 // step that prevents splitting (for example `zip`, or `from_tensors`).

@@ -3,6 +3,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "pipeline/builder.h"
 #include "pipeline/sharding.h"
 
 namespace sluice {
@@ -77,7 +78,7 @@ namespace {
 
 // Why `step` may give another order or other values
 // on another run; "" when it cannot.
-std::string NondeterministicStep(const proto::Step& step) {
+std::string NondeterministicStep(const proto::Step& step, bool values_too) {
   const auto unseeded_function = [](const proto::FunctionDef& fn) {
     return absl::StrContains(fn.name(), "random") && !fn.args().contains("seed");
   };
@@ -91,7 +92,7 @@ std::string NondeterministicStep(const proto::Step& step) {
   if (step.has_image_folder() && step.image_folder().shuffle() && !step.image_folder().has_seed()) {
     return "is image_folder with shuffle and no seed";
   }
-  if (step.has_map() && unseeded_function(step.map().fn())) {
+  if (values_too && step.has_map() && unseeded_function(step.map().fn())) {
     return absl::StrCat("is a map of ", step.map().fn().name(), " without a seed");
   }
   if (step.has_map() && unordered(step.map().num_parallel_calls(), step.map().deterministic())) {
@@ -109,21 +110,25 @@ std::string NondeterministicStep(const proto::Step& step) {
 
 }  // namespace
 
-absl::Status CheckDeterministicPipeline(const proto::DatasetDef& def) {
+absl::Status CheckDeterministicPipeline(const proto::DatasetDef& def) { return CheckRepeats(def, true); }
+
+absl::Status CheckRepeatableOrder(const proto::DatasetDef& def) { return CheckRepeats(def, false); }
+
+absl::Status CheckRepeats(const proto::DatasetDef& def, bool values_too) {
   for (int i = 0; i < def.steps_size(); ++i) {
     const proto::Step& step = def.steps(i);
-    if (std::string why = NondeterministicStep(step); !why.empty()) {
+    if (std::string why = NondeterministicStep(step, values_too); !why.empty()) {
       return absl::FailedPreconditionError(absl::StrCat("step ", i + 1, " ", why));
     }
     if (step.has_interleave()) {
-      if (absl::Status s = CheckDeterministicPipeline(step.interleave().pipeline()); !s.ok()) {
+      if (absl::Status s = CheckRepeats(step.interleave().pipeline(), values_too); !s.ok()) {
         return absl::FailedPreconditionError(
             absl::StrCat("step ", i + 1, " (interleave)'s pipeline: ", s.message()));
       }
     }
     if (step.has_zip()) {
       for (const proto::DatasetDef& zipped : step.zip().datasets()) {
-        if (absl::Status s = CheckDeterministicPipeline(zipped); !s.ok()) {
+        if (absl::Status s = CheckRepeats(zipped, values_too); !s.ok()) {
           return absl::FailedPreconditionError(absl::StrCat("step ", i + 1, " (zip): ", s.message()));
         }
       }
@@ -140,22 +145,47 @@ absl::Status CheckExactlyOnce(const proto::JobParams& params, const proto::Datas
                                                       ProcessingModeName(params.processing_mode())));
   }
   auto refuse = [&option](int index, const std::string& why) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(option,
-                     " needs a worker side that is element-wise (range or from_tensor_slices, "
-                     "then map, filter or prefetch; batch after distribute): step ",
-                     index + 1, " ", why));
+    return absl::FailedPreconditionError(absl::StrCat(
+        option,
+        " runs the worker side once per split, so that every element comes from one split and is the same on "
+        "every run; it takes a splittable source, then map, filter, prefetch, ignore_errors and at most one "
+        "batch or padded_batch (docs/pipeline.md): step ",
+        index + 1, " ", why));
   };
-  if (def.steps_size() == 0 || !(def.steps(0).has_range() || def.steps(0).has_from_tensor_slices())) {
-    return refuse(0, "is not range or from_tensor_slices");
+  if (def.steps_size() == 0) return refuse(0, "is missing");
+  if (absl::StatusOr<SourceSplitInfo> info = DescribeSourceSplits(def.steps(0)); !info.ok()) {
+    return refuse(0, absl::StrCat("(", StepName(def.steps(0)), ") cannot be split: ", info.status().message()));
   }
+  const proto::Step& source = def.steps(0);
+  if ((source.has_image_folder() && source.image_folder().shuffle() && !source.image_folder().has_seed()) ||
+      (source.has_list_files() && source.list_files().shuffle() && !source.list_files().has_seed())) {
+    return refuse(0, absl::StrCat("(", StepName(source),
+                                  ") shuffles without a seed: every worker and every restore must cut the "
+                                  "files in one order; give it a seed"));
+  }
+  bool batched = false;
   for (int i = 1; i < def.steps_size(); ++i) {
     const proto::Step& step = def.steps(i);
     if (step.has_map() && step.map().num_parallel_calls() > 1 && !step.map().deterministic()) {
       return refuse(i, "is a map with deterministic: false, whose order changes from run to run");
     }
-    if (!step.has_map() && !step.has_filter() && !step.has_prefetch()) {
-      return refuse(i, "is " + StepName(step));
+    if (step.has_batch() || step.has_padded_batch()) {
+      if (batched) return refuse(i, "is a second batch: batch again after distribute");
+      batched = true;
+      const bool drops = step.has_batch() ? step.batch().drop_remainder() : step.padded_batch().drop_remainder();
+      if (drops) {
+        return refuse(i, "drops the remainder, which would drop a short batch of every split, not one per epoch: "
+                         "drop it after distribute");
+      }
+      if (step.has_batch() && step.batch().num_parallel_calls() > 1 && !step.batch().deterministic()) {
+        return refuse(i, "is a batch with deterministic: false, whose order changes from run to run");
+      }
+      continue;
+    }
+    if (!step.has_map() && !step.has_filter() && !step.has_prefetch() && !step.has_ignore_errors()) {
+      return refuse(i, absl::StrCat("is ", StepName(step),
+                                    ", whose output depends on more than one split (shuffle the source with a "
+                                    "seed instead)"));
     }
   }
   return absl::OkStatus();

@@ -50,6 +50,12 @@ absl::Status CheckExactlyOnce(const proto::JobParams& params, const proto::Datas
 // "random" in its name without a seed, no parallel map, batch or interleave with deterministic:
 // false. FailedPrecondition naming the step otherwise.
 absl::Status CheckDeterministicPipeline(const proto::DatasetDef& def);
+// The same for the order of the elements alone (unseeded random functions
+// change values, not which element comes where): what sharding a local
+// pipeline by element across processes needs.
+absl::Status CheckRepeatableOrder(const proto::DatasetDef& def);
+// CheckDeterministicPipeline (values_too) or CheckRepeatableOrder.
+absl::Status CheckRepeats(const proto::DatasetDef& def, bool values_too);
 
 }  // namespace sluice
 

@@ -56,18 +56,40 @@ TEST_CASE("job_params: the dispatcher derives a missing policy and refuses one t
   CHECK(ProcessingModeName(static_cast<proto::ProcessingMode>(9)) == "unknown (9)");
 }
 
-TEST_CASE("job_params: exactly_once needs distributed_epoch and an element-wise worker side", "[service]") {
+TEST_CASE("job_params: exactly_once needs distributed_epoch and a worker side that runs per split",
+          "[service]") {
   proto::JobParams params;
   params.set_processing_mode(proto::DISTRIBUTED_EPOCH);
+  const std::string prefix = "exactly_once"" runs the worker side once per split, so that every element comes from one split and is the same on "
+        "every run; it takes a splittable source, then map, filter, prefetch, ignore_errors and at most one "
+        "batch or padded_batch (docs/pipeline.md): step ";
   proto::DatasetDef def;
   def.add_steps()->mutable_range()->set_stop(10);
   def.add_steps()->mutable_map()->mutable_fn()->set_name("square");
   CHECK(CheckExactlyOnce(params, def).ok());
   def.add_steps()->mutable_batch()->set_batch_size(2);
+  def.add_steps()->mutable_map()->mutable_fn()->set_name("square");
+  CHECK(CheckExactlyOnce(params, def).ok());  // one batch: the splits follow it
+  def.mutable_steps(2)->mutable_batch()->set_drop_remainder(true);
   CHECK(CheckExactlyOnce(params, def).message() ==
-        "exactly_once needs a worker side that is element-wise (range or from_tensor_slices, then map, "
-        "filter or "
-        "prefetch; batch after distribute): step 3 is batch");
+        prefix + "3 drops the remainder, which would drop a short batch of every split, not one per epoch: "
+                 "drop it after distribute");
+  def.mutable_steps(2)->mutable_batch()->set_drop_remainder(false);
+  def.add_steps()->mutable_batch()->set_batch_size(2);
+  CHECK(CheckExactlyOnce(params, def).message() == prefix + "5 is a second batch: batch again after distribute");
+  proto::DatasetDef images;
+  images.add_steps()->mutable_image_folder()->set_root("/data");
+  images.mutable_steps(0)->mutable_image_folder()->set_shuffle(true);
+  CHECK(CheckExactlyOnce(params, images).message() ==
+        prefix + "1 (image_folder) shuffles without a seed: every worker and every restore must cut the files in "
+                 "one order; give it a seed");
+  images.mutable_steps(0)->mutable_image_folder()->set_seed(3);
+  images.add_steps()->mutable_batch()->set_batch_size(8);
+  CHECK(CheckExactlyOnce(params, images).ok());
+  proto::DatasetDef constant;
+  constant.add_steps()->mutable_from_tensors();
+  CHECK_THAT(std::string(CheckExactlyOnce(params, constant).message()),
+             Catch::Matchers::StartsWith(prefix + "1 (from_tensors) cannot be split: "));
   params.set_processing_mode(proto::PARALLEL_EPOCHS);
   CHECK(CheckExactlyOnce(params, def).message() ==
         "exactly_once needs distributed_epoch; the job is parallel_epochs");
@@ -84,8 +106,10 @@ TEST_CASE("job_params: deterministic implies exactly_once and says so in its ref
   def.add_steps()->mutable_range()->set_stop(10);
   def.add_steps()->mutable_shuffle()->set_buffer_size(4);
   CHECK(CheckExactlyOnce(params, def).message() ==
-        "deterministic needs a worker side that is element-wise (range or from_tensor_slices, then map, "
-        "filter or prefetch; batch after distribute): step 2 is shuffle");
+        "deterministic"" runs the worker side once per split, so that every element comes from one split and is the same on "
+        "every run; it takes a splittable source, then map, filter, prefetch, ignore_errors and at most one "
+        "batch or padded_batch (docs/pipeline.md): step "
+        "2 is shuffle, whose output depends on more than one split (shuffle the source with a seed instead)");
 }
 
 TEST_CASE("job_params: a pipeline repeats exactly unless something in it is unseeded or unordered",

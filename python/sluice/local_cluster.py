@@ -47,10 +47,25 @@ class _Launcher:
                 threading.Thread(target=cls._serve, name="sluice-launcher", daemon=True).start()
         answer = queue.SimpleQueue()
         cls._requests.put((args, kwargs, answer))
-        ok, result = answer.get()
+        try:
+            ok, result = answer.get()
+        except BaseException:
+            # Interrupted (Ctrl-C): the launcher still starts the daemon,
+            # which nobody would stop.
+            ok, result = answer.get()
+            if ok:
+                result.kill()
+                result.wait()
+            raise
         if not ok:
             raise result
         return result
+
+    @classmethod
+    def forget(cls):
+        # In a forked child: the launcher thread was not forked with it.
+        cls._lock = threading.Lock()
+        cls._requests = None
 
     @classmethod
     def _serve(cls):
@@ -67,16 +82,21 @@ _running = weakref.WeakSet()
 
 
 def _stop_all():
+    # Only this process's clusters: a forked child (a DataLoader worker, a
+    # Pool) shares the parent's memory, not its daemons.
     for cluster in list(_running):
-        cluster.stop()
+        if cluster._owner_pid == os.getpid():
+            cluster.stop()
 
 
 def _on_sigterm(signum, frame):
     # A trainer stopped with SIGTERM (a scheduler, `kill`) removes its
     # daemons and their temporary directory, then dies of the signal.
-    _stop_all()
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    os.kill(os.getpid(), signal.SIGTERM)
+    try:
+        _stop_all()
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
 
 
 def _watch_sigterm():
@@ -85,7 +105,23 @@ def _watch_sigterm():
         signal.signal(signal.SIGTERM, _on_sigterm)
 
 
+def _unwatch_sigterm():
+    # With no cluster left, SIGTERM kills at once again (also a process
+    # stuck in C++, which a Python handler would wait for).
+    if not _running and threading.current_thread() is threading.main_thread():
+        if signal.getsignal(signal.SIGTERM) is _on_sigterm:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def _after_fork_in_child():
+    _running.clear()
+    _Launcher.forget()
+    if signal.getsignal(signal.SIGTERM) is _on_sigterm:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 atexit.register(_stop_all)
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _daemon(name, variable):
@@ -134,6 +170,7 @@ class LocalCluster:
         self._dispatcher = None
         self._workers = []
         self._port = None
+        self._owner_pid = os.getpid()
 
     def __enter__(self):
         self.start()
@@ -158,6 +195,7 @@ class LocalCluster:
 
     def start(self):
         self._dir = tempfile.mkdtemp(prefix="sluice-cluster-")
+        self._owner_pid = os.getpid()
         _running.add(self)
         _watch_sigterm()
         args = self._config_args("dispatcher") + self._dispatcher_args + ["--port", "0", "--bind-address", "127.0.0.1"]
@@ -202,6 +240,7 @@ class LocalCluster:
         self._workers = []
         self._dispatcher = None
         _running.discard(self)
+        _unwatch_sigterm()
         if self._dir is not None:
             shutil.rmtree(self._dir, ignore_errors=True)
             self._dir = None

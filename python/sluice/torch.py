@@ -16,7 +16,11 @@ Who reads what (every element once per epoch, whatever the layout):
     `distribute`, IterableDataset makes one (once, carried to the workers).
     Each epoch (each `iter()`) reads the job's next repetition.
   * A local pipeline (no `distribute`) is sharded by element across the
-    DataLoader workers and DDP ranks: its order is deterministic.
+    DataLoader workers and DDP ranks, which needs an order that repeats
+    (seeded shuffles; refused, naming the step, otherwise).
+  * Under DDP the reading runs in the trainer process (DataLoader
+    num_workers=0, refused otherwise), and every rank iterates: the first
+    epoch agrees on the job over a collective.
   * `num_workers` usually buys nothing: reading, decoding and copying run
     on the SDK's C++ threads with the GIL released. Each worker process
     costs a Python interpreter, a gRPC channel and its own read-ahead.
@@ -25,6 +29,7 @@ Who reads what (every element once per epoch, whatever the layout):
     IterableDataset.
 """
 
+import os
 import secrets
 import sys
 
@@ -34,7 +39,9 @@ from torch.utils.dlpack import from_dlpack
 
 from . import _sluice
 
-__all__ = ["IterableDataset", "to_torch"]
+__all__ = ["IterableDataset", "merge_state_dicts", "to_torch"]
+
+_STATE_VERSION = 1
 
 
 def to_torch(value):
@@ -62,15 +69,24 @@ def _map_tensors(fn, value):
     return fn(value) if isinstance(value, torch.Tensor) else value
 
 
-def _reader_layout():
-    """(ranks, rank, workers, worker): this process's place among the
-    trainer's readers."""
-    ranks, rank = 1, 0
+def _ranks():
+    """(world size, rank) of torch.distributed in this process, or (1, 0)."""
     if torch.distributed.is_available() and torch.distributed.is_initialized():
-        ranks, rank = torch.distributed.get_world_size(), torch.distributed.get_rank()
-    worker = torch.utils.data.get_worker_info()
-    workers, worker_id = (worker.num_workers, worker.id) if worker is not None else (1, 0)
-    return ranks, rank, workers, worker_id
+        return torch.distributed.get_world_size(), torch.distributed.get_rank()
+    return 1, 0
+
+
+def _loader_key(info, epoch):
+    """A key the worker processes of one DataLoader iterator share, and no
+    other: the pid of the process that started them, the multiprocessing
+    identity of its worker 0 (a new one for each DataLoader iterator, even
+    when the user reseeds every epoch), the base seed, and the epoch a
+    persistent worker counts."""
+    import multiprocessing
+
+    identity = multiprocessing.current_process()._identity
+    first = identity[-1] - info.id if identity else 0
+    return f"loader-{os.getppid()}-{first}-{(info.seed - info.id) & 0xFFFFFFFFFFFFFFFF:x}-{epoch}"
 
 
 class IterableDataset(torch.utils.data.IterableDataset):
@@ -92,10 +108,9 @@ class IterableDataset(torch.utils.data.IterableDataset):
         hold are spread evenly and the remainder (fewer than world_size
         batches, so at most one global batch) is dropped, counted in
         `dropped_batches` and named in one line on stderr. Each element is
-        read at most once per epoch across ranks. It needs the reading in
-        the trainer process (DataLoader num_workers=0). False gives each
-        rank what it reads, unequal counts included: unsafe with
-        collectives.
+        read at most once per epoch across ranks. A reading error on one
+        rank stops every rank, each raising. False gives each rank what it
+        reads, unequal counts included: unsafe with collectives.
     auto_shard_policy: with batch="global", how distribute_dataset shards
         a local pipeline across ranks ("AUTO", "FILE", "DATA" or "OFF").
     """
@@ -130,11 +145,67 @@ class IterableDataset(torch.utils.data.IterableDataset):
         self.dropped_batches = 0
         self._epochs = 0
         self._rank_group = None
+        self._live = None  # the epoch's sluice iterator, for state_dict
+        self._restore = None  # a state from load_state_dict, for the next epoch
+        self._run_token = None  # DDP: this run's, agreed at the first epoch
+        # (world size, rank) of the process that pickled this dataset: a
+        # DataLoader worker started with spawn has no torch.distributed.
+        self._pickled_ranks = (1, 0)
 
     def __getstate__(self):
         state = self.__dict__.copy()
         state["_rank_group"] = None  # a process group belongs to its process
+        state["_live"] = None
+        state["_pickled_ranks"] = _ranks()
         return state
+
+    def _layout(self):
+        """(ranks, rank, worker_info): this process's place among the
+        trainer's readers; worker_info is None in the trainer process."""
+        info = torch.utils.data.get_worker_info()
+        ranks, rank = _ranks()
+        if info is not None and ranks == 1:
+            ranks, rank = self._pickled_ranks
+        return ranks, rank, info
+
+    def state_dict(self):
+        """Where this process's reading stands, as of the last batch it
+        yielded: PyTorch's convention (torchdata's StatefulDataLoader and
+        Lightning call it). Under DDP each rank saves its own; restore them
+        together with merge_state_dicts, on any number of ranks. With
+        DataLoader workers it describes the reading of the process it is
+        called in (StatefulDataLoader calls it in each worker).
+
+        Saving needs a pipeline that can resume exactly: a local one, or a
+        distributed_epoch read with exactly_once=True (or deterministic);
+        anything else is refused naming why, when the epoch starts."""
+        return {
+            "version": _STATE_VERSION,
+            "iterator": None if self._live is None else self._live.save(),
+            "next_read_repetition": self.dataset.next_read_repetition,
+            "dropped_batches": self.dropped_batches,
+        }
+
+    def load_state_dict(self, state):
+        """Resumes the next epoch from a state_dict() (one process's), or
+        from merge_state_dicts([...]) of all ranks' states (needed when the
+        ranks read a shared job, as a service read under DDP does: each
+        rank's own state knows only the batches it took)."""
+        if not isinstance(state, dict) or state.get("version") != _STATE_VERSION:
+            raise ValueError(
+                f"IterableDataset.load_state_dict: not a state of this version ({_STATE_VERSION}) of "
+                "IterableDataset.state_dict() or sluice.torch.merge_state_dicts()"
+            )
+        ranks, _, _ = self._layout()
+        if "merged" not in state and ranks > 1 and self.dataset.reads_from_service():
+            raise ValueError(
+                "IterableDataset.load_state_dict: under DDP the ranks share one job, so one rank's state "
+                "misses the batches the others took: restore every rank from "
+                "sluice.torch.merge_state_dicts([state of rank 0, state of rank 1, ...])"
+            )
+        self.dataset.next_read_repetition = max(self.dataset.next_read_repetition, state["next_read_repetition"])
+        self.dropped_batches = state["dropped_batches"]
+        self._restore = state
 
     def _replica(self):
         if self.device.type == "cpu":
@@ -149,53 +220,70 @@ class IterableDataset(torch.utils.data.IterableDataset):
             self._rank_group = torch.distributed.new_group(backend="gloo")
         return self._rank_group
 
-    def _readers_dataset(self, ranks, rank, workers, worker):
+    def _readers_dataset(self, ranks, rank, info):
         """This reader's dataset for the epoch starting now."""
         dataset = self.dataset
         epoch = self._epochs
         self._epochs += 1
         if dataset.reads_from_service():
-            if workers > 1:
-                # The workers of one DataLoader epoch share its base seed;
-                # persistent workers count their epochs.
-                info = torch.utils.data.get_worker_info()
-                key = f"loader-{(info.seed - info.id) & 0xFFFFFFFFFFFFFFFF:x}-{epoch}"
-                return dataset.read_as_peer(self.job_name, key)
+            if info is not None:
+                return dataset.read_as_peer(self.job_name, _loader_key(info, epoch))
             if ranks > 1:
-                agreed = [self.job_name, f"ranks-{secrets.token_hex(8)}"]
-                torch.distributed.broadcast_object_list(agreed, src=0, group=self._group())
-                return dataset.read_as_peer(agreed[0], agreed[1])
+                # One collective, at the first epoch: the job and a token
+                # of this run, from which every rank makes the same key.
+                if self._run_token is None:
+                    agreed = [self.job_name, secrets.token_hex(8)]
+                    torch.distributed.broadcast_object_list(agreed, src=0, group=self._group())
+                    self.job_name, self._run_token = agreed
+                return dataset.read_as_peer(self.job_name, f"ranks-{self._run_token}-{epoch}")
             return dataset
-        readers, reader = workers, worker
+        readers, reader = 1, 0
+        if info is not None:
+            readers, reader = info.num_workers, info.id
         if self.batch == "per_rank":
-            readers, reader = ranks * workers, rank * workers + worker
-        return dataset.shard(readers, reader) if readers > 1 else dataset
+            readers, reader = ranks * readers, rank * readers + reader
+        if readers == 1:
+            return dataset
+        dataset.check_repeatable_order()  # each reader keeps its share of one order
+        return dataset.shard(readers, reader)
 
     def __iter__(self):
-        ranks, rank, workers, worker = _reader_layout()
-        if workers > 1 and self.device.type == "cuda":
+        ranks, rank, info = self._layout()
+        if info is not None and self.device.type == "cuda":
             raise ValueError(
                 "IterableDataset(device='cuda') runs in the trainer process: use DataLoader(num_workers=0); "
                 "the SDK reads and copies on threads of its own"
             )
-        if ranks > 1 and workers > 1 and self.even_batches:
+        if ranks > 1 and info is not None:
             raise ValueError(
-                "IterableDataset(even_batches=True) under DDP needs DataLoader(num_workers=0): the ranks "
-                "agree before each batch, which only the trainer process can do (the reading runs on C++ "
-                "threads anyway); or pass even_batches=False, unsafe with collectives"
+                "IterableDataset under DDP needs DataLoader(num_workers=0): the ranks agree on their job and "
+                "(even_batches) before each batch, which only the trainer process can do; the reading, "
+                "decoding and copying run on the SDK's C++ threads anyway"
             )
-        dataset = self._readers_dataset(ranks, rank, workers, worker)
-        source = self._elements(dataset, ranks, rank)
+        dataset = self._readers_dataset(ranks, rank, info)
+        restore, self._restore = self._restore, None
+        source = self._elements(dataset, ranks, rank, restore)
         if ranks > 1 and self.even_batches:
             source = self._even(source, ranks, rank)
         yield from source
 
-    def _elements(self, dataset, ranks, rank):
+    def _elements(self, dataset, ranks, rank, restore):
         global_batch = self.batch == "global" and ranks > 1
         if not global_batch and self.device.type == "cpu":
-            for element in dataset:
+            if restore is None or (restore.get("iterator") is None and restore.get("merged") is None):
+                self._live = iter(dataset)  # saved before its first batch
+            elif restore.get("merged") is not None:
+                self._live = dataset.iterator(restore_from=restore["merged"], consumer_index=rank, num_consumers=ranks)
+            else:
+                self._live = dataset.iterator(restore_from=restore["iterator"])
+            for element in self._live:
                 yield to_torch(element)
             return
+        if restore is not None and (restore.get("iterator") is not None or restore.get("merged") is not None):
+            raise ValueError(
+                "IterableDataset.load_state_dict: restoring is built for device='cpu' with batch='per_rank'; "
+                "this dataset reads through distribute_dataset"
+            )
         replica = self._replica()
         distributed = _sluice.distribute_dataset(
             dataset,
@@ -205,16 +293,23 @@ class IterableDataset(torch.utils.data.IterableDataset):
             auto_shard_policy=self.auto_shard_policy,
             prefetch_buffer_size=self.prefetch_buffer_size,
         )
-        for step in distributed:
+        self._live = iter(distributed)
+        for step in self._live:
             yield to_torch(step[replica])
 
     def _even(self, source, ranks, rank):
         group = self._group()
         flag = torch.zeros(1, dtype=torch.int64)
         while True:
-            batch = next(source, None)
-            flag.fill_(0 if batch is None else 1)
+            error, batch = None, None
+            try:
+                batch = next(source, None)
+            except Exception as failed:  # every rank must hear of it, or the others wait for good
+                error = failed
+            flag.fill_(-1 if error is not None else (0 if batch is None else 1))
             torch.distributed.all_reduce(flag, op=torch.distributed.ReduceOp.MIN, group=group)
+            if flag.item() == -1:
+                _raise_with_ranks(error)
             if flag.item() == 1:
                 yield batch
                 continue
@@ -224,11 +319,16 @@ class IterableDataset(torch.utils.data.IterableDataset):
             # Copied one by one: a GPU reader's prefetch buffers go back
             # only as the batches holding them are dropped.
             left = []
-            while batch is not None:
-                left.append(_map_tensors(lambda t: t.to("cpu", copy=True), batch))
-                batch = next(source, None)
+            try:
+                while batch is not None:
+                    left.append(_map_tensors(lambda t: t.to("cpu", copy=True), batch))
+                    batch = next(source, None)
+            except Exception as failed:
+                error = failed
             counts = [None] * ranks
-            torch.distributed.all_gather_object(counts, len(left), group=group)
+            torch.distributed.all_gather_object(counts, -1 if error is not None else len(left), group=group)
+            if min(counts) < 0:
+                _raise_with_ranks(error)
             rounds = sum(counts) // ranks
             dropped = sum(counts) - rounds * ranks
             self.dropped_batches += dropped
@@ -246,3 +346,32 @@ class IterableDataset(torch.utils.data.IterableDataset):
             for b in everything[rank * rounds : (rank + 1) * rounds]:
                 yield _map_tensors(lambda t: t.to(self.device), b)
             return
+
+
+def _raise_with_ranks(error):
+    """Raises this rank's reading error, or says another rank's failed."""
+    if error is not None:
+        raise error
+    raise RuntimeError(
+        "IterableDataset(even_batches=True): another rank's reading failed (its own error says why), so this "
+        "rank stops too rather than wait for it at the next batch"
+    )
+
+def merge_state_dicts(states):
+    """One state from the IterableDataset.state_dict() of every rank (or
+    reader) of a shared job, saved at the same step, that
+    IterableDataset.load_state_dict resumes on any number of ranks: the
+    rest of the epoch, each batch exactly once (sluice.merge_saved_states
+    underneath)."""
+    states = list(states)
+    if not states or any(not isinstance(s, dict) or s.get("version") != _STATE_VERSION for s in states):
+        raise ValueError(f"sluice.torch.merge_state_dicts: takes states of IterableDataset.state_dict() "
+                         f"(version {_STATE_VERSION}), at least one")
+    iterators = [s["iterator"] for s in states if s["iterator"] is not None]
+    return {
+        "version": _STATE_VERSION,
+        "merged": _sluice.merge_saved_states(iterators) if iterators else None,
+        "iterator": None,
+        "next_read_repetition": max(s["next_read_repetition"] for s in states),
+        "dropped_batches": max(s["dropped_batches"] for s in states),
+    }

@@ -386,6 +386,10 @@ void BindDataset(py::module_& module) {
            "A hex digest of the definition: equal for equal pipelines, built in YAML or Python.")
       .def("reads_named_job", &Dataset::ReadsNamedJob,
            "True when a distribute step names a job_name, whose consumers share its elements.")
+      .def(
+          "check_repeatable_order", [](const Dataset& self) { ThrowIfError(self.CheckRepeatableOrder()); },
+          "Raises (naming the step) unless the pipeline gives its elements in the same order on every run, "
+          "as sharding it by element across processes needs.")
       .def("reads_from_service", &Dataset::ReadsFromService,
            "True when the pipeline has a distribute step: the steps before it run on the service.")
       .def_property("next_read_repetition", &Dataset::NextReadRepetition, &Dataset::SetNextReadRepetition,

@@ -30,10 +30,13 @@ void ThrowKeptError(const absl::Status& status) {
     py::object exception = std::move(it->exception);
     kept.erase(std::next(it).base());
     if (py::hasattr(exception, "add_note")) exception.attr("add_note")(std::string(status.message()));
-    try {
-      exception.attr("code") = absl::StatusCodeToString(status.code());
-    } catch (py::error_already_set&) {
-      // An exception type without attributes keeps its own.
+    // The user's own `code` (SystemExit's exit status, HTTPError's) stays.
+    if (!py::hasattr(exception, "code")) {
+      try {
+        exception.attr("code") = absl::StatusCodeToString(status.code());
+      } catch (py::error_already_set&) {
+        // An exception type without attributes has none.
+      }
     }
     PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(exception.ptr())), exception.ptr());
     throw py::error_already_set();

@@ -140,13 +140,13 @@ TEST_CASE("deterministic order: what cannot be ordered is refused", "[service][d
         std::string(refused.status().message()),
         Catch::Matchers::Contains("deterministic needs distributed_epoch; the job is parallel_epochs"));
   }
-  SECTION("a worker side that is not element-wise") {
+  SECTION("a worker side whose output depends on more than one split") {
     const absl::StatusOr<Iterator> refused =
         Dataset::Range(kEpoch).Shuffle(10, 1).ReadFromService(Deterministic(url)).MakeIterator();
     CHECK(absl::IsFailedPrecondition(refused.status()));
     CHECK_THAT(std::string(refused.status().message()),
-               Catch::Matchers::Contains("deterministic needs a worker side that is element-wise") &&
-                   Catch::Matchers::Contains("step 2 is shuffle"));
+               Catch::Matchers::Contains("deterministic runs the worker side once per split") &&
+                   Catch::Matchers::Contains("step 2 is shuffle, whose output depends on more than one split"));
   }
 }
 

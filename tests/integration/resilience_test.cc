@@ -288,14 +288,15 @@ TEST_CASE("resilience: exactly_once on a pipeline it cannot serve is FailedPreco
   op.set_exactly_once(true);
   // Refused when the job is made, with the first iterator.
   absl::StatusOr<DatasetPtr> built =
-      internal::BuildPipeline(internal::ReadFromService(Dataset::Range(10).Batch(2), op));
+      internal::BuildPipeline(internal::ReadFromService(Dataset::Range(10).Batch(2).Batch(2), op));
   REQUIRE(built.ok());
   const absl::Status status = (*built)->MakeIterator(IteratorContext()).status();
   REQUIRE(absl::IsFailedPrecondition(status));
   CHECK(status.message() ==
-        "exactly_once needs a worker side that is element-wise (range or from_tensor_slices, then map, "
-        "filter or "
-        "prefetch; batch after distribute): step 2 is batch");
+        "exactly_once"" runs the worker side once per split, so that every element comes from one split and is the same on "
+        "every run; it takes a splittable source, then map, filter, prefetch, ignore_errors and at most one "
+        "batch or padded_batch (docs/pipeline.md): step "
+        "3 is a second batch: batch again after distribute");
 }
 
 TEST_CASE("resilience: static DATA sharding over the dispatcher's worker list reads each element once",

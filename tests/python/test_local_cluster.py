@@ -8,6 +8,13 @@ import sys
 import time
 
 
+def run_python(script):
+    """Runs `script` in a fresh interpreter; its stdout."""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
 def test_a_cluster_started_from_a_thread_outlives_the_thread():
     # PR_SET_PDEATHSIG follows the thread that forked: before, the daemons
     # died the moment the starting thread ended.
@@ -25,9 +32,7 @@ def test_a_cluster_started_from_a_thread_outlives_the_thread():
         "print(sorted(int(x) for x in ds) == list(range(30)))\n"
         "cluster.stop()\n"
     )
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout == "True\n"
+    assert run_python(script) == "True\n"
 
 
 def test_sigterm_stops_the_daemons_and_removes_the_directory():
@@ -88,3 +93,25 @@ def test_cli_warnings_go_to_stderr_never_into_the_data(tmp_path):
                 command,
                 done.stderr,
             )
+
+
+def test_a_forked_child_leaves_its_parents_cluster_alone():
+    # A child forked from a trainer (a multiprocessing Pool, a DataLoader
+    # worker) inherits the SIGTERM handler and the atexit hook: terminated
+    # or exiting, it must not stop the parent's daemons or remove its files.
+    script = (
+        "import multiprocessing, os, sys, time, sluice\n"
+        "cluster = sluice.LocalCluster(workers=1).start()\n"
+        "child = multiprocessing.get_context('fork').Process(target=time.sleep, args=(30,))\n"
+        "child.start(); time.sleep(0.5); child.terminate(); child.join()\n"
+        "assert child.exitcode == -15, child.exitcode\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    sys.exit(0)  # runs atexit in the child\n"
+        "os.waitpid(pid, 0)\n"
+        "assert os.path.isdir(cluster._dir), 'a child removed the directory'\n"
+        "ds = sluice.Dataset.range(20).distribute('distributed_epoch', cluster.service)\n"
+        "print(sorted(int(x) for x in ds) == list(range(20)))\n"
+        "cluster.stop()\n"
+    )
+    assert run_python(script) == "True\n"

@@ -114,6 +114,10 @@ def read(ds, batch):
     return [b.tolist() for b in torch.utils.data.DataLoader(IterableDataset(ds, batch=batch), batch_size=None)]
 out = {"local": read(local, "per_rank"), "shared": read(shared("ddp_job"), "per_rank"),
        "local_global": read(local, "global"), "shared_global": read(shared("ddp_global"), "global")}
+# 11 batches of one for 2 ranks: shards of 6 and 5, and the 6th is dropped.
+odd = IterableDataset(sluice.Dataset.range(11).batch(1))
+out["odd"] = [b.tolist() for b in torch.utils.data.DataLoader(odd, batch_size=None)]
+out["odd_dropped"] = odd.dropped_batches
 dist.barrier()
 print(json.dumps(out))
 dist.destroy_process_group()
@@ -155,6 +159,12 @@ def test_ddp_ranks_per_rank_and_global_batches(cluster):
         assert all(len(b) == rows for out in outputs for b in out[name])
         assert sorted(x for out in outputs for b in out[name] for x in b) == list(range(total))
         assert len(outputs[0][name]) == len(outputs[1][name])
+    # even_batches: equal steps, the one batch that cannot be spread dropped
+    # and counted on both ranks.
+    assert [len(out["odd"]) for out in outputs] == [5, 5]
+    odd = sorted(x for out in outputs for b in out["odd"] for x in b)
+    assert len(odd) == 10 and len(set(odd)) == 10 and set(odd) <= set(range(11))
+    assert [out["odd_dropped"] for out in outputs] == [1, 1]
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU visible to PyTorch on this machine")

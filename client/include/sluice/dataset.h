@@ -170,6 +170,11 @@ class Dataset {
   bool ReadsNamedJob() const;
   // True when the pipeline has a ReadFromService (distribute) step.
   bool ReadsFromService() const;
+  // OK when the pipeline gives its elements in the same order on every run,
+  // so that several processes can shard it by element; FailedPrecondition
+  // naming the step that may reorder them (an unseeded shuffle, a parallel
+  // step with deterministic: false).
+  absl::Status CheckRepeatableOrder() const;
   // The repetition of its named job that the next iterator reads. Each
   // iterator takes the next one, as in tf.data, counted by this dataset,
   // its copies and the datasets made from it by adding steps; a
@@ -182,8 +187,10 @@ class Dataset {
   // the distribute step gets `job_name` unless it names one; a repetition
   // that peers with this key read to its end before this reader joined is
   // empty for it, and one finished under another key is skipped for the
-  // next (for a reader that is no peer, a finished repetition is
-  // FailedPrecondition). Shares this dataset's repetition counter.
+  // next, as is one still running under another key when the job is
+  // `job_name`, theirs alone (for a reader that is no peer, a finished
+  // repetition is FailedPrecondition). Shares this dataset's repetition
+  // counter.
   Dataset ReadAsPeer(const std::string& job_name, const std::string& epoch_key) const;
 
   // The definition's fingerprint: equal for equal pipelines, YAML or not.
