@@ -126,10 +126,11 @@ void ReleaseClient(DispatcherClient& service, const proto::GetOrCreateIterationR
 // Makes the job (or joins it) and the iteration for `*repetition`, and
 // starts reading it. A peer reader that finds the repetition finished by
 // readers of another epoch (a stale one) moves `*repetition` on to the
-// next, and `repetitions` past it.
+// next, and `repetitions` past it. `*joined_finished`: a reader that is no
+// peer joined a repetition whose workers had finished.
 absl::StatusOr<std::unique_ptr<ServiceRead>> StartRead(const ReadConfig& config, int64_t* repetition_io,
-                                                       std::atomic<int64_t>& repetitions,
-                                                       const ResumePoint* resume) {
+                                                       std::atomic<int64_t>& repetitions, const ResumePoint* resume,
+                                                       bool* joined_finished) {
   int64_t& repetition = *repetition_io;
   if (resume != nullptr && resume->num_consumers > 1 && config.params.deterministic()) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -191,15 +192,10 @@ absl::StatusOr<std::unique_ptr<ServiceRead>> StartRead(const ReadConfig& config,
     while (next <= repetition && !repetitions.compare_exchange_weak(next, repetition + 1)) {
     }
   }
-  // Anyone but a peer would silently read nothing.
-  if (iteration.already_finished() && config.peer_epoch_key.empty()) {
-    ReleaseClient(*config.service, iteration);
-    return absl::FailedPreconditionError(absl::StrCat(
-        "job '", job_name, "' repetition ", repetition,
-        " was already read to its end by other consumers, so nothing is left for this one: each repetition of "
-        "a shared job is read once, as in tf.data (iterate the same dataset again for its next repetition, "
-        "or use another job_name to read the data again)"));
-  }
+  // Its workers have produced everything, though some may still be
+  // buffered: the reader takes what is left, and one that finds nothing
+  // says so rather than end an empty epoch (JoinedLateAndEmpty).
+  *joined_finished = iteration.already_finished() && config.peer_epoch_key.empty();
   // In parallel_epochs every task runs the whole epoch, so a lost one cut
   // it short; in distributed_epoch its splits are read again, and static
   // shards are run again when their worker returns.
@@ -227,7 +223,10 @@ absl::StatusOr<std::unique_ptr<ServiceRead>> StartRead(const ReadConfig& config,
                                          .transport = config.transport,
                                          .restored = std::move(restored),
                                          .deterministic = config.params.deterministic(),
-                                         .track_worker_positions = SavesWorkerPositions(config)});
+                                         .track_worker_positions = SavesWorkerPositions(config),
+                                         .lost_splits_repeat =
+                                             config.params.processing_mode() == proto::DISTRIBUTED_EPOCH &&
+                                             !config.params.exactly_once()});
 }
 
 class DataServiceDataset : public DatasetBase {
@@ -270,7 +269,8 @@ class DataServiceDataset::Iterator : public IteratorBase {
   absl::Status Start() {
     if (!start_status_.ok()) return start_status_;
     absl::StatusOr<std::unique_ptr<ServiceRead>> read =
-        StartRead(*config_, &repetition_, *repetitions_, resume_.has_value() ? &*resume_ : nullptr);
+        StartRead(*config_, &repetition_, *repetitions_, resume_.has_value() ? &*resume_ : nullptr,
+                  &joined_finished_);
     if (!read.ok()) {
       start_status_ = read.status();
       return start_status_;
@@ -289,7 +289,14 @@ class DataServiceDataset::Iterator : public IteratorBase {
     if (read_ == nullptr) {
       if (absl::Status s = Start(); !s.ok()) return s;
     }
-    return read_->GetNext(element, end);
+    absl::Status status = read_->GetNext(element, end);
+    if (!status.ok()) return status;
+    if (!*end) {
+      delivered_any_ = true;
+    } else if (joined_finished_ && !delivered_any_) {
+      return JoinedLateAndEmpty();
+    }
+    return status;
   }
   absl::Status Save(proto::IteratorState* state) override {
     if (absl::Status s = CheckSavable(*config_); !s.ok()) return s;
@@ -316,7 +323,8 @@ class DataServiceDataset::Iterator : public IteratorBase {
       Warn(absl::StrCat(
           "restoring one consumer's saved read of shared job '", resume_->job_name,
           "': if other consumers read it too, merge all their states into a job checkpoint first "
-          "(sluice checkpoint merge), or the elements they had are read again"));
+          "(sluice.merge_saved_states in Python, sluice checkpoint merge on the command line), or the "
+          "elements they had are read again"));
     }
     return absl::OkStatus();
   }
@@ -348,8 +356,20 @@ class DataServiceDataset::Iterator : public IteratorBase {
   int64_t repetition_;
   std::optional<ResumePoint> resume_;
   bool from_job_checkpoint_ = false;
+  // Never silently empty: a reader that joined a finished repetition of a
+  // shared job and found nothing left.
+  absl::Status JoinedLateAndEmpty() const {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "job '", config_->params.job_name(), "' repetition ", repetition_,
+        " was already read to its end by other consumers, so nothing is left for this one: each repetition of "
+        "a shared job is read once, as in tf.data (iterate the same dataset again for its next repetition, "
+        "or use another job_name to read the data again)"));
+  }
+
   absl::Status start_status_;
   std::unique_ptr<ServiceRead> read_;
+  bool joined_finished_ = false;
+  bool delivered_any_ = false;
 };
 
 absl::StatusOr<std::unique_ptr<IteratorBase>> DataServiceDataset::MakeIterator(
@@ -411,7 +431,7 @@ absl::StatusOr<DatasetPtr> MakeDataServiceDataset(const proto::DatasetDef& worke
   auto still_retrying = [&](const std::string& reason) {
     Warn(absl::StrCat("the dispatcher at ", *address, " does not answer yet (", reason,
                       "); retrying for up to ", deadline.count(),
-                      " ms (timeout_ms, sluice read --timeout-ms)"));
+                      " ms (distribute(timeout_ms=...) in Python, timeout_ms in YAML, sluice read --timeout-ms)"));
   };
   absl::Status status =
       service->GetOrRegisterDataset(register_request, &registered,

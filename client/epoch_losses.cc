@@ -49,8 +49,8 @@ absl::Status EpochLosses::Finish(int64_t tasks_seen) const {
     return absl::OkStatus();
   }
   return absl::DataLossError(absl::StrCat(Describe(tasks_seen),
-                                          ". Pass --allow-partial (allow_partial: true in the distribute "
-                                          "step) to accept a partial epoch"));
+                                          ". Set allow_partial to accept a partial epoch (distribute(allow_partial=True) "
+                                          "in Python, allow_partial: true in YAML, sluice read --allow-partial)"));
 }
 
 }  // namespace sluice

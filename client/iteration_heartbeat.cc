@@ -103,6 +103,14 @@ void IterationHeartbeat::ApplyReply(const proto::ClientHeartbeatResponse& respon
   }
   for (const proto::LostTask& lost : response.lost_tasks()) {
     auto task = state_.tasks.find(lost.task_id());
+    if (state_.lost_splits_repeat && task != state_.tasks.end() && !task->second.ended &&
+        task->second.elements > 0 && warned_repeats_.insert(lost.task_id()).second) {
+      Warn(absl::StrCat("worker ", lost.worker_address(), " was lost (", lost.reason(), ") after its task ",
+                        lost.task_id(), " had delivered ", task->second.elements,
+                        " elements to this reader: distributed_epoch reads the splits it had not finished "
+                        "again, so up to ", task->second.elements,
+                        " of them may arrive twice (exactly_once: true receives each element exactly once)"));
+    }
     // A task read to its end lost nothing.
     if (!state_.losses.has_value() || (task != state_.tasks.end() && task->second.ended)) continue;
     state_.losses->TaskLost(lost.task_id(), lost.worker_address(), lost.reason(),

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <set>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -59,6 +60,8 @@ class IterationHeartbeat {
   // Since when the dispatcher lists no task for the iteration.
   std::optional<absl::Time> no_worker_since_ ABSL_GUARDED_BY(state_.mu);
   bool warned_no_worker_ ABSL_GUARDED_BY(state_.mu) = false;
+  // Lost tasks whose possible repeats this reader has warned of.
+  std::set<int64_t> warned_repeats_ ABSL_GUARDED_BY(state_.mu);
 };
 
 }  // namespace sluice

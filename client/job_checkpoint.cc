@@ -56,7 +56,7 @@ std::string CheckpointFingerprint(const proto::DatasetDef& def) {
 }
 
 absl::StatusOr<std::string> MergeNamedStates(const std::vector<std::pair<std::string, std::string>>& states) {
-  if (states.empty()) return absl::InvalidArgumentError("checkpoint merge: no saved states to merge");
+  if (states.empty()) return absl::InvalidArgumentError("merge_saved_states (sluice checkpoint merge): no saved states to merge");
   proto::PipelineCheckpoint merged;
   SplitDeliveries delivered;
   int64_t repetition = 0;
@@ -146,8 +146,8 @@ absl::StatusOr<RestoredIterator> RestoreParts(const DatasetBase& dataset, const 
     if (options.num_consumers != 1) {
       return absl::InvalidArgumentError(absl::StrCat(
           "restore: one consumer's saved state restores one consumer, not ", options.num_consumers,
-          "; merge the states that all consumers saved at one step into a job checkpoint first (sluice "
-          "checkpoint merge)"));
+          "; merge the states that all consumers saved at one step into a job checkpoint first "
+          "(sluice.merge_saved_states in Python, sluice checkpoint merge on the command line)"));
     }
     absl::StatusOr<const proto::IteratorState*> inner = unwrap(checkpoint->root(), &restored.replay);
     if (!inner.ok()) return inner.status();

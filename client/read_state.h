@@ -201,6 +201,8 @@ struct ReadState {
   std::optional<EpochLosses> losses ABSL_GUARDED_BY(mu);
   // Lost tasks this reader never heard of while they ran.
   int64_t unseen_lost_tasks ABSL_GUARDED_BY(mu) = 0;
+  // ServiceReadOptions::lost_splits_repeat; set before the threads start.
+  bool lost_splits_repeat = false;
 };
 
 }  // namespace sluice

@@ -25,6 +25,7 @@ ServiceRead::ServiceRead(std::shared_ptr<DispatcherClient> service, ServiceReadO
       rounds_(state_, options.compression, options.consumer_index),
       heartbeat_(state_, *service_, client_id_, absl::FromChrono(options.dispatcher_deadline),
                  options.consumer_index >= 0 ? nullptr : &fetches_) {
+  state_.lost_splits_repeat = options.lost_splits_repeat;
   heartbeat_thread_ = std::thread([this] { heartbeat_.HeartbeatLoop(); });
   if (options.consumer_index >= 0) rounds_thread_ = std::thread([this] { rounds_.RoundLoop(); });
 }

@@ -54,6 +54,10 @@ struct ServiceReadOptions {
   // A parallel_epochs read that can be saved: record the (worker, position)
   // of what GetNext hands out; `restored` holds what a restore skipped.
   bool track_worker_positions = false;
+  // A distributed_epoch read without exactly_once: a lost task's
+  // unfinished splits are read again, so what it delivered may repeat,
+  // which the reader says (how many at most) when it hears of the loss.
+  bool lost_splits_repeat = false;
 };
 
 class ServiceRead {

@@ -132,7 +132,8 @@ TEST_CASE(
       "responses were lost in transit while their workers lived on (a dropped connection or a call past its "
       "deadline): worker 127.0.0.1:5000 (task 7) lost " +
           count + ", the first " + where + "; " + count +
-          " lost in all. Pass --allow-partial (allow_partial: true in the distribute step) to accept it");
+          " lost in all. Set allow_partial to accept it (distribute(allow_partial=True) in Python, "
+          "allow_partial: true in YAML, sluice read --allow-partial)");
 }
 
 TEST_CASE("task_reader: the task's last response lost in transit fails the read too",

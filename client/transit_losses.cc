@@ -52,7 +52,9 @@ absl::Status TransitLosses::Finish(bool allow_partial) const {
     return absl::OkStatus();
   }
   return absl::DataLossError(absl::StrCat(
-      Describe(), ". Pass --allow-partial (allow_partial: true in the distribute step) to accept it"));
+      Describe(),
+      ". Set allow_partial to accept it (distribute(allow_partial=True) in Python, allow_partial: true in "
+      "YAML, sluice read --allow-partial)"));
 }
 
 }  // namespace sluice

@@ -11,6 +11,8 @@ packages=(
   catch2 zlib1g-dev libssl-dev libdlpack-dev libsnappy-dev libzstd-dev iperf3
   libjpeg62-turbo-dev libpng-dev libhwy-dev
   python3-dev pybind11-dev python3-numpy python3-pytest python3-pytest-timeout python3-torch python3-torchvision python3-pil
+  # mypy's stubtest checks python/sluice/_sluice.pyi against the built module.
+  mypy
   # Operations tests: TLS certificates, a Prometheus server and promtool,
   # headless Chromium for the status page, a gRPC client for health checks,
   # and the deploy manifests' validators.

@@ -99,8 +99,11 @@ void DispatcherImpl::KeepRecentProblems() { RecentProblems(); }
 int64_t DispatcherImpl::SplitsTotal(const DispatcherState::Iteration& iteration,
                                     const proto::JobParams& params) const {
   if (params.processing_mode() != proto::DISTRIBUTED_EPOCH || iteration.infinite) return -1;
-  auto total = splits_total_.find(params.dataset_id());
-  return total == splits_total_.end() ? -1 : total->second;
+  auto source = source_splits_.find(params.dataset_id());
+  const DispatcherState::Dataset* dataset = state_.FindDataset(params.dataset_id());
+  if (source == source_splits_.end() || !source->second.ok() || dataset == nullptr) return -1;
+  const int64_t per_split = PositionsPerSplit(dataset->def, source->second->per_file, SplitOptionsFor(params));
+  return (source->second->num_positions + per_split - 1) / per_split;
 }
 
 std::string DispatcherImpl::StatusJson() {

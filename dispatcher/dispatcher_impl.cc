@@ -138,24 +138,43 @@ bool DispatcherImpl::ApplyOrLog(const proto::Update& update, const std::string& 
   return status.ok();
 }
 
-absl::StatusOr<std::unique_ptr<SplitProvider>> DispatcherImpl::NewSplitProvider(
-    const proto::JobParams& params, const proto::DatasetDef& def) {
-  const std::string& dataset_id = params.dataset_id();
-  // The status page's total, worked out here where the source is listed
-  // anyway, so that a page view does no file I/O under the lock.
-  if (!splits_total_.contains(dataset_id) && !def.steps().empty()) {
-    absl::StatusOr<SourceSplitInfo> info = DescribeSourceSplits(def.steps(0));
-    splits_total_[dataset_id] = !info.ok()       ? -1
-                                : info->per_file ? info->num_positions
-                                                 : (info->num_positions + config_.elements_per_split - 1) /
-                                                       config_.elements_per_split;
-  }
+const absl::StatusOr<SourceSplitInfo>& DispatcherImpl::SourceSplits(const std::string& dataset_id,
+                                                                    const proto::DatasetDef& def) {
+  auto known = source_splits_.find(dataset_id);
+  if (known != source_splits_.end()) return known->second;
+  absl::StatusOr<SourceSplitInfo> info =
+      def.steps().empty() ? absl::InvalidArgumentError("the pipeline has no steps") : DescribeSourceSplits(def.steps(0));
+  return source_splits_.emplace(dataset_id, std::move(info)).first->second;
+}
+
+SplitOptions DispatcherImpl::SplitOptionsFor(const proto::JobParams& params) const {
   SplitOptions options;
   options.elements_per_split = config_.elements_per_split;
   // Each split of an exactly_once job runs alone on its worker: whole
   // batches need splits cut along them.
   options.batch_aligned = params.exactly_once();
-  return MakeSplitProvider(def, options);
+  return options;
+}
+
+std::string DispatcherImpl::SplitLayout(const proto::JobParams& params) {
+  std::string layout = absl::StrCat("elements_per_split=", config_.elements_per_split);
+  const DispatcherState::Dataset* dataset = state_.FindDataset(params.dataset_id());
+  if (dataset == nullptr || !params.exactly_once()) return layout;
+  const absl::StatusOr<SourceSplitInfo>& info = SourceSplits(dataset->id, dataset->def);
+  if (!info.ok()) return layout;
+  const int64_t per_split = PositionsPerSplit(dataset->def, info->per_file, SplitOptionsFor(params));
+  if (per_split != PositionsPerSplit(dataset->def, info->per_file, SplitOptions{config_.elements_per_split})) {
+    absl::StrAppend(&layout, ",batch_aligned=", per_split, ",positions=", info->num_positions);
+  }
+  return layout;
+}
+
+absl::StatusOr<std::unique_ptr<SplitProvider>> DispatcherImpl::NewSplitProvider(
+    const proto::JobParams& params, const proto::DatasetDef& def) {
+  // Listed here once, so that a status page view does no file I/O under
+  // the lock.
+  (void)SourceSplits(params.dataset_id(), def);
+  return MakeSplitProvider(def, SplitOptionsFor(params));
 }
 
 void DispatcherImpl::PushTasks(const NewTasks& new_tasks) const {
@@ -381,10 +400,10 @@ absl::Status DispatcherImpl::GetOrCreateIteration(const proto::GetOrCreateIterat
       u->set_epoch_key(request.epoch_key());
       response->set_epoch_key(request.epoch_key());
       u->set_infinite(infinite);
-      if (!request.split_layout().empty() && request.split_layout() != SplitLayout()) {
+      if (!request.split_layout().empty() && request.split_layout() != SplitLayout(job->params)) {
         return absl::FailedPreconditionError(absl::StrCat(
             "GetOrCreateIteration: the restored read was saved under split layout '", request.split_layout(),
-            "' and this dispatcher cuts '", SplitLayout(),
+            "' and this dispatcher cuts '", SplitLayout(job->params),
             "' (--elements-per-split), so split numbers would name other elements: restart it with the same "
             "setting"));
       }
@@ -439,7 +458,9 @@ absl::Status DispatcherImpl::GetOrCreateIteration(const proto::GetOrCreateIterat
           request.consumer_index();
     }
     response->set_iteration_id(iteration->id);
-    if (job->params.processing_mode() == proto::DISTRIBUTED_EPOCH) response->set_split_layout(SplitLayout());
+    if (job->params.processing_mode() == proto::DISTRIBUTED_EPOCH) {
+      response->set_split_layout(SplitLayout(job->params));
+    }
     response->set_iteration_client_id(acquire.acquire_iteration_client().iteration_client_id());
     response->set_client_secret(client_secrets_.For(response->iteration_client_id()));
   }

@@ -50,7 +50,10 @@
 #include "dispatcher/journal.h"
 #include "dispatcher/request_checks.h"
 #include "dispatcher/split_leaser.h"
+#include "absl/status/statusor.h"
+#include "pipeline/builder.h"
 #include "pipeline/dataset.h"
+#include "pipeline/split_provider.h"
 #include "service/metrics.h"
 #include "sluice/service.pb.h"
 
@@ -158,7 +161,17 @@ class DispatcherImpl {
   void PushTasks(const NewTasks& new_tasks) const;
   // How splits are cut, which a saved read records (a restore under
   // another layout is refused).
-  std::string SplitLayout() const { return absl::StrCat("elements_per_split=", config_.elements_per_split); }
+  // How the splits of a job's dataset are cut, which a saved read records
+  // so that a restore under another cut is refused: elements_per_split,
+  // and for an exactly_once job cut along its batches, the split size and
+  // how many files or elements the source had (a folder that changed
+  // would give split numbers other meanings).
+  std::string SplitLayout(const proto::JobParams& params) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  SplitOptions SplitOptionsFor(const proto::JobParams& params) const;
+  // The source's split facts for a dataset, listed once (files) and kept.
+  const absl::StatusOr<SourceSplitInfo>& SourceSplits(const std::string& dataset_id,
+                                                      const proto::DatasetDef& def)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The built dataset of a registered id, built once and cached.
   absl::StatusOr<DatasetPtr> Built(const std::string& dataset_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A task that joins a running iteration serves coordinated reads only
@@ -252,9 +265,9 @@ class DispatcherImpl {
     double bytes_per_second = 0;
   };
   std::map<std::string, WorkerThroughput> worker_throughput_ ABSL_GUARDED_BY(mu_);
-  // Splits of one pass over each dataset's source (-1: not known), for
-  // the status page; see NewSplitProvider.
-  std::map<std::string, int64_t> splits_total_ ABSL_GUARDED_BY(mu_);
+  // Each dataset's source as DescribeSourceSplits lists it, for split
+  // layouts and the status page's totals; see SourceSplits.
+  std::map<std::string, absl::StatusOr<SourceSplitInfo>> source_splits_ ABSL_GUARDED_BY(mu_);
   std::map<int64_t, Clock::time_point> client_heartbeats_ ABSL_GUARDED_BY(mu_);
   // Clients released for silence (client_timeout_ms), by id: their
   // iteration and consumer index, so that a trainer that was only paused

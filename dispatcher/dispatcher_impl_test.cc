@@ -679,8 +679,8 @@ TEST_CASE("dispatcher_impl: exactly_once takes distributed_epoch pipelines that 
             proto::DISTRIBUTED_EPOCH)
             .ok());
   const std::string prefix = "exactly_once"" runs the worker side once per split, so that every element comes from one split and is the same on "
-      "every run; it takes a splittable source, then map, filter, prefetch, ignore_errors and at most one "
-      "batch or padded_batch (docs/pipeline.md): step ";
+      "every run; it takes a splittable source, then map, filter, prefetch and at most one batch or "
+      "padded_batch (docs/pipeline.md): step ";
   CHECK(TryExactlyOnceJob(d, internal::DefinitionOf(Dataset::Range(10).Batch(2)), proto::DISTRIBUTED_EPOCH).ok());
   absl::Status shuffled_source =
       TryExactlyOnceJob(d, internal::DefinitionOf(Dataset::Range(10).Shuffle(4, 1)), proto::DISTRIBUTED_EPOCH);

@@ -317,7 +317,7 @@ void DispatcherImpl::CollectFinishedJobs(Clock::time_point now) {
     if (!ApplyOrLog(update, absl::StrCat("collecting dataset ", id))) continue;
     dataset_idle_since_.erase(id);
     built_datasets_.erase(id);
-    splits_total_.erase(id);
+    source_splits_.erase(id);
     spdlog::info("dataset {} was unused for {} ms: removed", id, config_.job_retention_ms);
   }
 }

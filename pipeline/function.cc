@@ -20,11 +20,13 @@ const proto::AttrValue* FunctionArgs::Get(const std::string& key) {
 
 absl::StatusOr<const proto::AttrValue*> FunctionArgs::Require(const std::string& key, bool has_fallback) {
   const proto::AttrValue* value = Get(key);
-  if (value == nullptr && !has_fallback) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(function_name_, ": missing required argument '", key, "'"));
-  }
+  if (value == nullptr && !has_fallback) return MissingRequired(key);
   return value;
+}
+
+absl::Status FunctionArgs::MissingRequired(const std::string& key) {
+  missed_required_ = true;
+  return absl::InvalidArgumentError(absl::StrCat(function_name_, ": missing required argument '", key, "'"));
 }
 
 absl::Status FunctionArgs::WrongType(const std::string& key, const char* expected) const {
@@ -127,9 +129,11 @@ absl::StatusOr<std::unique_ptr<ElementFunction>> FunctionRegistry::Create(
   }
   FunctionArgs args(def.name(), def.args());
   absl::StatusOr<std::unique_ptr<ElementFunction>> function = factory(args);
-  // A misspelt argument explains a "missing argument" error better.
+  // A misspelt argument explains a "missing argument" error better; any
+  // other error came before the later arguments were even looked at, so
+  // they are not unknown (a bad `mean` must not call `std` unknown).
   absl::Status unused = args.CheckAllUsed();
-  if (!function.ok()) return unused.ok() ? function.status() : unused;
+  if (!function.ok()) return unused.ok() || !args.missed_required() ? function.status() : unused;
   if (!unused.ok()) return unused;
   return function;
 }

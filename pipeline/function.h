@@ -69,6 +69,11 @@ class FunctionArgs {
 
   // InvalidArgument for the first argument no getter asked for.
   absl::Status CheckAllUsed() const;
+  // Whether a getter found a required argument absent.
+  bool missed_required() const { return missed_required_; }
+  // The error for required argument `key` absent, for factories that read
+  // it with Get; noted like a getter's (missed_required).
+  absl::Status MissingRequired(const std::string& key);
 
  private:
   absl::StatusOr<const proto::AttrValue*> Require(const std::string& key, bool has_fallback);
@@ -77,6 +82,7 @@ class FunctionArgs {
   std::string function_name_;
   const google::protobuf::Map<std::string, proto::AttrValue>& args_;
   std::set<std::string> known_;  // every key a getter asked for
+  bool missed_required_ = false;  // a required argument was absent
 };
 
 using FunctionFactory = std::function<absl::StatusOr<std::unique_ptr<ElementFunction>>(FunctionArgs& args)>;

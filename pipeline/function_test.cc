@@ -83,6 +83,17 @@ TEST_CASE("functions: an unknown argument names the closest valid one", "[functi
              Equals("unknown argument 'zzzzzz' for function 'cast' (valid: component, dtype)"));
 }
 
+TEST_CASE("functions: a wrong value is reported as itself, not the later arguments as unknown",
+          "[functions]") {
+  // normalize stops at a bad `mean` before it looks at `std`.
+  absl::StatusOr<std::unique_ptr<ElementFunction>> fn = Make("normalize", {{"mean", "x"}, {"std", 0.5}});
+  REQUIRE_FALSE(fn.ok());
+  CHECK_THAT(std::string(fn.status().message()), StartsWith("normalize: argument 'mean' must be "));
+  // A missing required argument next to a misspelt one: the misspelling.
+  fn = Make("add", {{"valeu", 1}});
+  CHECK_THAT(std::string(fn.status().message()), StartsWith("unknown argument 'valeu'"));
+}
+
 TEST_CASE("functions: an unknown function names the closest one", "[functions]") {
   absl::StatusOr<std::unique_ptr<ElementFunction>> fn = Make("sqare");
   REQUIRE_FALSE(fn.ok());

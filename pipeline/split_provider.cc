@@ -121,7 +121,13 @@ int64_t PositionsPerSplit(const proto::DatasetDef& def, bool per_file, const Spl
     if (step.has_padded_batch()) batch = step.padded_batch().batch_size();
     if (batch > 0) break;
   }
-  if (!options.batch_aligned || batch <= 0) return per_file ? 1 : options.elements_per_split;
+  // Record files (tfrecord, text_line, ...) hold many elements each: a
+  // split of B of them would be B shards (CheckExactlyOnce refuses a batch
+  // over them).
+  const bool one_element_per_file = def.steps(0).has_image_folder() || def.steps(0).has_list_files();
+  if (!options.batch_aligned || batch <= 0 || (per_file && !one_element_per_file)) {
+    return per_file ? 1 : options.elements_per_split;
+  }
   if (per_file) return batch;
   return std::max(batch, options.elements_per_split / batch * batch);
 }

@@ -3,7 +3,6 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "pipeline/builder.h"
 #include "pipeline/sharding.h"
 
 namespace sluice {
@@ -148,41 +147,56 @@ absl::Status CheckExactlyOnce(const proto::JobParams& params, const proto::Datas
     return absl::FailedPreconditionError(absl::StrCat(
         option,
         " runs the worker side once per split, so that every element comes from one split and is the same on "
-        "every run; it takes a splittable source, then map, filter, prefetch, ignore_errors and at most one "
-        "batch or padded_batch (docs/pipeline.md): step ",
+        "every run; it takes a splittable source, then map, filter, prefetch and at most one batch or "
+        "padded_batch (docs/pipeline.md): step ",
         index + 1, " ", why));
   };
   if (def.steps_size() == 0) return refuse(0, "is missing");
-  if (absl::StatusOr<SourceSplitInfo> info = DescribeSourceSplits(def.steps(0)); !info.ok()) {
-    return refuse(0, absl::StrCat("(", StepName(def.steps(0)), ") cannot be split: ", info.status().message()));
-  }
   const proto::Step& source = def.steps(0);
+  // By its op alone: the files are listed when the splits are made.
+  const bool splittable = source.has_range() || source.has_from_tensor_slices() || source.has_list_files() ||
+                          source.has_image_folder() || source.has_webdataset() || source.has_text_line() ||
+                          source.has_tfrecord() || source.has_fixed_length_record();
+  if (!splittable) return refuse(0, absl::StrCat("(", StepName(source), ") cannot be split"));
   if ((source.has_image_folder() && source.image_folder().shuffle() && !source.image_folder().has_seed()) ||
       (source.has_list_files() && source.list_files().shuffle() && !source.list_files().has_seed())) {
     return refuse(0, absl::StrCat("(", StepName(source),
                                   ") shuffles without a seed: every worker and every restore must cut the "
                                   "files in one order; give it a seed"));
   }
+  // One file per split, each file many records: batches would be cut at
+  // every file's end.
+  const bool record_files = !source.has_range() && !source.has_from_tensor_slices() &&
+                            !source.has_image_folder() && !source.has_list_files();
+  const auto unordered = [](int64_t parallel_calls, bool deterministic) {
+    return (parallel_calls > 1 || parallel_calls == -1) && !deterministic;
+  };
   bool batched = false;
   for (int i = 1; i < def.steps_size(); ++i) {
     const proto::Step& step = def.steps(i);
-    if (step.has_map() && step.map().num_parallel_calls() > 1 && !step.map().deterministic()) {
+    if (step.has_map() && unordered(step.map().num_parallel_calls(), step.map().deterministic())) {
       return refuse(i, "is a map with deterministic: false, whose order changes from run to run");
     }
     if (step.has_batch() || step.has_padded_batch()) {
       if (batched) return refuse(i, "is a second batch: batch again after distribute");
+      if (record_files) {
+        return refuse(i, absl::StrCat("is a batch over ", StepName(source),
+                                      ", whose splits are whole files of many records: batch after distribute"));
+      }
       batched = true;
       const bool drops = step.has_batch() ? step.batch().drop_remainder() : step.padded_batch().drop_remainder();
       if (drops) {
         return refuse(i, "drops the remainder, which would drop a short batch of every split, not one per epoch: "
                          "drop it after distribute");
       }
-      if (step.has_batch() && step.batch().num_parallel_calls() > 1 && !step.batch().deterministic()) {
+      if (step.has_batch() && unordered(step.batch().num_parallel_calls(), step.batch().deterministic())) {
         return refuse(i, "is a batch with deterministic: false, whose order changes from run to run");
       }
       continue;
     }
-    if (!step.has_map() && !step.has_filter() && !step.has_prefetch() && !step.has_ignore_errors()) {
+    // ignore_errors is not taken: a transient error dropped on one run of a
+    // split and not on another would move elements between positions.
+    if (!step.has_map() && !step.has_filter() && !step.has_prefetch()) {
       return refuse(i, absl::StrCat("is ", StepName(step),
                                     ", whose output depends on more than one split (shuffle the source with a "
                                     "seed instead)"));

@@ -157,10 +157,7 @@ class ArithmeticFunction : public ComponentwiseFunction {
     double float_value = 0;
     if (op != Arithmetic::kSquare && op != Arithmetic::kNegate) {
       const proto::AttrValue* value = args.Get("value");
-      if (value == nullptr) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(ArithmeticName(op), ": missing required argument 'value'"));
-      }
+      if (value == nullptr) return args.MissingRequired("value");
       if (value->value_case() == proto::AttrValue::kI) {
         int_value = value->i();
         float_value = static_cast<double>(int_value);

@@ -42,10 +42,7 @@ class PredicateFunction : public ElementFunction {
     absl::StatusOr<ComponentSelector> selector = ComponentSelector::FromArgs(args);
     if (!selector.ok()) return selector.status();
     const proto::AttrValue* value = args.Get("value");
-    if (value == nullptr) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(args.function_name(), ": missing required argument 'value'"));
-    }
+    if (value == nullptr) return args.MissingRequired("value");
     if (value->value_case() != proto::AttrValue::kI && value->value_case() != proto::AttrValue::kF &&
         value->value_case() != proto::AttrValue::kS && value->value_case() != proto::AttrValue::kB) {
       return absl::InvalidArgumentError(

@@ -17,9 +17,7 @@ class SelectFunction : public ElementFunction {
 
   static absl::StatusOr<std::unique_ptr<ElementFunction>> Make(FunctionArgs& args) {
     const proto::AttrValue* value = args.Get("components");
-    if (value == nullptr) {
-      return absl::InvalidArgumentError("select: missing required argument 'components'");
-    }
+    if (value == nullptr) return args.MissingRequired("components");
     std::vector<proto::AttrValue> picks;
     if (value->value_case() == proto::AttrValue::kList) {
       picks.assign(value->list().values().begin(), value->list().values().end());

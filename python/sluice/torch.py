@@ -76,17 +76,18 @@ def _ranks():
     return 1, 0
 
 
-def _loader_key(info, epoch):
+def _loader_key(token, info, epoch):
     """A key the worker processes of one DataLoader iterator share, and no
-    other: the pid of the process that started them, the multiprocessing
-    identity of its worker 0 (a new one for each DataLoader iterator, even
-    when the user reseeds every epoch), the base seed, and the epoch a
-    persistent worker counts."""
+    other: the dataset's random token (another trainer's differs), the pid
+    of the process that started them, the multiprocessing identity of its
+    worker 0 (a new one for each DataLoader iterator, even when the user
+    reseeds every epoch), the base seed, and the epoch a persistent worker
+    counts."""
     import multiprocessing
 
     identity = multiprocessing.current_process()._identity
     first = identity[-1] - info.id if identity else 0
-    return f"loader-{os.getppid()}-{first}-{(info.seed - info.id) & 0xFFFFFFFFFFFFFFFF:x}-{epoch}"
+    return f"loader-{token}-{os.getppid()}-{first}-{(info.seed - info.id) & 0xFFFFFFFFFFFFFFFF:x}-{epoch}"
 
 
 class IterableDataset(torch.utils.data.IterableDataset):
@@ -140,13 +141,16 @@ class IterableDataset(torch.utils.data.IterableDataset):
         self.auto_shard_policy = auto_shard_policy
         # The job every reader of this dataset shares when `distribute`
         # names none: made once here, it reaches DataLoader workers by fork
-        # or pickling (DDP ranks take rank 0's).
-        self.job_name = f"sluice-torch-{secrets.token_hex(8)}"
+        # or pickling (DDP ranks take rank 0's). The token also tells this
+        # dataset's DataLoader epochs from another trainer's.
+        self._token = secrets.token_hex(8)
+        self.job_name = f"sluice-torch-{self._token}"
         self.dropped_batches = 0
         self._epochs = 0
         self._rank_group = None
         self._live = None  # the epoch's sluice iterator, for state_dict
         self._restore = None  # a state from load_state_dict, for the next epoch
+        self._pending = []  # pooled batches of the epoch's tail not yet yielded
         self._run_token = None  # DDP: this run's, agreed at the first epoch
         # (world size, rank) of the process that pickled this dataset: a
         # DataLoader worker started with spawn has no torch.distributed.
@@ -178,12 +182,22 @@ class IterableDataset(torch.utils.data.IterableDataset):
 
         Saving needs a pipeline that can resume exactly: a local one, or a
         distributed_epoch read with exactly_once=True (or deterministic);
-        anything else is refused naming why, when the epoch starts."""
+        anything else is refused naming why, from the epoch's first batch on
+        (iterator.save() refuses before the first element too). Between
+        epochs the state is the next epoch's start."""
+        ranks, _, info = self._layout()
         return {
             "version": _STATE_VERSION,
             "iterator": None if self._live is None else self._live.save(),
             "next_read_repetition": self.dataset.next_read_repetition,
             "dropped_batches": self.dropped_batches,
+            # Readers that shared the job with this one: its state alone
+            # misses what they took.
+            "readers": ranks * (info.num_workers if info is not None else 1),
+            # The epoch's last steps hand out batches pooled across the
+            # ranks (even_batches), which no reader holds any more: the
+            # state keeps those not yet yielded.
+            "pending": list(self._pending),
         }
 
     def load_state_dict(self, state):
@@ -196,12 +210,19 @@ class IterableDataset(torch.utils.data.IterableDataset):
                 f"IterableDataset.load_state_dict: not a state of this version ({_STATE_VERSION}) of "
                 "IterableDataset.state_dict() or sluice.torch.merge_state_dicts()"
             )
-        ranks, _, _ = self._layout()
-        if "merged" not in state and ranks > 1 and self.dataset.reads_from_service():
+        ranks, _, info = self._layout()
+        shared = "merged" not in state and state.get("readers", 1) > 1 and state.get("iterator") is not None
+        if shared and self.dataset.reads_from_service():
             raise ValueError(
-                "IterableDataset.load_state_dict: under DDP the ranks share one job, so one rank's state "
-                "misses the batches the others took: restore every rank from "
-                "sluice.torch.merge_state_dicts([state of rank 0, state of rank 1, ...])"
+                "IterableDataset.load_state_dict: this state is one of "
+                f"{state['readers']} readers' (DDP ranks or DataLoader workers) of one shared job, so it misses "
+                "the batches the others took: restore from sluice.torch.merge_state_dicts([state of each "
+                "reader, ...])"
+            )
+        if info is not None:
+            raise ValueError(
+                "IterableDataset.load_state_dict: restoring runs in the trainer process (DataLoader "
+                "num_workers=0): each worker process would restore the same state on its own"
             )
         self.dataset.next_read_repetition = max(self.dataset.next_read_repetition, state["next_read_repetition"])
         self.dropped_batches = state["dropped_batches"]
@@ -227,7 +248,7 @@ class IterableDataset(torch.utils.data.IterableDataset):
         self._epochs += 1
         if dataset.reads_from_service():
             if info is not None:
-                return dataset.read_as_peer(self.job_name, _loader_key(info, epoch))
+                return dataset.read_as_peer(self.job_name, _loader_key(self._token, info, epoch))
             if ranks > 1:
                 # One collective, at the first epoch: the job and a token
                 # of this run, from which every rank makes the same key.
@@ -260,12 +281,32 @@ class IterableDataset(torch.utils.data.IterableDataset):
                 "(even_batches) before each batch, which only the trainer process can do; the reading, "
                 "decoding and copying run on the SDK's C++ threads anyway"
             )
+        if self._restore is not None and info is not None:
+            raise ValueError(
+                "IterableDataset: a state loaded with load_state_dict is restored in the trainer process "
+                "(DataLoader num_workers=0): each worker process would restore it on its own"
+            )
         dataset = self._readers_dataset(ranks, rank, info)
         restore, self._restore = self._restore, None
+        self._live, self._pending = None, []
+        if restore is not None and restore.get("pending"):
+            # A restored tail first, in equal shares (the rest dropped).
+            pending = restore["pending"]
+            rounds = len(pending) // ranks
+            self.dropped_batches += len(pending) - rounds * ranks
+            self._pending = list(pending[rank * rounds : (rank + 1) * rounds])
+            yield from self._yield_pending()
         source = self._elements(dataset, ranks, rank, restore)
         if ranks > 1 and self.even_batches:
             source = self._even(source, ranks, rank)
         yield from source
+        # Between epochs a state starts the next one.
+        self._live, self._pending = None, []
+
+    def _yield_pending(self):
+        while self._pending:
+            batch = self._pending.pop(0)
+            yield _map_tensors(lambda t: t.to(self.device), batch)
 
     def _elements(self, dataset, ranks, rank, restore):
         global_batch = self.batch == "global" and ranks > 1
@@ -343,8 +384,8 @@ class IterableDataset(torch.utils.data.IterableDataset):
             pooled = [None] * ranks
             torch.distributed.all_gather_object(pooled, left, group=group)
             everything = [b for held in pooled for b in held]
-            for b in everything[rank * rounds : (rank + 1) * rounds]:
-                yield _map_tensors(lambda t: t.to(self.device), b)
+            self._pending = everything[rank * rounds : (rank + 1) * rounds]
+            yield from self._yield_pending()
             return
 
 
@@ -374,4 +415,5 @@ def merge_state_dicts(states):
         "iterator": None,
         "next_read_repetition": max(s["next_read_repetition"] for s in states),
         "dropped_batches": max(s["dropped_batches"] for s in states),
+        "pending": [batch for s in states for batch in s.get("pending", [])],
     }

@@ -18,6 +18,7 @@
 namespace sluice {
 namespace {
 
+using testing::MakeConsumerOrFail;
 using testing::MakeOrFail;
 using testing::RestoreOrFail;
 using testing::SaveOrFail;
@@ -26,9 +27,15 @@ using testing::TestCluster;
 
 constexpr int64_t kEpoch = 3000;
 
+// A shared job's consumers read a few elements at a time, so that the
+// first cannot drain the whole small epoch before the second joins (a
+// consumer joining a finished repetition is refused).
 Dataset Pipeline(const std::string& url, const std::string& job_name = "") {
   return Dataset::Range(kEpoch).Shuffle(100, 5).ReadFromService(
-      {.service = url, .processing_mode = ProcessingMode::kParallelEpochs, .job_name = job_name});
+      {.service = url,
+       .processing_mode = ProcessingMode::kParallelEpochs,
+       .job_name = job_name,
+       .max_outstanding_requests = job_name.empty() ? 0 : 8});
 }
 
 // Each value of the epoch `times` times.
@@ -64,8 +71,8 @@ TEST_CASE("parallel_epochs checkpoint: two consumers of a shared job merge and r
   TestCluster cluster({.num_workers = 2});
   const Dataset dataset = Pipeline(cluster.ServiceUrl(), "parallel-shared");
   std::vector<Iterator> consumers;
-  consumers.push_back(MakeOrFail(dataset));
-  consumers.push_back(MakeOrFail(dataset));
+  consumers.push_back(MakeConsumerOrFail(dataset));
+  consumers.push_back(MakeConsumerOrFail(dataset));
   std::vector<int64_t> values;
   for (int turn = 0; turn < 20; ++turn) {
     for (Iterator& consumer : consumers) Take(consumer, 50, &values);

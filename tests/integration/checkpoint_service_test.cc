@@ -30,6 +30,7 @@
 namespace sluice {
 namespace {
 
+using testing::MakeConsumerOrFail;
 using testing::MakeOrFail;
 using testing::RestoreOrFail;
 using testing::SaveOrFail;
@@ -141,7 +142,7 @@ TEST_CASE("service checkpoint: the saved state survives a dispatcher restart (ki
 std::vector<std::string> ReadShared(const Dataset& dataset, const std::vector<int64_t>& counts,
                                     std::vector<int64_t>* values) {
   std::vector<Iterator> consumers;
-  for (size_t i = 0; i < counts.size(); ++i) consumers.push_back(MakeOrFail(dataset));
+  for (size_t i = 0; i < counts.size(); ++i) consumers.push_back(MakeConsumerOrFail(dataset));
   std::vector<int64_t> taken(counts.size(), 0);
   for (bool more = true; more;) {
     more = false;
@@ -232,13 +233,14 @@ TEST_CASE("service checkpoint: reads that cannot be saved or restored say why", 
     CHECK(absl::IsInvalidArgument(restored.status()));
     CHECK(restored.status().message() ==
           "restore: one consumer's saved state restores one consumer, not 3; merge the states that all "
-          "consumers saved at one step into a job checkpoint first (sluice checkpoint merge)");
+          "consumers saved at one step into a job checkpoint first (sluice.merge_saved_states in Python, "
+          "sluice checkpoint merge on the command line)");
   }
   SECTION("a job checkpoint whose consumers held a partial batch, restored on another count") {
     const Dataset dataset = Pipeline(cluster.ServiceUrl(), "held").Batch(7);
     std::vector<Iterator> consumers;
-    consumers.push_back(MakeOrFail(dataset));
-    consumers.push_back(MakeOrFail(dataset));
+    consumers.push_back(MakeConsumerOrFail(dataset));
+    consumers.push_back(MakeConsumerOrFail(dataset));
     // A batch hands out whole batches, so its buffer is empty between
     // them: 2 consumers restore on 3 from there.
     std::vector<int64_t> ignored;

@@ -107,15 +107,17 @@ TEST_CASE("distribute: MakeIterator again on a Dataset, its copy or a dataset ma
 
 TEST_CASE("distribute: two trainers of one named job share its elements", "[service][distribute]") {
   TestCluster cluster({.num_workers = 1});
-  Dataset dataset = Dataset::Range(80)
-                        .ReadFromService({.service = cluster.ServiceUrl(),
-                                          .processing_mode = ProcessingMode::kDistributedEpoch,
-                                          .job_name = "shared"})
-                        .Batch(8);
-  // Two trainers (as in two processes): each one's first iteration is
-  // repetition 0 of the job.
-  absl::StatusOr<DistributedDataset> trainer_a = DistributeDataset(dataset, Cpus());
-  absl::StatusOr<DistributedDataset> trainer_b = DistributeDataset(dataset, Cpus());
+  auto dataset = [&] {
+    return Dataset::Range(80)
+        .ReadFromService({.service = cluster.ServiceUrl(),
+                          .processing_mode = ProcessingMode::kDistributedEpoch,
+                          .job_name = "shared"})
+        .Batch(8);
+  };
+  // Two trainers (as in two processes), each with its own Dataset: each
+  // one's first iteration is repetition 0 of the job.
+  absl::StatusOr<DistributedDataset> trainer_a = DistributeDataset(dataset(), Cpus());
+  absl::StatusOr<DistributedDataset> trainer_b = DistributeDataset(dataset(), Cpus());
   REQUIRE(trainer_a.ok());
   REQUIRE(trainer_b.ok());
   absl::StatusOr<DistributedIterator> first = trainer_a->MakeIterator();

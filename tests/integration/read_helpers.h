@@ -52,6 +52,15 @@ inline Iterator MakeOrFail(const Dataset& dataset) {
   return *std::move(iterator);
 }
 
+// An iterator of a fresh copy of `dataset`, as another trainer process
+// would make: its first iterator reads repetition 0 of the job, where a
+// second iterator of `dataset` itself would read the next repetition.
+inline Iterator MakeConsumerOrFail(const Dataset& dataset) {
+  absl::StatusOr<Dataset> own = Dataset::Deserialize(dataset.Serialize());
+  REQUIRE(own.ok());
+  return MakeOrFail(*own);
+}
+
 inline Iterator RestoreOrFail(const Dataset& dataset, const std::string& state, RestoreOptions options = {}) {
   absl::StatusOr<Iterator> iterator = dataset.MakeIterator(state, options);
   INFO(iterator.status().ToString());

@@ -252,7 +252,8 @@ TEST_CASE("service: consumers of a named job share its elements", "[service]") {
   CHECK(Sorted(both) == Iota(1000));
 }
 
-TEST_CASE("service: a finished repetition of a named job ends at once", "[service]") {
+TEST_CASE("service: a finished repetition of a named job read by another reader is an error naming it",
+          "[service]") {
   TestCluster cluster({.num_workers = 1});
   const std::string path = cluster.dir().File("named.yaml");
   WriteFile(path, absl::StrCat("pipeline:\n  - range: 6\n  - distribute: {service: \"", cluster.ServiceUrl(),
@@ -260,9 +261,11 @@ TEST_CASE("service: a finished repetition of a named job ends at once", "[servic
   CommandResult first = RunCommand(absl::StrCat("timeout 60 '", SLUICE_CLI, "' read '", path, "'"));
   CHECK(first.exit_code == 0);
   CHECK(Sorted(ParseLines(first.out)) == Iota(6));
-  CommandResult second = RunCommand(absl::StrCat("timeout 60 '", SLUICE_CLI, "' read '", path, "'"));
-  CHECK(second.exit_code == 0);
-  CHECK(second.out.empty());
+  // Another process: its dataset counts from repetition 0, which is read.
+  CommandResult second = RunCommand(absl::StrCat("timeout 60 '", SLUICE_CLI, "' read '", path, "' 2>&1"));
+  CHECK(second.exit_code != 0);
+  CHECK_THAT(second.out, Catch::Matchers::Contains("job 'nightly' repetition 0 was already read to its end by "
+                                                   "other consumers, so nothing is left for this one"));
 }
 
 TEST_CASE("service: each iteration of a dataset is a new repetition", "[service]") {

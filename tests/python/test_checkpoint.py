@@ -49,10 +49,13 @@ def test_a_service_read_saved_mid_epoch_resumes_exactly_once(cluster):
 
 
 def test_two_consumers_merge_and_resume_as_three(cluster):
-    ds = sluice.Dataset.range(300000).distribute(
-        "distributed_epoch", cluster.service, job_name="py-elastic", exactly_once=True
-    )
-    consumers = [iter(ds), iter(ds)]
+    def dataset():  # each trainer's own: both read repetition 0
+        return sluice.Dataset.range(300000).distribute(
+            "distributed_epoch", cluster.service, job_name="py-elastic", exactly_once=True
+        )
+
+    ds = dataset()
+    consumers = [iter(ds), iter(dataset())]
     values = []
     for _ in range(300):
         for consumer in consumers:

@@ -58,13 +58,18 @@ def test_reference_examples_in_both_modes(cluster):
 
 
 def test_a_shared_job_is_split_between_two_consumers(cluster):
-    ds = sluice.Dataset.range(1000).distribute(
-        "distributed_epoch", cluster.service, job_name="shared_py", max_outstanding_requests=8
-    )
+    # Two trainers' datasets: each counts its own repetitions, so both read
+    # repetition 0 (two iterators of one dataset would read 0 and 1).
+    def dataset():
+        return sluice.Dataset.range(1000).distribute(
+            "distributed_epoch", cluster.service, job_name="shared_py", max_outstanding_requests=8
+        )
+
+    datasets = [dataset(), dataset()]
     results = [None, None]
 
     def consume(i):
-        results[i] = [int(x) for x in ds]
+        results[i] = [int(x) for x in datasets[i]]
 
     threads = [threading.Thread(target=consume, args=(i,)) for i in range(2)]
     for t in threads:

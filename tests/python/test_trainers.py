@@ -277,17 +277,26 @@ def test_a_save_that_cannot_be_honoured_is_refused_naming_why(images, cluster):
     namespace = {}
     exec(PIPELINE, namespace)
     it = iter(namespace["pipeline"](root, cluster.service))
-    next(it)
     with pytest.raises(sluice.Error) as refused:
-        it.save()
-    assert "saving a distributed_epoch read needs exactly_once: true" in str(refused.value)
+        it.save()  # before the first element
+    assert str(refused.value) == (
+        "distribute: saving a distributed_epoch read needs exactly_once: true, which tags each element with "
+        "its split and position so that a restore knows what was delivered"
+    )
+    # One reader's state of a job shared by several is refused at the load.
+    from sluice.torch import IterableDataset
+
+    dataset = IterableDataset(namespace["pipeline"](root, cluster.service, exactly_once=True))
+    state = {"version": 1, "iterator": b"x", "next_read_repetition": 1, "dropped_batches": 0, "readers": 2}
+    with pytest.raises(ValueError, match="this state is one of 2 readers' .* of one shared job"):
+        dataset.load_state_dict(state)
 
 
 KILLED_TRAINER = """
 import datetime, json, os, pickle, signal, socket, sys, torch, torch.distributed as dist, torch.multiprocessing as mp
 from sluice.torch import IterableDataset, merge_state_dicts
 
-def rank_main(rank, world, port, root, service, out, phase):
+def rank_main(rank, world, port, root, service, out, phase, slow):
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
                             timeout=datetime.timedelta(seconds=90))
     dataset = IterableDataset(pipeline(root, service, batch=3, exactly_once=True))
@@ -295,7 +304,13 @@ def rank_main(rank, world, port, root, service, out, phase):
         states = [pickle.load(open(os.path.join(out, f"state{r}.pkl"), "rb")) for r in range(2)]
         dataset.load_state_dict(merge_state_dicts(states))
     seen = []
-    for step, batch in enumerate(torch.utils.data.DataLoader(dataset, batch_size=None)):
+    loader = iter(torch.utils.data.DataLoader(dataset, batch_size=None))
+    if slow and rank == 1:
+        # Rank 0's reader takes the whole small epoch meanwhile: every step
+        # is then a batch pooled from it (the even_batches tail).
+        import time
+        time.sleep(2)
+    for step, batch in enumerate(loader):
         seen += paths(batch)
         total = torch.tensor([float(batch["image"].sum())])
         dist.all_reduce(total)
@@ -304,6 +319,7 @@ def rank_main(rank, world, port, root, service, out, phase):
                 pickle.dump(dataset.state_dict(), f)
             with open(os.path.join(out, f"before{rank}.json"), "w") as f:
                 json.dump(seen, f)
+            dist.barrier()  # both ranks' files are written
             os.kill(os.getpid(), signal.SIGKILL)  # the trainer dies mid-epoch
     with open(os.path.join(out, f"{phase}{rank}.json"), "w") as f:
         json.dump(seen, f)
@@ -311,29 +327,37 @@ def rank_main(rank, world, port, root, service, out, phase):
 
 if __name__ == "__main__":
     world, root, service, out, phase = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5]
+    slow = sys.argv[6] == "slow"
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     try:
-        mp.spawn(rank_main, args=(world, port, root, service, out, phase), nprocs=world, join=True)
+        mp.spawn(rank_main, args=(world, port, root, service, out, phase, slow), nprocs=world, join=True)
     except mp.ProcessExitedException as killed:
         assert phase == "first" and killed.exit_code == -signal.SIGKILL, killed
 """
 
 
-def test_a_killed_ddp_trainer_resumes_its_epoch_exactly_once_on_2_or_1_ranks(images, cluster, tmp_path):
+@pytest.mark.parametrize("slow", ["even", "slow"])
+def test_a_killed_ddp_trainer_resumes_its_epoch_exactly_once_on_2_or_1_ranks(images, cluster, tmp_path, slow):
+    # "slow": rank 1 starts late, so the save falls in the pooled tail.
     root, expected = images
     script = tmp_path / "killed.py"
     script.write_text(PIPELINE + KILLED_TRAINER)
 
     def run(world, phase):
         done = subprocess.run(
-            [sys.executable, str(script), str(world), root, cluster.service, str(tmp_path), phase],
+            [sys.executable, str(script), str(world), root, cluster.service, str(tmp_path), phase, slow],
             capture_output=True, text=True, env=os.environ, timeout=150,
         )
         assert done.returncode == 0, done.stderr
 
     run(2, "first")
+    if slow == "slow":  # the save kept the pooled batches not yet handed out
+        import pickle
+
+        states = [pickle.loads((tmp_path / f"state{rank}.pkl").read_bytes()) for rank in range(2)]
+        assert [len(state["pending"]) for state in states] == [4, 4]  # 14 batches: 7 a rank, 3 taken
     before = [p for rank in range(2) for p in json.loads((tmp_path / f"before{rank}.json").read_text())]
     assert len(before) == 2 * 3 * 3  # 3 steps of a batch of 3 on each rank
     for world, phase in ((1, "one"), (2, "two")):
