@@ -1,7 +1,9 @@
 """Real PyTorch trainers reading an image pipeline from a LocalCluster, as
 users run them: DataLoader worker processes (fresh and persistent) over
 several epochs, and 2 DDP ranks (gloo, torch.multiprocessing.spawn) with an
-all-reduce every step. Each image is counted by its path in every epoch.
+all-reduce every step; an image pipeline saved and restored; trainers killed
+with SIGKILL after a save and resumed (DDP 2 -> 2 and 2 -> 1 ranks, and a named
+job read by 2 plain processes). Each image is counted by its path per epoch.
 
 Every trainer runs in a fresh process (as a user's would, and because gRPC
 does not promise a forked child of a process that used it works)."""
@@ -365,3 +367,48 @@ def test_a_killed_ddp_trainer_resumes_its_epoch_exactly_once_on_2_or_1_ranks(ima
         after = [p for rank in range(world) for p in json.loads((tmp_path / f"{phase}{rank}.json").read_text())]
         # 42 images in 14 batches: 6 before the kill, 8 after (4 a rank).
         assert sorted(before + after) == expected
+
+
+CONSUMER = """
+import json, os, pickle, signal, sys, sluice
+index, service, out = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+ds = sluice.Dataset.range(20000).distribute(
+    "distributed_epoch", service, job_name="two-processes", exactly_once=True, max_outstanding_requests=64)
+it = iter(ds)
+taken = [int(next(it)) for _ in range(500)]
+with open(os.path.join(out, f"state{index}.pkl"), "wb") as f:
+    f.write(it.save())
+with open(os.path.join(out, f"taken{index}.json"), "w") as f:
+    json.dump(taken, f)
+os.kill(os.getpid(), signal.SIGKILL)  # killed mid-epoch, after its save
+"""
+
+RESUMER = """
+import json, os, sys, sluice
+service, out = sys.argv[1], sys.argv[2]
+ds = sluice.Dataset.range(20000).distribute(
+    "distributed_epoch", service, job_name="two-processes", exactly_once=True)
+merged = sluice.merge_saved_states([open(os.path.join(out, f"state{i}.pkl"), "rb").read() for i in range(2)])
+print(json.dumps([int(x) for x in ds.iterator(restore_from=merged, consumer_index=0, num_consumers=1)]))
+"""
+
+
+def test_a_named_job_read_by_two_killed_processes_resumes_exactly_once(cluster, tmp_path):
+    consumer, resumer = tmp_path / "consumer.py", tmp_path / "resumer.py"
+    consumer.write_text(CONSUMER)
+    resumer.write_text(RESUMER)
+    processes = [
+        subprocess.Popen([sys.executable, str(consumer), str(i), cluster.service, str(tmp_path)], env=os.environ)
+        for i in range(2)
+    ]
+    try:
+        assert [p.wait(timeout=120) for p in processes] == [-9, -9]  # both died of SIGKILL
+    finally:
+        for p in processes:
+            p.kill()
+    taken = [v for i in range(2) for v in json.loads((tmp_path / f"taken{i}.json").read_text())]
+    assert len(taken) == 1000 and len(set(taken)) == 1000  # one job, shared
+    done = subprocess.run([sys.executable, str(resumer), cluster.service, str(tmp_path)], capture_output=True,
+                          text=True, env=os.environ, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert sorted(taken + json.loads(done.stdout)) == list(range(20000))
