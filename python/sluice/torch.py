@@ -108,7 +108,8 @@ class IterableDataset(torch.utils.data.IterableDataset):
         dataset's own); when one runs out, the batches the others still
         hold are spread evenly and the remainder (fewer than world_size
         batches, so at most one global batch) is dropped, counted in
-        `dropped_batches` and named in one line on stderr. Each element is
+        `dropped_batches` and sluice.metrics()'s
+        sluice_torch_dropped_batches_total, and named in one line on stderr. Each element is
         read at most once per epoch across ranks. A reading error on one
         rank stops every rank, each raising. False gives each rank what it
         reads, unequal counts included: unsafe with collectives.
@@ -294,6 +295,7 @@ class IterableDataset(torch.utils.data.IterableDataset):
             pending = restore["pending"]
             rounds = len(pending) // ranks
             self.dropped_batches += len(pending) - rounds * ranks
+            _sluice._count_dropped_batches(len(pending) - rounds * ranks)
             self._pending = list(pending[rank * rounds : (rank + 1) * rounds])
             yield from self._yield_pending()
         source = self._elements(dataset, ranks, rank, restore)
@@ -373,6 +375,7 @@ class IterableDataset(torch.utils.data.IterableDataset):
             rounds = sum(counts) // ranks
             dropped = sum(counts) - rounds * ranks
             self.dropped_batches += dropped
+            _sluice._count_dropped_batches(dropped)
             if dropped and rank == 0:
                 print(
                     f"sluice: warning: IterableDataset(even_batches=True): {dropped} batch(es) dropped at the "

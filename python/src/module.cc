@@ -14,4 +14,16 @@ PYBIND11_MODULE(_sluice, module) {
       "metrics", [] { return sluice::ProcessMetrics().Render(); },
       "This process's metrics in Prometheus text format: the client's wait time and bytes received, and the "
       "process's CPU and memory.");
+  module.def(
+      "_count_dropped_batches",
+      [](int64_t batches) {
+        static sluice::Counter& dropped =
+            sluice::ProcessMetrics()
+                .AddCounter("sluice_torch_dropped_batches_total",
+                            "Batches sluice.torch.IterableDataset(even_batches=True) dropped at an epoch's end so "
+                            "that DDP ranks take equal steps")
+                .Get();
+        dropped.Increment(static_cast<double>(batches));
+      },
+      pybind11::arg("batches"), "Counts batches IterableDataset(even_batches=True) dropped (sluice.metrics()).");
 }

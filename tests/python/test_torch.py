@@ -118,6 +118,7 @@ out = {"local": read(local, "per_rank"), "shared": read(shared("ddp_job"), "per_
 odd = IterableDataset(sluice.Dataset.range(11).batch(1))
 out["odd"] = [b.tolist() for b in torch.utils.data.DataLoader(odd, batch_size=None)]
 out["odd_dropped"] = odd.dropped_batches
+out["metric"] = [l for l in sluice.metrics().splitlines() if l.startswith("sluice_torch_dropped_batches_total")]
 dist.barrier()
 print(json.dumps(out))
 dist.destroy_process_group()
@@ -165,6 +166,7 @@ def test_ddp_ranks_per_rank_and_global_batches(cluster):
     odd = sorted(x for out in outputs for b in out["odd"] for x in b)
     assert len(odd) == 10 and len(set(odd)) == 10 and set(odd) <= set(range(11))
     assert [out["odd_dropped"] for out in outputs] == [1, 1]
+    assert [out["metric"] for out in outputs] == [["sluice_torch_dropped_batches_total 1"]] * 2
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU visible to PyTorch on this machine")
