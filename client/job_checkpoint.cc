@@ -108,9 +108,21 @@ absl::StatusOr<std::string> MergeNamedStates(const std::vector<std::pair<std::st
           absl::StrCat(name, ": was read under split layout '", consumer->split_layout(),
                        "', the states before under '", delivered.split_layout(), "'"));
     }
+    // Consumers of one repetition of one job: deliveries of another would
+    // name other reads' elements (two iterators of one dataset read two
+    // repetitions).
+    if (&bytes != &states.front().second && !read.job_name().empty() &&
+        (read.job_name() != job_name || read.repetition() != repetition)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          name, ": read job '", read.job_name(), "' repetition ", read.repetition(), ", and ",
+          states.front().first, " job '", job_name, "' repetition ", repetition,
+          ": a job checkpoint merges the consumers of one repetition of one job"));
+    }
     delivered.Merge(*consumer);
-    repetition = std::max(repetition, read.repetition());
-    if (job_name.empty()) job_name = read.job_name();
+    if (&bytes == &states.front().second) {
+      repetition = read.repetition();
+      job_name = read.job_name();
+    }
   }
   *merged.mutable_job() = delivered.ToProto();
   merged.mutable_job()->set_repetition(repetition);

@@ -65,9 +65,10 @@ template <typename Context>
 std::vector<int64_t> FileSourceOrder(size_t count, bool shuffle, const std::optional<int64_t>& seed,
                                      std::atomic<uint64_t>& epochs, const Context& context) {
   if (context.split_provider == nullptr) return EpochOrder(count, shuffle, seed, epochs);
-  std::atomic<uint64_t> first_epoch = 0;
-  return EpochOrder(count, shuffle && context.split_positions_in_seeded_order && seed.has_value(), seed,
-                    first_epoch);
+  // Salted: the dispatcher orders the splits from the same seed, and the
+  // two permutations must not be one.
+  std::atomic<uint64_t> salt = 0x5eedf11e5;
+  return EpochOrder(count, shuffle && context.split_positions_in_seeded_order && seed.has_value(), seed, salt);
 }
 
 }  // namespace sluice

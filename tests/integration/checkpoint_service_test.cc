@@ -222,6 +222,20 @@ TEST_CASE("service checkpoint: reads that cannot be saved or restored say why", 
     CHECK_THAT(std::string(state.status().message()),
                Catch::Matchers::Contains("saving a distributed_epoch read needs exactly_once: true"));
   }
+  SECTION("states of two repetitions do not merge") {
+    // Two iterators of one dataset read repetitions 0 and 1 of its job.
+    const Dataset dataset = Pipeline(cluster.ServiceUrl(), "two-reps");
+    Iterator first = MakeOrFail(dataset);
+    Iterator second = MakeOrFail(dataset);
+    std::vector<int64_t> values;
+    Take(first, 10, &values);
+    Take(second, 10, &values);
+    const absl::StatusOr<std::string> merged = MergeSavedStates({SaveOrFail(first), SaveOrFail(second)});
+    CHECK(absl::IsFailedPrecondition(merged.status()));
+    CHECK(merged.status().message() ==
+          "state 1: read job 'two-reps' repetition 1, and state 0 job 'two-reps' repetition 0: a job "
+          "checkpoint merges the consumers of one repetition of one job");
+  }
   SECTION("one consumer's state restored on 3 consumers") {
     const Dataset dataset = Pipeline(cluster.ServiceUrl());
     Iterator first = MakeOrFail(dataset);
