@@ -144,8 +144,9 @@ absl::StatusOr<std::unique_ptr<ServiceRead>> StartRead(const ReadConfig& config,
   *job_request.mutable_params() = config.params;
   if (resume != nullptr) {
     job_request.mutable_params()->set_job_name(RestoredJobName(config, *resume));
-    // The restored epoch is the job's first.
-    repetition = 0;
+    // The saved repetition, in the new job: an exactly_once read's split
+    // numbers name the files of that repetition's order.
+    repetition = resume->repetition;
   }
   const std::string& job_name = job_request.params().job_name();
   // A restored read that cannot start says so.

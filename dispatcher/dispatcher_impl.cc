@@ -88,7 +88,7 @@ absl::Status DispatcherImpl::Recover() {
     const auto* job = state_.FindJob(iteration.job_id);
     if (iteration.collected || job->params.processing_mode() != proto::DISTRIBUTED_EPOCH) continue;
     absl::StatusOr<std::unique_ptr<SplitProvider>> provider =
-        NewSplitProvider(job->params, state_.FindDataset(job->params.dataset_id())->def);
+        NewSplitProvider(job->params, state_.FindDataset(job->params.dataset_id())->def, iteration.repetition);
     if (!provider.ok()) return provider.status();
     if (!iteration.split_cursor.empty()) {
       if (absl::Status s = (*provider)->Restore(iteration.split_cursor); !s.ok()) {
@@ -170,11 +170,13 @@ std::string DispatcherImpl::SplitLayout(const proto::JobParams& params) {
 }
 
 absl::StatusOr<std::unique_ptr<SplitProvider>> DispatcherImpl::NewSplitProvider(
-    const proto::JobParams& params, const proto::DatasetDef& def) {
+    const proto::JobParams& params, const proto::DatasetDef& def, int64_t repetition) {
   // Listed here once, so that a status page view does no file I/O under
   // the lock.
   (void)SourceSplits(params.dataset_id(), def);
-  return MakeSplitProvider(def, SplitOptionsFor(params));
+  SplitOptions options = SplitOptionsFor(params);
+  options.repetition = repetition;
+  return MakeSplitProvider(def, options);
 }
 
 void DispatcherImpl::PushTasks(const NewTasks& new_tasks) const {
@@ -385,7 +387,8 @@ absl::Status DispatcherImpl::GetOrCreateIteration(const proto::GetOrCreateIterat
       const auto* dataset = state_.FindDataset(job->params.dataset_id());
       bool infinite = false;
       if (job->params.processing_mode() == proto::DISTRIBUTED_EPOCH) {
-        absl::StatusOr<std::unique_ptr<SplitProvider>> splits = NewSplitProvider(job->params, dataset->def);
+        absl::StatusOr<std::unique_ptr<SplitProvider>> splits =
+            NewSplitProvider(job->params, dataset->def, request.repetition());
         if (!splits.ok()) return splits.status();
         absl::StatusOr<DatasetPtr> built = Built(dataset->id);
         if (!built.ok()) return built.status();

@@ -156,7 +156,7 @@ class DispatcherImpl {
   absl::Status Recover() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The splits of a job's dataset (`params.dataset_id`, defined by `def`).
   absl::StatusOr<std::unique_ptr<SplitProvider>> NewSplitProvider(const proto::JobParams& params,
-                                                                  const proto::DatasetDef& def)
+                                                                  const proto::DatasetDef& def, int64_t repetition)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void PushTasks(const NewTasks& new_tasks) const;
   // How splits are cut, which a saved read records (a restore under

@@ -207,6 +207,7 @@ void DispatcherImpl::FillTaskDef(const DispatcherState::Task& task, proto::TaskD
   def->set_sharding_policy(job->params.sharding_policy());
   def->set_exactly_once(job->params.exactly_once());
   def->set_num_consumers(job->params.num_consumers());
+  def->set_repetition(iteration->repetition);
   if (auto skip = iteration->skip_positions.find(task.worker_address);
       skip != iteration->skip_positions.end()) {
     AppendPairs(skip->second, def->mutable_skip_positions());

@@ -94,6 +94,8 @@ struct IteratorContext {
   // order, so that a split of B files is B files of that order rather than
   // B neighbours of the sorted list (a batch of one class).
   bool split_positions_in_seeded_order = false;
+  // Which repetition of the job that order is for.
+  int64_t split_order_epoch = 0;
 };
 
 class IteratorBase {

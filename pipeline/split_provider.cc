@@ -139,8 +139,12 @@ absl::StatusOr<std::unique_ptr<SplitProvider>> MakeSplitProvider(const proto::Da
   absl::StatusOr<SourceSplitInfo> info = DescribeSourceSplits(source);
   if (!info.ok()) return info.status();
   const int64_t per_split = PositionsPerSplit(def, info->per_file, options);
+  std::optional<uint64_t> shuffle_seed = info->shuffle_seed;
+  if (shuffle_seed.has_value() && options.batch_aligned) {
+    shuffle_seed = MixSeed(*shuffle_seed, static_cast<uint64_t>(options.repetition));
+  }
   std::unique_ptr<SplitProvider> provider =
-      std::make_unique<IndexSplitProvider>(info->num_positions, per_split, info->shuffle_seed);
+      std::make_unique<IndexSplitProvider>(info->num_positions, per_split, shuffle_seed);
   for (int i = 1; i < def.steps_size(); ++i) {
     if (def.steps(i).has_repeat()) {
       provider = std::make_unique<RepeatSplitProvider>(std::move(provider), def.steps(i).repeat().count());

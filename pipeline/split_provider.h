@@ -65,6 +65,9 @@ struct SplitOptions {
   // of B), so that a worker running its pipeline once per split makes
   // whole batches (docs/design.md, "Exactly once over real pipelines").
   bool batch_aligned = false;
+  // With batch_aligned: the repetition whose split order (of a shuffled
+  // file source) to give, so that each epoch comes in its own.
+  int64_t repetition = 0;
 };
 
 // How many source positions each split of `def` covers under `options`.

@@ -390,6 +390,7 @@ absl::Status WorkerImpl::Task::ProduceOneSplit(const DatasetPtr& dataset, const 
   context.split_provider = &one;
   // The dispatcher cut this exactly_once job's splits along its batches.
   context.split_positions_in_seeded_order = true;
+  context.split_order_epoch = def_.repetition();
   absl::StatusOr<std::unique_ptr<IteratorBase>> iterator = dataset->MakeIterator(context);
   if (!iterator.ok()) return iterator.status();
   int64_t position = 0;
