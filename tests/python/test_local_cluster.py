@@ -82,13 +82,18 @@ def test_cli_warnings_go_to_stderr_never_into_the_data(tmp_path):
             ["run", str(pipeline)],
             ["status", "--service", cluster.service, "--json"],
         ]
-        for command in commands:
+        # Text output: the warning must be on stderr, not among the lines.
+        text_commands = [["inspect", str(pipeline)], ["functions"], ["bench", str(pipeline), "--seconds", "1"]]
+        for command in commands + text_commands:
             done = subprocess.run([cli, "--token-file", str(token)] + command, capture_output=True, text=True,
                                   timeout=60)
             assert done.returncode == 0, (command, done.stderr)
-            lines = done.stdout.splitlines() if command[0] != "status" else [done.stdout]
-            for line in lines:
-                json.loads(line)  # every line of stdout is data
+            if command in text_commands:
+                assert "sluice: warning" not in done.stdout and "may be read" not in done.stdout, (command, done.stdout)
+            else:
+                lines = done.stdout.splitlines() if command[0] != "status" else [done.stdout]
+                for line in lines:
+                    json.loads(line)  # every line of stdout is data
             assert "sluice: warning: " in done.stderr and "may be read by other users" in done.stderr, (
                 command,
                 done.stderr,
