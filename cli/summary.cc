@@ -62,7 +62,8 @@ std::string ComponentSummary(const Tensor& tensor) {
   if (tensor.num_elements() <= kMaxListed) return Json(tensor);
   std::string line = absl::StrCat("\"", DTypeName(tensor.dtype()), ShapeDebugString(tensor.shape()), " ",
                                   FirstValues(tensor), ", ...");
-  if (tensor.dtype() != DType::kString) absl::StrAppend(&line, " mean ", absl::StrFormat("%.4g", Mean(tensor)));
+  if (tensor.dtype() != DType::kString)
+    absl::StrAppend(&line, " mean ", absl::StrFormat("%.4g", Mean(tensor)));
   return line + "\"";
 }
 

@@ -27,10 +27,11 @@ TEST_CASE("cli: --summary prints big components as dtype, shape, first values an
   for (int64_t i = 0; i < 65; ++i) many.mutable_data<std::string>()[i] = absl::StrCat("p", i);
   CHECK(ElementSummary(Element::Of(many)) == R"(["string[65] p0, p1, p2, ..."])");
   Tensor long_paths = Tensor::Uninitialized(DType::kString, {5});
-  for (int64_t i = 0; i < 5; ++i) long_paths.mutable_data<std::string>()[i] = std::string(40, static_cast<char>('a' + i));
-  CHECK(ElementSummary(Element::Of(long_paths)) ==
-        absl::StrCat(R"(["string[5] )", std::string(32, 'a'), "..., ", std::string(32, 'b'), "..., ",
-                     std::string(32, 'c'), R"(..., ..."])"));
+  for (int64_t i = 0; i < 5; ++i)
+    long_paths.mutable_data<std::string>()[i] = std::string(40, static_cast<char>('a' + i));
+  CHECK(ElementSummary(Element::Of(long_paths)) == absl::StrCat(R"(["string[5] )", std::string(32, 'a'),
+                                                                "..., ", std::string(32, 'b'), "..., ",
+                                                                std::string(32, 'c'), R"(..., ..."])"));
   Tensor labels64 = *Tensor::FromVector<int64_t>({7, 8, 9, 10, 11}, {5});
   CHECK(ElementSummary(Element::Of(labels64)) == R"(["int64[5] 7, 8, 9, ... mean 9"])");
 }

@@ -129,8 +129,8 @@ void ReleaseClient(DispatcherClient& service, const proto::GetOrCreateIterationR
 // next, and `repetitions` past it. `*joined_finished`: a reader that is no
 // peer joined a repetition whose workers had finished.
 absl::StatusOr<std::unique_ptr<ServiceRead>> StartRead(const ReadConfig& config, int64_t* repetition_io,
-                                                       std::atomic<int64_t>& repetitions, const ResumePoint* resume,
-                                                       bool* joined_finished) {
+                                                       std::atomic<int64_t>& repetitions,
+                                                       const ResumePoint* resume, bool* joined_finished) {
   int64_t& repetition = *repetition_io;
   if (resume != nullptr && resume->num_consumers > 1 && config.params.deterministic()) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -209,25 +209,25 @@ absl::StatusOr<std::unique_ptr<ServiceRead>> StartRead(const ReadConfig& config,
   SplitDeliveries restored = resume != nullptr ? resume->delivered : SplitDeliveries();
   restored.set_split_layout(iteration.split_layout());
   return std::make_unique<ServiceRead>(
-      config.service, ServiceReadOptions{.iteration_client_id = iteration.iteration_client_id(),
-                                         .client_secret = iteration.client_secret(),
-                                         .max_outstanding = config.max_outstanding,
-                                         .compression = config.compression,
-                                         .consumer_index = config.consumer_index,
-                                         // The dispatcher lets a deterministic job
-                                         // have one consumer at a time.
-                                         .sole_reader = job_name.empty() || config.params.deterministic(),
-                                         .exactly_once = config.params.exactly_once(),
-                                         .losses = std::move(losses),
-                                         .allow_partial = config.allow_partial,
-                                         .dispatcher_deadline = config.deadline,
-                                         .transport = config.transport,
-                                         .restored = std::move(restored),
-                                         .deterministic = config.params.deterministic(),
-                                         .track_worker_positions = SavesWorkerPositions(config),
-                                         .lost_splits_repeat =
-                                             config.params.processing_mode() == proto::DISTRIBUTED_EPOCH &&
-                                             !config.params.exactly_once()});
+      config.service,
+      ServiceReadOptions{.iteration_client_id = iteration.iteration_client_id(),
+                         .client_secret = iteration.client_secret(),
+                         .max_outstanding = config.max_outstanding,
+                         .compression = config.compression,
+                         .consumer_index = config.consumer_index,
+                         // The dispatcher lets a deterministic job
+                         // have one consumer at a time.
+                         .sole_reader = job_name.empty() || config.params.deterministic(),
+                         .exactly_once = config.params.exactly_once(),
+                         .losses = std::move(losses),
+                         .allow_partial = config.allow_partial,
+                         .dispatcher_deadline = config.deadline,
+                         .transport = config.transport,
+                         .restored = std::move(restored),
+                         .deterministic = config.params.deterministic(),
+                         .track_worker_positions = SavesWorkerPositions(config),
+                         .lost_splits_repeat = config.params.processing_mode() == proto::DISTRIBUTED_EPOCH &&
+                                               !config.params.exactly_once()});
 }
 
 class DataServiceDataset : public DatasetBase {
@@ -269,9 +269,8 @@ class DataServiceDataset::Iterator : public IteratorBase {
 
   absl::Status Start() {
     if (!start_status_.ok()) return start_status_;
-    absl::StatusOr<std::unique_ptr<ServiceRead>> read =
-        StartRead(*config_, &repetition_, *repetitions_, resume_.has_value() ? &*resume_ : nullptr,
-                  &joined_finished_);
+    absl::StatusOr<std::unique_ptr<ServiceRead>> read = StartRead(
+        *config_, &repetition_, *repetitions_, resume_.has_value() ? &*resume_ : nullptr, &joined_finished_);
     if (!read.ok()) {
       start_status_ = read.status();
       return start_status_;
@@ -362,7 +361,8 @@ class DataServiceDataset::Iterator : public IteratorBase {
   absl::Status JoinedLateAndEmpty() const {
     return absl::FailedPreconditionError(absl::StrCat(
         "job '", config_->params.job_name(), "' repetition ", repetition_,
-        " was already read to its end by other consumers, so nothing is left for this one: each repetition of "
+        " was already read to its end by other consumers, so nothing is left for this one: each repetition "
+        "of "
         "a shared job is read once, as in tf.data (iterate the same dataset again for its next repetition, "
         "or use another job_name to read the data again)"));
   }
@@ -430,9 +430,10 @@ absl::StatusOr<DatasetPtr> MakeDataServiceDataset(const proto::DatasetDef& worke
   // The first contact: a dispatcher not up yet is waited for, and the user
   // hears so after a second rather than only at the deadline.
   auto still_retrying = [&](const std::string& reason) {
-    Warn(absl::StrCat("the dispatcher at ", *address, " does not answer yet (", reason,
-                      "); retrying for up to ", deadline.count(),
-                      " ms (distribute(timeout_ms=...) in Python, timeout_ms in YAML, sluice read --timeout-ms)"));
+    Warn(absl::StrCat(
+        "the dispatcher at ", *address, " does not answer yet (", reason, "); retrying for up to ",
+        deadline.count(),
+        " ms (distribute(timeout_ms=...) in Python, timeout_ms in YAML, sluice read --timeout-ms)"));
   };
   absl::Status status =
       service->GetOrRegisterDataset(register_request, &registered,

@@ -48,9 +48,10 @@ absl::Status EpochLosses::Finish(int64_t tasks_seen) const {
     Warn(absl::StrCat(Describe(tasks_seen), " (accepted: allow_partial)"));
     return absl::OkStatus();
   }
-  return absl::DataLossError(absl::StrCat(Describe(tasks_seen),
-                                          ". Set allow_partial to accept a partial epoch (distribute(allow_partial=True) "
-                                          "in Python, allow_partial: true in YAML, sluice read --allow-partial)"));
+  return absl::DataLossError(
+      absl::StrCat(Describe(tasks_seen),
+                   ". Set allow_partial to accept a partial epoch (distribute(allow_partial=True) "
+                   "in Python, allow_partial: true in YAML, sluice read --allow-partial)"));
 }
 
 }  // namespace sluice

@@ -108,7 +108,8 @@ void IterationHeartbeat::ApplyReply(const proto::ClientHeartbeatResponse& respon
       Warn(absl::StrCat("worker ", lost.worker_address(), " was lost (", lost.reason(), ") after its task ",
                         lost.task_id(), " had delivered ", task->second.elements,
                         " elements to this reader: distributed_epoch reads the splits it had not finished "
-                        "again, so up to ", task->second.elements,
+                        "again, so up to ",
+                        task->second.elements,
                         " of them may arrive twice (exactly_once: true receives each element exactly once)"));
     }
     // A task read to its end lost nothing.

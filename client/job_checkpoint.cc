@@ -56,7 +56,9 @@ std::string CheckpointFingerprint(const proto::DatasetDef& def) {
 }
 
 absl::StatusOr<std::string> MergeNamedStates(const std::vector<std::pair<std::string, std::string>>& states) {
-  if (states.empty()) return absl::InvalidArgumentError("merge_saved_states (sluice checkpoint merge): no saved states to merge");
+  if (states.empty())
+    return absl::InvalidArgumentError(
+        "merge_saved_states (sluice checkpoint merge): no saved states to merge");
   proto::PipelineCheckpoint merged;
   SplitDeliveries delivered;
   int64_t repetition = 0;
@@ -113,10 +115,10 @@ absl::StatusOr<std::string> MergeNamedStates(const std::vector<std::pair<std::st
     // repetitions).
     if (&bytes != &states.front().second && !read.job_name().empty() &&
         (read.job_name() != job_name || read.repetition() != repetition)) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          name, ": read job '", read.job_name(), "' repetition ", read.repetition(), ", and ",
-          states.front().first, " job '", job_name, "' repetition ", repetition,
-          ": a job checkpoint merges the consumers of one repetition of one job"));
+      return absl::FailedPreconditionError(
+          absl::StrCat(name, ": read job '", read.job_name(), "' repetition ", read.repetition(), ", and ",
+                       states.front().first, " job '", job_name, "' repetition ", repetition,
+                       ": a job checkpoint merges the consumers of one repetition of one job"));
     }
     delivered.Merge(*consumer);
     if (&bytes == &states.front().second) {

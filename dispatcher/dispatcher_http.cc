@@ -102,7 +102,8 @@ int64_t DispatcherImpl::SplitsTotal(const DispatcherState::Iteration& iteration,
   auto source = source_splits_.find(params.dataset_id());
   const DispatcherState::Dataset* dataset = state_.FindDataset(params.dataset_id());
   if (source == source_splits_.end() || !source->second.ok() || dataset == nullptr) return -1;
-  const int64_t per_split = PositionsPerSplit(dataset->def, source->second->per_file, SplitOptionsFor(params));
+  const int64_t per_split =
+      PositionsPerSplit(dataset->def, source->second->per_file, SplitOptionsFor(params));
   return (source->second->num_positions + per_split - 1) / per_split;
 }
 

@@ -87,8 +87,8 @@ absl::Status DispatcherImpl::Recover() {
     for (int64_t client : iteration.clients) client_heartbeats_[client] = now;
     const auto* job = state_.FindJob(iteration.job_id);
     if (iteration.collected || job->params.processing_mode() != proto::DISTRIBUTED_EPOCH) continue;
-    absl::StatusOr<std::unique_ptr<SplitProvider>> provider =
-        NewSplitProvider(job->params, state_.FindDataset(job->params.dataset_id())->def, iteration.repetition);
+    absl::StatusOr<std::unique_ptr<SplitProvider>> provider = NewSplitProvider(
+        job->params, state_.FindDataset(job->params.dataset_id())->def, iteration.repetition);
     if (!provider.ok()) return provider.status();
     if (!iteration.split_cursor.empty()) {
       if (absl::Status s = (*provider)->Restore(iteration.split_cursor); !s.ok()) {
@@ -142,8 +142,9 @@ const absl::StatusOr<SourceSplitInfo>& DispatcherImpl::SourceSplits(const std::s
                                                                     const proto::DatasetDef& def) {
   auto known = source_splits_.find(dataset_id);
   if (known != source_splits_.end()) return known->second;
-  absl::StatusOr<SourceSplitInfo> info =
-      def.steps().empty() ? absl::InvalidArgumentError("the pipeline has no steps") : DescribeSourceSplits(def.steps(0));
+  absl::StatusOr<SourceSplitInfo> info = def.steps().empty()
+                                             ? absl::InvalidArgumentError("the pipeline has no steps")
+                                             : DescribeSourceSplits(def.steps(0));
   return source_splits_.emplace(dataset_id, std::move(info)).first->second;
 }
 
@@ -163,7 +164,8 @@ std::string DispatcherImpl::SplitLayout(const proto::JobParams& params) {
   const absl::StatusOr<SourceSplitInfo>& info = SourceSplits(dataset->id, dataset->def);
   if (!info.ok()) return layout;
   const int64_t per_split = PositionsPerSplit(dataset->def, info->per_file, SplitOptionsFor(params));
-  if (per_split != PositionsPerSplit(dataset->def, info->per_file, SplitOptions{config_.elements_per_split})) {
+  if (per_split !=
+      PositionsPerSplit(dataset->def, info->per_file, SplitOptions{config_.elements_per_split})) {
     absl::StrAppend(&layout, ",batch_aligned=", per_split, ",positions=", info->num_positions);
   }
   return layout;

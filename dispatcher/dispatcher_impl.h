@@ -42,6 +42,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "dispatcher/client_secrets.h"
 #include "dispatcher/crash_loop_bound.h"
@@ -50,7 +51,6 @@
 #include "dispatcher/journal.h"
 #include "dispatcher/request_checks.h"
 #include "dispatcher/split_leaser.h"
-#include "absl/status/statusor.h"
 #include "pipeline/builder.h"
 #include "pipeline/dataset.h"
 #include "pipeline/split_provider.h"
@@ -156,7 +156,8 @@ class DispatcherImpl {
   absl::Status Recover() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The splits of a job's dataset (`params.dataset_id`, defined by `def`).
   absl::StatusOr<std::unique_ptr<SplitProvider>> NewSplitProvider(const proto::JobParams& params,
-                                                                  const proto::DatasetDef& def, int64_t repetition)
+                                                                  const proto::DatasetDef& def,
+                                                                  int64_t repetition)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void PushTasks(const NewTasks& new_tasks) const;
   // How splits are cut, which a saved read records (a restore under

@@ -678,16 +678,20 @@ TEST_CASE("dispatcher_impl: exactly_once takes distributed_epoch pipelines that 
                 Dataset::Range(10).Map("square", {}, {4, true}).Filter("less", {{"value", 50}}).Prefetch(2)),
             proto::DISTRIBUTED_EPOCH)
             .ok());
-  const std::string prefix = "exactly_once"" runs the worker side once per split, so that every element comes from one split and is the same on "
+  const std::string prefix =
+      "exactly_once"
+      " runs the worker side once per split, so that every element comes from one split and is the same on "
       "every run; it takes a splittable source, then map, filter, prefetch and at most one batch or "
       "padded_batch (docs/pipeline.md): step ";
-  CHECK(TryExactlyOnceJob(d, internal::DefinitionOf(Dataset::Range(10).Batch(2)), proto::DISTRIBUTED_EPOCH).ok());
-  absl::Status shuffled_source =
-      TryExactlyOnceJob(d, internal::DefinitionOf(Dataset::Range(10).Shuffle(4, 1)), proto::DISTRIBUTED_EPOCH);
+  CHECK(TryExactlyOnceJob(d, internal::DefinitionOf(Dataset::Range(10).Batch(2)), proto::DISTRIBUTED_EPOCH)
+            .ok());
+  absl::Status shuffled_source = TryExactlyOnceJob(
+      d, internal::DefinitionOf(Dataset::Range(10).Shuffle(4, 1)), proto::DISTRIBUTED_EPOCH);
   REQUIRE(absl::IsFailedPrecondition(shuffled_source));
   CHECK(shuffled_source.message() ==
-        prefix + "2 is shuffle, whose output depends on more than one split (shuffle the source with a seed "
-                 "instead)");
+        prefix +
+            "2 is shuffle, whose output depends on more than one split (shuffle the source with a seed "
+            "instead)");
   proto::DatasetDef unordered = internal::DefinitionOf(Dataset::Range(10).Map("square", {}, {4, false}));
   absl::Status shuffled = TryExactlyOnceJob(d, unordered, proto::DISTRIBUTED_EPOCH);
   CHECK(shuffled.message() ==

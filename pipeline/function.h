@@ -81,7 +81,7 @@ class FunctionArgs {
 
   std::string function_name_;
   const google::protobuf::Map<std::string, proto::AttrValue>& args_;
-  std::set<std::string> known_;  // every key a getter asked for
+  std::set<std::string> known_;   // every key a getter asked for
   bool missed_required_ = false;  // a required argument was absent
 };
 

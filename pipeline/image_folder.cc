@@ -102,8 +102,8 @@ class ImageFolderDataset : public DatasetBase {
   std::string DebugName() const override { return "image_folder"; }
 
   absl::StatusOr<std::unique_ptr<IteratorBase>> MakeIterator(const IteratorContext& context) const override {
-    return std::make_unique<Iterator>(this, FileSourceOrder(files_.size(), shuffle_, seed_, iterations_, context),
-                                      context.split_provider);
+    return std::make_unique<Iterator>(
+        this, FileSourceOrder(files_.size(), shuffle_, seed_, iterations_, context), context.split_provider);
   }
 
  private:

@@ -68,7 +68,8 @@ std::vector<int64_t> FileSourceOrder(size_t count, bool shuffle, const std::opti
   // Salted: the dispatcher orders the splits from the same seed, and the
   // two permutations must not be one. Each repetition has its own.
   std::atomic<uint64_t> salt = 0x5eedf11e5 + static_cast<uint64_t>(context.split_order_epoch);
-  return EpochOrder(count, shuffle && context.split_positions_in_seeded_order && seed.has_value(), seed, salt);
+  return EpochOrder(count, shuffle && context.split_positions_in_seeded_order && seed.has_value(), seed,
+                    salt);
 }
 
 }  // namespace sluice

@@ -236,8 +236,8 @@ class ListFilesDataset : public DatasetBase {
   std::string DebugName() const override { return "list_files"; }
 
   absl::StatusOr<std::unique_ptr<IteratorBase>> MakeIterator(const IteratorContext& context) const override {
-    return std::make_unique<Iterator>(this, FileSourceOrder(files_.size(), shuffle_, seed_, iterations_, context),
-                                      context.split_provider);
+    return std::make_unique<Iterator>(
+        this, FileSourceOrder(files_.size(), shuffle_, seed_, iterations_, context), context.split_provider);
   }
 
  private:

@@ -180,14 +180,18 @@ absl::Status CheckExactlyOnce(const proto::JobParams& params, const proto::Datas
     if (step.has_batch() || step.has_padded_batch()) {
       if (batched) return refuse(i, "is a second batch: batch again after distribute");
       if (record_files) {
-        return refuse(i, absl::StrCat("is a batch over ", StepName(source),
-                                      ", whose splits are whole files of many records: batch after distribute"));
+        return refuse(i,
+                      absl::StrCat("is a batch over ", StepName(source),
+                                   ", whose splits are whole files of many records: batch after distribute"));
       }
       batched = true;
-      const bool drops = step.has_batch() ? step.batch().drop_remainder() : step.padded_batch().drop_remainder();
+      const bool drops =
+          step.has_batch() ? step.batch().drop_remainder() : step.padded_batch().drop_remainder();
       if (drops) {
-        return refuse(i, "drops the remainder, which would drop a short batch of every split, not one per epoch: "
-                         "drop it after distribute");
+        return refuse(
+            i,
+            "drops the remainder, which would drop a short batch of every split, not one per epoch: "
+            "drop it after distribute");
       }
       if (step.has_batch() && unordered(step.batch().num_parallel_calls(), step.batch().deterministic())) {
         return refuse(i, "is a batch with deterministic: false, whose order changes from run to run");
@@ -197,9 +201,10 @@ absl::Status CheckExactlyOnce(const proto::JobParams& params, const proto::Datas
     // ignore_errors is not taken: a transient error dropped on one run of a
     // split and not on another would move elements between positions.
     if (!step.has_map() && !step.has_filter() && !step.has_prefetch()) {
-      return refuse(i, absl::StrCat("is ", StepName(step),
-                                    ", whose output depends on more than one split (shuffle the source with a "
-                                    "seed instead)"));
+      return refuse(i,
+                    absl::StrCat("is ", StepName(step),
+                                 ", whose output depends on more than one split (shuffle the source with a "
+                                 "seed instead)"));
     }
   }
   return absl::OkStatus();

@@ -60,9 +60,11 @@ TEST_CASE("job_params: exactly_once needs distributed_epoch and a worker side th
           "[service]") {
   proto::JobParams params;
   params.set_processing_mode(proto::DISTRIBUTED_EPOCH);
-  const std::string prefix = "exactly_once"" runs the worker side once per split, so that every element comes from one split and is the same on "
-        "every run; it takes a splittable source, then map, filter, prefetch and at most one batch or "
-        "padded_batch (docs/pipeline.md): step ";
+  const std::string prefix =
+      "exactly_once"
+      " runs the worker side once per split, so that every element comes from one split and is the same on "
+      "every run; it takes a splittable source, then map, filter, prefetch and at most one batch or "
+      "padded_batch (docs/pipeline.md): step ";
   proto::DatasetDef def;
   def.add_steps()->mutable_range()->set_stop(10);
   def.add_steps()->mutable_map()->mutable_fn()->set_name("square");
@@ -72,17 +74,20 @@ TEST_CASE("job_params: exactly_once needs distributed_epoch and a worker side th
   CHECK(CheckExactlyOnce(params, def).ok());  // one batch: the splits follow it
   def.mutable_steps(2)->mutable_batch()->set_drop_remainder(true);
   CHECK(CheckExactlyOnce(params, def).message() ==
-        prefix + "3 drops the remainder, which would drop a short batch of every split, not one per epoch: "
-                 "drop it after distribute");
+        prefix +
+            "3 drops the remainder, which would drop a short batch of every split, not one per epoch: "
+            "drop it after distribute");
   def.mutable_steps(2)->mutable_batch()->set_drop_remainder(false);
   def.add_steps()->mutable_batch()->set_batch_size(2);
-  CHECK(CheckExactlyOnce(params, def).message() == prefix + "5 is a second batch: batch again after distribute");
+  CHECK(CheckExactlyOnce(params, def).message() ==
+        prefix + "5 is a second batch: batch again after distribute");
   proto::DatasetDef images;
   images.add_steps()->mutable_image_folder()->set_root("/data");
   images.mutable_steps(0)->mutable_image_folder()->set_shuffle(true);
   CHECK(CheckExactlyOnce(params, images).message() ==
-        prefix + "1 (image_folder) shuffles without a seed: every worker and every restore must cut the files in "
-                 "one order; give it a seed");
+        prefix +
+            "1 (image_folder) shuffles without a seed: every worker and every restore must cut the files in "
+            "one order; give it a seed");
   images.mutable_steps(0)->mutable_image_folder()->set_seed(3);
   images.add_steps()->mutable_batch()->set_batch_size(8);
   CHECK(CheckExactlyOnce(params, images).ok());
@@ -93,8 +98,9 @@ TEST_CASE("job_params: exactly_once needs distributed_epoch and a worker side th
   records.add_steps()->mutable_tfrecord()->add_files("a.tfrecord");
   records.add_steps()->mutable_batch()->set_batch_size(8);
   CHECK(CheckExactlyOnce(params, records).message() ==
-        prefix + "2 is a batch over tfrecord, whose splits are whole files of many records: batch after "
-                 "distribute");
+        prefix +
+            "2 is a batch over tfrecord, whose splits are whole files of many records: batch after "
+            "distribute");
   records.mutable_steps()->RemoveLast();
   records.add_steps()->mutable_ignore_errors();
   CHECK_THAT(std::string(CheckExactlyOnce(params, records).message()),
@@ -119,7 +125,8 @@ TEST_CASE("job_params: deterministic implies exactly_once and says so in its ref
   def.add_steps()->mutable_range()->set_stop(10);
   def.add_steps()->mutable_shuffle()->set_buffer_size(4);
   CHECK(CheckExactlyOnce(params, def).message() ==
-        "deterministic"" runs the worker side once per split, so that every element comes from one split and is the same on "
+        "deterministic"
+        " runs the worker side once per split, so that every element comes from one split and is the same on "
         "every run; it takes a splittable source, then map, filter, prefetch and at most one batch or "
         "padded_batch (docs/pipeline.md): step "
         "2 is shuffle, whose output depends on more than one split (shuffle the source with a seed instead)");

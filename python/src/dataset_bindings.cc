@@ -28,7 +28,8 @@ FunctionArg ArgFromPython(py::handle value, const std::string& name) {
   // NumPy arrays and scalars (mean=np.array([...]), size=np.int64(32)) as
   // the Python lists and numbers they hold.
   if (py::hasattr(py::type::of(value), "__module__") &&
-      std::string(py::str(py::type::of(value).attr("__module__"))) == "numpy" && py::hasattr(value, "tolist")) {
+      std::string(py::str(py::type::of(value).attr("__module__"))) == "numpy" &&
+      py::hasattr(value, "tolist")) {
     return ArgFromPython(value.attr("tolist")(), name);
   }
   // bool first: Python's bool is an int.
@@ -47,9 +48,11 @@ FunctionArg ArgFromPython(py::handle value, const std::string& name) {
       entries.emplace(py::str(key), ArgFromPython(item, name));
     return FunctionArg(std::move(entries));
   }
-  ThrowStatus(absl::InvalidArgumentError(
-      absl::StrCat("function argument '", name, "' is a number, bool, str, list or dict (or a NumPy array or "
-                   "scalar), not ", std::string(py::str(py::type::of(value))))));
+  ThrowStatus(
+      absl::InvalidArgumentError(absl::StrCat("function argument '", name,
+                                              "' is a number, bool, str, list or dict (or a NumPy array or "
+                                              "scalar), not ",
+                                              std::string(py::str(py::type::of(value))))));
 }
 
 FunctionArgMap ArgsFromKwargs(const py::kwargs& kwargs) {

@@ -19,11 +19,13 @@ PYBIND11_MODULE(_sluice, module) {
       [](int64_t batches) {
         static sluice::Counter& dropped =
             sluice::ProcessMetrics()
-                .AddCounter("sluice_torch_dropped_batches_total",
-                            "Batches sluice.torch.IterableDataset(even_batches=True) dropped at an epoch's end so "
-                            "that DDP ranks take equal steps")
+                .AddCounter(
+                    "sluice_torch_dropped_batches_total",
+                    "Batches sluice.torch.IterableDataset(even_batches=True) dropped at an epoch's end so "
+                    "that DDP ranks take equal steps")
                 .Get();
         dropped.Increment(static_cast<double>(batches));
       },
-      pybind11::arg("batches"), "Counts batches IterableDataset(even_batches=True) dropped (sluice.metrics()).");
+      pybind11::arg("batches"),
+      "Counts batches IterableDataset(even_batches=True) dropped (sluice.metrics()).");
 }

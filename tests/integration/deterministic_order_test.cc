@@ -144,9 +144,10 @@ TEST_CASE("deterministic order: what cannot be ordered is refused", "[service][d
     const absl::StatusOr<Iterator> refused =
         Dataset::Range(kEpoch).Shuffle(10, 1).ReadFromService(Deterministic(url)).MakeIterator();
     CHECK(absl::IsFailedPrecondition(refused.status()));
-    CHECK_THAT(std::string(refused.status().message()),
-               Catch::Matchers::Contains("deterministic runs the worker side once per split") &&
-                   Catch::Matchers::Contains("step 2 is shuffle, whose output depends on more than one split"));
+    CHECK_THAT(
+        std::string(refused.status().message()),
+        Catch::Matchers::Contains("deterministic runs the worker side once per split") &&
+            Catch::Matchers::Contains("step 2 is shuffle, whose output depends on more than one split"));
   }
 }
 

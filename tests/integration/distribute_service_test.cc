@@ -80,12 +80,15 @@ std::vector<int64_t> ReadEpoch(const Dataset& dataset) {
   return values;
 }
 
-TEST_CASE("distribute: MakeIterator again on a Dataset, its copy or a dataset made from it reads the "
-          "next repetition",
-          "[service][distribute]") {
+TEST_CASE(
+    "distribute: MakeIterator again on a Dataset, its copy or a dataset made from it reads the "
+    "next repetition",
+    "[service][distribute]") {
   TestCluster cluster({.num_workers = 2});
-  const Dataset dataset = Dataset::Range(50).ReadFromService(
-      {.service = cluster.ServiceUrl(), .processing_mode = ProcessingMode::kDistributedEpoch, .job_name = "again"});
+  const Dataset dataset =
+      Dataset::Range(50).ReadFromService({.service = cluster.ServiceUrl(),
+                                          .processing_mode = ProcessingMode::kDistributedEpoch,
+                                          .job_name = "again"});
   CHECK(ReadEpoch(dataset) == Iota(50));
   CHECK(dataset.NextReadRepetition() == 1);
   const Dataset copy = dataset;  // NOLINT: the copy is the point
@@ -93,13 +96,16 @@ TEST_CASE("distribute: MakeIterator again on a Dataset, its copy or a dataset ma
   CHECK(ReadEpoch(dataset.Batch(7)) == Iota(50));
   CHECK(dataset.NextReadRepetition() == 3);
   // Another Dataset object counts from 0, a repetition already read.
-  const Dataset other = Dataset::Range(50).ReadFromService(
-      {.service = cluster.ServiceUrl(), .processing_mode = ProcessingMode::kDistributedEpoch, .job_name = "again"});
+  const Dataset other =
+      Dataset::Range(50).ReadFromService({.service = cluster.ServiceUrl(),
+                                          .processing_mode = ProcessingMode::kDistributedEpoch,
+                                          .job_name = "again"});
   absl::StatusOr<Iterator> late = other.MakeIterator();
   const absl::Status status = late.ok() ? late->GetNext().status() : late.status();
   CHECK(status.code() == absl::StatusCode::kFailedPrecondition);
-  CHECK_THAT(std::string(status.message()),
-             Catch::Matchers::Contains("job 'again' repetition 0 was already read to its end by other consumers"));
+  CHECK_THAT(
+      std::string(status.message()),
+      Catch::Matchers::Contains("job 'again' repetition 0 was already read to its end by other consumers"));
   // Set where the count stands, as a pickled copy does.
   other.SetNextReadRepetition(3);
   CHECK(ReadEpoch(other) == Iota(50));

@@ -175,9 +175,10 @@ TEST_CASE(
   const std::string message(outcome.status.message());
   CHECK_THAT(message, Contains("parallel_epochs: the epoch of 1 of 2 workers ended early: worker " + lost));
   CHECK_THAT(message, Contains(" of 200000 elements;"));
-  CHECK_THAT(message, Contains("elements lost. Set allow_partial to accept a partial epoch "
-                               "(distribute(allow_partial=True) in Python, allow_partial: true in YAML, sluice "
-                               "read --allow-partial)"));
+  CHECK_THAT(message,
+             Contains("elements lost. Set allow_partial to accept a partial epoch "
+                      "(distribute(allow_partial=True) in Python, allow_partial: true in YAML, sluice "
+                      "read --allow-partial)"));
 }
 
 TEST_CASE("hardening read: allow_partial accepts a partial epoch with a warning naming the loss",

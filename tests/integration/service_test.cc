@@ -264,8 +264,9 @@ TEST_CASE("service: a finished repetition of a named job read by another reader 
   // Another process: its dataset counts from repetition 0, which is read.
   CommandResult second = RunCommand(absl::StrCat("timeout 60 '", SLUICE_CLI, "' read '", path, "' 2>&1"));
   CHECK(second.exit_code != 0);
-  CHECK_THAT(second.out, Catch::Matchers::Contains("job 'nightly' repetition 0 was already read to its end by "
-                                                   "other consumers, so nothing is left for this one"));
+  CHECK_THAT(second.out,
+             Catch::Matchers::Contains("job 'nightly' repetition 0 was already read to its end by "
+                                       "other consumers, so nothing is left for this one"));
 }
 
 TEST_CASE("service: each iteration of a dataset is a new repetition", "[service]") {
