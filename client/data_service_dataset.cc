@@ -114,15 +114,6 @@ std::string RestoredJobName(const ReadConfig& config, const ResumePoint& resume)
                       Sha256Hex(resume.state_bytes, 6));
 }
 
-// Gives back an iteration client this reader will not read from.
-void ReleaseClient(DispatcherClient& service, const proto::GetOrCreateIterationResponse& iteration) {
-  proto::ReleaseIterationClientRequest request;
-  request.set_iteration_client_id(iteration.iteration_client_id());
-  request.set_client_secret(iteration.client_secret());
-  proto::ReleaseIterationClientResponse response;
-  (void)service.ReleaseIterationClient(request, &response, {.attempt_timeout = std::chrono::seconds(2)});
-}
-
 // Makes the job (or joins it) and the iteration for `*repetition`, and
 // starts reading it. A peer reader that finds the repetition finished by
 // readers of another epoch (a stale one) moves `*repetition` on to the
@@ -187,7 +178,7 @@ absl::StatusOr<std::unique_ptr<ServiceRead>> StartRead(const ReadConfig& config,
     const bool others = !iteration.epoch_key().empty() && iteration.epoch_key() != config.peer_epoch_key;
     const bool stale = others && (iteration.already_finished() || config.peer_job_private);
     if (config.peer_epoch_key.empty() || resume != nullptr || !stale) break;
-    ReleaseClient(*config.service, iteration);
+    ReleaseIterationClient(*config.service, iteration.iteration_client_id(), iteration.client_secret());
     ++repetition;
     int64_t next = repetitions.load();
     while (next <= repetition && !repetitions.compare_exchange_weak(next, repetition + 1)) {
@@ -361,10 +352,9 @@ class DataServiceDataset::Iterator : public IteratorBase {
   absl::Status JoinedLateAndEmpty() const {
     return absl::FailedPreconditionError(absl::StrCat(
         "job '", config_->params.job_name(), "' repetition ", repetition_,
-        " was already read to its end by other consumers, so nothing is left for this one: each repetition "
-        "of "
-        "a shared job is read once, as in tf.data (iterate the same dataset again for its next repetition, "
-        "or use another job_name to read the data again)"));
+        " was already read to its end by other consumers, so nothing is left for this one: each "
+        "repetition of a shared job is read once, as in tf.data (iterate the same dataset again for its "
+        "next repetition, or use another job_name to read the data again)"));
   }
 
   absl::Status start_status_;

@@ -41,12 +41,15 @@ ServiceRead::~ServiceRead() {
   for (auto& [id, task] : state_.tasks) {
     for (std::thread& thread : task.threads) thread.join();
   }
+  ReleaseIterationClient(*service_, client_id_, client_secret_);
+}
+
+void ReleaseIterationClient(DispatcherClient& service, int64_t client_id, const std::string& client_secret) {
   proto::ReleaseIterationClientRequest request;
-  request.set_iteration_client_id(client_id_);
-  request.set_client_secret(client_secret_);
+  request.set_iteration_client_id(client_id);
+  request.set_client_secret(client_secret);
   proto::ReleaseIterationClientResponse response;
-  // Best effort: a client not released is released after client_timeout_ms.
-  (void)service_->ReleaseIterationClient(request, &response, {.attempt_timeout = std::chrono::seconds(2)});
+  (void)service.ReleaseIterationClient(request, &response, {.attempt_timeout = std::chrono::seconds(2)});
 }
 
 absl::Status ServiceRead::GetNext(Element* element, bool* end) {

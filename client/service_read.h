@@ -60,6 +60,10 @@ struct ServiceReadOptions {
   bool lost_splits_repeat = false;
 };
 
+// Gives the dispatcher back an iteration client, best effort (one not
+// released is released after client_timeout_ms).
+void ReleaseIterationClient(DispatcherClient& service, int64_t client_id, const std::string& client_secret);
+
 class ServiceRead {
  public:
   ServiceRead(std::shared_ptr<DispatcherClient> service, ServiceReadOptions options);

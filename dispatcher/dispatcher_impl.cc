@@ -173,12 +173,16 @@ std::string DispatcherImpl::SplitLayout(const proto::JobParams& params) {
 
 absl::StatusOr<std::unique_ptr<SplitProvider>> DispatcherImpl::NewSplitProvider(
     const proto::JobParams& params, const proto::DatasetDef& def, int64_t repetition) {
-  // Listed here once, so that a status page view does no file I/O under
-  // the lock.
-  (void)SourceSplits(params.dataset_id(), def);
+  // Listed afresh for each new iteration, and kept: a status page view does
+  // no file I/O under the lock, and a restore's split layout is checked
+  // against the folder as it is now.
+  if (def.steps().empty()) return absl::InvalidArgumentError("the pipeline has no steps");
+  absl::StatusOr<SourceSplitInfo> info = DescribeSourceSplits(def.steps(0));
+  source_splits_.insert_or_assign(params.dataset_id(), info);
+  if (!info.ok()) return info.status();
   SplitOptions options = SplitOptionsFor(params);
   options.repetition = repetition;
-  return MakeSplitProvider(def, options);
+  return MakeSplitProvider(def, options, *info);
 }
 
 void DispatcherImpl::PushTasks(const NewTasks& new_tasks) const {

@@ -135,9 +135,14 @@ int64_t PositionsPerSplit(const proto::DatasetDef& def, bool per_file, const Spl
 absl::StatusOr<std::unique_ptr<SplitProvider>> MakeSplitProvider(const proto::DatasetDef& def,
                                                                  const SplitOptions& options) {
   if (def.steps().empty()) return absl::InvalidArgumentError("the pipeline has no steps");
-  const proto::Step& source = def.steps(0);
-  absl::StatusOr<SourceSplitInfo> info = DescribeSourceSplits(source);
+  absl::StatusOr<SourceSplitInfo> info = DescribeSourceSplits(def.steps(0));
   if (!info.ok()) return info.status();
+  return MakeSplitProvider(def, options, *info);
+}
+
+std::unique_ptr<SplitProvider> MakeSplitProvider(const proto::DatasetDef& def, const SplitOptions& options,
+                                                 const SourceSplitInfo& info_in) {
+  const SourceSplitInfo* info = &info_in;
   const int64_t per_split = PositionsPerSplit(def, info->per_file, options);
   std::optional<uint64_t> shuffle_seed = info->shuffle_seed;
   if (shuffle_seed.has_value() && options.batch_aligned) {

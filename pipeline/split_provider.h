@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 
+#include "pipeline/builder.h"  // SourceSplitInfo
 #include "pipeline/dataset.h"
 #include "pipeline/split_run.h"  // run arithmetic, for users of this header
 #include "sluice/dataset.pb.h"
@@ -77,6 +78,10 @@ int64_t PositionsPerSplit(const proto::DatasetDef& def, bool per_file, const Spl
 // step that prevents splitting (for example `zip`, or `from_tensors`).
 absl::StatusOr<std::unique_ptr<SplitProvider>> MakeSplitProvider(const proto::DatasetDef& def,
                                                                  const SplitOptions& options = {});
+// The same from the source as DescribeSourceSplits listed it (a caller
+// that keeps the listing lists once).
+std::unique_ptr<SplitProvider> MakeSplitProvider(const proto::DatasetDef& def, const SplitOptions& options,
+                                                 const SourceSplitInfo& info);
 
 // Yields a source's positions in order: all of [0, count), or only those of
 // the splits an outside provider hands out.

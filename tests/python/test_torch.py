@@ -96,6 +96,16 @@ def test_dataloader_workers_shard_a_local_pipeline():
     assert batches == [[0, 1, 2], [3, 4, 5], [6, 7, 8], [9, 10, 11]]
 
 
+def test_dataloader_workers_refuse_a_local_order_that_does_not_repeat():
+    # Each worker would shuffle its own way, so sharding by element would
+    # give some elements twice and miss others.
+    loader = torch.utils.data.DataLoader(
+        IterableDataset(sluice.Dataset.range(12).shuffle(4)), batch_size=None, num_workers=2
+    )
+    with pytest.raises(Exception, match="step 2 is a shuffle without a seed"):
+        list(loader)
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -440,3 +440,25 @@ def test_each_epoch_of_an_exactly_once_image_job_groups_other_images_and_resumes
     assert sorted(p for batch in epoch1 for p in batch) == expected
     assert set(epoch0) != set(epoch1)  # other groups of images
     assert first + rest == epoch1
+
+
+def test_a_restore_after_the_folder_changed_is_refused_naming_both_layouts(images, cluster, tmp_path):
+    # The saved split numbers name files of the folder as it was: one image
+    # more moves every batch-aligned split.
+    import shutil
+
+    root = tmp_path / "copy"
+    shutil.copytree(images[0], root)
+    namespace = {}
+    exec(PIPELINE, namespace)
+    ds = namespace["pipeline"](str(root), cluster.service, exactly_once=True)
+    it = iter(ds)
+    next(it)
+    state = it.save()
+    shutil.copy(root / "class0" / "img000.jpg", root / "class0" / "zzz.jpg")
+    with pytest.raises(sluice.Error) as refused:
+        list(ds.iterator(restore_from=state))
+    assert (
+        "the restored read was saved under split layout 'elements_per_split=64,batch_aligned=4,positions=42' "
+        "and this dispatcher cuts 'elements_per_split=64,batch_aligned=4,positions=43'" in str(refused.value)
+    )
