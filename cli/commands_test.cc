@@ -465,13 +465,14 @@ TEST_CASE("cli: status --json prints every field under its proto name", "[cli]")
   job->set_job_id(3);
   job->mutable_params()->set_dataset_id("1");
   job->mutable_params()->set_processing_mode(proto::PARALLEL_EPOCHS);
-  CHECK_THAT(cli::StatusToJson(snapshot),
-             Equals("{\"workers\":[{\"address\":\"10.0.0.1:5001\",\"tags\":[],\"tasks\":[\"7\"],"
-                    "\"last_heartbeat_unix_ms\":\"0\"}],\"datasets\":[],\"jobs\":[{\"job_id\":\"3\","
-                    "\"params\":{\"dataset_id\":\"1\",\"processing_mode\":\"PARALLEL_EPOCHS\","
-                    "\"job_name\":\"\",\"sharding_policy\":\"SHARDING_POLICY_UNSET\",\"static_workers\":[],"
-                    "\"exactly_once\":false,\"num_consumers\":\"0\",\"deterministic\":false}}],"
-                    "\"iterations\":[],\"tasks\":[]}"));
+  CHECK_THAT(
+      cli::StatusToJson(snapshot),
+      Equals("{\"workers\":[{\"address\":\"10.0.0.1:5001\",\"tags\":[],\"tasks\":[\"7\"],"
+             "\"last_heartbeat_unix_ms\":\"0\"}],\"datasets\":[],\"jobs\":[{\"job_id\":\"3\","
+             "\"params\":{\"dataset_id\":\"1\",\"processing_mode\":\"PARALLEL_EPOCHS\","
+             "\"job_name\":\"\",\"sharding_policy\":\"SHARDING_POLICY_UNSET\",\"static_workers\":[],"
+             "\"exactly_once\":false,\"num_consumers\":\"0\",\"deterministic\":false,\"tenant\":\"\"}}],"
+             "\"iterations\":[],\"tasks\":[]}"));
 }
 
 TEST_CASE("cli: status refuses a malformed --service or --timeout-ms with exit 2", "[cli]") {

@@ -47,6 +47,7 @@ void CoordinatedReader::RoundLoop() {
     bool others_past_round = false;
     std::shared_ptr<ElementTransport> transport;
     std::string address;
+    std::string task_secret;
     {
       absl::MutexLock lock(&state_.mu);
       // At the horizon: a heartbeat now brings the next task list.
@@ -61,11 +62,13 @@ void CoordinatedReader::RoundLoop() {
       task_id = TaskForRound(state_.tasks, round);
       transport = state_.tasks[task_id].transport;
       address = state_.tasks[task_id].worker_address;
+      task_secret = state_.tasks[task_id].read_secret;
       others_past_round = retried_round == round && state_.furthest_round > round;
       retried_round = round;
     }
     proto::GetElementsRequest request;
     request.set_task_id(task_id);
+    request.set_task_secret(task_secret);
     request.set_max_elements(1);
     request.set_compression(compression_);
     request.set_consumer_index(consumer_index_);

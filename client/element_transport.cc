@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "client/shared_memory_transport.h"
 #include "service/element_wire.h"
@@ -22,11 +23,34 @@ namespace {
 constexpr auto kGetElementsTimeout = std::chrono::seconds(30);
 constexpr char kGetElementsMethod[] = "/sluice.proto.WorkerService/GetElements";
 
+// Shared-memory answers to a request that offered no region for them are
+// refused: answered with shared_memory_needed, say, the reader would ask
+// again forever, and an honest worker sends them only into a region.
+absl::Status CheckSharedMemoryFields(const std::string& address, const proto::GetElementsRequest& request,
+                                     const ElementsResponse& response) {
+  auto refuse = [&](const std::string& what) {
+    return absl::DataLossError(absl::StrCat(
+        "worker ", address, " answered ", what, " to a request that ",
+        request.shm_session() == 0 ? "offered no shared memory" : "may not grow its shared memory"));
+  };
+  if (response.shared_memory_needed > 0 && !request.shm_resizable()) {
+    return refuse(absl::StrCat("shared_memory_needed (", response.shared_memory_needed, " bytes)"));
+  }
+  if (request.shm_session() != 0) return absl::OkStatus();
+  if (response.shared_memory_bytes > 0) {
+    return refuse(absl::StrCat("shared_memory_bytes (", response.shared_memory_bytes, ")"));
+  }
+  if (!response.lent_tensors.empty())
+    return refuse(absl::StrCat(response.lent_tensors.size(), " lent tensors"));
+  return absl::OkStatus();
+}
+
 // Calls GetElements as raw bytes, so that the response is decoded from
 // gRPC's slices straight into tensors (service/element_wire.h).
 class GrpcElementTransport : public ElementTransport {
  public:
-  GrpcElementTransport(const std::string& address, int connections, bool frames) : frames_(frames) {
+  GrpcElementTransport(const std::string& address, int connections, bool frames)
+      : address_(address), frames_(frames) {
     // With one connection the channel may share gRPC's pool with the
     // process's other channels to the worker; with more, each channel gets
     // a connection of its own.
@@ -64,10 +88,15 @@ class GrpcElementTransport : public ElementTransport {
     // A response in shared memory is counted where it is read.
     if (response->shared_memory_bytes == 0)
       CountReceived(*response, static_cast<int64_t>(response_bytes.Length()));
-    return decoded;
+    if (!decoded.ok()) {
+      return absl::Status(decoded.code(),
+                          absl::StrCat("the response of worker ", address_, ": ", decoded.message()));
+    }
+    return CheckSharedMemoryFields(address_, versioned, *response);
   }
 
  private:
+  const std::string address_;
   const bool frames_;
   FrameSpecs frame_specs_;
   std::vector<std::unique_ptr<grpc::GenericStub>> stubs_;

@@ -38,7 +38,10 @@ bool WireFramesFromEnvironment();
 
 // gRPC to the worker's WorkerService over `connections` TCP connections of
 // its own (1 to kMaxConnectionsPerWorker), which successive requests take
-// in turn, asking for flat frames when `frames`.
+// in turn, asking for flat frames when `frames`. A response that does not
+// decode, or that answers in shared memory a request that offered none
+// (shared_memory_needed, say, which would have the reader ask forever),
+// is an error naming the worker.
 std::unique_ptr<ElementTransport> MakeGrpcElementTransport(const std::string& worker_address,
                                                            int connections = 1,
                                                            bool frames = WireFramesFromEnvironment());

@@ -27,11 +27,12 @@ constexpr absl::Duration kNoWorkerWarnAfter = absl::Seconds(5);
 }  // namespace
 
 IterationHeartbeat::IterationHeartbeat(ReadState& state, DispatcherClient& service,
-                                       int64_t iteration_client_id, absl::Duration dispatcher_deadline,
-                                       TaskReader* fetches)
+                                       int64_t iteration_client_id, std::string client_secret,
+                                       absl::Duration dispatcher_deadline, TaskReader* fetches)
     : state_(state),
       service_(service),
       client_id_(iteration_client_id),
+      client_secret_(std::move(client_secret)),
       dispatcher_deadline_(dispatcher_deadline),
       fetches_(fetches) {}
 
@@ -39,6 +40,7 @@ void IterationHeartbeat::HeartbeatLoop() {
   while (true) {
     proto::ClientHeartbeatRequest request;
     request.set_iteration_client_id(client_id_);
+    request.set_client_secret(client_secret_);
     std::vector<int64_t> reported;
     std::vector<int64_t> reported_splits;
     {
@@ -93,6 +95,7 @@ void IterationHeartbeat::ApplyReply(const proto::ClientHeartbeatResponse& respon
     if (state_.tasks.contains(info.task_id())) continue;
     TaskState& task = state_.tasks[info.task_id()];
     task.worker_address = info.worker_address();
+    task.read_secret = info.read_secret();
     task.transport = MakeElementTransport(info.worker_address(), state_.transport);
     task.starting_round = info.starting_round();
     // Coordinated reads go round by round from one thread.

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <optional>
 #include <set>
+#include <string>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -27,8 +28,9 @@ class IterationHeartbeat {
   // coordinated read, whose round loop reads every task.
   // `dispatcher_deadline`: how long the dispatcher may go unheard before
   // the read fails. All references outlive the heartbeat.
+  // `client_secret` is the client's, which every heartbeat presents.
   IterationHeartbeat(ReadState& state, DispatcherClient& service, int64_t iteration_client_id,
-                     absl::Duration dispatcher_deadline, TaskReader* fetches);
+                     std::string client_secret, absl::Duration dispatcher_deadline, TaskReader* fetches);
 
   // Heartbeats until the read is cancelled. Runs on its own thread.
   void HeartbeatLoop();
@@ -51,6 +53,7 @@ class IterationHeartbeat {
   ReadState& state_;
   DispatcherClient& service_;
   const int64_t client_id_;
+  const std::string client_secret_;
   const absl::Duration dispatcher_deadline_;
   TaskReader* const fetches_;
 

@@ -45,6 +45,8 @@ struct TaskState {
   void NoteReachability(const absl::Status& status);
 
   std::string worker_address;
+  // TaskInfo.read_secret, presented with every GetElements of the task.
+  std::string read_secret;
   std::shared_ptr<ElementTransport> transport;
   std::vector<std::thread> threads;  // one per request in flight
   bool ended = false;

@@ -1,7 +1,11 @@
 #include "client/response_order.h"
 
 #include <algorithm>
+#include <limits>
+#include <string>
 #include <utility>
+
+#include "absl/strings/str_cat.h"
 
 namespace sluice {
 
@@ -13,8 +17,34 @@ int64_t ResponseOrder::Send() {
 
 void ResponseOrder::Returned(int64_t stamp) { in_flight_.erase(stamp); }
 
-void ResponseOrder::Hold(ElementsResponse response) {
-  Held& held = held_[response.first_index];
+absl::Status ResponseOrder::Hold(ElementsResponse response) {
+  const int64_t first = response.first_index;
+  const auto count = static_cast<int64_t>(response.elements.size());
+  if (first < 0 || first > std::numeric_limits<int64_t>::max() - count) {
+    return absl::DataLossError(absl::StrCat("a response's first_index ", first, " is out of range"));
+  }
+  const int64_t end = first + count;
+  // Empty responses overlap nothing: one that reports splits complete may
+  // share its index with elements (see above).
+  if (end > first) {
+    auto repeated = [&](const std::string& what) {
+      return absl::DataLossError(absl::StrCat("a response of the task's elements [", first, ", ", end, ") ",
+                                              what, ": a worker hands out each index once"));
+    };
+    // A response that could still come before one given out is held back
+    // (PopReady), so nothing genuine starts before where those end.
+    if (first < next_index_) {
+      return repeated(absl::StrCat("came after elements up to index ", next_index_, " were received"));
+    }
+    for (const auto& [held_first, held] : held_) {
+      const int64_t held_end = held_first + static_cast<int64_t>(held.elements.size());
+      if (held_end > held_first && first < held_end && held_first < end) {
+        return repeated(
+            absl::StrCat("overlaps [", held_first, ", ", held_end, "), held from an earlier response"));
+      }
+    }
+  }
+  Held& held = held_[first];
   held.sent_before_arrival = std::max(held.sent_before_arrival, sent_);
   if (held.elements.empty()) {
     held.elements = std::move(response.elements);
@@ -28,6 +58,7 @@ void ResponseOrder::Hold(ElementsResponse response) {
   append(held.tags.split_positions, response.tags.split_positions);
   append(held.tags.completed_splits, response.tags.completed_splits);
   append(held.tags.completed_split_sizes, response.tags.completed_split_sizes);
+  return absl::OkStatus();
 }
 
 std::optional<ResponseOrder::Ready> ResponseOrder::PopReady() {

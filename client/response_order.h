@@ -23,6 +23,7 @@
 #include <set>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "service/element_wire.h"
 #include "sluice/element.h"
 
@@ -43,8 +44,10 @@ class ResponseOrder {
   void Returned(int64_t stamp);
   // Holds `response` until its turn. An empty response that reports splits
   // complete shares its first_index with the next one that has elements:
-  // they merge, in the worker's order.
-  void Hold(ElementsResponse response);
+  // they merge, in the worker's order. A worker hands out each index once,
+  // so elements at indices already given out or held are DataLoss naming
+  // both ranges (and the response is dropped).
+  absl::Status Hold(ElementsResponse response);
   // Takes out the first held response that no request still out can
   // precede; nullopt when there is none.
   std::optional<Ready> PopReady();

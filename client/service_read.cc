@@ -23,7 +23,7 @@ ServiceRead::ServiceRead(std::shared_ptr<DispatcherClient> service, ServiceReadO
              options.deterministic, options.track_worker_positions),
       fetches_(state_, options.compression),
       rounds_(state_, options.compression, options.consumer_index),
-      heartbeat_(state_, *service_, client_id_, absl::FromChrono(options.dispatcher_deadline),
+      heartbeat_(state_, *service_, client_id_, client_secret_, absl::FromChrono(options.dispatcher_deadline),
                  options.consumer_index >= 0 ? nullptr : &fetches_) {
   state_.lost_splits_repeat = options.lost_splits_repeat;
   heartbeat_thread_ = std::thread([this] { heartbeat_.HeartbeatLoop(); });

@@ -282,15 +282,23 @@ absl::Status SharedMemoryTransport::GetElementsFrom(const proto::GetElementsRequ
   }
   if (status.ok() && response->shared_memory_needed > 0) {
     // The next element is past the region, and nothing was handed out:
-    // grow the regions and ask again; past the largest, ask over TCP.
+    // grow the regions and ask again; past the largest, ask over TCP. A
+    // worker asks only for more than the region it had holds; asking for
+    // less would have the reader open sessions for nothing.
     const int64_t needed = response->shared_memory_needed;
+    const bool fits = needed <= SharedMemoryFitBytes(slot_bytes);
     bool grown = false;
     {
       absl::MutexLock lock(&mu_);
-      grown = GrowLocked(shared.shm_session(), needed);
+      if (!fits) grown = GrowLocked(shared.shm_session(), needed);
       if (session_ == shared.shm_session()) free_slots_.push_back(slot);
     }
     *response = ElementsResponse{};
+    if (fits) {
+      return absl::DataLossError(absl::StrCat("worker ", address_, " says the next element needs ", needed,
+                                              " bytes of shared memory, but the region it was offered holds ",
+                                              SharedMemoryFitBytes(slot_bytes)));
+    }
     if (grown && depth < kMaxRetries) return GetElementsFrom(request, response, depth + 1);
     return tcp_->GetElements(request, response);
   }
@@ -333,6 +341,8 @@ absl::Status SharedMemoryTransport::GetElementsFrom(const proto::GetElementsRequ
       status = DecodeElementsResponse(&buffer, response, tcp_->frame_specs(), hold);
       CountReceived(*response, bytes);
       if (!status.ok()) {
+        status = absl::Status(status.code(), absl::StrCat("the response of worker ", address_,
+                                                          " in shared memory: ", status.message()));
         lent->Discard(lent_tensors);
       } else if (!lent_tensors.empty()) {
         CountLent(lent_tensors.size());

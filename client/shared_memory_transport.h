@@ -13,7 +13,10 @@
 // send such a response: it hands out no more than the region holds, and
 // when one element alone is past it, answers shared_memory_needed without
 // handing it out, so that the reader grows its regions and asks again
-// (even a task's first 38.5 MB batch then travels through memory).
+// (even a task's first 38.5 MB batch then travels through memory). Asking
+// for no more than the region holds is DataLoss naming the worker, and so
+// is the same answer to the request over TCP that follows the largest
+// regions (element_transport.cc): neither can loop.
 //
 // A worker that lends (shm_lending) puts a task's large tensors in the
 // response as references to its own memory: the reader maps them where

@@ -17,9 +17,9 @@ TaskReader::TaskReader(ReadState& state, proto::WireCompression compression)
 void TaskReader::Start(int64_t task_id, TaskState& task) {
   state_.mu.AssertHeld();
   for (int i = 0; i < kRequestsInFlightPerTask; ++i) {
-    task.threads.emplace_back([this, task_id, address = task.worker_address, transport = task.transport] {
-      FetchLoop(task_id, address, *transport);
-    });
+    task.threads.emplace_back(
+        [this, task_id, address = task.worker_address, secret = task.read_secret,
+         transport = task.transport] { FetchLoop(task_id, address, secret, *transport); });
   }
 }
 
@@ -40,7 +40,8 @@ bool TaskReader::Slot::MayAsk() const ABSL_NO_THREAD_SAFETY_ANALYSIS {
   return task == state.tasks.end() || reader->sizing_.WorthAsking(reader->RoomFor(task->second));
 }
 
-void TaskReader::FetchLoop(int64_t task_id, const std::string& address, ElementTransport& transport) {
+void TaskReader::FetchLoop(int64_t task_id, const std::string& address, const std::string& task_secret,
+                           ElementTransport& transport) {
   std::chrono::milliseconds backoff(10);
   const Slot slot{this, task_id};
   while (true) {
@@ -57,6 +58,7 @@ void TaskReader::FetchLoop(int64_t task_id, const std::string& address, ElementT
     }
     proto::GetElementsRequest request;
     request.set_task_id(task_id);
+    request.set_task_secret(task_secret);
     request.set_max_elements(want);
     request.set_compression(compression_);
     ElementsResponse response;
@@ -75,7 +77,7 @@ void TaskReader::FetchLoop(int64_t task_id, const std::string& address, ElementT
       state_.held_elements += static_cast<int64_t>(response.elements.size());
     }
     if (status.ok() && (!empty || !response.tags.completed_splits.empty())) {
-      task.order.Hold(std::move(response));
+      status = task.order.Hold(std::move(response));  // DataLoss ends the read below
     }
     ReleaseInOrder(task_id, task);
     task.NoteReachability(status);

@@ -38,7 +38,8 @@ class TaskReader {
  private:
   // One request slot of a task: asks, waits for the answer unlocked, and
   // hands what came to ReleaseInOrder.
-  void FetchLoop(int64_t task_id, const std::string& address, ElementTransport& transport);
+  void FetchLoop(int64_t task_id, const std::string& address, const std::string& task_secret,
+                 ElementTransport& transport);
   // One fetch thread's view, for its wait condition.
   struct Slot {
     bool MayAsk() const;

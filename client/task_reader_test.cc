@@ -48,6 +48,7 @@ class LossyTransport : public ElementTransport {
 struct Read {
   std::vector<int64_t> values;
   absl::Status end;
+  absl::Status status;  // the read's own, as the iterator returns it
 };
 
 // Reads task 7 of `transport` to its end with a budget of 4 elements, so
@@ -86,6 +87,7 @@ Read ReadTask(std::shared_ptr<ElementTransport> transport, bool sole_reader) {
     state.buffer.pop_front();
   }
   read.end = state.TransitLossesOfEndedTasks().Finish(/*allow_partial=*/false);
+  read.status = state.status;
   return read;
 }
 
@@ -156,6 +158,27 @@ TEST_CASE("task_reader: consumers of a shared job do not count holes in a task's
   const Read read = ReadTask(std::make_shared<LossyTransport>(40, std::vector<int>{2}), false);
   CHECK(read.values.size() < 40);
   CHECK(read.end.ok());
+}
+
+// A fake worker whose every answer is the task's elements 0 to 2 again.
+class RepeatingTransport : public ElementTransport {
+ public:
+  absl::Status GetElements(const proto::GetElementsRequest&, ElementsResponse* response) override {
+    response->first_index = 0;
+    for (int64_t i = 0; i < 3; ++i) response->elements.push_back(Element::Of(Tensor::Scalar<int64_t>(i)));
+    return absl::OkStatus();
+  }
+};
+
+TEST_CASE("task_reader: a worker that hands out indices again fails the read naming it and the indices",
+          "[client][task_reader]") {
+  // The first answer goes at once (it starts the task); any later one,
+  // whichever fetch thread gets it, repeats its indices.
+  const Read read = ReadTask(std::make_shared<RepeatingTransport>(), true);
+  CHECK(read.values == Iota(0, 3));
+  CHECK(read.status == absl::DataLossError("reading from worker 127.0.0.1:5000: a response of the task's "
+                                           "elements [0, 3) came after elements up to index 3 were "
+                                           "received: a worker hands out each index once"));
 }
 
 TEST_CASE("transit_losses: holes add up per task, and allow_partial turns the error into OK",

@@ -14,15 +14,25 @@ namespace {
 
 constexpr absl::string_view kAllocationFailure = "sluice.dev/allocation-failure";
 
-absl::Status AllocationFailure(std::string message) {
+absl::Status AllocationFailure(absl::string_view message) {
   absl::Status status = absl::ResourceExhaustedError(message);
   status.SetPayload(kAllocationFailure, absl::Cord("1"));
   return status;
 }
 
-}  // namespace
+// The answer when even describing the exception fails: memory is gone, so
+// this one was made while there was some, and copying a Status only counts
+// a reference. Never destroyed, so a detached thread may copy it at exit.
+const absl::Status& OutOfMemory() {
+  static const absl::Status* const status = new absl::Status(AllocationFailure(kOutOfMemoryMessage));
+  return *status;
+}
+// Made at load time, not at the first failure (when it could not be).
+[[maybe_unused]] const absl::Status& out_of_memory_at_load = OutOfMemory();
 
-absl::Status StatusFromCurrentException(absl::string_view where) {
+// The exception being handled, described; may throw (std::bad_alloc) while
+// building the message.
+absl::Status Describe(absl::string_view where) {
   try {
     throw;
   } catch (const std::bad_alloc& e) {
@@ -39,6 +49,19 @@ absl::Status StatusFromCurrentException(absl::string_view where) {
     return absl::InternalError(absl::StrCat(where, ": threw an exception: ", e.what()));
   } catch (...) {
     return absl::InternalError(absl::StrCat(where, ": threw an exception that is not a std::exception"));
+  }
+}
+
+}  // namespace
+
+absl::Status StatusFromCurrentException(absl::string_view where) noexcept {
+  try {
+    return Describe(where);
+  } catch (...) {
+    // The message could not be allocated: the process is at its memory
+    // limit. Throwing on from here would end it (std::terminate on a
+    // thread), taking every task with it.
+    return OutOfMemory();
   }
 }
 

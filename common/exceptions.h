@@ -18,7 +18,15 @@ namespace sluice {
 // size past what can be allocated (std::length_error) and a thread that
 // cannot be started; Internal with what() for anything else. Call it only
 // inside a catch block.
-absl::Status StatusFromCurrentException(absl::string_view where);
+//
+// Never throws, even with memory exhausted: when the message cannot be
+// allocated, the answer is a Status made at start-up, ResourceExhausted
+// with kOutOfMemoryMessage (an allocation failure, without `where`).
+absl::Status StatusFromCurrentException(absl::string_view where) noexcept;
+
+// The message of that start-up Status.
+inline constexpr absl::string_view kOutOfMemoryMessage =
+    "out of memory: an allocation failed, and so did describing where (the process is at its memory limit)";
 
 // Whether `status` came from a failed allocation (std::bad_alloc or
 // std::length_error made a Status above), for callers that add what limits

@@ -2,13 +2,16 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <fstream>
 #include <regex>
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
 #include "common/strings.h"
 #include "pipeline/yaml_keys.h"
 
@@ -46,6 +49,35 @@ void ConfigSchema::AddStringList(const std::string& key, std::vector<std::string
   Entry entry{key, "list of strings", help};
   entry.list_value = values;
   entries_.push_back(entry);
+}
+
+void ConfigSchema::AddRecordList(const std::string& key, std::vector<std::string> fields,
+                                 std::vector<Record>* values, const std::string& help) {
+  Entry entry{key, absl::StrCat("list of {", absl::StrJoin(fields, ", "), "}"), help};
+  entry.record_value = values;
+  entry.fields = std::move(fields);
+  entries_.push_back(entry);
+}
+
+absl::StatusOr<ConfigSchema::Record> ConfigSchema::ParseRecordFlag(const Entry& entry,
+                                                                   const std::string& text) {
+  Record record;
+  for (absl::string_view part : absl::StrSplit(text, ',')) {
+    const size_t equals = part.find('=');
+    const std::string field(part.substr(0, equals));
+    if (equals == absl::string_view::npos ||
+        std::find(entry.fields.begin(), entry.fields.end(), field) == entry.fields.end() ||
+        record.contains(field)) {
+      return absl::InvalidArgumentError(absl::StrCat(FlagName(entry.key), " '", text, "': expected ",
+                                                     absl::StrJoin(entry.fields, "=...,"), "=..."));
+    }
+    record[field] = std::string(part.substr(equals + 1));
+  }
+  if (record.size() != entry.fields.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(FlagName(entry.key), " '", text, "': expected ",
+                                                   absl::StrJoin(entry.fields, "=...,"), "=..."));
+  }
+  return record;
 }
 
 absl::Status ConfigSchema::LoadYamlFile(const std::string& path) {
@@ -123,6 +155,31 @@ absl::Status ConfigSchema::LoadMap(const YAML::Node& map, const std::string& pre
         }
       }
       *entry->string_value = value.Scalar();
+    } else if (entry->record_value != nullptr) {
+      const std::string expected =
+          absl::StrCat("'", key, "' must be a list of maps of ", absl::StrJoin(entry->fields, ", "));
+      entry->record_value->clear();
+      if (!value.IsSequence() && !value.IsNull()) return error(value, expected);
+      for (const auto& item : value) {
+        if (!item.IsMap()) return error(item, expected);
+        Record record;
+        for (const auto& field : item) {
+          const std::string name = field.first.Scalar();
+          if (std::find(entry->fields.begin(), entry->fields.end(), name) == entry->fields.end()) {
+            return error(field.first, absl::StrCat("unknown field '", name, "' in '", key,
+                                                   "' (fields: ", absl::StrJoin(entry->fields, ", "), ")"));
+          }
+          if (!field.second.IsScalar()) {
+            return error(field.second, absl::StrCat("'", key, "': '", name, "' must be a string"));
+          }
+          record[name] = field.second.Scalar();
+        }
+        for (const std::string& name : entry->fields) {
+          if (!record.contains(name))
+            return error(item, absl::StrCat("'", key, "': an entry lacks '", name, "'"));
+        }
+        entry->record_value->push_back(std::move(record));
+      }
     } else {
       entry->list_value->clear();
       if (value.IsScalar()) {
@@ -149,6 +206,19 @@ void ConfigSchema::AddFlags(CLI::App& app) {
       app.add_flag(flag, *e.bool_value, e.help);
     } else if (e.string_value != nullptr) {
       app.add_option(flag, *e.string_value, e.help)->capture_default_str();
+    } else if (e.record_value != nullptr) {
+      app.add_option_function<std::vector<std::string>>(
+             flag,
+             [&e](const std::vector<std::string>& texts) {
+               e.record_value->clear();
+               for (const std::string& text : texts) {
+                 absl::StatusOr<Record> record = ParseRecordFlag(e, text);
+                 if (!record.ok()) throw CLI::ValidationError(std::string(record.status().message()));
+                 e.record_value->push_back(*std::move(record));
+               }
+             },
+             absl::StrCat(e.help, " (repeatable: ", absl::StrJoin(e.fields, "=...,"), "=...)"))
+          ->type_name("TEXT");
     } else {
       app.add_option(flag, *e.list_value, e.help + " (repeatable)");
     }

@@ -14,10 +14,12 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 
 namespace CLI {
 class App;
@@ -39,6 +41,12 @@ class ConfigSchema {
   void AddString(const std::string& key, std::string* value, const std::string& help,
                  StringCheck check = nullptr);
   void AddStringList(const std::string& key, std::vector<std::string>* values, const std::string& help);
+  // A list of records, each a map of exactly `fields` (strings) in the
+  // file ("clients: [{name: a, token_file: /x}]"), and on the command line
+  // a repeatable --flag "field=value,field=value".
+  using Record = std::map<std::string, std::string>;
+  void AddRecordList(const std::string& key, std::vector<std::string> fields, std::vector<Record>* values,
+                     const std::string& help);
   // true/false in the file; a bare --flag on the command line.
   void AddBool(const std::string& key, bool* value, const std::string& help);
   // A key "section.name" is `name` in the map under `section:` in the file
@@ -68,7 +76,11 @@ class ConfigSchema {
     StringCheck check;
     std::vector<std::string>* list_value = nullptr;
     bool* bool_value = nullptr;
+    std::vector<Record>* record_value = nullptr;
+    std::vector<std::string> fields;
   };
+  // One record of `entry` from a flag's "field=value,..." text.
+  static absl::StatusOr<Record> ParseRecordFlag(const Entry& entry, const std::string& text);
 
   absl::Status LoadMap(const YAML::Node& map, const std::string& prefix, const std::string& path);
 

@@ -522,7 +522,17 @@ TEST_CASE("security settings: loopback binds are safe, others need auth, TLS or 
              StartsWith("workerd refuses to listen on 0.0.0.0 without authentication or TLS"));
   CHECK_FALSE(CheckBindAddress("workerd", "0.0.0.0", {.cluster_token = "a"}).ok());  // one token is not auth
   CHECK(CheckBindAddress("workerd", "0.0.0.0", {.cluster_token = "a", .client_token = "b"}).ok());
-  CHECK(CheckBindAddress("workerd", "0.0.0.0", {.tls = true}).ok());
+  // TLS authenticates no caller by itself (issue 32, finding 16).
+  const absl::Status tls_alone = CheckBindAddress("workerd", "0.0.0.0", {.tls = true});
+  CHECK(tls_alone.code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(std::string(tls_alone.message()) ==
+        "workerd refuses to listen on 0.0.0.0 with TLS but no client authentication: TLS encrypts the calls, "
+        "yet anyone who can reach the port could register pipelines, read any job or pose as a worker. Add "
+        "auth (auth.cluster_token_file and auth.client_token_file) or tls.require_client_cert; or, on a "
+        "network you trust, opt out with 'insecure: true' (--insecure)");
+  CHECK(CheckBindAddress("workerd", "0.0.0.0", {.tls = true, .require_client_cert = true}).ok());
+  CHECK(CheckBindAddress("workerd", "0.0.0.0", {.tls = true, .insecure = true}).ok());
+  CHECK(CheckBindAddress("workerd", "127.0.0.1", {.tls = true}).ok());
   CHECK(CheckBindAddress("workerd", "0.0.0.0", {.insecure = true}).ok());
 }
 

@@ -77,7 +77,15 @@ absl::StatusOr<ClientSecrets> ClientSecrets::Open(const std::string& work_dir) {
 }
 
 std::string ClientSecrets::For(int64_t iteration_client_id) const {
-  const std::string message = absl::StrCat(iteration_client_id);
+  return Mac(absl::StrCat(iteration_client_id));
+}
+
+std::string ClientSecrets::ForTask(int64_t task_id) const {
+  // The prefix keeps a task's secret from being a client's of the same id.
+  return Mac(absl::StrCat("task:", task_id));
+}
+
+std::string ClientSecrets::Mac(absl::string_view message) const {
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int length = 0;
   HMAC(EVP_sha256(), key_.data(), static_cast<int>(key_.size()),

@@ -1,7 +1,10 @@
-// The secret each iteration client gets with its id, so that only the
-// client that created it can release it: an HMAC of the id under a key
-// the dispatcher keeps in work_dir (or in memory without one), so that no
-// per-client state is journaled and secrets outlive a restart.
+// The secrets the dispatcher hands out as capabilities: each iteration
+// client's, so that only the client that joined can heartbeat in its name
+// or release it, and each task's read secret, which its worker asks of
+// every reader (ids are sequential, so an id proves nothing). Each is an
+// HMAC of what it names under a key the dispatcher keeps in work_dir (or
+// in memory without one), so that nothing per client or task is journaled
+// and secrets outlive a restart.
 #ifndef SLUICE_DISPATCHER_CLIENT_SECRETS_H_
 #define SLUICE_DISPATCHER_CLIENT_SECRETS_H_
 
@@ -9,6 +12,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace sluice::dispatcher {
 
@@ -24,8 +28,12 @@ class ClientSecrets {
   std::string For(int64_t iteration_client_id) const;
   // Constant time in the secret's contents.
   bool Matches(int64_t iteration_client_id, const std::string& presented) const;
+  // A task's read secret: 32 hex digits, never equal to a client's.
+  std::string ForTask(int64_t task_id) const;
 
  private:
+  std::string Mac(absl::string_view message) const;
+
   explicit ClientSecrets(std::string key) : key_(std::move(key)) {}
   std::string key_;
 };

@@ -35,6 +35,20 @@ void DescribeDispatcherConfig(DispatcherConfig* config, ConfigSchema* schema) {
                  "journal records between snapshots that compact the journal");
   schema->AddInt("snapshot_bytes", &config->snapshot_bytes, 1, int64_t{1} << 40,
                  "journal bytes after which a snapshot compacts the journal, whatever the records");
+  schema->AddInt("max_datasets", &config->max_datasets, 1, int64_t{1} << 30,
+                 "quota: registered datasets at once");
+  schema->AddInt("max_definition_bytes", &config->max_definition_bytes, 1, int64_t{1} << 31,
+                 "quota: bytes of all registered definitions together (inline data included)");
+  schema->AddInt("max_jobs", &config->max_jobs, 1, int64_t{1} << 30, "quota: jobs at once");
+  schema->AddInt("max_iterations", &config->max_iterations, 1, int64_t{1} << 30, "quota: iterations at once");
+  schema->AddInt("tenant_max_datasets", &config->tenant_max_datasets, 1, int64_t{1} << 30,
+                 "quota per tenant: registered datasets at once");
+  schema->AddInt("tenant_max_definition_bytes", &config->tenant_max_definition_bytes, 1, int64_t{1} << 31,
+                 "quota per tenant: bytes of its registered definitions together");
+  schema->AddInt("tenant_max_jobs", &config->tenant_max_jobs, 1, int64_t{1} << 30,
+                 "quota per tenant: jobs at once");
+  schema->AddInt("tenant_max_iterations", &config->tenant_max_iterations, 1, int64_t{1} << 30,
+                 "quota per tenant: iterations at once");
   schema->AddString("log_level", &config->log_level, "trace, debug, info, warn, error or off", CheckLogLevel);
   schema->AddString("port_file", &config->port_file, "write the bound port to this file");
 }

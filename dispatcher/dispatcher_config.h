@@ -45,6 +45,22 @@ struct DispatcherConfig {
   // its split leases, hundreds of KB a second, in few records).
   int64_t snapshot_interval = 10000;
   int64_t snapshot_bytes = int64_t{64} << 20;
+  // Quotas on what clients may make the dispatcher hold, so that no client
+  // can grow its memory and snapshot without bound (each definition may
+  // carry up to 64 MiB of inline data): registered datasets and the bytes
+  // of their definitions, jobs and iterations. Past one, a request is
+  // ResourceExhausted naming it; finished jobs are collected after
+  // job_retention_ms, which frees their share.
+  int64_t max_datasets = 10000;
+  int64_t max_definition_bytes = int64_t{256} << 20;
+  int64_t max_jobs = 10000;
+  int64_t max_iterations = 100000;
+  // The same for each tenant (auth.clients; the single client token is
+  // the tenant ""): lower them to keep one tenant from taking the rest.
+  int64_t tenant_max_datasets = 10000;
+  int64_t tenant_max_definition_bytes = int64_t{256} << 20;
+  int64_t tenant_max_jobs = 10000;
+  int64_t tenant_max_iterations = 100000;
   // Plugins loaded at start, so that pipelines naming them can be
   // checked here (the workers load the same ones); a request never loads
   // one.

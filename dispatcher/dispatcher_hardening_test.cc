@@ -546,6 +546,7 @@ TEST_CASE("dispatcher hardening: a worker cannot finish another's task", "[dispa
   proto::ClientHeartbeatRequest client;
   *client.mutable_version() = CurrentVersion();
   client.set_iteration_client_id(iteration.iteration_client_id());
+  client.set_client_secret(d.ClientSecretOf(client.iteration_client_id()));
   proto::ClientHeartbeatResponse heard;
   REQUIRE(d.ClientHeartbeat(client, &heard).ok());
   CHECK_FALSE(heard.iteration_finished());  // task 1 on w:1 still runs
@@ -584,6 +585,7 @@ TEST_CASE("dispatcher hardening: a worker's failed task fails its iteration with
   proto::ClientHeartbeatRequest client;
   *client.mutable_version() = CurrentVersion();
   client.set_iteration_client_id(iteration.iteration_client_id());
+  client.set_client_secret(d.ClientSecretOf(client.iteration_client_id()));
   proto::ClientHeartbeatResponse heard;
   REQUIRE(d.ClientHeartbeat(client, &heard).ok());
   CHECK(heard.error_code() == static_cast<int>(absl::StatusCode::kResourceExhausted));
@@ -650,6 +652,7 @@ TEST_CASE("dispatcher hardening: an iteration that keeps losing short-lived task
   proto::ClientHeartbeatRequest client;
   *client.mutable_version() = CurrentVersion();
   client.set_iteration_client_id(iteration.iteration_client_id());
+  client.set_client_secret(d.ClientSecretOf(client.iteration_client_id()));
   auto heard = [&] {
     proto::ClientHeartbeatResponse response;
     REQUIRE(d.ClientHeartbeat(client, &response).ok());
@@ -737,6 +740,7 @@ TEST_CASE("dispatcher hardening: a client released for silence is taken back whi
   proto::ClientHeartbeatRequest client;
   *client.mutable_version() = CurrentVersion();
   client.set_iteration_client_id(iteration.iteration_client_id());
+  client.set_client_secret(d.ClientSecretOf(client.iteration_client_id()));
   proto::ClientHeartbeatResponse heard;
   const absl::Status status = d.ClientHeartbeat(client, &heard);
   if (config.job_gc_timeout_ms == 60000) {
@@ -800,6 +804,7 @@ TEST_CASE("dispatcher hardening: finished jobs and unused datasets are collected
   proto::ClientHeartbeatRequest client;
   *client.mutable_version() = CurrentVersion();
   client.set_iteration_client_id(iteration.iteration_client_id());
+  client.set_client_secret(d.ClientSecretOf(client.iteration_client_id()));
   proto::ClientHeartbeatResponse heard;
   for (int i = 0; i < 6; ++i) {
     wait_beating(1);

@@ -1,6 +1,6 @@
 // DispatcherImpl's core and its side facing clients: start and recovery
-// from the journal, Apply, and the requests of clients: datasets, jobs,
-// iterations, client heartbeats and releases.
+// from the journal, Apply, and the requests of clients: datasets, jobs and
+// iterations (client heartbeats and releases are in dispatcher_clients.cc).
 #include "dispatcher/dispatcher_impl.h"
 
 #include <spdlog/spdlog.h>
@@ -23,6 +23,10 @@
 
 namespace sluice::dispatcher {
 namespace {
+
+absl::Status UnknownDataset(const std::string& dataset_id) {
+  return absl::NotFoundError(absl::StrCat("unknown dataset id '", dataset_id, "'"));
+}
 
 bool SameParams(const proto::JobParams& a, const proto::JobParams& b) {
   return a.dataset_id() == b.dataset_id() && a.processing_mode() == b.processing_mode() &&
@@ -101,7 +105,7 @@ absl::Status DispatcherImpl::Recover() {
   journal_ = *std::move(journal);
   const int64_t replayed = journal_->records_since_snapshot();
   // Each start begins from one snapshot, so replays stay short.
-  if (absl::Status s = journal_->WriteSnapshot(state_.ToSnapshot()); !s.ok()) return s;
+  if (absl::Status s = WriteSnapshot(); !s.ok()) return s;
   spdlog::info("recovered from {}: {} records replayed{}; {} datasets, {} jobs, {} iterations, {} workers",
                config_.work_dir, replayed, recovered.snapshot.has_value() ? " after a snapshot" : "",
                state_.datasets().size(), state_.jobs().size(), state_.iterations().size(),
@@ -113,12 +117,23 @@ absl::Status DispatcherImpl::Apply(const proto::Update& update) {
   // The change becomes visible when mu_ is released, after the journal
   // has it on disk.
   if (!journal_failure_.ok()) return journal_failure_;
+  // Refused before the state changes: the journal would refuse the record
+  // and leave the state in memory ahead of the disk.
+  if (journal_.has_value() && update.ByteSizeLong() > journal_->limits().max_record_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat("the update takes ", update.ByteSizeLong(),
+                                                     " bytes, more than the journal's record limit of ",
+                                                     journal_->limits().max_record_bytes));
+  }
   if (absl::Status s = state_.Apply(update); !s.ok()) return s;
   if (!journal_.has_value()) return absl::OkStatus();
   absl::Status status = journal_->Append(update);
-  if (status.ok() && (journal_->records_since_snapshot() >= config_.snapshot_interval ||
-                      journal_->bytes_since_snapshot() >= config_.snapshot_bytes)) {
-    status = journal_->WriteSnapshot(state_.ToSnapshot());
+  // Compacted once the journal is as large as the last snapshot too, so a
+  // state of large definitions is not rewritten at each registration:
+  // what is written stays within twice what is added.
+  if (status.ok() &&
+      (journal_->records_since_snapshot() >= config_.snapshot_interval ||
+       journal_->bytes_since_snapshot() >= std::max(config_.snapshot_bytes, last_snapshot_bytes_))) {
+    status = WriteSnapshot();
   }
   if (!status.ok()) {
     // The state in memory is ahead of the disk and cannot be taken back:
@@ -130,6 +145,19 @@ absl::Status DispatcherImpl::Apply(const proto::Update& update) {
     return journal_failure_;
   }
   return absl::OkStatus();
+}
+
+absl::Status DispatcherImpl::WriteSnapshot() {
+  const proto::StateSnapshot snapshot = state_.ToSnapshot();
+  absl::Status status = journal_->WriteSnapshot(snapshot);
+  if (status.ok()) last_snapshot_bytes_ = static_cast<int64_t>(snapshot.ByteSizeLong());
+  // Too large to be read back (the quotas keep a state far smaller): the
+  // journal since the last snapshot stays whole, so going on loses nothing.
+  if (absl::IsResourceExhausted(status)) {
+    spdlog::warn("journal: {}; keeping the journal since the last snapshot", std::string(status.message()));
+    return absl::OkStatus();
+  }
+  return status;
 }
 
 bool DispatcherImpl::ApplyOrLog(const proto::Update& update, const std::string& what) {
@@ -200,40 +228,50 @@ absl::StatusOr<DatasetPtr> DispatcherImpl::Built(const std::string& dataset_id) 
   return built;
 }
 
-absl::Status DispatcherImpl::GetVersion(const proto::GetVersionRequest&,
-                                        proto::GetVersionResponse* response) {
+absl::Status DispatcherImpl::GetVersion(const proto::GetVersionRequest&, proto::GetVersionResponse* response,
+                                        const Caller&) {
   response->set_protocol_version(kProtocolVersion);
   response->set_server_version(kServerVersion);
   return absl::OkStatus();
 }
 
 absl::Status DispatcherImpl::GetOrRegisterDataset(const proto::GetOrRegisterDatasetRequest& request,
-                                                  proto::GetOrRegisterDatasetResponse* response) {
+                                                  proto::GetOrRegisterDatasetResponse* response,
+                                                  const Caller& caller) {
   if (absl::Status s = CheckVersion(request.version()); !s.ok()) return s;
   if (absl::Status s = CheckRequest(request); !s.ok()) return s;
   const std::string fingerprint = DatasetFingerprint(request.dataset());
+  const std::string tenant = caller.Owner();
+  // A tenant's explicit ids live in its own namespace, so that no tenant
+  // learns of another's or takes its id.
+  const std::string explicit_id = request.dataset_id().empty() || tenant.empty()
+                                      ? request.dataset_id()
+                                      : absl::StrCat(tenant, "/", request.dataset_id());
   absl::MutexLock lock(&mu_);
-  if (!request.dataset_id().empty()) {
-    if (const auto* existing = state_.FindDataset(request.dataset_id()); existing != nullptr) {
-      if (existing->fingerprint != fingerprint) {
+  if (!explicit_id.empty()) {
+    if (const auto* existing = state_.FindDataset(explicit_id); existing != nullptr) {
+      if (existing->fingerprint != fingerprint || existing->tenant != tenant) {
         return absl::InvalidArgumentError(absl::StrCat(
             "dataset id '", request.dataset_id(), "' is already registered with a different definition"));
       }
       response->set_dataset_id(existing->id);
       return absl::OkStatus();
     }
-  } else if (const auto* existing = state_.FindDatasetByFingerprint(fingerprint); existing != nullptr) {
+  } else if (const auto* existing = state_.FindDatasetByFingerprint(fingerprint, tenant);
+             existing != nullptr) {
     response->set_dataset_id(existing->id);
     return absl::OkStatus();
   }
+  if (absl::Status s = CheckDatasetQuota(request.dataset(), tenant); !s.ok()) return s;
   // Built before registering, so a definition that cannot run is refused
   // with its reason rather than failing later on every worker.
   absl::StatusOr<DatasetPtr> built = BuildDataset(request.dataset());
   if (!built.ok()) return built.status();
   proto::Update update;
   auto* u = update.mutable_register_dataset();
-  u->set_dataset_id(request.dataset_id().empty() ? state_.NextDatasetId() : request.dataset_id());
+  u->set_dataset_id(explicit_id.empty() ? state_.NextDatasetId() : explicit_id);
   u->set_fingerprint(fingerprint);
+  u->set_tenant(tenant);
   *u->mutable_dataset() = request.dataset();
   if (absl::Status s = Apply(update); !s.ok()) return s;
   built_datasets_[u->dataset_id()] = *built;
@@ -243,10 +281,14 @@ absl::Status DispatcherImpl::GetOrRegisterDataset(const proto::GetOrRegisterData
 }
 
 absl::Status DispatcherImpl::GetDatasetInfo(const proto::GetDatasetInfoRequest& request,
-                                            proto::GetDatasetInfoResponse* response) {
+                                            proto::GetDatasetInfoResponse* response, const Caller& caller) {
   if (absl::Status s = CheckVersion(request.version()); !s.ok()) return s;
   if (absl::Status s = CheckRequest(request); !s.ok()) return s;
   absl::MutexLock lock(&mu_);
+  if (const auto* dataset = state_.FindDataset(request.dataset_id());
+      dataset != nullptr && !caller.MaySee(dataset->tenant)) {
+    return UnknownDataset(request.dataset_id());
+  }
   absl::StatusOr<DatasetPtr> built = Built(request.dataset_id());
   if (!built.ok()) return built.status();
   ElementSpecToProto((*built)->element_spec(), response->mutable_element_spec());
@@ -255,7 +297,7 @@ absl::Status DispatcherImpl::GetDatasetInfo(const proto::GetDatasetInfoRequest& 
 }
 
 absl::Status DispatcherImpl::GetOrCreateJob(const proto::GetOrCreateJobRequest& request,
-                                            proto::GetOrCreateJobResponse* response) {
+                                            proto::GetOrCreateJobResponse* response, const Caller& caller) {
   if (absl::Status s = CheckVersion(request.version()); !s.ok()) return s;
   if (absl::Status s = CheckRequest(request); !s.ok()) return s;
   const proto::JobParams& params = request.params();
@@ -263,10 +305,12 @@ absl::Status DispatcherImpl::GetOrCreateJob(const proto::GetOrCreateJobRequest& 
   if (absl::Status s = ResolveShardingPolicy(&job_params); !s.ok()) return s;
   absl::MutexLock lock(&mu_);
   const auto* dataset = state_.FindDataset(params.dataset_id());
-  if (dataset == nullptr)
-    return absl::NotFoundError(absl::StrCat("unknown dataset id '", params.dataset_id(), "'"));
+  // Another tenant's dataset is as unknown as one never registered. The
+  // job belongs to the dataset's tenant (the cluster may act for any).
+  if (dataset == nullptr || !caller.MaySee(dataset->tenant)) return UnknownDataset(params.dataset_id());
+  job_params.set_tenant(dataset->tenant);
   if (!params.job_name().empty()) {
-    if (const auto* job = state_.FindJobByName(params.job_name()); job != nullptr) {
+    if (const auto* job = state_.FindJobByName(params.job_name(), job_params.tenant()); job != nullptr) {
       if (!SameParams(job->params, job_params)) {
         return absl::InvalidArgumentError(absl::StrCat(
             "job '", params.job_name(), "' already exists for dataset ", job->params.dataset_id(), " in ",
@@ -277,6 +321,7 @@ absl::Status DispatcherImpl::GetOrCreateJob(const proto::GetOrCreateJobRequest& 
       return absl::OkStatus();
     }
   }
+  if (absl::Status s = CheckJobQuota(job_params.tenant()); !s.ok()) return s;
   if (params.processing_mode() == proto::DISTRIBUTED_EPOCH) {
     absl::StatusOr<std::unique_ptr<SplitProvider>> splits = MakeSplitProvider(dataset->def);
     if (!splits.ok()) return splits.status();
@@ -353,7 +398,8 @@ absl::Status DispatcherImpl::CreateTask(int64_t iteration_id, const std::string&
 }
 
 absl::Status DispatcherImpl::GetOrCreateIteration(const proto::GetOrCreateIterationRequest& request,
-                                                  proto::GetOrCreateIterationResponse* response) {
+                                                  proto::GetOrCreateIterationResponse* response,
+                                                  const Caller& caller) {
   if (absl::Status s = CheckVersion(request.version()); !s.ok()) return s;
   if (absl::Status s = CheckRequest(request); !s.ok()) return s;
   // New tasks go to their workers after the lock is released.
@@ -361,7 +407,9 @@ absl::Status DispatcherImpl::GetOrCreateIteration(const proto::GetOrCreateIterat
   {
     absl::MutexLock lock(&mu_);
     const auto* job = state_.FindJob(request.job_id());
-    if (job == nullptr) return absl::NotFoundError(absl::StrCat("unknown job ", request.job_id()));
+    if (job == nullptr || !caller.MaySee(job->params.tenant())) {
+      return absl::NotFoundError(absl::StrCat("unknown job ", request.job_id()));
+    }
     const int64_t num_consumers = job->params.num_consumers();
     if (num_consumers > 0 && (request.consumer_index() < 0 || request.consumer_index() >= num_consumers)) {
       return absl::InvalidArgumentError(absl::StrCat("consumer_index ", request.consumer_index(),
@@ -390,6 +438,7 @@ absl::Status DispatcherImpl::GetOrCreateIteration(const proto::GetOrCreateIterat
           "deterministic: false)"));
     }
     if (iteration == nullptr) {
+      if (absl::Status s = CheckIterationQuota(job->params.tenant()); !s.ok()) return s;
       const auto* dataset = state_.FindDataset(job->params.dataset_id());
       bool infinite = false;
       if (job->params.processing_mode() == proto::DISTRIBUTED_EPOCH) {
@@ -475,103 +524,6 @@ absl::Status DispatcherImpl::GetOrCreateIteration(const proto::GetOrCreateIterat
   }
   PushTasks(new_tasks);
   return absl::OkStatus();
-}
-
-absl::Status DispatcherImpl::ClientHeartbeat(const proto::ClientHeartbeatRequest& request,
-                                             proto::ClientHeartbeatResponse* response) {
-  if (absl::Status s = CheckVersion(request.version()); !s.ok()) return s;
-  if (absl::Status s = CheckRequest(request); !s.ok()) return s;
-  NewTasks new_tasks;
-  {
-    absl::MutexLock lock(&mu_);
-    std::optional<int64_t> iteration_id = state_.IterationOfClient(request.iteration_client_id());
-    if (!iteration_id.has_value()) {
-      absl::StatusOr<int64_t> resumed = ResumeReleasedClient(request.iteration_client_id());
-      if (!resumed.ok()) return resumed.status();
-      iteration_id = *resumed;
-    }
-    client_heartbeats_[request.iteration_client_id()] = Clock::now();
-    if (const auto* iteration = state_.FindIteration(*iteration_id);
-        state_.FindJob(iteration->job_id)->params.num_consumers() > 0) {
-      int64_t& furthest = iteration_rounds_[iteration->id];
-      furthest = std::max(furthest, request.current_round());
-      // Keeps the horizon a window ahead, extended half a window at a time.
-      if (furthest + config_.round_window / 2 > iteration->round_horizon) {
-        proto::Update update;
-        update.mutable_extend_round_horizon()->set_iteration_id(iteration->id);
-        update.mutable_extend_round_horizon()->set_horizon(furthest + config_.round_window);
-        if (absl::Status s = Apply(update); !s.ok()) return s;
-      }
-    }
-    for (int64_t task_id : request.completed_tasks()) {
-      const auto* task = state_.FindTask(task_id);
-      // Only a task of the client's own iteration is its to complete.
-      if (task == nullptr || task->completed || task->iteration_id != *iteration_id) continue;
-      proto::Update update;
-      update.mutable_complete_task()->set_task_id(task_id);
-      if (absl::Status s = Apply(update); !s.ok()) return s;
-    }
-    if (!request.completed_splits().empty()) {
-      proto::Update update;
-      update.mutable_complete_splits()->set_iteration_id(*iteration_id);
-      *update.mutable_complete_splits()->mutable_seqs() = request.completed_splits();
-      if (absl::Status s = Apply(update); !s.ok()) return s;
-    }
-    for (const std::string& address : request.unreachable_workers()) NoteUnreachable(address, &new_tasks);
-    const auto* iteration = state_.FindIteration(*iteration_id);
-    for (int64_t task_id : iteration->tasks) {
-      const auto* task = state_.FindTask(task_id);
-      // Tasks of removed workers are over; the client stops reading them.
-      // A failed iteration has none to read: its error says why.
-      if (task->lost || iteration->collected || iteration->error_code != 0 ||
-          state_.FindWorker(task->worker_address) == nullptr) {
-        continue;
-      }
-      proto::TaskInfo* info = response->add_tasks();
-      info->set_task_id(task->id);
-      info->set_iteration_id(task->iteration_id);
-      info->set_worker_address(task->worker_address);
-      info->set_starting_round(task->starting_round);
-    }
-    for (int64_t task_id : iteration->tasks) {
-      const auto* task = state_.FindTask(task_id);
-      if (!task->lost) continue;
-      proto::LostTask* lost = response->add_lost_tasks();
-      lost->set_task_id(task->id);
-      lost->set_worker_address(task->worker_address);
-      lost->set_reason(task->lost_reason);
-    }
-    response->set_error_code(iteration->error_code);
-    response->set_error_message(iteration->error_message);
-    response->set_iteration_finished(iteration->finished);
-    response->set_round_horizon(iteration->round_horizon);
-    if (auto rounds = iteration_rounds_.find(iteration->id); rounds != iteration_rounds_.end()) {
-      response->set_furthest_round(rounds->second);
-    }
-  }
-  PushTasks(new_tasks);
-  return absl::OkStatus();
-}
-
-absl::Status DispatcherImpl::ReleaseIterationClient(const proto::ReleaseIterationClientRequest& request,
-                                                    proto::ReleaseIterationClientResponse*) {
-  if (absl::Status s = CheckVersion(request.version()); !s.ok()) return s;
-  if (absl::Status s = CheckRequest(request); !s.ok()) return s;
-  absl::MutexLock lock(&mu_);
-  if (!client_secrets_.Matches(request.iteration_client_id(), request.client_secret())) {
-    return absl::PermissionDeniedError(absl::StrCat(
-        "ReleaseIterationClient: iteration client ", request.iteration_client_id(),
-        " was not created by this caller: client_secret is ",
-        request.client_secret().empty() ? "missing" : "wrong", " (a client may release only its own)"));
-  }
-  client_heartbeats_.erase(request.iteration_client_id());
-  released_clients_.erase(request.iteration_client_id());
-  client_consumer_index_.erase(request.iteration_client_id());
-  // Releasing twice (a retry) is not an error for the caller.
-  if (!state_.IterationOfClient(request.iteration_client_id()).has_value()) return absl::OkStatus();
-  proto::Update update;
-  update.mutable_release_iteration_client()->set_iteration_client_id(request.iteration_client_id());
-  return Apply(update);
 }
 
 }  // namespace sluice::dispatcher

@@ -55,6 +55,7 @@
 #include "pipeline/dataset.h"
 #include "pipeline/split_provider.h"
 #include "service/metrics.h"
+#include "service/rpc_auth.h"
 #include "sluice/service.pb.h"
 
 namespace sluice::dispatcher {
@@ -103,28 +104,42 @@ class DispatcherImpl {
   // damaged journal) names the file and byte offset.
   absl::Status Start();
 
-  absl::Status GetVersion(const proto::GetVersionRequest& request, proto::GetVersionResponse* response);
+  // Each RPC takes its caller (the gRPC adapter's RpcAuthenticator says
+  // who): a tenant sees and makes only its own datasets, jobs and
+  // iterations; the default Caller is the cluster, which sees all.
+  absl::Status GetVersion(const proto::GetVersionRequest& request, proto::GetVersionResponse* response,
+                          const Caller& caller = {});
   absl::Status GetOrRegisterDataset(const proto::GetOrRegisterDatasetRequest& request,
-                                    proto::GetOrRegisterDatasetResponse* response);
+                                    proto::GetOrRegisterDatasetResponse* response, const Caller& caller = {});
   absl::Status GetDatasetInfo(const proto::GetDatasetInfoRequest& request,
-                              proto::GetDatasetInfoResponse* response);
+                              proto::GetDatasetInfoResponse* response, const Caller& caller = {});
   absl::Status GetOrCreateJob(const proto::GetOrCreateJobRequest& request,
-                              proto::GetOrCreateJobResponse* response);
+                              proto::GetOrCreateJobResponse* response, const Caller& caller = {});
   absl::Status GetOrCreateIteration(const proto::GetOrCreateIterationRequest& request,
-                                    proto::GetOrCreateIterationResponse* response);
+                                    proto::GetOrCreateIterationResponse* response, const Caller& caller = {});
   absl::Status ClientHeartbeat(const proto::ClientHeartbeatRequest& request,
-                               proto::ClientHeartbeatResponse* response);
+                               proto::ClientHeartbeatResponse* response, const Caller& caller = {});
   absl::Status ReleaseIterationClient(const proto::ReleaseIterationClientRequest& request,
-                                      proto::ReleaseIterationClientResponse* response);
+                                      proto::ReleaseIterationClientResponse* response,
+                                      const Caller& caller = {});
   absl::Status WorkerHeartbeat(const proto::WorkerHeartbeatRequest& request,
-                               proto::WorkerHeartbeatResponse* response);
+                               proto::WorkerHeartbeatResponse* response, const Caller& caller = {});
   absl::Status WorkerUpdates(const proto::WorkerUpdatesRequest& request,
-                             proto::WorkerUpdatesResponse* response);
+                             proto::WorkerUpdatesResponse* response, const Caller& caller = {});
   absl::Status WorkerShutdown(const proto::WorkerShutdownRequest& request,
-                              proto::WorkerShutdownResponse* response);
-  absl::Status GetSplits(const proto::GetSplitsRequest& request, proto::GetSplitsResponse* response);
-  absl::Status GetWorkers(const proto::GetWorkersRequest& request, proto::GetWorkersResponse* response);
-  absl::Status GetStatus(const proto::GetStatusRequest& request, proto::StatusSnapshot* response);
+                              proto::WorkerShutdownResponse* response, const Caller& caller = {});
+  absl::Status GetSplits(const proto::GetSplitsRequest& request, proto::GetSplitsResponse* response,
+                         const Caller& caller = {});
+  absl::Status GetWorkers(const proto::GetWorkersRequest& request, proto::GetWorkersResponse* response,
+                          const Caller& caller = {});
+  absl::Status GetStatus(const proto::GetStatusRequest& request, proto::StatusSnapshot* response,
+                         const Caller& caller = {});
+
+  // The secret GetOrCreateIteration gave `iteration_client_id`, for
+  // in-process callers (tests) acting for a client they made.
+  std::string ClientSecretOf(int64_t iteration_client_id) const {
+    return client_secrets_.For(iteration_client_id);
+  }
 
   // dispatcher_http.cc: the status page's data (docs/operations.md), and
   // the state's gauges (sluice_workers, sluice_jobs, sluice_iterations
@@ -140,7 +155,7 @@ class DispatcherImpl {
   using NewTasks = std::vector<std::pair<std::string, proto::TaskDef>>;
 
   // The methods are defined by job: the core and the client side in
-  // dispatcher_impl.cc, the worker side in dispatcher_workers.cc, losing
+  // dispatcher_impl.cc and dispatcher_clients.cc, the worker side in dispatcher_workers.cc, losing
   // workers and clients and collecting what is over in liveness.cc, the
   // status RPCs in dispatcher_status.cc.
 
@@ -154,6 +169,9 @@ class DispatcherImpl {
   // and says whether it applied.
   bool ApplyOrLog(const proto::Update& update, const std::string& what) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status Recover() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Compacts the journal into a snapshot; one too large to be read back
+  // is logged and skipped, not an error.
+  absl::Status WriteSnapshot() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The splits of a job's dataset (`params.dataset_id`, defined by `def`).
   absl::StatusOr<std::unique_ptr<SplitProvider>> NewSplitProvider(const proto::JobParams& params,
                                                                   const proto::DatasetDef& def,
@@ -179,6 +197,19 @@ class DispatcherImpl {
   // from the round after the horizon.
   absl::Status CreateTask(int64_t iteration_id, const std::string& worker_address,
                           bool joins_running_iteration = true) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // dispatcher_clients.cc
+  // PermissionDenied naming `rpc` unless `presented` is the client's secret.
+  absl::Status CheckClientSecret(absl::string_view rpc, int64_t iteration_client_id,
+                                 const std::string& presented) const;
+
+  // dispatcher_quotas.cc: ResourceExhausted naming the quota that one more
+  // dataset (defined by `def`), job or iteration would pass.
+  // Both the total and `tenant`'s share (DispatcherConfig::tenant_max_*).
+  absl::Status CheckDatasetQuota(const proto::DatasetDef& def, const std::string& tenant) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status CheckJobQuota(const std::string& tenant) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status CheckIterationQuota(const std::string& tenant) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // dispatcher_workers.cc
   void FillTaskDef(const DispatcherState::Task& task, proto::TaskDef* def) const
@@ -226,8 +257,10 @@ class DispatcherImpl {
   void CollectFinishedJobs(Clock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // dispatcher_status.cc
-  void FillWorkerInfo(const DispatcherState::Worker& worker, proto::WorkerInfo* info) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The worker, with only the tasks `caller` may see.
+  void FillWorkerInfo(const DispatcherState::Worker& worker, proto::WorkerInfo* info,
+                      const Caller& caller) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool MaySeeIteration(const Caller& caller, int64_t iteration_id) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Constant after construction.
   const DispatcherConfig config_;
@@ -250,6 +283,9 @@ class DispatcherImpl {
   absl::Mutex mu_;
   DispatcherState state_ ABSL_GUARDED_BY(mu_);
   std::optional<Journal> journal_ ABSL_GUARDED_BY(mu_);
+  // The size of the last snapshot written, which the journal may reach
+  // before the next.
+  int64_t last_snapshot_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   // Set once the journal could not be written; every update is refused.
   absl::Status journal_failure_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, DatasetPtr> built_datasets_ ABSL_GUARDED_BY(mu_);

@@ -1,9 +1,11 @@
 #include "dispatcher/dispatcher_impl.h"
 
 #include <catch2/catch.hpp>
+#include <limits>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "client/dataset_internal.h"
 #include "dispatcher/dispatcher_test_util.h"
 #include "pipeline/builder.h"
@@ -12,14 +14,14 @@ namespace sluice::dispatcher {
 namespace {
 
 constexpr char kMismatch[] =
-    "protocol version mismatch: the peer speaks version 3, this server speaks 2; run the same Sluice release "
+    "protocol version mismatch: the peer speaks version 4, this server speaks 3; run the same Sluice release "
     "on both";
 
 TEST_CASE("dispatcher_impl: GetVersion reports the protocol and server versions", "[dispatcher]") {
   DispatcherImpl d(TestConfig());
   proto::GetVersionResponse response;
   REQUIRE(d.GetVersion(proto::GetVersionRequest(), &response).ok());
-  CHECK(response.protocol_version() == 2);
+  CHECK(response.protocol_version() == 3);
   CHECK(response.server_version() == "sluice 0.1.0");
 }
 
@@ -396,12 +398,12 @@ TEST_CASE("dispatcher_impl: released clients are unknown, releasing again is fin
   CHECK(
       std::string(wrong.message()) ==
       "ReleaseIterationClient: iteration client 1 was not created by this caller: client_secret is wrong (a "
-      "client may release only its own)");
+      "client may act only in its own name)");
   forged.clear_client_secret();
   CHECK(std::string(d.ReleaseIterationClient(forged, &released).message()) ==
         "ReleaseIterationClient: iteration client 1 was not created by this caller: client_secret is missing "
         "(a "
-        "client may release only its own)");
+        "client may act only in its own name)");
   CHECK(Snapshot(d).iterations(0).num_clients() == 1);
   CHECK(d.ReleaseIterationClient(release, &released).ok());
   CHECK(d.ReleaseIterationClient(release, &released).ok());
@@ -410,12 +412,14 @@ TEST_CASE("dispatcher_impl: released clients are unknown, releasing again is fin
   proto::ClientHeartbeatRequest request;
   *request.mutable_version() = CurrentVersion();
   request.set_iteration_client_id(it.iteration_client_id());
+  request.set_client_secret(d.ClientSecretOf(request.iteration_client_id()));
   proto::ClientHeartbeatResponse response;
   absl::Status status = d.ClientHeartbeat(request, &response);
   CHECK(status.code() == absl::StatusCode::kNotFound);
   CHECK(status.message() == "unknown iteration client 1 (never given out, or already released)");
 
   request.set_iteration_client_id(99);
+  request.set_client_secret(d.ClientSecretOf(request.iteration_client_id()));
   absl::Status unknown = d.ClientHeartbeat(request, &response);
   CHECK(unknown.code() == absl::StatusCode::kNotFound);
   CHECK(unknown.message() == "unknown iteration client 99 (never given out, or already released)");
@@ -424,7 +428,7 @@ TEST_CASE("dispatcher_impl: released clients are unknown, releasing again is fin
 TEST_CASE("dispatcher_impl: a version mismatch is FailedPrecondition", "[dispatcher]") {
   DispatcherImpl d(TestConfig());
   proto::VersionInfo wrong;
-  wrong.set_protocol_version(3);
+  wrong.set_protocol_version(4);
   auto check = [](const absl::Status& status) {
     CHECK(status.code() == absl::StatusCode::kFailedPrecondition);
     CHECK(status.message() == kMismatch);
@@ -514,7 +518,7 @@ TEST_CASE("dispatcher_impl: a version mismatch is FailedPrecondition", "[dispatc
   absl::Status status = d.GetStatus(missing, &out);
   CHECK(status.code() == absl::StatusCode::kFailedPrecondition);
   CHECK(status.message() ==
-        "protocol version mismatch: the peer speaks version 0, this server speaks 2; run the same Sluice "
+        "protocol version mismatch: the peer speaks version 0, this server speaks 3; run the same Sluice "
         "release on both");
 }
 
@@ -743,6 +747,7 @@ TEST_CASE("dispatcher_impl: coordinated reads fix task lists through a horizon a
   proto::ClientHeartbeatRequest request;
   *request.mutable_version() = CurrentVersion();
   request.set_iteration_client_id(second.iteration_client_id());
+  request.set_client_secret(d.ClientSecretOf(request.iteration_client_id()));
   request.set_current_round(7);
   proto::ClientHeartbeatResponse moved;
   REQUIRE(d.ClientHeartbeat(request, &moved).ok());
@@ -753,6 +758,33 @@ TEST_CASE("dispatcher_impl: coordinated reads fix task lists through a horizon a
   proto::ClientHeartbeatResponse behind;
   REQUIRE(d.ClientHeartbeat(request, &behind).ok());
   CHECK(behind.furthest_round() == 7);
+  CHECK(ClientBeat(d, first.iteration_client_id()).furthest_round() == 7);
+  // Past the horizon (17) by more than one round: refused, and neither the
+  // horizon nor the furthest round moves (2^63-1 once froze every reader).
+  for (int64_t round : {int64_t{19}, std::numeric_limits<int64_t>::max()}) {
+    request.set_current_round(round);
+    proto::ClientHeartbeatResponse refused;
+    const absl::Status past = d.ClientHeartbeat(request, &refused);
+    CHECK(past.code() == absl::StatusCode::kInvalidArgument);
+    CHECK(std::string(past.message()) ==
+          absl::StrCat("ClientHeartbeat: current_round ", round,
+                       " is past round_horizon 17 + 1 of iteration 1: a consumer reads past the horizon only "
+                       "with a newer task list"));
+  }
+  CHECK(ClientBeat(d, first.iteration_client_id()).round_horizon() == 17);
+  CHECK(ClientBeat(d, first.iteration_client_id()).furthest_round() == 7);
+  // Another client's id without its secret: refused before anything moves.
+  proto::ClientHeartbeatRequest forged = request;
+  forged.set_current_round(8);
+  forged.set_client_secret(first.client_secret());
+  proto::ClientHeartbeatResponse refused;
+  const absl::Status stolen = d.ClientHeartbeat(forged, &refused);
+  CHECK(stolen.code() == absl::StatusCode::kPermissionDenied);
+  CHECK(std::string(stolen.message()) ==
+        absl::StrCat(
+            "ClientHeartbeat: iteration client ", second.iteration_client_id(),
+            " was not created by this caller: client_secret is wrong (a client may act only in its own "
+            "name)"));
   CHECK(ClientBeat(d, first.iteration_client_id()).furthest_round() == 7);
   // A worker joining now serves from round 18; the first two from round 0.
   Heartbeat(d, "w3:3");

@@ -222,6 +222,7 @@ TEST_CASE("dispatcher_impl: splits a client reports received are not handed out 
   proto::ClientHeartbeatRequest request;
   *request.mutable_version() = CurrentVersion();
   request.set_iteration_client_id(it.iteration_client_id());
+  request.set_client_secret(d.ClientSecretOf(request.iteration_client_id()));
   request.add_completed_splits(1);
   request.add_completed_splits(3);
   proto::ClientHeartbeatResponse response;
@@ -241,6 +242,7 @@ TEST_CASE("dispatcher_impl: splits never handed out outlive the last task's loss
   proto::ClientHeartbeatRequest request;
   *request.mutable_version() = CurrentVersion();
   request.set_iteration_client_id(it.iteration_client_id());
+  request.set_client_secret(d.ClientSecretOf(request.iteration_client_id()));
   request.add_completed_splits(1);
   proto::ClientHeartbeatResponse response;
   REQUIRE(d.ClientHeartbeat(request, &response).ok());

@@ -57,11 +57,12 @@ absl::Status DispatcherState::Apply(const proto::Update& update) {
       if (datasets_.contains(u.dataset_id())) {
         return absl::FailedPreconditionError(absl::StrCat("dataset ", u.dataset_id(), " already exists"));
       }
-      datasets_[u.dataset_id()] = Dataset{u.dataset_id(), u.fingerprint(), u.dataset()};
-      dataset_by_fingerprint_.emplace(u.fingerprint(), u.dataset_id());
-      int64_t numeric = 0;
-      if (absl::SimpleAtoi(u.dataset_id(), &numeric) && numeric < INT64_MAX)
-        next_dataset_id_ = std::max(next_dataset_id_, numeric + 1);
+      datasets_[u.dataset_id()] = Dataset{u.dataset_id(), u.fingerprint(), u.dataset(), u.tenant()};
+      dataset_by_fingerprint_.emplace(std::make_pair(u.tenant(), u.fingerprint()), u.dataset_id());
+      // Only the id the dispatcher gives moves the counter: an explicit
+      // number (which journals from before request_checks refused them
+      // may hold) never takes later registrations' ids away.
+      if (u.dataset_id() == NextDatasetId()) ++next_dataset_id_;
       return absl::OkStatus();
     }
     case proto::Update::kRegisterWorker: {
@@ -76,11 +77,12 @@ absl::Status DispatcherState::Apply(const proto::Update& update) {
           !datasets_.contains(u.params().dataset_id())) {
         return absl::FailedPreconditionError(absl::StrCat("cannot create job ", u.job_id()));
       }
-      if (!u.params().job_name().empty() && job_by_name_.contains(u.params().job_name())) {
+      const auto name = std::make_pair(u.params().tenant(), u.params().job_name());
+      if (!u.params().job_name().empty() && job_by_name_.contains(name)) {
         return absl::FailedPreconditionError(absl::StrCat("job name '", u.params().job_name(), "' is taken"));
       }
       jobs_[u.job_id()] = Job{u.job_id(), u.params(), {}};
-      if (!u.params().job_name().empty()) job_by_name_[u.params().job_name()] = u.job_id();
+      if (!u.params().job_name().empty()) job_by_name_[name] = u.job_id();
       next_job_id_ = std::max(next_job_id_, u.job_id() + 1);
       return absl::OkStatus();
     }
@@ -297,7 +299,8 @@ absl::Status DispatcherState::Apply(const proto::Update& update) {
         for (int64_t task : iterations_.at(iteration_id).tasks) tasks_.erase(task);
         iterations_.erase(iteration_id);
       }
-      auto named = job_by_name_.find(job->second.params.job_name());
+      auto named =
+          job_by_name_.find(std::make_pair(job->second.params.tenant(), job->second.params.job_name()));
       if (named != job_by_name_.end() && named->second == job->first) job_by_name_.erase(named);
       jobs_.erase(job);
       return absl::OkStatus();
@@ -310,7 +313,8 @@ absl::Status DispatcherState::Apply(const proto::Update& update) {
           })) {
         return absl::FailedPreconditionError(absl::StrCat("cannot remove dataset ", id));
       }
-      auto by_fingerprint = dataset_by_fingerprint_.find(dataset->second.fingerprint);
+      auto by_fingerprint =
+          dataset_by_fingerprint_.find(std::make_pair(dataset->second.tenant, dataset->second.fingerprint));
       if (by_fingerprint != dataset_by_fingerprint_.end() && by_fingerprint->second == id) {
         dataset_by_fingerprint_.erase(by_fingerprint);
       }
@@ -414,9 +418,9 @@ const DispatcherState::Dataset* DispatcherState::FindDataset(const std::string& 
   return it == datasets_.end() ? nullptr : &it->second;
 }
 
-const DispatcherState::Dataset* DispatcherState::FindDatasetByFingerprint(
-    const std::string& fingerprint) const {
-  auto it = dataset_by_fingerprint_.find(fingerprint);
+const DispatcherState::Dataset* DispatcherState::FindDatasetByFingerprint(const std::string& fingerprint,
+                                                                          const std::string& tenant) const {
+  auto it = dataset_by_fingerprint_.find(std::make_pair(tenant, fingerprint));
   return it == dataset_by_fingerprint_.end() ? nullptr : FindDataset(it->second);
 }
 
@@ -425,8 +429,9 @@ const DispatcherState::Job* DispatcherState::FindJob(int64_t id) const {
   return it == jobs_.end() ? nullptr : &it->second;
 }
 
-const DispatcherState::Job* DispatcherState::FindJobByName(const std::string& name) const {
-  auto it = job_by_name_.find(name);
+const DispatcherState::Job* DispatcherState::FindJobByName(const std::string& name,
+                                                           const std::string& tenant) const {
+  auto it = job_by_name_.find(std::make_pair(tenant, name));
   return it == job_by_name_.end() ? nullptr : FindJob(it->second);
 }
 

@@ -12,6 +12,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -49,6 +50,7 @@ class DispatcherState {
     std::string id;
     std::string fingerprint;
     proto::DatasetDef def;
+    std::string tenant;
   };
   struct Worker {
     std::string address;
@@ -130,9 +132,11 @@ class DispatcherState {
 
   // Lookups; nullptr when absent.
   const Dataset* FindDataset(const std::string& id) const;
-  const Dataset* FindDatasetByFingerprint(const std::string& fingerprint) const;
+  // In `tenant`'s namespace ("" for the default tenant).
+  const Dataset* FindDatasetByFingerprint(const std::string& fingerprint,
+                                          const std::string& tenant = "") const;
   const Job* FindJob(int64_t id) const;
-  const Job* FindJobByName(const std::string& name) const;
+  const Job* FindJobByName(const std::string& name, const std::string& tenant = "") const;
   const Iteration* FindIteration(int64_t id) const;
   const Iteration* FindIterationForRepetition(int64_t job_id, int64_t repetition) const;
   std::optional<int64_t> IterationOfClient(int64_t iteration_client_id) const;
@@ -166,10 +170,12 @@ class DispatcherState {
   void DropSplits(Iteration& iteration);
 
   std::map<std::string, Dataset> datasets_;
-  std::map<std::string, std::string> dataset_by_fingerprint_;
+  // By (tenant, fingerprint).
+  std::map<std::pair<std::string, std::string>, std::string> dataset_by_fingerprint_;
   std::map<std::string, Worker> workers_;
   std::map<int64_t, Job> jobs_;
-  std::map<std::string, int64_t> job_by_name_;
+  // By (tenant, name).
+  std::map<std::pair<std::string, std::string>, int64_t> job_by_name_;
   std::map<int64_t, Iteration> iterations_;
   std::map<int64_t, Task> tasks_;
   std::map<int64_t, int64_t> iteration_of_client_;

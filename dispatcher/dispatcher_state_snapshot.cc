@@ -36,6 +36,7 @@ proto::StateSnapshot DispatcherState::ToSnapshot() const {
     d->set_dataset_id(id);
     d->set_fingerprint(dataset.fingerprint);
     *d->mutable_dataset() = dataset.def;
+    d->set_tenant(dataset.tenant);
   }
   for (const auto& [address, worker] : workers_) {
     auto* w = snapshot.add_workers();

@@ -215,19 +215,22 @@ TEST_CASE("dispatcher_state: RegisterDataset is found by id and by fingerprint",
   CHECK(state.datasets().size() == 1);
 }
 
-TEST_CASE("dispatcher_state: NextDatasetId follows the largest numeric id", "[dispatcher]") {
+TEST_CASE("dispatcher_state: only the id it gave moves NextDatasetId", "[dispatcher]") {
   DispatcherState state;
-  REQUIRE(state.Apply(RegisterDataset("1005", "fp-a")).ok());
-  CHECK(state.NextDatasetId() == "1006");
-  // A smaller id does not move it back.
+  REQUIRE(state.Apply(RegisterDataset("1000", "fp-x")).ok());
+  CHECK(state.NextDatasetId() == "1001");
+  // Another number (an old journal's explicit id) does not move it: the
+  // largest int64 once locked every later registration out.
+  REQUIRE(state.Apply(RegisterDataset("9223372036854775807", "fp-a")).ok());
+  CHECK(state.NextDatasetId() == "1001");
   REQUIRE(state.Apply(RegisterDataset("7", "fp-b")).ok());
-  CHECK(state.NextDatasetId() == "1006");
+  CHECK(state.NextDatasetId() == "1001");
   // A named (non-numeric) id does not move it at all.
   REQUIRE(state.Apply(RegisterDataset("my-dataset", "fp-c")).ok());
-  CHECK(state.NextDatasetId() == "1006");
+  CHECK(state.NextDatasetId() == "1001");
   CHECK(state.FindDataset("my-dataset") != nullptr);
   CHECK(state.FindDatasetByFingerprint("fp-c")->id == "my-dataset");
-  CHECK(state.datasets().size() == 3);
+  CHECK(state.datasets().size() == 4);
 }
 
 TEST_CASE("dispatcher_state: a duplicate dataset id is FailedPrecondition and changes nothing",

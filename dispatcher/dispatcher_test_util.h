@@ -30,18 +30,20 @@ inline proto::DatasetDef SquaresDef() { return internal::DefinitionOf(Dataset::R
 
 // Calls `rpc` with `request`, its version filled in.
 template <typename Request, typename Response>
-absl::Status Call(DispatcherImpl& d, absl::Status (DispatcherImpl::*rpc)(const Request&, Response*),
-                  Request request, Response* response) {
+absl::Status Call(DispatcherImpl& d,
+                  absl::Status (DispatcherImpl::*rpc)(const Request&, Response*, const Caller&),
+                  Request request, Response* response, const Caller& caller = {}) {
   *request.mutable_version() = CurrentVersion();
-  return (d.*rpc)(request, response);
+  return (d.*rpc)(request, response, caller);
 }
 
 // The same, REQUIRE-ing success; the response.
 template <typename Request, typename Response>
-Response CallOk(DispatcherImpl& d, absl::Status (DispatcherImpl::*rpc)(const Request&, Response*),
-                const Request& request) {
+Response CallOk(DispatcherImpl& d,
+                absl::Status (DispatcherImpl::*rpc)(const Request&, Response*, const Caller&),
+                const Request& request, const Caller& caller = {}) {
   Response response;
-  absl::Status status = Call(d, rpc, request, &response);
+  absl::Status status = Call(d, rpc, request, &response, caller);
   INFO(status.ToString());
   REQUIRE(status.ok());
   return response;
@@ -114,6 +116,7 @@ inline proto::ClientHeartbeatResponse ClientReport(DispatcherImpl& d, int64_t cl
                                                    const std::vector<std::string>& unreachable = {}) {
   proto::ClientHeartbeatRequest request;
   request.set_iteration_client_id(client_id);
+  request.set_client_secret(d.ClientSecretOf(client_id));
   request.mutable_completed_tasks()->Add(completed_tasks.begin(), completed_tasks.end());
   request.mutable_unreachable_workers()->Add(unreachable.begin(), unreachable.end());
   return CallOk(d, &DispatcherImpl::ClientHeartbeat, request);

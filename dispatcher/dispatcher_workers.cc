@@ -27,7 +27,7 @@ int64_t UnixMillis() {
 }
 
 absl::Status DispatcherImpl::WorkerHeartbeat(const proto::WorkerHeartbeatRequest& request,
-                                             proto::WorkerHeartbeatResponse* response) {
+                                             proto::WorkerHeartbeatResponse* response, const Caller&) {
   if (absl::Status s = CheckVersion(request.version()); !s.ok()) return s;
   if (absl::Status s = CheckRequest(request); !s.ok()) return s;
   const std::string& address = request.worker_address();
@@ -91,7 +91,7 @@ absl::Status DispatcherImpl::WorkerHeartbeat(const proto::WorkerHeartbeatRequest
 }
 
 absl::Status DispatcherImpl::WorkerUpdates(const proto::WorkerUpdatesRequest& request,
-                                           proto::WorkerUpdatesResponse*) {
+                                           proto::WorkerUpdatesResponse*, const Caller&) {
   if (absl::Status s = CheckVersion(request.version()); !s.ok()) return s;
   if (absl::Status s = CheckRequest(request); !s.ok()) return s;
   absl::MutexLock lock(&mu_);
@@ -133,7 +133,7 @@ absl::Status DispatcherImpl::WorkerUpdates(const proto::WorkerUpdatesRequest& re
 }
 
 absl::Status DispatcherImpl::WorkerShutdown(const proto::WorkerShutdownRequest& request,
-                                            proto::WorkerShutdownResponse*) {
+                                            proto::WorkerShutdownResponse*, const Caller&) {
   if (absl::Status s = CheckVersion(request.version()); !s.ok()) return s;
   if (absl::Status s = CheckRequest(request); !s.ok()) return s;
   NewTasks new_tasks;
@@ -148,7 +148,7 @@ absl::Status DispatcherImpl::WorkerShutdown(const proto::WorkerShutdownRequest& 
 }
 
 absl::Status DispatcherImpl::GetSplits(const proto::GetSplitsRequest& request,
-                                       proto::GetSplitsResponse* response) {
+                                       proto::GetSplitsResponse* response, const Caller&) {
   if (absl::Status s = CheckVersion(request.version()); !s.ok()) return s;
   if (absl::Status s = CheckRequest(request); !s.ok()) return s;
   absl::MutexLock lock(&mu_);
@@ -202,6 +202,7 @@ void DispatcherImpl::FillTaskDef(const DispatcherState::Task& task, proto::TaskD
   const auto* job = state_.FindJob(iteration->job_id);
   def->set_task_id(task.id);
   def->set_iteration_id(task.iteration_id);
+  def->set_read_secret(client_secrets_.ForTask(task.id));
   *def->mutable_dataset() = state_.FindDataset(job->params.dataset_id())->def;
   def->set_processing_mode(job->params.processing_mode());
   def->set_sharding_policy(job->params.sharding_policy());

@@ -26,17 +26,18 @@ RpcRole RoleOf(absl::string_view method) {
       grpc::CallbackServerContext* context, const grpc::ByteBuffer* request, grpc::ByteBuffer* response) { \
     grpc::ServerUnaryReactor* reactor = context->DefaultReactor();                                         \
     const auto start = std::chrono::steady_clock::now();                                                   \
-    absl::Status authorized = auth_->Check(*context, #Method, RoleOf(#Method));                            \
+    Caller caller;                                                                                         \
+    absl::Status authorized = auth_->Check(*context, #Method, RoleOf(#Method), &caller);                   \
     if (!authorized.ok()) {                                                                                \
       RecordRpc(#Method, authorized, start);                                                               \
       reactor->Finish(ToGrpcStatus(authorized));                                                           \
       return reactor;                                                                                      \
     }                                                                                                      \
-    calls_.Schedule([this, reactor, request, response, start] {                                            \
+    calls_.Schedule([this, reactor, request, response, start, caller = std::move(caller)] {                \
       proto::Request parsed;                                                                               \
       absl::Status status = ParseRequest(*request, #Method, &parsed);                                      \
       proto::Response answer;                                                                              \
-      if (status.ok()) status = impl_->Method(parsed, &answer);                                            \
+      if (status.ok()) status = impl_->Method(parsed, &answer, caller);                                    \
       if (status.ok()) *response = SerializeToByteBuffer(answer);                                          \
       RecordRpc(#Method, status, start);                                                                   \
       reactor->Finish(ToGrpcStatus(status));                                                               \

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -9,9 +10,7 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <map>
-#include <sstream>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -25,12 +24,19 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr std::string_view kJournalMagic = "SLUJRNL1";
-constexpr std::string_view kSnapshotMagic = "SLUSNAP1";
+// One record after the magic, which bounded a snapshot to 1 GiB; still read,
+// never written.
+constexpr std::string_view kSnapshotMagicV1 = "SLUSNAP1";
+// A size record (8 bytes, little-endian), then chunk records holding that
+// many bytes of StateSnapshot.
+constexpr std::string_view kSnapshotMagic = "SLUSNAP2";
 constexpr size_t kHeaderBytes = 8;   // length, length CRC
 constexpr size_t kTrailerBytes = 4;  // payload CRC
-// Larger than any update or snapshot a dispatcher writes; a length above it
-// is damage, not a record.
-constexpr uint32_t kMaxRecordBytes = 1u << 30;
+constexpr size_t kSizeRecordPayload = 8;
+// The defaults are also the most a JournalLimits may allow.
+constexpr JournalLimits kMostLimits;
+// The files hold the datasets' definitions, inline data included.
+constexpr mode_t kFileMode = 0600;
 
 std::string Errno(const std::string& what, const std::string& path) {
   return absl::StrCat(what, " ", path, ": ", std::strerror(errno));
@@ -55,27 +61,52 @@ void PutLittleEndian32(uint32_t value, std::string* out) {
   for (int i = 0; i < 4; ++i) out->push_back(static_cast<char>((value >> (8 * i)) & 0xff));
 }
 
+void PutLittleEndian64(uint64_t value, std::string* out) {
+  PutLittleEndian32(static_cast<uint32_t>(value), out);
+  PutLittleEndian32(static_cast<uint32_t>(value >> 32), out);
+}
+
 uint32_t GetLittleEndian32(const char* p) {
   uint32_t value = 0;
   for (int i = 0; i < 4; ++i) value |= static_cast<uint32_t>(static_cast<unsigned char>(p[i])) << (8 * i);
   return value;
 }
 
-std::string EncodeRecord(const std::string& payload) {
-  std::string record;
+uint64_t GetLittleEndian64(const char* p) {
+  return uint64_t{GetLittleEndian32(p)} | (uint64_t{GetLittleEndian32(p + 4)} << 32);
+}
+
+std::string RecordHeader(std::string_view payload) {
+  std::string header;
+  PutLittleEndian32(static_cast<uint32_t>(payload.size()), &header);
+  PutLittleEndian32(crc32c::Mask(crc32c::Value(header)), &header);
+  return header;
+}
+
+std::string RecordTrailer(std::string_view payload) {
+  std::string trailer;
+  PutLittleEndian32(crc32c::Mask(crc32c::Value(payload)), &trailer);
+  return trailer;
+}
+
+std::string EncodeRecord(std::string_view payload) {
+  std::string record = RecordHeader(payload);
   record.reserve(kHeaderBytes + payload.size() + kTrailerBytes);
-  PutLittleEndian32(static_cast<uint32_t>(payload.size()), &record);
-  PutLittleEndian32(crc32c::Mask(crc32c::Value(std::string_view(record.data(), 4))), &record);
   record += payload;
-  PutLittleEndian32(crc32c::Mask(crc32c::Value(payload)), &record);
+  record += RecordTrailer(payload);
   return record;
 }
 
 enum class ReadResult { kRecord, kEnd, kTorn, kCorrupt };
 
-// Reads the record at *offset. kTorn is damage that only a write cut short
-// at the end of the file explains; kCorrupt is any other.
-ReadResult ReadRecord(const std::string& data, size_t* offset, std::string* payload, std::string* why) {
+// Reads the record at *offset; *payload points into `data`. kTorn is damage
+// that only a write cut short at the end of the file explains; kCorrupt is
+// any other. A record whose length fits in the file but whose payload
+// checksum does not match is kCorrupt even when it is the last: a crash
+// leaves a file short, and a flipped bit read as a crash would drop an
+// acknowledged update and let its ids be handed out again.
+ReadResult ReadRecord(const std::string& data, uint32_t max_record_bytes, size_t* offset,
+                      std::string_view* payload, std::string* why) {
   const size_t remaining = data.size() - *offset;
   if (remaining == 0) return ReadResult::kEnd;
   const char* p = data.data() + *offset;
@@ -93,7 +124,7 @@ ReadResult ReadRecord(const std::string& data, size_t* offset, std::string* payl
     *why = "record length checksum mismatch";
     return ReadResult::kCorrupt;
   }
-  if (length > kMaxRecordBytes) {
+  if (length > max_record_bytes) {
     *why = absl::StrCat("record length ", length, " is too large");
     return ReadResult::kCorrupt;
   }
@@ -105,20 +136,51 @@ ReadResult ReadRecord(const std::string& data, size_t* offset, std::string* payl
   const std::string_view body(p + kHeaderBytes, length);
   if (crc32c::Unmask(GetLittleEndian32(p + kHeaderBytes + length)) != crc32c::Value(body)) {
     *why = "record checksum mismatch";
-    return remaining == total ? ReadResult::kTorn : ReadResult::kCorrupt;
+    return ReadResult::kCorrupt;
   }
-  payload->assign(body);
+  *payload = body;
   *offset += total;
   return ReadResult::kRecord;
 }
 
+// Sized once, since a snapshot may be most of 2 GiB: a stream would hold
+// it twice.
 absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(Errno("cannot open", path));
-  std::ostringstream contents;
-  contents << in.rdbuf();
-  if (in.bad()) return absl::DataLossError(Errno("cannot read", path));
-  return contents.str();
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return absl::NotFoundError(Errno("cannot open", path));
+  struct stat info {};
+  if (::fstat(fd, &info) != 0) {
+    ::close(fd);
+    return absl::DataLossError(Errno("cannot stat", path));
+  }
+  std::string contents(static_cast<size_t>(info.st_size), '\0');
+  size_t filled = 0;
+  while (filled < contents.size()) {
+    const ssize_t n = ::read(fd, contents.data() + filled, contents.size() - filled);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      ::close(fd);
+      return absl::DataLossError(Errno("cannot read", path));
+    }
+    if (n == 0) break;  // shrunk since fstat
+    filled += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  contents.resize(filled);
+  return contents;
+}
+
+// Creates (or empties) PATH for writing, 0600 whatever the umask, and
+// whatever mode a file already there had.
+absl::StatusOr<int> CreatePrivateFile(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, kFileMode);
+  if (fd < 0) return absl::InternalError(Errno("cannot create", path));
+  if (::fchmod(fd, kFileMode) != 0) {
+    const absl::Status status = absl::InternalError(Errno("cannot chmod", path));
+    ::close(fd);
+    return status;
+  }
+  return fd;
 }
 
 absl::Status WriteAll(int fd, std::string_view bytes, const std::string& path) {
@@ -133,6 +195,13 @@ absl::Status WriteAll(int fd, std::string_view bytes, const std::string& path) {
   return absl::OkStatus();
 }
 
+// Writes one record without copying its payload, for snapshot chunks.
+absl::Status WriteRecord(int fd, std::string_view payload, const std::string& path) {
+  if (absl::Status s = WriteAll(fd, RecordHeader(payload), path); !s.ok()) return s;
+  if (absl::Status s = WriteAll(fd, payload, path); !s.ok()) return s;
+  return WriteAll(fd, RecordTrailer(payload), path);
+}
+
 absl::Status SyncDirectory(const std::string& dir) {
   const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
   if (fd < 0) return absl::InternalError(Errno("cannot open", dir));
@@ -142,34 +211,70 @@ absl::Status SyncDirectory(const std::string& dir) {
   return absl::OkStatus();
 }
 
-absl::Status ReadSnapshot(const std::string& path, proto::StateSnapshot* snapshot) {
+absl::Status ReadSnapshot(const std::string& path, const JournalLimits& limits,
+                          proto::StateSnapshot* snapshot) {
   absl::StatusOr<std::string> data = ReadWholeFile(path);
   if (!data.ok()) return data.status();
-  if (!data->starts_with(kSnapshotMagic)) {
-    return absl::DataLossError(absl::StrCat(path, ": byte 0: not a Sluice snapshot (bad magic)"));
-  }
-  size_t offset = kSnapshotMagic.size();
-  std::string payload;
-  std::string why;
   // Snapshots appear by rename once complete: any damage is corruption.
-  if (ReadRecord(*data, &offset, &payload, &why) != ReadResult::kRecord) {
-    return absl::DataLossError(
-        absl::StrCat(path, ": byte ", kSnapshotMagic.size(), ": ", why.empty() ? "no snapshot record" : why));
+  auto damaged = [&](size_t offset, const std::string& why) {
+    return absl::DataLossError(absl::StrCat(path, ": byte ", offset, ": ", why));
+  };
+  auto read = [&](size_t* offset, std::string_view* payload) -> absl::Status {
+    const size_t start = *offset;
+    std::string why;
+    if (ReadRecord(*data, limits.max_record_bytes, offset, payload, &why) == ReadResult::kRecord) {
+      return absl::OkStatus();
+    }
+    return damaged(start, why.empty() ? "no snapshot record" : why);
+  };
+  size_t offset = kSnapshotMagic.size();
+  std::string_view payload;
+  if (data->starts_with(kSnapshotMagicV1)) {
+    if (absl::Status s = read(&offset, &payload); !s.ok()) return s;
+    if (offset != data->size()) return damaged(offset, "unexpected bytes after the snapshot");
+    if (!snapshot->ParseFromArray(payload.data(), static_cast<int>(payload.size()))) {
+      return damaged(kSnapshotMagic.size(), "snapshot record does not parse");
+    }
+    return absl::OkStatus();
   }
-  if (offset != data->size()) {
-    return absl::DataLossError(
-        absl::StrCat(path, ": byte ", offset, ": unexpected bytes after the snapshot"));
+  if (!data->starts_with(kSnapshotMagic)) return damaged(0, "not a Sluice snapshot (bad magic)");
+  if (absl::Status s = read(&offset, &payload); !s.ok()) return s;
+  if (payload.size() != kSizeRecordPayload) {
+    return damaged(kSnapshotMagic.size(), absl::StrCat("size record of ", payload.size(), " bytes, not 8"));
   }
-  if (!snapshot->ParseFromString(payload)) {
-    return absl::DataLossError(
-        absl::StrCat(path, ": byte ", kSnapshotMagic.size(), ": snapshot record does not parse"));
+  const uint64_t size = GetLittleEndian64(payload.data());
+  if (size > static_cast<uint64_t>(limits.max_snapshot_bytes)) {
+    return damaged(kSnapshotMagic.size(), absl::StrCat("snapshot size ", size, " is too large"));
+  }
+  // The chunks are moved together in place: a second copy of a large
+  // snapshot could exhaust memory. They move backwards over bytes already
+  // read, so the reads ahead see the file as it was.
+  const size_t first_chunk = offset;
+  size_t filled = 0;
+  while (filled < size) {
+    const size_t start = offset;
+    if (offset == data->size()) {
+      return damaged(start, absl::StrCat("snapshot ends after ", filled, " of its ", size, " bytes"));
+    }
+    if (absl::Status s = read(&offset, &payload); !s.ok()) return s;
+    if (payload.size() > size - filled) {
+      return damaged(start, absl::StrCat("chunk of ", payload.size(), " bytes runs past the snapshot's ",
+                                         size, " bytes"));
+    }
+    std::memmove(data->data() + filled, payload.data(), payload.size());
+    filled += payload.size();
+  }
+  if (offset != data->size()) return damaged(offset, "unexpected bytes after the snapshot");
+  if (!snapshot->ParseFromArray(data->data(), static_cast<int>(size))) {
+    return damaged(first_chunk, "snapshot does not parse");
   }
   return absl::OkStatus();
 }
 
 // Reads one journal file's updates. Only in the last file may a torn tail
 // be cut off.
-absl::Status ReadJournalFile(const std::string& path, bool last, Journal::Recovered* recovered) {
+absl::Status ReadJournalFile(const std::string& path, bool last, const JournalLimits& limits,
+                             Journal::Recovered* recovered) {
   absl::StatusOr<std::string> data = ReadWholeFile(path);
   if (!data.ok()) return data.status();
   auto torn = [&](size_t offset, const std::string& why) -> absl::Status {
@@ -194,9 +299,9 @@ absl::Status ReadJournalFile(const std::string& path, bool last, Journal::Recove
   size_t offset = kJournalMagic.size();
   while (true) {
     const size_t start = offset;
-    std::string payload;
+    std::string_view payload;
     std::string why;
-    switch (ReadRecord(*data, &offset, &payload, &why)) {
+    switch (ReadRecord(*data, limits.max_record_bytes, &offset, &payload, &why)) {
       case ReadResult::kEnd:
         return absl::OkStatus();
       case ReadResult::kTorn:
@@ -205,7 +310,7 @@ absl::Status ReadJournalFile(const std::string& path, bool last, Journal::Recove
         return absl::DataLossError(absl::StrCat(path, ": byte ", start, ": ", why));
       case ReadResult::kRecord: {
         Journal::Recovered::Record record;
-        if (!record.update.ParseFromString(payload)) {
+        if (!record.update.ParseFromArray(payload.data(), static_cast<int>(payload.size()))) {
           return absl::DataLossError(
               absl::StrCat(path, ": byte ", start, ": record does not parse as an update"));
         }
@@ -254,7 +359,15 @@ absl::StatusOr<int> LockWorkDir(const std::string& dir) {
 
 }  // namespace
 
-absl::StatusOr<Journal> Journal::Open(const std::string& dir, Recovered* recovered) {
+absl::StatusOr<Journal> Journal::Open(const std::string& dir, Recovered* recovered,
+                                      const JournalLimits& limits) {
+  if (limits.max_record_bytes < kSizeRecordPayload ||
+      limits.max_record_bytes > kMostLimits.max_record_bytes || limits.max_snapshot_bytes < 0 ||
+      limits.max_snapshot_bytes > kMostLimits.max_snapshot_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat("journal limits out of range: records of ",
+                                                   limits.max_record_bytes, " bytes, snapshots of ",
+                                                   limits.max_snapshot_bytes, " bytes"));
+  }
   std::error_code error;
   fs::create_directories(dir, error);
   if (error) return absl::InvalidArgumentError(absl::StrCat("work dir ", dir, ": ", error.message()));
@@ -271,19 +384,19 @@ absl::StatusOr<Journal> Journal::Open(const std::string& dir, Recovered* recover
   }
   if (error) return absl::InvalidArgumentError(absl::StrCat("work dir ", dir, ": ", error.message()));
 
-  Journal journal(dir);
+  Journal journal(dir, limits);
   journal.lock_fd_ = *lock_fd;
   int64_t first_journal = 0;
   if (!snapshots.empty()) {
     const auto& [seq, path] = *snapshots.rbegin();
     recovered->snapshot.emplace();
-    if (absl::Status s = ReadSnapshot(path, &*recovered->snapshot); !s.ok()) return s;
+    if (absl::Status s = ReadSnapshot(path, limits, &*recovered->snapshot); !s.ok()) return s;
     first_journal = seq;
     journal.sequence_ = seq;
   }
   for (auto it = journals.lower_bound(first_journal); it != journals.end(); ++it) {
     const bool last = std::next(it) == journals.end();
-    if (absl::Status s = ReadJournalFile(it->second, last, recovered); !s.ok()) return s;
+    if (absl::Status s = ReadJournalFile(it->second, last, limits, recovered); !s.ok()) return s;
     journal.sequence_ = std::max(journal.sequence_, it->first);
   }
   // Files a snapshot replaced, left by a crash before they were deleted.
@@ -301,6 +414,7 @@ absl::StatusOr<Journal> Journal::Open(const std::string& dir, Recovered* recover
 
 Journal::Journal(Journal&& other) noexcept
     : dir_(std::move(other.dir_)),
+      limits_(other.limits_),
       lock_fd_(std::exchange(other.lock_fd_, -1)),
       fd_(std::exchange(other.fd_, -1)),
       sequence_(other.sequence_),
@@ -312,6 +426,7 @@ Journal& Journal::operator=(Journal&& other) noexcept {
     if (fd_ >= 0) ::close(fd_);
     if (lock_fd_ >= 0) ::close(lock_fd_);
     dir_ = std::move(other.dir_);
+    limits_ = other.limits_;
     lock_fd_ = std::exchange(other.lock_fd_, -1);
     fd_ = std::exchange(other.fd_, -1);
     sequence_ = other.sequence_;
@@ -328,8 +443,9 @@ Journal::~Journal() {
 
 absl::Status Journal::StartFile(int64_t sequence) {
   const std::string path = (fs::path(dir_) / FileName("journal", sequence, ".log")).string();
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return absl::InternalError(Errno("cannot create", path));
+  absl::StatusOr<int> created = CreatePrivateFile(path);
+  if (!created.ok()) return created.status();
+  const int fd = *created;
   if (absl::Status s = WriteAll(fd, kJournalMagic, path); !s.ok()) {
     ::close(fd);
     return s;
@@ -350,6 +466,14 @@ absl::Status Journal::StartFile(int64_t sequence) {
 
 absl::Status Journal::Append(const proto::Update& update) {
   const std::string path = (fs::path(dir_) / FileName("journal", sequence_, ".log")).string();
+  // Refused before writing, so the journal stays whole: recovery would stop
+  // at a record longer than it reads.
+  const size_t size = update.ByteSizeLong();
+  if (size > limits_.max_record_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat("journal ", path, ": an update of ", size,
+                                                     " bytes is larger than the ", limits_.max_record_bytes,
+                                                     " bytes a record may hold; not written"));
+  }
   const std::string record = EncodeRecord(update.SerializeAsString());
   static Counter& bytes_written =
       ProcessMetrics()
@@ -373,16 +497,37 @@ absl::Status Journal::WriteSnapshot(const proto::StateSnapshot& snapshot) {
   const int64_t sequence = sequence_ + 1;
   const std::string path = (fs::path(dir_) / FileName("snapshot", sequence, ".pb")).string();
   const std::string temporary = path + ".tmp";
-  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return absl::InternalError(Errno("cannot create", temporary));
-  std::string contents(kSnapshotMagic);
-  contents += EncodeRecord(snapshot.SerializeAsString());
-  absl::Status status = WriteAll(fd, contents, temporary);
+  // Chunked rather than refused at one record's bound, so that any state
+  // the dispatcher can hold in one proto is written in a form recovery
+  // reads back; past the proto bound nothing can be, and the old snapshot
+  // and the journal since stay the record.
+  const size_t size = snapshot.ByteSizeLong();
+  if (size > static_cast<uint64_t>(limits_.max_snapshot_bytes)) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "journal ", dir_, ": a snapshot of ", size, " bytes is larger than the ", limits_.max_snapshot_bytes,
+        " bytes recovery reads; not written, the previous snapshot and the journal since stay in use"));
+  }
+  std::string payload;
+  if (!snapshot.SerializeToString(&payload)) {
+    return absl::InternalError(absl::StrCat("cannot serialize the snapshot for ", path));
+  }
+  absl::StatusOr<int> created = CreatePrivateFile(temporary);
+  if (!created.ok()) return created.status();
+  const int fd = *created;
+  std::string size_bytes;
+  PutLittleEndian64(payload.size(), &size_bytes);
+  absl::Status status = WriteAll(fd, std::string(kSnapshotMagic) + EncodeRecord(size_bytes), temporary);
+  for (size_t done = 0; status.ok() && done < payload.size(); done += limits_.max_record_bytes) {
+    status = WriteRecord(fd, std::string_view(payload).substr(done, limits_.max_record_bytes), temporary);
+  }
   if (status.ok() && ::fdatasync(fd) != 0) status = absl::InternalError(Errno("cannot sync", temporary));
   ::close(fd);
-  if (!status.ok()) return status;
-  if (::rename(temporary.c_str(), path.c_str()) != 0) {
-    return absl::InternalError(Errno("cannot rename to", path));
+  if (status.ok() && ::rename(temporary.c_str(), path.c_str()) != 0) {
+    status = absl::InternalError(Errno("cannot rename to", path));
+  }
+  if (!status.ok()) {
+    ::unlink(temporary.c_str());
+    return status;
   }
   if (absl::Status s = SyncDirectory(dir_); !s.ok()) return s;
   if (absl::Status s = StartFile(sequence); !s.ok()) return s;

@@ -8,12 +8,15 @@
 //   DIR/journal-NNNNNNNNNN.log  updates after that snapshot, in order
 //
 // Both are sequences of records: a 4-byte little-endian payload length, its
-// masked CRC-32C, the payload (a serialized proto), and the payload's
-// masked CRC-32C. Journal files start with an 8-byte magic.
+// masked CRC-32C, the payload (a serialized proto, or a chunk of one), and
+// the payload's masked CRC-32C, after an 8-byte magic. A snapshot is a
+// size record and then chunks, so no record exceeds what recovery reads.
+// Every file is created 0600: it holds the datasets' definitions.
 #ifndef SLUICE_DISPATCHER_JOURNAL_H_
 #define SLUICE_DISPATCHER_JOURNAL_H_
 
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -23,6 +26,16 @@
 #include "sluice/journal.pb.h"
 
 namespace sluice::dispatcher {
+
+// Bounds shared by the writer and recovery, so that whatever is written is
+// read back: the writer refuses what recovery would refuse. Tests make them
+// small.
+struct JournalLimits {
+  // The largest record payload: one update, or one chunk of a snapshot.
+  uint32_t max_record_bytes = uint32_t{1} << 30;
+  // The largest serialized snapshot: protobuf parses no message over 2 GiB.
+  int64_t max_snapshot_bytes = std::numeric_limits<int32_t>::max();
+};
 
 class Journal {
  public:
@@ -42,21 +55,31 @@ class Journal {
   };
 
   // Locks DIR (created when missing) for this process, reads it and
-  // prepares to append. A torn last record (a crash mid-write) is truncated
-  // and reported in warnings; any other damage is DataLoss naming the file
+  // prepares to append. A last record cut short (a crash mid-write) is
+  // truncated and reported in warnings; any other damage, a complete last
+  // record that fails its checksum included, is DataLoss naming the file
   // and byte offset. A DIR another live process holds is FailedPrecondition
   // naming its pid, before anything in DIR is read or changed: two
   // dispatchers on one work dir would delete each other's journal files.
-  static absl::StatusOr<Journal> Open(const std::string& dir, Recovered* recovered);
+  // Limits out of range (a record under 8 bytes; either above its
+  // default) are InvalidArgument.
+  static absl::StatusOr<Journal> Open(const std::string& dir, Recovered* recovered,
+                                      const JournalLimits& limits = {});
 
   Journal(Journal&&) noexcept;
   Journal& operator=(Journal&&) noexcept;
   ~Journal();
 
-  // Appends one update and waits until it is on disk.
+  // Appends one update and waits until it is on disk. An update larger
+  // than limits().max_record_bytes is ResourceExhausted and nothing is
+  // written: the journal stays whole and usable. Any other error may leave
+  // part of a record behind, and the journal must not be appended to again.
   absl::Status Append(const proto::Update& update);
   // Writes `snapshot` (the state after every update appended so far),
-  // starts a new journal file and deletes the files it replaces.
+  // starts a new journal file and deletes the files it replaces. A snapshot
+  // larger than limits().max_snapshot_bytes is ResourceExhausted, checked
+  // before anything is written: the previous snapshot and the journal since
+  // stay in place, appends may go on, and recovery replays them.
   absl::Status WriteSnapshot(const proto::StateSnapshot& snapshot);
   // Updates appended since the last snapshot.
   int64_t records_since_snapshot() const { return records_since_snapshot_; }
@@ -64,12 +87,14 @@ class Journal {
   // make a journal long in few records).
   int64_t bytes_since_snapshot() const { return bytes_since_snapshot_; }
   const std::string& dir() const { return dir_; }
+  const JournalLimits& limits() const { return limits_; }
 
  private:
-  explicit Journal(std::string dir) : dir_(std::move(dir)) {}
+  Journal(std::string dir, const JournalLimits& limits) : dir_(std::move(dir)), limits_(limits) {}
   absl::Status StartFile(int64_t sequence);
 
   std::string dir_;
+  JournalLimits limits_;
   int lock_fd_ = -1;  // DIR/LOCK, flock()ed while this journal lives
   int fd_ = -1;
   int64_t sequence_ = 0;  // of the journal file being appended to

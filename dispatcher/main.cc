@@ -29,7 +29,7 @@ int main(int argc, char** argv) {
     std::cerr << "dispatcherd: " << security.status().message() << "\n";
     return sluice::kConfigErrorExitCode;
   }
-  const sluice::RpcAuthenticator auth(security->cluster_token, security->client_token);
+  const sluice::RpcAuthenticator auth(security->cluster_token, security->client_token, security->tenants);
   // Before any thread logs: the page's recent errors include recovery's.
   sluice::dispatcher::DispatcherImpl::KeepRecentProblems();
   sluice::dispatcher::GrpcTaskPusher pusher;

@@ -64,6 +64,15 @@ absl::Status CheckRequest(const proto::GetOrRegisterDatasetRequest& request) {
       !s.ok()) {
     return s;
   }
+  // Numbers are the dispatcher's own ids: an explicit one could take the
+  // id the next registration would get, or lock every later one out.
+  if (!request.dataset_id().empty() && std::all_of(request.dataset_id().begin(), request.dataset_id().end(),
+                                                   [](char c) { return c >= '0' && c <= '9'; })) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "GetOrRegisterDataset: dataset_id '", request.dataset_id(),
+        "' is a number, and numbers are the dispatcher's own ids: name an explicit id with a letter in it, "
+        "or leave it empty to have one given"));
+  }
   if (absl::Status s = CheckDefinitionLimits(request.dataset()); !s.ok()) {
     return absl::Status(s.code(), absl::StrCat("GetOrRegisterDataset: ", s.message()));
   }

@@ -3,7 +3,6 @@
 // Labels number the class folders in sorted order, as ImageFolder does; the
 // files are listed once, sorted, when the pipeline is built, and read one
 // at a time as the iterator reaches them. Splittable by file.
-#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -44,17 +43,11 @@ struct ImageFile {
 };
 
 absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
-  if (absl::Status allowed = CheckReadablePath(path); !allowed.ok()) return allowed;
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    const int error = errno;
-    std::string message = absl::StrCat("image_folder: cannot open '", path, "': ", std::strerror(error));
-    return error == ENOENT ? absl::NotFoundError(message) : absl::PermissionDeniedError(message);
-  }
-  if (absl::Status allowed = CheckOpenedFile(fd, path); !allowed.ok()) {
-    close(fd);
-    return allowed;
-  }
+  // The listing took regular files only; one replaced since (by a FIFO,
+  // which would block the read for ever) is refused here.
+  absl::StatusOr<int> opened = OpenDataFile(path, "image_folder");
+  if (!opened.ok()) return opened.status();
+  const int fd = *opened;
   std::string bytes;
   struct stat info {};
   if (fstat(fd, &info) == 0 && info.st_size > kMaxImageFileBytes) {

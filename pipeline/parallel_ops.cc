@@ -173,14 +173,26 @@ class ParallelIterator : public IteratorBase {
     Element result;
   };
 
+  // May throw (an allocation), leaving the slots as they were: a slot
+  // without its Run would keep the consumer waiting for ever.
   void ScheduleMore() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     while (!input_done_ && !cancelled_ && !saving_ && in_flight_ < parallelism_ &&
            static_cast<int>(slots_.size()) < kUnitsPerCall * parallelism_) {
       auto slot = std::make_shared<Slot>();
       slots_.push_back(slot);
-      unassigned_.push_back(slot);
+      try {
+        unassigned_.push_back(slot);
+        try {
+          pool_->Schedule([this] { Run(); });
+        } catch (...) {
+          unassigned_.pop_back();
+          throw;
+        }
+      } catch (...) {
+        slots_.pop_back();
+        throw;
+      }
       ++in_flight_;
-      pool_->Schedule([this] { Run(); });
     }
   }
 
@@ -227,7 +239,13 @@ class ParallelIterator : public IteratorBase {
     slot->status = status;
     slot->result = std::move(result);
     --in_flight_;
-    ScheduleMore();
+    try {
+      ScheduleMore();
+    } catch (...) {
+      // Out of memory on a pool thread, where a throw would end the
+      // process: the consumer's next GetNext schedules again, and there a
+      // failure is its error.
+    }
   }
 
   bool ConsumerCanProceed() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {

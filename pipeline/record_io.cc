@@ -1,5 +1,7 @@
 #include "pipeline/record_io.h"
 
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstring>
 
@@ -35,18 +37,15 @@ absl::StatusOr<Compression> ParseCompression(const std::string& name) {
 
 absl::StatusOr<std::unique_ptr<InputStream>> InputStream::Open(const std::string& path,
                                                                Compression compression) {
-  // Checked before the open too, so that a path outside the data roots is
-  // never opened (a FIFO there would block, a device could act).
-  if (absl::Status allowed = CheckReadablePath(path); !allowed.ok()) return allowed;
-  FILE* file = std::fopen(path.c_str(), "rb");
+  // Only a regular file under the data roots, opened without blocking
+  // (a FIFO would hold the task for ever).
+  absl::StatusOr<int> fd = OpenDataFile(path);
+  if (!fd.ok()) return fd.status();
+  FILE* file = fdopen(*fd, "rb");
   if (file == nullptr) {
     const int error = errno;
-    std::string message = absl::StrCat("cannot open '", path, "': ", std::strerror(error));
-    return error == ENOENT ? absl::NotFoundError(message) : absl::PermissionDeniedError(message);
-  }
-  if (absl::Status allowed = CheckOpenedFile(fileno(file), path); !allowed.ok()) {
-    std::fclose(file);
-    return allowed;
+    close(*fd);
+    return absl::ResourceExhaustedError(absl::StrCat("cannot open '", path, "': ", std::strerror(error)));
   }
   std::unique_ptr<InputStream> stream(new InputStream(path, file, compression));
   if (compression != Compression::kNone) {

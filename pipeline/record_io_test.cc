@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <memory>
@@ -386,13 +387,21 @@ TEST_CASE("records: a line past the limit fails naming the file, the line and th
         "'" + path +
             "': line 2 is longer than 4 bytes, the longest line text_line reads (is it a text file? records "
             "this long belong in tfrecord files)");
-  // /dev/zero has no newline: the read stops at 64 MiB, not at the end of
-  // memory.
-  const Drained zeros = ReadLines("/dev/zero");
+  // A file of zeros has no newline: the read stops at 64 MiB, not at the
+  // end of memory (sparse, so it takes no disk).
+  const std::string zeros_path = dir.File("zeros.bin");
+  WriteFile(zeros_path, "");
+  std::filesystem::resize_file(zeros_path, kMaxLineBytes + 1024);
+  const Drained zeros = ReadLines(zeros_path);
   CHECK(zeros.records.empty());
   CHECK(zeros.status.code() == absl::StatusCode::kInvalidArgument);
   CHECK_THAT(std::string(zeros.status.message()),
-             Contains("'/dev/zero': line 1 is longer than 67108864 bytes, the longest line text_line reads"));
+             Contains("'" + zeros_path +
+                      "': line 1 is longer than 67108864 bytes, the longest line text_line reads"));
+  // /dev/zero, endless, is not read at all: not a regular file.
+  const Drained device = ReadLines("/dev/zero");
+  CHECK(device.status.code() == absl::StatusCode::kInvalidArgument);
+  CHECK(device.status.message() == "'/dev/zero' is a character device: file sources read only regular files");
 }
 
 TEST_CASE("records: text_line strips CRLF", "[records]") {

@@ -1,9 +1,13 @@
 #include "pipeline/sandbox.h"
 
+#include <fcntl.h>
 #include <limits.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
@@ -41,6 +45,16 @@ std::string Resolve(const std::string& path) {
   std::filesystem::path absolute = std::filesystem::absolute(path, error);
   if (error) return path;
   return std::filesystem::weakly_canonical(absolute, error).lexically_normal().string();
+}
+
+// What a file that is not a regular one is, for messages.
+const char* FileKind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
 }
 
 }  // namespace
@@ -95,6 +109,49 @@ absl::Status CheckOpenedFile(int fd, const std::string& path) {
   const ssize_t n = readlink(link.c_str(), resolved, sizeof(resolved) - 1);
   if (n <= 0) return CheckResolved(sandbox, Resolve(path), path);
   return CheckResolved(sandbox, std::string(resolved, static_cast<size_t>(n)), path);
+}
+
+absl::StatusOr<int> OpenDataFile(const std::string& path, const std::string& op) {
+  // Checked before the open too, so that a path outside the data roots is
+  // never opened (a device could act on it).
+  if (absl::Status allowed = CheckReadablePath(path); !allowed.ok()) return allowed;
+  const std::string prefix = op.empty() ? "" : op + ": ";
+  // O_NONBLOCK: open() of a FIFO returns at once instead of waiting for a
+  // writer; O_NOCTTY: a terminal does not become the daemon's.
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  if (fd < 0) {
+    const int error = errno;
+    std::string message = absl::StrCat(prefix, "cannot open '", path, "': ", std::strerror(error));
+    return error == ENOENT ? absl::NotFoundError(message) : absl::PermissionDeniedError(message);
+  }
+  // Closed on every way out but success (a message's allocation may throw).
+  struct Closer {
+    int fd;
+    ~Closer() {
+      if (fd >= 0) close(fd);
+    }
+  } closer{fd};
+  if (absl::Status allowed = CheckOpenedFile(fd, path); !allowed.ok()) return allowed;
+  struct stat info {};
+  if (fstat(fd, &info) != 0) {
+    return absl::PermissionDeniedError(
+        absl::StrCat(prefix, "cannot open '", path, "': fstat: ", std::strerror(errno)));
+  }
+  if (!S_ISREG(info.st_mode)) {
+    // A FIFO or a terminal would block the read (and the task) for ever, a
+    // directory has no bytes, a device may never end.
+    return absl::InvalidArgumentError(absl::StrCat(prefix, "'", path, "' is ", FileKind(info.st_mode),
+                                                   ": file sources read only regular files"));
+  }
+  // Reads block as usual: on a regular file O_NONBLOCK changes nothing, but
+  // the descriptor should not say otherwise.
+  const int flags = fcntl(fd, F_GETFL);
+  if (flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
+    return absl::InternalError(
+        absl::StrCat(prefix, "cannot open '", path, "': fcntl: ", std::strerror(errno)));
+  }
+  closer.fd = -1;
+  return fd;
 }
 
 absl::Status RequirePlugin(const std::string& plugin) {

@@ -46,6 +46,16 @@ absl::Status CheckReadablePath(const std::string& path);
 // sees where the open really led).
 absl::Status CheckOpenedFile(int fd, const std::string& path);
 
+// Opens a file source's file for reading, with the checks every file
+// source makes: the data roots (above), before the open and on where it
+// led; NotFound or PermissionDenied ("cannot open 'PATH': why") when it
+// cannot be opened; InvalidArgument ("'PATH' is a FIFO: ...") when it is
+// not a regular file. The open never blocks: a FIFO without a writer would
+// hold its task, and a stopping worker, for ever. A non-empty `op`
+// ("image_folder") starts those last two messages. The caller owns the
+// descriptor (close-on-exec; reads block as usual).
+absl::StatusOr<int> OpenDataFile(const std::string& path, const std::string& op = "");
+
 // A pipeline's `plugins` entry: loaded here when the sandbox is off;
 // with it on, FailedPrecondition naming the plugin and the owner unless a
 // plugin of that file name was loaded from the daemon's config.

@@ -1,14 +1,20 @@
 #include "pipeline/sandbox.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <future>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "pipeline/builder.h"
+#include "sluice/dataset.h"
 #include "tests/testing/test_util.h"
 
 namespace sluice {
@@ -106,6 +112,98 @@ TEST_CASE("sandbox: file sources refuse paths outside the roots", "[pipeline][sa
   absl::StatusOr<std::vector<std::string>> folder =
       testing::RunYaml("pipeline:\n  - image_folder: {root: " + dir.path() + "}\n");
   CHECK(folder.status().code() == absl::StatusCode::kPermissionDenied);
+}
+
+// `read`'s status, run on its own thread: one still blocked after 10 s
+// fails the test, and is let go by opening the FIFO's other end (a blocked
+// open returns, its reads then end), so that the test ends either way.
+absl::Status WithinTenSeconds(const std::string& fifo, std::function<absl::Status()> read) {
+  std::future<absl::Status> done = std::async(std::launch::async, std::move(read));
+  if (done.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
+    FAIL_CHECK("reading '" << fifo << "' blocked for 10 s");
+    const int writer = open(fifo.c_str(), O_WRONLY | O_NONBLOCK);
+    if (writer >= 0) close(writer);
+  }
+  return done.get();
+}
+
+absl::Status ReadAll(const Dataset& dataset) {
+  return testing::JsonLines(*testing::MustBuild(dataset)).status();
+}
+
+TEST_CASE("OpenDataFile: only regular files, and the open never blocks", "[pipeline][sandbox][hardening]") {
+  testing::TempDir dir;
+  const std::string fifo = dir.File("pipe");
+  REQUIRE(mkfifo(fifo.c_str(), 0600) == 0);
+  absl::Status status = WithinTenSeconds(fifo, [&] { return OpenDataFile(fifo, "text_line").status(); });
+  CHECK(status.code() == absl::StatusCode::kInvalidArgument);
+  CHECK(status.message() == "text_line: '" + fifo + "' is a FIFO: file sources read only regular files");
+  status = OpenDataFile(dir.path()).status();
+  CHECK(status.code() == absl::StatusCode::kInvalidArgument);
+  CHECK(status.message() == "'" + dir.path() + "' is a directory: file sources read only regular files");
+  status = OpenDataFile("/dev/null").status();
+  CHECK(status.code() == absl::StatusCode::kInvalidArgument);
+  CHECK(status.message() == "'/dev/null' is a character device: file sources read only regular files");
+  status = OpenDataFile(dir.File("missing")).status();
+  CHECK(status.code() == absl::StatusCode::kNotFound);
+  CHECK(status.message() == "cannot open '" + dir.File("missing") + "': No such file or directory");
+  // A regular file: open, close-on-exec, and reads block as usual.
+  testing::WriteFile(dir.File("a.txt"), "a\n");
+  absl::StatusOr<int> fd = OpenDataFile(dir.File("a.txt"));
+  REQUIRE(fd.ok());
+  CHECK((fcntl(*fd, F_GETFL) & O_NONBLOCK) == 0);
+  CHECK((fcntl(*fd, F_GETFD) & FD_CLOEXEC) != 0);
+  close(*fd);
+}
+
+TEST_CASE("file sources given a FIFO fail naming it, without blocking", "[pipeline][sandbox][hardening]") {
+  testing::TempDir dir;
+  const std::string fifo = dir.File("pipe");
+  REQUIRE(mkfifo(fifo.c_str(), 0600) == 0);
+  const std::string refused = "'" + fifo + "' is a FIFO: file sources read only regular files";
+  struct Case {
+    std::string name;
+    std::function<absl::Status()> read;
+  };
+  const std::vector<Case> cases = {
+      {"text_line", [&] { return ReadAll(Dataset::TextLine({fifo})); }},
+      {"text_line GZIP", [&] { return ReadAll(Dataset::TextLine({fifo}, "GZIP")); }},
+      {"tfrecord", [&] { return ReadAll(Dataset::TFRecord({fifo})); }},
+      {"fixed_length_record", [&] { return ReadAll(Dataset::FixedLengthRecord({fifo}, 4)); }},
+      {"webdataset", [&] { return ReadAll(Dataset::WebDataset({fifo}, {"jpg"})); }},
+      // Without keys, the first shard is read as the pipeline is built.
+      {"webdataset without keys",
+       [&] { return testing::DatasetFromYaml("- webdataset: " + fifo + "\n").status(); }},
+      {"list_files into text_line",
+       [&] {
+         return testing::RunYaml(absl::StrCat("- list_files: ", dir.File("p*"),
+                                              "\n- interleave: {pipeline: [text_line]}\n"))
+             .status();
+       }},
+  };
+  for (const Case& c : cases) {
+    INFO(c.name);
+    const absl::Status status = WithinTenSeconds(fifo, c.read);
+    CHECK(status.code() == absl::StatusCode::kInvalidArgument);
+    CHECK_THAT(std::string(status.message()), Catch::Matchers::Contains(refused));
+  }
+}
+
+TEST_CASE("image_folder: an image replaced by a FIFO after the listing fails naming it",
+          "[pipeline][sandbox][hardening]") {
+  testing::TempDir dir;
+  std::filesystem::create_directories(dir.File("root/cat"));
+  testing::WriteFile(dir.File("root/cat/a.jpg"), "not really a jpeg");
+  absl::StatusOr<DatasetPtr> built = testing::DatasetFromYaml("- image_folder: " + dir.File("root") + "\n");
+  REQUIRE(built.ok());
+  std::filesystem::remove(dir.File("root/cat/a.jpg"));
+  REQUIRE(mkfifo(dir.File("root/cat/a.jpg").c_str(), 0600) == 0);
+  const absl::Status status =
+      WithinTenSeconds(dir.File("root/cat/a.jpg"), [&] { return testing::JsonLines(**built).status(); });
+  CHECK(status.code() == absl::StatusCode::kInvalidArgument);
+  CHECK_THAT(std::string(status.message()),
+             Catch::Matchers::Contains("image_folder: '" + dir.File("root/cat/a.jpg") +
+                                       "' is a FIFO: file sources read only regular files"));
 }
 
 TEST_CASE("sandbox: a pipeline names a plugin, and only a loaded one runs", "[pipeline][sandbox]") {

@@ -463,9 +463,14 @@ class BackgroundIterator : public UnaryIterator {
 
   void Produce() {
     // On its own thread, where nothing else would catch what the input
-    // throws (or a failed allocation here).
+    // throws (or a failed allocation here). Nothing below allocates: a
+    // throw here would end the whole process.
     absl::Status status = CallContained("prefetch", [this] { return ProduceUntilEnd(); });
     absl::MutexLock lock(&mu_);
+    // Out of memory, the buffer is most likely what took it: the error
+    // comes now, with the memory back, rather than after up to `capacity`
+    // elements more (millions, for a large prefetch of small elements).
+    if (IsAllocationFailure(status)) buffer_.clear();
     status_ = status;
     done_ = true;
   }

@@ -3,8 +3,11 @@
 #include <snappy.h>
 #include <zstd.h>
 
+#include <cstdint>
+
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "common/proto_convert.h"
 
 namespace sluice {
 namespace {
@@ -54,41 +57,86 @@ absl::Status Compress(proto::WireCompression compression, std::string_view input
   }
 }
 
-absl::Status Decompress(proto::WireCompression compression, std::string_view input, std::string* output,
-                        size_t max_output) {
-  // The size the input declares is checked before anything is allocated:
-  // a few bytes may declare terabytes.
-  auto too_large = [&](uint64_t declared) {
-    return absl::DataLossError(absl::StrCat(WireCompressionName(compression), " data declares ", declared,
-                                            " bytes decompressed, more than the ", max_output, " allowed"));
-  };
+absl::StatusOr<uint64_t> DecompressedSize(proto::WireCompression compression, std::string_view input) {
   switch (compression) {
     case proto::COMPRESSION_SNAPPY: {
       size_t size = 0;
       if (!snappy::GetUncompressedLength(input.data(), input.size(), &size)) {
         return absl::DataLossError("corrupt snappy data in an element");
       }
-      if (size > max_output) return too_large(size);
-      if (!snappy::Uncompress(input.data(), input.size(), output)) {
-        return absl::DataLossError("corrupt snappy data in an element");
-      }
-      return absl::OkStatus();
+      return size;
     }
     case proto::COMPRESSION_ZSTD: {
       const unsigned long long size = ZSTD_getFrameContentSize(input.data(), input.size());
       if (size == ZSTD_CONTENTSIZE_ERROR || size == ZSTD_CONTENTSIZE_UNKNOWN) {
         return absl::DataLossError("corrupt zstd data in an element");
       }
-      if (size > max_output) return too_large(size);
-      output->resize(size);
+      return size;
+    }
+    default:
+      return input.size();
+  }
+}
+
+absl::Status Decompress(proto::WireCompression compression, std::string_view input, std::string* output,
+                        size_t max_output) {
+  // The size the input declares is checked before anything is allocated:
+  // a few bytes may declare terabytes.
+  absl::StatusOr<uint64_t> size = DecompressedSize(compression, input);
+  if (!size.ok()) return size.status();
+  if (*size > max_output) {
+    return absl::DataLossError(absl::StrCat(WireCompressionName(compression), " data declares ", *size,
+                                            " bytes decompressed, more than the ", max_output, " allowed"));
+  }
+  switch (compression) {
+    case proto::COMPRESSION_SNAPPY:
+      if (!snappy::Uncompress(input.data(), input.size(), output)) {
+        return absl::DataLossError("corrupt snappy data in an element");
+      }
+      return absl::OkStatus();
+    case proto::COMPRESSION_ZSTD: {
+      output->resize(*size);
       const size_t got = ZSTD_decompress(output->data(), output->size(), input.data(), input.size());
-      if (ZSTD_isError(got) || got != size) return absl::DataLossError("corrupt zstd data in an element");
+      if (ZSTD_isError(got) || got != *size) return absl::DataLossError("corrupt zstd data in an element");
       return absl::OkStatus();
     }
     default:
       output->assign(input);
       return absl::OkStatus();
   }
+}
+
+absl::Status DecodeElements(const proto::GetElementsResponse& response, std::vector<Element>* elements,
+                            size_t max_decompressed) {
+  // All the sizes before any allocation: each element alone may be under
+  // the limit while together they declare gigabytes (a few KiB of zstd).
+  uint64_t declared = 0;
+  for (const std::string& compressed : response.compressed_elements()) {
+    absl::StatusOr<uint64_t> size = DecompressedSize(response.compression(), compressed);
+    if (!size.ok()) return size.status();
+    declared = *size > UINT64_MAX - declared ? UINT64_MAX : declared + *size;
+  }
+  if (declared > max_decompressed) {
+    return absl::DataLossError(absl::StrCat(
+        "GetElements response: its ", response.compressed_elements_size(), " compressed elements declare ",
+        declared, " bytes decompressed, past the ", max_decompressed, " they may have"));
+  }
+  elements->reserve(elements->size() + response.elements_size() + response.compressed_elements_size());
+  for (const proto::ElementProto& p : response.elements()) {
+    absl::StatusOr<Element> e = ElementFromProto(p);
+    if (!e.ok()) return e.status();
+    elements->push_back(*std::move(e));
+  }
+  std::string bytes;
+  proto::ElementProto decoded;
+  for (const std::string& compressed : response.compressed_elements()) {
+    if (absl::Status s = Decompress(response.compression(), compressed, &bytes); !s.ok()) return s;
+    if (!decoded.ParseFromString(bytes)) return absl::DataLossError("a decompressed element does not parse");
+    absl::StatusOr<Element> e = ElementFromProto(decoded);
+    if (!e.ok()) return e.status();
+    elements->push_back(*std::move(e));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace sluice

@@ -1,11 +1,23 @@
 #include "service/compression.h"
 
 #include <catch2/catch.hpp>
+#include <cstdint>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/proto_convert.h"
 
 namespace sluice {
 namespace {
+
+// A zstd frame header alone (single segment, an 8-byte content size) that
+// declares `bytes` decompressed: all a bomb's size check reads.
+std::string ZstdHeader(uint64_t bytes) {
+  std::string header("\x28\xb5\x2f\xfd\xe0", 5);
+  for (int i = 0; i < 8; ++i) header += static_cast<char>(bytes >> (8 * i));
+  return header;
+}
 
 TEST_CASE("compression: every codec round-trips", "[compression]") {
   std::string input;
@@ -64,6 +76,83 @@ TEST_CASE("compression: a size past the limit is refused before decompressing", 
         absl::DataLossError(
             "snappy data declares 2147483648 bytes decompressed, more than the 268435456 allowed"));
   CHECK(output.empty());
+}
+
+TEST_CASE("compression: DecompressedSize reads the size from the header alone", "[compression]") {
+  const std::string input(1000, 'x');
+  for (proto::WireCompression codec :
+       {proto::COMPRESSION_NONE, proto::COMPRESSION_SNAPPY, proto::COMPRESSION_ZSTD}) {
+    INFO(WireCompressionName(codec));
+    std::string compressed;
+    REQUIRE(Compress(codec, input, &compressed).ok());
+    CHECK(*DecompressedSize(codec, compressed) == 1000);
+  }
+  CHECK(*DecompressedSize(proto::COMPRESSION_ZSTD, ZstdHeader(uint64_t{1} << 40)) == (uint64_t{1} << 40));
+  CHECK(*DecompressedSize(proto::COMPRESSION_SNAPPY, std::string("\x80\x80\x80\x80\x08", 5)) ==
+        (uint64_t{1} << 31));
+  CHECK(DecompressedSize(proto::COMPRESSION_ZSTD, "not a zstd frame").status() ==
+        absl::DataLossError("corrupt zstd data in an element"));
+  CHECK(DecompressedSize(proto::COMPRESSION_SNAPPY, "\xff\xff\xff\xff\xff garbage").status() ==
+        absl::DataLossError("corrupt snappy data in an element"));
+}
+
+// A response of `count` copies of `compressed`.
+proto::GetElementsResponse Response(proto::WireCompression codec, const std::string& compressed, int count) {
+  proto::GetElementsResponse response;
+  response.set_compression(codec);
+  for (int i = 0; i < count; ++i) response.add_compressed_elements(compressed);
+  return response;
+}
+
+TEST_CASE("compression: a response's compressed elements are bounded together, before any is decompressed",
+          "[compression]") {
+  const Element element = Element::Of(Tensor::FromVector<int64_t>(std::vector<int64_t>(100, 7)));
+  proto::ElementProto encoded;
+  ElementToProto(element, &encoded);
+  const std::string serialized = encoded.SerializeAsString();
+  for (proto::WireCompression codec : {proto::COMPRESSION_SNAPPY, proto::COMPRESSION_ZSTD}) {
+    INFO(WireCompressionName(codec));
+    std::string compressed;
+    REQUIRE(Compress(codec, serialized, &compressed).ok());
+    const proto::GetElementsResponse response = Response(codec, compressed, 3);
+    const size_t total = 3 * serialized.size();
+    std::vector<Element> elements;
+    REQUIRE(DecodeElements(response, &elements, total).ok());
+    CHECK(elements == std::vector<Element>(3, element));
+    // One byte less: refused whole, though each element alone fits.
+    elements.clear();
+    CHECK(DecodeElements(response, &elements, total - 1) ==
+          absl::DataLossError(absl::StrCat("GetElements response: its 3 compressed elements declare ", total,
+                                           " bytes decompressed, past the ", total - 1, " they may have")));
+    CHECK(elements.empty());
+  }
+}
+
+TEST_CASE("compression: zstd and snappy bombs are refused by their declared sizes", "[compression]") {
+  // 64 MiB of zeros compress to a few KiB; five declare 320 MiB, past the
+  // 256 MiB of a message. Nothing is decompressed (no element comes out).
+  std::string bomb;
+  REQUIRE(Compress(proto::COMPRESSION_ZSTD, std::string(size_t{64} << 20, '\0'), &bomb).ok());
+  CHECK(bomb.size() < 16384);
+  std::vector<Element> elements;
+  CHECK(DecodeElements(Response(proto::COMPRESSION_ZSTD, bomb, 5), &elements) ==
+        absl::DataLossError("GetElements response: its 5 compressed elements declare 335544320 bytes "
+                            "decompressed, past the 268435456 they may have"));
+  CHECK(elements.empty());
+  // Four are exactly the limit: the first is decompressed, and its zeros
+  // are no element.
+  CHECK(DecodeElements(Response(proto::COMPRESSION_ZSTD, bomb, 4), &elements) ==
+        absl::DataLossError("a decompressed element does not parse"));
+  // Headers alone: three snappy lengths of 128 MiB; two zstd sizes of 2^63
+  // whose sum would wrap (it is counted as the largest size instead).
+  CHECK(
+      DecodeElements(Response(proto::COMPRESSION_SNAPPY, std::string("\x80\x80\x80\x40", 4), 3), &elements) ==
+      absl::DataLossError("GetElements response: its 3 compressed elements declare 402653184 bytes "
+                          "decompressed, past the 268435456 they may have"));
+  CHECK(DecodeElements(Response(proto::COMPRESSION_ZSTD, ZstdHeader(uint64_t{1} << 63), 2), &elements) ==
+        absl::DataLossError("GetElements response: its 2 compressed elements declare 18446744073709551615 "
+                            "bytes decompressed, past the 268435456 they may have"));
+  CHECK(elements.empty());
 }
 
 TEST_CASE("compression: names parse in any case, unknown ones are refused", "[compression]") {

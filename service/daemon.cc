@@ -139,6 +139,9 @@ void DescribeHttpSettings(HttpSettings* settings, ConfigSchema* schema) {
   schema->AddString(
       "http_bind_address", &settings->http_bind_address,
       "address of the HTTP port, which has no auth or TLS: open it to the monitoring network only");
+  schema->AddStringList("http_host_names", &settings->http_host_names,
+                        "DNS names the HTTP port answers to besides IP addresses, localhost and the host's "
+                        "name (others get 421, against DNS rebinding)");
   schema->AddString("http_port_file", &settings->http_port_file,
                     "file to write the bound HTTP port to (for scripts using http_port 0)");
   schema->AddString("log_format", &settings->log_format, "text or json (one JSON object per line)",
@@ -252,8 +255,15 @@ int ServeUntilShutdown(const std::string& program, const ServerOptions& options,
   }
   std::unique_ptr<HttpServer> http;
   if (options.http.http_port >= 0) {
-    absl::StatusOr<std::unique_ptr<HttpServer>> started_http = HttpServer::Start(
-        options.http.http_bind_address, static_cast<int>(options.http.http_port), options.http_routes);
+    if (!IsLoopbackAddress(options.http.http_bind_address)) {
+      spdlog::warn(
+          "the HTTP port on {} has no auth or TLS: /metrics, /healthz and the status page (jobs, workers, "
+          "errors) are open to anyone who can reach it; keep it on the monitoring network",
+          options.http.http_bind_address);
+    }
+    absl::StatusOr<std::unique_ptr<HttpServer>> started_http =
+        HttpServer::Start(options.http.http_bind_address, static_cast<int>(options.http.http_port),
+                          options.http_routes, options.http.http_host_names);
     if (!started_http.ok()) {
       std::cerr << program << ": http_port: " << started_http.status().message() << "\n";
       return kConfigErrorExitCode;

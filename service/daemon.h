@@ -55,6 +55,9 @@ struct HttpSettings {
   // Apart from bind_address: the port has no auth or TLS, so it stays on
   // loopback unless the operator opens it (to the monitoring network).
   std::string http_bind_address = "127.0.0.1";
+  // Names the port answers to besides IP addresses, localhost and the
+  // host's name (HttpServer::Start's DNS-rebinding guard).
+  std::vector<std::string> http_host_names;
   std::string http_port_file;
   std::string log_format = "text";
 };

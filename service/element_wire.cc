@@ -4,10 +4,12 @@
 #include <grpcpp/support/proto_buffer_reader.h>
 
 #include <climits>
+#include <cstdint>
 #include <optional>
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "common/exceptions.h"
 #include "common/proto_convert.h"
 #include "service/compression.h"
 
@@ -480,9 +482,11 @@ absl::Status ReadIntegers(CodedInputStream& in, uint32_t tag, std::vector<int64_
 }
 
 // A frame field: read in place, or decompressed first (the encoder writes
-// `compression` before it).
+// `compression` before it). `decompressed` counts what the response's
+// frames decompressed to: together they stay under kMaxDecompressedBytes.
 absl::Status ReadFrame(CodedInputStream& in, proto::WireCompression compression, FrameSpecs* specs,
-                       const std::shared_ptr<const void>& in_place, std::vector<Element>* elements) {
+                       const std::shared_ptr<const void>& in_place, std::vector<Element>* elements,
+                       size_t* decompressed) {
   uint32_t length = 0;
   if (!in.ReadVarint32(&length) || length > static_cast<uint32_t>(in.BytesUntilLimit())) {
     return Malformed(in, "the frame is truncated");
@@ -495,17 +499,17 @@ absl::Status ReadFrame(CodedInputStream& in, proto::WireCompression compression,
   std::string compressed;
   std::string frame;
   if (!in.ReadString(&compressed, static_cast<int>(length))) return Malformed(in, "the frame is truncated");
-  if (absl::Status s = Decompress(compression, compressed, &frame); !s.ok()) return s;
+  const absl::Status s = Decompress(compression, compressed, &frame, kMaxDecompressedBytes - *decompressed);
+  if (!s.ok()) return s;
+  *decompressed += frame.size();
   if (frame.size() > static_cast<size_t>(INT_MAX))
     return absl::DataLossError("a decompressed frame is over 2 GiB");
   CodedInputStream frame_in(reinterpret_cast<const uint8_t*>(frame.data()), static_cast<int>(frame.size()));
   return DecodeFrame(frame_in, frame.size(), specs, elements);
 }
 
-}  // namespace
-
-absl::Status DecodeElementsResponse(grpc::ByteBuffer* buffer, ElementsResponse* response, FrameSpecs* specs,
-                                    const std::shared_ptr<const void>& in_place) {
+absl::Status DecodeResponse(grpc::ByteBuffer* buffer, ElementsResponse* response, FrameSpecs* specs,
+                            const std::shared_ptr<const void>& in_place) {
   std::vector<Element>* elements = &response->elements;
   bool* end_of_sequence = &response->end_of_sequence;
   if (buffer->Length() > static_cast<size_t>(INT_MAX)) {
@@ -520,6 +524,7 @@ absl::Status DecodeElementsResponse(grpc::ByteBuffer* buffer, ElementsResponse* 
   proto::GetElementsResponse compressed;
   *end_of_sequence = false;
   SmallTensorArena arena;
+  size_t decompressed = 0;
   while (uint32_t tag = in.ReadTag()) {
     uint64_t value = 0;
     if (tag == kResponseElement) {
@@ -530,7 +535,8 @@ absl::Status DecodeElementsResponse(grpc::ByteBuffer* buffer, ElementsResponse* 
       if (!in.ReadVarint64(&value)) return Malformed(in, "end_of_sequence is truncated");
       *end_of_sequence = value != 0;
     } else if (tag == kResponseFrame) {
-      if (absl::Status s = ReadFrame(in, compressed.compression(), specs, in_place, elements); !s.ok()) {
+      if (absl::Status s = ReadFrame(in, compressed.compression(), specs, in_place, elements, &decompressed);
+          !s.ok()) {
         return s;
       }
       response->frame = true;
@@ -563,7 +569,8 @@ absl::Status DecodeElementsResponse(grpc::ByteBuffer* buffer, ElementsResponse* 
     }
   }
   if (absl::Status s = LeaveMessage(in, "the response", limit); !s.ok()) return s;
-  if (absl::Status s = DecodeElements(compressed, elements); !s.ok()) return s;
+  if (absl::Status s = DecodeElements(compressed, elements, kMaxDecompressedBytes - decompressed); !s.ok())
+    return s;
   const size_t tagged = response->tags.split_seqs.size();
   if (tagged != response->tags.split_positions.size() || (tagged != 0 && tagged != elements->size())) {
     return absl::DataLossError(absl::StrCat("GetElements response: ", elements->size(), " elements but ",
@@ -578,23 +585,18 @@ absl::Status DecodeElementsResponse(grpc::ByteBuffer* buffer, ElementsResponse* 
   return absl::OkStatus();
 }
 
-absl::Status DecodeElements(const proto::GetElementsResponse& response, std::vector<Element>* elements) {
-  elements->reserve(elements->size() + response.elements_size() + response.compressed_elements_size());
-  for (const proto::ElementProto& p : response.elements()) {
-    absl::StatusOr<Element> e = ElementFromProto(p);
-    if (!e.ok()) return e.status();
-    elements->push_back(*std::move(e));
+}  // namespace
+
+absl::Status DecodeElementsResponse(grpc::ByteBuffer* buffer, ElementsResponse* response, FrameSpecs* specs,
+                                    const std::shared_ptr<const void>& in_place) {
+  // Sizes are checked before they are allocated; this is the backstop for
+  // an allocation that fails anyway: a reader's thread must not throw.
+  try {
+    return DecodeResponse(buffer, response, specs, in_place);
+  } catch (...) {
+    return StatusFromCurrentException(
+        absl::StrCat("decoding a GetElements response of ", buffer->Length(), " bytes"));
   }
-  std::string bytes;
-  proto::ElementProto decoded;
-  for (const std::string& compressed : response.compressed_elements()) {
-    if (absl::Status s = Decompress(response.compression(), compressed, &bytes); !s.ok()) return s;
-    if (!decoded.ParseFromString(bytes)) return absl::DataLossError("a decompressed element does not parse");
-    absl::StatusOr<Element> e = ElementFromProto(decoded);
-    if (!e.ok()) return e.status();
-    elements->push_back(*std::move(e));
-  }
-  return absl::OkStatus();
 }
 
 }  // namespace sluice

@@ -23,6 +23,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "service/compression.h"
 #include "service/element_frame.h"
 #include "sluice/element.h"
 #include "sluice/service.pb.h"
@@ -90,14 +91,14 @@ absl::Status ParseRequest(const grpc::ByteBuffer& bytes, absl::string_view rpc,
 // Decodes a serialized GetElementsResponse, compressed or not, with its
 // elements as protos or as a frame (whose spec, when left out, is found in
 // `specs`). Malformed bytes are DataLoss or InvalidArgument naming what is
-// wrong, never a crash. `in_place`: the buffer's bytes stay put while it
+// wrong, never a crash; so is a response whose compressed parts together
+// decompress past kMaxDecompressedBytes, and a failed allocation is
+// ResourceExhausted. An already parsed response: DecodeElements
+// (service/compression.h). `in_place`: the buffer's bytes stay put while it
 // lives, so a frame's large tensors may be views of them (DecodeFrame).
 absl::Status DecodeElementsResponse(grpc::ByteBuffer* buffer, ElementsResponse* response,
                                     FrameSpecs* specs = nullptr,
                                     const std::shared_ptr<const void>& in_place = nullptr);
-
-// Decodes an already parsed response (the compressed path, and tests).
-absl::Status DecodeElements(const proto::GetElementsResponse& response, std::vector<Element>* elements);
 
 }  // namespace sluice
 

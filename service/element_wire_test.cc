@@ -4,7 +4,9 @@
 #include <random>
 #include <set>
 
+#include "absl/strings/str_cat.h"
 #include "common/proto_convert.h"
+#include "service/compression.h"
 #include "service/wire_test_helpers.h"
 
 namespace sluice {
@@ -298,6 +300,32 @@ TEST_CASE("element_wire: malformed messages name the problem", "[wire]") {
       status.message() ==
       "int64 tensor of shape [9223372036854775807, 1, 9223372036854775807, 1] needs more than the 8 bytes it "
       "got");
+}
+
+TEST_CASE("element_wire: a response's decompressed frame and elements count against one limit", "[wire]") {
+  // A compressed frame of the sample elements, then a compressed element
+  // (a zstd header alone) declaring a byte more than the limit leaves.
+  // Elements of one spec, which a frame carries.
+  std::vector<Element> same_spec(3);
+  for (Element& element : same_spec) element.components.push_back(Iota(100));
+  absl::StatusOr<grpc::ByteBuffer> encoded =
+      EncodeElementsResponse(same_spec, false, 0, proto::COMPRESSION_ZSTD, {}, FrameRequest{.frame = true});
+  REQUIRE(encoded.ok());
+  proto::GetElementsResponse response;
+  REQUIRE(response.ParseFromString(Flatten(*encoded)));
+  std::string frame;
+  REQUIRE(!response.frame().empty());
+  REQUIRE(Decompress(proto::COMPRESSION_ZSTD, response.frame(), &frame).ok());
+  const uint64_t left = kMaxDecompressedBytes - frame.size();
+  std::string header("\x28\xb5\x2f\xfd\xe0", 5);
+  for (int i = 0; i < 8; ++i) header += static_cast<char>((left + 1) >> (8 * i));
+  response.add_compressed_elements(header);
+  const std::string bytes = response.SerializeAsString();
+  grpc::ByteBuffer buffer = Sliced(bytes, bytes.size());
+  ElementsResponse decoded;
+  CHECK(DecodeElementsResponse(&buffer, &decoded) ==
+        absl::DataLossError(absl::StrCat("GetElements response: its 1 compressed elements declare ", left + 1,
+                                         " bytes decompressed, past the ", left, " they may have")));
 }
 
 TEST_CASE("proto_convert: a huge shape is refused before allocating", "[proto]") {

@@ -20,7 +20,9 @@ namespace sluice {
 // Bumped on any incompatible protocol change.
 // 2: GetSplits answers runs of splits (SplitProto.count), which a version 1
 // worker would read as single splits.
-inline constexpr int kProtocolVersion = 2;
+// 3: capabilities: ClientHeartbeat needs the client's secret and
+// GetElements the task's read secret (issue 32).
+inline constexpr int kProtocolVersion = 3;
 inline constexpr char kServerVersion[] = "sluice 0.1.0";
 
 absl::Status FromGrpcStatus(const grpc::Status& status);

@@ -1,9 +1,11 @@
 #include "service/http_server.h"
 
+#include <arpa/inet.h>
 #include <httplib.h>
 #include <netdb.h>
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
@@ -16,6 +18,8 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/thread_pool.h"
@@ -68,11 +72,34 @@ class BoundedTaskQueue final : public httplib::TaskQueue {
   std::unique_ptr<ThreadPool> pool_;
 };
 
+// The host of a Host header ("name:port", "[v6]:port"), lower case.
+std::string HostOf(std::string header) {
+  if (!header.empty() && header.front() == '[') {
+    const size_t close = header.find(']');
+    header = header.substr(1, close == std::string::npos ? std::string::npos : close - 1);
+  } else if (const size_t colon = header.find(':');
+             colon != std::string::npos && header.find(':', colon + 1) == std::string::npos) {
+    header.resize(colon);
+  }
+  return absl::AsciiStrToLower(header);
+}
+
+bool IsIpAddress(const std::string& host) {
+  in_addr v4{};
+  in6_addr v6{};
+  return inet_pton(AF_INET, host.c_str(), &v4) == 1 || inet_pton(AF_INET6, host.c_str(), &v6) == 1;
+}
+
 }  // namespace
 
 class HttpServer::Impl {
  public:
-  explicit Impl(HttpRoutes routes) : routes_(std::move(routes)) {
+  Impl(HttpRoutes routes, std::vector<std::string> host_names) : routes_(std::move(routes)) {
+    for (const std::string& name : host_names) allowed_hosts_.insert(absl::AsciiStrToLower(name));
+    allowed_hosts_.insert("localhost");
+    char hostname[256] = {};
+    if (gethostname(hostname, sizeof(hostname) - 1) == 0)
+      allowed_hosts_.insert(absl::AsciiStrToLower(hostname));
     server_.new_task_queue = [] { return new BoundedTaskQueue(kHttpServerThreads); };
     server_.set_socket_options(SetSocketOptions);
     server_.set_payload_max_length(kMaxHttpRequestBodyBytes);
@@ -142,6 +169,18 @@ class HttpServer::Impl {
 
  private:
   httplib::Server::HandlerResponse Route(const httplib::Request& req, httplib::Response& res) {
+    // HTTP/1.0 requests may have no Host: no browser sends those.
+    if (req.has_header("Host")) {
+      const std::string host = HostOf(req.get_header_value("Host"));
+      if (!IsIpAddress(host) && !allowed_hosts_.contains(host)) {
+        res.status = 421;
+        res.set_content(absl::StrCat("this daemon does not answer to the name '", host,
+                                     "' (a guard against DNS rebinding): use its IP address, or add the name "
+                                     "to http_host_names\n"),
+                        kPlainText);
+        return httplib::Server::HandlerResponse::Handled;
+      }
+    }
     const auto it = routes_.find(req.path);
     // Unhandled ends in httplib's 404, since no route is registered with it.
     if (it == routes_.end()) return httplib::Server::HandlerResponse::Unhandled;
@@ -160,6 +199,8 @@ class HttpServer::Impl {
   }
 
   const HttpRoutes routes_;
+  // Lower case; IP addresses are always allowed.
+  absl::flat_hash_set<std::string> allowed_hosts_;
   httplib::Server server_;
   std::thread thread_;
   std::atomic<bool> listen_returned_{false};
@@ -169,7 +210,8 @@ class HttpServer::Impl {
 };
 
 absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const std::string& bind_address, int port,
-                                                              HttpRoutes routes) {
+                                                              HttpRoutes routes,
+                                                              std::vector<std::string> host_names) {
   if (port < 0 || port > 65535) {
     return absl::InvalidArgumentError(absl::StrCat("invalid HTTP port ", port, ": expected 0 to 65535"));
   }
@@ -185,7 +227,7 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const std::string&
     return HttpResponse{200, kMetricsContentType, ProcessMetrics().Render()};
   };
   routes["/healthz"] = [](const HttpRequest&) { return HttpResponse{200, kPlainText, "ok\n"}; };
-  auto impl = std::make_unique<Impl>(std::move(routes));
+  auto impl = std::make_unique<Impl>(std::move(routes), std::move(host_names));
   absl::StatusOr<int> bound = impl->Listen(bind_address, port);
   if (!bound.ok()) return bound.status();
   return std::unique_ptr<HttpServer>(new HttpServer(std::move(impl), *bound));

@@ -25,6 +25,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -65,8 +66,14 @@ class HttpServer {
   // serves until Stop(). InvalidArgument for a bad port, a path not
   // starting with '/', or one of the built-in paths; Unavailable when the
   // address cannot be bound, naming address, port and the reason.
+  //
+  // A request whose Host header names neither an IP address, localhost,
+  // this machine's host name nor one of `host_names` is answered 421: a
+  // web page that rebinds its own DNS name to this address cannot read
+  // the status page through a browser.
   static absl::StatusOr<std::unique_ptr<HttpServer>> Start(const std::string& bind_address, int port,
-                                                           HttpRoutes routes = {});
+                                                           HttpRoutes routes = {},
+                                                           std::vector<std::string> host_names = {});
 
   // Stop()s.
   ~HttpServer();

@@ -185,3 +185,31 @@ TEST_CASE("http server: a silent client neither blocks others nor holds Stop()",
 
 }  // namespace
 }  // namespace sluice
+
+namespace sluice {
+namespace {
+
+TEST_CASE("http server: a Host that names another site is refused (DNS rebinding)", "[http]") {
+  absl::StatusOr<std::unique_ptr<HttpServer>> server =
+      HttpServer::Start("127.0.0.1", 0, {}, {"Sluice-Dispatcher.example"});
+  REQUIRE(server.ok());
+  httplib::Client client("127.0.0.1", (*server)->port());
+  auto get_as = [&](const std::string& host) {
+    httplib::Result result = client.Get("/healthz", {{"Host", host}});
+    REQUIRE(result);
+    return std::make_pair(result->status, result->body);
+  };
+  for (const std::string& host :
+       {std::string("127.0.0.1:8080"), std::string("[::1]:9"), std::string("10.1.2.3"),
+        std::string("localhost:80"), std::string("sluice-dispatcher.example:443")}) {
+    INFO(host);
+    CHECK(get_as(host) == std::make_pair(200, std::string("ok\n")));
+  }
+  CHECK(get_as("attacker.example:80") ==
+        std::make_pair(421, std::string("this daemon does not answer to the name 'attacker.example' (a guard "
+                                        "against DNS rebinding): use its IP address, or add the name to "
+                                        "http_host_names\n")));
+}
+
+}  // namespace
+}  // namespace sluice

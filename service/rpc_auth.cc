@@ -26,13 +26,23 @@ bool SameDigest(const std::string& presented, const std::string& expected) {
 
 }  // namespace
 
-RpcAuthenticator::RpcAuthenticator(std::string cluster_token, std::string client_token)
+bool SameSecret(absl::string_view presented, absl::string_view expected) {
+  return !expected.empty() && presented.size() == expected.size() &&
+         CRYPTO_memcmp(presented.data(), expected.data(), expected.size()) == 0;
+}
+
+RpcAuthenticator::RpcAuthenticator(std::string cluster_token, std::string client_token,
+                                   std::vector<TenantToken> tenants)
     : cluster_token_(std::move(cluster_token)),
       client_token_(std::move(client_token)),
       cluster_digest_(cluster_token_.empty() ? "" : Digest(cluster_token_)),
-      client_digest_(client_token_.empty() ? "" : Digest(client_token_)) {}
+      client_digest_(client_token_.empty() ? "" : Digest(client_token_)),
+      tenants_(std::move(tenants)) {
+  for (const TenantToken& tenant : tenants_) tenant_digests_.push_back(Digest(tenant.token));
+}
 
-RpcAuthenticator::Presented RpcAuthenticator::Classify(const grpc::ServerContextBase& context) const {
+RpcAuthenticator::Presented RpcAuthenticator::Classify(const grpc::ServerContextBase& context,
+                                                       size_t* tenant) const {
   const auto& metadata = context.client_metadata();
   auto it = metadata.find("authorization");
   if (it == metadata.end()) return Presented::kNone;
@@ -42,20 +52,37 @@ RpcAuthenticator::Presented RpcAuthenticator::Classify(const grpc::ServerContext
   const std::string presented = Digest(header);
   const bool cluster = SameDigest(presented, cluster_digest_);
   const bool client = SameDigest(presented, client_digest_);
+  bool any_tenant = false;
+  for (size_t i = 0; i < tenant_digests_.size(); ++i) {
+    if (SameDigest(presented, tenant_digests_[i])) {
+      any_tenant = true;
+      *tenant = i;
+    }
+  }
   if (cluster) return Presented::kCluster;
   if (client) return Presented::kClient;
+  if (any_tenant) return Presented::kTenant;
   return Presented::kWrong;
 }
 
 absl::Status RpcAuthenticator::Check(const grpc::ServerContextBase& context, absl::string_view method,
-                                     RpcRole role) const {
-  const std::string& needed = role == RpcRole::kCluster ? cluster_token_ : client_token_;
-  if (needed.empty() && (role == RpcRole::kCluster || cluster_token_.empty())) return absl::OkStatus();
-  const Presented presented = Classify(context);
-  if (presented == Presented::kCluster) return absl::OkStatus();
-  if (role == RpcRole::kClient && (presented == Presented::kClient || client_token_.empty())) {
+                                     RpcRole role, Caller* caller) const {
+  if (caller != nullptr) *caller = Caller{};
+  const bool client_tokens = !client_token_.empty() || !tenants_.empty();
+  if (role == RpcRole::kCluster ? cluster_token_.empty() : (!client_tokens && cluster_token_.empty())) {
     return absl::OkStatus();
   }
+  size_t tenant = 0;
+  const Presented presented = Classify(context, &tenant);
+  if (presented == Presented::kCluster) return absl::OkStatus();
+  if (role == RpcRole::kClient && (presented == Presented::kClient || presented == Presented::kTenant)) {
+    if (caller != nullptr) {
+      caller->tenant = presented == Presented::kTenant ? tenants_[tenant].name : std::string();
+    }
+    return absl::OkStatus();
+  }
+  // Without client tokens, a client needs none (nor names a tenant).
+  if (role == RpcRole::kClient && !client_tokens) return absl::OkStatus();
   const char* token = role == RpcRole::kCluster ? "the cluster token" : "the client token";
   std::string message;
   switch (presented) {
@@ -64,6 +91,7 @@ absl::Status RpcAuthenticator::Check(const grpc::ServerContextBase& context, abs
                              role == RpcRole::kClient ? " (set SLUICE_TOKEN_FILE, or --token-file)" : "");
       break;
     case Presented::kClient:
+    case Presented::kTenant:
       message = absl::StrCat(method,
                              " is a worker's RPC: it needs the cluster token, and the call carried the "
                              "client token");

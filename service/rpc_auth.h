@@ -14,14 +14,33 @@
 #include <grpcpp/grpcpp.h>
 
 #include <chrono>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "service/server_security.h"
 
 namespace sluice {
+
+// Whether a presented secret (a capability: a client's, a task's read
+// secret) is the expected one, in constant time in its contents. An empty
+// `expected` matches nothing.
+bool SameSecret(absl::string_view presented, absl::string_view expected);
+
+// Who made a call, as its token says: a tenant (auth.clients; "" for the
+// single client token), or the cluster, which sees every tenant (the
+// cluster token, or any caller of a daemon without client tokens).
+struct Caller {
+  std::optional<std::string> tenant;
+  bool SeesAll() const { return !tenant.has_value(); }
+  // The tenant what the caller makes belongs to.
+  std::string Owner() const { return tenant.value_or(""); }
+  bool MaySee(const std::string& owner) const { return SeesAll() || *tenant == owner; }
+};
 
 enum class RpcRole {
   kClient,   // the client token or the cluster token
@@ -31,15 +50,19 @@ enum class RpcRole {
 class RpcAuthenticator {
  public:
   // Empty tokens: that role needs none (a cluster without tokens).
-  RpcAuthenticator(std::string cluster_token, std::string client_token);
+  // `tenants`' tokens act as client tokens of their tenant.
+  RpcAuthenticator(std::string cluster_token, std::string client_token,
+                   std::vector<TenantToken> tenants = {});
 
   // OK, or Unauthenticated saying which token `method` needed and what
-  // the call carried.
-  absl::Status Check(const grpc::ServerContextBase& context, absl::string_view method, RpcRole role) const;
+  // the call carried. `caller`, when given, is set to who made the call.
+  absl::Status Check(const grpc::ServerContextBase& context, absl::string_view method, RpcRole role,
+                     Caller* caller = nullptr) const;
 
  private:
-  enum class Presented { kNone, kCluster, kClient, kWrong };
-  Presented Classify(const grpc::ServerContextBase& context) const;
+  enum class Presented { kNone, kCluster, kClient, kTenant, kWrong };
+  // `tenant`: the index of the tenant whose token was presented.
+  Presented Classify(const grpc::ServerContextBase& context, size_t* tenant) const;
   void LogRefusal(const grpc::ServerContextBase& context, absl::string_view message) const;
 
   const std::string cluster_token_;
@@ -47,6 +70,8 @@ class RpcAuthenticator {
   // SHA-256 of each token ("" when not configured).
   const std::string cluster_digest_;
   const std::string client_digest_;
+  const std::vector<TenantToken> tenants_;
+  std::vector<std::string> tenant_digests_;
   mutable absl::Mutex log_mu_;
   mutable std::chrono::steady_clock::time_point last_log_ ABSL_GUARDED_BY(log_mu_);
   mutable int suppressed_ ABSL_GUARDED_BY(log_mu_) = 0;

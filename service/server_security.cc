@@ -3,6 +3,11 @@
 #include <arpa/inet.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 
 namespace sluice {
@@ -22,6 +27,8 @@ void DescribeSecuritySettings(SecuritySettings* settings, ConfigSchema* schema) 
   schema->AddString(
       "tls.server_name", &settings->tls_server_name,
       "name in the daemons' certificates to verify instead of the address (workers at pod IPs)");
+  schema->AddRecordList("auth.clients", {"name", "token_file"}, &settings->clients,
+                        "tenants: each client token's name, whose datasets and jobs only its holders see");
   schema->AddBool("insecure", &settings->insecure,
                   "allow listening beyond loopback with neither auth nor TLS");
 }
@@ -39,6 +46,45 @@ absl::StatusOr<ServerSecurity> LoadServerSecurity(const SecuritySettings& settin
     absl::StatusOr<std::string> token = ReadSecretFile("auth.client_token_file", settings.client_token_file);
     if (!token.ok()) return token.status();
     security.client_token = *std::move(token);
+  }
+  for (const ConfigSchema::Record& client : settings.clients) {
+    const std::string& name = client.at("name");
+    const bool valid_name =
+        !name.empty() && name.size() <= 64 && std::all_of(name.begin(), name.end(), [](char c) {
+          return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.';
+        });
+    if (!valid_name) {
+      return absl::InvalidArgumentError(absl::StrCat("auth.clients: tenant name '", name,
+                                                     "' must be 1 to 64 letters, digits, '-', '_' or '.'"));
+    }
+    for (const TenantToken& other : security.tenants) {
+      if (other.name == name) {
+        return absl::InvalidArgumentError(absl::StrCat("auth.clients: tenant '", name, "' is named twice"));
+      }
+    }
+    const std::string what = absl::StrCat("auth.clients '", name, "' token_file");
+    absl::StatusOr<std::string> token = ReadSecretFile(what, client.at("token_file"));
+    if (!token.ok()) return token.status();
+    security.tenants.push_back({name, *std::move(token)});
+  }
+  if (!security.tenants.empty() && security.cluster_token.empty()) {
+    return absl::InvalidArgumentError(
+        "auth.clients without auth.cluster_token_file would leave the worker RPCs open to anyone: set it "
+        "too");
+  }
+  // Each token must name one role and one tenant.
+  std::vector<std::pair<std::string, std::string>> tokens = {
+      {"auth.cluster_token_file", security.cluster_token}, {"auth.client_token_file", security.client_token}};
+  for (const TenantToken& tenant : security.tenants) {
+    tokens.emplace_back(absl::StrCat("auth.clients '", tenant.name, "'"), tenant.token);
+  }
+  for (size_t i = 2; i < tokens.size(); ++i) {
+    for (size_t j = 0; j < i; ++j) {
+      if (!tokens[j].second.empty() && tokens[i].second == tokens[j].second) {
+        return absl::InvalidArgumentError(absl::StrCat(tokens[i].first, " and ", tokens[j].first,
+                                                       " hold the same token: give each its own"));
+      }
+    }
   }
   if (!security.client_token.empty() && security.cluster_token.empty()) {
     return absl::InvalidArgumentError(
@@ -91,15 +137,21 @@ bool IsLoopbackAddress(const std::string& bind_address) {
 
 absl::Status CheckBindAddress(const std::string& program, const std::string& bind_address,
                               const ServerSecurity& security) {
-  const bool auth = !security.cluster_token.empty() && !security.client_token.empty();
-  if (!IsLoopbackAddress(bind_address) && security.tls && !auth && !security.require_client_cert &&
-      !security.insecure) {
-    spdlog::warn(
-        "TLS without tokens or tls.require_client_cert encrypts the calls but authenticates no caller: "
-        "anyone who can reach {} can use the service",
-        bind_address);
+  const bool auth =
+      !security.cluster_token.empty() && (!security.client_token.empty() || !security.tenants.empty());
+  if (IsLoopbackAddress(bind_address) || auth || (security.tls && security.require_client_cert) ||
+      security.insecure) {
+    return absl::OkStatus();
   }
-  if (IsLoopbackAddress(bind_address) || auth || security.tls || security.insecure) return absl::OkStatus();
+  // TLS alone encrypts the calls but authenticates no caller.
+  if (security.tls) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        program, " refuses to listen on ", bind_address,
+        " with TLS but no client authentication: TLS encrypts the calls, yet anyone who can reach the port "
+        "could register pipelines, read any job or pose as a worker. Add auth (auth.cluster_token_file and "
+        "auth.client_token_file) or tls.require_client_cert; or, on a network you trust, opt out with "
+        "'insecure: true' (--insecure)"));
+  }
   return absl::FailedPreconditionError(absl::StrCat(program, " refuses to listen on ", bind_address,
                                                     " without authentication or TLS: anyone who can reach "
                                                     "the port could register pipelines, read any job or "

@@ -8,6 +8,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "config/config_schema.h"
@@ -27,14 +28,25 @@ struct SecuritySettings {
   std::string tls_server_name;
   // Allows listening beyond loopback with neither auth nor TLS.
   bool insecure = false;
+  // auth.clients: tenants, each {name, token_file}, besides the single
+  // client token (docs/operations.md, "Tenants").
+  std::vector<ConfigSchema::Record> clients;
 };
 // Registers auth.cluster_token_file, auth.client_token_file, tls.cert_file,
 // tls.key_file, tls.ca_file, tls.require_client_cert and insecure.
 void DescribeSecuritySettings(SecuritySettings* settings, ConfigSchema* schema);
 
+// A tenant: the name its datasets, jobs and iterations belong to, and the
+// token its clients present.
+struct TenantToken {
+  std::string name;
+  std::string token;
+};
+
 struct ServerSecurity {
   std::string cluster_token;
   std::string client_token;
+  std::vector<TenantToken> tenants;
   bool tls = false;
   std::string cert_pem;
   std::string key_pem;

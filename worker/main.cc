@@ -45,7 +45,7 @@ int main(int argc, char** argv) {
     std::cerr << "workerd: " << security.status().message() << "\n";
     return sluice::kConfigErrorExitCode;
   }
-  const sluice::RpcAuthenticator auth(security->cluster_token, security->client_token);
+  const sluice::RpcAuthenticator auth(security->cluster_token, security->client_token, security->tenants);
   if (config.dispatcher.empty()) {
     std::cerr << "workerd: --dispatcher HOST:PORT is required (or 'dispatcher' in the config file)\n";
     return sluice::kConfigErrorExitCode;

@@ -49,6 +49,12 @@ absl::Status CheckTaskDef(const proto::TaskDef& task) {
     return OutOfRange(kRpc, "task.shard_index", task.shard_index(),
                       absl::StrCat("in [0, num_shards ", task.num_shards(), ")"));
   }
+  // Readers must present it (GetElementsRequest.task_secret); a task
+  // without one could be read by no one.
+  if (task.read_secret().empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(kRpc, ": task.read_secret is empty (the dispatcher gives every task one)"));
+  }
   if (task.num_consumers() < 0 || task.num_consumers() > kMaxTaskConsumers) {
     return OutOfRange(kRpc, "task.num_consumers", task.num_consumers(),
                       absl::StrCat("in [0, ", kMaxTaskConsumers, "]"));

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "service/grpc_util.h"
 #include "service/metrics.h"
+#include "service/rpc_auth.h"
 #include "service/shared_memory.h"
 #include "worker/request_checks.h"
 #include "worker/worker_task.h"
@@ -205,6 +206,17 @@ void WorkerImpl::GetElements(const proto::GetElementsRequest& request, ElementsC
     // Not here yet: the push (ProcessTask) or the next heartbeat brings it.
     if (it == tasks_.end()) return done(std::move(reply));
     task = it->second;
+  }
+  // A dispatcher of this release always sets the secret: ids are
+  // sequential, so the id alone would let any client read or drain any
+  // task, another tenant's included.
+  if (!SameSecret(request.task_secret(), task->read_secret())) {
+    reply.compression = proto::COMPRESSION_NONE;
+    reply.status = absl::PermissionDeniedError(
+        absl::StrCat("GetElements: task ", request.task_id(), " on worker ", address_, ": task_secret is ",
+                     request.task_secret().empty() ? "missing" : "wrong",
+                     " (a reader gets it from the dispatcher with the task)"));
+    return done(std::move(reply));
   }
   if (task->coordinated()) {
     return task->TakeRound(request.round(), request.consumer_index(), request.others_past_round(),

@@ -118,7 +118,11 @@ absl::Status WorkerImpl::Task::Start() {
       status_ = status;
       done_ = true;
     }
-    ServeWaiters();
+    try {
+      ServeWaiters();
+    } catch (...) {
+      // Out of memory too: a waiter not answered now is at its deadline.
+    }
     absl::MutexLock lock(&run_->mu);
     run_->done = true;
     return status;
@@ -328,17 +332,38 @@ void WorkerImpl::Task::Run() {
     status_ = status;
     done_ = true;
   }
-  ServeWaiters();
-  if (!status.ok()) spdlog::error("task {} failed: {}", id(), std::string(status.message()));
-  on_finished_(id(), status);
+  // This thread is detached: what throws from here on (memory is likely
+  // short, after an allocation failure) would end the process, every
+  // tenant's tasks with it.
+  try {
+    ServeWaiters();
+  } catch (...) {
+    // A waiter not answered now is answered at its deadline (ExpireWaiters).
+  }
+  if (!status.ok()) {
+    try {
+      spdlog::error("task {} failed: {}", id(), std::string(status.message()));
+    } catch (...) {
+      // Not logged; the task's status still says why.
+    }
+  }
+  try {
+    on_finished_(id(), status);
+  } catch (...) {
+    // The dispatcher is not told of the failure; readers still get it.
+  }
 }
 
 absl::Status WorkerImpl::Task::ProduceContained() {
   absl::Status status = CallContained("the pipeline", [this] { return Produce(); });
   if (!IsAllocationFailure(status) || max_memory_bytes_ == 0) return status;
-  return absl::ResourceExhaustedError(
-      absl::StrCat(status.message(), "; the worker's max_memory_bytes is ", max_memory_bytes_,
-                   ": lower batch, shuffle or buffer sizes, or raise max_memory_bytes (--max-memory-bytes)"));
+  try {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        status.message(), "; the worker's max_memory_bytes is ", max_memory_bytes_,
+        ": lower batch, shuffle or buffer sizes, or raise max_memory_bytes (--max-memory-bytes)"));
+  } catch (...) {
+    return status;  // no memory for the advice: the error as it is
+  }
 }
 
 absl::Status WorkerImpl::Task::WaitForRoom() {
@@ -363,9 +388,18 @@ void WorkerImpl::Task::Push(Element element, std::optional<std::pair<int64_t, in
   bool serve = false;
   {
     absl::MutexLock lock(&mu_);
-    bytes_ += bytes;
+    // A failed allocation leaves the buffer, its tags and its byte count
+    // as they were: the buffered elements still go out before the error.
     buffer_.push_back(std::move(element));
-    if (tag.has_value()) tags_.push_back(*tag);
+    if (tag.has_value()) {
+      try {
+        tags_.push_back(*tag);
+      } catch (...) {
+        buffer_.pop_back();
+        throw;
+      }
+    }
+    bytes_ += bytes;
     ++produced_;
     serve = !waiters_.empty() || rounds_.has_rounds();
   }

@@ -73,6 +73,8 @@ class WorkerImpl::Task {
   ~Task();
 
   int64_t id() const { return def_.task_id(); }
+  // The capability a reader must present for this task's elements.
+  const std::string& read_secret() const { return def_.read_secret(); }
 
   // Builds the pipeline and starts producing. A pipeline that fails to
   // build makes a task whose readers get that error. A task that cannot

@@ -1,4 +1,5 @@
 // The _sluice extension module, which the `sluice` package wraps.
+#include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
 #include "python/src/bindings.h"
@@ -7,6 +8,12 @@
 
 PYBIND11_MODULE(_sluice, module) {
   module.doc() = "Sluice's C++ SDK for Python; import the `sluice` package instead.";
+  // NumPy, and pybind11's table of its C API, are set up here, while the
+  // import holds the GIL: done lazily by the first element converted, a
+  // reading thread holding the GIL would wait on the import lock of
+  // another thread's `import numpy`, which waits for the GIL (issue 32).
+  pybind11::module_::import("numpy");
+  (void)pybind11::dtype::of<float>();
   sluice::python::RegisterErrors(module);
   sluice::python::BindDataset(module);
   sluice::python::BindDistribute(module);

@@ -137,7 +137,8 @@ TEST_CASE("cli service: status --json is one object with the dispatcher's values
   CHECK(snapshot.tasks(0).iteration_id() == 1);
   CHECK(snapshot.tasks(0).worker_address() == worker);
   // Every field is there, zeros and empty lists included, under its proto
-  // name; only the heartbeat time changes from run to run.
+  // name; only the heartbeat time changes from run to run. A task's
+  // read_secret is never in a status (it is given with a heartbeat only).
   CHECK_THAT(
       std::regex_replace(result.out, std::regex("\"last_heartbeat_unix_ms\":\"[0-9]+\""),
                          "\"last_heartbeat_unix_ms\":\"T\""),
@@ -148,11 +149,11 @@ TEST_CASE("cli service: status --json is one object with the dispatcher's values
           Dataset::Range(4).Fingerprint(),
           R"("}],"jobs":[{"job_id":"1","params":{"dataset_id":"1000",)"
           R"("processing_mode":"DISTRIBUTED_EPOCH","job_name":"shared",)"
-          R"("sharding_policy":"SHARDING_DYNAMIC","static_workers":[],"exactly_once":false,"num_consumers":"0","deterministic":false}}],)"
+          R"("sharding_policy":"SHARDING_DYNAMIC","static_workers":[],"exactly_once":false,"num_consumers":"0","deterministic":false,"tenant":""}}],)"
           R"("iterations":[{"iteration_id":"1","job_id":"1","repetition":"0",)"
           R"("finished":true,"num_clients":"0","collected":false}],)"
           R"("tasks":[{"task_id":"1","iteration_id":"1","worker_address":")",
-          worker, "\",\"starting_round\":\"0\"}]}\n")));
+          worker, "\",\"starting_round\":\"0\",\"read_secret\":\"\"}]}\n")));
 }
 
 TEST_CASE("cli service: status of an unreachable dispatcher fails within --timeout-ms", "[service][cli]") {

@@ -225,6 +225,7 @@ class RoundClient {
     proto::ProcessTaskRequest push;
     *push.mutable_version() = CurrentVersion();
     push.mutable_task()->set_task_id(task_id);
+    push.mutable_task()->set_read_secret("read-secret");
     push.mutable_task()->set_iteration_id(1);
     *push.mutable_task()->mutable_dataset() = internal::DefinitionOf(Dataset::Range(1000).Repeat());
     push.mutable_task()->set_processing_mode(proto::PARALLEL_EPOCHS);
@@ -242,6 +243,7 @@ class RoundClient {
     proto::GetElementsRequest request;
     *request.mutable_version() = CurrentVersion();
     request.set_task_id(task_id_);
+    request.set_task_secret("read-secret");
     request.set_max_elements(1);
     request.set_consumer_index(consumer);
     request.set_round(round);

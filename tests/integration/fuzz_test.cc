@@ -39,6 +39,7 @@ constexpr int kWorkerRequests = 1500;
 // Of bytes that may not parse, to each daemon.
 constexpr int kRawRequests = 1000;
 constexpr auto kCallDeadline = std::chrono::seconds(2);
+constexpr char kFuzzTaskSecret[] = "fuzz-task-secret";
 
 class Fuzzer {
  public:
@@ -294,6 +295,7 @@ std::vector<std::pair<std::string, Rpc>> DispatcherRpcs(proto::DispatcherService
     proto::ClientHeartbeatRequest request;
     *request.mutable_version() = f.Version();
     request.set_iteration_client_id(f.Id());
+    request.set_client_secret(f.String());
     for (int i = 0; i < 3; ++i) {
       if (f.Bool()) request.add_completed_tasks(f.Id());
       if (f.Bool()) request.add_completed_splits(f.Int64());
@@ -308,6 +310,7 @@ std::vector<std::pair<std::string, Rpc>> DispatcherRpcs(proto::DispatcherService
     proto::ReleaseIterationClientRequest request;
     *request.mutable_version() = f.Version();
     request.set_iteration_client_id(f.Id());
+    request.set_client_secret(f.String());
     proto::ReleaseIterationClientResponse response;
     *text = Text(request);
     return stub.ReleaseIterationClient(c, request, &response);
@@ -380,6 +383,9 @@ std::vector<std::pair<std::string, Rpc>> WorkerRpcs(proto::WorkerService::Stub& 
     proto::GetElementsRequest request;
     *request.mutable_version() = f.Version();
     request.set_task_id(f.Id());
+    // The fuzzer's own tasks' secret half the time, so that their reads go
+    // past the capability check.
+    request.set_task_secret(f.Bool() ? kFuzzTaskSecret : f.String());
     request.set_max_elements(f.Int32());
     request.set_compression(static_cast<proto::WireCompression>(f.Bool() ? f.random()() % 3 : f.Int32()));
     request.set_consumer_index(f.Int64());
@@ -396,6 +402,7 @@ std::vector<std::pair<std::string, Rpc>> WorkerRpcs(proto::WorkerService::Stub& 
     // Far from the dispatcher's own ids, so that no real task is replaced.
     task->set_task_id(1000000 + f.random()() % 1000);
     task->set_iteration_id(f.Int64());
+    task->set_read_secret(f.random()() % 4 == 0 ? f.String() : kFuzzTaskSecret);
     *task->mutable_dataset() = f.Definition();
     task->set_processing_mode(static_cast<proto::ProcessingMode>(f.random()() % 2 ? 1 : f.Int32()));
     task->set_sharding_policy(static_cast<proto::ShardingPolicy>(f.Int32()));

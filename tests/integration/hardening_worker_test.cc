@@ -4,6 +4,7 @@
 // and daemons that refuse a port in use or a bad setting at startup.
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <filesystem>
 #include <functional>
 #include <sstream>
 #include <string>
@@ -47,14 +48,20 @@ TEST_CASE("hardening worker: a pipeline past max_memory_bytes fails its iteratio
                "2000000000: lower batch, shuffle or buffer sizes, or raise max_memory_bytes "
                "(--max-memory-bytes)"));
   // A line that never ends fails at text_line's line limit, long before
-  // the worker's.
+  // the worker's (a sparse file of zeros: /dev/zero is not a regular file,
+  // and file sources refuse it before reading).
+  testing::TempDir zeros_dir;
+  const std::string zeros_path = zeros_dir.File("zeros.txt");
+  testing::WriteFile(zeros_path, "");
+  std::filesystem::resize_file(zeros_path, (int64_t{64} << 20) + 1024);
   proto::DistributeOp zeros_op = op;
   const absl::Status zeros =
-      ReadToEnd(internal::ReadFromService(Dataset::TextLine({"/dev/zero"}), zeros_op), nullptr);
+      ReadToEnd(internal::ReadFromService(Dataset::TextLine({zeros_path}), zeros_op), nullptr);
   INFO(zeros.ToString());
   CHECK(absl::IsInvalidArgument(zeros));
   CHECK_THAT(std::string(zeros.message()),
-             Contains("'/dev/zero': line 1 is longer than 67108864 bytes, the longest line text_line reads"));
+             Contains("'" + zeros_path +
+                      "': line 1 is longer than 67108864 bytes, the longest line text_line reads"));
   // The worker lives on and serves the next read whole.
   std::vector<int64_t> values;
   REQUIRE(ReadToEnd(Dataset::Range(5).ReadFromService({.service = cluster.ServiceUrl(),
@@ -233,6 +240,7 @@ TEST_CASE("hardening worker: a response never gathers elements past the message 
     proto::ProcessTaskRequest push;
     *push.mutable_version() = CurrentVersion();
     push.mutable_task()->set_task_id(task_id);
+    push.mutable_task()->set_read_secret("read-secret");
     push.mutable_task()->set_processing_mode(proto::PARALLEL_EPOCHS);
     *push.mutable_task()->mutable_dataset() =
         internal::DefinitionOf(Dataset::Range(34000000).Batch(17000000));
@@ -252,6 +260,7 @@ TEST_CASE("hardening worker: a response never gathers elements past the message 
       proto::GetElementsRequest get;
       *get.mutable_version() = CurrentVersion();
       get.set_task_id(task_id);
+      get.set_task_secret("read-secret");
       get.set_max_elements(2);
       proto::GetElementsResponse got;
       const grpc::Status rpc =
@@ -319,6 +328,8 @@ TEST_CASE("hardening worker: GetElements and ProcessTask refuse fields out of ra
          t->set_shard_index(2);
        },
        "ProcessTask: task.shard_index must be in [0, num_shards 2), got 2"},
+      {[](auto* t) { t->clear_read_secret(); },
+       "ProcessTask: task.read_secret is empty (the dispatcher gives every task one)"},
       {[](auto* t) { t->set_num_consumers(int64_t{1} << 62); },
        "ProcessTask: task.num_consumers must be in [0, 65536], got 4611686018427387904"},
   };
@@ -327,6 +338,7 @@ TEST_CASE("hardening worker: GetElements and ProcessTask refuse fields out of ra
     *request.mutable_version() = CurrentVersion();
     proto::TaskDef* task = request.mutable_task();
     task->set_task_id(1000);
+    task->set_read_secret("read-secret");
     task->set_iteration_id(1);
     task->set_processing_mode(proto::PARALLEL_EPOCHS);
     *task->mutable_dataset() = internal::DefinitionOf(Dataset::Range(3));

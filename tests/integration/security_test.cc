@@ -15,6 +15,7 @@
 #include "service/grpc_util.h"
 #include "sluice/dataset.h"
 #include "sluice/service.grpc.pb.h"
+#include "tests/integration/security_helpers.h"
 #include "tests/integration/test_cluster.h"
 
 namespace sluice {
@@ -24,25 +25,10 @@ using Catch::Matchers::Contains;
 using testing::ReadToEnd;
 using testing::TestCluster;
 
-constexpr char kClusterToken[] = "cluster-0123456789abcdef";
-constexpr char kClientToken[] = "client-fedcba9876543210";
-
-// The process's channel security for one test, restored after.
-class ScopedClientSecurity {
- public:
-  explicit ScopedClientSecurity(ChannelSecurity security) { SetDefaultChannelSecurity(std::move(security)); }
-  ~ScopedClientSecurity() { SetDefaultChannelSecurity({}); }
-};
-
-// Token files (mode 0600) in `dir`; the flags that name them.
-std::vector<std::string> TokenFlags(const testing::TempDir& dir) {
-  testing::WriteFile(dir.File("cluster.token"), std::string(kClusterToken) + "\n");
-  testing::WriteFile(dir.File("client.token"), std::string(kClientToken) + "\n");
-  std::filesystem::permissions(dir.File("cluster.token"), std::filesystem::perms::owner_read);
-  std::filesystem::permissions(dir.File("client.token"), std::filesystem::perms::owner_read);
-  return {"--auth-cluster-token-file", dir.File("cluster.token"), "--auth-client-token-file",
-          dir.File("client.token")};
-}
+using testing::kClientToken;
+using testing::kClusterToken;
+using testing::ScopedClientSecurity;
+using testing::TokenFlags;
 
 std::vector<std::string> Concat(std::vector<std::string> a, const std::vector<std::string>& b) {
   a.insert(a.end(), b.begin(), b.end());

@@ -456,6 +456,7 @@ TEST_CASE("service: the worker's ProcessTask and GetElements RPCs", "[service]")
   proto::GetElementsRequest get;
   *get.mutable_version() = CurrentVersion();
   get.set_task_id(77);
+  get.set_task_secret("read-secret-77");
   get.set_max_elements(8);
   proto::GetElementsResponse got;
   {
@@ -471,6 +472,7 @@ TEST_CASE("service: the worker's ProcessTask and GetElements RPCs", "[service]")
   proto::ProcessTaskRequest push;
   *push.mutable_version() = CurrentVersion();
   push.mutable_task()->set_task_id(77);
+  push.mutable_task()->set_read_secret("read-secret-77");
   push.mutable_task()->set_iteration_id(1);
   *push.mutable_task()->mutable_dataset() = internal::DefinitionOf(Dataset::Range(5));
   push.mutable_task()->set_processing_mode(proto::PARALLEL_EPOCHS);

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -94,17 +95,20 @@ CommandResult RunCommand(const std::string& command) {
   return result;
 }
 
-absl::Status ReadToEnd(const Dataset& dataset, std::vector<int64_t>* values) {
+absl::Status ReadToEnd(const Dataset& dataset, std::vector<int64_t>* values, int64_t pause_every) {
   absl::StatusOr<DatasetPtr> built = internal::BuildPipeline(dataset);
   if (!built.ok()) return built.status();
   absl::StatusOr<std::unique_ptr<IteratorBase>> iterator = (*built)->MakeIterator(IteratorContext{});
   if (!iterator.ok()) return iterator.status();
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  int64_t read = 0;
   while (std::chrono::steady_clock::now() < give_up) {
     Element element;
     bool end = false;
     if (absl::Status status = (*iterator)->GetNext(&element, &end); !status.ok() || end) return status;
     if (values != nullptr) values->push_back(element.components.at(0).data<int64_t>()[0]);
+    if (pause_every > 0 && ++read % pause_every == 0)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   return absl::DeadlineExceededError("the read did not end within 60 s");
 }

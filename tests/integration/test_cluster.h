@@ -56,7 +56,9 @@ CommandResult RunCommand(const std::string& command);
 
 // Reads `dataset` to its end: OK, or the first error; values (when given)
 // are the first component's int64 scalars. Bounded to 60 s.
-absl::Status ReadToEnd(const Dataset& dataset, std::vector<int64_t>* values);
+// `pause_every` > 0: sleeps 5 ms after each that many elements, so that
+// what a test does meanwhile lands while the read is under way.
+absl::Status ReadToEnd(const Dataset& dataset, std::vector<int64_t>* values, int64_t pause_every = 0);
 
 // A TCP port on 127.0.0.1 that was free a moment ago.
 int PickFreePort();

@@ -1,0 +1,137 @@
+// DispatcherImpl's side facing an iteration's clients once they joined:
+// heartbeats and releases. Each call presents the client's secret
+// (ClientSecrets): ids are sequential, so without it anyone holding the
+// client token could complete another reader's tasks or splits (and lose
+// its data) or steer its coordinated rounds.
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "dispatcher/dispatcher_impl.h"
+#include "dispatcher/request_checks.h"
+#include "service/grpc_util.h"
+
+namespace sluice::dispatcher {
+
+absl::Status DispatcherImpl::CheckClientSecret(absl::string_view rpc, int64_t iteration_client_id,
+                                               const std::string& presented) const {
+  if (client_secrets_.Matches(iteration_client_id, presented)) return absl::OkStatus();
+  return absl::PermissionDeniedError(absl::StrCat(
+      rpc, ": iteration client ", iteration_client_id, " was not created by this caller: client_secret is ",
+      presented.empty() ? "missing" : "wrong", " (a client may act only in its own name)"));
+}
+
+absl::Status DispatcherImpl::ClientHeartbeat(const proto::ClientHeartbeatRequest& request,
+                                             proto::ClientHeartbeatResponse* response, const Caller&) {
+  if (absl::Status s = CheckVersion(request.version()); !s.ok()) return s;
+  if (absl::Status s = CheckRequest(request); !s.ok()) return s;
+  if (absl::Status s =
+          CheckClientSecret("ClientHeartbeat", request.iteration_client_id(), request.client_secret());
+      !s.ok()) {
+    return s;
+  }
+  NewTasks new_tasks;
+  {
+    absl::MutexLock lock(&mu_);
+    std::optional<int64_t> iteration_id = state_.IterationOfClient(request.iteration_client_id());
+    if (!iteration_id.has_value()) {
+      absl::StatusOr<int64_t> resumed = ResumeReleasedClient(request.iteration_client_id());
+      if (!resumed.ok()) return resumed.status();
+      iteration_id = *resumed;
+    }
+    client_heartbeats_[request.iteration_client_id()] = Clock::now();
+    if (const auto* iteration = state_.FindIteration(*iteration_id);
+        state_.FindJob(iteration->job_id)->params.num_consumers() > 0) {
+      // A consumer goes past the horizon only with a newer task list, so
+      // one that says it did is wrong, and would move every consumer's
+      // horizon and furthest round with it.
+      if (request.current_round() > iteration->round_horizon + 1) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("ClientHeartbeat: current_round ", request.current_round(),
+                         " is past round_horizon ", iteration->round_horizon, " + 1 of iteration ",
+                         iteration->id, ": a consumer reads past the horizon only with a newer task list"));
+      }
+      int64_t& furthest = iteration_rounds_[iteration->id];
+      furthest = std::max(furthest, request.current_round());
+      // Keeps the horizon a window ahead, extended half a window at a time.
+      if (furthest + config_.round_window / 2 > iteration->round_horizon) {
+        proto::Update update;
+        update.mutable_extend_round_horizon()->set_iteration_id(iteration->id);
+        update.mutable_extend_round_horizon()->set_horizon(furthest + config_.round_window);
+        if (absl::Status s = Apply(update); !s.ok()) return s;
+      }
+    }
+    for (int64_t task_id : request.completed_tasks()) {
+      const auto* task = state_.FindTask(task_id);
+      // Only a task of the client's own iteration is its to complete.
+      if (task == nullptr || task->completed || task->iteration_id != *iteration_id) continue;
+      proto::Update update;
+      update.mutable_complete_task()->set_task_id(task_id);
+      if (absl::Status s = Apply(update); !s.ok()) return s;
+    }
+    if (!request.completed_splits().empty()) {
+      proto::Update update;
+      update.mutable_complete_splits()->set_iteration_id(*iteration_id);
+      *update.mutable_complete_splits()->mutable_seqs() = request.completed_splits();
+      if (absl::Status s = Apply(update); !s.ok()) return s;
+    }
+    for (const std::string& address : request.unreachable_workers()) NoteUnreachable(address, &new_tasks);
+    const auto* iteration = state_.FindIteration(*iteration_id);
+    for (int64_t task_id : iteration->tasks) {
+      const auto* task = state_.FindTask(task_id);
+      // Tasks of removed workers are over; the client stops reading them.
+      // A failed iteration has none to read: its error says why.
+      if (task->lost || iteration->collected || iteration->error_code != 0 ||
+          state_.FindWorker(task->worker_address) == nullptr) {
+        continue;
+      }
+      proto::TaskInfo* info = response->add_tasks();
+      info->set_task_id(task->id);
+      info->set_iteration_id(task->iteration_id);
+      info->set_worker_address(task->worker_address);
+      info->set_starting_round(task->starting_round);
+      info->set_read_secret(client_secrets_.ForTask(task->id));
+    }
+    for (int64_t task_id : iteration->tasks) {
+      const auto* task = state_.FindTask(task_id);
+      if (!task->lost) continue;
+      proto::LostTask* lost = response->add_lost_tasks();
+      lost->set_task_id(task->id);
+      lost->set_worker_address(task->worker_address);
+      lost->set_reason(task->lost_reason);
+    }
+    response->set_error_code(iteration->error_code);
+    response->set_error_message(iteration->error_message);
+    response->set_iteration_finished(iteration->finished);
+    response->set_round_horizon(iteration->round_horizon);
+    if (auto rounds = iteration_rounds_.find(iteration->id); rounds != iteration_rounds_.end()) {
+      response->set_furthest_round(rounds->second);
+    }
+  }
+  PushTasks(new_tasks);
+  return absl::OkStatus();
+}
+
+absl::Status DispatcherImpl::ReleaseIterationClient(const proto::ReleaseIterationClientRequest& request,
+                                                    proto::ReleaseIterationClientResponse*, const Caller&) {
+  if (absl::Status s = CheckVersion(request.version()); !s.ok()) return s;
+  if (absl::Status s = CheckRequest(request); !s.ok()) return s;
+  if (absl::Status s =
+          CheckClientSecret("ReleaseIterationClient", request.iteration_client_id(), request.client_secret());
+      !s.ok()) {
+    return s;
+  }
+  absl::MutexLock lock(&mu_);
+  client_heartbeats_.erase(request.iteration_client_id());
+  released_clients_.erase(request.iteration_client_id());
+  client_consumer_index_.erase(request.iteration_client_id());
+  // Releasing twice (a retry) is not an error for the caller.
+  if (!state_.IterationOfClient(request.iteration_client_id()).has_value()) return absl::OkStatus();
+  proto::Update update;
+  update.mutable_release_iteration_client()->set_iteration_client_id(request.iteration_client_id());
+  return Apply(update);
+}
+
+}  // namespace sluice::dispatcher
