@@ -162,6 +162,7 @@ absl::StatusOr<std::unique_ptr<ServiceRead>> StartRead(const ReadConfig& config,
       iteration_request.set_split_layout(resume->delivered.split_layout());
     }
     AppendWorkerRanges(resume->delivered.worker_positions(), iteration_request.mutable_skip_positions());
+    iteration_request.set_restore_key(resume->delivered.restore_key());
   }
   proto::GetOrCreateIterationResponse iteration;
   for (;;) {
@@ -199,6 +200,9 @@ absl::StatusOr<std::unique_ptr<ServiceRead>> StartRead(const ReadConfig& config,
   }
   SplitDeliveries restored = resume != nullptr ? resume->delivered : SplitDeliveries();
   restored.set_split_layout(iteration.split_layout());
+  // A restore into a job of its own keeps the key of the job it was saved
+  // from, for a restore there later.
+  if (restored.restore_key().empty()) restored.set_restore_key(iteration.restore_key());
   return std::make_unique<ServiceRead>(
       config.service,
       ServiceReadOptions{.iteration_client_id = iteration.iteration_client_id(),

@@ -15,6 +15,7 @@ absl::StatusOr<SplitDeliveries> SplitDeliveries::FromProto(const proto::ServiceR
   if (!done.ok()) return done.status();
   deliveries.done_ = *std::move(done);
   deliveries.split_layout_ = state.split_layout();
+  deliveries.restore_key_ = state.restore_key();
   absl::StatusOr<WorkerRanges> workers =
       WorkerRangesFromProto(state.worker_positions(), "service read state: worker_positions");
   if (!workers.ok()) return workers.status();
@@ -48,6 +49,7 @@ proto::ServiceReadState SplitDeliveries::ToProto() const {
   proto::ServiceReadState state;
   AppendPairs(done_, state.mutable_done_splits());
   state.set_split_layout(split_layout_);
+  state.set_restore_key(restore_key_);
   AppendWorkerRanges(worker_positions_, state.mutable_worker_positions());
   for (const auto& [seq, partial] : partial_) {
     proto::SplitDelivery* split = state.add_partial_splits();
@@ -100,6 +102,7 @@ void SplitDeliveries::SetSize(int64_t seq, int64_t size) {
 
 void SplitDeliveries::Merge(const SplitDeliveries& other) {
   if (split_layout_.empty()) split_layout_ = other.split_layout_;
+  if (restore_key_.empty()) restore_key_ = other.restore_key_;
   for (const auto& [address, theirs] : other.worker_positions_) {
     IntRanges& ours = worker_positions_[address];
     for (const auto& [begin, end] : theirs) InsertRange(&ours, begin, end);

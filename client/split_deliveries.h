@@ -34,11 +34,13 @@ class SplitDeliveries {
       : done_(other.done_),
         partial_(other.partial_),
         split_layout_(other.split_layout_),
+        restore_key_(other.restore_key_),
         worker_positions_(other.worker_positions_) {}
   SplitDeliveries(SplitDeliveries&& other) noexcept
       : done_(std::move(other.done_)),
         partial_(std::move(other.partial_)),
         split_layout_(std::move(other.split_layout_)),
+        restore_key_(std::move(other.restore_key_)),
         worker_positions_(std::move(other.worker_positions_)) {
     other.last_ = other.partial_.end();
     other.last_worker_ = other.worker_positions_.end();
@@ -51,6 +53,7 @@ class SplitDeliveries {
     done_ = std::move(other.done_);
     partial_ = std::move(other.partial_);
     split_layout_ = std::move(other.split_layout_);
+    restore_key_ = std::move(other.restore_key_);
     worker_positions_ = std::move(other.worker_positions_);
     last_ = partial_.end();
     last_worker_ = worker_positions_.end();
@@ -91,6 +94,9 @@ class SplitDeliveries {
   // The dispatcher's split layout the seqs refer to ("" until known).
   const std::string& split_layout() const { return split_layout_; }
   void set_split_layout(std::string layout) { split_layout_ = std::move(layout); }
+  // The dispatcher's proof for a restore of this read ("" without auth).
+  const std::string& restore_key() const { return restore_key_; }
+  void set_restore_key(std::string key) { restore_key_ = std::move(key); }
 
   // How many splits are done, and how many delivered in part.
   int64_t CountDoneSplits() const;
@@ -111,6 +117,7 @@ class SplitDeliveries {
   // split at a time.
   std::map<int64_t, Partial>::iterator last_ = partial_.end();
   std::string split_layout_;
+  std::string restore_key_;
   WorkerRanges worker_positions_;
   // The worker AddWorkerPosition extended last (worker_positions_.end() if
   // none): a reader takes runs of elements from one task.

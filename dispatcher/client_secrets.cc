@@ -85,6 +85,13 @@ std::string ClientSecrets::ForTask(int64_t task_id) const {
   return Mac(absl::StrCat("task:", task_id));
 }
 
+std::string ClientSecrets::ForRestore(const std::string& tenant, const std::string& job_name,
+                                      const std::string& fingerprint) const {
+  // Lengths first, so that no two triples give one message.
+  return Mac(
+      absl::StrCat("restore:", tenant.size(), ":", tenant, job_name.size(), ":", job_name, fingerprint));
+}
+
 std::string ClientSecrets::Mac(absl::string_view message) const {
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int length = 0;

@@ -12,6 +12,7 @@
 #include "dispatcher/dispatcher_impl.h"
 #include "dispatcher/request_checks.h"
 #include "service/grpc_util.h"
+#include "service/rpc_auth.h"
 
 namespace sluice::dispatcher {
 
@@ -102,9 +103,13 @@ absl::Status DispatcherImpl::ClientHeartbeat(const proto::ClientHeartbeatRequest
       lost->set_worker_address(task->worker_address);
       lost->set_reason(task->lost_reason);
     }
+    if (response->tasks_size() > 0) clients_with_tasks_.insert(request.iteration_client_id());
     response->set_error_code(iteration->error_code);
     response->set_error_message(iteration->error_message);
     response->set_iteration_finished(iteration->finished);
+    if (iteration->finished && iteration->error_code == 0) {
+      CheckPeersAtEnd(*iteration, request.iteration_client_id(), response);
+    }
     response->set_round_horizon(iteration->round_horizon);
     if (auto rounds = iteration_rounds_.find(iteration->id); rounds != iteration_rounds_.end()) {
       response->set_furthest_round(rounds->second);
@@ -112,6 +117,63 @@ absl::Status DispatcherImpl::ClientHeartbeat(const proto::ClientHeartbeatRequest
   }
   PushTasks(new_tasks);
   return absl::OkStatus();
+}
+
+std::string DispatcherImpl::RestoreKey(const DispatcherState::Job& job) const {
+  if (!restore_keys_.has_value()) return "";
+  return restore_keys_->ForRestore(job.params.tenant(), job.params.job_name(),
+                                   state_.FindDataset(job.params.dataset_id())->fingerprint);
+}
+
+absl::Status DispatcherImpl::CheckRestoreKey(const DispatcherState::Job& job,
+                                             const proto::GetOrCreateIterationRequest& request) const {
+  // An anonymous job is its creator's alone: only a named one can be
+  // created by one reader for another.
+  if ((request.skip_splits().empty() && request.skip_positions().empty()) || job.params.job_name().empty()) {
+    return absl::OkStatus();
+  }
+  if (!restore_keys_.has_value() || SameSecret(request.restore_key(), RestoreKey(job)))
+    return absl::OkStatus();
+  // Anyone who may name the job could otherwise create its repetition with
+  // most of it skipped, and its readers would end at once, "whole".
+  return absl::PermissionDeniedError(absl::StrCat(
+      "GetOrCreateIteration: skip_splits or skip_positions (a restored read) for job ", job.id,
+      job.params.job_name().empty() ? "" : absl::StrCat(" ('", job.params.job_name(), "')"),
+      " need the restore_key ",
+      request.restore_key().empty() ? "that the saved state holds, and there is none"
+                                    : "of a state saved from this job on this cluster, and this one is not",
+      " (a state saved by a Sluice release before restore keys, or on another cluster, cannot be restored "
+      "where auth is on)"));
+}
+
+void DispatcherImpl::CheckPeersAtEnd(const DispatcherState::Iteration& iteration, int64_t client_id,
+                                     proto::ClientHeartbeatResponse* response) const {
+  for (const auto& [peer, released] : released_clients_) {
+    if (released.iteration_id != iteration.id || !released.took_tasks) continue;
+    const std::string& job_name = state_.FindJob(iteration.job_id)->params.job_name();
+    response->set_iteration_finished(false);
+    response->set_error_code(static_cast<int>(absl::StatusCode::kDataLoss));
+    response->set_error_message(absl::StrCat(
+        "a consumer of job '", job_name, "' (iteration client ", peer, ") stopped heartbeating for ",
+        config_.client_timeout_ms,
+        " ms (client_timeout_ms) while the epoch was read, and was released: the elements it had taken from "
+        "the workers reached no other consumer (killed or frozen?); read the epoch again, or save and "
+        "restore "
+        "with exactly_once"));
+    return;
+  }
+  // A peer silent for a while may be dead: the end waits until it is heard
+  // from again or released, so that no reader ends whole while another's
+  // elements were lost with it.
+  const Clock::time_point now = Clock::now();
+  for (int64_t peer : iteration.clients) {
+    if (peer == client_id || !clients_with_tasks_.contains(peer)) continue;
+    auto heard = client_heartbeats_.find(peer);
+    if (heard != client_heartbeats_.end() && now - heard->second > kSilentPeerAtEnd) {
+      response->set_iteration_finished(false);
+      return;
+    }
+  }
 }
 
 absl::Status DispatcherImpl::ReleaseIterationClient(const proto::ReleaseIterationClientRequest& request,
@@ -126,6 +188,7 @@ absl::Status DispatcherImpl::ReleaseIterationClient(const proto::ReleaseIteratio
   absl::MutexLock lock(&mu_);
   client_heartbeats_.erase(request.iteration_client_id());
   released_clients_.erase(request.iteration_client_id());
+  clients_with_tasks_.erase(request.iteration_client_id());
   client_consumer_index_.erase(request.iteration_client_id());
   // Releasing twice (a retry) is not an error for the caller.
   if (!state_.IterationOfClient(request.iteration_client_id()).has_value()) return absl::OkStatus();

@@ -71,6 +71,11 @@ struct DispatcherConfig {
   std::string log_level = "info";
   // When set, the bound port is written here (for scripts using port 0).
   std::string port_file;
+  // Not a setting: dispatcherd's main sets it to the cluster token. The
+  // key of restore proofs (GetOrCreateIterationResponse.restore_key),
+  // alike on every dispatcher of the cluster, so that a saved read
+  // restores on a restarted or another one; empty (no auth): none asked.
+  std::string restore_key_secret;
 };
 
 // Registers every setting of `config` with `schema`.

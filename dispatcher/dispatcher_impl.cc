@@ -465,6 +465,7 @@ absl::Status DispatcherImpl::GetOrCreateIteration(const proto::GetOrCreateIterat
             "' (--elements-per-split), so split numbers would name other elements: restart it with the same "
             "setting"));
       }
+      if (absl::Status s = CheckRestoreKey(*job, request); !s.ok()) return s;
       if (!request.skip_splits().empty()) {
         if (job->params.processing_mode() != proto::DISTRIBUTED_EPOCH || !job->params.exactly_once() ||
             infinite || request.split_layout().empty()) {
@@ -521,6 +522,7 @@ absl::Status DispatcherImpl::GetOrCreateIteration(const proto::GetOrCreateIterat
     }
     response->set_iteration_client_id(acquire.acquire_iteration_client().iteration_client_id());
     response->set_client_secret(client_secrets_.For(response->iteration_client_id()));
+    response->set_restore_key(RestoreKey(*job));
   }
   PushTasks(new_tasks);
   return absl::OkStatus();

@@ -41,6 +41,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -77,6 +78,9 @@ inline constexpr size_t kMaxReleasedClientsKept = 100000;
 // the split it waits for, and the worker's buffer (8192 elements at most)
 // must hold one lease's output, or the ahead worker stalls.
 inline constexpr int64_t kDeterministicLeaseElements = 1024;
+// A peer of a shared iteration unheard this long (ten heartbeats) when the
+// iteration ends holds the end back until it is heard again or released.
+inline constexpr auto kSilentPeerAtEnd = std::chrono::milliseconds(1000);
 // How the lost reason of a worker that clients cannot reach begins.
 inline constexpr char kUnreachableReason[] = "unreachable from clients";
 
@@ -199,6 +203,17 @@ class DispatcherImpl {
                           bool joins_running_iteration = true) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // dispatcher_clients.cc
+  // At the end of a shared iteration, for `client_id`'s heartbeat: a peer
+  // released for silence lost what it had taken (DataLoss), and while a
+  // peer is silent the end is held back (it may be dead).
+  void CheckPeersAtEnd(const DispatcherState::Iteration& iteration, int64_t client_id,
+                       proto::ClientHeartbeatResponse* response) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The restore proof of `job` ("" without auth), and the check of a
+  // restore's: PermissionDenied unless it is the job's.
+  std::string RestoreKey(const DispatcherState::Job& job) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status CheckRestoreKey(const DispatcherState::Job& job,
+                               const proto::GetOrCreateIterationRequest& request) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // PermissionDenied naming `rpc` unless `presented` is the client's secret.
   absl::Status CheckClientSecret(absl::string_view rpc, int64_t iteration_client_id,
                                  const std::string& presented) const;
@@ -278,6 +293,11 @@ class DispatcherImpl {
   // client_secrets_ is set once in Start.
   const Clock::time_point created_ = Clock::now();
   ClientSecrets client_secrets_;
+  // Under config_.restore_key_secret, when set.
+  const std::optional<ClientSecrets> restore_keys_ =
+      config_.restore_key_secret.empty()
+          ? std::nullopt
+          : std::optional<ClientSecrets>(ClientSecrets::WithKey(config_.restore_key_secret));
 
   // State below is protected by mu_.
   absl::Mutex mu_;
@@ -312,8 +332,14 @@ class DispatcherImpl {
   struct ReleasedClient {
     int64_t iteration_id = 0;
     int64_t consumer_index = -1;
+    // It had been told its tasks (and their read secrets), so it may have
+    // taken elements.
+    bool took_tasks = false;
   };
   std::map<int64_t, ReleasedClient> released_clients_ ABSL_GUARDED_BY(mu_);
+  // Clients that have been told their iteration's tasks: only they can
+  // have read elements (a read needs a task's read secret).
+  absl::flat_hash_set<int64_t> clients_with_tasks_ ABSL_GUARDED_BY(mu_);
   // Consumer index of each coordinated client, for the above.
   std::map<int64_t, int64_t> client_consumer_index_ ABSL_GUARDED_BY(mu_);
   // Workers that clients report unreachable: the first and the latest

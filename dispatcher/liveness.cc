@@ -210,10 +210,12 @@ void DispatcherImpl::ReleaseSilentClients(Clock::time_point now) {
   }
   for (int64_t client : silent) {
     client_heartbeats_.erase(client);
+    const bool took_tasks = clients_with_tasks_.erase(client) > 0;
     const std::optional<int64_t> iteration = state_.IterationOfClient(client);
     if (!iteration.has_value()) continue;
     auto index = client_consumer_index_.find(client);
-    released_clients_[client] = {*iteration, index == client_consumer_index_.end() ? -1 : index->second};
+    released_clients_[client] = {*iteration, index == client_consumer_index_.end() ? -1 : index->second,
+                                 took_tasks};
     // Bounded: the oldest are forgotten first (their returning clients
     // then get the shorter "unknown iteration client").
     if (released_clients_.size() > kMaxReleasedClientsKept)
@@ -252,6 +254,7 @@ absl::StatusOr<int64_t> DispatcherImpl::ResumeReleasedClient(int64_t iteration_c
   spdlog::info("iteration client {} is back after a pause; it continues iteration {}", iteration_client_id,
                iteration->id);
   const int64_t id = iteration->id;
+  if (released->second.took_tasks) clients_with_tasks_.insert(iteration_client_id);
   released_clients_.erase(released);
   return id;
 }

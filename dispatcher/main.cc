@@ -30,6 +30,7 @@ int main(int argc, char** argv) {
     return sluice::kConfigErrorExitCode;
   }
   const sluice::RpcAuthenticator auth(security->cluster_token, security->client_token, security->tenants);
+  config.restore_key_secret = security->cluster_token;
   // Before any thread logs: the page's recent errors include recovery's.
   sluice::dispatcher::DispatcherImpl::KeepRecentProblems();
   sluice::dispatcher::GrpcTaskPusher pusher;

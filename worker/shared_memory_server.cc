@@ -6,9 +6,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -26,6 +29,20 @@ constexpr int kLoopTickMs = 1000;
 constexpr int kPendingTickMs = 100;
 // Connections waiting for their hello; more are closed at once.
 constexpr size_t kMaxPendingConnections = 64;
+// Of them, from one uid: one user's silent connections leave room for
+// root's and the others'.
+constexpr size_t kMaxPendingPerUid = 16;
+// At most one warning of refusals a second, with the count of the rest: a
+// connect loop once wrote 150,000 lines in 5 s.
+constexpr absl::Duration kWarningInterval = absl::Seconds(1);
+
+// The connection's peer, or nullopt when the kernel does not say.
+std::optional<ucred> PeerOf(int fd) {
+  ucred peer{};
+  socklen_t length = sizeof(peer);
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &length) != 0) return std::nullopt;
+  return peer;
+}
 
 // Compares without stopping at the first difference.
 bool SameSecret(const std::string& a, const std::string& b) {
@@ -161,7 +178,7 @@ bool SharedMemoryServer::Turn() {
   const absl::Time now = absl::Now();
   for (auto it = pending_.begin(); it != pending_.end();) {
     if (now - it->since > absl::Milliseconds(kHelloTimeoutMs)) {
-      spdlog::warn("shared memory: a connection said no hello within {} ms; closed", kHelloTimeoutMs);
+      Warn(absl::StrCat("a connection said no hello within ", kHelloTimeoutMs, " ms; closed"));
       it = pending_.erase(it);
     } else {
       ++it;
@@ -212,22 +229,31 @@ void SharedMemoryServer::Accept() {
       }
       return;
     }
-    if (pending_.size() >= kMaxPendingConnections) continue;  // closed: too many silent ones
-    pending_.push_back({std::move(connection), absl::Now()});
+    // The abstract namespace has no file permissions: only this user (or
+    // root) may hand this worker memory, and another is refused before it
+    // can hold a slot.
+    const std::optional<ucred> peer = PeerOf(connection.get());
+    if (!peer.has_value() || (peer->uid != getuid() && peer->uid != 0)) {
+      Warn(absl::StrCat("refused a connection from uid ",
+                        peer.has_value() ? static_cast<int64_t>(peer->uid) : -1,
+                        ": shared memory is for readers running as uid ", getuid()));
+      continue;  // closed
+    }
+    const size_t from_uid =
+        std::count_if(pending_.begin(), pending_.end(), [&](const Pending& p) { return p.uid == peer->uid; });
+    if (pending_.size() >= kMaxPendingConnections || from_uid >= kMaxPendingPerUid) {
+      Warn(absl::StrCat("closed a connection from uid ", peer->uid, ": ", from_uid,
+                        " of its connections (and ", pending_.size(), " in all) have not said their hello"));
+      continue;
+    }
+    pending_.push_back({std::move(connection), absl::Now(), peer->uid});
   }
 }
 
 void SharedMemoryServer::Handshake(UniqueFd connection) {
-  ucred peer{};
-  socklen_t length = sizeof(peer);
+  // Checked at accept; the pid is for the log.
+  const ucred peer = PeerOf(connection.get()).value_or(ucred{});
   absl::Status verdict;
-  // The abstract namespace has no file permissions: only this user (or
-  // root) may hand this worker memory.
-  if (getsockopt(connection.get(), SOL_SOCKET, SO_PEERCRED, &peer, &length) != 0 ||
-      (peer.uid != getuid() && peer.uid != 0)) {
-    verdict = absl::PermissionDeniedError(
-        absl::StrCat("shared memory is for readers running as uid ", getuid(), ", not ", peer.uid));
-  }
   SharedMemoryHello hello;
   UniqueFd memfd;
   if (verdict.ok()) verdict = ReceiveHello(connection.get(), /*timeout_ms=*/0, &hello, &memfd);
@@ -264,8 +290,24 @@ void SharedMemoryServer::Handshake(UniqueFd connection) {
       sessions_.erase(it);
     }
   }
-  spdlog::warn("shared memory: refused a reader (pid {}): {}", peer.pid, std::string(verdict.message()));
+  Warn(absl::StrCat("refused a reader (pid ", peer.pid, "): ", verdict.message()));
   (void)SendVerdict(connection.get(), verdict);
+}
+
+void SharedMemoryServer::Warn(const std::string& message) {
+  const absl::Time now = absl::Now();
+  if (now - last_warning_ < kWarningInterval) {
+    ++suppressed_warnings_;
+    return;
+  }
+  if (suppressed_warnings_ > 0) {
+    spdlog::warn("shared memory: {} ({} more refusals since the last message)", message,
+                 suppressed_warnings_);
+  } else {
+    spdlog::warn("shared memory: {}", message);
+  }
+  suppressed_warnings_ = 0;
+  last_warning_ = now;
 }
 
 absl::StatusOr<std::shared_ptr<SharedRegion>> RequestRegion(SharedMemoryServer* server,

@@ -14,6 +14,7 @@
 #define SLUICE_WORKER_SHARED_MEMORY_SERVER_H_
 
 #include <grpcpp/support/byte_buffer.h>
+#include <sys/types.h>
 
 #include <cstdint>
 #include <map>
@@ -112,6 +113,8 @@ class SharedMemoryServer {
   void Accept();
   // Checks one connection's hello, which has come, and answers it.
   void Handshake(UniqueFd connection);
+  // A refusal's warning, at most one a second (the loop's own).
+  void Warn(const std::string& message);
   void DropExpiredOffers() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // What the connected sessions' regions and lent tensors keep mapped.
   int64_t MappedBytesLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -126,8 +129,11 @@ class SharedMemoryServer {
   struct Pending {
     UniqueFd connection;
     absl::Time since;
+    uid_t uid = 0;
   };
   std::vector<Pending> pending_;
+  absl::Time last_warning_ = absl::InfinitePast();
+  int64_t suppressed_warnings_ = 0;
   std::thread thread_;
 
   absl::Mutex mu_;

@@ -1,11 +1,19 @@
 #include "worker/shared_memory_server.h"
 
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <cstddef>
 #include <cstring>
+#include <sstream>
 #include <thread>
 
 #include "absl/strings/str_format.h"
@@ -234,6 +242,72 @@ TEST_CASE("shared memory: a request's region is checked, and a response that fit
   placed = PlaceInSharedMemory(*region, request, *bytes);
   REQUIRE(placed.ok());
   CHECK(!placed->has_value());
+}
+
+}  // namespace
+}  // namespace sluice::worker
+
+namespace sluice::worker {
+namespace {
+
+TEST_CASE("shared memory: another local user can neither hold the worker's connections nor flood its log",
+          "[worker][shared_memory]") {
+  if (getuid() != 0) {
+    WARN("skipped: connecting as another uid needs root");
+    return;
+  }
+  std::unique_ptr<SharedMemoryServer> server = StartServer();
+  absl::StatusOr<proto::OpenSharedMemoryResponse> offer = server->Offer(HostId());
+  REQUIRE(offer.ok());
+  auto log = std::make_shared<std::ostringstream>();
+  auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(*log);
+  spdlog::default_logger()->sinks().push_back(sink);
+  // Made before the fork: the child only makes system calls.
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  std::memcpy(address.sun_path + 1, offer->socket_name().data(), offer->socket_name().size());
+  const socklen_t length =
+      static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + offer->socket_name().size());
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    if (setuid(65534) != 0) _exit(2);
+    // 64 silent connections held, then a connect-and-close loop.
+    for (int i = 0; i < 64; ++i) {
+      const int fd = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+      (void)connect(fd, reinterpret_cast<const sockaddr*>(&address), length);
+    }
+    for (int i = 0; i < 3000; ++i) {
+      const int fd = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+      (void)connect(fd, reinterpret_cast<const sockaddr*>(&address), length);
+      close(fd);
+    }
+    // A refusal a second later reports how many were suppressed.
+    usleep(1200 * 1000);
+    const int fd = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+    (void)connect(fd, reinterpret_cast<const sockaddr*>(&address), length);
+    usleep(300 * 1000);
+    _exit(0);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  // The worker's own user still gets a session at once.
+  absl::StatusOr<UniqueFd> memfd = CreateSealedMemfd(4096);
+  REQUIRE(memfd.ok());
+  Connected reader = Connect(*offer, memfd->get(), 4096, offer->secret(), /*verdict_timeout_ms=*/1000);
+  CHECK(reader.verdict.ok());
+  int status = 0;
+  REQUIRE(waitpid(child, &status, 0) == child);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  auto& sinks = spdlog::default_logger()->sinks();
+  sinks.erase(std::find(sinks.begin(), sinks.end(), sink));
+  const std::string text = log->str();
+  INFO(text);
+  // Every connection was refused at once, in a handful of lines.
+  CHECK_THAT(text,
+             Contains("refused a connection from uid 65534: shared memory is for readers running as uid 0"));
+  CHECK(std::count(text.begin(), text.end(), '\n') <= 10);
+  CHECK_THAT(text, Contains("more refusals since the last message"));
 }
 
 }  // namespace

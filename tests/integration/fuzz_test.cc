@@ -15,6 +15,7 @@
 #include <random>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/escaping.h"
@@ -26,6 +27,7 @@
 #include "service/grpc_util.h"
 #include "sluice/dataset.h"
 #include "sluice/service.grpc.pb.h"
+#include "tests/integration/security_helpers.h"
 #include "tests/integration/test_cluster.h"
 
 namespace sluice {
@@ -508,6 +510,58 @@ TEST_CASE("fuzz: random and boundary requests to every RPC leave both daemons up
   for (int64_t i = 0; i < 100; ++i)
     parallel_expected.insert(parallel_expected.end(), cluster.num_workers(), i);
   CHECK(parallel_values == parallel_expected);
+}
+
+TEST_CASE("fuzz: under the client token, random requests to every RPC leave an honest read beside them exact",
+          "[service][hardening][fuzz][tenants]") {
+  INFO("seed " << kSeed);
+  testing::TempDir dir;
+  const std::vector<std::string> tokens = testing::TokenFlags(dir);
+  testing::ScopedClientSecurity honest({.token = testing::kClientToken});
+  TestCluster cluster({.num_workers = 2, .dispatcher_args = tokens, .worker_args = tokens});
+  std::set<std::string> real;
+  for (int i = 0; i < cluster.num_workers(); ++i)
+    real.insert(absl::StrCat("127.0.0.1:", cluster.WorkerPort(i)));
+  Fuzzer fuzzer(real);
+  const ChannelSecurity as_client{.token = testing::kClientToken};
+  auto dispatcher =
+      proto::DispatcherService::NewStub(MakeSecureChannel(cluster.DispatcherAddress(), as_client));
+  auto worker = proto::WorkerService::NewStub(
+      MakeSecureChannel(absl::StrCat("127.0.0.1:", cluster.WorkerPort(0)), as_client));
+  // The honest reader: every element exactly once, whatever the fuzzer does.
+  constexpr int64_t kElements = 20000;
+  std::vector<int64_t> values;
+  absl::Status read_status;
+  std::thread reader([&] {
+    read_status = testing::ReadToEnd(
+        Dataset::Range(kElements).ReadFromService({.service = cluster.ServiceUrl(),
+                                                   .processing_mode = ProcessingMode::kDistributedEpoch,
+                                                   .job_name = "honest",
+                                                   .exactly_once = true}),
+        &values, /*pause_every=*/200);
+  });
+  int dispatcher_accepted = 0;
+  int worker_accepted = 0;
+  std::vector<std::string> failures =
+      Barrage(fuzzer, DispatcherRpcs(*dispatcher, fuzzer), kDispatcherRequests / 2, &dispatcher_accepted);
+  const std::vector<std::string> worker_failures =
+      Barrage(fuzzer, WorkerRpcs(*worker, fuzzer), kWorkerRequests / 2, &worker_accepted);
+  failures.insert(failures.end(), worker_failures.begin(), worker_failures.end());
+  reader.join();
+  std::string report;
+  for (const std::string& failure : failures) absl::StrAppend(&report, failure, "\n");
+  INFO(report);
+  CHECK(failures.empty());
+  CAPTURE(dispatcher_accepted, worker_accepted);
+  CHECK(dispatcher_accepted > 100);
+  INFO(read_status.ToString());
+  REQUIRE(read_status.ok());
+  std::sort(values.begin(), values.end());
+  std::vector<int64_t> expected(kElements);
+  for (int64_t i = 0; i < kElements; ++i) expected[i] = i;
+  CHECK(values == expected);
+  // Both workers still serve.
+  CHECK(cluster.RegisteredWorkers() == 2);
 }
 
 }  // namespace

@@ -23,6 +23,7 @@
 #include "service/grpc_util.h"
 #include "sluice/dataset.h"
 #include "sluice/service.grpc.pb.h"
+#include "tests/integration/read_helpers.h"
 #include "tests/integration/security_helpers.h"
 #include "tests/integration/test_cluster.h"
 
@@ -286,6 +287,91 @@ TEST_CASE("tenants: two tenants' tokens read their own jobs of one name, and nei
   const grpc::Status unknown = stranger_stub->GetStatus(&stranger_context, request, &snapshot);
   CHECK(unknown.error_code() == grpc::StatusCode::UNAUTHENTICATED);
   CHECK(unknown.error_message() == "GetStatus needs the client token and the call carried a wrong one");
+}
+
+TEST_CASE(
+    "tenant attacks: squatting a named exactly_once job's epoch with skip_splits is refused, and restores still work",
+    "[service][security][tenants]") {
+  testing::TempDir dir;
+  const std::vector<std::string> tokens = TokenFlags(dir);
+  ScopedClientSecurity client({.token = kClientToken});
+  TestCluster cluster(
+      {.num_workers = 2,
+       .dispatcher_args = {tokens[0], tokens[1], tokens[2], tokens[3], "--elements-per-split", "16"},
+       .worker_args = tokens});
+  constexpr int64_t kEpoch = 4000;
+  const Dataset victim =
+      Dataset::Range(kEpoch).ReadFromService({.service = cluster.ServiceUrl(),
+                                              .processing_mode = ProcessingMode::kDistributedEpoch,
+                                              .job_name = "victim",
+                                              .exactly_once = true});
+  // The attacker makes the victim's job and tries to create its epoch 0
+  // with every split but the first skipped.
+  auto dispatcher = proto::DispatcherService::NewStub(
+      MakeSecureChannel(cluster.DispatcherAddress(), {.token = kClientToken}));
+  proto::GetOrRegisterDatasetRequest registration;
+  *registration.mutable_version() = CurrentVersion();
+  *registration.mutable_dataset() = internal::DefinitionOf(Dataset::Range(kEpoch));
+  proto::GetOrRegisterDatasetResponse registered;
+  {
+    grpc::ClientContext context;
+    context.set_deadline(Soon());
+    REQUIRE(dispatcher->GetOrRegisterDataset(&context, registration, &registered).ok());
+  }
+  proto::GetOrCreateJobRequest job_request;
+  *job_request.mutable_version() = CurrentVersion();
+  job_request.mutable_params()->set_dataset_id(registered.dataset_id());
+  job_request.mutable_params()->set_processing_mode(proto::DISTRIBUTED_EPOCH);
+  job_request.mutable_params()->set_job_name("victim");
+  job_request.mutable_params()->set_exactly_once(true);
+  proto::GetOrCreateJobResponse job;
+  {
+    grpc::ClientContext context;
+    context.set_deadline(Soon());
+    REQUIRE(dispatcher->GetOrCreateJob(&context, job_request, &job).ok());
+  }
+  for (const std::string& key : {std::string(), std::string(32, 'k')}) {
+    proto::GetOrCreateIterationRequest squat;
+    *squat.mutable_version() = CurrentVersion();
+    squat.set_job_id(job.job_id());
+    squat.set_repetition(0);
+    squat.add_skip_splits(1);
+    squat.add_skip_splits(int64_t{1} << 40);
+    squat.set_split_layout("elements_per_split=16");
+    squat.set_restore_key(key);
+    grpc::ClientContext context;
+    context.set_deadline(Soon());
+    proto::GetOrCreateIterationResponse squatted;
+    const grpc::Status refused = dispatcher->GetOrCreateIteration(&context, squat, &squatted);
+    CHECK(refused.error_code() == grpc::StatusCode::PERMISSION_DENIED);
+    CHECK(refused.error_message() ==
+          absl::StrCat(
+              "GetOrCreateIteration: skip_splits or skip_positions (a restored read) for job ", job.job_id(),
+              " ('victim') need the restore_key ",
+              key.empty() ? "that the saved state holds, and there is none"
+                          : "of a state saved from this job on this cluster, and this one is not",
+              " (a state saved by a Sluice release before restore keys, or on another cluster, cannot be "
+              "restored where auth is on)"));
+  }
+  // The victim reads its whole epoch, saves midway through the next, and
+  // restores on a dispatcher restarted without its journal: the restore
+  // key comes from the cluster's, so it still proves the state.
+  std::vector<int64_t> values;
+  REQUIRE(testing::ReadToEnd(victim, &values).ok());
+  std::sort(values.begin(), values.end());
+  CHECK(values == Iota(kEpoch));
+  std::vector<int64_t> second;
+  std::string state;
+  {
+    Iterator iterator = testing::MakeOrFail(victim);
+    testing::Take(iterator, 1500, &second);
+    state = testing::SaveOrFail(iterator);
+  }
+  cluster.RestartDispatcher();
+  Iterator restored = testing::RestoreOrFail(victim, state);
+  testing::Take(restored, -1, &second);
+  std::sort(second.begin(), second.end());
+  CHECK(second == Iota(kEpoch));
 }
 
 }  // namespace
