@@ -321,6 +321,27 @@ absl::Status ReadLines(const Dataset& dataset, std::vector<std::string>* lines) 
   return absl::OutOfRangeError("more than 1000 lines");
 }
 
+TEST_CASE("security: TLS alone beyond loopback is refused, mutual TLS starts", "[service][security]") {
+  testing::TempDir dir;
+  const Certificates certs = MakeCertificates(dir);
+  const std::vector<std::string> base = {SLUICE_DISPATCHERD, "--port",         "0",
+                                         "--bind-address",   "0.0.0.0",        "--tls-cert-file",
+                                         certs.server_cert,  "--tls-key-file", certs.server_key};
+  auto refused = testing::Process::Start(base, dir.File("refused.log"));
+  REQUIRE(refused.ok());
+  CHECK((*refused)->Wait(std::chrono::seconds(20)) == 2);
+  CHECK_THAT(testing::ReadFileOrEmpty(dir.File("refused.log")),
+             Contains("dispatcherd refuses to listen on 0.0.0.0 with TLS but no client authentication: TLS "
+                      "encrypts the calls, yet anyone who can reach the port could register pipelines"));
+  const std::string port_file = dir.File("bound.port");
+  auto started = testing::Process::Start(
+      Concat(base, {"--tls-ca-file", certs.ca, "--tls-require-client-cert", "--port-file", port_file}),
+      dir.File("started.log"));
+  REQUIRE(started.ok());
+  CHECK(!testing::WaitForFile(port_file, std::chrono::seconds(20)).empty());
+  CHECK((*started)->Terminate() == 0);
+}
+
 TEST_CASE("security: workers read files only under their data_roots, after symlinks and '..'",
           "[service][security]") {
   testing::TempDir dir;

@@ -85,6 +85,27 @@ def cluster():
     shutil.rmtree(directory, ignore_errors=True)
 
 
+def test_a_host_header_naming_another_site_is_refused(cluster):
+    """Issue 32, finding 16: DNS rebinding. A page at attacker.example whose
+    name resolves to the daemon's address sends Host: attacker.example."""
+    _, ports = cluster
+    for name, port in ports.items():
+        for path in ("/status.json", "/metrics", "/healthz"):
+            request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", headers={"Host": "attacker.example"})
+            with pytest.raises(urllib.error.HTTPError) as refused:
+                urllib.request.urlopen(request, timeout=10)
+            assert refused.value.code == 421
+            assert refused.value.read().decode() == (
+                "this daemon does not answer to the name 'attacker.example' (a guard against DNS rebinding): "
+                "use its IP address, or add the name to http_host_names\n"
+            )
+        # Its own names and addresses are served.
+        for host in (f"127.0.0.1:{port}", f"localhost:{port}"):
+            request = urllib.request.Request(f"http://127.0.0.1:{port}/healthz", headers={"Host": host})
+            with urllib.request.urlopen(request, timeout=10) as response:
+                assert response.status == 200
+
+
 def test_health_and_metrics_endpoints(cluster):
     _, ports = cluster
     for name, port in ports.items():
