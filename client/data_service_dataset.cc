@@ -163,6 +163,7 @@ absl::StatusOr<std::unique_ptr<ServiceRead>> StartRead(const ReadConfig& config,
     }
     AppendWorkerRanges(resume->delivered.worker_positions(), iteration_request.mutable_skip_positions());
     iteration_request.set_restore_key(resume->delivered.restore_key());
+    iteration_request.set_restore_job_name(config.params.job_name());
   }
   proto::GetOrCreateIterationResponse iteration;
   for (;;) {

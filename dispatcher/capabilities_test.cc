@@ -84,6 +84,11 @@ TEST_CASE("capabilities: a numeric explicit dataset id is refused and never move
                        "' is a number, and numbers are the dispatcher's own ids: name an explicit id with a "
                        "letter in it, or leave it empty to have one given"));
   }
+  const absl::Status slash = TryRegister(d, internal::DefinitionOf(Dataset::Range(3)), "vision/corpus");
+  CHECK(slash.code() == absl::StatusCode::kInvalidArgument);
+  CHECK(std::string(slash.message()) ==
+        "GetOrRegisterDataset: dataset_id 'vision/corpus' has a '/', which only a tenant's namespace puts "
+        "there");
   // Named ids still work, and later registrations get the next number.
   CHECK(Register(d, internal::DefinitionOf(Dataset::Range(4)), "corpus-7") == "corpus-7");
   CHECK(Register(d, internal::DefinitionOf(Dataset::Range(5))) == std::to_string(std::stoll(first) + 1));

@@ -86,10 +86,10 @@ std::string ClientSecrets::ForTask(int64_t task_id) const {
 }
 
 std::string ClientSecrets::ForRestore(const std::string& tenant, const std::string& job_name,
-                                      const std::string& fingerprint) const {
-  // Lengths first, so that no two triples give one message.
-  return Mac(
-      absl::StrCat("restore:", tenant.size(), ":", tenant, job_name.size(), ":", job_name, fingerprint));
+                                      const std::string& fingerprint, int64_t repetition) const {
+  // Lengths first, so that no two tuples give one message.
+  return Mac(absl::StrCat("restore:", tenant.size(), ":", tenant, job_name.size(), ":", job_name,
+                          fingerprint.size(), ":", fingerprint, repetition));
 }
 
 std::string ClientSecrets::Mac(absl::string_view message) const {

@@ -30,10 +30,10 @@ class ClientSecrets {
   bool Matches(int64_t iteration_client_id, const std::string& presented) const;
   // A task's read secret: 32 hex digits, never equal to a client's.
   std::string ForTask(int64_t task_id) const;
-  // A restore's proof for a job, by what names it across jobs and
-  // dispatchers: its tenant, name and dataset fingerprint.
+  // A restore's proof for one repetition of a job, by what names the job
+  // across jobs and dispatchers: its tenant, name and dataset fingerprint.
   std::string ForRestore(const std::string& tenant, const std::string& job_name,
-                         const std::string& fingerprint) const;
+                         const std::string& fingerprint, int64_t repetition) const;
   // Secrets under `key` (the cluster token, for restore proofs that every
   // dispatcher of the cluster gives alike).
   static ClientSecrets WithKey(std::string key) { return ClientSecrets(std::move(key)); }

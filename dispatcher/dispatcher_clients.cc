@@ -110,6 +110,8 @@ absl::Status DispatcherImpl::ClientHeartbeat(const proto::ClientHeartbeatRequest
     if (iteration->finished && iteration->error_code == 0) {
       CheckPeersAtEnd(*iteration, request.iteration_client_id(), response);
     }
+    // Told the end, it has nothing more to take: its exit loses no one's.
+    if (response->iteration_finished()) clients_with_tasks_.erase(request.iteration_client_id());
     response->set_round_horizon(iteration->round_horizon);
     if (auto rounds = iteration_rounds_.find(iteration->id); rounds != iteration_rounds_.end()) {
       response->set_furthest_round(rounds->second);
@@ -119,29 +121,46 @@ absl::Status DispatcherImpl::ClientHeartbeat(const proto::ClientHeartbeatRequest
   return absl::OkStatus();
 }
 
-std::string DispatcherImpl::RestoreKey(const DispatcherState::Job& job) const {
+namespace {
+
+// A job's name without the "@restore-..." of the job a merged restore
+// makes for it: a read saved there restores as one of the job itself.
+std::string BaseJobName(const std::string& name) { return name.substr(0, name.find("@restore-")); }
+
+}  // namespace
+
+std::string DispatcherImpl::RestoreKey(const DispatcherState::Job& job, int64_t repetition) const {
   if (!restore_keys_.has_value()) return "";
-  return restore_keys_->ForRestore(job.params.tenant(), job.params.job_name(),
-                                   state_.FindDataset(job.params.dataset_id())->fingerprint);
+  return restore_keys_->ForRestore(job.params.tenant(), BaseJobName(job.params.job_name()),
+                                   state_.FindDataset(job.params.dataset_id())->fingerprint, repetition);
 }
 
 absl::Status DispatcherImpl::CheckRestoreKey(const DispatcherState::Job& job,
                                              const proto::GetOrCreateIterationRequest& request) const {
-  // An anonymous job is its creator's alone: only a named one can be
-  // created by one reader for another.
-  if ((request.skip_splits().empty() && request.skip_positions().empty()) || job.params.job_name().empty()) {
+  if ((request.skip_splits().empty() && request.skip_positions().empty()) || !restore_keys_.has_value()) {
     return absl::OkStatus();
   }
-  if (!restore_keys_.has_value() || SameSecret(request.restore_key(), RestoreKey(job)))
-    return absl::OkStatus();
-  // Anyone who may name the job could otherwise create its repetition with
+  // A restore makes an anonymous job, or one named after the saved job.
+  const std::string saved = BaseJobName(request.restore_job_name());
+  if (!job.params.job_name().empty() && BaseJobName(job.params.job_name()) != saved) {
+    return absl::PermissionDeniedError(absl::StrCat("GetOrCreateIteration: a read saved from job '", saved,
+                                                    "' cannot restore into job ", job.id, " ('",
+                                                    job.params.job_name(), "')"));
+  }
+  // The key is given only to readers of that repetition of the saved job,
+  // so whoever has it could not have squatted it: it existed already.
+  DispatcherState::Job saved_job = job;
+  saved_job.params.set_job_name(saved);
+  if (SameSecret(request.restore_key(), RestoreKey(saved_job, request.repetition()))) return absl::OkStatus();
+  // Anyone who may name a job could otherwise create its repetition with
   // most of it skipped, and its readers would end at once, "whole".
   return absl::PermissionDeniedError(absl::StrCat(
       "GetOrCreateIteration: skip_splits or skip_positions (a restored read) for job ", job.id,
       job.params.job_name().empty() ? "" : absl::StrCat(" ('", job.params.job_name(), "')"),
       " need the restore_key ",
       request.restore_key().empty() ? "that the saved state holds, and there is none"
-                                    : "of a state saved from this job on this cluster, and this one is not",
+                                    : absl::StrCat("of a state saved from repetition ", request.repetition(),
+                                                   " of this job on this cluster, and this one is not"),
       " (a state saved by a Sluice release before restore keys, or on another cluster, cannot be restored "
       "where auth is on)"));
 }

@@ -88,7 +88,12 @@ absl::Status DispatcherImpl::Recover() {
     if (!task.finished) crash_loop_.TaskStarted(id, now);
   }
   for (const auto& [id, iteration] : state_.iterations()) {
-    for (int64_t client : iteration.clients) client_heartbeats_[client] = now;
+    for (int64_t client : iteration.clients) {
+      client_heartbeats_[client] = now;
+      // Whether it was told its tasks is not journaled: assume so, so that
+      // a consumer lost across the restart still fails its peers' end.
+      if (!iteration.finished && !iteration.tasks.empty()) clients_with_tasks_.insert(client);
+    }
     const auto* job = state_.FindJob(iteration.job_id);
     if (iteration.collected || job->params.processing_mode() != proto::DISTRIBUTED_EPOCH) continue;
     absl::StatusOr<std::unique_ptr<SplitProvider>> provider = NewSplitProvider(
@@ -150,7 +155,8 @@ absl::Status DispatcherImpl::Apply(const proto::Update& update) {
 absl::Status DispatcherImpl::WriteSnapshot() {
   const proto::StateSnapshot snapshot = state_.ToSnapshot();
   absl::Status status = journal_->WriteSnapshot(snapshot);
-  if (status.ok()) last_snapshot_bytes_ = static_cast<int64_t>(snapshot.ByteSizeLong());
+  // Refused or not, the next try waits until the journal is this large.
+  last_snapshot_bytes_ = static_cast<int64_t>(snapshot.ByteSizeLong());
   // Too large to be read back (the quotas keep a state far smaller): the
   // journal since the last snapshot stays whole, so going on loses nothing.
   if (absl::IsResourceExhausted(status)) {
@@ -439,6 +445,7 @@ absl::Status DispatcherImpl::GetOrCreateIteration(const proto::GetOrCreateIterat
     }
     if (iteration == nullptr) {
       if (absl::Status s = CheckIterationQuota(job->params.tenant()); !s.ok()) return s;
+      if (absl::Status s = CheckRestoreKey(*job, request); !s.ok()) return s;
       const auto* dataset = state_.FindDataset(job->params.dataset_id());
       bool infinite = false;
       if (job->params.processing_mode() == proto::DISTRIBUTED_EPOCH) {
@@ -465,7 +472,6 @@ absl::Status DispatcherImpl::GetOrCreateIteration(const proto::GetOrCreateIterat
             "' (--elements-per-split), so split numbers would name other elements: restart it with the same "
             "setting"));
       }
-      if (absl::Status s = CheckRestoreKey(*job, request); !s.ok()) return s;
       if (!request.skip_splits().empty()) {
         if (job->params.processing_mode() != proto::DISTRIBUTED_EPOCH || !job->params.exactly_once() ||
             infinite || request.split_layout().empty()) {
@@ -522,7 +528,7 @@ absl::Status DispatcherImpl::GetOrCreateIteration(const proto::GetOrCreateIterat
     }
     response->set_iteration_client_id(acquire.acquire_iteration_client().iteration_client_id());
     response->set_client_secret(client_secrets_.For(response->iteration_client_id()));
-    response->set_restore_key(RestoreKey(*job));
+    response->set_restore_key(RestoreKey(*job, iteration->repetition));
   }
   PushTasks(new_tasks);
   return absl::OkStatus();

@@ -210,7 +210,8 @@ class DispatcherImpl {
                        proto::ClientHeartbeatResponse* response) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The restore proof of `job` ("" without auth), and the check of a
   // restore's: PermissionDenied unless it is the job's.
-  std::string RestoreKey(const DispatcherState::Job& job) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::string RestoreKey(const DispatcherState::Job& job, int64_t repetition) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status CheckRestoreKey(const DispatcherState::Job& job,
                                const proto::GetOrCreateIterationRequest& request) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -57,12 +57,16 @@ absl::Status DispatcherState::Apply(const proto::Update& update) {
       if (datasets_.contains(u.dataset_id())) {
         return absl::FailedPreconditionError(absl::StrCat("dataset ", u.dataset_id(), " already exists"));
       }
-      datasets_[u.dataset_id()] = Dataset{u.dataset_id(), u.fingerprint(), u.dataset(), u.tenant()};
-      dataset_by_fingerprint_.emplace(std::make_pair(u.tenant(), u.fingerprint()), u.dataset_id());
       // Only the id the dispatcher gives moves the counter: an explicit
       // number (which journals from before request_checks refused them
       // may hold) never takes later registrations' ids away.
-      if (u.dataset_id() == NextDatasetId()) ++next_dataset_id_;
+      int64_t numeric = 0;
+      if (u.dataset_id() == NextDatasetId() && absl::SimpleAtoi(u.dataset_id(), &numeric) &&
+          numeric < INT64_MAX) {
+        next_dataset_id_ = numeric + 1;
+      }
+      datasets_[u.dataset_id()] = Dataset{u.dataset_id(), u.fingerprint(), u.dataset(), u.tenant()};
+      dataset_by_fingerprint_.emplace(std::make_pair(u.tenant(), u.fingerprint()), u.dataset_id());
       return absl::OkStatus();
     }
     case proto::Update::kRegisterWorker: {
@@ -422,6 +426,12 @@ const DispatcherState::Dataset* DispatcherState::FindDatasetByFingerprint(const 
                                                                           const std::string& tenant) const {
   auto it = dataset_by_fingerprint_.find(std::make_pair(tenant, fingerprint));
   return it == dataset_by_fingerprint_.end() ? nullptr : FindDataset(it->second);
+}
+
+std::string DispatcherState::NextDatasetId() const {
+  int64_t next = next_dataset_id_;
+  while (next < INT64_MAX && datasets_.contains(std::to_string(next))) ++next;
+  return std::to_string(next);
 }
 
 const DispatcherState::Job* DispatcherState::FindJob(int64_t id) const {

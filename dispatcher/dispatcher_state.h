@@ -155,7 +155,9 @@ class DispatcherState {
   int64_t NextIterationId() const { return next_iteration_id_; }
   int64_t NextTaskId() const { return next_task_id_; }
   int64_t NextIterationClientId() const { return next_iteration_client_id_; }
-  std::string NextDatasetId() const { return std::to_string(next_dataset_id_); }
+  // The counter's id, or the first after it not taken (an old journal's
+  // explicit numbers may hold some).
+  std::string NextDatasetId() const;
 
   // distributed_epoch: splits that a task yet to be made must read, returned
   // by lost tasks or never handed out before the last tasks were lost.

@@ -225,12 +225,18 @@ TEST_CASE("dispatcher_state: only the id it gave moves NextDatasetId", "[dispatc
   CHECK(state.NextDatasetId() == "1001");
   REQUIRE(state.Apply(RegisterDataset("7", "fp-b")).ok());
   CHECK(state.NextDatasetId() == "1001");
+  // An explicit number the counter reaches later is passed over then.
+  REQUIRE(state.Apply(RegisterDataset("1003", "fp-d")).ok());
+  CHECK(state.NextDatasetId() == "1001");
+  REQUIRE(state.Apply(RegisterDataset("1001", "fp-e")).ok());
+  REQUIRE(state.Apply(RegisterDataset("1002", "fp-f")).ok());
+  CHECK(state.NextDatasetId() == "1004");
   // A named (non-numeric) id does not move it at all.
   REQUIRE(state.Apply(RegisterDataset("my-dataset", "fp-c")).ok());
-  CHECK(state.NextDatasetId() == "1001");
+  CHECK(state.NextDatasetId() == "1004");
   CHECK(state.FindDataset("my-dataset") != nullptr);
   CHECK(state.FindDatasetByFingerprint("fp-c")->id == "my-dataset");
-  CHECK(state.datasets().size() == 4);
+  CHECK(state.datasets().size() == 7);
 }
 
 TEST_CASE("dispatcher_state: a duplicate dataset id is FailedPrecondition and changes nothing",

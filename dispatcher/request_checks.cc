@@ -64,6 +64,12 @@ absl::Status CheckRequest(const proto::GetOrRegisterDatasetRequest& request) {
       !s.ok()) {
     return s;
   }
+  // A tenant's explicit ids are TENANT/ID: no caller may name one itself.
+  if (request.dataset_id().find('/') != std::string::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("GetOrRegisterDataset: dataset_id '", request.dataset_id(),
+                     "' has a '/', which only a tenant's namespace puts there"));
+  }
   // Numbers are the dispatcher's own ids: an explicit one could take the
   // id the next registration would get, or lock every later one out.
   if (!request.dataset_id().empty() && std::all_of(request.dataset_id().begin(), request.dataset_id().end(),

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -24,6 +25,7 @@
 #include "sluice/distribute.h"
 #include "sluice/iterator.h"
 #include "tests/integration/read_helpers.h"
+#include "tests/integration/security_helpers.h"
 #include "tests/integration/test_cluster.h"
 #include "tests/testing/test_util.h"
 
@@ -38,6 +40,29 @@ using testing::Take;
 using testing::TestCluster;
 
 constexpr int64_t kEpoch = 20000;
+
+// Every cluster here has auth on, so that each restore also proves its
+// state (the restore keys of issue 32): one client token for the tests'
+// readers.
+struct AuthSetup {
+  AuthSetup() { setenv("SLUICE_TOKEN_FILE", dir.File("client.token").c_str(), 1); }  // for the CLI's runs
+  ~AuthSetup() { unsetenv("SLUICE_TOKEN_FILE"); }
+  testing::TempDir dir;
+  std::vector<std::string> tokens = testing::TokenFlags(dir);
+  testing::ScopedClientSecurity security{{.token = testing::kClientToken}};
+};
+class AuthCluster : private AuthSetup, public TestCluster {
+ public:
+  explicit AuthCluster(TestCluster::Options options) : TestCluster(WithTokens(std::move(options), tokens)) {}
+
+ private:
+  static TestCluster::Options WithTokens(TestCluster::Options options,
+                                         const std::vector<std::string>& tokens) {
+    options.dispatcher_args.insert(options.dispatcher_args.end(), tokens.begin(), tokens.end());
+    options.worker_args.insert(options.worker_args.end(), tokens.begin(), tokens.end());
+    return options;
+  }
+};
 
 Dataset Pipeline(const std::string& url, const std::string& job_name = "") {
   return Dataset::Range(kEpoch).ReadFromService({.service = url,
@@ -62,7 +87,7 @@ std::string ReadAndSave(const Dataset& dataset, int64_t count, std::vector<int64
 
 TEST_CASE("service checkpoint: a sole reader saved mid-epoch resumes with the rest, exactly once",
           "[service][checkpoint]") {
-  TestCluster cluster({.num_workers = 2, .dispatcher_args = {"--elements-per-split", "16"}});
+  AuthCluster cluster({.num_workers = 2, .dispatcher_args = {"--elements-per-split", "16"}});
   const Dataset dataset = Pipeline(cluster.ServiceUrl());
   std::vector<int64_t> values;
   const std::string state = ReadAndSave(dataset, 7001, &values);
@@ -87,7 +112,7 @@ TEST_CASE(
     "service checkpoint: a restore needs nothing of the saved job: collected, or a dispatcher without "
     "its journal",
     "[service][checkpoint]") {
-  TestCluster cluster({.num_workers = 2,
+  AuthCluster cluster({.num_workers = 2,
                        .dispatcher_args = {"--job-gc-timeout-ms", "100", "--job-retention-ms", "100",
                                            "--elements-per-split", "16"}});
   const Dataset dataset = Pipeline(cluster.ServiceUrl());
@@ -108,7 +133,7 @@ TEST_CASE(
 
 TEST_CASE("service checkpoint: with repeat after distribute, a restore goes on with the later epochs",
           "[service][checkpoint]") {
-  TestCluster cluster({.num_workers = 2, .dispatcher_args = {"--elements-per-split", "16"}});
+  AuthCluster cluster({.num_workers = 2, .dispatcher_args = {"--elements-per-split", "16"}});
   const Dataset dataset = Pipeline(cluster.ServiceUrl()).Repeat(2);
   for (const int64_t before : {int64_t{5000}, kEpoch + 3000}) {
     std::vector<int64_t> values;
@@ -127,7 +152,7 @@ TEST_CASE("service checkpoint: with repeat after distribute, a restore goes on w
 TEST_CASE("service checkpoint: the saved state survives a dispatcher restart (kill -9, work dir)",
           "[service][checkpoint]") {
   testing::TempDir work;
-  TestCluster cluster({.num_workers = 2, .dispatcher_args = {"--work-dir", work.File("journal")}});
+  AuthCluster cluster({.num_workers = 2, .dispatcher_args = {"--work-dir", work.File("journal")}});
   const Dataset dataset = Pipeline(cluster.ServiceUrl());
   std::vector<int64_t> values;
   const std::string state = ReadAndSave(dataset, 12345, &values);
@@ -191,7 +216,7 @@ void RestoreShared(const Dataset& dataset, const std::string& job_checkpoint, in
 
 TEST_CASE("service checkpoint: the consumers' states merge and restore on another number of consumers",
           "[service][checkpoint]") {
-  TestCluster cluster({.num_workers = 2, .dispatcher_args = {"--elements-per-split", "16"}});
+  AuthCluster cluster({.num_workers = 2, .dispatcher_args = {"--elements-per-split", "16"}});
   SECTION("2 consumers saved, 3 restore") {
     const Dataset dataset = Pipeline(cluster.ServiceUrl(), "elastic-2-3");
     std::vector<int64_t> values;
@@ -213,7 +238,7 @@ TEST_CASE("service checkpoint: the consumers' states merge and restore on anothe
 }
 
 TEST_CASE("service checkpoint: reads that cannot be saved or restored say why", "[service][checkpoint]") {
-  TestCluster cluster({.num_workers = 1, .dispatcher_args = {"--elements-per-split", "16"}});
+  AuthCluster cluster({.num_workers = 1, .dispatcher_args = {"--elements-per-split", "16"}});
   SECTION("distributed_epoch without exactly_once") {
     Iterator iterator = MakeOrFail(Dataset::Range(100).ReadFromService(
         {.service = cluster.ServiceUrl(), .processing_mode = ProcessingMode::kDistributedEpoch}));
@@ -321,7 +346,7 @@ TEST_CASE(
     "service checkpoint: a DistributedIterator saves as of the last step it returned, prefetched steps "
     "included",
     "[service][checkpoint]") {
-  TestCluster cluster({.num_workers = 2, .dispatcher_args = {"--elements-per-split", "16"}});
+  AuthCluster cluster({.num_workers = 2, .dispatcher_args = {"--elements-per-split", "16"}});
   SECTION("one trainer") {
     const DistributedDataset distributed = DistributedOrFail(Pipeline(cluster.ServiceUrl()).Batch(8));
     std::vector<int64_t> values;
@@ -426,7 +451,7 @@ std::vector<std::string> Lines(const std::string& text) {
 
 TEST_CASE("service checkpoint: sluice read killed with SIGKILL resumes after its last saved multiple of N",
           "[service][checkpoint][cli]") {
-  TestCluster cluster({.num_workers = 2, .dispatcher_args = {"--elements-per-split", "16"}});
+  AuthCluster cluster({.num_workers = 2, .dispatcher_args = {"--elements-per-split", "16"}});
   testing::TempDir dir;
   const std::string pipeline = dir.File("p.yaml");
   {
@@ -525,7 +550,7 @@ std::vector<int64_t> Integers(const std::string& text) {
 
 TEST_CASE("service checkpoint: sluice read --replicas saves and resumes as of the last step printed",
           "[service][checkpoint][cli]") {
-  TestCluster cluster({.num_workers = 2, .dispatcher_args = {"--elements-per-split", "16"}});
+  AuthCluster cluster({.num_workers = 2, .dispatcher_args = {"--elements-per-split", "16"}});
   testing::TempDir dir;
   const std::string pipeline = dir.File("p.yaml");
   {

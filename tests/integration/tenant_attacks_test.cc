@@ -290,7 +290,8 @@ TEST_CASE("tenants: two tenants' tokens read their own jobs of one name, and nei
 }
 
 TEST_CASE(
-    "tenant attacks: squatting a named exactly_once job's epoch with skip_splits is refused, and restores still work",
+    "tenant attacks: squatting a named exactly_once job's epoch with skip_splits is refused, and restores "
+    "still work",
     "[service][security][tenants]") {
   testing::TempDir dir;
   const std::vector<std::string> tokens = TokenFlags(dir);
@@ -330,7 +331,42 @@ TEST_CASE(
     context.set_deadline(Soon());
     REQUIRE(dispatcher->GetOrCreateJob(&context, job_request, &job).ok());
   }
-  for (const std::string& key : {std::string(), std::string(32, 'k')}) {
+  // A real restore key, for another repetition: creating repetition 1000
+  // of the job gives it.
+  std::string key_of_1000;
+  {
+    proto::GetOrCreateIterationRequest other;
+    *other.mutable_version() = CurrentVersion();
+    other.set_job_id(job.job_id());
+    other.set_repetition(1000);
+    grpc::ClientContext context;
+    context.set_deadline(Soon());
+    proto::GetOrCreateIterationResponse created;
+    REQUIRE(dispatcher->GetOrCreateIteration(&context, other, &created).ok());
+    key_of_1000 = created.restore_key();
+    CHECK(key_of_1000.size() == 32);
+  }
+  struct Squat {
+    std::string key;
+    std::string saved_job;
+    std::string message;
+  };
+  const std::string tail =
+      " (a state saved by a Sluice release before restore keys, or on another cluster, cannot be restored "
+      "where "
+      "auth is on)";
+  const std::string prefix =
+      absl::StrCat("GetOrCreateIteration: skip_splits or skip_positions (a restored read) for job ",
+                   job.job_id(), " ('victim') need the restore_key ");
+  const std::vector<Squat> squats = {
+      {"", "victim", prefix + "that the saved state holds, and there is none" + tail},
+      {key_of_1000, "victim",
+       prefix + "of a state saved from repetition 0 of this job on this cluster, and this one is not" + tail},
+      {key_of_1000, "",
+       absl::StrCat("GetOrCreateIteration: a read saved from job '' cannot restore into job ", job.job_id(),
+                    " ('victim')")},
+  };
+  for (const Squat& attempt : squats) {
     proto::GetOrCreateIterationRequest squat;
     *squat.mutable_version() = CurrentVersion();
     squat.set_job_id(job.job_id());
@@ -338,20 +374,14 @@ TEST_CASE(
     squat.add_skip_splits(1);
     squat.add_skip_splits(int64_t{1} << 40);
     squat.set_split_layout("elements_per_split=16");
-    squat.set_restore_key(key);
+    squat.set_restore_key(attempt.key);
+    squat.set_restore_job_name(attempt.saved_job);
     grpc::ClientContext context;
     context.set_deadline(Soon());
     proto::GetOrCreateIterationResponse squatted;
     const grpc::Status refused = dispatcher->GetOrCreateIteration(&context, squat, &squatted);
     CHECK(refused.error_code() == grpc::StatusCode::PERMISSION_DENIED);
-    CHECK(refused.error_message() ==
-          absl::StrCat(
-              "GetOrCreateIteration: skip_splits or skip_positions (a restored read) for job ", job.job_id(),
-              " ('victim') need the restore_key ",
-              key.empty() ? "that the saved state holds, and there is none"
-                          : "of a state saved from this job on this cluster, and this one is not",
-              " (a state saved by a Sluice release before restore keys, or on another cluster, cannot be "
-              "restored where auth is on)"));
+    CHECK(refused.error_message() == attempt.message);
   }
   // The victim reads its whole epoch, saves midway through the next, and
   // restores on a dispatcher restarted without its journal: the restore
