@@ -30,6 +30,9 @@ class ClientSecrets {
   bool Matches(int64_t iteration_client_id, const std::string& presented) const;
   // A task's read secret: 32 hex digits, never equal to a client's.
   std::string ForTask(int64_t task_id) const;
+  // Names the key, and so the state it goes with (TaskDef's
+  // dispatcher_incarnation): 32 hex digits.
+  std::string Incarnation() const { return Mac("incarnation"); }
   // A restore's proof for one repetition of a job, by what names the job
   // across jobs and dispatchers: its tenant, name and dataset fingerprint.
   std::string ForRestore(const std::string& tenant, const std::string& job_name,

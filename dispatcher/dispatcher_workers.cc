@@ -30,6 +30,7 @@ absl::Status DispatcherImpl::WorkerHeartbeat(const proto::WorkerHeartbeatRequest
                                              proto::WorkerHeartbeatResponse* response, const Caller&) {
   if (absl::Status s = CheckVersion(request.version()); !s.ok()) return s;
   if (absl::Status s = CheckRequest(request); !s.ok()) return s;
+  response->set_dispatcher_incarnation(client_secrets_.Incarnation());
   const std::string& address = request.worker_address();
   NewTasks new_tasks;
   {
@@ -203,6 +204,7 @@ void DispatcherImpl::FillTaskDef(const DispatcherState::Task& task, proto::TaskD
   def->set_task_id(task.id);
   def->set_iteration_id(task.iteration_id);
   def->set_read_secret(client_secrets_.ForTask(task.id));
+  def->set_dispatcher_incarnation(client_secrets_.Incarnation());
   *def->mutable_dataset() = state_.FindDataset(job->params.dataset_id())->def;
   def->set_processing_mode(job->params.processing_mode());
   def->set_sharding_policy(job->params.sharding_policy());

@@ -132,7 +132,8 @@ absl::Status WorkerImpl::Heartbeat() {
   std::vector<std::shared_ptr<Task>> removed;
   absl::MutexLock lock(&mu_);
   if (stopping_) return absl::OkStatus();
-  for (const proto::TaskDef& def : response.new_tasks()) StartTaskLocked(def);
+  DropOtherIncarnationsLocked(response.dispatcher_incarnation(), &removed);
+  for (const proto::TaskDef& def : response.new_tasks()) StartTaskLocked(def, &removed);
   for (int64_t id : response.tasks_to_delete()) {
     auto it = tasks_.find(id);
     if (it == tasks_.end()) continue;
@@ -142,7 +143,26 @@ absl::Status WorkerImpl::Heartbeat() {
   return absl::OkStatus();
 }
 
-void WorkerImpl::StartTaskLocked(const proto::TaskDef& def) {
+void WorkerImpl::DropOtherIncarnationsLocked(const std::string& incarnation,
+                                             std::vector<std::shared_ptr<Task>>* removed) {
+  if (incarnation.empty()) return;
+  for (auto it = tasks_.begin(); it != tasks_.end();) {
+    // A task without one came from no dispatcher of this release (a test's
+    // push): no incarnation claims its id.
+    if (it->second->dispatcher_incarnation().empty() || it->second->dispatcher_incarnation() == incarnation) {
+      ++it;
+      continue;
+    }
+    spdlog::warn("task {} is of a dispatcher that restarted without its state; dropped", it->first);
+    removed->push_back(it->second);
+    it = tasks_.erase(it);
+  }
+}
+
+void WorkerImpl::StartTaskLocked(const proto::TaskDef& def, std::vector<std::shared_ptr<Task>>* removed) {
+  // A dispatcher that restarted without its state gives old ids to new
+  // tasks: the old ones go first.
+  DropOtherIncarnationsLocked(def.dispatcher_incarnation(), removed);
   if (tasks_.contains(def.task_id())) return;
   auto task =
       std::make_shared<Task>(def, config_, dispatcher_.get(),
@@ -159,12 +179,14 @@ void WorkerImpl::StartTaskLocked(const proto::TaskDef& def) {
 absl::Status WorkerImpl::ProcessTask(const proto::ProcessTaskRequest& request) {
   if (absl::Status s = CheckVersion(request.version()); !s.ok()) return s;
   if (absl::Status s = CheckTaskDef(request.task()); !s.ok()) return s;
+  // Destroyed (their threads joined) after the lock is released.
+  std::vector<std::shared_ptr<Task>> removed;
   absl::MutexLock lock(&mu_);
   if (stopping_) return absl::UnavailableError(absl::StrCat("worker ", address_, " is shutting down"));
   // Before registration there is no dispatcher stub for the task to use;
   // the first heartbeat will hand the task over again.
   if (!registered_) return absl::UnavailableError("worker is not registered yet");
-  StartTaskLocked(request.task());
+  StartTaskLocked(request.task(), &removed);
   return absl::OkStatus();
 }
 

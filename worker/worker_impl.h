@@ -97,7 +97,15 @@ class WorkerImpl {
   // Tells the dispatcher the task ended: finished, and with a failed
   // pipeline's status, failed.
   void ReportFinished(int64_t task_id, const absl::Status& status);
-  void StartTaskLocked(const proto::TaskDef& def) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Starts the task unless it runs; tasks it replaces go to `removed`,
+  // for the caller to destroy after the lock.
+  void StartTaskLocked(const proto::TaskDef& def, std::vector<std::shared_ptr<Task>>* removed)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Moves the tasks of a dispatcher incarnation other than `incarnation`
+  // (when known) to `removed`.
+  void DropOtherIncarnationsLocked(const std::string& incarnation,
+                                   std::vector<std::shared_ptr<Task>>* removed)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ExpireLoop();
 
   const WorkerConfig config_;

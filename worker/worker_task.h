@@ -75,6 +75,7 @@ class WorkerImpl::Task {
   int64_t id() const { return def_.task_id(); }
   // The capability a reader must present for this task's elements.
   const std::string& read_secret() const { return def_.read_secret(); }
+  const std::string& dispatcher_incarnation() const { return def_.dispatcher_incarnation(); }
 
   // Builds the pipeline and starts producing. A pipeline that fails to
   // build makes a task whose readers get that error. A task that cannot
