@@ -25,6 +25,7 @@
 #include "absl/strings/string_view.h"
 #include "service/compression.h"
 #include "service/element_frame.h"
+#include "service/message_bytes.h"
 #include "sluice/element.h"
 #include "sluice/service.pb.h"
 
@@ -75,18 +76,6 @@ absl::StatusOr<grpc::ByteBuffer> EncodeElementsResponse(const std::vector<Elemen
                                                         proto::WireCompression compression,
                                                         const SplitTags& tags = {},
                                                         const FrameRequest& frame = {});
-
-// Any message as a ByteBuffer (one copy), and back.
-grpc::ByteBuffer SerializeToByteBuffer(const google::protobuf::MessageLite& message);
-bool ParseFromByteBuffer(const grpc::ByteBuffer& buffer, google::protobuf::MessageLite* message);
-
-// Parses a request that gRPC handed over as bytes, so that one protobuf
-// cannot parse is InvalidArgument saying why, not gRPC's INTERNAL with an
-// empty message: nested past protobuf's 100-message limit (a definition
-// with about 30 zips or interleaves inside each other), or malformed (a
-// string that is not UTF-8).
-absl::Status ParseRequest(const grpc::ByteBuffer& bytes, absl::string_view rpc,
-                          google::protobuf::MessageLite* request);
 
 // Decodes a serialized GetElementsResponse, compressed or not, with its
 // elements as protos or as a frame (whose spec, when left out, is found in
