@@ -108,9 +108,11 @@ absl::Status CheckSavable(const ReadConfig& config) {
 // for several restoring one job checkpoint, one named after it (its
 // deliveries and repetition), where they meet. Never the saved job itself,
 // whose workers may have handed out more than the save recorded.
-std::string RestoredJobName(const ReadConfig& config, const ResumePoint& resume) {
+std::string RestoredJobName(const ResumePoint& resume) {
   if (resume.num_consumers <= 1) return "";
-  return absl::StrCat(config.params.job_name().empty() ? "sluice" : config.params.job_name(), "@restore-",
+  // Named after the saved job, which the restore key names too (a
+  // trainer's restoring run may name its own job otherwise).
+  return absl::StrCat(resume.job_name.empty() ? "sluice" : resume.job_name, "@restore-",
                       Sha256Hex(resume.state_bytes, 6));
 }
 
@@ -134,7 +136,7 @@ absl::StatusOr<std::unique_ptr<ServiceRead>> StartRead(const ReadConfig& config,
   proto::GetOrCreateJobRequest job_request;
   *job_request.mutable_params() = config.params;
   if (resume != nullptr) {
-    job_request.mutable_params()->set_job_name(RestoredJobName(config, *resume));
+    job_request.mutable_params()->set_job_name(RestoredJobName(*resume));
     // The saved repetition, in the new job: an exactly_once read's split
     // numbers name the files of that repetition's order.
     repetition = resume->repetition;
@@ -163,7 +165,7 @@ absl::StatusOr<std::unique_ptr<ServiceRead>> StartRead(const ReadConfig& config,
     }
     AppendWorkerRanges(resume->delivered.worker_positions(), iteration_request.mutable_skip_positions());
     iteration_request.set_restore_key(resume->delivered.restore_key());
-    iteration_request.set_restore_job_name(config.params.job_name());
+    iteration_request.set_restore_job_name(resume->job_name);
   }
   proto::GetOrCreateIterationResponse iteration;
   for (;;) {

@@ -4,6 +4,7 @@ several epochs, and 2 DDP ranks (gloo, torch.multiprocessing.spawn) with an
 all-reduce every step; an image pipeline saved and restored; trainers killed
 with SIGKILL after a save and resumed (DDP 2 -> 2 and 2 -> 1 ranks, and a named
 job read by 2 plain processes). Each image is counted by its path per epoch.
+Every trainer runs on a cluster with auth on, and on an open one.
 
 Every trainer runs in a fresh process (as a user's would, and because gRPC
 does not promise a forked child of a process that used it works)."""
@@ -42,10 +43,26 @@ def images(tmp_path_factory):
     return str(root), sorted(paths)
 
 
-@pytest.fixture(scope="module")
-def cluster():
-    with sluice.LocalCluster(workers=2) as running:
-        yield running
+# Each trainer runs twice: on a cluster with auth on (as a shared cluster
+# is: every read, heartbeat and restore presents its capabilities, issue 32)
+# and on an open one. Auth first: this process keeps the token it read
+# from SLUICE_TOKEN_FILE at its first call, and an open cluster takes it too.
+@pytest.fixture(scope="module", params=["auth", "open"])
+def cluster(request, tmp_path_factory):
+    flags = []
+    if request.param == "auth":
+        tokens = tmp_path_factory.mktemp("tokens")
+        for name, token in (("cluster", "cluster-0123456789abcdef"), ("client", "client-fedcba9876543210")):
+            (tokens / f"{name}.token").write_text(token + "\n")
+            os.chmod(tokens / f"{name}.token", 0o400)
+        os.environ["SLUICE_TOKEN_FILE"] = str(tokens / "client.token")  # for the trainer processes too
+        flags = ["--auth-cluster-token-file", str(tokens / "cluster.token")]
+        flags += ["--auth-client-token-file", str(tokens / "client.token")]
+    try:
+        with sluice.LocalCluster(workers=2, dispatcher_args=flags, worker_args=flags) as running:
+            yield running
+    finally:
+        os.environ.pop("SLUICE_TOKEN_FILE", None)
 
 
 # The pipeline every trainer reads: the ImageNet training steps, seeded.
