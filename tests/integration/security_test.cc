@@ -342,6 +342,21 @@ TEST_CASE("security: TLS alone beyond loopback is refused, mutual TLS starts", "
   CHECK((*started)->Terminate() == 0);
 }
 
+TEST_CASE("security: an HTTP port beyond loopback is warned about at start", "[service][security]") {
+  testing::TempDir dir;
+  const std::string port_file = dir.File("bound.port");
+  auto started = testing::Process::Start({SLUICE_DISPATCHERD, "--port", "0", "--port-file", port_file,
+                                          "--http-port", "0", "--http-bind-address", "0.0.0.0"},
+                                         dir.File("started.log"));
+  REQUIRE(started.ok());
+  REQUIRE(!testing::WaitForFile(port_file, std::chrono::seconds(20)).empty());
+  CHECK((*started)->Terminate() == 0);
+  CHECK_THAT(
+      testing::ReadFileOrEmpty(dir.File("started.log")),
+      Contains("the HTTP port on 0.0.0.0 has no auth or TLS: /metrics, /healthz and the status page (jobs, "
+               "workers, errors) are open to anyone who can reach it; keep it on the monitoring network"));
+}
+
 TEST_CASE("security: workers read files only under their data_roots, after symlinks and '..'",
           "[service][security]") {
   testing::TempDir dir;
