@@ -131,14 +131,23 @@ TEST_CASE("distribute: two trainers of one named job share its elements", "[serv
   REQUIRE(first.ok());
   REQUIRE(second.ok());
   std::vector<int64_t> seen;
+  // One step of each first: both have joined the repetition before either
+  // reads it to its end (the iterators join in the background, and one
+  // that joins a repetition already read to its end is refused).
+  auto take = [&](DistributedIterator& iterator) {
+    absl::StatusOr<std::optional<PerReplica>> step = iterator.GetNextAsOptional();
+    INFO(step.status().ToString());
+    REQUIRE(step.ok());
+    if (!step->has_value()) return false;
+    for (const ReplicaValue& value : **step) {
+      for (int64_t v : value.components[0].ToHostTensor()->values<int64_t>()) seen.push_back(v);
+    }
+    return true;
+  };
+  REQUIRE(take(*first));
+  REQUIRE(take(*second));
   for (DistributedIterator* iterator : {&*first, &*second}) {
-    while (true) {
-      absl::StatusOr<std::optional<PerReplica>> step = iterator->GetNextAsOptional();
-      REQUIRE(step.ok());
-      if (!step->has_value()) break;
-      for (const ReplicaValue& value : **step) {
-        for (int64_t v : value.components[0].ToHostTensor()->values<int64_t>()) seen.push_back(v);
-      }
+    while (take(*iterator)) {
     }
   }
   std::sort(seen.begin(), seen.end());
