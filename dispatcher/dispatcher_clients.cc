@@ -78,7 +78,9 @@ absl::Status DispatcherImpl::ClientHeartbeat(const proto::ClientHeartbeatRequest
       *update.mutable_complete_splits()->mutable_seqs() = request.completed_splits();
       if (absl::Status s = Apply(update); !s.ok()) return s;
     }
-    for (const std::string& address : request.unreachable_workers()) NoteUnreachable(address, &new_tasks);
+    for (const std::string& address : request.unreachable_workers()) {
+      NoteUnreachable(*iteration_id, address, &new_tasks);
+    }
     const auto* iteration = state_.FindIteration(*iteration_id);
     for (int64_t task_id : iteration->tasks) {
       const auto* task = state_.FindTask(task_id);

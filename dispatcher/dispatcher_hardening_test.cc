@@ -91,7 +91,7 @@ TEST_CASE("dispatcher hardening: random updates never throw, and refused ones ch
   int applied = 0;
   for (int i = 0; i < 8000; ++i) {
     proto::Update update;
-    switch (random() % 17) {
+    switch (random() % 18) {
       case 0:
         update = Job(small());
         break;
@@ -164,6 +164,10 @@ TEST_CASE("dispatcher hardening: random updates never throw, and refused ones ch
         break;
       case 15:
         update.mutable_remove_dataset()->set_dataset_id(random() % 2 ? "d" : "e");
+        break;
+      case 16:
+        update.mutable_lose_task()->set_task_id(small());
+        update.mutable_lose_task()->set_reason("unreachable from clients for 10 ms");
         break;
       default:
         update = Registered();

@@ -21,9 +21,12 @@
 //     elements from the workers. A worker reports a task finished once its
 //     pipeline ended; the iteration is finished when all its tasks are.
 //  5. A worker that shuts down, stops heartbeating for worker_timeout_ms,
-//     restarts (a new incarnation), or is reported unreachable by a client
-//     while silent, is removed: its tasks end and their undelivered splits
-//     go to other tasks, made anew if no task can take them.
+//     restarts (a new incarnation), or is reported unreachable while
+//     silent by a client with a task there, is removed: its tasks end and
+//     their undelivered splits go to other tasks, made anew if no task can
+//     take them. A worker that heartbeats but that an iteration's clients
+//     cannot reach for worker_timeout_ms loses only that iteration's tasks
+//     (one tenant must not end another's), and stays.
 //  6. An iteration without clients for job_gc_timeout_ms is collected: it
 //     counts as finished and its workers drop its tasks.
 #ifndef SLUICE_DISPATCHER_DISPATCHER_IMPL_H_
@@ -67,8 +70,9 @@ int64_t UnixMillis();
 // The exit status of a dispatcher that could not write its journal.
 inline constexpr int kJournalFailureExitCode = 3;
 
-// A client's report that it cannot reach a worker removes the worker only
-// if the dispatcher has not heard from it for this long either.
+// A client's report that it cannot reach a worker (where its iteration has
+// a task) removes the worker only if the dispatcher has not heard from it
+// for this long either.
 inline constexpr auto kUnreachableWorkerSilence = std::chrono::milliseconds(2000);
 // Clients released for silence that the dispatcher remembers, to take
 // them back or to say what happened.
@@ -81,7 +85,9 @@ inline constexpr int64_t kDeterministicLeaseElements = 1024;
 // A peer of a shared iteration unheard this long (ten heartbeats) when the
 // iteration ends holds the end back until it is heard again or released.
 inline constexpr auto kSilentPeerAtEnd = std::chrono::milliseconds(1000);
-// How the lost reason of a worker that clients cannot reach begins.
+// How the lost reason of a task whose readers cannot reach its (live)
+// worker begins: such a loss is no crash, and MayRunIn keeps the task's
+// iteration off that worker.
 inline constexpr char kUnreachableReason[] = "unreachable from clients";
 
 class DispatcherImpl {
@@ -249,9 +255,18 @@ class DispatcherImpl {
   // iteration's crash loop, and fails the iteration at kCrashLoopLosses.
   void NoteLostTask(const DispatcherState::Task& task, const std::string& reason, Clock::time_point now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Clients report `address` unreachable: once they have for
-  // worker_timeout_ms while it still heartbeats, it is removed.
-  void NoteUnreachable(const std::string& address, NewTasks* new_tasks) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A client of `iteration_id` reports `address` unreachable. Workers are
+  // shared by tenants and any client may send a report, so one tenant must
+  // not end another's tasks: a report counts only from a client whose
+  // iteration has a task there not yet lost or read to its end, and ends
+  // only that iteration's tasks. Once that iteration's clients have
+  // reported it for worker_timeout_ms while it still heartbeats, its tasks
+  // there end as lost (LoseTask, kUnreachableReason; MayRunIn then keeps
+  // the iteration off the worker) and the worker stays. A worker also
+  // silent for kUnreachableWorkerSilence is removed (it is about to time
+  // out anyway).
+  void NoteUnreachable(int64_t iteration_id, const std::string& address, NewTasks* new_tasks)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Makes a task, on the least busy live worker, for every iteration whose
   // returned splits no task can take.
   void AssignReturnedSplits(NewTasks* new_tasks) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -2,10 +2,12 @@
 // and what a journal that cannot be written or read does.
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "client/dataset_internal.h"
@@ -81,6 +83,62 @@ TEST_CASE("dispatcher_impl: an iteration's epoch key survives a restart", "[disp
   CHECK(refused.code() == absl::StatusCode::kInvalidArgument);
   CHECK_THAT(std::string(refused.message()), Catch::Matchers::Contains("epoch_key"));
   CHECK_THAT(std::string(refused.message()), Catch::Matchers::Contains("at most 128 bytes"));
+}
+
+// LoseTask is journaled: a task ended because its readers could not reach
+// its worker stays ended, and its iteration off that worker, after a
+// restart.
+TEST_CASE(
+    "dispatcher_impl: a task ended for readers that cannot reach its worker stays ended after a restart",
+    "[dispatcher][liveness]") {
+  testing::TempDir dir;
+  DispatcherConfig config = TestConfig();
+  config.work_dir = dir.File("work");
+  config.worker_timeout_ms = 1000;
+  SECTION("from the journal") {}
+  SECTION("from snapshots taken every 2 records") { config.snapshot_interval = 2; }
+  proto::GetOrCreateIterationResponse a;
+  proto::GetOrCreateIterationResponse b;
+  {
+    DispatcherImpl d(config);
+    REQUIRE(d.Start().ok());
+    Heartbeat(d, "w1:1");
+    a = Iteration(d,
+                  Job(d, Register(d, internal::DefinitionOf(Dataset::Range(100))), proto::DISTRIBUTED_EPOCH));
+    b = Iteration(d, Job(d, Register(d, SquaresDef())));
+    REQUIRE(Begins(Splits(d, a.iteration_id(), 1, 2, 1)) == BeginsAndSeqs{{0, 1}, {10, 2}});
+    // w1 heartbeats (the monitor runs) while a's reader reports it.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    proto::ClientHeartbeatResponse reported;
+    while (reported.lost_tasks_size() == 0 && std::chrono::steady_clock::now() < deadline) {
+      Heartbeat(d, "w1:1", {1, 2});
+      reported = ClientReport(d, a.iteration_client_id(), {}, {"w1:1"});
+      if (reported.lost_tasks_size() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    REQUIRE(reported.lost_tasks_size() == 1);
+    REQUIRE(reported.lost_tasks(0).task_id() == 1);
+  }
+  config.worker_timeout_ms = 60000;  // nothing times out while the test looks
+  DispatcherImpl d(config);
+  REQUIRE(d.Start().ok());
+  CHECK(WorkerAddresses(d) == std::vector<std::string>{"w1:1"});
+  const proto::ClientHeartbeatResponse after = ClientBeat(d, a.iteration_client_id());
+  CHECK(after.tasks_size() == 0);
+  REQUIRE(after.lost_tasks_size() == 1);
+  CHECK(after.lost_tasks(0).task_id() == 1);
+  CHECK(after.lost_tasks(0).worker_address() == "w1:1");
+  CHECK_THAT(after.lost_tasks(0).reason(),
+             Catch::Matchers::StartsWith("unreachable from clients for ") &&
+                 Catch::Matchers::EndsWith(" ms though it heartbeats (check its advertised_address)"));
+  CHECK_FALSE(after.iteration_finished());
+  CHECK(Listed(ClientBeat(d, b.iteration_client_id())) == Listing{{2, "w1:1"}});
+  const proto::WorkerHeartbeatResponse beat = Heartbeat(d, "w1:1", {1, 2});
+  CHECK(std::vector<int64_t>(beat.tasks_to_delete().begin(), beat.tasks_to_delete().end()) ==
+        std::vector<int64_t>{1});
+  CHECK(beat.new_tasks_size() == 0);
+  // Its returned splits go to the next worker, before new ones.
+  CHECK(NewTaskIds(Heartbeat(d, "w2:2")) == std::vector<int64_t>{3, 4});
+  CHECK(Begins(Splits(d, a.iteration_id(), 3, 4, 1)) == BeginsAndSeqs{{0, 1}, {10, 2}, {20, 3}, {30, 4}});
 }
 
 // An endless distributed_epoch read journals a LeaseSplits record per

@@ -305,15 +305,20 @@ TEST_CASE("dispatcher_impl: an iteration no worker may run does not keep the nex
   });
   Heartbeat(d, "w1:1");
   Heartbeat(d, "w2:2");
-  // Iteration 1, endless: its task on w2 is lost because clients cannot
-  // reach w2 though it heartbeats, so w2 never runs it again.
+  // Iteration 1, endless: its task on w2 is lost because its clients
+  // cannot reach w2 though it heartbeats, so w2 never runs it again; w2
+  // stays for the other iterations.
   const auto endless = Iteration(
       d, Job(d, Register(d, internal::DefinitionOf(Dataset::Range(3).Repeat())), proto::DISTRIBUTED_EPOCH));
   ClientReport(d, endless.iteration_client_id(), {}, {"w2:2"});
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   Heartbeat(d, "w2:2", {2});
   ClientReport(d, endless.iteration_client_id(), {}, {"w2:2"});
-  REQUIRE(WorkerAddresses(d) == std::vector<std::string>{"w1:1"});
+  REQUIRE(WorkerAddresses(d) == std::vector<std::string>{"w1:1", "w2:2"});
+  const proto::WorkerHeartbeatResponse dropped = Heartbeat(d, "w2:2", {2});
+  CHECK(std::vector<int64_t>(dropped.tasks_to_delete().begin(), dropped.tasks_to_delete().end()) ==
+        std::vector<int64_t>{2});
+  CHECK(dropped.new_tasks_size() == 0);
   CHECK(NewTaskIds(Heartbeat(d, "w2:2")).empty());
   // Iteration 2 (tasks 3 on w1, 4 on w2): w2 reads its splits to the end,
   // then w1 shuts down with split 1 leased.

@@ -193,6 +193,23 @@ absl::Status DispatcherState::Apply(const proto::Update& update) {
       }
       return absl::OkStatus();
     }
+    case proto::Update::kLoseTask: {
+      // Its worker stays (it heartbeats, and other iterations' tasks run
+      // there); only this task is over, its undelivered splits going to
+      // other tasks. A task its worker finished still holds elements its
+      // readers never got, so it is lost too; one read to its end is not.
+      const auto& u = update.lose_task();
+      auto task = tasks_.find(u.task_id());
+      if (task == tasks_.end() || task->second.lost || task->second.completed) {
+        return absl::FailedPreconditionError(absl::StrCat("cannot lose task ", u.task_id()));
+      }
+      ReturnLeases(task->second);
+      task->second.finished = true;
+      task->second.lost = true;
+      task->second.lost_reason = u.reason();
+      UpdateFinished(iterations_[task->second.iteration_id]);
+      return absl::OkStatus();
+    }
     case proto::Update::kLeaseSplits: {
       const auto& u = update.lease_splits();
       auto task = tasks_.find(u.task_id());

@@ -69,10 +69,11 @@ class DispatcherState {
     int64_t iteration_id = 0;
     std::string worker_address;
     bool finished = false;
-    // Ended because its worker was removed: over for good, even if a
-    // worker re-registers at the same address.
+    // Ended because its worker was removed, or because its readers could
+    // not reach the worker (LoseTask): over for good, even if a worker
+    // re-registers at the same address.
     bool lost = false;
-    // Why its worker was removed, when lost.
+    // Why, when lost.
     std::string lost_reason;
     // A client read it to its end, so its splits are delivered.
     bool completed = false;

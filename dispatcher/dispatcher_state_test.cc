@@ -791,6 +791,59 @@ TEST_CASE("dispatcher_state: a task a client read to its end is over when its wo
   CHECK(state.FindIteration(1)->finished);
 }
 
+proto::Update LoseTask(int64_t task_id, const std::string& reason) {
+  proto::Update update;
+  update.mutable_lose_task()->set_task_id(task_id);
+  update.mutable_lose_task()->set_reason(reason);
+  return update;
+}
+
+TEST_CASE("dispatcher_state: LoseTask ends one task as lost and leaves its worker and other tasks",
+          "[dispatcher]") {
+  DispatcherState state = LeasingState();
+  // A second iteration (another job) with a task on w1 too.
+  ApplyAll(state, {CreateJob(2, "d"), CreateIteration(2, 2, 0), CreateTask(3, 2, "w1"),
+                   Lease(1, 1, {{1, 0, 10}, {2, 10, 20}}), Lease(2, 1, {{3, 20, 30}})});
+  ApplyAll(state, {LoseTask(1, "unreachable from clients for 300 ms")});
+  const DispatcherState::Task* lost = state.FindTask(1);
+  CHECK(lost->finished);
+  CHECK(lost->lost);
+  CHECK(lost->lost_reason == "unreachable from clients for 300 ms");
+  CHECK(lost->leases.empty());
+  CHECK(Seqs(state.FindIteration(1)->returned_splits) == std::vector<int64_t>{1, 2});
+  CHECK(state.FindWorker("w1") != nullptr);
+  CHECK_FALSE(state.FindTask(3)->finished);
+  CHECK_FALSE(state.FindTask(3)->lost);
+  CHECK_FALSE(state.FindTask(2)->finished);
+  CHECK(Seqs(state.FindTask(2)->leases) == std::vector<int64_t>{3});
+  CHECK_FALSE(state.FindIteration(1)->finished);
+
+  // Refused, changing nothing: a task already lost, one read to its end,
+  // an unknown one.
+  proto::Update complete;
+  complete.mutable_complete_task()->set_task_id(2);
+  ApplyAll(state, {complete});
+  const proto::StateSnapshot before = state.ToSnapshot();
+  CHECK(state.Apply(LoseTask(1, "again")) == absl::FailedPreconditionError("cannot lose task 1"));
+  CHECK(state.Apply(LoseTask(2, "x")) == absl::FailedPreconditionError("cannot lose task 2"));
+  CHECK(state.Apply(LoseTask(9, "x")) == absl::FailedPreconditionError("cannot lose task 9"));
+  CHECK(state.ToSnapshot().SerializeAsString() == before.SerializeAsString());
+
+  // A task its worker finished but its readers never got to the end of is
+  // lost too: its splits return.
+  ApplyAll(state, {CreateTask(4, 1, "w2"), Lease(4, 1, {{1, 0, 10}}), FinishTask(4), LoseTask(4, "gone")});
+  CHECK(state.FindTask(4)->lost);
+  CHECK(state.FindTask(4)->lost_reason == "gone");
+  CHECK(Seqs(state.FindIteration(1)->returned_splits) == std::vector<int64_t>{1, 2});
+
+  // The snapshot keeps it all.
+  absl::StatusOr<DispatcherState> restored = DispatcherState::FromSnapshot(state.ToSnapshot());
+  REQUIRE(restored.ok());
+  CHECK(restored->ToSnapshot().SerializeAsString() == state.ToSnapshot().SerializeAsString());
+  CHECK(restored->FindTask(1)->lost);
+  CHECK(restored->FindTask(1)->lost_reason == "unreachable from clients for 300 ms");
+}
+
 TEST_CASE("dispatcher_state: a job whose iteration still runs a task is not removed", "[dispatcher]") {
   DispatcherState state = LeasingState();
   ApplyAll(state, {RemoveWorker("w1")});

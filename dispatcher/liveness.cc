@@ -14,6 +14,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "dispatcher/dispatcher_impl.h"
 
 namespace sluice::dispatcher {
@@ -30,6 +31,25 @@ bool IdleFor(std::map<Key, std::chrono::steady_clock::time_point>& idle_since, c
   }
   auto [since, inserted] = idle_since.try_emplace(key, now);
   return !inserted && now - since->second >= timeout;
+}
+
+// The splits of lost tasks that wait to be handed out again, in all
+// iterations.
+int64_t SplitsAwaitingReissue(const DispatcherState& state) {
+  int64_t splits = 0;
+  for (const auto& [id, iteration] : state.iterations()) {
+    for (const auto& [seq, run] : iteration.returned_splits) splits += run.count;
+  }
+  return splits;
+}
+
+Counter& ReturnedSplitsCounter() {
+  static Counter& returned =
+      ProcessMetrics()
+          .AddCounter("sluice_splits_returned_total",
+                      "distributed_epoch splits of lost tasks returned to be read again")
+          .Get();
+  return returned;
 }
 
 }  // namespace
@@ -74,29 +94,20 @@ void DispatcherImpl::RemoveWorker(const std::string& address, const std::string&
           .AddCounter("sluice_workers_lost_total", "workers removed: lost, restarted or shut down")
           .Get();
   lost.Increment();
-  unreachable_reports_.erase(address);
+  for (auto reports = unreachable_reports_.begin(); reports != unreachable_reports_.end();) {
+    reports = reports->first.second == address ? unreachable_reports_.erase(reports) : std::next(reports);
+  }
   std::vector<int64_t> running;
   for (const auto* task : state_.TasksOfWorker(address)) {
     if (!task->finished) running.push_back(task->id);
   }
-  auto awaiting_reissue = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    int64_t splits = 0;
-    for (const auto& [id, iteration] : state_.iterations()) {
-      for (const auto& [seq, run] : iteration.returned_splits) splits += run.count;
-    }
-    return splits;
-  };
-  const int64_t returned_before = awaiting_reissue();
+  const int64_t returned_before = SplitsAwaitingReissue(state_);
   proto::Update update;
   update.mutable_remove_worker()->set_address(address);
   update.mutable_remove_worker()->set_reason(reason);
   if (!ApplyOrLog(update, absl::StrCat("removing worker ", address))) return;
-  static Counter& returned =
-      ProcessMetrics()
-          .AddCounter("sluice_splits_returned_total",
-                      "distributed_epoch splits of lost tasks returned to be read again")
-          .Get();
-  returned.Increment(static_cast<double>(std::max<int64_t>(awaiting_reissue() - returned_before, 0)));
+  ReturnedSplitsCounter().Increment(
+      static_cast<double>(std::max<int64_t>(SplitsAwaitingReissue(state_) - returned_before, 0)));
   const auto now = Clock::now();
   for (int64_t id : running) NoteLostTask(*state_.FindTask(id), reason, now);
   AssignReturnedSplits(new_tasks);
@@ -116,29 +127,63 @@ void DispatcherImpl::NoteLostTask(const DispatcherState::Task& task, const std::
   }
 }
 
-void DispatcherImpl::NoteUnreachable(const std::string& address, NewTasks* new_tasks) {
+void DispatcherImpl::NoteUnreachable(int64_t iteration_id, const std::string& address, NewTasks* new_tasks) {
   if (state_.FindWorker(address) == nullptr) return;
+  // Workers are shared by tenants, and any client can send a report: only
+  // a reader with a task of its own iteration there is heard, and only
+  // about that task. An address it has none on is ignored, not refused: an
+  // honest reader may report a task that just ended.
+  const auto* iteration = state_.FindIteration(iteration_id);
+  if (iteration == nullptr || iteration->collected || iteration->error_code != 0) return;
+  std::vector<int64_t> reported;
+  for (int64_t id : iteration->tasks) {
+    const auto* task = state_.FindTask(id);
+    // A task its worker finished may still hold elements the reader needs.
+    if (task->worker_address == address && !task->lost && !task->completed) reported.push_back(id);
+  }
+  if (reported.empty()) return;
   const auto now = Clock::now();
   auto heard = worker_heartbeats_.find(address);
   if (heard == worker_heartbeats_.end() || now - heard->second >= kUnreachableWorkerSilence) {
+    // Silent as well: it is about to time out anyway.
     spdlog::warn("worker {}: a client cannot reach it and it is silent; removed, its tasks end", address);
     RemoveWorker(address, "unreachable from a client and silent", new_tasks);
     return;
   }
-  // It heartbeats, so it lives, but readers cannot reach it at the address
-  // it gave (a wrong advertised_address, a firewall): after as long as a
-  // silent worker would get, its tasks end so that reads can finish.
-  auto [reports, inserted] = unreachable_reports_.try_emplace(address, now, now);
+  // It heartbeats, so it lives, but this iteration's readers cannot reach
+  // it at the address it gave (a wrong advertised_address, a firewall, or
+  // a network path of theirs only): after as long as a silent worker would
+  // get, this iteration's tasks there end so that its reads can finish.
+  // The worker stays, and so do other iterations' tasks on it.
+  auto [reports, inserted] = unreachable_reports_.try_emplace({iteration_id, address}, now, now);
   if (!inserted && now - reports->second.second > kUnreachableWorkerSilence) reports->second.first = now;
   reports->second.second = now;
-  const auto reported = now - reports->second.first;
-  if (reported < std::chrono::milliseconds(config_.worker_timeout_ms)) return;
+  const auto reported_for = now - reports->second.first;
+  if (reported_for < std::chrono::milliseconds(config_.worker_timeout_ms)) return;
   unreachable_reports_.erase(reports);
-  const std::string reason = absl::StrCat(
-      kUnreachableReason, " for ", std::chrono::duration_cast<std::chrono::milliseconds>(reported).count(),
-      " ms though it heartbeats (check its advertised_address)");
-  spdlog::warn("worker {}: {}; removed, its tasks end", address, reason);
-  RemoveWorker(address, reason, new_tasks);
+  const std::string reason =
+      absl::StrCat(kUnreachableReason, " for ",
+                   std::chrono::duration_cast<std::chrono::milliseconds>(reported_for).count(),
+                   " ms though it heartbeats (check its advertised_address)");
+  spdlog::warn(
+      "worker {}: {}; the tasks there of iteration {} end ({}), the worker and other iterations' "
+      "tasks stay",
+      address, reason, iteration_id, absl::StrJoin(reported, ", "));
+  const int64_t returned_before = SplitsAwaitingReissue(state_);
+  std::vector<int64_t> running;
+  for (int64_t id : reported) {
+    const bool was_running = !state_.FindTask(id)->finished;
+    proto::Update update;
+    update.mutable_lose_task()->set_task_id(id);
+    update.mutable_lose_task()->set_reason(reason);
+    if (!ApplyOrLog(update, absl::StrCat("ending task ", id, " on ", address))) return;
+    if (was_running) running.push_back(id);
+  }
+  ReturnedSplitsCounter().Increment(
+      static_cast<double>(std::max<int64_t>(SplitsAwaitingReissue(state_) - returned_before, 0)));
+  for (int64_t id : running) NoteLostTask(*state_.FindTask(id), reason, now);
+  // MayRunIn keeps this iteration off the worker from now on.
+  AssignReturnedSplits(new_tasks);
 }
 
 void DispatcherImpl::AssignReturnedSplits(NewTasks* new_tasks) {
@@ -196,6 +241,8 @@ void DispatcherImpl::FailIteration(int64_t iteration_id, absl::StatusCode code, 
 void DispatcherImpl::ForgetIteration(int64_t iteration_id) {
   split_leaser_.Forget(iteration_id);
   crash_loop_.ForgetIteration(iteration_id);
+  unreachable_reports_.erase(unreachable_reports_.lower_bound({iteration_id, ""}),
+                             unreachable_reports_.lower_bound({iteration_id + 1, ""}));
   iteration_idle_since_.erase(iteration_id);
   if (const auto* iteration = state_.FindIteration(iteration_id); iteration != nullptr) {
     for (int64_t task : iteration->tasks) crash_loop_.ForgetTask(task);

@@ -203,7 +203,7 @@ TEST_CASE("dispatcher_impl: a worker restarted at the same address loses its old
 }
 
 TEST_CASE("dispatcher_impl: a client's report removes an unreachable worker only when it is silent",
-          "[dispatcher]") {
+          "[dispatcher][liveness]") {
   DispatcherImpl d(TestConfig());
   Heartbeat(d, "w1:1");
   Heartbeat(d, "w2:2");
@@ -215,6 +215,119 @@ TEST_CASE("dispatcher_impl: a client's report removes an unreachable worker only
   CHECK(Listed(ClientReport(d, it.iteration_client_id(), {}, {"w1:1", "w2:2", "nobody:3"})) ==
         Listing{{2, "w2:2"}});
   CHECK(WorkerAddresses(d) == std::vector<std::string>{"w2:2"});
+}
+
+// An iteration of `tenant`'s own job over its own dataset.
+proto::GetOrCreateIterationResponse TenantIteration(DispatcherImpl& d, const std::string& tenant,
+                                                    const proto::DatasetDef& def,
+                                                    proto::ProcessingMode mode) {
+  const Caller caller{.tenant = tenant};
+  proto::GetOrCreateJobRequest job;
+  job.mutable_params()->set_dataset_id(
+      CallOk(d, &DispatcherImpl::GetOrRegisterDataset, Registration(def, ""), caller).dataset_id());
+  job.mutable_params()->set_processing_mode(mode);
+  proto::GetOrCreateIterationRequest iteration;
+  iteration.set_job_id(CallOk(d, &DispatcherImpl::GetOrCreateJob, job, caller).job_id());
+  return CallOk(d, &DispatcherImpl::GetOrCreateIteration, iteration, caller);
+}
+
+std::vector<int64_t> Deleted(const proto::WorkerHeartbeatResponse& response) {
+  return {response.tasks_to_delete().begin(), response.tasks_to_delete().end()};
+}
+
+// Workers serve every tenant, and any client may report: a reader that
+// cannot reach a worker which still heartbeats ends its own iteration's
+// tasks there, never the worker (and other tenants' tasks with it).
+TEST_CASE("dispatcher_impl: a report of a worker that heartbeats ends only the reporter's tasks there",
+          "[dispatcher][liveness]") {
+  DispatcherConfig config = TestConfig();
+  config.worker_timeout_ms = 300;
+  DispatcherImpl d(config);
+  Heartbeat(d, "w1:1");
+  // Tenant a reads distributed_epoch (task 1), tenant b parallel_epochs
+  // (task 2), both on w1.
+  const auto a =
+      TenantIteration(d, "a", internal::DefinitionOf(Dataset::Range(100)), proto::DISTRIBUTED_EPOCH);
+  const auto b = TenantIteration(d, "b", SquaresDef(), proto::PARALLEL_EPOCHS);
+  CHECK(Begins(Splits(d, a.iteration_id(), 1, 2, 1)) == BeginsAndSeqs{{0, 1}, {10, 2}});
+
+  // a's reader cannot reach w1, which heartbeats all along.
+  CHECK(Listed(ClientReport(d, a.iteration_client_id(), {}, {"w1:1"})) == Listing{{1, "w1:1"}});
+  std::this_thread::sleep_for(std::chrono::milliseconds(350));
+  Heartbeat(d, "w1:1", {1, 2});
+  const proto::ClientHeartbeatResponse reported = ClientReport(d, a.iteration_client_id(), {}, {"w1:1"});
+  CHECK(reported.tasks_size() == 0);
+  REQUIRE(reported.lost_tasks_size() == 1);
+  CHECK(reported.lost_tasks(0).task_id() == 1);
+  CHECK(reported.lost_tasks(0).worker_address() == "w1:1");
+  CHECK_THAT(reported.lost_tasks(0).reason(),
+             Catch::Matchers::StartsWith("unreachable from clients for ") &&
+                 Catch::Matchers::EndsWith(" ms though it heartbeats (check its advertised_address)"));
+  // Its leased splits wait for a reader.
+  CHECK_FALSE(reported.iteration_finished());
+
+  // b's task on w1 runs on, and w1 stays.
+  const proto::ClientHeartbeatResponse other = ClientBeat(d, b.iteration_client_id());
+  CHECK(Listed(other) == Listing{{2, "w1:1"}});
+  CHECK(other.lost_tasks_size() == 0);
+  CHECK(WorkerAddresses(d) == std::vector<std::string>{"w1:1"});
+  // w1 drops a's task, and is not given a task of a again.
+  const proto::WorkerHeartbeatResponse beat = Heartbeat(d, "w1:1", {1, 2});
+  CHECK(Deleted(beat) == std::vector<int64_t>{1});
+  CHECK(beat.new_tasks_size() == 0);
+
+  // The next worker takes a's splits (returned ones first); w2 also joins b.
+  CHECK(NewTaskIds(Heartbeat(d, "w2:2")) == std::vector<int64_t>{3, 4});
+  CHECK(Listed(ClientBeat(d, a.iteration_client_id())) == Listing{{3, "w2:2"}});
+  CHECK(Begins(Splits(d, a.iteration_id(), 3, 4, 1)) == BeginsAndSeqs{{0, 1}, {10, 2}, {20, 3}, {30, 4}});
+  CHECK(Listed(ClientBeat(d, b.iteration_client_id())) == Listing{{2, "w1:1"}, {4, "w2:2"}});
+  CHECK(WorkerAddresses(d) == std::vector<std::string>{"w1:1", "w2:2"});
+}
+
+TEST_CASE("dispatcher_impl: a client whose iteration has no task on a worker cannot end or remove it",
+          "[dispatcher][liveness]") {
+  DispatcherConfig config = TestConfig();
+  config.worker_timeout_ms = 300;
+  DispatcherImpl d(config);
+  Heartbeat(d, "w1:1");
+  // Tenant a's iteration ran on w1 alone, and was read to its end.
+  const auto a = TenantIteration(d, "a", SquaresDef(), proto::PARALLEL_EPOCHS);
+  Finish(d, "w1:1", {1});
+  REQUIRE(ClientReport(d, a.iteration_client_id(), {1}).iteration_finished());
+  // Tenant b's iteration runs on w1 and w2.
+  REQUIRE(NewTaskIds(Heartbeat(d, "w2:2")).empty());
+  const auto b = TenantIteration(d, "b", SquaresDef(), proto::PARALLEL_EPOCHS);
+  REQUIRE(Listed(ClientBeat(d, b.iteration_client_id())) == Listing{{2, "w1:1"}, {3, "w2:2"}});
+
+  const std::vector<std::string> all = {"w1:1", "w2:2", "nobody:3"};
+  auto unharmed = [&] {
+    CHECK(WorkerAddresses(d) == std::vector<std::string>{"w1:1", "w2:2"});
+    const proto::ClientHeartbeatResponse beat = ClientBeat(d, b.iteration_client_id());
+    CHECK(Listed(beat) == Listing{{2, "w1:1"}, {3, "w2:2"}});
+    CHECK(beat.lost_tasks_size() == 0);
+    CHECK_FALSE(beat.iteration_finished());
+  };
+  // a reports every worker for longer than worker_timeout_ms while they
+  // heartbeat...
+  ClientReport(d, a.iteration_client_id(), {}, all);
+  std::this_thread::sleep_for(std::chrono::milliseconds(350));
+  CHECK(Deleted(Heartbeat(d, "w1:1", {2})).empty());
+  CHECK(Deleted(Heartbeat(d, "w2:2", {3})).empty());
+  ClientReport(d, a.iteration_client_id(), {}, all);
+  unharmed();
+  // ...and while they are silent.
+  std::this_thread::sleep_for(kUnreachableWorkerSilence + std::chrono::milliseconds(100));
+  ClientReport(d, a.iteration_client_id(), {}, all);
+  unharmed();
+  CHECK(Deleted(Heartbeat(d, "w1:1", {2})).empty());
+
+  // b's reader, with a task on w2, is heard: silent, w2 goes.
+  const proto::ClientHeartbeatResponse heard = ClientReport(d, b.iteration_client_id(), {}, {"w2:2"});
+  CHECK(Listed(heard) == Listing{{2, "w1:1"}});
+  REQUIRE(heard.lost_tasks_size() == 1);
+  CHECK(heard.lost_tasks(0).task_id() == 3);
+  CHECK(heard.lost_tasks(0).reason() == "unreachable from a client and silent");
+  CHECK(WorkerAddresses(d) == std::vector<std::string>{"w1:1"});
 }
 
 }  // namespace
