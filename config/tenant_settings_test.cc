@@ -145,5 +145,39 @@ TEST_CASE("tenant settings: tenants' tokens load, and bad names, repeats and sha
   }
 }
 
+TEST_CASE("tenant settings: the metrics token loads and must differ from every other token",
+          "[config][tenants]") {
+  TempDir dir;
+  for (const auto& [file, token] : std::vector<std::pair<std::string, std::string>>{
+           {"cluster", "cluster-token-0123456789"},
+           {"client", "client-token-0123456789"},
+           {"metrics", "metrics-token-0123456789"},
+           {"a", "tenant-a-token-0123456789"}}) {
+    WriteFile(dir.File(file), token + "\n");
+    std::filesystem::permissions(dir.File(file), std::filesystem::perms::owner_read);
+  }
+  SecuritySettings settings{.cluster_token_file = dir.File("cluster"),
+                            .client_token_file = dir.File("client"),
+                            .metrics_token_file = dir.File("metrics")};
+  settings.clients = {{{"name", "a"}, {"token_file", dir.File("a")}}};
+  absl::StatusOr<ServerSecurity> loaded = LoadServerSecurity(settings);
+  REQUIRE(loaded.ok());
+  CHECK(loaded->metrics_token == "metrics-token-0123456789");
+  for (const auto& [file, message] : std::vector<std::pair<std::string, std::string>>{
+           {"cluster", "auth.metrics_token_file and auth.cluster_token_file hold the same token: give each its own"},
+           {"client", "auth.metrics_token_file and auth.client_token_file hold the same token: give each its own"},
+           {"a", "auth.clients 'a' and auth.metrics_token_file hold the same token: give each its own"}}) {
+    SecuritySettings shared = settings;
+    shared.metrics_token_file = dir.File(file);
+    const absl::Status status = LoadServerSecurity(shared).status();
+    CHECK(status.code() == absl::StatusCode::kInvalidArgument);
+    CHECK(std::string(status.message()) == message);
+  }
+  const absl::Status missing =
+      LoadServerSecurity(SecuritySettings{.metrics_token_file = dir.File("none")}).status();
+  CHECK(missing.code() != absl::StatusCode::kOk);
+  CHECK(std::string(missing.message()).find("auth.metrics_token_file") != std::string::npos);
+}
+
 }  // namespace
 }  // namespace sluice

@@ -6,6 +6,7 @@
 
 #include <charconv>
 #include <chrono>
+#include <map>
 #include <string>
 #include <string_view>
 
@@ -92,6 +93,12 @@ std::shared_ptr<spdlog::sinks::ringbuffer_sink_mt> RecentProblems() {
   return *sink;
 }
 
+MetricSamples ByTenant(const std::map<std::string, double>& values) {
+  MetricSamples samples;
+  for (const auto& [tenant, value] : values) samples.push_back({{tenant}, value});
+  return samples;
+}
+
 }  // namespace
 
 void DispatcherImpl::KeepRecentProblems() { RecentProblems(); }
@@ -107,7 +114,7 @@ int64_t DispatcherImpl::SplitsTotal(const DispatcherState::Iteration& iteration,
   return (source->second->num_positions + per_split - 1) / per_split;
 }
 
-std::string DispatcherImpl::StatusJson() {
+std::string DispatcherImpl::StatusJson(const Caller& caller) {
   const int64_t now_ms = UnixMillis();
   std::string out;
   JsonWriter json(&out);
@@ -115,6 +122,7 @@ std::string DispatcherImpl::StatusJson() {
       .String("version", kServerVersion)
       .Int("now_ms", now_ms)
       .Double("uptime_seconds", std::chrono::duration<double>(Clock::now() - created_).count());
+  if (!caller.SeesAll()) json.String("tenant", *caller.tenant);
   absl::MutexLock lock(&mu_);
   json.BeginArray("workers");
   for (const auto& [address, worker] : state_.workers()) {
@@ -125,20 +133,26 @@ std::string DispatcherImpl::StatusJson() {
     json.Int("last_heartbeat_ms_ago",
              heartbeat == worker_heartbeat_unix_ms_.end() ? -1 : now_ms - heartbeat->second);
     int64_t tasks = 0;
-    for (const auto* task : state_.TasksOfWorker(address)) tasks += task->finished ? 0 : 1;
-    auto throughput = worker_throughput_.find(address);
-    const bool known = throughput != worker_throughput_.end();
-    json.Int("tasks", tasks)
-        .Double("elements_per_second", known ? throughput->second.elements_per_second : 0)
-        .Double("bytes_per_second", known ? throughput->second.bytes_per_second : 0)
-        .End('}');
+    for (const auto* task : state_.TasksOfWorker(address)) {
+      tasks += !task->finished && MaySeeIteration(caller, task->iteration_id) ? 1 : 0;
+    }
+    json.Int("tasks", tasks);
+    if (caller.SeesAll()) {
+      auto throughput = worker_throughput_.find(address);
+      const bool known = throughput != worker_throughput_.end();
+      json.Double("elements_per_second", known ? throughput->second.elements_per_second : 0)
+          .Double("bytes_per_second", known ? throughput->second.bytes_per_second : 0);
+    }
+    json.End('}');
   }
   json.End(']').BeginArray("datasets");
   for (const auto& [id, dataset] : state_.datasets()) {
+    if (!caller.MaySee(dataset.tenant)) continue;
     json.BeginObject().String("dataset_id", id).String("fingerprint", dataset.fingerprint).End('}');
   }
   json.End(']').BeginArray("jobs");
   for (const auto& [id, job] : state_.jobs()) {
+    if (!caller.MaySee(job.params.tenant())) continue;
     json.BeginObject()
         .Int("job_id", id)
         .String("name", job.params.job_name())
@@ -149,6 +163,7 @@ std::string DispatcherImpl::StatusJson() {
   }
   json.End(']').BeginArray("iterations");
   for (const auto& [id, iteration] : state_.iterations()) {
+    if (!MaySeeIteration(caller, id)) continue;
     const DispatcherState::Job* job = state_.FindJob(iteration.job_id);
     int64_t returned = 0;
     for (const auto& [seq, run] : iteration.returned_splits) returned += run.count;
@@ -163,12 +178,14 @@ std::string DispatcherImpl::StatusJson() {
         .End('}');
   }
   json.End(']').BeginArray("recent_errors");
-  for (const spdlog::details::log_msg_buffer& message : RecentProblems()->last_raw()) {
-    json.BeginObject()
-        .Int("time_ms",
-             std::chrono::duration_cast<std::chrono::milliseconds>(message.time.time_since_epoch()).count())
-        .String("message", std::string_view(message.payload.data(), message.payload.size()))
-        .End('}');
+  if (caller.SeesAll()) {
+    for (const spdlog::details::log_msg_buffer& message : RecentProblems()->last_raw()) {
+      json.BeginObject()
+          .Int("time_ms",
+               std::chrono::duration_cast<std::chrono::milliseconds>(message.time.time_since_epoch()).count())
+          .String("message", std::string_view(message.payload.data(), message.payload.size()))
+          .End('}');
+    }
   }
   json.End(']').End('}');
   return out;
@@ -234,6 +251,39 @@ void DispatcherImpl::ExportMetrics(MetricsRegistry& registry) {
           for (const auto& [seq, run] : iteration.returned_splits) returned += static_cast<double>(run.count);
         }
         return MetricSamples{{{}, returned}};
+      })));
+  // Per tenant, so that a tenant's /metrics shows its own use against its
+  // quotas (tenant_max_*), and only that.
+  metric_handles_.push_back(registry.AddGaugeCallback(
+      "sluice_tenant_datasets", "datasets registered by a tenant", {"tenant"},
+      locked([this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+        std::map<std::string, double> count;
+        for (const auto& [id, dataset] : state_.datasets()) ++count[dataset.tenant];
+        return ByTenant(count);
+      })));
+  metric_handles_.push_back(registry.AddGaugeCallback(
+      "sluice_tenant_definition_bytes", "bytes of the definitions a tenant registered", {"tenant"},
+      locked([this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+        std::map<std::string, double> bytes;
+        for (const auto& [id, dataset] : state_.datasets()) {
+          bytes[dataset.tenant] += static_cast<double>(dataset.def.ByteSizeLong());
+        }
+        return ByTenant(bytes);
+      })));
+  metric_handles_.push_back(registry.AddGaugeCallback(
+      "sluice_tenant_jobs", "jobs of a tenant", {"tenant"}, locked([this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+        std::map<std::string, double> count;
+        for (const auto& [id, job] : state_.jobs()) ++count[job.params.tenant()];
+        return ByTenant(count);
+      })));
+  metric_handles_.push_back(registry.AddGaugeCallback(
+      "sluice_tenant_iterations", "iterations of a tenant's jobs", {"tenant"},
+      locked([this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+        std::map<std::string, double> count;
+        for (const auto& [id, iteration] : state_.iterations()) {
+          ++count[state_.FindJob(iteration.job_id)->params.tenant()];
+        }
+        return ByTenant(count);
       })));
 }
 

@@ -153,8 +153,11 @@ class DispatcherImpl {
 
   // dispatcher_http.cc: the status page's data (docs/operations.md), and
   // the state's gauges (sluice_workers, sluice_jobs, sluice_iterations
-  // by state, ...) in `registry`, computed at each scrape.
-  std::string StatusJson();
+  // by state, ...; per tenant, sluice_tenant_*) in `registry`, computed
+  // at each scrape. A tenant's status shows every worker but only its own
+  // datasets, jobs, iterations and tasks, and neither the workers'
+  // throughput nor the recent errors, which belong to every tenant.
+  std::string StatusJson(const Caller& caller = {});
   void ExportMetrics(MetricsRegistry& registry);
   // Keeps the last warnings and errors logged, for StatusJson's
   // recent_errors. Call once at start.
@@ -358,10 +361,11 @@ class DispatcherImpl {
   absl::flat_hash_set<int64_t> clients_with_tasks_ ABSL_GUARDED_BY(mu_);
   // Consumer index of each coordinated client, for the above.
   std::map<int64_t, int64_t> client_consumer_index_ ABSL_GUARDED_BY(mu_);
-  // Workers that clients report unreachable: the first and the latest
-  // report of the current run of reports.
-  std::map<std::string, std::pair<Clock::time_point, Clock::time_point>> unreachable_reports_
-      ABSL_GUARDED_BY(mu_);
+  // Workers that an iteration's clients report unreachable, by (iteration
+  // id, worker address): the first and the latest report of the current
+  // run of reports.
+  std::map<std::pair<int64_t, std::string>, std::pair<Clock::time_point, Clock::time_point>>
+      unreachable_reports_ ABSL_GUARDED_BY(mu_);
   // When each unfinished task was made (or this dispatcher started), and
   // each iteration's run of losses of short-lived tasks.
   CrashLoopBound crash_loop_ ABSL_GUARDED_BY(mu_);

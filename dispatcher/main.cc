@@ -56,13 +56,13 @@ int main(int argc, char** argv) {
   sluice::ServerOptions options{config.bind_address, static_cast<int>(config.port), config.port_file,
                                 *security, common.http};
   // The page and its data show no pipeline definitions: ids, names and
-  // counts only, so the port serves them without a token.
-  options.http_routes["/"] = [](const sluice::HttpRequest&) {
+  // counts only. A tenant's token shows it its own (StatusJson).
+  options.http_routes["/"] = [](const sluice::HttpRequest&, const sluice::Caller&) {
     return sluice::HttpResponse{200, "text/html; charset=utf-8",
                                 std::string(sluice::dispatcher::StatusPageHtml())};
   };
-  options.http_routes["/status.json"] = [&impl](const sluice::HttpRequest&) {
-    return sluice::HttpResponse{200, "application/json", impl.StatusJson()};
+  options.http_routes["/status.json"] = [&impl](const sluice::HttpRequest&, const sluice::Caller& caller) {
+    return sluice::HttpResponse{200, "application/json", impl.StatusJson(caller)};
   };
   return sluice::ServeUntilShutdown("dispatcherd", options, {&service}, [&](int port) {
     sluice::SetPipelineSandboxOwner("dispatcher " + config.bind_address + ":" + std::to_string(port));

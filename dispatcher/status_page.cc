@@ -119,8 +119,9 @@ function renderWorkers(workers) {
       el("td", {class: w.state === "alive" ? "alive" : "lost"}, w.state),
       el("td", {}, `${num(w.last_heartbeat_ms_ago / 1000, 1)} s ago`),
       el("td", {class: "num"}, w.tasks),
-      el("td", {class: "num"}, num(w.elements_per_second, 1)),
-      el("td", {class: "num"}, num(w.bytes_per_second / 1e6, 2)))));
+      // A tenant's view has no throughput: the workers serve every tenant.
+      el("td", {class: "num"}, w.elements_per_second === undefined ? "\u2013" : num(w.elements_per_second, 1)),
+      el("td", {class: "num"}, w.bytes_per_second === undefined ? "\u2013" : num(w.bytes_per_second / 1e6, 2)))));
   if (!workers.length) $("workers").append(emptyRow(7, "No workers registered"));
 }
 

@@ -17,6 +17,7 @@
 #include "pipeline/builder.h"
 #include "pipeline/sandbox.h"
 #include "service/grpc_util.h"
+#include "service/metrics.h"
 
 namespace sluice {
 
@@ -243,6 +244,31 @@ absl::StatusOr<ServerSecurity> SecureDaemon(const std::string& program, const st
   return security;
 }
 
+HttpRoutes HttpRoutesFor(const std::map<std::string, CallerHttpHandler>& routes, const RpcAuthenticator& auth) {
+  std::map<std::string, CallerHttpHandler> all = routes;
+  all["/metrics"] = [](const HttpRequest&, const Caller& caller) {
+    MetricsRegistry& metrics = ProcessMetrics();
+    return HttpResponse{200, kMetricsContentType,
+                        caller.SeesAll() ? metrics.Render() : metrics.RenderForTenant(*caller.tenant)};
+  };
+  HttpRoutes checked;
+  for (auto& [path, handler] : all) {
+    checked[path] = [&auth, handler = std::move(handler)](const HttpRequest& request) {
+      const auto authorization = request.headers.find("authorization");
+      absl::StatusOr<Caller> caller =
+          auth.CheckHttp(authorization == request.headers.end() ? "" : authorization->second);
+      if (!caller.ok()) {
+        return HttpResponse{401,
+                            "text/plain; charset=utf-8",
+                            absl::StrCat(caller.status().message(), "\n"),
+                            {{"WWW-Authenticate", "Basic realm=\"sluice\", charset=\"UTF-8\""}}};
+      }
+      return handler(request, *caller);
+    };
+  }
+  return checked;
+}
+
 int ServeUntilShutdown(const std::string& program, const ServerOptions& options,
                        const std::vector<grpc::Service*>& services,
                        const std::function<absl::Status(int port)>& started,
@@ -253,17 +279,25 @@ int ServeUntilShutdown(const std::string& program, const ServerOptions& options,
     std::cerr << program << ": " << server.status().message() << "\n";
     return kConfigErrorExitCode;
   }
+  const RpcAuthenticator http_auth(options.security.cluster_token, options.security.client_token,
+                                   options.security.tenants, options.security.metrics_token);
   std::unique_ptr<HttpServer> http;
   if (options.http.http_port >= 0) {
-    if (!IsLoopbackAddress(options.http.http_bind_address)) {
+    const bool http_needs_token = !options.security.client_token.empty() || !options.security.tenants.empty();
+    if (!IsLoopbackAddress(options.http.http_bind_address) && !http_needs_token) {
       spdlog::warn(
           "the HTTP port on {} has no auth or TLS: /metrics, /healthz and the status page (jobs, workers, "
           "errors) are open to anyone who can reach it; keep it on the monitoring network",
           options.http.http_bind_address);
+    } else if (!IsLoopbackAddress(options.http.http_bind_address)) {
+      spdlog::warn(
+          "the HTTP port on {} is plain HTTP: the tokens that /metrics and the status page ask for cross "
+          "the network in the clear; keep it on the monitoring network",
+          options.http.http_bind_address);
     }
     absl::StatusOr<std::unique_ptr<HttpServer>> started_http =
         HttpServer::Start(options.http.http_bind_address, static_cast<int>(options.http.http_port),
-                          options.http_routes, options.http.http_host_names);
+                          HttpRoutesFor(options.http_routes, http_auth), options.http.http_host_names);
     if (!started_http.ok()) {
       std::cerr << program << ": http_port: " << started_http.status().message() << "\n";
       return kConfigErrorExitCode;

@@ -8,6 +8,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -15,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "config/config_schema.h"
 #include "service/http_server.h"
+#include "service/rpc_auth.h"
 #include "service/server_security.h"
 
 namespace sluice {
@@ -88,14 +90,25 @@ absl::StatusOr<ServerSecurity> SecureDaemon(const std::string& program, const st
                                             const std::vector<std::string>& plugins,
                                             const std::vector<std::string>& data_roots);
 
+// A route of the HTTP port that answers each caller with what it may see.
+using CallerHttpHandler = std::function<HttpResponse(const HttpRequest&, const Caller&)>;
+
+// `routes` and /metrics, each behind `auth`'s CheckHttp: a request it
+// refuses is answered 401 with a WWW-Authenticate header, so that a
+// browser asks for the token. /metrics shows the cluster token everything
+// and a tenant the samples labelled with its name. `auth` must outlive the
+// routes.
+HttpRoutes HttpRoutesFor(const std::map<std::string, CallerHttpHandler>& routes, const RpcAuthenticator& auth);
+
 struct ServerOptions {
   std::string bind_address;
   int port = 0;
   std::string port_file;
   ServerSecurity security;
   HttpSettings http;
-  // Served beside /metrics and /healthz on the HTTP port.
-  HttpRoutes http_routes;
+  // Served beside /metrics and /healthz on the HTTP port, each request
+  // with the caller its token names (HttpRoutesFor).
+  std::map<std::string, CallerHttpHandler> http_routes;
 };
 
 // Loads `settings`, refuses an unsafe bind address (CheckBindAddress) and

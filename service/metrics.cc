@@ -93,6 +93,19 @@ void AppendSample(const std::string& name, const std::vector<std::string>& label
   absl::StrAppend(out, " ", value, "\n");
 }
 
+// Where the `tenant` label is among `spec`'s labels, or -1.
+int TenantLabelIndex(const internal::FamilySpec& spec) {
+  for (size_t i = 0; i < spec.label_names.size(); ++i) {
+    if (spec.label_names[i] == "tenant") return static_cast<int>(i);
+  }
+  return -1;
+}
+
+// Whether a sample with these label values is shown (see FamilyBase::Render).
+bool Shown(int tenant_index, const std::vector<std::string>& values, const std::string* only_tenant) {
+  return only_tenant == nullptr || (tenant_index >= 0 && values[tenant_index] == *only_tenant);
+}
+
 // A counter or a gauge.
 template <typename Child>
 void AppendChild(const internal::FamilySpec& spec, const std::vector<std::string>& values, const Child& child,
@@ -208,7 +221,9 @@ class CallbackFamily final : public FamilyBase {
     callbacks_.erase(id);
   }
 
-  void Render(std::string* out) const override ABSL_LOCKS_EXCLUDED(mu_) {
+  void Render(std::string* out, const std::string* only_tenant) const override ABSL_LOCKS_EXCLUDED(mu_) {
+    const int tenant_index = TenantLabelIndex(spec());
+    if (only_tenant != nullptr && tenant_index < 0) return;
     std::map<std::vector<std::string>, double> samples;
     {
       // Held while the callbacks run, so that Remove() waits for a running
@@ -216,7 +231,9 @@ class CallbackFamily final : public FamilyBase {
       absl::MutexLock lock(&mu_);
       for (const auto& [id, callback] : callbacks_) {
         for (auto& [values, value] : callback()) {
-          if (values.size() == spec().label_names.size()) samples[std::move(values)] += value;
+          if (values.size() == spec().label_names.size() && Shown(tenant_index, values, only_tenant)) {
+            samples[std::move(values)] += value;
+          }
         }
       }
     }
@@ -268,11 +285,16 @@ Child& Family<Child>::WithLabels(const std::vector<std::string>& label_values) {
 }
 
 template <typename Child>
-void Family<Child>::Render(std::string* out) const {
+void Family<Child>::Render(std::string* out, const std::string* only_tenant) const {
+  const int tenant_index = TenantLabelIndex(spec());
+  if (only_tenant != nullptr && tenant_index < 0) return;
   absl::ReaderMutexLock lock(&mu_);
-  if (children_.empty()) return;
-  AppendHeader(spec(), out);
-  for (const auto& [values, child] : children_) AppendChild(spec(), values, *child, out);
+  bool header = false;
+  for (const auto& [values, child] : children_) {
+    if (!Shown(tenant_index, values, only_tenant)) continue;
+    if (!std::exchange(header, true)) AppendHeader(spec(), out);
+    AppendChild(spec(), values, *child, out);
+  }
 }
 
 template class Family<Counter>;
@@ -354,7 +376,11 @@ MetricCallbackHandle MetricsRegistry::AddCounterCallback(const std::string& name
                      std::move(callback));
 }
 
-std::string MetricsRegistry::Render() const {
+std::string MetricsRegistry::Render() const { return RenderFamilies(nullptr); }
+
+std::string MetricsRegistry::RenderForTenant(const std::string& tenant) const { return RenderFamilies(&tenant); }
+
+std::string MetricsRegistry::RenderFamilies(const std::string* only_tenant) const {
   // Families are never removed, so they can be rendered outside the lock,
   // and a slow callback does not hold up registration.
   std::vector<const internal::FamilyBase*> families;
@@ -364,7 +390,7 @@ std::string MetricsRegistry::Render() const {
     for (const auto& [name, family] : families_) families.push_back(family.get());
   }
   std::string out;
-  for (const internal::FamilyBase* family : families) family->Render(&out);
+  for (const internal::FamilyBase* family : families) family->Render(&out, only_tenant);
   return out;
 }
 

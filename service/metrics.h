@@ -132,8 +132,9 @@ class FamilyBase {
 
   const FamilySpec& spec() const { return spec_; }
   // Appends HELP, TYPE and the samples, sorted by label values; nothing
-  // when there are no samples yet.
-  virtual void Render(std::string* out) const = 0;
+  // when there are no samples yet. With `only_tenant`, only the samples
+  // whose `tenant` label is that value (none, in a family without one).
+  virtual void Render(std::string* out, const std::string* only_tenant) const = 0;
 
  protected:
   [[noreturn]] void WrongLabelCount(size_t given) const;
@@ -163,7 +164,7 @@ class Family final : public internal::FamilyBase {
     return *unlabelled_;
   }
 
-  void Render(std::string* out) const override ABSL_LOCKS_EXCLUDED(mu_);
+  void Render(std::string* out, const std::string* only_tenant) const override ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   std::unique_ptr<Child> NewChild() const;
@@ -237,10 +238,15 @@ class MetricsRegistry {
 
   // Every metric with samples, sorted by name, in text format 0.0.4.
   std::string Render() const ABSL_LOCKS_EXCLUDED(mu_);
+  // What one tenant may see: only the samples labelled tenant="`tenant`".
+  // Metrics without a `tenant` label are about the whole cluster and are
+  // left out.
+  std::string RenderForTenant(const std::string& tenant) const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   internal::FamilyBase& GetOrAdd(internal::FamilySpec spec) ABSL_LOCKS_EXCLUDED(mu_);
   MetricCallbackHandle AddCallback(internal::FamilySpec spec, MetricCallback callback);
+  std::string RenderFamilies(const std::string* only_tenant) const ABSL_LOCKS_EXCLUDED(mu_);
 
   mutable absl::Mutex mu_;
   std::map<std::string, std::unique_ptr<internal::FamilyBase>> families_ ABSL_GUARDED_BY(mu_);

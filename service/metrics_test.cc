@@ -266,5 +266,39 @@ TEST_CASE("metrics: the process registry has the standard process metrics", "[me
   CHECK(&ProcessMetrics() == &ProcessMetrics());
 }
 
+
+TEST_CASE("metrics: a tenant's rendering shows only the samples labelled with its name", "[metrics]") {
+  MetricsRegistry registry;
+  registry.AddCounter("sluice_bytes_total", "Bytes.").Get().Increment(7);
+  GaugeFamily& jobs = registry.AddGauge("sluice_tenant_jobs", "Jobs.", {"tenant"});
+  jobs.WithLabels({"vision"}).Set(2);
+  jobs.WithLabels({"speech"}).Set(5);
+  registry.AddHistogram("sluice_tenant_latency_seconds", "Latency.", {"tenant"}, {1})
+      .WithLabels({"speech"})
+      .Observe(0.5);
+  MetricCallbackHandle iterations = registry.AddGaugeCallback(
+      "sluice_tenant_iterations", "Iterations.", {"state", "tenant"}, [] {
+        return MetricSamples{{{"active", "vision"}, 1}, {{"active", ""}, 3}, {{"failed", "speech"}, 4}};
+      });
+  CHECK(registry.RenderForTenant("vision") ==
+        "# HELP sluice_tenant_iterations Iterations.\n"
+        "# TYPE sluice_tenant_iterations gauge\n"
+        "sluice_tenant_iterations{state=\"active\",tenant=\"vision\"} 1\n"
+        "# HELP sluice_tenant_jobs Jobs.\n"
+        "# TYPE sluice_tenant_jobs gauge\n"
+        "sluice_tenant_jobs{tenant=\"vision\"} 2\n");
+  // The single client token's tenant is "".
+  CHECK(registry.RenderForTenant("") ==
+        "# HELP sluice_tenant_iterations Iterations.\n"
+        "# TYPE sluice_tenant_iterations gauge\n"
+        "sluice_tenant_iterations{state=\"active\",tenant=\"\"} 3\n");
+  CHECK(registry.RenderForTenant("nobody").empty());
+  // The cluster's rendering still has everything.
+  const std::string all = registry.Render();
+  CHECK(all.find("sluice_bytes_total 7\n") != std::string::npos);
+  CHECK(all.find("sluice_tenant_jobs{tenant=\"speech\"} 5\n") != std::string::npos);
+  CHECK(all.find("sluice_tenant_latency_seconds_count{tenant=\"speech\"} 1\n") != std::string::npos);
+}
+
 }  // namespace
 }  // namespace sluice

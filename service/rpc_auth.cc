@@ -4,6 +4,7 @@
 #include <openssl/sha.h>
 #include <spdlog/spdlog.h>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 
@@ -32,11 +33,12 @@ bool SameSecret(absl::string_view presented, absl::string_view expected) {
 }
 
 RpcAuthenticator::RpcAuthenticator(std::string cluster_token, std::string client_token,
-                                   std::vector<TenantToken> tenants)
+                                   std::vector<TenantToken> tenants, std::string metrics_token)
     : cluster_token_(std::move(cluster_token)),
       client_token_(std::move(client_token)),
       cluster_digest_(cluster_token_.empty() ? "" : Digest(cluster_token_)),
       client_digest_(client_token_.empty() ? "" : Digest(client_token_)),
+      metrics_digest_(metrics_token.empty() ? "" : Digest(metrics_token)),
       tenants_(std::move(tenants)) {
   for (const TenantToken& tenant : tenants_) tenant_digests_.push_back(Digest(tenant.token));
 }
@@ -48,8 +50,12 @@ RpcAuthenticator::Presented RpcAuthenticator::Classify(const grpc::ServerContext
   if (it == metadata.end()) return Presented::kNone;
   absl::string_view header(it->second.data(), it->second.size());
   if (!absl::ConsumePrefix(&header, "Bearer ")) return Presented::kWrong;
-  // Both compared, so that which one matched does not show in the timing.
-  const std::string presented = Digest(header);
+  return ClassifyToken(header, tenant);
+}
+
+RpcAuthenticator::Presented RpcAuthenticator::ClassifyToken(absl::string_view token, size_t* tenant) const {
+  // All compared, so that which one matched does not show in the timing.
+  const std::string presented = Digest(token);
   const bool cluster = SameDigest(presented, cluster_digest_);
   const bool client = SameDigest(presented, client_digest_);
   bool any_tenant = false;
@@ -68,7 +74,7 @@ RpcAuthenticator::Presented RpcAuthenticator::Classify(const grpc::ServerContext
 absl::Status RpcAuthenticator::Check(const grpc::ServerContextBase& context, absl::string_view method,
                                      RpcRole role, Caller* caller) const {
   if (caller != nullptr) *caller = Caller{};
-  const bool client_tokens = !client_token_.empty() || !tenants_.empty();
+  const bool client_tokens = ClientTokensConfigured();
   if (role == RpcRole::kCluster ? cluster_token_.empty() : (!client_tokens && cluster_token_.empty())) {
     return absl::OkStatus();
   }
@@ -101,6 +107,43 @@ absl::Status RpcAuthenticator::Check(const grpc::ServerContextBase& context, abs
   }
   LogRefusal(context, message);
   return absl::UnauthenticatedError(message);
+}
+
+absl::StatusOr<Caller> RpcAuthenticator::CheckHttp(absl::string_view authorization) const {
+  if (!ClientTokensConfigured()) return Caller{};
+  static constexpr char kHowTo[] =
+      "send 'Authorization: Bearer TOKEN', or basic auth with the token as the password; the cluster "
+      "token sees every tenant, a client token its own";
+  if (authorization.empty()) {
+    return absl::UnauthenticatedError(absl::StrCat("this port needs a token: ", kHowTo));
+  }
+  std::string token;
+  absl::string_view credentials = authorization;
+  if (absl::ConsumePrefix(&credentials, "Bearer ")) {
+    token = std::string(credentials);
+  } else if (absl::ConsumePrefix(&credentials, "Basic ")) {
+    std::string decoded;
+    if (!absl::Base64Unescape(credentials, &decoded)) {
+      return absl::UnauthenticatedError(absl::StrCat("the basic auth credentials are not base64: ", kHowTo));
+    }
+    const size_t colon = decoded.find(':');
+    token = colon == std::string::npos ? decoded : decoded.substr(colon + 1);
+  } else {
+    return absl::UnauthenticatedError(absl::StrCat("the Authorization header is neither Bearer nor Basic: ", kHowTo));
+  }
+  size_t tenant = 0;
+  const Presented presented = ClassifyToken(token, &tenant);
+  if (SameDigest(Digest(token), metrics_digest_)) return Caller{};
+  switch (presented) {
+    case Presented::kCluster:
+      return Caller{};
+    case Presented::kClient:
+      return Caller{std::string()};
+    case Presented::kTenant:
+      return Caller{tenants_[tenant].name};
+    default:
+      return absl::UnauthenticatedError(absl::StrCat("the request carried a wrong token: ", kHowTo));
+  }
 }
 
 void RpcAuthenticator::LogRefusal(const grpc::ServerContextBase& context, absl::string_view message) const {

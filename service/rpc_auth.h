@@ -20,6 +20,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "service/server_security.h"
@@ -50,19 +51,31 @@ enum class RpcRole {
 class RpcAuthenticator {
  public:
   // Empty tokens: that role needs none (a cluster without tokens).
-  // `tenants`' tokens act as client tokens of their tenant.
+  // `tenants`' tokens act as client tokens of their tenant. The metrics
+  // token is good for CheckHttp only, where it sees all.
   RpcAuthenticator(std::string cluster_token, std::string client_token,
-                   std::vector<TenantToken> tenants = {});
+                   std::vector<TenantToken> tenants = {}, std::string metrics_token = "");
 
   // OK, or Unauthenticated saying which token `method` needed and what
   // the call carried. `caller`, when given, is set to who made the call.
   absl::Status Check(const grpc::ServerContextBase& context, absl::string_view method, RpcRole role,
                      Caller* caller = nullptr) const;
 
+  // Who sent an HTTP request with this Authorization header ("" when it
+  // had none): "Bearer TOKEN", or basic auth with the token as the
+  // password (what a browser asks for). Where clients need a token (any
+  // client token configured), so does the HTTP port: the cluster token
+  // and the metrics token see all, a client token its tenant; no token or a wrong one is
+  // Unauthenticated, saying how to send one. Without client tokens,
+  // everyone is the cluster, as on the gRPC port.
+  absl::StatusOr<Caller> CheckHttp(absl::string_view authorization) const;
+
  private:
   enum class Presented { kNone, kCluster, kClient, kTenant, kWrong };
   // `tenant`: the index of the tenant whose token was presented.
   Presented Classify(const grpc::ServerContextBase& context, size_t* tenant) const;
+  Presented ClassifyToken(absl::string_view token, size_t* tenant) const;
+  bool ClientTokensConfigured() const { return !client_token_.empty() || !tenants_.empty(); }
   void LogRefusal(const grpc::ServerContextBase& context, absl::string_view message) const;
 
   const std::string cluster_token_;
@@ -70,6 +83,7 @@ class RpcAuthenticator {
   // SHA-256 of each token ("" when not configured).
   const std::string cluster_digest_;
   const std::string client_digest_;
+  const std::string metrics_digest_;
   const std::vector<TenantToken> tenants_;
   std::vector<std::string> tenant_digests_;
   mutable absl::Mutex log_mu_;

@@ -17,6 +17,9 @@ void DescribeSecuritySettings(SecuritySettings* settings, ConfigSchema* schema) 
                     "file holding the token that workers and the dispatcher present to each other");
   schema->AddString("auth.client_token_file", &settings->client_token_file,
                     "file holding the token that clients present");
+  schema->AddString("auth.metrics_token_file", &settings->metrics_token_file,
+                    "file holding a token that reads the HTTP port's /metrics and status page of the whole "
+                    "cluster and calls no RPC (for Prometheus)");
   schema->AddString("tls.cert_file", &settings->tls_cert_file, "PEM certificate (chain) this daemon serves");
   schema->AddString("tls.key_file", &settings->tls_key_file, "PEM private key of tls.cert_file");
   schema->AddString(
@@ -47,6 +50,12 @@ absl::StatusOr<ServerSecurity> LoadServerSecurity(const SecuritySettings& settin
     if (!token.ok()) return token.status();
     security.client_token = *std::move(token);
   }
+  if (!settings.metrics_token_file.empty()) {
+    absl::StatusOr<std::string> token =
+        ReadSecretFile("auth.metrics_token_file", settings.metrics_token_file);
+    if (!token.ok()) return token.status();
+    security.metrics_token = *std::move(token);
+  }
   for (const ConfigSchema::Record& client : settings.clients) {
     const std::string& name = client.at("name");
     const bool valid_name =
@@ -74,7 +83,9 @@ absl::StatusOr<ServerSecurity> LoadServerSecurity(const SecuritySettings& settin
   }
   // Each token must name one role and one tenant.
   std::vector<std::pair<std::string, std::string>> tokens = {
-      {"auth.cluster_token_file", security.cluster_token}, {"auth.client_token_file", security.client_token}};
+      {"auth.cluster_token_file", security.cluster_token},
+      {"auth.client_token_file", security.client_token},
+      {"auth.metrics_token_file", security.metrics_token}};
   for (const TenantToken& tenant : security.tenants) {
     tokens.emplace_back(absl::StrCat("auth.clients '", tenant.name, "'"), tenant.token);
   }

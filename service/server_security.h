@@ -19,6 +19,9 @@ namespace sluice {
 struct SecuritySettings {
   std::string cluster_token_file;
   std::string client_token_file;
+  // A token for the HTTP port only: /metrics and the status page of the
+  // whole cluster, and no RPC (what Prometheus holds).
+  std::string metrics_token_file;
   std::string tls_cert_file;
   std::string tls_key_file;
   std::string tls_ca_file;
@@ -32,7 +35,8 @@ struct SecuritySettings {
   // client token (docs/operations.md, "Tenants").
   std::vector<ConfigSchema::Record> clients;
 };
-// Registers auth.cluster_token_file, auth.client_token_file, tls.cert_file,
+// Registers auth.cluster_token_file, auth.client_token_file,
+// auth.metrics_token_file, auth.clients, tls.cert_file,
 // tls.key_file, tls.ca_file, tls.require_client_cert and insecure.
 void DescribeSecuritySettings(SecuritySettings* settings, ConfigSchema* schema);
 
@@ -46,6 +50,7 @@ struct TenantToken {
 struct ServerSecurity {
   std::string cluster_token;
   std::string client_token;
+  std::string metrics_token;
   std::vector<TenantToken> tenants;
   bool tls = false;
   std::string cert_pem;

@@ -34,7 +34,7 @@ REPO = os.path.dirname(os.path.dirname(HERE))
 # Objects the operator creates before `kubectl apply -k` (README.md), with
 # the keys the pods read from each.
 EXTERNAL_SECRETS = {
-    "sluice-tokens": {"cluster.token", "client.token"},
+    "sluice-tokens": {"cluster.token", "client.token", "metrics.token"},
     "sluice-dispatcher-tls": {"tls.crt", "tls.key", "ca.crt"},
     "sluice-worker-tls": {"tls.crt", "tls.key", "ca.crt"},
 }

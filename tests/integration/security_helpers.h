@@ -33,6 +33,21 @@ inline std::vector<std::string> TokenFlags(const TempDir& dir) {
           dir.File("client.token")};
 }
 
+// The cluster token's flags, and for each tenant a token file (mode
+// 0400, "token-of-NAME-0123456789") and its --auth-clients flag: a cluster
+// of tenants without the single client token.
+inline std::vector<std::string> TenantFlags(const TempDir& dir, const std::vector<std::string>& tenants) {
+  std::vector<std::string> flags = TokenFlags(dir);
+  flags.resize(2);
+  for (const std::string& tenant : tenants) {
+    const std::string file = dir.File(tenant + ".token");
+    WriteFile(file, "token-of-" + tenant + "-0123456789\n");
+    std::filesystem::permissions(file, std::filesystem::perms::owner_read);
+    flags.insert(flags.end(), {"--auth-clients", "name=" + tenant + ",token_file=" + file});
+  }
+  return flags;
+}
+
 }  // namespace sluice::testing
 
 #endif  // SLUICE_TESTS_INTEGRATION_SECURITY_HELPERS_H_

@@ -190,14 +190,7 @@ TEST_CASE("tenant attacks: an explicit numeric dataset id is refused and locks n
 TEST_CASE("tenants: two tenants' tokens read their own jobs of one name, and neither sees the other's",
           "[service][security][tenants]") {
   testing::TempDir dir;
-  std::vector<std::string> flags = TokenFlags(dir);
-  flags.resize(2);  // the cluster token; tenants instead of the single client token
-  for (const std::string& tenant : {std::string("alpha"), std::string("beta")}) {
-    const std::string file = dir.File(tenant + ".token");
-    testing::WriteFile(file, "token-of-" + tenant + "-0123456789\n");
-    std::filesystem::permissions(file, std::filesystem::perms::owner_read);
-    flags.insert(flags.end(), {"--auth-clients", absl::StrCat("name=", tenant, ",token_file=", file)});
-  }
+  const std::vector<std::string> flags = testing::TenantFlags(dir, {"alpha", "beta"});
   // The cluster token while the test cluster waits for its workers.
   std::optional<TestCluster> started;
   {
