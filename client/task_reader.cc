@@ -5,6 +5,7 @@
 #include <optional>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "service/element_wire.h"
@@ -103,8 +104,11 @@ void TaskReader::FetchLoop(int64_t task_id, const std::string& address, const st
       }
       if (!empty) continue;
     } else if (!IsTransientReadError(status)) {
-      state_.status =
-          absl::Status(status.code(), absl::StrCat("reading from worker ", address, ": ", status.message()));
+      // The transport's own errors name the worker already.
+      state_.status = absl::StrContains(status.message(), address)
+                          ? status
+                          : absl::Status(status.code(),
+                                         absl::StrCat("reading from worker ", address, ": ", status.message()));
       return;
     }
     // Nothing yet (or the worker is unreachable): wait a little.
