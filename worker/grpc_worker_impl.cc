@@ -144,8 +144,9 @@ grpc::ServerUnaryReactor* GrpcWorkerImpl::ProcessTask(grpc::CallbackServerContex
 grpc::ServerUnaryReactor* GrpcWorkerImpl::GetStatus(grpc::CallbackServerContext* context,
                                                     const grpc::ByteBuffer* request,
                                                     grpc::ByteBuffer* response) {
+  // The cluster's only: it lists every tenant's tasks on this worker.
   return AnswerAtOnce<proto::WorkerStatusRequest, proto::WorkerStatusResponse>(
-      context, request, response, "GetStatus", *auth_, RpcRole::kClient,
+      context, request, response, "GetStatus", *auth_, RpcRole::kCluster,
       [this](const auto& parsed, auto* answer) { return impl_->GetStatus(parsed, answer); });
 }
 

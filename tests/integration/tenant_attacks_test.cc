@@ -280,6 +280,23 @@ TEST_CASE("tenants: two tenants' tokens read their own jobs of one name, and nei
   const grpc::Status unknown = stranger_stub->GetStatus(&stranger_context, request, &snapshot);
   CHECK(unknown.error_code() == grpc::StatusCode::UNAUTHENTICATED);
   CHECK(unknown.error_message() == "GetStatus needs the client token and the call carried a wrong one");
+
+  // A worker's GetStatus lists every tenant's tasks there: the cluster's only.
+  const std::string worker = absl::StrCat("127.0.0.1:", cluster.WorkerPort(0));
+  auto worker_status = [&](const ChannelSecurity& security, proto::WorkerStatusResponse* answer) {
+    auto stub = proto::WorkerService::NewStub(MakeSecureChannel(worker, security));
+    grpc::ClientContext worker_context;
+    worker_context.set_deadline(Soon());
+    const proto::WorkerStatusRequest status_request;
+    return stub->GetStatus(&worker_context, status_request, answer);
+  };
+  proto::WorkerStatusResponse worker_view;
+  const grpc::Status tenant_refused = worker_status(alpha, &worker_view);
+  CHECK(tenant_refused.error_code() == grpc::StatusCode::UNAUTHENTICATED);
+  CHECK(tenant_refused.error_message() ==
+        "GetStatus is a worker's RPC: it needs the cluster token, and the call carried the client token");
+  CHECK(worker_status({.token = kClusterToken}, &worker_view).ok());
+  CHECK(worker_view.address() == worker);
 }
 
 TEST_CASE(
