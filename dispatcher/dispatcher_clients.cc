@@ -95,7 +95,7 @@ absl::Status DispatcherImpl::ClientHeartbeat(const proto::ClientHeartbeatRequest
       info->set_iteration_id(task->iteration_id);
       info->set_worker_address(task->worker_address);
       info->set_starting_round(task->starting_round);
-      info->set_read_secret(client_secrets_.ForTask(task->id));
+      info->set_read_secret(ReadSecretOf(task->id));
     }
     for (int64_t task_id : iteration->tasks) {
       const auto* task = state_.FindTask(task_id);
@@ -195,6 +195,12 @@ void DispatcherImpl::CheckPeersAtEnd(const DispatcherState::Iteration& iteration
       return;
     }
   }
+}
+
+const std::string& DispatcherImpl::ReadSecretOf(int64_t task_id) {
+  auto [secret, inserted] = task_read_secrets_.try_emplace(task_id);
+  if (inserted) secret->second = client_secrets_.ForTask(task_id);
+  return secret->second;
 }
 
 absl::Status DispatcherImpl::ReleaseIterationClient(const proto::ReleaseIterationClientRequest& request,

@@ -245,7 +245,10 @@ void DispatcherImpl::ForgetIteration(int64_t iteration_id) {
                              unreachable_reports_.lower_bound({iteration_id + 1, ""}));
   iteration_idle_since_.erase(iteration_id);
   if (const auto* iteration = state_.FindIteration(iteration_id); iteration != nullptr) {
-    for (int64_t task : iteration->tasks) crash_loop_.ForgetTask(task);
+    for (int64_t task : iteration->tasks) {
+      crash_loop_.ForgetTask(task);
+      task_read_secrets_.erase(task);
+    }
   }
 }
 
