@@ -71,6 +71,40 @@ TEST_CASE("capabilities: each task's read secret goes to its worker and its iter
   CHECK(beat.tasks(0).read_secret() != beat.tasks(1).read_secret());
 }
 
+TEST_CASE("capabilities: a worker's report of a task of another dispatcher incarnation is ignored",
+          "[dispatcher][capabilities][incarnation]") {
+  DispatcherImpl d(TestConfig());
+  REQUIRE(d.Start().ok());
+  Heartbeat(d, "w1:1");
+  const proto::GetOrCreateIterationResponse it = Iteration(d, Job(d, Register(d, SquaresDef())));
+  REQUIRE(ClientBeat(d, it.iteration_client_id()).tasks_size() == 1);
+  const proto::WorkerHeartbeatResponse worker = Heartbeat(d, "w1:1");
+  REQUIRE(worker.new_tasks_size() == 1);
+  const proto::TaskDef& def = worker.new_tasks(0);
+  REQUIRE(def.dispatcher_incarnation().size() == 32);
+  auto report = [&](const std::string& incarnation) {
+    proto::WorkerUpdatesRequest request;
+    request.set_worker_address("w1:1");
+    request.add_finished_tasks(def.task_id());
+    request.set_dispatcher_incarnation(incarnation);
+    proto::WorkerUpdatesResponse response;
+    REQUIRE(Call(d, &DispatcherImpl::WorkerUpdates, request, &response).ok());
+  };
+  auto finished = [&] {
+    proto::StatusSnapshot status;
+    REQUIRE(Call(d, &DispatcherImpl::GetStatus, proto::GetStatusRequest(), &status).ok());
+    REQUIRE(status.iterations_size() == 1);
+    return status.iterations(0).finished();
+  };
+  // A late report from before a restart without state: its task id now
+  // names this task, which must not end.
+  report(std::string(32, '0'));
+  CHECK(!finished());
+  CHECK(ClientBeat(d, it.iteration_client_id()).tasks_size() == 1);
+  report(def.dispatcher_incarnation());
+  CHECK(finished());
+}
+
 TEST_CASE("capabilities: a numeric explicit dataset id is refused and never moves the counter",
           "[dispatcher][capabilities]") {
   DispatcherImpl d(TestConfig());

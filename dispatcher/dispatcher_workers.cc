@@ -95,6 +95,15 @@ absl::Status DispatcherImpl::WorkerUpdates(const proto::WorkerUpdatesRequest& re
                                            proto::WorkerUpdatesResponse*, const Caller&) {
   if (absl::Status s = CheckVersion(request.version()); !s.ok()) return s;
   if (absl::Status s = CheckRequest(request); !s.ok()) return s;
+  // Tasks of a dispatcher that restarted without its state: their ids
+  // may name other tasks now. (Empty: a task no dispatcher incarnation
+  // made, such as a test's push.)
+  if (!request.dispatcher_incarnation().empty() &&
+      request.dispatcher_incarnation() != client_secrets_.Incarnation()) {
+    spdlog::info("worker {}: ignored a report of tasks of an earlier dispatcher incarnation",
+                 request.worker_address());
+    return absl::OkStatus();
+  }
   absl::MutexLock lock(&mu_);
   for (int64_t task_id : request.finished_tasks()) {
     const auto* task = state_.FindTask(task_id);

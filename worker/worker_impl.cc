@@ -85,12 +85,14 @@ void WorkerImpl::HeartbeatLoop() {
     }
     if (absl::Status status = Heartbeat(); !status.ok())
       spdlog::warn("heartbeat failed: {}", std::string(status.message()));
-    std::vector<std::pair<int64_t, absl::Status>> failures;
+    std::vector<UnreportedFailure> failures;
     {
       absl::MutexLock lock(&mu_);
       failures.swap(unreported_failures_);
     }
-    for (const auto& [task_id, status] : failures) ReportFinished(task_id, status);
+    for (const UnreportedFailure& failure : failures) {
+      ReportFinished(failure.task_id, failure.dispatcher_incarnation, failure.status);
+    }
   }
 }
 
@@ -164,13 +166,15 @@ void WorkerImpl::StartTaskLocked(const proto::TaskDef& def, std::vector<std::sha
   // tasks: the old ones go first.
   DropOtherIncarnationsLocked(def.dispatcher_incarnation(), removed);
   if (tasks_.contains(def.task_id())) return;
-  auto task =
-      std::make_shared<Task>(def, config_, dispatcher_.get(),
-                             [this](int64_t id, const absl::Status& status) { ReportFinished(id, status); });
+  auto task = std::make_shared<Task>(
+      def, config_, dispatcher_.get(),
+      [this, incarnation = def.dispatcher_incarnation()](int64_t id, const absl::Status& status) {
+        ReportFinished(id, incarnation, status);
+      });
   if (absl::Status status = task->Start(); !status.ok()) {
     // Reported by the heartbeat thread: not here, under mu_.
     spdlog::error("task {} failed: {}", def.task_id(), std::string(status.message()));
-    unreported_failures_.emplace_back(def.task_id(), status);
+    unreported_failures_.push_back({def.task_id(), def.dispatcher_incarnation(), status});
   }
   tasks_[def.task_id()] = task;
   spdlog::info("started task {} of iteration {}", def.task_id(), def.iteration_id());
@@ -190,9 +194,11 @@ absl::Status WorkerImpl::ProcessTask(const proto::ProcessTaskRequest& request) {
   return absl::OkStatus();
 }
 
-void WorkerImpl::ReportFinished(int64_t task_id, const absl::Status& status) {
+void WorkerImpl::ReportFinished(int64_t task_id, const std::string& dispatcher_incarnation,
+                                const absl::Status& status) {
   proto::WorkerUpdatesRequest request;
   request.set_worker_address(address_);
+  request.set_dispatcher_incarnation(dispatcher_incarnation);
   request.add_finished_tasks(task_id);
   // The pipeline's failure, for the dispatcher to fail the iteration with;
   // a task cancelled or cut off from the dispatcher is not the pipeline's.

@@ -96,7 +96,8 @@ class WorkerImpl {
   void HeartbeatLoop();
   // Tells the dispatcher the task ended: finished, and with a failed
   // pipeline's status, failed.
-  void ReportFinished(int64_t task_id, const absl::Status& status);
+  // `dispatcher_incarnation`: the task's TaskDef's.
+  void ReportFinished(int64_t task_id, const std::string& dispatcher_incarnation, const absl::Status& status);
   // Starts the task unless it runs; tasks it replaces go to `removed`,
   // for the caller to destroy after the lock.
   void StartTaskLocked(const proto::TaskDef& def, std::vector<std::shared_ptr<Task>>* removed)
@@ -119,7 +120,12 @@ class WorkerImpl {
   std::map<int64_t, std::shared_ptr<Task>> tasks_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   // Tasks that failed to start, for the heartbeat thread to report.
-  std::vector<std::pair<int64_t, absl::Status>> unreported_failures_ ABSL_GUARDED_BY(mu_);
+  struct UnreportedFailure {
+    int64_t task_id;
+    std::string dispatcher_incarnation;
+    absl::Status status;
+  };
+  std::vector<UnreportedFailure> unreported_failures_ ABSL_GUARDED_BY(mu_);
   // Start has registered; dispatcher_ is set (and constant) from then on.
   bool registered_ ABSL_GUARDED_BY(mu_) = false;
   std::thread heartbeat_thread_;
