@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "client/dataset_internal.h"
 #include "dispatcher/dispatcher_impl.h"
 #include "dispatcher/dispatcher_test_util.h"
@@ -47,6 +48,51 @@ TEST_CASE("dispatcher_impl: a restarted dispatcher resumes from its work dir", "
   const auto second = Iteration(d, job, 1);
   CHECK(second.iteration_id() == it.iteration_id() + 1);
   CHECK(second.iteration_client_id() == it.iteration_client_id() + 1);
+}
+
+// Whether a client was told its tasks is not journaled: after a restart
+// every client of an unfinished iteration counts as told, so that a
+// consumer that died with elements (or across the restart) still fails
+// its peers' end rather than letting them end whole without its data.
+TEST_CASE("dispatcher_impl: after a restart, a shared job's consumer that never returns fails its peers' end",
+          "[dispatcher][lost_consumer]") {
+  testing::TempDir dir;
+  DispatcherConfig config = TestConfig();
+  config.work_dir = dir.File("work");
+  config.worker_timeout_ms = 1000;  // the monitor wakes every 100 ms
+  config.client_timeout_ms = 2500;
+  proto::GetOrCreateIterationResponse a;
+  proto::GetOrCreateIterationResponse b;
+  {
+    DispatcherImpl d(config);
+    REQUIRE(d.Start().ok());
+    Heartbeat(d, "w1:1");
+    const int64_t job = Job(d, Register(d, SquaresDef()), proto::PARALLEL_EPOCHS, "shared");
+    a = Iteration(d, job);
+    b = Iteration(d, job);
+    REQUIRE(b.iteration_id() == a.iteration_id());
+    REQUIRE(Listed(ClientBeat(d, a.iteration_client_id())) == Listing{{1, "w1:1"}});
+    REQUIRE(Listed(ClientBeat(d, b.iteration_client_id())) == Listing{{1, "w1:1"}});
+  }
+  DispatcherImpl d(config);
+  REQUIRE(d.Start().ok());
+  // b and the worker come back; a never does. The task finishes only once
+  // a has been silent past kSilentPeerAtEnd.
+  REQUIRE(Listed(ClientBeat(d, b.iteration_client_id())) == Listing{{1, "w1:1"}});
+  KeepHeard(d, "w1:1", {1}, {b.iteration_client_id()}, kSilentPeerAtEnd + std::chrono::milliseconds(200));
+  Finish(d, "w1:1", {1});
+  const proto::ClientHeartbeatResponse held = ClientBeat(d, b.iteration_client_id());
+  CHECK_FALSE(held.iteration_finished());
+  CHECK(held.error_code() == 0);
+  const proto::ClientHeartbeatResponse failed = BeatWhileHeld(d, b.iteration_client_id(), "w1:1", {1});
+  CHECK(failed.error_code() == static_cast<int>(absl::StatusCode::kDataLoss));
+  CHECK(
+      failed.error_message() ==
+      absl::StrCat("a consumer of job 'shared' (iteration client ", a.iteration_client_id(),
+                   ") stopped heartbeating for 2500 ms (client_timeout_ms) while the epoch was read, and was "
+                   "released: the elements it had taken from the workers reached no other consumer (killed "
+                   "or frozen?); read the epoch again, or save and restore with exactly_once"));
+  CHECK_FALSE(failed.iteration_finished());
 }
 
 // Peer readers tell a stale repetition from their own by the key that

@@ -6,8 +6,10 @@
 #define SLUICE_DISPATCHER_DISPATCHER_TEST_UTIL_H_
 
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <cstdint>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -197,6 +199,41 @@ inline std::vector<std::pair<int64_t, int64_t>> Begins(const proto::GetSplitsRes
   return begins;
 }
 using BeginsAndSeqs = std::vector<std::pair<int64_t, int64_t>>;
+
+// For waits on the monitor (Start) while a worker must stay registered:
+// heartbeats `worker` (running `tasks`), and each of `clients`, every
+// 20 ms for `how_long`; the clients' responses must be clean (no error).
+inline void KeepHeard(DispatcherImpl& d, const std::string& worker, const std::vector<int64_t>& tasks,
+                      const std::vector<int64_t>& clients, std::chrono::milliseconds how_long) {
+  const auto until = std::chrono::steady_clock::now() + how_long;
+  while (std::chrono::steady_clock::now() < until) {
+    Heartbeat(d, worker, tasks);
+    for (int64_t client : clients) {
+      const proto::ClientHeartbeatResponse response = ClientBeat(d, client);
+      INFO("client " << client << ": " << response.error_message());
+      REQUIRE(response.error_code() == 0);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+// Heartbeats `client` (and `worker`, running `tasks`) every 20 ms until a
+// response carries an error, for at most 20 s; every response before it
+// must have held the end back (neither finished nor failed). That response.
+inline proto::ClientHeartbeatResponse BeatWhileHeld(DispatcherImpl& d, int64_t client,
+                                                    const std::string& worker,
+                                                    const std::vector<int64_t>& tasks) {
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (std::chrono::steady_clock::now() < give_up) {
+    Heartbeat(d, worker, tasks);
+    const proto::ClientHeartbeatResponse response = ClientBeat(d, client);
+    if (response.error_code() != 0) return response;
+    REQUIRE_FALSE(response.iteration_finished());
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  FAIL("client " << client << "'s heartbeats carried no error within 20 s");
+  return {};
+}
 
 }  // namespace sluice::dispatcher
 

@@ -1,12 +1,14 @@
 // DispatcherImpl's liveness: workers that shut down, stop heartbeating,
 // restart or cannot be reached, and the monitor thread that removes them
-// and collects abandoned iterations.
+// and collects abandoned iterations; consumers of a shared job lost at
+// its end.
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "client/dataset_internal.h"
 #include "dispatcher/dispatcher_impl.h"
 #include "dispatcher/dispatcher_test_util.h"
@@ -328,6 +330,133 @@ TEST_CASE("dispatcher_impl: a client whose iteration has no task on a worker can
   CHECK(heard.lost_tasks(0).task_id() == 3);
   CHECK(heard.lost_tasks(0).reason() == "unreachable from a client and silent");
   CHECK(WorkerAddresses(d) == std::vector<std::string>{"w1:1"});
+}
+
+// Two consumers of the named parallel_epochs job "shared", a and b, both
+// told its one task (on w1:1); the task then finished.
+struct SharedRead {
+  proto::GetOrCreateIterationResponse a;
+  proto::GetOrCreateIterationResponse b;
+};
+
+SharedRead ReadToTheEnd(DispatcherImpl& d) {
+  Heartbeat(d, "w1:1");
+  const int64_t job = Job(d, Register(d, SquaresDef()), proto::PARALLEL_EPOCHS, "shared");
+  SharedRead read{Iteration(d, job), Iteration(d, job)};
+  REQUIRE(read.b.iteration_id() == read.a.iteration_id());
+  REQUIRE(Listed(ClientBeat(d, read.a.iteration_client_id())) == Listing{{1, "w1:1"}});
+  REQUIRE(Listed(ClientBeat(d, read.b.iteration_client_id())) == Listing{{1, "w1:1"}});
+  Finish(d, "w1:1", {1});
+  return read;
+}
+
+// A consumer that had its task's read secret may have taken elements that
+// reached no one else; one told the end, or gone by its own release, had
+// nothing more to take. Its silence must not hold or fail the others' end.
+TEST_CASE("dispatcher_impl: a consumer of a shared job told the end, or released, is not lost when silent",
+          "[dispatcher][liveness][lost_consumer]") {
+  DispatcherConfig config = TestConfig();
+  config.worker_timeout_ms = 1000;  // the monitor wakes every 100 ms
+  config.client_timeout_ms = 1500;
+  DispatcherImpl d(config);
+  REQUIRE(d.Start().ok());
+  proto::GetOrCreateIterationResponse a;
+  proto::GetOrCreateIterationResponse b;
+  SECTION("told the end by its heartbeat") {
+    const SharedRead read = ReadToTheEnd(d);
+    a = read.a;
+    b = read.b;
+    const proto::ClientHeartbeatResponse end = ClientBeat(d, a.iteration_client_id());
+    CHECK(end.iteration_finished());
+    CHECK(end.error_code() == 0);
+  }
+  SECTION("released by itself") {
+    const SharedRead read = ReadToTheEnd(d);
+    a = read.a;
+    b = read.b;
+    proto::ReleaseIterationClientRequest release;
+    *release.mutable_version() = CurrentVersion();
+    release.set_iteration_client_id(a.iteration_client_id());
+    release.set_client_secret(a.client_secret());
+    proto::ReleaseIterationClientResponse released;
+    REQUIRE(d.ReleaseIterationClient(release, &released).ok());
+  }
+  SECTION("never told the task") {
+    Heartbeat(d, "w1:1");
+    const int64_t job = Job(d, Register(d, SquaresDef()), proto::PARALLEL_EPOCHS, "shared");
+    a = Iteration(d, job);  // joins, and is never heard again
+    b = Iteration(d, job);
+    REQUIRE(Listed(ClientBeat(d, b.iteration_client_id())) == Listing{{1, "w1:1"}});
+    Finish(d, "w1:1", {1});
+  }
+  // a is silent from here on: past kSilentPeerAtEnd, and past its release
+  // for silence, every answer to b is the end, whole.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(config.client_timeout_ms) +
+                     std::chrono::milliseconds(500);
+  int64_t answers = 0;
+  while (std::chrono::steady_clock::now() < until) {
+    Heartbeat(d, "w1:1", {1});
+    const proto::ClientHeartbeatResponse response = ClientBeat(d, b.iteration_client_id());
+    INFO("answer " << answers << ": " << response.error_message());
+    REQUIRE(response.iteration_finished());
+    REQUIRE(response.error_code() == 0);
+    ++answers;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  CHECK(answers >= 10);
+  // a is gone from the iteration (released, by itself or for silence).
+  const proto::StatusSnapshot snapshot = Snapshot(d);
+  REQUIRE(snapshot.iterations_size() == 1);
+  CHECK(snapshot.iterations(0).num_clients() == 1);
+  const proto::ClientHeartbeatResponse last = ClientBeat(d, b.iteration_client_id());
+  CHECK(last.iteration_finished());
+  CHECK(last.error_code() == 0);
+  CHECK(last.error_message().empty());
+}
+
+// tests/integration/lost_consumer_test.cc kills such a consumer under real
+// daemons; here the hold, its end and the message, exactly.
+TEST_CASE(
+    "dispatcher_impl: a consumer of a shared job silent after taking its task holds the end, then fails it",
+    "[dispatcher][liveness][lost_consumer]") {
+  DispatcherConfig config = TestConfig();
+  config.worker_timeout_ms = 1000;  // the monitor wakes every 100 ms
+  config.client_timeout_ms = 2500;
+  DispatcherImpl d(config);
+  REQUIRE(d.Start().ok());
+  const SharedRead read = ReadToTheEnd(d);
+  const int64_t a = read.a.iteration_client_id();
+  const int64_t b = read.b.iteration_client_id();
+  // a, told its task, is silent for longer than kSilentPeerAtEnd (b is
+  // not told the end meanwhile: it does not heartbeat).
+  KeepHeard(d, "w1:1", {1}, {}, kSilentPeerAtEnd + std::chrono::milliseconds(200));
+  const proto::ClientHeartbeatResponse held = ClientBeat(d, b);
+  CHECK_FALSE(held.iteration_finished());
+  CHECK(held.error_code() == 0);
+  CHECK(Listed(held) == Listing{{1, "w1:1"}});
+  SECTION("and is never heard again") {
+    const proto::ClientHeartbeatResponse failed = BeatWhileHeld(d, b, "w1:1", {1});
+    CHECK(failed.error_code() == static_cast<int>(absl::StatusCode::kDataLoss));
+    CHECK(failed.error_message() ==
+          absl::StrCat(
+              "a consumer of job 'shared' (iteration client ", a,
+              ") stopped heartbeating for 2500 ms (client_timeout_ms) while the epoch was read, and was "
+              "released: the elements it had taken from the workers reached no other consumer (killed "
+              "or frozen?); read the epoch again, or save and restore with exactly_once"));
+    CHECK_FALSE(failed.iteration_finished());
+    // So it stays, for every later heartbeat of b.
+    const proto::ClientHeartbeatResponse again = ClientBeat(d, b);
+    CHECK(again.error_code() == static_cast<int>(absl::StatusCode::kDataLoss));
+    CHECK(again.error_message() == failed.error_message());
+  }
+  SECTION("and is heard again (a frozen process resumed)") {
+    const proto::ClientHeartbeatResponse back = ClientBeat(d, a);
+    CHECK(back.iteration_finished());
+    CHECK(back.error_code() == 0);
+    const proto::ClientHeartbeatResponse end = ClientBeat(d, b);
+    CHECK(end.iteration_finished());
+    CHECK(end.error_code() == 0);
+  }
 }
 
 }  // namespace
