@@ -1,11 +1,6 @@
 #include "service/http_server.h"
 
-#include <arpa/inet.h>
 #include <httplib.h>
-#include <netinet/in.h>
-#include <poll.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <catch2/catch.hpp>
@@ -13,13 +8,13 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
-#include <string_view>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "tests/testing/raw_connection.h"
 
 namespace sluice {
 namespace {
@@ -27,6 +22,8 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 using namespace std::chrono_literals;
+using testing::Exchange;
+using testing::RawConnection;
 
 double SecondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
@@ -51,83 +48,6 @@ std::string Answer(const std::string& status_line, const std::string& body,
 }
 const std::string kHealthy = Answer("200 OK", "ok\n");
 constexpr char kGetHealthz[] = "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
-
-// A client socket on 127.0.0.1, for what an honest client would not send.
-class RawConnection {
- public:
-  // receive_buffer_bytes > 0 makes the client a slow reader's size.
-  explicit RawConnection(int port, int receive_buffer_bytes = 0)
-      : fd_(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
-    if (receive_buffer_bytes > 0) {
-      setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &receive_buffer_bytes, sizeof(receive_buffer_bytes));
-    }
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_port = htons(static_cast<uint16_t>(port));
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    connected_ = fd_ >= 0 && connect(fd_, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0;
-  }
-  ~RawConnection() {
-    if (fd_ >= 0) close(fd_);
-  }
-  RawConnection(const RawConnection&) = delete;
-  RawConnection& operator=(const RawConnection&) = delete;
-
-  bool connected() const { return connected_; }
-
-  // False once the server has closed the connection.
-  bool Send(std::string_view bytes) {
-    while (!bytes.empty()) {
-      const ssize_t sent = send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL);
-      if (sent <= 0) return false;
-      bytes.remove_prefix(static_cast<size_t>(sent));
-    }
-    return true;
-  }
-
-  struct Received {
-    std::string bytes;
-    bool closed = false;  // an end of stream or a reset
-  };
-  // Reads until the server closes the connection or `timeout` passes.
-  Received ReadToEnd(milliseconds timeout) {
-    Received received;
-    const Clock::time_point deadline = Clock::now() + timeout;
-    char buffer[65536];
-    while (Clock::now() < deadline) {
-      pollfd readable{fd_, POLLIN, 0};
-      const auto left = std::chrono::ceil<milliseconds>(deadline - Clock::now()).count();
-      if (poll(&readable, 1, static_cast<int>(std::max<int64_t>(left, 0))) <= 0) continue;
-      const ssize_t got = recv(fd_, buffer, sizeof(buffer), 0);
-      if (got > 0) {
-        received.bytes.append(buffer, static_cast<size_t>(got));
-      } else {
-        received.closed = got == 0 || errno == ECONNRESET;
-        if (received.closed) break;
-      }
-    }
-    return received;
-  }
-
-  // Waits up to `timeout` for the server to close the connection (or
-  // reset it) without reading what it sent; true if it did.
-  bool WaitForClose(milliseconds timeout) {
-    pollfd closed{fd_, POLLRDHUP, 0};
-    return poll(&closed, 1, static_cast<int>(std::max<int64_t>(timeout.count(), 0))) == 1;
-  }
-
- private:
-  const int fd_;
-  bool connected_ = false;
-};
-
-// Sends `request` on a new connection and reads until the server closes it.
-std::string Exchange(int port, std::string_view request, milliseconds timeout = 2000ms) {
-  RawConnection connection(port);
-  if (!connection.connected() || !connection.Send(request)) return "(cannot send)";
-  RawConnection::Received received = connection.ReadToEnd(timeout);
-  return received.closed ? received.bytes : received.bytes + "(not closed)";
-}
 
 TEST_CASE("http server: /healthz, routes, 404, 405, HEAD and 500", "[http]") {
   std::unique_ptr<HttpServer> server = StartOrFail({
