@@ -107,7 +107,9 @@ absl::StatusOr<BufferPool::Buffer> BufferPool::Acquire(size_t bytes) {
     auto can_go_on = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
       return cancelled_ || !free_.empty() || outstanding_ < capacity_;
     };
+    ++waiters_;
     mu_.Await(absl::Condition(&can_go_on));
+    --waiters_;
     if (cancelled_) return absl::CancelledError("the iterator is shutting down");
     ++outstanding_;
     if (!free_.empty()) {
@@ -187,7 +189,9 @@ void BufferPool::Cancel() {
 
 bool BufferPool::exhausted() const {
   absl::MutexLock lock(&mu_);
-  return free_.empty() && outstanding_ >= capacity_;
+  // Someone waits in Acquire: outstanding_ alone also counts the buffer an
+  // Acquire has just taken, before its caller says it no longer waits.
+  return waiters_ > 0 && free_.empty() && outstanding_ >= capacity_;
 }
 
 int64_t BufferPool::allocations() const {
@@ -429,7 +433,10 @@ absl::StatusOr<PerReplica> DevicePrefetcher::GetNext() {
   auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return !ready_.empty() || producer_done_ || (blocked_pool_ != nullptr && blocked_pool_->exhausted());
   };
-  mu_.Await(absl::Condition(&ready));
+  // The producer blocks in its pool's Acquire without touching mu_, so
+  // exhaustion is looked for again every 10 ms.
+  while (!mu_.AwaitWithTimeout(absl::Condition(&ready), absl::Milliseconds(10))) {
+  }
   if (!ready_.empty()) {
     absl::StatusOr<PerReplica> step = std::move(ready_.front());
     ready_.pop_front();

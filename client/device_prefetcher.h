@@ -116,7 +116,7 @@ class BufferPool {
   void Release(Buffer buffer);
   // Wakes waiters with Cancelled and frees buffers as they come back.
   void Cancel();
-  // True when every buffer is out, so Acquire would wait.
+  // True when every buffer is out and an Acquire waits for one.
   bool exhausted() const;
   int64_t allocations() const;
   size_t capacity() const { return capacity_; }
@@ -133,6 +133,8 @@ class BufferPool {
   std::vector<Buffer> free_ ABSL_GUARDED_BY(mu_);
   size_t outstanding_ ABSL_GUARDED_BY(mu_) = 0;
   bool waiting_ ABSL_GUARDED_BY(mu_) = false;
+  // Acquire calls waiting for a buffer.
+  int waiters_ ABSL_GUARDED_BY(mu_) = 0;
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
   int64_t allocations_ ABSL_GUARDED_BY(mu_) = 0;
 };

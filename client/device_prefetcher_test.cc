@@ -171,6 +171,7 @@ TEST_CASE("A trainer that holds every buffer gets ResourceExhausted, not a hang"
   std::vector<PerReplica> held;
   for (int k = 0; k < 4; ++k) {
     absl::StatusOr<PerReplica> step = prefetcher.GetNext();
+    INFO("step " << k << ": " << step.status().ToString());
     REQUIRE(step.ok());
     held.push_back(*std::move(step));
   }
