@@ -113,8 +113,14 @@ TEST_CASE(
 
 TEST_CASE("distribute: two trainers of one named job share its elements", "[service][distribute]") {
   TestCluster cluster({.num_workers = 1});
+  // Enough that the first trainer, prefetching in the background, cannot
+  // read the repetition to its end before the second has joined it (the
+  // iterators join in the background; one that joins a repetition already
+  // read to its end is refused, by design): 80 elements were gone in
+  // under a millisecond, and on a loaded machine the second joined late.
+  constexpr int64_t kElements = 20000;
   auto dataset = [&] {
-    return Dataset::Range(80)
+    return Dataset::Range(kElements)
         .ReadFromService({.service = cluster.ServiceUrl(),
                           .processing_mode = ProcessingMode::kDistributedEpoch,
                           .job_name = "shared"})
@@ -131,9 +137,7 @@ TEST_CASE("distribute: two trainers of one named job share its elements", "[serv
   REQUIRE(first.ok());
   REQUIRE(second.ok());
   std::vector<int64_t> seen;
-  // One step of each first: both have joined the repetition before either
-  // reads it to its end (the iterators join in the background, and one
-  // that joins a repetition already read to its end is refused).
+  // One step of each first: both have joined the repetition.
   auto take = [&](DistributedIterator& iterator) {
     absl::StatusOr<std::optional<PerReplica>> step = iterator.GetNextAsOptional();
     INFO(step.status().ToString());
@@ -152,7 +156,7 @@ TEST_CASE("distribute: two trainers of one named job share its elements", "[serv
   }
   std::sort(seen.begin(), seen.end());
   // Two consumers of one repetition: each element once between them.
-  CHECK(seen == Iota(80));
+  CHECK(seen == Iota(kElements));
 }
 
 TEST_CASE("distribute: the example trainer loop reads two epochs from real daemons",
