@@ -15,6 +15,7 @@
 #include "client/shared_memory_transport.h"
 #include "service/element_wire.h"
 #include "service/grpc_util.h"
+#include "service/message_bytes.h"
 #include "service/metrics.h"
 
 namespace sluice {

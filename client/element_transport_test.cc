@@ -14,6 +14,7 @@
 #include "client/shared_memory_transport.h"
 #include "service/compression.h"
 #include "service/element_wire.h"
+#include "service/message_bytes.h"
 #include "service/shared_memory.h"
 #include "sluice/service.grpc.pb.h"
 #include "worker/shared_memory_server.h"

@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
+#include "common/file_io.h"
 
 namespace sluice {
 namespace {
@@ -23,17 +24,10 @@ absl::Status WriteFileAtomically(const std::string& path, absl::string_view byte
   const std::string temporary = absl::StrCat(path, ".tmp.", getpid());
   const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return Failed("create", temporary, errno);
-  size_t written = 0;
-  while (written < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + written, bytes.size() - written);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const int error = errno;
-      ::close(fd);
-      ::unlink(temporary.c_str());
-      return Failed("write", temporary, error);
-    }
-    written += static_cast<size_t>(n);
+  if (const int error = WriteFully(fd, std::string_view(bytes.data(), bytes.size())); error != 0) {
+    ::close(fd);
+    ::unlink(temporary.c_str());
+    return Failed("write", temporary, error);
   }
   if (::fsync(fd) != 0) {
     const int error = errno;
@@ -48,8 +42,8 @@ absl::Status WriteFileAtomically(const std::string& path, absl::string_view byte
     return Failed("rename a file over", path, error);
   }
   // The rename itself survives a crash only once the directory is synced.
-  std::string directory = std::filesystem::path(path).parent_path().string();
-  if (directory.empty()) directory = ".";
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  const std::string directory = parent.empty() ? std::string(".") : parent.string();
   const int dir_fd = ::open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dir_fd >= 0) {
     ::fsync(dir_fd);

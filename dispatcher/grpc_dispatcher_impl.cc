@@ -1,8 +1,8 @@
 #include "dispatcher/grpc_dispatcher_impl.h"
 
 #include "absl/container/flat_hash_set.h"
-#include "service/element_wire.h"
 #include "service/grpc_util.h"
+#include "service/message_bytes.h"
 #include "service/rpc_metrics.h"
 
 namespace sluice::dispatcher {

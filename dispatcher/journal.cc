@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/crc32c.h"
+#include "common/file_io.h"
 #include "service/metrics.h"
 
 namespace sluice::dispatcher {
@@ -143,30 +144,16 @@ ReadResult ReadRecord(const std::string& data, uint32_t max_record_bytes, size_t
   return ReadResult::kRecord;
 }
 
-// Sized once, since a snapshot may be most of 2 GiB: a stream would hold
-// it twice.
 absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return absl::NotFoundError(Errno("cannot open", path));
-  struct stat info {};
-  if (::fstat(fd, &info) != 0) {
-    ::close(fd);
-    return absl::DataLossError(Errno("cannot stat", path));
-  }
-  std::string contents(static_cast<size_t>(info.st_size), '\0');
-  size_t filled = 0;
-  while (filled < contents.size()) {
-    const ssize_t n = ::read(fd, contents.data() + filled, contents.size() - filled);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      ::close(fd);
-      return absl::DataLossError(Errno("cannot read", path));
-    }
-    if (n == 0) break;  // shrunk since fstat
-    filled += static_cast<size_t>(n);
-  }
+  std::string contents;
+  const int error = ReadToEnd(fd, SIZE_MAX, &contents);
   ::close(fd);
-  contents.resize(filled);
+  if (error != 0) {
+    errno = error;
+    return absl::DataLossError(Errno("cannot read", path));
+  }
   return contents;
 }
 
@@ -184,13 +171,9 @@ absl::StatusOr<int> CreatePrivateFile(const std::string& path) {
 }
 
 absl::Status WriteAll(int fd, std::string_view bytes, const std::string& path) {
-  while (!bytes.empty()) {
-    const ssize_t written = ::write(fd, bytes.data(), bytes.size());
-    if (written < 0) {
-      if (errno == EINTR) continue;
-      return absl::InternalError(Errno("cannot write", path));
-    }
-    bytes.remove_prefix(static_cast<size_t>(written));
+  if (const int error = WriteFully(fd, bytes); error != 0) {
+    errno = error;
+    return absl::InternalError(Errno("cannot write", path));
   }
   return absl::OkStatus();
 }

@@ -22,6 +22,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/file_io.h"
 #include "pipeline/iterator_state.h"
 #include "pipeline/ops.h"
 #include "pipeline/random.h"
@@ -48,7 +49,6 @@ absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
   absl::StatusOr<int> opened = OpenDataFile(path, "image_folder");
   if (!opened.ok()) return opened.status();
   const int fd = *opened;
-  std::string bytes;
   struct stat info {};
   if (fstat(fd, &info) == 0 && info.st_size > kMaxImageFileBytes) {
     close(fd);
@@ -56,27 +56,16 @@ absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
                                                    " bytes, more than the ", kMaxImageFileBytes,
                                                    "-byte limit of an image file"));
   }
-  bytes.resize(info.st_size > 0 ? static_cast<size_t>(info.st_size) : 0);
-  size_t done = 0;
-  while (true) {
-    if (done == bytes.size()) bytes.resize(std::max<size_t>(bytes.size() * 2, 4096));
-    const ssize_t got = read(fd, bytes.data() + done, bytes.size() - done);
-    if (got < 0 && errno == EINTR) continue;
-    if (got < 0) {
-      const int error = errno;
-      close(fd);
-      return absl::DataLossError(absl::StrCat("image_folder: reading '", path, "': ", std::strerror(error)));
-    }
-    if (got == 0) break;
-    done += static_cast<size_t>(got);
-    if (static_cast<int64_t>(done) > kMaxImageFileBytes) {
-      close(fd);
-      return absl::InvalidArgumentError(
-          absl::StrCat("image_folder: '", path, "' grew past the ", kMaxImageFileBytes, "-byte limit"));
-    }
-  }
+  std::string bytes;
+  const int error = ReadToEnd(fd, static_cast<size_t>(kMaxImageFileBytes), &bytes);
   close(fd);
-  bytes.resize(done);
+  if (error == EFBIG) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("image_folder: '", path, "' grew past the ", kMaxImageFileBytes, "-byte limit"));
+  }
+  if (error != 0) {
+    return absl::DataLossError(absl::StrCat("image_folder: reading '", path, "': ", std::strerror(error)));
+  }
   return bytes;
 }
 

@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
+#include "common/file_io.h"
 #include "grpcpp/support/client_interceptor.h"
 #include "service/grpc_util.h"
 
@@ -30,24 +31,15 @@ absl::StatusOr<std::string> ReadSmallFile(const std::string& what, const std::st
     return absl::InvalidArgumentError(
         absl::StrCat(what, " '", path, "': cannot read: ", std::strerror(error)));
   }
-  std::string text(limit + 1, '\0');
-  size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t n = ::read(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const int error = errno;
-      ::close(fd);
-      return absl::InvalidArgumentError(
-          absl::StrCat(what, " '", path, "': cannot read: ", std::strerror(error)));
-    }
-    if (n == 0) break;
-    done += static_cast<size_t>(n);
-  }
+  std::string text;
+  const int error = ReadToEnd(fd, limit, &text);
   ::close(fd);
-  text.resize(done);
-  if (text.size() > limit) {
+  if (error == EFBIG) {
     return absl::InvalidArgumentError(absl::StrCat(what, " '", path, "': longer than ", limit, " bytes"));
+  }
+  if (error != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " '", path, "': cannot read: ", std::strerror(error)));
   }
   return text;
 }

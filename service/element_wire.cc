@@ -12,6 +12,7 @@
 #include "common/exceptions.h"
 #include "common/proto_convert.h"
 #include "service/compression.h"
+#include "service/message_bytes.h"
 
 namespace sluice {
 namespace {

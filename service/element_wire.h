@@ -25,7 +25,6 @@
 #include "absl/strings/string_view.h"
 #include "service/compression.h"
 #include "service/element_frame.h"
-#include "service/message_bytes.h"
 #include "sluice/element.h"
 #include "sluice/service.pb.h"
 

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/proto_convert.h"
 #include "service/compression.h"
+#include "service/message_bytes.h"
 #include "service/wire_test_helpers.h"
 
 namespace sluice {

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "service/element_wire.h"
 #include "service/grpc_util.h"
+#include "service/message_bytes.h"
 #include "service/rpc_metrics.h"
 
 namespace sluice::worker {

@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "service/element_wire.h"
+#include "service/message_bytes.h"
 
 namespace sluice::worker {
 namespace {

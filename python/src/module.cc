@@ -4,7 +4,7 @@
 
 #include "python/src/bindings.h"
 #include "python/src/status.h"
-#include "service/metrics.h"
+#include "sluice/metrics.h"
 
 PYBIND11_MODULE(_sluice, module) {
   module.doc() = "Sluice's C++ SDK for Python; import the `sluice` package instead.";
@@ -17,21 +17,17 @@ PYBIND11_MODULE(_sluice, module) {
   sluice::python::RegisterErrors(module);
   sluice::python::BindDataset(module);
   sluice::python::BindDistribute(module);
-  module.def(
-      "metrics", [] { return sluice::ProcessMetrics().Render(); },
-      "This process's metrics in Prometheus text format: the client's wait time and bytes received, and the "
-      "process's CPU and memory.");
+  module.def("metrics", &sluice::MetricsText,
+             "This process's metrics in Prometheus text format: the client's wait time and bytes received, "
+             "and the process's CPU and memory.");
   module.def(
       "_count_dropped_batches",
       [](int64_t batches) {
-        static sluice::Counter& dropped =
-            sluice::ProcessMetrics()
-                .AddCounter(
-                    "sluice_torch_dropped_batches_total",
-                    "Batches sluice.torch.IterableDataset(even_batches=True) dropped at an epoch's end so "
-                    "that DDP ranks take equal steps")
-                .Get();
-        dropped.Increment(static_cast<double>(batches));
+        sluice::IncrementCounter(
+            "sluice_torch_dropped_batches_total",
+            "Batches sluice.torch.IterableDataset(even_batches=True) dropped at an epoch's "
+            "end so that DDP ranks take equal steps",
+            static_cast<double>(batches));
       },
       pybind11::arg("batches"),
       "Counts batches IterableDataset(even_batches=True) dropped (sluice.metrics()).");
