@@ -180,10 +180,6 @@ KNOWN_VIOLATIONS_TO_FIX = [
      "a config test checks the daemons' settings; config/ is below dispatcher/"),
     ("config/config_schema_test.cc", "service/daemon.h",
      "the same: config/ is below service/"),
-    ("config/tenant_settings_test.cc", "service/daemon.h",
-     "a config test of the tenant settings, which service/ reads; config/ is below service/"),
-    ("config/tenant_settings_test.cc", "service/server_security.h",
-     "the same"),
 ]
 
 INCLUDE_RE = re.compile(r'^\s*#\s*include\s*"([^"]+)"')
