@@ -4,8 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "dispatcher/dispatcher_config.h"
-#include "service/daemon.h"
+#include "tests/testing/config_args.h"
 #include "tests/testing/test_util.h"
 
 namespace sluice {
@@ -16,6 +15,10 @@ using Catch::Matchers::EndsWith;
 using Catch::Matchers::StartsWith;
 using testing::TempDir;
 using testing::WriteFile;
+
+int Parse(const std::vector<std::string>& args, ConfigSchema& schema) {
+  return testing::ParseArgs(args, schema);
+}
 
 // A small schema of every kind of setting.
 struct Settings {
@@ -41,16 +44,6 @@ absl::Status Load(const TempDir& dir, const std::string& text, Settings* s, std:
   if (path != nullptr) *path = file;
   ConfigSchema schema = MakeSchema(s);
   return schema.LoadYamlFile(file);
-}
-
-// Runs ParseDaemonConfig over a copy of `args` (argv[0] is added).
-int Parse(const std::vector<std::string>& args, ConfigSchema& schema) {
-  std::vector<std::string> storage = {"dispatcherd"};
-  storage.insert(storage.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (std::string& arg : storage) argv.push_back(arg.data());
-  argv.push_back(nullptr);
-  return ParseDaemonConfig(static_cast<int>(storage.size()), argv.data(), "test daemon", schema);
 }
 
 TEST_CASE("config: integers, strings and lists load from YAML", "[config]") {
@@ -314,89 +307,6 @@ TEST_CASE("config: Describe lists every setting", "[config]") {
                              });
 }
 
-TEST_CASE("config: the dispatcher's settings load from YAML", "[config]") {
-  TempDir dir;
-  const std::string path = dir.File("dispatcher.yaml");
-  WriteFile(path,
-            "port: 7000\n"
-            "bind_address: 127.0.0.1\n"
-            "worker_timeout_ms: 2500\n"
-            "client_timeout_ms: 3500\n"
-            "splits_per_request: 16\n"
-            "elements_per_split: 128\n"
-            "log_level: debug\n"
-            "port_file: /tmp/port\n");
-  dispatcher::DispatcherConfig config;
-  ConfigSchema schema("dispatcher");
-  dispatcher::DescribeDispatcherConfig(&config, &schema);
-  absl::Status status = schema.LoadYamlFile(path);
-  INFO(status.ToString());
-  REQUIRE(status.ok());
-  CHECK(config.port == 7000);
-  CHECK(config.bind_address == "127.0.0.1");
-  CHECK(config.worker_timeout_ms == 2500);
-  CHECK(config.client_timeout_ms == 3500);
-  CHECK(config.splits_per_request == 16);
-  CHECK(config.elements_per_split == 128);
-  CHECK(config.log_level == "debug");
-  CHECK(config.port_file == "/tmp/port");
-}
-
-TEST_CASE("config: ParseDaemonConfig lets flags override the file", "[config]") {
-  TempDir dir;
-  const std::string path = dir.File("dispatcher.yaml");
-  WriteFile(path, "port: 7000\nlog_level: debug\nworker_timeout_ms: 1500\n");
-
-  SECTION("--config PATH and a flag") {
-    dispatcher::DispatcherConfig config;
-    ConfigSchema schema("dispatcher");
-    dispatcher::DescribeDispatcherConfig(&config, &schema);
-    CHECK(Parse({"--config", path, "--port", "7001"}, schema) == -1);
-    CHECK(config.port == 7001);
-    CHECK(config.log_level == "debug");
-    CHECK(config.worker_timeout_ms == 1500);
-  }
-  SECTION("the flag before --config still wins") {
-    dispatcher::DispatcherConfig config;
-    ConfigSchema schema("dispatcher");
-    dispatcher::DescribeDispatcherConfig(&config, &schema);
-    CHECK(Parse({"--port=7002", "--config", path}, schema) == -1);
-    CHECK(config.port == 7002);
-    CHECK(config.log_level == "debug");
-  }
-  SECTION("--config=PATH") {
-    dispatcher::DispatcherConfig config;
-    ConfigSchema schema("dispatcher");
-    dispatcher::DescribeDispatcherConfig(&config, &schema);
-    CHECK(Parse({"--config=" + path}, schema) == -1);
-    CHECK(config.port == 7000);
-    CHECK(config.log_level == "debug");
-    CHECK(config.worker_timeout_ms == 1500);
-    CHECK(config.bind_address == "127.0.0.1");  // the default: loopback only
-  }
-  SECTION("dashed flags for underscored keys") {
-    dispatcher::DispatcherConfig config;
-    ConfigSchema schema("dispatcher");
-    dispatcher::DescribeDispatcherConfig(&config, &schema);
-    CHECK(Parse({"--config=" + path, "--worker-timeout-ms", "500", "--log-level", "warn", "--bind-address",
-                 "10.0.0.1"},
-                schema) == -1);
-    CHECK(config.worker_timeout_ms == 500);
-    CHECK(config.log_level == "warn");
-    CHECK(config.bind_address == "10.0.0.1");
-    CHECK(config.port == 7000);
-  }
-  SECTION("no file, no flags: the defaults") {
-    dispatcher::DispatcherConfig config;
-    ConfigSchema schema("dispatcher");
-    dispatcher::DescribeDispatcherConfig(&config, &schema);
-    CHECK(Parse({}, schema) == -1);
-    CHECK(config.port == 5000);
-    CHECK(config.worker_timeout_ms == 10000);
-    CHECK(config.log_level == "info");
-  }
-}
-
 TEST_CASE("config: ParseDaemonConfig list flags replace the file's list", "[config]") {
   TempDir dir;
   const std::string path = dir.File("settings.yaml");
@@ -413,159 +323,6 @@ TEST_CASE("config: ParseDaemonConfig list flags replace the file's list", "[conf
     CHECK(Parse({"--config", path, "--tags", "a", "--tags", "b"}, schema) == -1);
     CHECK(s.tags == std::vector<std::string>{"a", "b"});
   }
-}
-
-TEST_CASE("config: ParseDaemonConfig errors exit with 2", "[config]") {
-  TempDir dir;
-  dispatcher::DispatcherConfig config;
-  ConfigSchema schema("dispatcher");
-  dispatcher::DescribeDispatcherConfig(&config, &schema);
-
-  SECTION("a bad file") {
-    const std::string path = dir.File("bad.yaml");
-    WriteFile(path, "prot: 7000\n");
-    CHECK(Parse({"--config", path}, schema) == kConfigErrorExitCode);
-    CHECK(kConfigErrorExitCode == 2);
-  }
-  SECTION("a missing file") { CHECK(Parse({"--config=" + dir.File("absent.yaml")}, schema) == 2); }
-  SECTION("an unknown flag") { CHECK(Parse({"--nope", "1"}, schema) == 2); }
-  SECTION("a flag that is not a number") { CHECK(Parse({"--port", "abc"}, schema) == 2); }
-  SECTION("a flag out of range") { CHECK(Parse({"--port", "70000"}, schema) == 2); }
-  SECTION("a flag taking the file's value out of range") {
-    const std::string path = dir.File("ok.yaml");
-    WriteFile(path, "worker_timeout_ms: 500\n");
-    CHECK(Parse({"--config", path, "--worker-timeout-ms", "5"}, schema) == 2);
-  }
-  SECTION("a stray positional argument") { CHECK(Parse({"extra"}, schema) == 2); }
-}
-
-TEST_CASE("config: ParseDaemonConfig --help exits with 0", "[config]") {
-  TempDir dir;
-  dispatcher::DispatcherConfig config;
-  ConfigSchema schema("dispatcher");
-  dispatcher::DescribeDispatcherConfig(&config, &schema);
-  SECTION("--help") { CHECK(Parse({"--help"}, schema) == 0); }
-  SECTION("-h") { CHECK(Parse({"-h"}, schema) == 0); }
-  SECTION("--help with a broken config file does not read it") {
-    const std::string path = dir.File("bad.yaml");
-    WriteFile(path, "prot: 7000\n");
-    CHECK(Parse({"--config", path, "--help"}, schema) == 0);
-  }
-}
-
-TEST_CASE("config: sections nest settings, booleans are true or false, and flags take dashes", "[config]") {
-  testing::TempDir dir;
-  SecuritySettings security;
-  ConfigSchema schema("worker");
-  DescribeSecuritySettings(&security, &schema);
-  const std::string file = dir.File("worker.yaml");
-  testing::WriteFile(file,
-                     "auth:\n"
-                     "  cluster_token_file: /etc/sluice/cluster.token\n"
-                     "tls:\n"
-                     "  cert_file: /c.pem\n"
-                     "  require_client_cert: true\n"
-                     "insecure: false\n");
-  REQUIRE(schema.LoadYamlFile(file).ok());
-  CHECK(security.cluster_token_file == "/etc/sluice/cluster.token");
-  CHECK(security.tls_cert_file == "/c.pem");
-  CHECK(security.tls_require_client_cert);
-  CHECK_FALSE(security.insecure);
-  CHECK(ConfigSchema::FlagName("tls.require_client_cert") == "--tls-require-client-cert");
-
-  struct Case {
-    std::string text;
-    std::string message;
-  };
-  const std::vector<Case> cases = {
-      {"auth:\n  client_tokn_file: x\n",
-       file + ":2:3: unknown worker setting 'auth.client_tokn_file'; did you mean 'auth.client_token_file'?"},
-      {"tls: /c.pem\n", file + ":1:6: 'tls' is a section: a map of settings"},
-      {"insecure: yes please\n", file + ":1:11: 'insecure' must be true or false"},
-      {"tls:\n  cert_file: [a]\n", file + ":2:14: 'tls.cert_file' must be a string"},
-  };
-  for (const Case& c : cases) {
-    testing::WriteFile(file, c.text);
-    SecuritySettings fresh;
-    ConfigSchema again("worker");
-    DescribeSecuritySettings(&fresh, &again);
-    CHECK(std::string(again.LoadYamlFile(file).message()) == c.message);
-  }
-}
-
-TEST_CASE("config: a section's flag overrides the file, and a bare boolean flag sets true", "[config]") {
-  testing::TempDir dir;
-  SecuritySettings security;
-  ConfigSchema schema("dispatcher");
-  DescribeSecuritySettings(&security, &schema);
-  const std::string file = dir.File("d.yaml");
-  testing::WriteFile(file, "tls: {cert_file: /from-file.pem}\n");
-  REQUIRE(Parse({"--config", file, "--tls-cert-file", "/from-flag.pem", "--insecure"}, schema) == -1);
-  CHECK(security.tls_cert_file == "/from-flag.pem");
-  CHECK(security.insecure);
-}
-
-TEST_CASE("security settings: loopback binds are safe, others need auth, TLS or insecure", "[config]") {
-  CHECK(IsLoopbackAddress("127.0.0.1"));
-  CHECK(IsLoopbackAddress("127.3.2.1"));
-  CHECK(IsLoopbackAddress("localhost"));
-  CHECK(IsLoopbackAddress("::1"));
-  CHECK(IsLoopbackAddress("[::1]"));
-  CHECK_FALSE(IsLoopbackAddress("0.0.0.0"));
-  CHECK_FALSE(IsLoopbackAddress("::"));
-  CHECK_FALSE(IsLoopbackAddress("10.1.2.3"));
-  CHECK_FALSE(IsLoopbackAddress("worker-3.example"));
-  CHECK(CheckBindAddress("workerd", "127.0.0.1", {}).ok());
-  const absl::Status refused = CheckBindAddress("workerd", "0.0.0.0", {});
-  CHECK(refused.code() == absl::StatusCode::kFailedPrecondition);
-  CHECK_THAT(std::string(refused.message()),
-             StartsWith("workerd refuses to listen on 0.0.0.0 without authentication or TLS"));
-  CHECK_FALSE(CheckBindAddress("workerd", "0.0.0.0", {.cluster_token = "a"}).ok());  // one token is not auth
-  CHECK(CheckBindAddress("workerd", "0.0.0.0", {.cluster_token = "a", .client_token = "b"}).ok());
-  // TLS authenticates no caller by itself (issue 32, finding 16).
-  const absl::Status tls_alone = CheckBindAddress("workerd", "0.0.0.0", {.tls = true});
-  CHECK(tls_alone.code() == absl::StatusCode::kFailedPrecondition);
-  CHECK(std::string(tls_alone.message()) ==
-        "workerd refuses to listen on 0.0.0.0 with TLS but no client authentication: TLS encrypts the calls, "
-        "yet anyone who can reach the port could register pipelines, read any job or pose as a worker. Add "
-        "auth (auth.cluster_token_file and auth.client_token_file) or tls.require_client_cert; or, on a "
-        "network you trust, opt out with 'insecure: true' (--insecure)");
-  CHECK(CheckBindAddress("workerd", "0.0.0.0", {.tls = true, .require_client_cert = true}).ok());
-  CHECK(CheckBindAddress("workerd", "0.0.0.0", {.tls = true, .insecure = true}).ok());
-  CHECK(CheckBindAddress("workerd", "127.0.0.1", {.tls = true}).ok());
-  CHECK(CheckBindAddress("workerd", "0.0.0.0", {.insecure = true}).ok());
-}
-
-TEST_CASE("security settings: files are read, and bad ones are errors naming the setting", "[config]") {
-  testing::TempDir dir;
-  testing::WriteFile(dir.File("same"), "token\n");
-  testing::WriteFile(dir.File("cert"), "not a certificate\n");
-  testing::WriteFile(dir.File("long"), std::string(5000, 'x'));
-  CHECK(
-      std::string(
-          LoadServerSecurity({.cluster_token_file = dir.File("same"), .client_token_file = dir.File("same")})
-              .status()
-              .message()) ==
-      "auth.client_token_file and auth.cluster_token_file hold the same token: a client could then act as a "
-      "worker; give them different tokens");
-  CHECK(std::string(LoadServerSecurity({.tls_cert_file = dir.File("cert"), .tls_key_file = dir.File("cert")})
-                        .status()
-                        .message()) ==
-        "tls.cert_file '" + dir.File("cert") + "': not a PEM file (no -----BEGIN line)");
-  CHECK(std::string(LoadServerSecurity({.client_token_file = dir.File("long")}).status().message()) ==
-        "auth.client_token_file '" + dir.File("long") + "': longer than 4096 bytes");
-  CHECK(std::string(LoadServerSecurity({.tls_require_client_cert = true}).status().message()) ==
-        "TLS needs both tls.cert_file and tls.key_file");
-  testing::WriteFile(dir.File("other"), "other\n");
-  CHECK(std::string(LoadServerSecurity({.client_token_file = dir.File("same")}).status().message()) ==
-        "auth.client_token_file without auth.cluster_token_file would leave the worker RPCs open to anyone: "
-        "set "
-        "both");
-  absl::StatusOr<ServerSecurity> tokens =
-      LoadServerSecurity({.cluster_token_file = dir.File("other"), .client_token_file = dir.File("same")});
-  REQUIRE(tokens.ok());
-  CHECK(tokens->client_token == "token");
-  CHECK(tokens->cluster_token == "other");
 }
 
 }  // namespace

@@ -8,7 +8,6 @@
 #include <fstream>
 #include <iostream>
 
-#include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
@@ -22,40 +21,6 @@
 namespace sluice {
 
 void TurnOffMutexDeadlockDetection() { absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore); }
-
-int ParseDaemonConfig(int argc, char** argv, const std::string& description, ConfigSchema& schema) {
-  // The file is read before the flags are parsed, so that flags win.
-  std::string config_path;
-  for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--config") == 0 && i + 1 < argc) config_path = argv[i + 1];
-    if (std::strncmp(argv[i], "--config=", 9) == 0) config_path = argv[i] + 9;
-  }
-  CLI::App app{description};
-  app.add_option("--config", config_path, "YAML file with settings; flags override it");
-  schema.AddFlags(app);
-  if (!config_path.empty()) {
-    const bool wants_help = std::any_of(argv + 1, argv + argc, [](const char* a) {
-      return std::strcmp(a, "--help") == 0 || std::strcmp(a, "-h") == 0;
-    });
-    if (!wants_help) {
-      if (absl::Status status = schema.LoadYamlFile(config_path); !status.ok()) {
-        std::cerr << argv[0] << ": " << status.message() << "\n";
-        return kConfigErrorExitCode;
-      }
-    }
-  }
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    const int code = app.exit(e);
-    return code == 0 ? 0 : kConfigErrorExitCode;
-  }
-  if (absl::Status status = schema.Validate(); !status.ok()) {
-    std::cerr << argv[0] << ": " << status.message() << "\n";
-    return kConfigErrorExitCode;
-  }
-  return -1;
-}
 
 void BlockShutdownSignals() {
   sigset_t signals;
@@ -244,7 +209,8 @@ absl::StatusOr<ServerSecurity> SecureDaemon(const std::string& program, const st
   return security;
 }
 
-HttpRoutes HttpRoutesFor(const std::map<std::string, CallerHttpHandler>& routes, const RpcAuthenticator& auth) {
+HttpRoutes HttpRoutesFor(const std::map<std::string, CallerHttpHandler>& routes,
+                         const RpcAuthenticator& auth) {
   std::map<std::string, CallerHttpHandler> all = routes;
   all["/metrics"] = [](const HttpRequest&, const Caller& caller) {
     MetricsRegistry& metrics = ProcessMetrics();

@@ -14,21 +14,13 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "config/command_line.h"  // ParseDaemonConfig, kConfigErrorExitCode
 #include "config/config_schema.h"
 #include "service/http_server.h"
 #include "service/rpc_auth.h"
 #include "service/server_security.h"
 
 namespace sluice {
-
-// Exit code for bad configuration or flags, and for a port already in use:
-// settings the operator must fix.
-inline constexpr int kConfigErrorExitCode = 2;
-
-// Parses `argv`: the YAML file named by --config (if any) first, then every
-// flag, which overrides it. Returns the exit code to stop with (0 after
-// --help), or -1 to go on. Errors are printed to stderr.
-int ParseDaemonConfig(int argc, char** argv, const std::string& description, ConfigSchema& schema);
 
 // Blocks SIGTERM and SIGINT in this thread and every thread it starts later,
 // so that WaitForShutdownSignal receives them. Call first thing in main.
@@ -98,7 +90,8 @@ using CallerHttpHandler = std::function<HttpResponse(const HttpRequest&, const C
 // browser asks for the token. /metrics shows the cluster token everything
 // and a tenant the samples labelled with its name. `auth` must outlive the
 // routes.
-HttpRoutes HttpRoutesFor(const std::map<std::string, CallerHttpHandler>& routes, const RpcAuthenticator& auth);
+HttpRoutes HttpRoutesFor(const std::map<std::string, CallerHttpHandler>& routes,
+                         const RpcAuthenticator& auth);
 
 struct ServerOptions {
   std::string bind_address;

@@ -176,10 +176,6 @@ KNOWN_VIOLATIONS_TO_FIX = [
      "a service test runs a real dispatcher; service/ never includes a folder above it"),
     ("service/dispatcher_client_test.cc", "dispatcher/grpc_dispatcher_impl.h",
      "the same"),
-    ("config/config_schema_test.cc", "dispatcher/dispatcher_config.h",
-     "a config test checks the daemons' settings; config/ is below dispatcher/"),
-    ("config/config_schema_test.cc", "service/daemon.h",
-     "the same: config/ is below service/"),
 ]
 
 INCLUDE_RE = re.compile(r'^\s*#\s*include\s*"([^"]+)"')
