@@ -172,10 +172,6 @@ KNOWN_VIOLATIONS_TO_FIX = [
      "each other's files (move the test to tests/integration/)"),
     ("client/lent_tensors_test.cc", "worker/shared_buffer_heap.h",
      "the same: a client test reaches into worker/"),
-    ("service/dispatcher_client_test.cc", "dispatcher/dispatcher_impl.h",
-     "a service test runs a real dispatcher; service/ never includes a folder above it"),
-    ("service/dispatcher_client_test.cc", "dispatcher/grpc_dispatcher_impl.h",
-     "the same"),
 ]
 
 INCLUDE_RE = re.compile(r'^\s*#\s*include\s*"([^"]+)"')

@@ -1,3 +1,6 @@
+// service/dispatcher_client against a real dispatcher in this process: the
+// version on every call, the adapter, and retries. It lives here because
+// service/ may not include dispatcher/.
 #include "service/dispatcher_client.h"
 
 #include <catch2/catch.hpp>
