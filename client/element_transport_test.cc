@@ -17,20 +17,13 @@
 #include "service/message_bytes.h"
 #include "service/shared_memory.h"
 #include "sluice/service.grpc.pb.h"
+#include "tests/testing/loopback_server.h"
 #include "worker/shared_memory_server.h"
 
 namespace sluice {
 namespace {
 
-// Serves `worker` on a free port of 127.0.0.1.
-std::unique_ptr<grpc::Server> Serve(grpc::Service* worker, int* port) {
-  grpc::ServerBuilder builder;
-  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), port);
-  builder.RegisterService(worker);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  REQUIRE(server != nullptr);
-  return server;
-}
+using testing::ServeOnLoopback;
 
 // A worker that answers every GetElements with the end of the task and
 // notes which connection (the peer's address and port) each came on.
@@ -57,7 +50,7 @@ class PeerRecordingWorker : public proto::WorkerService::Service {
 size_t ConnectionsUsed(int connections, int calls) {
   PeerRecordingWorker worker;
   int port = 0;
-  std::unique_ptr<grpc::Server> server = Serve(&worker, &port);
+  std::unique_ptr<grpc::Server> server = ServeOnLoopback(&worker, &port);
   std::unique_ptr<ElementTransport> transport =
       MakeGrpcElementTransport("127.0.0.1:" + std::to_string(port), connections);
   for (int i = 0; i < calls; ++i) {
@@ -122,7 +115,7 @@ class FrameWorker : public proto::WorkerService::Service {
 std::vector<std::pair<bool, uint64_t>> FrameRequests(bool frames, uint64_t* spec_id) {
   FrameWorker worker;
   int port = 0;
-  std::unique_ptr<grpc::Server> server = Serve(&worker, &port);
+  std::unique_ptr<grpc::Server> server = ServeOnLoopback(&worker, &port);
   std::unique_ptr<ElementTransport> transport =
       MakeGrpcElementTransport("127.0.0.1:" + std::to_string(port), 1, frames);
   for (int i = 0; i < 3; ++i) {
@@ -169,7 +162,7 @@ class FixedAnswerWorker : public proto::WorkerService::Service {
 // One request to `worker` over TCP: the transport's status.
 absl::Status AskOnce(grpc::Service* worker, std::string* address) {
   int port = 0;
-  std::unique_ptr<grpc::Server> server = Serve(worker, &port);
+  std::unique_ptr<grpc::Server> server = ServeOnLoopback(worker, &port);
   *address = "127.0.0.1:" + std::to_string(port);
   std::unique_ptr<ElementTransport> transport = MakeGrpcElementTransport(*address, 1);
   proto::GetElementsRequest request;
@@ -263,7 +256,7 @@ class NeedyWorker : public proto::WorkerService::Service {
 // One request through shared memory to `worker`: the transport's status.
 absl::Status AskThroughMemory(NeedyWorker& worker, std::string* address) {
   int port = 0;
-  std::unique_ptr<grpc::Server> server = Serve(&worker, &port);
+  std::unique_ptr<grpc::Server> server = ServeOnLoopback(&worker, &port);
   *address = "127.0.0.1:" + std::to_string(port);
   absl::Status status;
   {

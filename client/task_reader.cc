@@ -107,8 +107,8 @@ void TaskReader::FetchLoop(int64_t task_id, const std::string& address, const st
       // The transport's own errors name the worker already.
       state_.status = absl::StrContains(status.message(), address)
                           ? status
-                          : absl::Status(status.code(),
-                                         absl::StrCat("reading from worker ", address, ": ", status.message()));
+                          : absl::Status(status.code(), absl::StrCat("reading from worker ", address, ": ",
+                                                                     status.message()));
       return;
     }
     // Nothing yet (or the worker is unreachable): wait a little.

@@ -67,7 +67,8 @@ TEST_CASE("file_io: past max_bytes is EFBIG, holding one byte more than the limi
   ::close(empty_fd);
 }
 
-TEST_CASE("file_io: a pipe, which has no size, reads to its end, and errors are the errno", "[common][file_io]") {
+TEST_CASE("file_io: a pipe, which has no size, reads to its end, and errors are the errno",
+          "[common][file_io]") {
   int ends[2];
   REQUIRE(::pipe(ends) == 0);
   const std::string sent(300000, 'x');

@@ -254,13 +254,14 @@ void DispatcherImpl::ExportMetrics(MetricsRegistry& registry) {
       })));
   // Per tenant, so that a tenant's /metrics shows its own use against its
   // quotas (tenant_max_*), and only that.
-  metric_handles_.push_back(registry.AddGaugeCallback(
-      "sluice_tenant_datasets", "datasets registered by a tenant", {"tenant"},
-      locked([this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-        std::map<std::string, double> count;
-        for (const auto& [id, dataset] : state_.datasets()) ++count[dataset.tenant];
-        return ByTenant(count);
-      })));
+  metric_handles_.push_back(registry.AddGaugeCallback("sluice_tenant_datasets",
+                                                      "datasets registered by a tenant", {"tenant"},
+                                                      locked([this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+                                                        std::map<std::string, double> count;
+                                                        for (const auto& [id, dataset] : state_.datasets())
+                                                          ++count[dataset.tenant];
+                                                        return ByTenant(count);
+                                                      })));
   metric_handles_.push_back(registry.AddGaugeCallback(
       "sluice_tenant_definition_bytes", "bytes of the definitions a tenant registered", {"tenant"},
       locked([this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
@@ -270,21 +271,22 @@ void DispatcherImpl::ExportMetrics(MetricsRegistry& registry) {
         }
         return ByTenant(bytes);
       })));
-  metric_handles_.push_back(registry.AddGaugeCallback(
-      "sluice_tenant_jobs", "jobs of a tenant", {"tenant"}, locked([this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-        std::map<std::string, double> count;
-        for (const auto& [id, job] : state_.jobs()) ++count[job.params.tenant()];
-        return ByTenant(count);
-      })));
-  metric_handles_.push_back(registry.AddGaugeCallback(
-      "sluice_tenant_iterations", "iterations of a tenant's jobs", {"tenant"},
-      locked([this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-        std::map<std::string, double> count;
-        for (const auto& [id, iteration] : state_.iterations()) {
-          ++count[state_.FindJob(iteration.job_id)->params.tenant()];
-        }
-        return ByTenant(count);
-      })));
+  metric_handles_.push_back(registry.AddGaugeCallback("sluice_tenant_jobs", "jobs of a tenant", {"tenant"},
+                                                      locked([this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+                                                        std::map<std::string, double> count;
+                                                        for (const auto& [id, job] : state_.jobs())
+                                                          ++count[job.params.tenant()];
+                                                        return ByTenant(count);
+                                                      })));
+  metric_handles_.push_back(
+      registry.AddGaugeCallback("sluice_tenant_iterations", "iterations of a tenant's jobs", {"tenant"},
+                                locked([this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+                                  std::map<std::string, double> count;
+                                  for (const auto& [id, iteration] : state_.iterations()) {
+                                    ++count[state_.FindJob(iteration.job_id)->params.tenant()];
+                                  }
+                                  return ByTenant(count);
+                                })));
 }
 
 }  // namespace sluice::dispatcher

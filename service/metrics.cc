@@ -378,7 +378,9 @@ MetricCallbackHandle MetricsRegistry::AddCounterCallback(const std::string& name
 
 std::string MetricsRegistry::Render() const { return RenderFamilies(nullptr); }
 
-std::string MetricsRegistry::RenderForTenant(const std::string& tenant) const { return RenderFamilies(&tenant); }
+std::string MetricsRegistry::RenderForTenant(const std::string& tenant) const {
+  return RenderFamilies(&tenant);
+}
 
 std::string MetricsRegistry::RenderFamilies(const std::string* only_tenant) const {
   // Families are never removed, so they can be rendered outside the lock,

@@ -266,7 +266,6 @@ TEST_CASE("metrics: the process registry has the standard process metrics", "[me
   CHECK(&ProcessMetrics() == &ProcessMetrics());
 }
 
-
 TEST_CASE("metrics: a tenant's rendering shows only the samples labelled with its name", "[metrics]") {
   MetricsRegistry registry;
   registry.AddCounter("sluice_bytes_total", "Bytes.").Get().Increment(7);
@@ -276,8 +275,8 @@ TEST_CASE("metrics: a tenant's rendering shows only the samples labelled with it
   registry.AddHistogram("sluice_tenant_latency_seconds", "Latency.", {"tenant"}, {1})
       .WithLabels({"speech"})
       .Observe(0.5);
-  MetricCallbackHandle iterations = registry.AddGaugeCallback(
-      "sluice_tenant_iterations", "Iterations.", {"state", "tenant"}, [] {
+  MetricCallbackHandle iterations =
+      registry.AddGaugeCallback("sluice_tenant_iterations", "Iterations.", {"state", "tenant"}, [] {
         return MetricSamples{{{"active", "vision"}, 1}, {{"active", ""}, 3}, {{"failed", "speech"}, 4}};
       });
   CHECK(registry.RenderForTenant("vision") ==

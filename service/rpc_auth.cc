@@ -129,7 +129,8 @@ absl::StatusOr<Caller> RpcAuthenticator::CheckHttp(absl::string_view authorizati
     const size_t colon = decoded.find(':');
     token = colon == std::string::npos ? decoded : decoded.substr(colon + 1);
   } else {
-    return absl::UnauthenticatedError(absl::StrCat("the Authorization header is neither Bearer nor Basic: ", kHowTo));
+    return absl::UnauthenticatedError(
+        absl::StrCat("the Authorization header is neither Bearer nor Basic: ", kHowTo));
   }
   size_t tenant = 0;
   const Presented presented = ClassifyToken(token, &tenant);

@@ -53,8 +53,8 @@ class RpcAuthenticator {
   // Empty tokens: that role needs none (a cluster without tokens).
   // `tenants`' tokens act as client tokens of their tenant. The metrics
   // token is good for CheckHttp only, where it sees all.
-  RpcAuthenticator(std::string cluster_token, std::string client_token,
-                   std::vector<TenantToken> tenants = {}, std::string metrics_token = "");
+  RpcAuthenticator(std::string cluster_token, std::string client_token, std::vector<TenantToken> tenants = {},
+                   std::string metrics_token = "");
 
   // OK, or Unauthenticated saying which token `method` needed and what
   // the call carried. `caller`, when given, is set to who made the call.

@@ -148,11 +148,11 @@ TEST_CASE("tenant settings: tenants' tokens load, and bad names, repeats and sha
 TEST_CASE("tenant settings: the metrics token loads and must differ from every other token",
           "[config][tenants]") {
   TempDir dir;
-  for (const auto& [file, token] : std::vector<std::pair<std::string, std::string>>{
-           {"cluster", "cluster-token-0123456789"},
-           {"client", "client-token-0123456789"},
-           {"metrics", "metrics-token-0123456789"},
-           {"a", "tenant-a-token-0123456789"}}) {
+  for (const auto& [file, token] :
+       std::vector<std::pair<std::string, std::string>>{{"cluster", "cluster-token-0123456789"},
+                                                        {"client", "client-token-0123456789"},
+                                                        {"metrics", "metrics-token-0123456789"},
+                                                        {"a", "tenant-a-token-0123456789"}}) {
     WriteFile(dir.File(file), token + "\n");
     std::filesystem::permissions(dir.File(file), std::filesystem::perms::owner_read);
   }
@@ -164,8 +164,10 @@ TEST_CASE("tenant settings: the metrics token loads and must differ from every o
   REQUIRE(loaded.ok());
   CHECK(loaded->metrics_token == "metrics-token-0123456789");
   for (const auto& [file, message] : std::vector<std::pair<std::string, std::string>>{
-           {"cluster", "auth.metrics_token_file and auth.cluster_token_file hold the same token: give each its own"},
-           {"client", "auth.metrics_token_file and auth.client_token_file hold the same token: give each its own"},
+           {"cluster",
+            "auth.metrics_token_file and auth.cluster_token_file hold the same token: give each its own"},
+           {"client",
+            "auth.metrics_token_file and auth.client_token_file hold the same token: give each its own"},
            {"a", "auth.clients 'a' and auth.metrics_token_file hold the same token: give each its own"}}) {
     SecuritySettings shared = settings;
     shared.metrics_token_file = dir.File(file);

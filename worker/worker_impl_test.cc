@@ -18,6 +18,7 @@
 #include "service/grpc_util.h"
 #include "sluice/dataset.h"
 #include "sluice/service.grpc.pb.h"
+#include "tests/testing/loopback_server.h"
 #include "tests/testing/test_util.h"
 
 namespace sluice::worker {
@@ -34,12 +35,8 @@ constexpr char kWorkerAddress[] = "worker-under-test:1";
 class FakeDispatcher : public proto::DispatcherService::Service {
  public:
   FakeDispatcher() {
-    grpc::ServerBuilder builder;
     int port = 0;
-    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-    builder.RegisterService(this);
-    server_ = builder.BuildAndStart();
-    REQUIRE(server_ != nullptr);
+    server_ = testing::ServeOnLoopback(this, &port);
     address_ = absl::StrCat("127.0.0.1:", port);
   }
   ~FakeDispatcher() override {

@@ -33,6 +33,7 @@
 #include "sluice/service.grpc.pb.h"
 #include "tests/integration/security_helpers.h"
 #include "tests/integration/test_cluster.h"
+#include "tests/testing/loopback_server.h"
 
 namespace sluice {
 namespace {
@@ -69,12 +70,8 @@ class FakeWorker : public proto::WorkerService::Service {
       : options_(std::move(options)),
         dispatcher_(proto::DispatcherService::NewStub(
             MakeSecureChannel(dispatcher, ChannelSecurity{.token = kClusterToken}))) {
-    grpc::ServerBuilder builder;
     int port = 0;
-    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-    builder.RegisterService(this);
-    server_ = builder.BuildAndStart();
-    REQUIRE(server_ != nullptr);
+    server_ = testing::ServeOnLoopback(this, &port);
     address_ = absl::StrCat("127.0.0.1:", port);
     // The first heartbeat registers, before the test goes on.
     const grpc::Status registered = Heartbeat();

@@ -48,8 +48,8 @@ Answer Get(int port, const std::string& path, const std::string& extra_headers =
   address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   std::string response;
   if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0) {
-    const std::string request =
-        absl::StrCat("GET ", path, " HTTP/1.1\r\nHost: 127.0.0.1\r\n", extra_headers, "Connection: close\r\n\r\n");
+    const std::string request = absl::StrCat("GET ", path, " HTTP/1.1\r\nHost: 127.0.0.1\r\n", extra_headers,
+                                             "Connection: close\r\n\r\n");
     if (write(fd, request.data(), request.size()) == static_cast<ssize_t>(request.size())) {
       char buffer[65536];
       ssize_t got;
@@ -106,24 +106,28 @@ constexpr char kHowTo[] =
     "send 'Authorization: Bearer TOKEN', or basic auth with the token as the password; the cluster token "
     "sees every tenant, a client token its own\n";
 
-TEST_CASE("tenants on the HTTP port: a token shows its tenant's own status and metrics, the cluster token all",
-          "[service][security][tenants]") {
+TEST_CASE(
+    "tenants on the HTTP port: a token shows its tenant's own status and metrics, the cluster token all",
+    "[service][security][tenants]") {
   testing::TempDir dir;
   const std::vector<std::string> flags = testing::TenantFlags(dir, {"alpha", "beta"});
   std::vector<std::string> dispatcher_args = flags;
   dispatcher_args.insert(dispatcher_args.end(),
                          {"--http-port", "0", "--http-port-file", dir.File("dispatcher_http.port")});
   std::vector<std::string> worker_args = flags;
-  worker_args.insert(worker_args.end(), {"--http-port", "0", "--http-port-file", dir.File("worker_http.port")});
+  worker_args.insert(worker_args.end(),
+                     {"--http-port", "0", "--http-port-file", dir.File("worker_http.port")});
   std::optional<TestCluster> started;
   {
     ScopedClientSecurity as_cluster({.token = testing::kClusterToken});
-    started.emplace(
-        TestCluster::Options{.num_workers = 1, .dispatcher_args = dispatcher_args, .worker_args = worker_args});
+    started.emplace(TestCluster::Options{
+        .num_workers = 1, .dispatcher_args = dispatcher_args, .worker_args = worker_args});
   }
   TestCluster& cluster = *started;
-  const int port = std::stoi(testing::WaitForFile(dir.File("dispatcher_http.port"), std::chrono::seconds(10)));
-  const int worker_port = std::stoi(testing::WaitForFile(dir.File("worker_http.port"), std::chrono::seconds(10)));
+  const int port =
+      std::stoi(testing::WaitForFile(dir.File("dispatcher_http.port"), std::chrono::seconds(10)));
+  const int worker_port =
+      std::stoi(testing::WaitForFile(dir.File("worker_http.port"), std::chrono::seconds(10)));
   const std::string alpha = "token-of-alpha-0123456789";
   const std::string beta = "token-of-beta-0123456789";
 
@@ -146,7 +150,8 @@ TEST_CASE("tenants on the HTTP port: a token shows its tenant's own status and m
     for (const std::string path : {"/", "/status.json", "/metrics"}) {
       const Answer none = Get(port, path);
       CHECK(none.status == 401);
-      CHECK(none.head.find("WWW-Authenticate: Basic realm=\"sluice\", charset=\"UTF-8\"") != std::string::npos);
+      CHECK(none.head.find("WWW-Authenticate: Basic realm=\"sluice\", charset=\"UTF-8\"") !=
+            std::string::npos);
       CHECK(none.body == absl::StrCat("this port needs a token: ", kHowTo));
       const Answer wrong = Get(port, path, Bearer("token-of-nobody-0123456789"));
       CHECK(wrong.status == 401);
@@ -160,8 +165,8 @@ TEST_CASE("tenants on the HTTP port: a token shows its tenant's own status and m
   }
 
   SECTION("a tenant's /status.json has its own datasets, jobs and iterations, no throughput or errors") {
-    for (const auto& [name, header] : {std::pair{std::string("alpha"), Bearer(alpha)},
-                                       std::pair{std::string("beta"), Basic(beta)}}) {
+    for (const auto& [name, header] :
+         {std::pair{std::string("alpha"), Bearer(alpha)}, std::pair{std::string("beta"), Basic(beta)}}) {
       INFO(name);
       const Answer status = Get(port, "/status.json", header);
       REQUIRE(status.status == 200);
@@ -206,7 +211,8 @@ TEST_CASE("tenants on the HTTP port: a token shows its tenant's own status and m
     const Answer all = Get(port, "/metrics", Bearer(testing::kClusterToken));
     REQUIRE(all.status == 200);
     CHECK(Samples(all.body, "sluice_tenant_jobs") ==
-          std::vector<std::string>{"sluice_tenant_jobs{tenant=\"alpha\"} 1", "sluice_tenant_jobs{tenant=\"beta\"} 1"});
+          std::vector<std::string>{"sluice_tenant_jobs{tenant=\"alpha\"} 1",
+                                   "sluice_tenant_jobs{tenant=\"beta\"} 1"});
     CHECK(Samples(all.body, "sluice_workers ") == std::vector<std::string>{"sluice_workers 1"});
     CHECK(!Samples(all.body, "process_resident_memory_bytes").empty());
     CHECK(!Samples(Get(worker_port, "/metrics", Bearer(testing::kClusterToken)).body, "process_").empty());
