@@ -132,7 +132,6 @@ class BufferPool {
   mutable absl::Mutex mu_;
   std::vector<Buffer> free_ ABSL_GUARDED_BY(mu_);
   size_t outstanding_ ABSL_GUARDED_BY(mu_) = 0;
-  bool waiting_ ABSL_GUARDED_BY(mu_) = false;
   // Acquire calls waiting for a buffer.
   int waiters_ ABSL_GUARDED_BY(mu_) = 0;
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;

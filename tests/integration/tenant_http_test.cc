@@ -3,11 +3,6 @@
 // auth with the token as the password), show a tenant only its own, and
 // show the cluster token everything; /healthz needs none. Real daemons,
 // requests over a raw socket.
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <sys/time.h>
-#include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <chrono>
@@ -21,6 +16,7 @@
 #include "sluice/dataset.h"
 #include "tests/integration/security_helpers.h"
 #include "tests/integration/test_cluster.h"
+#include "tests/testing/raw_connection.h"
 
 namespace sluice {
 namespace {
@@ -34,29 +30,15 @@ struct Answer {
   std::string body;
 };
 
-// GET `path` from 127.0.0.1:`port` with these extra header lines; reads
-// until the server closes (each answer closes its connection), at most 10 s.
+// GET `path` from 127.0.0.1:`port` with these extra header lines, on a
+// connection of its own (each answer closes it), waiting at most 10 s.
 Answer Get(int port, const std::string& path, const std::string& extra_headers = "") {
   Answer answer;
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return answer;
-  timeval timeout{10, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(static_cast<uint16_t>(port));
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  std::string response;
-  if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0) {
-    const std::string request = absl::StrCat("GET ", path, " HTTP/1.1\r\nHost: 127.0.0.1\r\n", extra_headers,
-                                             "Connection: close\r\n\r\n");
-    if (write(fd, request.data(), request.size()) == static_cast<ssize_t>(request.size())) {
-      char buffer[65536];
-      ssize_t got;
-      while ((got = read(fd, buffer, sizeof(buffer))) > 0) response.append(buffer, static_cast<size_t>(got));
-    }
-  }
-  close(fd);
+  const std::string response =
+      testing::Exchange(port,
+                        absl::StrCat("GET ", path, " HTTP/1.1\r\nHost: 127.0.0.1\r\n", extra_headers,
+                                     "Connection: close\r\n\r\n"),
+                        std::chrono::seconds(10));
   const size_t end_of_head = response.find("\r\n\r\n");
   if (end_of_head == std::string::npos || response.size() < 12) return answer;
   answer.head = response.substr(0, end_of_head);
