@@ -6,6 +6,7 @@
 #include "client/dataset_internal.h"
 #include "client/job_checkpoint.h"
 #include "client/local_functions.h"
+#include "client/read/definition_checks.h"
 #include "common/proto_convert.h"
 #include "pipeline/builder.h"
 #include "pipeline/iterator_state.h"
@@ -229,7 +230,7 @@ Dataset Dataset::FilterLocal(LocalPredicate predicate) const {
 }
 
 absl::Status Dataset::CheckRunsOnService() const {
-  return internal::CheckNoLocalFunctions(DatasetAccess::Definition(*this));
+  return reader::CheckNoLocalFunctions(DatasetAccess::Definition(*this));
 }
 
 int64_t Dataset::NextReadRepetition() const { return DatasetAccess::State(*this).read_repetitions->load(); }

@@ -5,8 +5,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "client/device_backend.h"
-#include "client/device_tensor_state.h"
+#include "client/device/device_backend.h"
+#include "client/device/device_tensor_state.h"
 #include "sluice/distribute.h"
 
 namespace sluice {

@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/auto_shard.h"
 #include "client/dataset_internal.h"
-#include "client/device_prefetcher.h"
+#include "client/device/device_prefetcher.h"
 #include "client/distributed_dataset_state.h"
 #include "client/job_checkpoint.h"
 #include "common/json.h"

@@ -9,8 +9,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "client/device_backend.h"
-#include "client/device_prefetcher.h"
+#include "client/device/device_backend.h"
+#include "client/device/device_prefetcher.h"
 #include "client/distributed_dataset_state.h"
 #include "client/job_checkpoint.h"
 #include "client/replay_iterator.h"

@@ -3,8 +3,8 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "client/read/split_deliveries.h"
 #include "client/replay_iterator.h"
-#include "client/split_deliveries.h"
 #include "pipeline/builder.h"
 #include "pipeline/iterator_state.h"
 #include "sluice/checkpoint.pb.h"
@@ -13,6 +13,8 @@
 namespace sluice {
 namespace internal {
 namespace {
+
+using reader::SplitDeliveries;
 
 // The `distribute` iterator keeps its deliveries under this key
 // (data_service_dataset.cc).

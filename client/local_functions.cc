@@ -8,14 +8,11 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "google/protobuf/descriptor.h"
-#include "google/protobuf/message.h"
+#include "client/read/definition_checks.h"
 #include "pipeline/function.h"
 
 namespace sluice::internal {
 namespace {
-
-constexpr char kLocalPrefix[] = "local:";
 
 class LocalMap : public ElementFunction {
  public:
@@ -74,31 +71,9 @@ std::string RegisterUnderFreshName(const char* description,
                                    const std::function<FunctionFactory(const std::string&)>& make_factory) {
   static std::atomic<int64_t> next{1};
   while (true) {
-    std::string name = absl::StrCat(kLocalPrefix, next.fetch_add(1));
+    std::string name = absl::StrCat(reader::kLocalFunctionPrefix, next.fetch_add(1));
     if (FunctionRegistry::Global().Register(name, description, make_factory(name)).ok()) return name;
   }
-}
-
-// The first FunctionDef under `message` whose name is local, depth first.
-const proto::FunctionDef* FindLocal(const google::protobuf::Message& message) {
-  if (message.GetDescriptor() == proto::FunctionDef::descriptor()) {
-    const auto& fn = static_cast<const proto::FunctionDef&>(message);
-    return IsLocalFunctionName(fn.name()) ? &fn : nullptr;
-  }
-  const google::protobuf::Reflection* reflection = message.GetReflection();
-  std::vector<const google::protobuf::FieldDescriptor*> fields;
-  reflection->ListFields(message, &fields);
-  for (const auto* field : fields) {
-    if (field->cpp_type() != google::protobuf::FieldDescriptor::CPPTYPE_MESSAGE) continue;
-    if (field->is_repeated()) {
-      for (int i = 0; i < reflection->FieldSize(message, field); ++i) {
-        if (const auto* found = FindLocal(reflection->GetRepeatedMessage(message, field, i))) return found;
-      }
-    } else if (const auto* found = FindLocal(reflection->GetMessage(message, field))) {
-      return found;
-    }
-  }
-  return nullptr;
 }
 
 }  // namespace
@@ -122,21 +97,6 @@ std::string RegisterLocalPredicate(LocalPredicate predicate) {
           return std::make_unique<LocalFilter>(shared);
         };
       });
-}
-
-bool IsLocalFunctionName(const std::string& name) { return absl::StartsWith(name, kLocalPrefix); }
-
-absl::Status CheckNoLocalFunctions(const proto::DatasetDef& def) {
-  for (int i = 0; i < def.steps_size(); ++i) {
-    const proto::FunctionDef* local = FindLocal(def.steps(i));
-    if (local == nullptr) continue;
-    return absl::InvalidArgumentError(absl::StrCat(
-        "step ", i + 1, " runs a function of this process (", local->name(),
-        ", a Python callable or a C++ MapLocal/FilterLocal function), which the data service's workers "
-        "cannot run: move the step after `distribute`, or run it on the workers as a registered element "
-        "function (`sluice functions` lists them) or one from a plugin (docs/pipeline.md)"));
-  }
-  return absl::OkStatus();
 }
 
 }  // namespace sluice::internal

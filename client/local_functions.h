@@ -20,12 +20,6 @@ namespace sluice::internal {
 std::string RegisterLocalMap(LocalMapFunction fn, std::optional<ElementSpec> output_spec);
 std::string RegisterLocalPredicate(LocalPredicate predicate);
 
-bool IsLocalFunctionName(const std::string& name);
-
-// OK, or InvalidArgument naming the first step of `def` (nested pipelines
-// included) whose function is local.
-absl::Status CheckNoLocalFunctions(const proto::DatasetDef& def);
-
 }  // namespace sluice::internal
 
 #endif  // SLUICE_CLIENT_LOCAL_FUNCTIONS_H_

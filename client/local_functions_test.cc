@@ -2,6 +2,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "client/read/definition_checks.h"
 #include "sluice/dataset.h"
 #include "tests/testing/test_util.h"
 
@@ -80,8 +81,8 @@ TEST_CASE("A local function before ReadFromService is refused, naming the step",
                               .processing_mode = ProcessingMode::kDistributedEpoch,
                               .job_name = "shared"})
             .ReadsNamedJob());
-  CHECK(internal::IsLocalFunctionName("local:3"));
-  CHECK_FALSE(internal::IsLocalFunctionName("square"));
+  CHECK(reader::IsLocalFunctionName("local:3"));
+  CHECK_FALSE(reader::IsLocalFunctionName("square"));
 }
 
 }  // namespace

@@ -29,7 +29,7 @@ void SetLargeBufferAllocator(LargeBufferAllocator* allocator);
 
 // This thread's allocator of large buffers in place of the process's, for
 // as long as the scope lives: a worker's task makes its output where a
-// reader on its host can map it (worker/shared_buffer_heap.h). Threads that
+// reader on its host can map it (worker/shared_memory_heap.h). Threads that
 // a pipeline starts (ThreadPool, prefetch) take their creator's, so every
 // step of the task allocates there. A buffer keeps its allocator alive.
 class LargeBufferAllocatorScope {

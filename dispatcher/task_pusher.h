@@ -11,7 +11,8 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
-#include "sluice/service.grpc.pb.h"
+#include "service/worker_client.h"
+#include "sluice/service.pb.h"
 
 namespace sluice::dispatcher {
 
@@ -21,10 +22,12 @@ class GrpcTaskPusher {
   void Push(const std::string& worker_address, const proto::TaskDef& task);
 
  private:
-  std::shared_ptr<proto::WorkerService::Stub> StubFor(const std::string& worker_address);
+  // One client per worker, kept for the dispatcher's life (a worker that
+  // comes back at the same address reuses its channel).
+  WorkerClient& ClientFor(const std::string& worker_address);
 
   absl::Mutex mu_;
-  std::map<std::string, std::shared_ptr<proto::WorkerService::Stub>> stubs_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::unique_ptr<WorkerClient>> clients_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace sluice::dispatcher

@@ -57,7 +57,7 @@ struct ElementsResponse {
   // Set alone: the next element needs a shared-memory region this large.
   int64_t shared_memory_needed = 0;
   // With shared_memory_bytes: tensors the worker lent in place of their
-  // bytes (client/shared_memory_transport.cc puts them in).
+  // bytes (client/read/shared_memory_transport.cc puts them in).
   std::vector<proto::LentTensor> lent_tensors;
   // The elements came as a flat frame, not as protos.
   bool frame = false;

@@ -1,11 +1,31 @@
 // Shared memory between a reader and a worker on one host: the pieces both
-// sides use (docs/design.md, "Shared memory"). The reader makes a memfd,
-// seals its size, and passes it over the worker's abstract Unix socket with
-// a hello that names the session and proves, by its secret, that the
-// sender is the reader the worker offered the session to over gRPC. The
-// worker then writes GetElements responses into the regions the reader's
-// requests name. A memfd has no name in /dev/shm, so a reader that dies
-// leaves nothing behind: the memory goes when both ends have closed it.
+// sides use (docs/design.md, "Shared memory" and "Lent tensors"). The reader
+// makes a memfd, seals its size, and passes it over the worker's abstract
+// Unix socket with a hello that names the session and proves, by its
+// secret, that the sender is the reader the worker offered the session to
+// over gRPC. The worker then writes GetElements responses into the regions
+// the reader's requests name. A memfd has no name in /dev/shm, so a reader
+// that dies leaves nothing behind: the memory goes when both ends have
+// closed it.
+//
+// The family, and who owns which side:
+//
+//   service/shared_memory.{h,cc}        both: host id, sealed memfds, the
+//                                       socket and its hello (this file)
+//   worker/ (the worker owns sessions, its regions' writes and its heaps)
+//     shared_memory_server.{h,cc}       offers sessions, checks hellos, maps
+//                                       each reader's memfd; PlaceInSharedMemory
+//     shared_memory_heap.{h,cc}         a task's heap of sealed memfds, whose
+//                                       large tensors can be lent
+//     shared_memory_lending.cc          Lend and Release: a session's leases
+//     element_responses.{h,cc}          the policy: lend, place in the region,
+//                                       or fall back to sending inline
+//   client/read/ (the reader owns its memfd and what it maps)
+//     shared_memory_transport.{h,cc}    opens a session, names a region per
+//                                       request, reads responses from it; TCP
+//                                       when the worker is on another host
+//     shared_memory_lent_tensors.{h,cc} maps lent memfds privately, gives each
+//                                       lease back when its last view goes
 #ifndef SLUICE_SERVICE_SHARED_MEMORY_H_
 #define SLUICE_SERVICE_SHARED_MEMORY_H_
 

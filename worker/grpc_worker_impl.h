@@ -5,15 +5,15 @@
 // statuses cross to gRPC only through ToGrpcStatus (service/grpc_util.h).
 //
 // GetElements is a callback method on raw bytes: the request is parked
-// without holding a thread while the task has nothing to send, and the
-// response is encoded straight from the tensors' buffers
-// (service/element_wire.h) instead of through a GetElementsResponse proto.
+// without holding a thread while the task has nothing to send, and
+// WorkerImpl::ServeElements hands back the response's bytes, encoded
+// straight from the tensors' buffers (worker/element_responses.h) instead
+// of through a GetElementsResponse proto.
 #ifndef SLUICE_WORKER_GRPC_WORKER_IMPL_H_
 #define SLUICE_WORKER_GRPC_WORKER_IMPL_H_
 
 #include "service/rpc_auth.h"
 #include "sluice/service.grpc.pb.h"
-#include "worker/shared_memory_server.h"
 #include "worker/worker_impl.h"
 
 namespace sluice::worker {
@@ -26,15 +26,9 @@ using RawWorkerService = proto::WorkerService::WithRawCallbackMethod_OpenSharedM
 
 class GrpcWorkerImpl final : public RawWorkerService {
  public:
-  // `auth` checks every call's token: ProcessTask takes only the cluster
-  // token (service/rpc_auth.h). `shared_memory` serves readers on this
-  // host, or is null when it could not start, for `shared_memory_error`.
-  GrpcWorkerImpl(WorkerImpl* impl, const RpcAuthenticator* auth, SharedMemoryServer* shared_memory = nullptr,
-                 absl::Status shared_memory_error = absl::UnavailableError("shared memory is not set up"))
-      : impl_(impl),
-        auth_(auth),
-        shared_memory_(shared_memory),
-        shared_memory_error_(std::move(shared_memory_error)) {}
+  // `auth` checks every call's token: ProcessTask and GetStatus take only
+  // the cluster token (service/rpc_auth.h).
+  GrpcWorkerImpl(WorkerImpl* impl, const RpcAuthenticator* auth) : impl_(impl), auth_(auth) {}
 
   grpc::ServerUnaryReactor* GetElements(grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
                                         grpc::ByteBuffer* response) override;
@@ -49,8 +43,6 @@ class GrpcWorkerImpl final : public RawWorkerService {
  private:
   WorkerImpl* const impl_;
   const RpcAuthenticator* const auth_;
-  SharedMemoryServer* const shared_memory_;
-  const absl::Status shared_memory_error_;
 };
 
 }  // namespace sluice::worker

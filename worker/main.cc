@@ -70,9 +70,9 @@ int main(int argc, char** argv) {
                  std::string(shared_memory.status().message()));
     config.shared_memory = false;  // nothing to lend, so tasks keep no heaps
   }
-  sluice::worker::WorkerImpl impl(config);
-  sluice::worker::GrpcWorkerImpl service(&impl, &auth, shared_memory.ok() ? shared_memory->get() : nullptr,
-                                         shared_memory.status());
+  sluice::worker::WorkerImpl impl(config, shared_memory.ok() ? shared_memory->get() : nullptr,
+                                  shared_memory.status());
+  sluice::worker::GrpcWorkerImpl service(&impl, &auth);
   // Computed at each scrape of /metrics.
   auto status_sample = [&impl](auto field) {
     return [&impl, field] {

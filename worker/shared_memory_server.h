@@ -31,7 +31,7 @@
 #include "service/shared_memory.h"
 #include "sluice/element.h"
 #include "sluice/service.pb.h"
-#include "worker/shared_buffer_heap.h"
+#include "worker/shared_memory_heap.h"
 
 namespace sluice::worker {
 
@@ -73,7 +73,7 @@ class SharedMemoryServer {
   // session's bounds (kMaxLentBytes, kMaxLeases, the mapping budget) lend
   // nothing: all of the response's tensors or none. Tensors whose memfd
   // cannot be sent stay as they are: the response then carries their bytes.
-  // worker/tensor_lending.cc.
+  // worker/shared_memory_lending.cc.
   // Returns the bytes lent.
   int64_t Lend(uint64_t session, SharedBufferHeap& heap, std::vector<Element>* elements,
                std::vector<proto::LentTensor>* lent);

@@ -11,7 +11,7 @@
 #include "common/host_buffer_cache.h"
 #include "service/daemon.h"
 #include "service/grpc_util.h"
-#include "worker/shared_buffer_heap.h"
+#include "worker/shared_memory_heap.h"
 
 namespace sluice::worker {
 namespace {

@@ -10,7 +10,9 @@
 #include "service/metrics.h"
 #include "service/rpc_auth.h"
 #include "service/shared_memory.h"
+#include "worker/element_responses.h"
 #include "worker/request_checks.h"
+#include "worker/shared_memory_server.h"
 #include "worker/worker_task.h"
 
 namespace sluice::worker {
@@ -24,8 +26,11 @@ constexpr absl::Duration kExpiryTick = absl::Milliseconds(5);
 
 }  // namespace
 
-WorkerImpl::WorkerImpl(WorkerConfig config)
+WorkerImpl::WorkerImpl(WorkerConfig config, SharedMemoryServer* shared_memory,
+                       absl::Status shared_memory_error)
     : config_(std::move(config)),
+      shared_memory_(shared_memory),
+      shared_memory_error_(std::move(shared_memory_error)),
       incarnation_(absl::StrCat(absl::Hex(std::random_device()(), absl::kZeroPad8),
                                 absl::Hex(std::random_device()(), absl::kZeroPad8))) {
   expire_thread_ = std::thread([this] { ExpireLoop(); });
@@ -117,6 +122,39 @@ void WorkerImpl::CountSent(int64_t elements, int64_t bytes) {
   bytes_sent_.fetch_add(bytes, std::memory_order_relaxed);
   elements_sent.Increment(static_cast<double>(elements));
   bytes_sent.Increment(static_cast<double>(bytes));
+}
+
+void WorkerImpl::ServeElements(const proto::GetElementsRequest& request, ResponseCallback done) {
+  // Held until the response is written, so that the session's memory
+  // stays mapped even if its reader hangs up meanwhile.
+  absl::StatusOr<std::shared_ptr<SharedRegion>> region = RequestRegion(shared_memory_, request);
+  if (!region.ok()) return done(region.status());
+  if (*region != nullptr) shared_memory_->ReleaseGivenBack(request);
+  // Answered now or later, on whichever thread has the elements.
+  GetElements(request,
+              [this, request, region = *std::move(region), done = std::move(done)](ElementsReply reply) {
+                SentCounts sent;
+                absl::StatusOr<grpc::ByteBuffer> bytes =
+                    EncodeElementsReply(shared_memory_, region, request, std::move(reply), &sent);
+                if (sent.elements > 0 || sent.bytes > 0) CountSent(sent.elements, sent.bytes);
+                done(std::move(bytes));
+              });
+}
+
+absl::Status WorkerImpl::OpenSharedMemory(const proto::OpenSharedMemoryRequest& request,
+                                          proto::OpenSharedMemoryResponse* response) {
+  if (shared_memory_ == nullptr) {
+    // Only a reader on this host hears why.
+    if (request.host_id().empty() || request.host_id() != HostId()) {
+      return absl::FailedPreconditionError("the reader is on another host than this worker");
+    }
+    response->set_unavailable(std::string(shared_memory_error_.message()));
+    return absl::OkStatus();
+  }
+  absl::StatusOr<proto::OpenSharedMemoryResponse> offer = shared_memory_->Offer(request.host_id());
+  if (!offer.ok()) return offer.status();
+  *response = *std::move(offer);
+  return absl::OkStatus();
 }
 
 absl::Status WorkerImpl::Heartbeat() {

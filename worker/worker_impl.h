@@ -13,6 +13,8 @@
 #ifndef SLUICE_WORKER_WORKER_IMPL_H_
 #define SLUICE_WORKER_WORKER_IMPL_H_
 
+#include <grpcpp/grpcpp.h>
+
 #include <atomic>
 #include <deque>
 #include <functional>
@@ -25,6 +27,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "pipeline/dataset.h"
 #include "service/dispatcher_client.h"
@@ -36,10 +39,15 @@
 namespace sluice::worker {
 
 class SharedBufferHeap;
+class SharedMemoryServer;
 
 class WorkerImpl {
  public:
-  explicit WorkerImpl(WorkerConfig config);
+  // `shared_memory` serves readers on this host (worker/shared_memory_server.h),
+  // or is null when it is off or could not start, for `shared_memory_error`.
+  explicit WorkerImpl(
+      WorkerConfig config, SharedMemoryServer* shared_memory = nullptr,
+      absl::Status shared_memory_error = absl::UnavailableError("shared memory is not set up"));
   ~WorkerImpl();
   WorkerImpl(const WorkerImpl&) = delete;
   WorkerImpl& operator=(const WorkerImpl&) = delete;
@@ -75,16 +83,26 @@ class WorkerImpl {
   // after 50 ms, so that clients poll without spinning. `done` is called
   // exactly once, on this thread or another.
   void GetElements(const proto::GetElementsRequest& request, ElementsCallback done);
+  // GetElements answered as the bytes to send (worker/element_responses.h:
+  // encoded, lent and placed in the request's shared-memory region, or
+  // inline), after checking the region the request names; counts what it
+  // sends. `done` is called exactly once, on this thread or another.
+  using ResponseCallback = std::function<void(absl::StatusOr<grpc::ByteBuffer>)>;
+  void ServeElements(const proto::GetElementsRequest& request, ResponseCallback done);
+  // The shared-memory offer for a reader on this host; FailedPrecondition
+  // for a reader on another host, and the reason shared memory is off for
+  // one on this host.
+  absl::Status OpenSharedMemory(const proto::OpenSharedMemoryRequest& request,
+                                proto::OpenSharedMemoryResponse* response);
   absl::Status GetStatus(const proto::WorkerStatusRequest& request, proto::WorkerStatusResponse* response);
   // Starts a task the dispatcher pushed (or does nothing if it runs).
   absl::Status ProcessTask(const proto::ProcessTaskRequest& request);
 
-  // Counts what the adapter sent to clients (reported in heartbeats and
-  // exported as sluice_worker_elements_sent_total and
-  // sluice_worker_bytes_sent_total).
+ private:
+  // Counts what was sent to clients (reported in heartbeats and exported
+  // as sluice_worker_elements_sent_total and sluice_worker_bytes_sent_total).
   void CountSent(int64_t elements, int64_t bytes);
 
- private:
   std::atomic<int64_t> elements_sent_{0};
   std::atomic<int64_t> bytes_sent_{0};
   class Task;
@@ -110,6 +128,8 @@ class WorkerImpl {
   void ExpireLoop();
 
   const WorkerConfig config_;
+  SharedMemoryServer* const shared_memory_;
+  const absl::Status shared_memory_error_;
   std::unique_ptr<DispatcherClient> dispatcher_;
   std::string address_;
   // Random per process: tells the dispatcher this run from an earlier one

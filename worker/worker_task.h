@@ -26,7 +26,7 @@
 #include "pipeline/split_provider.h"
 #include "worker/request_checks.h"
 #include "worker/round_assembler.h"
-#include "worker/shared_buffer_heap.h"
+#include "worker/shared_memory_heap.h"
 #include "worker/split_prefetcher.h"
 #include "worker/worker_impl.h"
 

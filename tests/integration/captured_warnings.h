@@ -1,4 +1,4 @@
-// CapturedWarnings: collects the reader's warnings (client/warnings.h) for
+// CapturedWarnings: collects the reader's warnings (client/read/warnings.h) for
 // a test's duration, instead of printing them.
 #ifndef SLUICE_TESTS_INTEGRATION_CAPTURED_WARNINGS_H_
 #define SLUICE_TESTS_INTEGRATION_CAPTURED_WARNINGS_H_
@@ -9,19 +9,19 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "client/warnings.h"
+#include "client/read/warnings.h"
 
 namespace sluice::testing {
 
 class CapturedWarnings {
  public:
   CapturedWarnings() {
-    previous_ = SetWarningSink([this](const std::string& message) {
+    previous_ = reader::SetWarningSink([this](const std::string& message) {
       absl::MutexLock lock(&mu_);
       messages_.push_back(message);
     });
   }
-  ~CapturedWarnings() { SetWarningSink(previous_); }
+  ~CapturedWarnings() { reader::SetWarningSink(previous_); }
   std::vector<std::string> messages() {
     absl::MutexLock lock(&mu_);
     return messages_;
@@ -33,7 +33,7 @@ class CapturedWarnings {
   }
 
  private:
-  WarningSink previous_;
+  reader::WarningSink previous_;
   absl::Mutex mu_;
   std::vector<std::string> messages_ ABSL_GUARDED_BY(mu_);
 };

@@ -7,8 +7,8 @@
 // reader asked again, 340 times a second, forever), and responses whose
 // first_index values overlap (15: the reader delivered indices twice).
 // Each read must end at once with the CLI's read-failure code and an error
-// naming the worker. client/element_transport_test.cc and
-// client/response_order_test.cc test the same refusals in-process.
+// naming the worker. tests/integration/element_transport_test.cc and
+// client/read/response_order_test.cc test the same refusals in-process.
 #include <grpcpp/grpcpp.h>
 
 #include <catch2/catch.hpp>
@@ -25,7 +25,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "cli/exit_codes.h"
-#include "client/task_reader.h"
+#include "client/read/task_reader.h"
 #include "common/proto_convert.h"
 #include "service/channel_security.h"
 #include "service/compression.h"
@@ -229,7 +229,7 @@ TEST_CASE("fake worker attacks: zstd elements of 200 MiB each fail the read nami
   answer.set_compression(proto::COMPRESSION_ZSTD);
   for (int i = 0; i < 5; ++i) answer.add_compressed_elements(bomb);
   FakeWorkerCluster setup(
-      {.answer = [&answer](int64_t) { return answer; }, .gather = kRequestsInFlightPerTask});
+      {.answer = [&answer](int64_t) { return answer; }, .gather = reader::kRequestsInFlightPerTask});
   std::unique_ptr<testing::Process> read = StartRead(setup);
   std::string log;
   const int code = WaitForRead(*read, &log);
@@ -241,7 +241,7 @@ TEST_CASE("fake worker attacks: zstd elements of 200 MiB each fail the read nami
                             "decompressed, past the 268435456 they may have\n"));
   CheckNoAbort(log);
   // Each request the task's fetch threads had out was refused; none asked again.
-  CHECK(setup.fake.requests() == kRequestsInFlightPerTask);
+  CHECK(setup.fake.requests() == reader::kRequestsInFlightPerTask);
 }
 
 TEST_CASE(
@@ -250,7 +250,7 @@ TEST_CASE(
   proto::GetElementsResponse answer;
   answer.set_shared_memory_needed(int64_t{40} << 20);
   FakeWorkerCluster setup(
-      {.answer = [&answer](int64_t) { return answer; }, .gather = kRequestsInFlightPerTask});
+      {.answer = [&answer](int64_t) { return answer; }, .gather = reader::kRequestsInFlightPerTask});
   const auto start = std::chrono::steady_clock::now();
   std::unique_ptr<testing::Process> read = StartRead(setup);
   std::string log;
@@ -264,9 +264,9 @@ TEST_CASE(
                             " answered shared_memory_needed (41943040 bytes) to a request that offered no "
                             "shared memory\n"));
   CheckNoAbort(log);
-  // Not asked again: the requests out at once (kRequestsInFlightPerTask),
+  // Not asked again: the requests out at once (reader::kRequestsInFlightPerTask),
   // each refused, and the reader is gone.
-  CHECK(setup.fake.requests() == kRequestsInFlightPerTask);
+  CHECK(setup.fake.requests() == reader::kRequestsInFlightPerTask);
 }
 
 // `count` elements of one int64 scalar each, first_index..first_index+count-1,
@@ -306,7 +306,7 @@ TEST_CASE("fake worker attacks: responses whose first_index overlaps are DataLos
   // One request per fetch thread, and at most one more from the thread
   // whose answer was delivered: none after the refusal.
   CHECK(setup.fake.requests() >= 2);
-  CHECK(setup.fake.requests() <= kRequestsInFlightPerTask + 1);
+  CHECK(setup.fake.requests() <= reader::kRequestsInFlightPerTask + 1);
 }
 
 }  // namespace

@@ -1,0 +1,57 @@
+#include "client/read/epoch_losses.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "client/read/warnings.h"
+
+namespace sluice::reader {
+
+void EpochLosses::TaskLost(int64_t task_id, const std::string& worker_address, const std::string& reason,
+                           int64_t elements_read) {
+  if (std::any_of(lost_.begin(), lost_.end(), [&](const Lost& l) { return l.task_id == task_id; })) return;
+  lost_.push_back({task_id, worker_address, reason.empty() ? "lost" : reason, elements_read});
+}
+
+std::string EpochLosses::Describe(int64_t tasks_seen) const {
+  const int64_t workers = std::max<int64_t>(tasks_seen, static_cast<int64_t>(lost_.size()));
+  std::string text =
+      absl::StrCat("parallel_epochs: the epoch of ", lost_.size(), " of ", workers,
+                   lost_.size() == 1 && workers == 1 ? " worker" : " workers", " ended early:");
+  int64_t total_lost = 0;
+  bool known = elements_per_task_ >= 0 && !shared_job_;
+  for (const Lost& lost : lost_) {
+    absl::StrAppend(&text, " worker ", lost.worker_address, " (task ", lost.task_id, ", ", lost.reason,
+                    ") after ", lost.elements_read);
+    if (known) {
+      const int64_t missing = std::max<int64_t>(0, elements_per_task_ - lost.elements_read);
+      total_lost += missing;
+      absl::StrAppend(&text, " of ", elements_per_task_, " elements;");
+    } else {
+      absl::StrAppend(&text, " elements;");
+    }
+  }
+  if (known) {
+    absl::StrAppend(&text, " ", total_lost, " elements lost");
+  } else if (shared_job_) {
+    absl::StrAppend(&text, " the job is shared, so how many elements were lost is unknown");
+  } else {
+    absl::StrAppend(&text,
+                    " the pipeline's cardinality is unknown, so how many elements were lost is unknown");
+  }
+  return text;
+}
+
+absl::Status EpochLosses::Finish(int64_t tasks_seen) const {
+  if (lost_.empty()) return absl::OkStatus();
+  if (allow_partial_) {
+    Warn(absl::StrCat(Describe(tasks_seen), " (accepted: allow_partial)"));
+    return absl::OkStatus();
+  }
+  return absl::DataLossError(
+      absl::StrCat(Describe(tasks_seen),
+                   ". Set allow_partial to accept a partial epoch (distribute(allow_partial=True) "
+                   "in Python, allow_partial: true in YAML, sluice read --allow-partial)"));
+}
+
+}  // namespace sluice::reader

@@ -1,0 +1,56 @@
+// EpochLosses: what a parallel_epochs read lost. Each worker runs the whole
+// epoch there, so a task that ends lost (its worker killed, restarted, shut
+// down, silent or unreachable) before the reader saw its end cut that
+// worker's epoch short. The read then fails with DataLoss naming each lost
+// worker and the count, unless allow_partial accepts a partial epoch, when
+// the same words are a warning (docs/design.md, "What a read promises").
+#ifndef SLUICE_CLIENT_READ_EPOCH_LOSSES_H_
+#define SLUICE_CLIENT_READ_EPOCH_LOSSES_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace sluice::reader {
+
+class EpochLosses {
+ public:
+  // `elements_per_task`: the worker part's cardinality, which every task
+  // produces whole, or negative when unknown. `shared_job`: consumers of a
+  // named job split each task's elements, so one reader's count says
+  // nothing about what was lost.
+  EpochLosses(int64_t elements_per_task, bool shared_job, bool allow_partial)
+      : elements_per_task_(elements_per_task), shared_job_(shared_job), allow_partial_(allow_partial) {}
+
+  // A task ended lost after this reader received `elements_read` of its
+  // elements. Reporting a task twice counts it once.
+  void TaskLost(int64_t task_id, const std::string& worker_address, const std::string& reason,
+                int64_t elements_read);
+  bool empty() const { return lost_.empty(); }
+
+  // At the end of the read, of which `tasks_seen` tasks were part: OK when
+  // nothing was lost; DataLoss describing the loss; or, with allow_partial,
+  // OK after a warning that says the same.
+  absl::Status Finish(int64_t tasks_seen) const;
+  // The description Finish uses.
+  std::string Describe(int64_t tasks_seen) const;
+
+ private:
+  struct Lost {
+    int64_t task_id = 0;
+    std::string worker_address;
+    std::string reason;
+    int64_t elements_read = 0;
+  };
+
+  const int64_t elements_per_task_;
+  const bool shared_job_;
+  const bool allow_partial_;
+  std::vector<Lost> lost_;
+};
+
+}  // namespace sluice::reader
+
+#endif  // SLUICE_CLIENT_READ_EPOCH_LOSSES_H_

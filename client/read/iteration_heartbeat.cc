@@ -1,0 +1,181 @@
+#include "client/read/iteration_heartbeat.h"
+
+#include <algorithm>
+#include <chrono>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "client/read/element_transport.h"
+#include "client/read/warnings.h"
+
+namespace sluice::reader {
+namespace {
+
+constexpr absl::Duration kHeartbeatInterval = absl::Milliseconds(100);
+// A worker unreachable this long is reported to the dispatcher, which
+// declares it lost if it has stopped heartbeating too; a dispatcher
+// unheard this long is warned about.
+constexpr absl::Duration kUnreachableReportAfter = absl::Seconds(1);
+// An iteration no worker serves this long is warned about: workers that
+// start after the reader are usually up by then.
+constexpr absl::Duration kNoWorkerWarnAfter = absl::Seconds(5);
+
+}  // namespace
+
+IterationHeartbeat::IterationHeartbeat(ReadState& state, DispatcherClient& service,
+                                       int64_t iteration_client_id, std::string client_secret,
+                                       absl::Duration dispatcher_deadline, TaskReader* fetches)
+    : state_(state),
+      service_(service),
+      client_id_(iteration_client_id),
+      client_secret_(std::move(client_secret)),
+      dispatcher_deadline_(dispatcher_deadline),
+      fetches_(fetches) {}
+
+void IterationHeartbeat::HeartbeatLoop() {
+  while (true) {
+    proto::ClientHeartbeatRequest request;
+    request.set_iteration_client_id(client_id_);
+    request.set_client_secret(client_secret_);
+    std::vector<int64_t> reported;
+    std::vector<int64_t> reported_splits;
+    {
+      absl::MutexLock lock(&state_.mu);
+      reported = state_.completed_tasks;
+      reported_splits = state_.completed_splits;
+      std::set<std::string> unreachable;
+      for (auto& [id, task] : state_.tasks) {
+        if (!task.removed && task.unreachable_since.has_value() &&
+            absl::Now() - *task.unreachable_since >= kUnreachableReportAfter) {
+          unreachable.insert(task.worker_address);
+          if (!task.warned_unreachable) {
+            task.warned_unreachable = true;
+            Warn(absl::StrCat(
+                "worker ", task.worker_address, " (task ", id, ") does not answer: ", task.unreachable_error,
+                "; reading from the other workers, and reported to the dispatcher at ", service_.address()));
+          }
+        }
+      }
+      for (const std::string& address : unreachable) request.add_unreachable_workers(address);
+      request.set_current_round(state_.current_round);
+    }
+    for (int64_t id : reported) request.add_completed_tasks(id);
+    for (int64_t seq : reported_splits) request.add_completed_splits(seq);
+    proto::ClientHeartbeatResponse response;
+    absl::Status status = service_.ClientHeartbeat(
+        std::move(request), &response,
+        {.attempt_timeout = std::min<std::chrono::milliseconds>(
+             kDispatcherRpcTimeout, absl::ToChronoMilliseconds(dispatcher_deadline_))});
+    absl::MutexLock lock(&state_.mu);
+    if (state_.cancelled) return;
+    NoteDispatcherReachability(status);
+    if (status.ok()) {
+      state_.completed_tasks.erase(state_.completed_tasks.begin(),
+                                   state_.completed_tasks.begin() + reported.size());
+      state_.completed_splits.erase(state_.completed_splits.begin(),
+                                    state_.completed_splits.begin() + reported_splits.size());
+      ApplyReply(response);
+    } else if (!IsTransientReadError(status)) {
+      state_.status = status;  // the dispatcher refused us: nothing to wait for
+    }
+    state_.mu.AwaitWithTimeout(absl::Condition(this, &IterationHeartbeat::HeartbeatDue), kHeartbeatInterval);
+    if (state_.cancelled) return;
+    state_.heartbeat_now = false;
+  }
+}
+
+void IterationHeartbeat::ApplyReply(const proto::ClientHeartbeatResponse& response) {
+  std::set<int64_t> listed;
+  for (const proto::TaskInfo& info : response.tasks()) {
+    listed.insert(info.task_id());
+    if (state_.tasks.contains(info.task_id())) continue;
+    TaskState& task = state_.tasks[info.task_id()];
+    task.worker_address = info.worker_address();
+    task.read_secret = info.read_secret();
+    task.transport = MakeElementTransport(info.worker_address(), state_.transport);
+    task.starting_round = info.starting_round();
+    // Coordinated reads go round by round from one thread.
+    if (fetches_ != nullptr) fetches_->Start(info.task_id(), task);
+  }
+  for (auto& [id, task] : state_.tasks) {
+    if (!listed.contains(id)) task.removed = true;
+  }
+  for (const proto::LostTask& lost : response.lost_tasks()) {
+    auto task = state_.tasks.find(lost.task_id());
+    if (state_.lost_splits_repeat && task != state_.tasks.end() && !task->second.ended &&
+        task->second.elements > 0 && warned_repeats_.insert(lost.task_id()).second) {
+      Warn(absl::StrCat("worker ", lost.worker_address(), " was lost (", lost.reason(), ") after its task ",
+                        lost.task_id(), " had delivered ", task->second.elements,
+                        " elements to this reader: distributed_epoch reads the splits it had not finished "
+                        "again, so up to ",
+                        task->second.elements,
+                        " of them may arrive twice (exactly_once: true receives each element exactly once)"));
+    }
+    // A task read to its end lost nothing.
+    if (!state_.losses.has_value() || (task != state_.tasks.end() && task->second.ended)) continue;
+    state_.losses->TaskLost(lost.task_id(), lost.worker_address(), lost.reason(),
+                            task == state_.tasks.end() ? 0 : task->second.elements);
+    if (task == state_.tasks.end()) ++state_.unseen_lost_tasks;
+  }
+  if (response.error_code() != 0 && state_.status.ok()) {
+    state_.status = absl::Status(static_cast<absl::StatusCode>(response.error_code()),
+                                 absl::StrCat("the iteration failed: ", response.error_message()));
+  }
+  state_.iteration_finished = response.iteration_finished();
+  state_.round_horizon = response.round_horizon();
+  state_.furthest_round = std::max(state_.furthest_round, response.furthest_round());
+  NoteServingWorkers(response);
+}
+
+void IterationHeartbeat::NoteServingWorkers(const proto::ClientHeartbeatResponse& response) {
+  if (response.tasks_size() > 0 || response.iteration_finished()) {
+    no_worker_since_.reset();
+    warned_no_worker_ = false;
+    return;
+  }
+  const absl::Time now = absl::Now();
+  if (!no_worker_since_.has_value()) no_worker_since_ = now;
+  const absl::Duration waited = now - *no_worker_since_;
+  if (waited >= dispatcher_deadline_) {
+    if (state_.status.ok()) {
+      state_.status = absl::UnavailableError(absl::StrCat(
+          "no worker has served this read for ", absl::ToInt64Milliseconds(waited), " ms (timeout_ms ",
+          absl::ToInt64Milliseconds(dispatcher_deadline_), "): the dispatcher at ", service_.address(),
+          " lists no worker for the iteration; start workers, or raise timeout_ms"));
+    }
+  } else if (waited >= kNoWorkerWarnAfter && !warned_no_worker_) {
+    warned_no_worker_ = true;
+    Warn(absl::StrCat("no worker serves this read yet (the dispatcher at ", service_.address(),
+                      " lists none); waiting for up to ", absl::ToInt64Milliseconds(dispatcher_deadline_),
+                      " ms (timeout_ms)"));
+  }
+}
+
+void IterationHeartbeat::NoteDispatcherReachability(const absl::Status& status) {
+  const absl::Time now = absl::Now();
+  if (status.ok() || !IsTransientReadError(status)) {
+    dispatcher_heard_ = now;
+    warned_dispatcher_ = false;
+    return;
+  }
+  const absl::Duration silent = now - dispatcher_heard_;
+  if (silent >= dispatcher_deadline_) {
+    if (state_.status.ok()) {
+      state_.status = absl::UnavailableError(
+          absl::StrCat("lost the dispatcher at ", service_.address(), ": no answer for ",
+                       absl::ToInt64Milliseconds(silent), " ms (timeout_ms ",
+                       absl::ToInt64Milliseconds(dispatcher_deadline_), "): ", status.message()));
+    }
+  } else if (silent >= kUnreachableReportAfter && !warned_dispatcher_) {
+    warned_dispatcher_ = true;
+    Warn(absl::StrCat("the dispatcher at ", service_.address(), " does not answer (", status.message(),
+                      "); retrying for up to ", absl::ToInt64Milliseconds(dispatcher_deadline_),
+                      " ms (timeout_ms)"));
+  }
+}
+
+}  // namespace sluice::reader

@@ -1,0 +1,70 @@
+// SplitPositionFilter: how an exactly_once reader drops repeats without
+// ever dropping an element it has not had.
+//
+// Every element of an exactly_once task carries (split seq, position in
+// that split's output), and a split's elements leave its worker in order.
+// A split that a lost worker had begun is run again from its start, so its
+// first positions come again and must be dropped. But a response can also
+// be lost in transit (its worker killed with it in flight) while a later
+// one, held behind it, arrives: that leaves a gap. Positions past a gap are
+// not delivered, and the split is not reported complete, so its lease
+// survives, the split is run again when the worker is found lost, and the
+// rerun fills the gap in order.
+#ifndef SLUICE_CLIENT_READ_SPLIT_POSITION_FILTER_H_
+#define SLUICE_CLIENT_READ_SPLIT_POSITION_FILTER_H_
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <utility>
+
+#include "client/read/split_deliveries.h"
+
+namespace sluice::reader {
+
+// Consumers of a shared (named) job split each split's elements between
+// them, so one reader's positions jump by design; such a reader cannot
+// tell a gap from another consumer's share and only drops repeats (a known
+// limit, docs/design.md).
+//
+// A restored read (issue 20) starts with what was delivered before its
+// save: those positions are repeats too, and a sole reader's next position
+// steps over them.
+class SplitPositionFilter {
+ public:
+  explicit SplitPositionFilter(bool sole_reader, SplitDeliveries restored = {})
+      : sole_reader_(sole_reader), restored_(std::move(restored)) {}
+
+  // Whether to deliver the element at `position` of split `seq`: for a sole
+  // reader only the next position not yet delivered, for a shared one any
+  // past the last delivered.
+  bool Accept(int64_t seq, int64_t position) {
+    const bool restored = !restored_.empty();
+    if (restored && restored_.Contains(seq, position)) return false;
+    auto [entry, fresh] = next_position_.try_emplace(seq, 0);
+    int64_t& next = entry->second;
+    if (fresh && restored && sole_reader_) next = restored_.NextUndelivered(seq, 0);
+    if (position == next || (position > next && !sole_reader_)) {
+      next = restored && sole_reader_ ? restored_.NextUndelivered(seq, position + 1) : position + 1;
+      gapped_.erase(seq);
+      return true;
+    }
+    if (position > next) gapped_.insert(seq);
+    return false;
+  }
+  // Whether the worker's word that `seq` is complete can be passed on:
+  // every position up to its end was delivered.
+  bool CompleteInOrder(int64_t seq) const { return !gapped_.contains(seq); }
+  // Splits with a gap, which only a rerun can fill.
+  const std::set<int64_t>& gapped() const { return gapped_; }
+
+ private:
+  const bool sole_reader_;
+  const SplitDeliveries restored_;
+  std::map<int64_t, int64_t> next_position_;
+  std::set<int64_t> gapped_;
+};
+
+}  // namespace sluice::reader
+
+#endif  // SLUICE_CLIENT_READ_SPLIT_POSITION_FILTER_H_

@@ -1,0 +1,57 @@
+#include "client/read/split_position_filter.h"
+
+#include <catch2/catch.hpp>
+#include <vector>
+
+namespace sluice::reader {
+namespace {
+
+std::vector<int64_t> Delivered(SplitPositionFilter& filter, int64_t seq, int64_t first, int64_t last) {
+  std::vector<int64_t> delivered;
+  for (int64_t position = first; position <= last; ++position) {
+    if (filter.Accept(seq, position)) delivered.push_back(position);
+  }
+  return delivered;
+}
+
+TEST_CASE("split_position_filter: a rerun's repeated start is dropped", "[client][exactly_once]") {
+  SplitPositionFilter filter(/*sole_reader=*/true);
+  CHECK(Delivered(filter, 7, 0, 5) == std::vector<int64_t>{0, 1, 2, 3, 4, 5});
+  // The worker was lost; the split runs again from its start.
+  CHECK(Delivered(filter, 7, 0, 9) == std::vector<int64_t>{6, 7, 8, 9});
+  CHECK(filter.CompleteInOrder(7));
+  CHECK(filter.gapped().empty());
+}
+
+TEST_CASE("split_position_filter: positions past a lost response wait for the rerun",
+          "[client][exactly_once]") {
+  SplitPositionFilter filter(/*sole_reader=*/true);
+  // Positions 0-5 were in a response lost with its worker; 6-63 arrived.
+  CHECK(Delivered(filter, 594, 6, 63).empty());
+  CHECK_FALSE(filter.CompleteInOrder(594));
+  CHECK(filter.gapped() == std::set<int64_t>{594});
+  // Other splits are not held up.
+  CHECK(Delivered(filter, 595, 0, 2) == std::vector<int64_t>{0, 1, 2});
+  // The rerun delivers everything, once.
+  const std::vector<int64_t> rerun = Delivered(filter, 594, 0, 63);
+  REQUIRE(rerun.size() == 64);
+  CHECK(rerun.front() == 0);
+  CHECK(rerun.back() == 63);
+  CHECK(filter.CompleteInOrder(594));
+  CHECK(filter.gapped().empty());
+}
+
+TEST_CASE("split_position_filter: a consumer of a shared job takes any later position",
+          "[client][exactly_once]") {
+  // Another consumer took positions 0-9 and 20-29.
+  SplitPositionFilter filter(/*sole_reader=*/false);
+  CHECK(Delivered(filter, 3, 10, 19).size() == 10);
+  CHECK(Delivered(filter, 3, 30, 39).size() == 10);
+  CHECK(filter.CompleteInOrder(3));
+  // A rerun's start is still dropped.
+  CHECK(Delivered(filter, 3, 0, 41) == std::vector<int64_t>{40, 41});
+  CHECK(filter.gapped().empty());
+}
+
+}  // namespace
+}  // namespace sluice::reader

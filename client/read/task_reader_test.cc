@@ -1,0 +1,227 @@
+#include "client/read/task_reader.h"
+
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "client/read/transit_losses.h"
+
+namespace sluice::reader {
+namespace {
+
+// A worker's task of `total` elements, handed out in calls of up to
+// max_elements; the calls numbered in `lose` (and, with `lose_final`, the
+// one with the last element) hand their elements out and then fail
+// UNAVAILABLE, as a response lost in transit does.
+class LossyTransport : public ElementTransport {
+ public:
+  LossyTransport(int64_t total, std::vector<int> lose, bool lose_final = false)
+      : total_(total), lose_(std::move(lose)), lose_final_(lose_final) {}
+
+  absl::Status GetElements(const proto::GetElementsRequest& request, ElementsResponse* response) override {
+    absl::MutexLock lock(&mu_);
+    const int call = calls_++;
+    response->first_index = handed_out_;
+    while (handed_out_ < total_ && static_cast<int>(response->elements.size()) < request.max_elements()) {
+      response->elements.push_back(Element::Of(Tensor::Scalar<int64_t>(handed_out_++)));
+    }
+    response->end_of_sequence = response->elements.empty();
+    const bool final = !response->elements.empty() && handed_out_ == total_;
+    if (std::find(lose_.begin(), lose_.end(), call) != lose_.end() || (lose_final_ && final)) {
+      *response = ElementsResponse{};
+      return absl::UnavailableError("connection reset");
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  absl::Mutex mu_;
+  const int64_t total_;
+  const std::vector<int> lose_;
+  const bool lose_final_;
+  int calls_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t handed_out_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+struct Read {
+  std::vector<int64_t> values;
+  absl::Status end;
+  absl::Status status;  // the read's own, as the iterator returns it
+};
+
+// Reads task 7 of `transport` to its end with a budget of 4 elements, so
+// that each call asks for at most 4.
+Read ReadTask(std::shared_ptr<ElementTransport> transport, bool sole_reader) {
+  ReadState state(/*max_outstanding_in=*/4, sole_reader, std::nullopt);
+  TaskReader reader(state, proto::COMPRESSION_NONE);
+  Read read;
+  {
+    absl::MutexLock lock(&state.mu);
+    TaskState& task = state.tasks[7];
+    task.worker_address = "127.0.0.1:5000";
+    task.transport = std::move(transport);
+    reader.Start(7, task);
+  }
+  while (true) {
+    absl::MutexLock lock(&state.mu);
+    state.mu.Await(absl::Condition(
+        +[](ReadState* s) { return !s->buffer.empty() || s->tasks.at(7).ended || !s->status.ok(); }, &state));
+    while (!state.buffer.empty()) {
+      read.values.push_back(state.buffer.front().components[0].data<int64_t>()[0]);
+      state.buffer.pop_front();
+    }
+    if (state.tasks.at(7).ended || !state.status.ok()) break;
+  }
+  std::vector<std::thread> threads;
+  {
+    absl::MutexLock lock(&state.mu);
+    state.cancelled = true;
+    threads = std::move(state.tasks.at(7).threads);
+  }
+  for (std::thread& thread : threads) thread.join();
+  absl::MutexLock lock(&state.mu);
+  while (!state.buffer.empty()) {
+    read.values.push_back(state.buffer.front().components[0].data<int64_t>()[0]);
+    state.buffer.pop_front();
+  }
+  read.end = state.TransitLossesOfEndedTasks().Finish(/*allow_partial=*/false);
+  read.status = state.status;
+  return read;
+}
+
+std::vector<int64_t> Iota(int64_t from, int64_t to) {
+  std::vector<int64_t> v;
+  for (int64_t i = from; i < to; ++i) v.push_back(i);
+  return v;
+}
+
+TEST_CASE("task_reader: a task read without a loss ends OK with every element in order",
+          "[client][task_reader]") {
+  const Read read = ReadTask(std::make_shared<LossyTransport>(40, std::vector<int>{}), true);
+  CHECK(read.values == Iota(0, 40));
+  CHECK(read.end.ok());
+}
+
+TEST_CASE(
+    "task_reader: a response lost in transit from a live worker fails the read naming the task and indices",
+    "[client][task_reader]") {
+  // Call 2 hands its elements out (how many depends on how the fetch
+  // threads share the budget) and its answer is lost; the task ends.
+  const Read read = ReadTask(std::make_shared<LossyTransport>(40, std::vector<int>{2}), true);
+  std::vector<int64_t> sorted = read.values;
+  std::sort(sorted.begin(), sorted.end());
+  CHECK(sorted == read.values);  // still in the worker's order
+  // What is missing is one run, [first, end), of one call.
+  int64_t first = 0;
+  while (first < static_cast<int64_t>(read.values.size()) && read.values[first] == first) ++first;
+  const int64_t lost = 40 - static_cast<int64_t>(read.values.size());
+  REQUIRE(lost >= 1);
+  REQUIRE(lost <= 4);
+  CHECK(read.values == [&] {
+    std::vector<int64_t> expected = Iota(0, first);
+    for (int64_t v : Iota(first + lost, 40)) expected.push_back(v);
+    return expected;
+  }());
+  REQUIRE(read.end.code() == absl::StatusCode::kDataLoss);
+  const std::string count = lost == 1 ? "1 element" : std::to_string(lost) + " elements";
+  const std::string where =
+      lost == 1 ? "at index " + std::to_string(first)
+                : "at indices " + std::to_string(first) + " to " + std::to_string(first + lost - 1);
+  CHECK(
+      std::string(read.end.message()) ==
+      "responses were lost in transit while their workers lived on (a dropped connection or a call past its "
+      "deadline): worker 127.0.0.1:5000 (task 7) lost " +
+          count + ", the first " + where + "; " + count +
+          " lost in all. Set allow_partial to accept it (distribute(allow_partial=True) in Python, "
+          "allow_partial: true in YAML, sluice read --allow-partial)");
+}
+
+TEST_CASE("task_reader: the task's last response lost in transit fails the read too",
+          "[client][task_reader]") {
+  const Read read = ReadTask(std::make_shared<LossyTransport>(40, std::vector<int>{}, true), true);
+  const int64_t got = static_cast<int64_t>(read.values.size());
+  REQUIRE(got >= 36);
+  REQUIRE(got < 40);
+  CHECK(read.values == Iota(0, got));
+  REQUIRE(read.end.code() == absl::StatusCode::kDataLoss);
+  CHECK_THAT(std::string(read.end.message()),
+             Catch::Contains("worker 127.0.0.1:5000 (task 7) lost " + std::to_string(40 - got)));
+  CHECK_THAT(std::string(read.end.message()), Catch::Contains(" the first at ind"));
+  CHECK_THAT(std::string(read.end.message()),
+             Catch::Contains(std::to_string(got) + (got == 39 ? ";" : " to 39;")));
+}
+
+TEST_CASE("task_reader: consumers of a shared job do not count holes in a task's indices",
+          "[client][task_reader]") {
+  const Read read = ReadTask(std::make_shared<LossyTransport>(40, std::vector<int>{2}), false);
+  CHECK(read.values.size() < 40);
+  CHECK(read.end.ok());
+}
+
+// A fake worker whose every answer is the task's elements 0 to 2 again.
+class RepeatingTransport : public ElementTransport {
+ public:
+  absl::Status GetElements(const proto::GetElementsRequest&, ElementsResponse* response) override {
+    response->first_index = 0;
+    for (int64_t i = 0; i < 3; ++i) response->elements.push_back(Element::Of(Tensor::Scalar<int64_t>(i)));
+    return absl::OkStatus();
+  }
+};
+
+TEST_CASE("task_reader: a worker that hands out indices again fails the read naming it and the indices",
+          "[client][task_reader]") {
+  // The first answer goes at once (it starts the task); any later one,
+  // whichever fetch thread gets it, repeats its indices.
+  const Read read = ReadTask(std::make_shared<RepeatingTransport>(), true);
+  CHECK(read.values == Iota(0, 3));
+  CHECK(read.status == absl::DataLossError("reading from worker 127.0.0.1:5000: a response of the task's "
+                                           "elements [0, 3) came after elements up to index 3 were "
+                                           "received: a worker hands out each index once"));
+}
+
+TEST_CASE("transit_losses: holes add up per task, and allow_partial turns the error into OK",
+          "[client][task_reader]") {
+  TaskIndexGaps gaps;
+  gaps.Delivered(0, 10);
+  gaps.Delivered(12, 3);  // 10 and 11 lost
+  gaps.Delivered(15, 0);  // an empty response that only reports splits
+  gaps.Delivered(20, 5);  // 15 to 19 lost
+  CHECK(gaps.lost() == 7);
+  CHECK(gaps.first_lost() == 10);
+  CHECK(gaps.first_lost_end() == 12);
+  gaps.Ended(30);  // 25 to 29 lost too
+  CHECK(gaps.lost() == 12);
+  CHECK(gaps.first_lost() == 10);
+  TaskIndexGaps tail;
+  tail.Delivered(0, 25);
+  CHECK(tail.lost() == 0);
+  tail.Ended(30);
+  CHECK(tail.lost() == 5);
+  CHECK(tail.first_lost() == 25);
+  CHECK(tail.first_lost_end() == 30);
+  TaskIndexGaps whole;
+  whole.Delivered(0, 5);
+  whole.Delivered(5, 5);
+  whole.Ended(10);
+  TransitLosses losses;
+  losses.TaskEnded(1, "127.0.0.1:1", whole);
+  CHECK(losses.empty());
+  CHECK(losses.Finish(false).ok());
+  losses.TaskEnded(2, "127.0.0.1:2", gaps);
+  TaskIndexGaps one;
+  one.Delivered(1, 1);
+  one.Ended(2);
+  losses.TaskEnded(3, "127.0.0.1:3", one);
+  CHECK(
+      losses.Describe() ==
+      "responses were lost in transit while their workers lived on (a dropped connection or a call past its "
+      "deadline): worker 127.0.0.1:2 (task 2) lost 12 elements, the first at indices 10 to 11; worker "
+      "127.0.0.1:3 (task 3) lost 1 element, the first at index 0; 13 elements lost in all");
+  CHECK(losses.Finish(false).code() == absl::StatusCode::kDataLoss);
+  CHECK(losses.Finish(true).ok());
+}
+
+}  // namespace
+}  // namespace sluice::reader

@@ -1,0 +1,79 @@
+#include "service/worker_client.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/synchronization/notification.h"
+#include "service/grpc_util.h"
+#include "service/message_bytes.h"
+
+namespace sluice {
+namespace {
+
+constexpr char kGetElementsMethod[] = "/sluice.proto.WorkerService/GetElements";
+
+std::chrono::system_clock::time_point DeadlineIn(std::chrono::seconds timeout) {
+  return std::chrono::system_clock::now() + timeout;
+}
+
+// One ProcessTask call's state, alive until its callback runs.
+struct ProcessTaskCall {
+  grpc::ClientContext context;
+  proto::ProcessTaskRequest request;
+  proto::ProcessTaskResponse response;
+  std::function<void(absl::Status)> done;
+};
+
+}  // namespace
+
+WorkerClient::WorkerClient(std::string address, int connections) : address_(std::move(address)) {
+  const ChannelOptions options{.own_connection = connections > 1};
+  std::shared_ptr<grpc::Channel> first;
+  for (int i = 0; i < std::max(connections, 1); ++i) {
+    std::shared_ptr<grpc::Channel> channel = MakeChannel(address_, options);
+    if (first == nullptr) first = channel;
+    raw_stubs_.push_back(std::make_unique<grpc::GenericStub>(std::move(channel)));
+  }
+  stub_ = proto::WorkerService::NewStub(first);
+}
+
+absl::Status WorkerClient::GetElements(proto::GetElementsRequest request, grpc::ByteBuffer* response) {
+  *request.mutable_version() = CurrentVersion();
+  const grpc::ByteBuffer request_bytes = SerializeToByteBuffer(request);
+  grpc::ClientContext context;
+  context.set_deadline(DeadlineIn(kGetElementsTimeout));
+  absl::Notification done;
+  grpc::Status status;
+  grpc::GenericStub& stub =
+      *raw_stubs_[next_raw_stub_.fetch_add(1, std::memory_order_relaxed) % raw_stubs_.size()];
+  stub.UnaryCall(&context, kGetElementsMethod, grpc::StubOptions(), &request_bytes, response,
+                 [&](grpc::Status s) {
+                   status = std::move(s);
+                   done.Notify();
+                 });
+  done.WaitForNotification();
+  return FromGrpcStatus(status);
+}
+
+absl::Status WorkerClient::OpenSharedMemory(const proto::OpenSharedMemoryRequest& request,
+                                            proto::OpenSharedMemoryResponse* response) {
+  proto::OpenSharedMemoryRequest versioned = request;
+  *versioned.mutable_version() = CurrentVersion();
+  grpc::ClientContext context;
+  context.set_deadline(DeadlineIn(kOpenSharedMemoryTimeout));
+  return FromGrpcStatus(stub_->OpenSharedMemory(&context, versioned, response));
+}
+
+void WorkerClient::ProcessTask(const proto::TaskDef& task, std::function<void(absl::Status)> done) {
+  auto* call = new ProcessTaskCall;
+  call->context.set_deadline(DeadlineIn(kProcessTaskTimeout));
+  *call->request.mutable_version() = CurrentVersion();
+  *call->request.mutable_task() = task;
+  call->done = std::move(done);
+  stub_->async()->ProcessTask(&call->context, &call->request, &call->response, [call](grpc::Status status) {
+    call->done(FromGrpcStatus(status));
+    delete call;
+  });
+}
+
+}  // namespace sluice

@@ -1,0 +1,68 @@
+// WorkerClient: every call to a worker goes through here, from the
+// reader's transports (client/read/) and the dispatcher's task pusher, as
+// every call to the dispatcher goes through DispatcherClient. It sets the
+// protocol version and each call's deadline; the channel carries the
+// process's token and TLS settings (MakeChannel). No call is retried here:
+// a reader retries GetElements by its own rules, and a failed task push is
+// carried by the worker's next heartbeat.
+//
+//   WorkerClient worker("127.0.0.1:6000", /*connections=*/2);
+//   grpc::ByteBuffer bytes;
+//   absl::Status status = worker.GetElements(request, &bytes);
+#ifndef SLUICE_SERVICE_WORKER_CLIENT_H_
+#define SLUICE_SERVICE_WORKER_CLIENT_H_
+
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/grpcpp.h>
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "sluice/service.grpc.pb.h"
+
+namespace sluice {
+
+// The deadlines of the calls to a worker. GetElements waits for elements a
+// worker may still be making; the others answer from the worker's state.
+inline constexpr std::chrono::seconds kGetElementsTimeout{30};
+inline constexpr std::chrono::seconds kOpenSharedMemoryTimeout{5};
+inline constexpr std::chrono::seconds kProcessTaskTimeout{2};
+
+class WorkerClient {
+ public:
+  // `connections` channels to `address`, which GetElements takes in turn.
+  // With one, the channel may share gRPC's connection with the process's
+  // other channels to the worker; with more, each has a connection of its
+  // own.
+  explicit WorkerClient(std::string address, int connections = 1);
+
+  const std::string& address() const { return address_; }
+
+  // GetElements with `request` stamped with the protocol version, and the response left as gRPC's bytes,
+  // which service/element_wire.h decodes without proto objects. Blocks.
+  absl::Status GetElements(proto::GetElementsRequest request, grpc::ByteBuffer* response);
+
+  // OpenSharedMemory, versioned. Blocks.
+  absl::Status OpenSharedMemory(const proto::OpenSharedMemoryRequest& request,
+                                proto::OpenSharedMemoryResponse* response);
+
+  // Starts ProcessTask for `task` and returns at once, never blocking on the
+  // network; `done` runs on a gRPC thread with the outcome.
+  void ProcessTask(const proto::TaskDef& task, std::function<void(absl::Status)> done);
+
+ private:
+  const std::string address_;
+  std::vector<std::unique_ptr<grpc::GenericStub>> raw_stubs_;
+  std::atomic<size_t> next_raw_stub_{0};
+  // On the first channel: the calls whose answers are small protos.
+  std::unique_ptr<proto::WorkerService::Stub> stub_;
+};
+
+}  // namespace sluice
+
+#endif  // SLUICE_SERVICE_WORKER_CLIENT_H_
