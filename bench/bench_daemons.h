@@ -32,7 +32,7 @@
 #include "service/dispatcher_client.h"
 #include "service/grpc_util.h"
 #include "sluice/dataset.h"
-#include "sluice/service.grpc.pb.h"
+#include "sluice/proto/service.grpc.pb.h"
 
 namespace {
 

@@ -65,7 +65,7 @@
 #include "service/grpc_util.h"
 #include "service/malloc_tuning.h"
 #include "sluice/dataset.h"
-#include "sluice/service.grpc.pb.h"
+#include "sluice/proto/service.grpc.pb.h"
 
 namespace {
 

@@ -21,7 +21,7 @@
 #include "pipeline/record_io.h"
 #include "sluice/dataset.h"
 #include "sluice/element.h"
-#include "sluice/example.pb.h"
+#include "sluice/proto/example.pb.h"
 
 namespace {
 

@@ -9,13 +9,14 @@
 #include "cli/exit_codes.h"
 #include "cli/input_reader.h"
 #include "cli/line_writer.h"
-#include "client/job_checkpoint.h"
 #include "common/atomic_file.h"
 #include "google/protobuf/text_format.h"
 #include "pipeline/builder.h"
 #include "pipeline/function.h"
+#include "pipeline/pipeline_restore.h"
 #include "pipeline/split_provider.h"
 #include "pipeline/yaml_loader.h"
+#include "sluice/iterator.h"
 
 namespace sluice::cli {
 namespace {
@@ -215,7 +216,7 @@ int RunPipeline(const RunOptions& options, std::ostream& out, std::ostream& err)
   absl::StatusOr<Loaded> loaded = Load(options);
   if (!loaded.ok()) return Fail(loaded.status(), err, true);
   std::unique_ptr<InputReader> reader =
-      InputReader::ForDataset(loaded->dataset, internal::CheckpointFingerprint(loaded->pipeline.def));
+      InputReader::ForDataset(loaded->dataset, CheckpointFingerprint(loaded->pipeline.def));
   return PrintWithStates(*reader, options, RestoreOptions{}, out, err);
 }
 
@@ -234,15 +235,15 @@ int ReadPipeline(const ReadOptions& options, std::ostream& out, std::ostream& er
 }
 
 int MergeCheckpoints(const MergeOptions& options, std::ostream& out, std::ostream& err) {
-  std::vector<std::pair<std::string, std::string>> states;
+  std::vector<NamedState> states;
   for (const std::string& path : options.states) {
     std::ifstream in(path, std::ios::binary);
     if (!in)
       return Fail(absl::NotFoundError(absl::StrCat("checkpoint merge: cannot read '", path, "'")), err, true);
-    states.emplace_back(path,
-                        std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>()));
+    states.push_back(
+        {path, std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>())});
   }
-  absl::StatusOr<std::string> merged = internal::MergeNamedStates(states);
+  absl::StatusOr<std::string> merged = MergeSavedStates(states);
   if (!merged.ok()) return Fail(merged.status(), err, true);
   if (absl::Status status = WriteFileAtomically(options.output, *merged); !status.ok())
     return Fail(status, err, false);

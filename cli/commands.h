@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "sluice/service.pb.h"
+#include "sluice/proto/service.pb.h"
 
 namespace sluice::cli {
 

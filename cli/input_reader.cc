@@ -6,11 +6,11 @@
 #include "cli/exit_codes.h"
 #include "cli/replica_reader.h"
 #include "cli/summary.h"
-#include "client/job_checkpoint.h"
 #include "common/json.h"
 #include "pipeline/builder.h"
 #include "pipeline/function.h"
 #include "pipeline/iterator_state.h"
+#include "pipeline/pipeline_restore.h"
 #include "pipeline/yaml_loader.h"
 
 namespace sluice::cli {
@@ -23,7 +23,9 @@ class ElementReader : public InputReader {
 
   absl::Status Start() override {
     absl::StatusOr<std::unique_ptr<IteratorBase>> iterator =
-        restore_.has_value() ? internal::RestoreIterator(*dataset_, fingerprint_, *restore_, restore_as_)
+        restore_.has_value() ? RestoreIterator(*dataset_, fingerprint_, *restore_,
+                                               RestoreAs{.num_consumers = restore_as_.num_consumers,
+                                                         .consumer_index = restore_as_.consumer_index})
                              : dataset_->MakeIterator(IteratorContext{});
     if (!iterator.ok()) return iterator.status();
     iterator_ = *std::move(iterator);
@@ -144,7 +146,7 @@ absl::StatusOr<std::unique_ptr<InputReader>> InputReader::Open(const ReadOptions
     build.step_locations = &pipeline->step_locations;
     absl::StatusOr<DatasetPtr> dataset = BuildDataset(pipeline->def, build);
     if (!dataset.ok()) return dataset.status();
-    reader = ForDataset(*std::move(dataset), internal::CheckpointFingerprint(pipeline->def));
+    reader = ForDataset(*std::move(dataset), CheckpointFingerprint(pipeline->def));
   }
   if (reader.ok()) (*reader)->distribute_location_ = std::move(distribute_location);
   return reader;

@@ -9,7 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "cli/input_reader.h"
-#include "sluice/dataset.pb.h"
+#include "sluice/proto/dataset.pb.h"
 
 namespace sluice::cli {
 

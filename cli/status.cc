@@ -13,7 +13,7 @@
 #include "service/dispatcher_client.h"
 #include "service/grpc_util.h"
 #include "service/job_params.h"
-#include "sluice/service.grpc.pb.h"
+#include "sluice/proto/service.grpc.pb.h"
 
 namespace sluice::cli {
 namespace {

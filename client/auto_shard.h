@@ -7,8 +7,8 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
-#include "sluice/dataset.pb.h"
 #include "sluice/distribute.h"
+#include "sluice/proto/dataset.pb.h"
 
 namespace sluice {
 

@@ -4,12 +4,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/dataset_internal.h"
-#include "client/job_checkpoint.h"
 #include "client/local_functions.h"
 #include "client/read/definition_checks.h"
 #include "common/proto_convert.h"
 #include "pipeline/builder.h"
 #include "pipeline/iterator_state.h"
+#include "pipeline/pipeline_restore.h"
 #include "pipeline/yaml_loader.h"
 #include "service/job_params.h"
 
@@ -404,7 +404,7 @@ absl::StatusOr<Iterator> Dataset::MakeIterator() const {
   absl::StatusOr<std::unique_ptr<IteratorBase>> input = (*dataset)->MakeIterator(IteratorContext{});
   if (!input.ok()) return input.status();
   return DatasetAccess::MakeIterator(*std::move(dataset), *std::move(input),
-                                     internal::CheckpointFingerprint(DatasetAccess::Definition(*this)));
+                                     CheckpointFingerprint(DatasetAccess::Definition(*this)));
 }
 
 absl::StatusOr<Iterator> Dataset::MakeIterator(const std::string& restore_from) const {
@@ -415,9 +415,10 @@ absl::StatusOr<Iterator> Dataset::MakeIterator(const std::string& restore_from,
                                                const RestoreOptions& options) const {
   absl::StatusOr<DatasetPtr> dataset = internal::BuildPipeline(*this);
   if (!dataset.ok()) return dataset.status();
-  const std::string fingerprint = internal::CheckpointFingerprint(DatasetAccess::Definition(*this));
-  absl::StatusOr<std::unique_ptr<IteratorBase>> input =
-      internal::RestoreIterator(**dataset, fingerprint, restore_from, options);
+  const std::string fingerprint = CheckpointFingerprint(DatasetAccess::Definition(*this));
+  absl::StatusOr<std::unique_ptr<IteratorBase>> input = RestoreIterator(
+      **dataset, fingerprint, restore_from,
+      RestoreAs{.num_consumers = options.num_consumers, .consumer_index = options.consumer_index});
   if (!input.ok()) return input.status();
   return DatasetAccess::MakeIterator(*std::move(dataset), *std::move(input), fingerprint);
 }

@@ -13,7 +13,7 @@
 #include "absl/status/statusor.h"
 #include "pipeline/dataset.h"
 #include "sluice/dataset.h"
-#include "sluice/dataset.pb.h"
+#include "sluice/proto/dataset.pb.h"
 
 namespace sluice::internal {
 

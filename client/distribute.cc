@@ -9,8 +9,8 @@
 #include "client/dataset_internal.h"
 #include "client/device/device_prefetcher.h"
 #include "client/distributed_dataset_state.h"
-#include "client/job_checkpoint.h"
 #include "common/json.h"
+#include "pipeline/pipeline_restore.h"
 
 namespace sluice {
 
@@ -145,7 +145,7 @@ absl::StatusOr<DistributedDataset> DistributeDataset(const Dataset& dataset, con
       }
     }
   }
-  std::string fingerprint = internal::CheckpointFingerprint(def);
+  std::string fingerprint = CheckpointFingerprint(def);
   // Rebatched and sharded, it still reads the dataset's jobs: it keeps the
   // dataset's repetition counter, so distributing it again (each epoch)
   // reads the next repetition.
@@ -190,7 +190,7 @@ absl::StatusOr<DistributedDataset> DistributeDatasetsFromFunction(
   DistributedDataset result;
   result.element_spec_ = PerReplicaSpecs((*built)->element_spec(), replicas.num_local_replicas());
   result.state_ = std::make_shared<const internal::DistributedDatasetState>(internal::DistributedDatasetState{
-      *std::move(built), 0, internal::CheckpointFingerprint(internal::DefinitionOf(*dataset))});
+      *std::move(built), 0, CheckpointFingerprint(internal::DefinitionOf(*dataset))});
   result.replicas_ = replicas;
   result.options_ = options;
   return result;

@@ -12,12 +12,12 @@
 #include "client/device/device_backend.h"
 #include "client/device/device_prefetcher.h"
 #include "client/distributed_dataset_state.h"
-#include "client/job_checkpoint.h"
-#include "client/replay_iterator.h"
 #include "client/replica_splitter.h"
 #include "pipeline/iterator_state.h"
-#include "sluice/checkpoint.pb.h"
+#include "pipeline/pipeline_restore.h"
+#include "pipeline/replay_iterator.h"
 #include "sluice/distribute.h"
+#include "sluice/proto/checkpoint.pb.h"
 
 namespace sluice {
 
@@ -31,7 +31,7 @@ class DistributedIterator::Impl {
        std::vector<Element> replay, std::vector<std::shared_ptr<DeviceBackend>> backends, int depth,
        int packing_threads, std::vector<ElementSpec> element_spec)
       : state_(std::move(state)),
-        input_(std::make_unique<internal::ReplayIterator>(std::move(input), std::move(replay))),
+        input_(std::make_unique<ReplayIterator>(std::move(input), std::move(replay))),
         splitter_(input_.get(), state_->rows_per_replica, backends.size()),
         element_spec_(std::move(element_spec)),
         prefetcher_(
@@ -103,7 +103,7 @@ class DistributedIterator::Impl {
   }
 
   const std::shared_ptr<const internal::DistributedDatasetState> state_;  // outlives input_
-  const std::unique_ptr<internal::ReplayIterator> input_;
+  const std::unique_ptr<ReplayIterator> input_;
   ReplicaSplitter splitter_;
   const std::vector<ElementSpec> element_spec_;
   // Held while a step is taken from the input, and by Save.
@@ -159,8 +159,9 @@ absl::StatusOr<DistributedIterator> DistributedDataset::MakeIterator(const std::
     if (!backend.ok()) return backend.status();
     backends.push_back(*std::move(backend));
   }
-  absl::StatusOr<internal::RestoredIterator> restored =
-      internal::RestoreParts(*state_->dataset, state_->fingerprint, restore_from, options);
+  absl::StatusOr<RestoredIterator> restored = RestoreParts(
+      *state_->dataset, state_->fingerprint, restore_from,
+      RestoreAs{.num_consumers = options.num_consumers, .consumer_index = options.consumer_index});
   if (!restored.ok()) return restored.status();
   return DistributedIterator(std::make_unique<DistributedIterator::Impl>(
       state_, std::move(restored->iterator), std::move(restored->replay), std::move(backends),

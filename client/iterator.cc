@@ -5,8 +5,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/dataset_internal.h"
-#include "client/job_checkpoint.h"
 #include "pipeline/iterator_state.h"
+#include "pipeline/pipeline_restore.h"
 
 namespace sluice {
 
@@ -27,7 +27,7 @@ class Iterator::Impl {
       return absl::FailedPreconditionError(
           absl::StrCat("cannot save an iterator that ended with an error: ", status_.message()));
     }
-    return internal::SaveWithReadAhead(*input_, fingerprint_, ahead);
+    return SaveWithReadAhead(*input_, fingerprint_, ahead);
   }
 
   absl::StatusOr<std::optional<Element>> GetNext() {

@@ -11,7 +11,7 @@
 
 #include "absl/status/status.h"
 #include "sluice/dataset.h"
-#include "sluice/dataset.pb.h"
+#include "sluice/proto/dataset.pb.h"
 
 namespace sluice::internal {
 

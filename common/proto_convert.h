@@ -1,12 +1,12 @@
 // Conversions between the in-memory tensor types and their proto forms
-// (proto/sluice/tensor.proto). Decoding validates sizes and dtypes, so a
+// (proto/sluice/proto/tensor.proto). Decoding validates sizes and dtypes, so a
 // malformed message is an error, never an out-of-bounds read.
 #ifndef SLUICE_COMMON_PROTO_CONVERT_H_
 #define SLUICE_COMMON_PROTO_CONVERT_H_
 
 #include "absl/status/statusor.h"
 #include "sluice/element.h"
-#include "sluice/tensor.pb.h"
+#include "sluice/proto/tensor.pb.h"
 
 namespace sluice {
 

@@ -1,6 +1,6 @@
 // DispatcherImpl's face to people and scrapers: /status.json for the
-// status page, and the gauges /metrics computes from the state at each
-// scrape.
+// status page, and the registration of the gauges /metrics computes from
+// the state at each scrape (dispatcher/state_metrics.h).
 #include <spdlog/sinks/ringbuffer_sink.h>
 #include <spdlog/spdlog.h>
 
@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/json.h"
 #include "dispatcher/dispatcher_impl.h"
+#include "dispatcher/state_metrics.h"
 #include "pipeline/builder.h"
 #include "service/grpc_util.h"
 #include "service/job_params.h"
@@ -91,12 +92,6 @@ std::shared_ptr<spdlog::sinks::ringbuffer_sink_mt> RecentProblems() {
     return made;
   }();
   return *sink;
-}
-
-MetricSamples ByTenant(const std::map<std::string, double>& values) {
-  MetricSamples samples;
-  for (const auto& [tenant, value] : values) samples.push_back({{tenant}, value});
-  return samples;
 }
 
 }  // namespace
@@ -207,86 +202,13 @@ void DispatcherImpl::NoteWorkerSent(const std::string& address, int64_t elements
 }
 
 void DispatcherImpl::ExportMetrics(MetricsRegistry& registry) {
-  auto locked = [this](std::function<MetricSamples()> read) {
-    return [this, read = std::move(read)] {
-      absl::MutexLock lock(&mu_);
-      return read();
-    };
-  };
-  metric_handles_.push_back(
-      registry.AddGaugeCallback("sluice_workers", "workers registered and heard from", {},
-                                locked([this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-                                  return MetricSamples{{{}, static_cast<double>(state_.workers().size())}};
-                                })));
-  metric_handles_.push_back(registry.AddGaugeCallback(
-      "sluice_datasets", "datasets registered", {}, locked([this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-        return MetricSamples{{{}, static_cast<double>(state_.datasets().size())}};
-      })));
-  metric_handles_.push_back(
-      registry.AddGaugeCallback("sluice_jobs", "jobs", {}, locked([this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-                                  return MetricSamples{{{}, static_cast<double>(state_.jobs().size())}};
-                                })));
-  metric_handles_.push_back(registry.AddGaugeCallback(
-      "sluice_iterations", "iterations by state", {"state"}, locked([this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-        double active = 0, finished = 0, collected = 0, failed = 0;
-        for (const auto& [id, iteration] : state_.iterations()) {
-          if (iteration.error_code != 0) {
-            ++failed;
-          } else if (iteration.collected) {
-            ++collected;
-          } else if (iteration.finished) {
-            ++finished;
-          } else {
-            ++active;
-          }
-        }
-        return MetricSamples{
-            {{"active"}, active}, {{"finished"}, finished}, {{"collected"}, collected}, {{"failed"}, failed}};
-      })));
-  metric_handles_.push_back(registry.AddGaugeCallback(
-      "sluice_splits_awaiting_reissue", "splits of lost tasks waiting to be handed out again", {},
-      locked([this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-        double returned = 0;
-        for (const auto& [id, iteration] : state_.iterations()) {
-          for (const auto& [seq, run] : iteration.returned_splits) returned += static_cast<double>(run.count);
-        }
-        return MetricSamples{{{}, returned}};
-      })));
-  // Per tenant, so that a tenant's /metrics shows its own use against its
-  // quotas (tenant_max_*), and only that.
-  metric_handles_.push_back(registry.AddGaugeCallback("sluice_tenant_datasets",
-                                                      "datasets registered by a tenant", {"tenant"},
-                                                      locked([this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-                                                        std::map<std::string, double> count;
-                                                        for (const auto& [id, dataset] : state_.datasets())
-                                                          ++count[dataset.tenant];
-                                                        return ByTenant(count);
-                                                      })));
-  metric_handles_.push_back(registry.AddGaugeCallback(
-      "sluice_tenant_definition_bytes", "bytes of the definitions a tenant registered", {"tenant"},
-      locked([this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-        std::map<std::string, double> bytes;
-        for (const auto& [id, dataset] : state_.datasets()) {
-          bytes[dataset.tenant] += static_cast<double>(dataset.def.ByteSizeLong());
-        }
-        return ByTenant(bytes);
-      })));
-  metric_handles_.push_back(registry.AddGaugeCallback("sluice_tenant_jobs", "jobs of a tenant", {"tenant"},
-                                                      locked([this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-                                                        std::map<std::string, double> count;
-                                                        for (const auto& [id, job] : state_.jobs())
-                                                          ++count[job.params.tenant()];
-                                                        return ByTenant(count);
-                                                      })));
-  metric_handles_.push_back(
-      registry.AddGaugeCallback("sluice_tenant_iterations", "iterations of a tenant's jobs", {"tenant"},
-                                locked([this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-                                  std::map<std::string, double> count;
-                                  for (const auto& [id, iteration] : state_.iterations()) {
-                                    ++count[state_.FindJob(iteration.job_id)->params.tenant()];
-                                  }
-                                  return ByTenant(count);
-                                })));
+  for (const StateGauge& gauge : StateGauges()) {
+    metric_handles_.push_back(
+        registry.AddGaugeCallback(gauge.name, gauge.help, gauge.labels, [this, samples = gauge.samples] {
+          absl::MutexLock lock(&mu_);
+          return samples(state_);
+        }));
+  }
 }
 
 }  // namespace sluice::dispatcher

@@ -15,6 +15,7 @@
 #include "absl/strings/str_join.h"
 #include "common/proto_convert.h"
 #include "dispatcher/request_checks.h"
+#include "dispatcher/tenant_quotas.h"
 #include "pipeline/builder.h"
 #include "pipeline/sharding.h"
 #include "pipeline/split_provider.h"
@@ -268,7 +269,7 @@ absl::Status DispatcherImpl::GetOrRegisterDataset(const proto::GetOrRegisterData
     response->set_dataset_id(existing->id);
     return absl::OkStatus();
   }
-  if (absl::Status s = CheckDatasetQuota(request.dataset(), tenant); !s.ok()) return s;
+  if (absl::Status s = CheckDatasetQuota(state_, config_, request.dataset(), tenant); !s.ok()) return s;
   // Built before registering, so a definition that cannot run is refused
   // with its reason rather than failing later on every worker.
   absl::StatusOr<DatasetPtr> built = BuildDataset(request.dataset());
@@ -327,7 +328,7 @@ absl::Status DispatcherImpl::GetOrCreateJob(const proto::GetOrCreateJobRequest& 
       return absl::OkStatus();
     }
   }
-  if (absl::Status s = CheckJobQuota(job_params.tenant()); !s.ok()) return s;
+  if (absl::Status s = CheckJobQuota(state_, config_, job_params.tenant()); !s.ok()) return s;
   if (params.processing_mode() == proto::DISTRIBUTED_EPOCH) {
     absl::StatusOr<std::unique_ptr<SplitProvider>> splits = MakeSplitProvider(dataset->def);
     if (!splits.ok()) return splits.status();
@@ -444,7 +445,7 @@ absl::Status DispatcherImpl::GetOrCreateIteration(const proto::GetOrCreateIterat
           "deterministic: false)"));
     }
     if (iteration == nullptr) {
-      if (absl::Status s = CheckIterationQuota(job->params.tenant()); !s.ok()) return s;
+      if (absl::Status s = CheckIterationQuota(state_, config_, job->params.tenant()); !s.ok()) return s;
       if (absl::Status s = CheckRestoreKey(*job, request); !s.ok()) return s;
       const auto* dataset = state_.FindDataset(job->params.dataset_id());
       bool infinite = false;

@@ -61,7 +61,7 @@
 #include "pipeline/split_provider.h"
 #include "service/metrics.h"
 #include "service/rpc_auth.h"
-#include "sluice/service.pb.h"
+#include "sluice/proto/service.pb.h"
 
 namespace sluice::dispatcher {
 
@@ -231,14 +231,6 @@ class DispatcherImpl {
   // client_secrets_.ForTask(task_id), computed once: every client
   // heartbeat carries the read secret of each of its iteration's tasks.
   const std::string& ReadSecretOf(int64_t task_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-
-  // dispatcher_quotas.cc: ResourceExhausted naming the quota that one more
-  // dataset (defined by `def`), job or iteration would pass.
-  // Both the total and `tenant`'s share (DispatcherConfig::tenant_max_*).
-  absl::Status CheckDatasetQuota(const proto::DatasetDef& def, const std::string& tenant) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status CheckJobQuota(const std::string& tenant) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status CheckIterationQuota(const std::string& tenant) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // dispatcher_workers.cc
   void FillTaskDef(const DispatcherState::Task& task, proto::TaskDef* def) const

@@ -22,7 +22,7 @@
 #include "service/int_ranges.h"
 #include "service/job_params.h"
 #include "service/worker_positions.h"
-#include "sluice/journal.pb.h"
+#include "sluice/proto/journal.pb.h"
 
 namespace sluice::dispatcher {
 

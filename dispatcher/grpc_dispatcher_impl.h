@@ -13,7 +13,7 @@
 #include "dispatcher/dispatcher_impl.h"
 #include "service/dispatcher_rpcs.h"
 #include "service/rpc_auth.h"
-#include "sluice/service.grpc.pb.h"
+#include "sluice/proto/service.grpc.pb.h"
 
 namespace sluice::dispatcher {
 

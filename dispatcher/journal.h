@@ -23,7 +23,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "sluice/journal.pb.h"
+#include "sluice/proto/journal.pb.h"
 
 namespace sluice::dispatcher {
 

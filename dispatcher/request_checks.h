@@ -14,7 +14,7 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "sluice/service.pb.h"
+#include "sluice/proto/service.pb.h"
 
 namespace sluice::dispatcher {
 

@@ -27,7 +27,7 @@
 #include "absl/status/status.h"
 #include "dispatcher/dispatcher_state.h"
 #include "pipeline/dataset.h"
-#include "sluice/journal.pb.h"
+#include "sluice/proto/journal.pb.h"
 
 namespace sluice::dispatcher {
 

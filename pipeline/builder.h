@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "pipeline/dataset.h"
-#include "sluice/dataset.pb.h"
+#include "sluice/proto/dataset.pb.h"
 
 namespace sluice {
 

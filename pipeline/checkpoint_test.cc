@@ -12,9 +12,9 @@
 #include "absl/strings/str_cat.h"
 #include "common/json.h"
 #include "pipeline/dataset.h"
-#include "sluice/checkpoint.pb.h"
 #include "sluice/dataset.h"
 #include "sluice/iterator.h"
+#include "sluice/proto/checkpoint.pb.h"
 #include "tests/testing/test_util.h"
 
 namespace sluice {

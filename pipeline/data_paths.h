@@ -8,7 +8,7 @@
 
 #include <string>
 
-#include "sluice/dataset.pb.h"
+#include "sluice/proto/dataset.pb.h"
 
 namespace sluice {
 

@@ -10,7 +10,7 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
-#include "sluice/dataset.pb.h"
+#include "sluice/proto/dataset.pb.h"
 
 namespace sluice {
 

@@ -25,8 +25,8 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "sluice/dataset.pb.h"
 #include "sluice/element.h"
+#include "sluice/proto/dataset.pb.h"
 
 namespace sluice {
 

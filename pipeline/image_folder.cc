@@ -2,12 +2,12 @@
 // one element per image file: {image: the file's bytes, label, path}.
 // Labels number the class folders in sorted order, as ImageFolder does; the
 // files are listed once, sorted, when the pipeline is built, and read one
-// at a time as the iterator reaches them. Splittable by file.
+// at a time as the iterator reaches them. Splittable by file
+// (pipeline/file_list_source.h).
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -23,11 +23,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/file_io.h"
-#include "pipeline/iterator_state.h"
+#include "pipeline/file_list_source.h"
 #include "pipeline/ops.h"
-#include "pipeline/random.h"
 #include "pipeline/sandbox.h"
-#include "pipeline/split_provider.h"
 
 namespace sluice {
 namespace {
@@ -69,63 +67,35 @@ absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
   return bytes;
 }
 
-class ImageFolderDataset : public DatasetBase {
+class ImageFolderDataset : public FileListDataset {
  public:
   ImageFolderDataset(std::vector<ImageFile> files, bool shuffle, std::optional<int64_t> seed)
-      : files_(std::move(files)), shuffle_(shuffle), seed_(seed) {
-    spec_.components = {{PartialShape::Known({}), DType::kString},
-                        {PartialShape::Known({}), DType::kInt64},
-                        {PartialShape::Known({}), DType::kString}};
-    spec_.names = {"image", "label", "path"};
-    names_ = std::make_shared<const std::vector<std::string>>(spec_.names);
-  }
-  const ElementSpec& element_spec() const override { return spec_; }
-  int64_t Cardinality() const override { return static_cast<int64_t>(files_.size()); }
+      : FileListDataset(static_cast<int64_t>(files.size()), shuffle, seed, Spec()),
+        files_(std::move(files)),
+        names_(std::make_shared<const std::vector<std::string>>(element_spec().names)) {}
   std::string DebugName() const override { return "image_folder"; }
 
-  absl::StatusOr<std::unique_ptr<IteratorBase>> MakeIterator(const IteratorContext& context) const override {
-    return std::make_unique<Iterator>(
-        this, FileSourceOrder(files_.size(), shuffle_, seed_, iterations_, context), context.split_provider);
+ private:
+  static ElementSpec Spec() {
+    ElementSpec spec;
+    spec.components = {{PartialShape::Known({}), DType::kString},
+                       {PartialShape::Known({}), DType::kInt64},
+                       {PartialShape::Known({}), DType::kString}};
+    spec.names = {"image", "label", "path"};
+    return spec;
   }
 
- private:
-  class Iterator : public IteratorBase {
-   public:
-    Iterator(const ImageFolderDataset* dataset, std::vector<int64_t> order, SplitProvider* provider)
-        : dataset_(dataset),
-          order_(std::move(order)),
-          positions_(static_cast<int64_t>(dataset->files_.size()), provider) {}
-
-    absl::Status GetNext(Element* element, bool* end) override {
-      int64_t position = 0;
-      if (absl::Status status = positions_.Next(&position, end); !status.ok() || *end) return status;
-      const ImageFile& file = dataset_->files_[order_[position]];
-      absl::StatusOr<std::string> bytes = ReadWholeFile(file.path);
-      if (!bytes.ok()) return bytes.status();
-      *element = Element({Tensor::StringScalar(*std::move(bytes)), Tensor::Scalar<int64_t>(file.label),
-                          Tensor::StringScalar(file.path)},
-                         dataset_->names_);
-      return absl::OkStatus();
-    }
-    absl::Status Save(proto::IteratorState* state) override {
-      return SaveFileOrder(order_, dataset_->iterations_.load(), positions_, state);
-    }
-    absl::Status Restore(const proto::IteratorState& state) override {
-      return RestoreFileOrder(state, &order_, &dataset_->iterations_, &positions_);
-    }
-
-   private:
-    const ImageFolderDataset* const dataset_;
-    std::vector<int64_t> order_;
-    SourcePositions positions_;
-  };
+  absl::StatusOr<Element> FileElement(int64_t index) const override {
+    const ImageFile& file = files_[index];
+    absl::StatusOr<std::string> bytes = ReadWholeFile(file.path);
+    if (!bytes.ok()) return bytes.status();
+    return Element({Tensor::StringScalar(*std::move(bytes)), Tensor::Scalar<int64_t>(file.label),
+                    Tensor::StringScalar(file.path)},
+                   names_);
+  }
 
   const std::vector<ImageFile> files_;
-  const bool shuffle_;
-  const std::optional<int64_t> seed_;
-  mutable std::atomic<uint64_t> iterations_{0};
-  ElementSpec spec_;
-  ComponentNames names_;
+  const ComponentNames names_;
 };
 
 // Lower-case extensions without their dot.

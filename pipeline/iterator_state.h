@@ -14,7 +14,7 @@
 #include "absl/status/statusor.h"
 #include "pipeline/dataset.h"
 #include "pipeline/split_provider.h"
-#include "sluice/checkpoint.pb.h"
+#include "sluice/proto/checkpoint.pb.h"
 
 namespace sluice {
 
@@ -22,7 +22,7 @@ namespace sluice {
 inline constexpr int kPipelineCheckpointVersion = 1;
 
 // A whole pipeline's state as PipelineCheckpoint bytes (restored by
-// client/job_checkpoint.h, which parses them with ParsePipelineCheckpoint:
+// pipeline/pipeline_restore.h, which parses them with ParsePipelineCheckpoint:
 // FailedPrecondition naming both fingerprints for another pipeline's).
 absl::StatusOr<std::string> SavePipelineState(IteratorBase& root, const std::string& fingerprint);
 // The checkpoint in `bytes`, checked for its version and fingerprint.

@@ -9,7 +9,7 @@
 
 #include "pipeline/dataset.h"
 #include "pipeline/function.h"
-#include "sluice/dataset.pb.h"
+#include "sluice/proto/dataset.pb.h"
 
 namespace sluice {
 

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/proto_convert.h"
 #include "pipeline/batch_util.h"
+#include "pipeline/file_list_source.h"
 #include "pipeline/iterator_state.h"
 #include "pipeline/ops.h"
 #include "pipeline/random.h"
@@ -225,53 +226,24 @@ class FromTensorSlicesDataset : public DatasetBase {
   ElementSpec spec_;
 };
 
-class ListFilesDataset : public DatasetBase {
+class ListFilesDataset : public FileListDataset {
  public:
   ListFilesDataset(std::vector<std::string> files, bool shuffle, std::optional<int64_t> seed)
-      : files_(std::move(files)), shuffle_(shuffle), seed_(seed) {
-    spec_.components.push_back({PartialShape::Known({}), DType::kString});
-  }
-  const ElementSpec& element_spec() const override { return spec_; }
-  int64_t Cardinality() const override { return static_cast<int64_t>(files_.size()); }
+      : FileListDataset(static_cast<int64_t>(files.size()), shuffle, seed, Spec()),
+        files_(std::move(files)) {}
   std::string DebugName() const override { return "list_files"; }
 
-  absl::StatusOr<std::unique_ptr<IteratorBase>> MakeIterator(const IteratorContext& context) const override {
-    return std::make_unique<Iterator>(
-        this, FileSourceOrder(files_.size(), shuffle_, seed_, iterations_, context), context.split_provider);
+ private:
+  static ElementSpec Spec() {
+    ElementSpec spec;
+    spec.components.push_back({PartialShape::Known({}), DType::kString});
+    return spec;
+  }
+  absl::StatusOr<Element> FileElement(int64_t index) const override {
+    return Element::Of(Tensor::StringScalar(files_[index]));
   }
 
- private:
-  class Iterator : public IteratorBase {
-   public:
-    Iterator(const ListFilesDataset* dataset, std::vector<int64_t> order, SplitProvider* provider)
-        : dataset_(dataset),
-          order_(std::move(order)),
-          positions_(static_cast<int64_t>(order_.size()), provider) {}
-    absl::Status GetNext(Element* element, bool* end) override {
-      int64_t position = 0;
-      if (absl::Status status = positions_.Next(&position, end); !status.ok() || *end) return status;
-      *element = Element::Of(Tensor::StringScalar(dataset_->files_[order_[position]]));
-      return absl::OkStatus();
-    }
-
-    absl::Status Save(proto::IteratorState* state) override {
-      return SaveFileOrder(order_, dataset_->iterations_.load(), positions_, state);
-    }
-    absl::Status Restore(const proto::IteratorState& state) override {
-      return RestoreFileOrder(state, &order_, &dataset_->iterations_, &positions_);
-    }
-
-   private:
-    const ListFilesDataset* const dataset_;
-    std::vector<int64_t> order_;
-    SourcePositions positions_;
-  };
-
   const std::vector<std::string> files_;
-  const bool shuffle_;
-  const std::optional<int64_t> seed_;
-  mutable std::atomic<uint64_t> iterations_{0};
-  ElementSpec spec_;
 };
 
 class ZipDataset : public DatasetBase {

@@ -14,7 +14,7 @@
 #include "pipeline/builder.h"  // SourceSplitInfo
 #include "pipeline/dataset.h"
 #include "pipeline/split_run.h"  // run arithmetic, for users of this header
-#include "sluice/dataset.pb.h"
+#include "sluice/proto/dataset.pb.h"
 
 namespace sluice {
 

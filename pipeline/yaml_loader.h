@@ -7,7 +7,7 @@
 //
 // Each step is a one-key map from op name to its arguments (or a bare op
 // name). Argument names are the fields of the op's message in
-// proto/sluice/dataset.proto. Every error is InvalidArgument and starts with
+// proto/sluice/proto/dataset.proto. Every error is InvalidArgument and starts with
 // "file:line:column: ", and unknown names come with the closest valid one.
 // yaml-cpp's exceptions never leave this module.
 #ifndef SLUICE_PIPELINE_YAML_LOADER_H_
@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "sluice/dataset.pb.h"
+#include "sluice/proto/dataset.pb.h"
 
 namespace sluice {
 

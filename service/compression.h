@@ -13,7 +13,7 @@
 #include "absl/status/statusor.h"
 #include "service/grpc_util.h"
 #include "sluice/element.h"
-#include "sluice/service.pb.h"
+#include "sluice/proto/service.pb.h"
 
 namespace sluice {
 

@@ -19,7 +19,7 @@
 
 #include "absl/status/status.h"
 #include "service/dispatcher_rpcs.h"
-#include "sluice/service.grpc.pb.h"
+#include "sluice/proto/service.grpc.pb.h"
 
 namespace sluice {
 

@@ -26,7 +26,7 @@
 #include "service/compression.h"
 #include "service/element_frame.h"
 #include "sluice/element.h"
-#include "sluice/service.pb.h"
+#include "sluice/proto/service.pb.h"
 
 namespace sluice {
 

@@ -11,8 +11,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "sluice/dataset.pb.h"
-#include "sluice/service.pb.h"
+#include "sluice/proto/dataset.pb.h"
+#include "sluice/proto/service.pb.h"
 
 namespace sluice {
 

@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "sluice/service.grpc.pb.h"
+#include "sluice/proto/service.grpc.pb.h"
 
 namespace sluice {
 

@@ -15,7 +15,7 @@
 #include "absl/status/statusor.h"
 #include "google/protobuf/repeated_field.h"
 #include "service/int_ranges.h"
-#include "sluice/checkpoint.pb.h"
+#include "sluice/proto/checkpoint.pb.h"
 
 namespace sluice {
 

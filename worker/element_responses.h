@@ -16,7 +16,7 @@
 
 #include "absl/status/statusor.h"
 #include "service/shared_memory.h"
-#include "sluice/service.pb.h"
+#include "sluice/proto/service.pb.h"
 #include "worker/worker_impl.h"
 
 namespace sluice::worker {

@@ -13,7 +13,7 @@
 #define SLUICE_WORKER_GRPC_WORKER_IMPL_H_
 
 #include "service/rpc_auth.h"
-#include "sluice/service.grpc.pb.h"
+#include "sluice/proto/service.grpc.pb.h"
 #include "worker/worker_impl.h"
 
 namespace sluice::worker {

@@ -13,7 +13,7 @@
 #include "google/protobuf/message_lite.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "service/grpc_util.h"
-#include "sluice/service.pb.h"
+#include "sluice/proto/service.pb.h"
 
 namespace sluice::worker {
 

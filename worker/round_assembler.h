@@ -29,7 +29,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "sluice/element.h"
-#include "sluice/service.pb.h"
+#include "sluice/proto/service.pb.h"
 #include "worker/worker_impl.h"
 
 namespace sluice::worker {

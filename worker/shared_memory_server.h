@@ -30,7 +30,7 @@
 #include "absl/time/time.h"
 #include "service/shared_memory.h"
 #include "sluice/element.h"
-#include "sluice/service.pb.h"
+#include "sluice/proto/service.pb.h"
 #include "worker/shared_memory_heap.h"
 
 namespace sluice::worker {

@@ -33,7 +33,7 @@
 #include "service/dispatcher_client.h"
 #include "service/element_wire.h"
 #include "sluice/element.h"
-#include "sluice/service.grpc.pb.h"
+#include "sluice/proto/service.grpc.pb.h"
 #include "worker/worker_config.h"
 
 namespace sluice::worker {

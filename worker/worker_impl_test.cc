@@ -17,7 +17,7 @@
 #include "client/dataset_internal.h"
 #include "service/grpc_util.h"
 #include "sluice/dataset.h"
-#include "sluice/service.grpc.pb.h"
+#include "sluice/proto/service.grpc.pb.h"
 #include "tests/testing/loopback_server.h"
 #include "tests/testing/test_util.h"
 

@@ -11,7 +11,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "client/read/read_state.h"
-#include "sluice/service.pb.h"
+#include "sluice/proto/service.pb.h"
 
 namespace sluice::reader {
 

@@ -27,7 +27,7 @@
 #include "service/job_params.h"
 #include "service/malloc_tuning.h"
 #include "service/worker_positions.h"
-#include "sluice/service.grpc.pb.h"
+#include "sluice/proto/service.grpc.pb.h"
 
 namespace sluice::reader {
 namespace {

@@ -10,7 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "pipeline/dataset.h"
-#include "sluice/dataset.pb.h"
+#include "sluice/proto/dataset.pb.h"
 
 namespace sluice::reader {
 

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "sluice/dataset.pb.h"
+#include "sluice/proto/dataset.pb.h"
 
 namespace sluice::reader {
 

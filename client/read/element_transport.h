@@ -12,7 +12,7 @@
 #include "absl/status/status.h"
 #include "service/element_wire.h"
 #include "sluice/element.h"
-#include "sluice/service.pb.h"
+#include "sluice/proto/service.pb.h"
 
 namespace sluice::reader {
 

@@ -42,7 +42,7 @@
 #include "client/read/shared_memory_lent_tensors.h"
 #include "service/shared_memory.h"
 #include "service/worker_client.h"
-#include "sluice/service.grpc.pb.h"
+#include "sluice/proto/service.grpc.pb.h"
 
 namespace sluice::reader {
 

@@ -21,7 +21,7 @@
 #include "absl/status/statusor.h"
 #include "service/int_ranges.h"
 #include "service/worker_positions.h"
-#include "sluice/checkpoint.pb.h"
+#include "sluice/proto/checkpoint.pb.h"
 
 namespace sluice::reader {
 

@@ -15,7 +15,7 @@
 #include "client/read/element_transport.h"
 #include "client/read/read_state.h"
 #include "client/read/request_sizing.h"
-#include "sluice/service.pb.h"
+#include "sluice/proto/service.pb.h"
 
 namespace sluice::reader {
 

@@ -14,7 +14,7 @@
 #include "pipeline/image/test_images.h"
 #include "pipeline/record_io.h"
 #include "pipeline/yaml_loader.h"
-#include "sluice/example.pb.h"
+#include "sluice/proto/example.pb.h"
 #include "tests/testing/test_util.h"
 
 namespace sluice {

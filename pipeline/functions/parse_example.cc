@@ -7,7 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "pipeline/function.h"
-#include "sluice/example.pb.h"
+#include "sluice/proto/example.pb.h"
 
 namespace sluice {
 namespace {

@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "pipeline/functions/function_test_util.h"
 #include "pipeline/record_io.h"
-#include "sluice/example.pb.h"
+#include "sluice/proto/example.pb.h"
 
 // In sluice::testing, beside the helpers of function_test_util.h.
 namespace sluice::testing {

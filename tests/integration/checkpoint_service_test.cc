@@ -314,6 +314,13 @@ TEST_CASE("service checkpoint: reads that cannot be saved or restored say why", 
     CHECK(absl::IsFailedPrecondition(merged.status()));
     CHECK_THAT(std::string(merged.status().message()),
                Catch::Matchers::StartsWith("state 1: is from another pipeline"));
+    // Named states (a file's path, as `sluice checkpoint merge` gives) are
+    // named by their names.
+    const absl::StatusOr<std::string> named = MergeSavedStates(
+        std::vector<NamedState>{{"first.state", SaveOrFail(a)}, {"second.state", SaveOrFail(b)}});
+    CHECK(absl::IsFailedPrecondition(named.status()));
+    CHECK_THAT(std::string(named.status().message()),
+               Catch::Matchers::StartsWith("second.state: is from another pipeline (fingerprint "));
   }
 }
 

@@ -12,7 +12,7 @@
 #include "absl/strings/str_split.h"
 #include "google/protobuf/util/json_util.h"
 #include "sluice/dataset.h"
-#include "sluice/service.pb.h"
+#include "sluice/proto/service.pb.h"
 #include "tests/integration/test_cluster.h"
 
 namespace sluice {

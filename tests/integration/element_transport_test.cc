@@ -16,7 +16,7 @@
 #include "service/element_wire.h"
 #include "service/message_bytes.h"
 #include "service/shared_memory.h"
-#include "sluice/service.grpc.pb.h"
+#include "sluice/proto/service.grpc.pb.h"
 #include "tests/testing/loopback_server.h"
 #include "worker/shared_memory_server.h"
 

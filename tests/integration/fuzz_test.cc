@@ -26,7 +26,7 @@
 #include "grpcpp/generic/generic_stub.h"
 #include "service/grpc_util.h"
 #include "sluice/dataset.h"
-#include "sluice/service.grpc.pb.h"
+#include "sluice/proto/service.grpc.pb.h"
 #include "tests/integration/security_helpers.h"
 #include "tests/integration/test_cluster.h"
 

@@ -23,7 +23,7 @@
 #include "client/read/warnings.h"
 #include "service/grpc_util.h"
 #include "sluice/dataset.h"
-#include "sluice/service.grpc.pb.h"
+#include "sluice/proto/service.grpc.pb.h"
 #include "tests/integration/captured_warnings.h"
 #include "tests/integration/test_cluster.h"
 

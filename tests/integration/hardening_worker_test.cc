@@ -16,7 +16,7 @@
 #include "pipeline/definition_limits.h"
 #include "service/grpc_util.h"
 #include "sluice/dataset.h"
-#include "sluice/service.grpc.pb.h"
+#include "sluice/proto/service.grpc.pb.h"
 #include "tests/integration/test_cluster.h"
 
 namespace sluice {

@@ -17,7 +17,7 @@
 #include "client/dataset_internal.h"
 #include "service/grpc_util.h"
 #include "sluice/dataset.h"
-#include "sluice/service.grpc.pb.h"
+#include "sluice/proto/service.grpc.pb.h"
 #include "tests/integration/test_cluster.h"
 
 namespace sluice {

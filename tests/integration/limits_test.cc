@@ -11,7 +11,7 @@
 #include "pipeline/definition_limits.h"
 #include "service/grpc_util.h"
 #include "sluice/dataset.h"
-#include "sluice/service.grpc.pb.h"
+#include "sluice/proto/service.grpc.pb.h"
 #include "tests/integration/test_cluster.h"
 #include "worker/request_checks.h"
 

@@ -13,7 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "service/metrics.h"
 #include "sluice/dataset.h"
-#include "sluice/service.grpc.pb.h"
+#include "sluice/proto/service.grpc.pb.h"
 #include "tests/integration/read_helpers.h"
 #include "tests/integration/test_cluster.h"
 

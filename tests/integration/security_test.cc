@@ -14,7 +14,7 @@
 #include "service/channel_security.h"
 #include "service/grpc_util.h"
 #include "sluice/dataset.h"
-#include "sluice/service.grpc.pb.h"
+#include "sluice/proto/service.grpc.pb.h"
 #include "tests/integration/security_helpers.h"
 #include "tests/integration/test_cluster.h"
 

@@ -18,7 +18,7 @@
 #include "client/dataset_internal.h"
 #include "service/dispatcher_client.h"
 #include "service/grpc_util.h"
-#include "sluice/service.grpc.pb.h"
+#include "sluice/proto/service.grpc.pb.h"
 
 extern char** environ;
 

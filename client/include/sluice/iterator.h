@@ -87,6 +87,15 @@ class Iterator {
 // a local pipeline, are refused naming the state by its index.
 absl::StatusOr<std::string> MergeSavedStates(const std::vector<std::string>& consumer_states);
 
+// A saved state and the name its errors give it (its file's path, say).
+struct NamedState {
+  std::string name;
+  std::string bytes;
+};
+// The same, naming each state by its name (`sluice checkpoint merge` names
+// the files).
+absl::StatusOr<std::string> MergeSavedStates(const std::vector<NamedState>& states);
+
 }  // namespace sluice
 
 #endif  // SLUICE_CLIENT_INCLUDE_SLUICE_ITERATOR_H_

@@ -1,9 +1,6 @@
-// DispatcherImpl's quotas (DispatcherConfig::max_* and tenant_max_*): what
-// clients may make the dispatcher hold, in all and per tenant. Checked
-// under the lock before the update that would pass one, so a refused
-// request changes nothing.
+#include "dispatcher/tenant_quotas.h"
+
 #include "absl/strings/str_cat.h"
-#include "dispatcher/dispatcher_impl.h"
 
 namespace sluice::dispatcher {
 namespace {
@@ -32,11 +29,11 @@ absl::Status CheckUsage(absl::string_view rpc, absl::string_view what, const std
 
 }  // namespace
 
-absl::Status DispatcherImpl::CheckDatasetQuota(const proto::DatasetDef& def,
-                                               const std::string& tenant) const {
+absl::Status CheckDatasetQuota(const DispatcherState& state, const DispatcherConfig& config,
+                               const proto::DatasetDef& def, const std::string& tenant) {
   Usage datasets;
   Usage bytes;
-  for (const auto& [id, dataset] : state_.datasets()) {
+  for (const auto& [id, dataset] : state.datasets()) {
     const int64_t size = static_cast<int64_t>(dataset.def.ByteSizeLong());
     ++datasets.total;
     bytes.total += size;
@@ -46,33 +43,35 @@ absl::Status DispatcherImpl::CheckDatasetQuota(const proto::DatasetDef& def,
     }
   }
   if (absl::Status s = CheckUsage("GetOrRegisterDataset", "datasets", tenant, datasets, 1, "max_datasets",
-                                  config_.max_datasets, config_.tenant_max_datasets);
+                                  config.max_datasets, config.tenant_max_datasets);
       !s.ok()) {
     return s;
   }
   return CheckUsage("GetOrRegisterDataset", "bytes of definitions", tenant, bytes,
                     static_cast<int64_t>(def.ByteSizeLong()), "max_definition_bytes",
-                    config_.max_definition_bytes, config_.tenant_max_definition_bytes);
+                    config.max_definition_bytes, config.tenant_max_definition_bytes);
 }
 
-absl::Status DispatcherImpl::CheckJobQuota(const std::string& tenant) const {
+absl::Status CheckJobQuota(const DispatcherState& state, const DispatcherConfig& config,
+                           const std::string& tenant) {
   Usage jobs;
-  for (const auto& [id, job] : state_.jobs()) {
+  for (const auto& [id, job] : state.jobs()) {
     ++jobs.total;
     if (job.params.tenant() == tenant) ++jobs.tenant;
   }
-  return CheckUsage("GetOrCreateJob", "jobs", tenant, jobs, 1, "max_jobs", config_.max_jobs,
-                    config_.tenant_max_jobs);
+  return CheckUsage("GetOrCreateJob", "jobs", tenant, jobs, 1, "max_jobs", config.max_jobs,
+                    config.tenant_max_jobs);
 }
 
-absl::Status DispatcherImpl::CheckIterationQuota(const std::string& tenant) const {
+absl::Status CheckIterationQuota(const DispatcherState& state, const DispatcherConfig& config,
+                                 const std::string& tenant) {
   Usage iterations;
-  for (const auto& [id, iteration] : state_.iterations()) {
+  for (const auto& [id, iteration] : state.iterations()) {
     ++iterations.total;
-    if (state_.FindJob(iteration.job_id)->params.tenant() == tenant) ++iterations.tenant;
+    if (state.FindJob(iteration.job_id)->params.tenant() == tenant) ++iterations.tenant;
   }
   return CheckUsage("GetOrCreateIteration", "iterations", tenant, iterations, 1, "max_iterations",
-                    config_.max_iterations, config_.tenant_max_iterations);
+                    config.max_iterations, config.tenant_max_iterations);
 }
 
 }  // namespace sluice::dispatcher

@@ -5,8 +5,8 @@
 // gives (sharing the tensors' bytes) into *record. Its state wraps the
 // pipeline's: IteratorState.ints[kReplayKey], the elements still to give,
 // and the pipeline's state as its one input.
-#ifndef SLUICE_CLIENT_REPLAY_ITERATOR_H_
-#define SLUICE_CLIENT_REPLAY_ITERATOR_H_
+#ifndef SLUICE_PIPELINE_REPLAY_ITERATOR_H_
+#define SLUICE_PIPELINE_REPLAY_ITERATOR_H_
 
 #include <deque>
 #include <memory>
@@ -16,9 +16,9 @@
 #include "absl/status/status.h"
 #include "pipeline/dataset.h"
 #include "pipeline/iterator_state.h"
-#include "sluice/checkpoint.pb.h"
+#include "sluice/proto/checkpoint.pb.h"
 
-namespace sluice::internal {
+namespace sluice {
 
 inline constexpr char kReplayKey[] = "replay";
 
@@ -55,6 +55,6 @@ class ReplayIterator : public IteratorBase {
   std::vector<Element>* record_ = nullptr;
 };
 
-}  // namespace sluice::internal
+}  // namespace sluice
 
-#endif  // SLUICE_CLIENT_REPLAY_ITERATOR_H_
+#endif  // SLUICE_PIPELINE_REPLAY_ITERATOR_H_

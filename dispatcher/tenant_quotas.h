@@ -1,0 +1,33 @@
+// The dispatcher's quotas (DispatcherConfig::max_* and tenant_max_*): what
+// clients may make the dispatcher hold, in all and per tenant. Checks on
+// the state alone; DispatcherImpl makes them under its lock before the
+// update that would pass a quota, so a refused request changes nothing.
+// Each refusal is ResourceExhausted naming the RPC, who holds how many, and
+// the quota passed.
+#ifndef SLUICE_DISPATCHER_TENANT_QUOTAS_H_
+#define SLUICE_DISPATCHER_TENANT_QUOTAS_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "dispatcher/dispatcher_config.h"
+#include "dispatcher/dispatcher_state.h"
+#include "sluice/proto/dataset.pb.h"
+
+namespace sluice::dispatcher {
+
+// One more dataset of `def`'s size for `tenant` (max_datasets,
+// max_definition_bytes and their tenant_ forms).
+absl::Status CheckDatasetQuota(const DispatcherState& state, const DispatcherConfig& config,
+                               const proto::DatasetDef& def, const std::string& tenant);
+// One more job for `tenant` (max_jobs, tenant_max_jobs).
+absl::Status CheckJobQuota(const DispatcherState& state, const DispatcherConfig& config,
+                           const std::string& tenant);
+// One more iteration of a job of `tenant` (max_iterations,
+// tenant_max_iterations).
+absl::Status CheckIterationQuota(const DispatcherState& state, const DispatcherConfig& config,
+                                 const std::string& tenant);
+
+}  // namespace sluice::dispatcher
+
+#endif  // SLUICE_DISPATCHER_TENANT_QUOTAS_H_

@@ -1,0 +1,46 @@
+// FileListDataset: the base of the sources over a list of files fixed when
+// the pipeline is built (list_files, image_folder). Each iteration visits
+// the files in an order (the list's, or shuffled per repetition with the
+// seed: FileSourceOrder), takes its positions from the split provider in
+// distributed_epoch (splittable by file), and saves the order and position.
+// A source says only what element a file becomes.
+#ifndef SLUICE_PIPELINE_FILE_LIST_SOURCE_H_
+#define SLUICE_PIPELINE_FILE_LIST_SOURCE_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <optional>
+
+#include "absl/status/statusor.h"
+#include "pipeline/dataset.h"
+
+namespace sluice {
+
+class FileListDataset : public DatasetBase {
+ public:
+  // `count` files, whose elements have `spec`.
+  FileListDataset(int64_t count, bool shuffle, std::optional<int64_t> seed, ElementSpec spec);
+
+  const ElementSpec& element_spec() const final { return spec_; }
+  int64_t Cardinality() const final { return count_; }
+  absl::StatusOr<std::unique_ptr<IteratorBase>> MakeIterator(const IteratorContext& context) const final;
+
+ protected:
+  // The element of the file at `index` of the list (not of the order).
+  virtual absl::StatusOr<Element> FileElement(int64_t index) const = 0;
+
+ private:
+  class Iterator;
+
+  const int64_t count_;
+  const bool shuffle_;
+  const std::optional<int64_t> seed_;
+  const ElementSpec spec_;
+  // Shuffled orders drawn so far: the next iteration's repetition.
+  mutable std::atomic<uint64_t> iterations_{0};
+};
+
+}  // namespace sluice
+
+#endif  // SLUICE_PIPELINE_FILE_LIST_SOURCE_H_
