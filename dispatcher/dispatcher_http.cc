@@ -4,14 +4,13 @@
 #include <spdlog/sinks/ringbuffer_sink.h>
 #include <spdlog/spdlog.h>
 
-#include <charconv>
 #include <chrono>
 #include <map>
 #include <string>
 #include <string_view>
 
 #include "absl/strings/str_cat.h"
-#include "common/json.h"
+#include "common/json_writer.h"
 #include "dispatcher/dispatcher_impl.h"
 #include "dispatcher/state_metrics.h"
 #include "pipeline/builder.h"
@@ -20,66 +19,6 @@
 
 namespace sluice::dispatcher {
 namespace {
-
-// Writes one JSON object or array into a string, commas included.
-// Integers are written exactly (milliseconds since the epoch do not fit
-// in the six digits absl::StrAppend gives a double); doubles in their
-// shortest exact form.
-class JsonWriter {
- public:
-  explicit JsonWriter(std::string* out) : out_(out) {}
-
-  JsonWriter& BeginObject(const char* key = nullptr) { return Open(key, '{'); }
-  JsonWriter& BeginArray(const char* key = nullptr) { return Open(key, '['); }
-  JsonWriter& End(char close) {
-    out_->push_back(close);
-    first_ = false;
-    return *this;
-  }
-  JsonWriter& String(const char* key, std::string_view value) {
-    Key(key);
-    AppendJsonString(value, out_);
-    return *this;
-  }
-  JsonWriter& Int(const char* key, int64_t value) {
-    Key(key);
-    absl::StrAppend(out_, value);
-    return *this;
-  }
-  JsonWriter& Double(const char* key, double value) {
-    Key(key);
-    char digits[32];
-    auto [end, error] = std::to_chars(digits, digits + sizeof(digits), value);
-    out_->append(digits, error == std::errc() ? end : digits);
-    return *this;
-  }
-  JsonWriter& Bool(const char* key, bool value) {
-    Key(key);
-    out_->append(value ? "true" : "false");
-    return *this;
-  }
-
- private:
-  // A member's key (in an object), or nothing (in an array); the comma
-  // before every member but the first.
-  void Key(const char* key) {
-    if (!first_) out_->push_back(',');
-    first_ = false;
-    if (key != nullptr) {
-      AppendJsonString(key, out_);
-      out_->push_back(':');
-    }
-  }
-  JsonWriter& Open(const char* key, char open) {
-    Key(key);
-    out_->push_back(open);
-    first_ = true;
-    return *this;
-  }
-
-  std::string* const out_;
-  bool first_ = true;
-};
 
 // Warnings and errors, kept for the page's "recent errors": one sink on
 // the default logger, added at first use.

@@ -1,10 +1,22 @@
 #include "pipeline/yaml_keys.h"
 
+#include <cctype>
 #include <map>
 
 #include "absl/strings/str_cat.h"
 
 namespace sluice {
+
+std::string YamlLocation(const YAML::Node& node, const std::string& source) {
+  const YAML::Mark mark = node.Mark();
+  if (mark.line < 0) return source;
+  return absl::StrCat(source, ":", mark.line + 1, ":", mark.column + 1);
+}
+
+bool LooksNumeric(const std::string& s) {
+  return !s.empty() && (std::isdigit(static_cast<unsigned char>(s[0])) || s[0] == '-' || s[0] == '+' ||
+                        s[0] == '.' || s == "inf" || s == "nan");
+}
 
 absl::Status CheckUniqueKeys(const YAML::Node& node, const std::string& source) {
   if (node.IsSequence()) {

@@ -17,6 +17,7 @@
 #include "pipeline/data_paths.h"
 #include "pipeline/function.h"
 #include "pipeline/yaml_keys.h"
+#include "pipeline/yaml_tensors.h"
 
 namespace sluice {
 namespace {
@@ -71,11 +72,7 @@ class Loader {
   }
 
  private:
-  std::string Location(const YAML::Node& node) const {
-    const YAML::Mark mark = node.Mark();
-    if (mark.line < 0) return source_name_;
-    return absl::StrCat(source_name_, ":", mark.line + 1, ":", mark.column + 1);
-  }
+  std::string Location(const YAML::Node& node) const { return YamlLocation(node, source_name_); }
 
   absl::Status Error(const YAML::Node& node, absl::string_view message) const {
     return absl::InvalidArgumentError(absl::StrCat(Location(node), ": ", message));
@@ -228,7 +225,7 @@ class Loader {
     if (auto* def = dynamic_cast<proto::DatasetDef*>(message)) return ParseDatasetDef(value, def);
     if (auto* shape = dynamic_cast<proto::PartialShapeProto*>(message)) return ParseShape(value, shape, what);
     if (auto* tensor = dynamic_cast<proto::TensorProto*>(message)) {
-      absl::StatusOr<Tensor> t = ParseTensorLiteral(value, what);
+      absl::StatusOr<Tensor> t = ParseYamlTensor(value, what, source_name_);
       if (!t.ok()) return t.status();
       TensorToProto(*t, tensor);
       return absl::OkStatus();
@@ -364,11 +361,6 @@ class Loader {
     return value;
   }
 
-  static bool LooksNumeric(const std::string& s) {
-    return !s.empty() && (std::isdigit(static_cast<unsigned char>(s[0])) || s[0] == '-' || s[0] == '+' ||
-                          s[0] == '.' || s == "inf" || s == "nan");
-  }
-
   // from_tensors / from_tensor_slices: a tensor literal, a map of named
   // tensor literals, or {tuple: [literal, ...]}.
   absl::Status ParseTensorsOp(const std::string& op, const YAML::Node& args, Message* message) {
@@ -377,12 +369,12 @@ class Loader {
     auto* names = message->GetReflection()->MutableRepeatedPtrField<std::string>(
         message, message->GetDescriptor()->FindFieldByName("names"));
     auto add = [&](const YAML::Node& literal, const std::string& what) -> absl::Status {
-      absl::StatusOr<Tensor> t = ParseTensorLiteral(literal, what);
+      absl::StatusOr<Tensor> t = ParseYamlTensor(literal, what, source_name_);
       if (!t.ok()) return t.status();
       TensorToProto(*t, components->Add());
       return absl::OkStatus();
     };
-    if (!args.IsMap() || IsTypedLiteral(args)) return add(args, op);
+    if (!args.IsMap() || IsTypedTensorLiteral(args)) return add(args, op);
     if (args.size() == 1 && args["tuple"]) {
       const YAML::Node tuple = args["tuple"];
       if (!tuple.IsSequence()) return Error(tuple, absl::StrCat(op, ": 'tuple' must be a list of tensors"));
@@ -395,146 +387,6 @@ class Loader {
       const std::string name = entry.first.Scalar();
       if (absl::Status s = add(entry.second, absl::StrCat(op, ": component '", name, "'")); !s.ok()) return s;
       names->Add()->assign(name);
-    }
-    return absl::OkStatus();
-  }
-
-  static bool IsTypedLiteral(const YAML::Node& node) {
-    if (!node.IsMap() || !node["values"]) return false;
-    for (const auto& entry : node) {
-      const std::string key = entry.first.Scalar();
-      if (key != "values" && key != "dtype") return false;
-    }
-    return true;
-  }
-
-  // A tensor literal: a scalar, nested lists, or {values: ..., dtype: ...}.
-  // Integers become int64, numbers with a fraction float32, as tf.constant
-  // does for Python floats.
-  absl::StatusOr<Tensor> ParseTensorLiteral(const YAML::Node& node, const std::string& what) {
-    std::optional<DType> wanted;
-    YAML::Node values;
-    values.reset(node);
-    if (IsTypedLiteral(node)) {
-      values.reset(node["values"]);
-      if (node["dtype"]) {
-        absl::StatusOr<DType> dtype = ParseDType(node["dtype"].Scalar());
-        if (!dtype.ok()) return Error(node["dtype"], absl::StrCat(what, ": ", dtype.status().message()));
-        wanted = *dtype;
-      }
-    } else if (node.IsMap()) {
-      return Error(node, absl::StrCat(what, ": expected a value, a list, or {values, dtype}"));
-    }
-    Shape shape;
-    std::vector<YAML::Node> leaves;
-    if (absl::Status s = Flatten(values, 0, &shape, &leaves, what); !s.ok()) return s;
-    // Infer the narrowest kind that holds every leaf.
-    enum Kind { kInt, kFloat, kBool, kString, kNone } kind = kNone;
-    for (const YAML::Node& leaf : leaves) {
-      Kind k;
-      int64_t i;
-      double f;
-      const std::string& s = leaf.Scalar();
-      uint64_t u;
-      if (leaf.Tag() == "!")
-        k = kString;
-      else if (absl::SimpleAtoi(s, &i) || absl::SimpleAtoi(s, &u))
-        k = kInt;  // u: past INT64_MAX
-      else if (LooksNumeric(s) && absl::SimpleAtod(s, &f))
-        k = kFloat;
-      else if (s == "true" || s == "false")
-        k = kBool;
-      else
-        k = kString;
-      if (kind == kNone || (kind == kInt && k == kFloat))
-        kind = k;
-      else if (!(kind == kFloat && k == kInt) && kind != k) {
-        return Error(leaf, absl::StrCat(what, ": mixes value kinds ('", s, "' does not match the others)"));
-      }
-    }
-    DType dtype = kind == kInt      ? DType::kInt64
-                  : kind == kBool   ? DType::kBool
-                  : kind == kString ? DType::kString
-                                    : DType::kFloat32;
-    if (wanted.has_value() && *wanted == DType::kString && kind != kString && kind != kNone) {
-      return Error(values, absl::StrCat(what, ": string tensors need string values"));
-    }
-    if (wanted.has_value() && *wanted != DType::kString && kind == kString) {
-      return Error(values, absl::StrCat(what, ": ", DTypeName(*wanted), " tensors need numeric values"));
-    }
-    if (wanted == DType::kFloat64 || wanted == DType::kInt64 || wanted == DType::kUInt64) {
-      dtype = *wanted;  // parse at full width, not through float32/int64
-      if (kind == kFloat && *wanted != DType::kFloat64) dtype = DType::kFloat64;
-    }
-    Tensor tensor(dtype, shape);
-    for (size_t i = 0; i < leaves.size(); ++i) {
-      const std::string& s = leaves[i].Scalar();
-      switch (dtype) {
-        case DType::kInt64: {
-          int64_t v = 0;
-          if (!absl::SimpleAtoi(s, &v)) {
-            return Error(leaves[i],
-                         absl::StrCat(what, ": '", s, "' does not fit in int64; give dtype: uint64"));
-          }
-          tensor.mutable_data<int64_t>()[i] = v;
-          break;
-        }
-        case DType::kUInt64: {
-          uint64_t v = 0;
-          if (!absl::SimpleAtoi(s, &v)) {
-            return Error(leaves[i], absl::StrCat(what, ": '", s, "' is not an unsigned integer"));
-          }
-          tensor.mutable_data<uint64_t>()[i] = v;
-          break;
-        }
-        case DType::kFloat32:
-        case DType::kFloat64: {
-          double v = 0;
-          absl::SimpleAtod(s, &v);
-          if (dtype == DType::kFloat32)
-            tensor.mutable_data<float>()[i] = static_cast<float>(v);
-          else
-            tensor.mutable_data<double>()[i] = v;
-          break;
-        }
-        case DType::kBool:
-          tensor.mutable_data<bool>()[i] = s == "true";
-          break;
-        default:
-          tensor.mutable_data<std::string>()[i] = s;
-      }
-    }
-    if (wanted.has_value() && *wanted != tensor.dtype()) {
-      absl::StatusOr<Tensor> cast = CastTensor(tensor, *wanted);
-      if (!cast.ok()) return Error(values, absl::StrCat(what, ": ", cast.status().message()));
-      return cast;
-    }
-    return tensor;
-  }
-
-  // Walks nested lists, checking they are rectangular. The shape comes from
-  // the first item at each depth.
-  absl::Status Flatten(const YAML::Node& node, size_t depth, Shape* shape, std::vector<YAML::Node>* leaves,
-                       const std::string& what) {
-    if (depth == 0) {
-      // reset(), not operator=: assigning a YAML::Node writes through to
-      // the document.
-      for (YAML::Node probe = node; probe.IsSequence();) {
-        shape->push_back(static_cast<int64_t>(probe.size()));
-        if (probe.size() == 0) break;
-        probe.reset(probe[0]);
-      }
-    }
-    if (depth == shape->size()) {
-      if (!node.IsScalar()) return Error(node, absl::StrCat(what, ": nested lists are ragged"));
-      leaves->push_back(node);
-      return absl::OkStatus();
-    }
-    if (!node.IsSequence() || static_cast<int64_t>(node.size()) != (*shape)[depth]) {
-      return Error(node, absl::StrCat(what, ": nested lists are ragged"));
-    }
-    for (const auto& item : node) {
-      if (absl::Status s = Flatten(item, depth + 1, shape, leaves, what); !s.ok()) return s;
     }
     return absl::OkStatus();
   }

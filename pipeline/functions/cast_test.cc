@@ -4,7 +4,7 @@
 #include <memory>
 #include <string>
 
-#include "pipeline/functions/function_test_util.h"
+#include "tests/testing/function_test_util.h"
 
 // In sluice::testing, beside the helpers of function_test_util.h.
 namespace sluice::testing {

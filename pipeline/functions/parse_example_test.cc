@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "pipeline/functions/function_test_util.h"
+#include "tests/testing/function_test_util.h"
 #include "pipeline/record_io.h"
 #include "sluice/proto/example.pb.h"
 

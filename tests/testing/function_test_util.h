@@ -1,8 +1,8 @@
 // Helpers for the tests of the element functions (pipeline/functions/ and
 // pipeline/function_test.cc): make a function from the registry, apply it
 // with its output spec checked, and read the result as JSON.
-#ifndef SLUICE_PIPELINE_FUNCTIONS_FUNCTION_TEST_UTIL_H_
-#define SLUICE_PIPELINE_FUNCTIONS_FUNCTION_TEST_UTIL_H_
+#ifndef SLUICE_TESTS_TESTING_FUNCTION_TEST_UTIL_H_
+#define SLUICE_TESTS_TESTING_FUNCTION_TEST_UTIL_H_
 
 #include <catch2/catch.hpp>
 #include <memory>
@@ -79,4 +79,4 @@ inline Element NamedXY() {
 
 }  // namespace sluice::testing
 
-#endif  // SLUICE_PIPELINE_FUNCTIONS_FUNCTION_TEST_UTIL_H_
+#endif  // SLUICE_TESTS_TESTING_FUNCTION_TEST_UTIL_H_
