@@ -84,7 +84,7 @@ absl::Status DispatcherImpl::Recover() {
   // What is not journaled starts afresh: every known worker and client
   // gets a full timeout to be heard from again.
   const auto now = Clock::now();
-  for (const auto& [address, worker] : state_.workers()) worker_heartbeats_[address] = now;
+  for (const auto& [address, worker] : state_.workers()) worker_activity_.NoteHeard(address, now);
   for (const auto& [id, task] : state_.tasks()) {
     if (!task.finished) crash_loop_.TaskStarted(id, now);
   }

@@ -56,6 +56,8 @@
 #include "dispatcher/journal.h"
 #include "dispatcher/request_checks.h"
 #include "dispatcher/split_leaser.h"
+#include "dispatcher/status_views.h"
+#include "dispatcher/worker_activity.h"
 #include "pipeline/builder.h"
 #include "pipeline/dataset.h"
 #include "pipeline/split_provider.h"
@@ -152,7 +154,7 @@ class DispatcherImpl {
     return client_secrets_.For(iteration_client_id);
   }
 
-  // dispatcher_http.cc: the status page's data (docs/operations.md), and
+  // dispatcher_status.cc: the status page's data (docs/operations.md), and
   // the state's gauges (sluice_workers, sluice_jobs, sluice_iterations
   // by state, ...; per tenant, sluice_tenant_*) in `registry`, computed
   // at each scrape. A tenant's status shows every worker but only its own
@@ -287,22 +289,16 @@ class DispatcherImpl {
   void CollectFinishedJobs(Clock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // dispatcher_status.cc
-  // The worker, with only the tasks `caller` may see.
-  void FillWorkerInfo(const DispatcherState::Worker& worker, proto::WorkerInfo* info,
-                      const Caller& caller) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  bool MaySeeIteration(const Caller& caller, int64_t iteration_id) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // What dispatcher/status_views.h reads, valid while the lock is held.
+  StatusSources StatusSourcesLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Splits of a distributed_epoch iteration, or -1 when not known.
+  int64_t SplitsTotal(const DispatcherState::Iteration& iteration, const proto::JobParams& params) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Constant after construction.
   const DispatcherConfig config_;
   const TaskPushFn push_task_;
   const JournalFailureFn on_journal_failure_;
-
-  // dispatcher_http.cc
-  // Splits of a distributed_epoch iteration, or -1 when not known.
-  int64_t SplitsTotal(const DispatcherState::Iteration& iteration, const proto::JobParams& params) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void NoteWorkerSent(const std::string& address, int64_t elements, int64_t bytes)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Set before any request and constant after: read without the lock.
   // client_secrets_ is set once in Start.
@@ -326,17 +322,8 @@ class DispatcherImpl {
   std::map<std::string, DatasetPtr> built_datasets_ ABSL_GUARDED_BY(mu_);
   // distributed_epoch iterations' split providers.
   SplitLeaser split_leaser_ ABSL_GUARDED_BY(mu_);
-  std::map<std::string, Clock::time_point> worker_heartbeats_ ABSL_GUARDED_BY(mu_);
-  std::map<std::string, int64_t> worker_heartbeat_unix_ms_ ABSL_GUARDED_BY(mu_);
-  // What each worker reported sending, and its rate between heartbeats.
-  struct WorkerThroughput {
-    int64_t unix_ms = 0;
-    int64_t elements = 0;
-    int64_t bytes = 0;
-    double elements_per_second = 0;
-    double bytes_per_second = 0;
-  };
-  std::map<std::string, WorkerThroughput> worker_throughput_ ABSL_GUARDED_BY(mu_);
+  // When each worker was last heard, and how fast it sends.
+  WorkerActivity worker_activity_ ABSL_GUARDED_BY(mu_);
   // Each dataset's source as DescribeSourceSplits lists it, for split
   // layouts and the status page's totals; see SourceSplits.
   std::map<std::string, absl::StatusOr<SourceSplitInfo>> source_splits_ ABSL_GUARDED_BY(mu_);

@@ -42,9 +42,8 @@ absl::Status DispatcherImpl::WorkerHeartbeat(const proto::WorkerHeartbeatRequest
       RemoveWorker(address, "worker restarted", &new_tasks);
       known = nullptr;
     }
-    worker_heartbeats_[address] = Clock::now();
-    worker_heartbeat_unix_ms_[address] = UnixMillis();
-    NoteWorkerSent(address, request.elements_sent(), request.bytes_sent());
+    worker_activity_.NoteHeartbeat(address, Clock::now(), UnixMillis(), request.elements_sent(),
+                                   request.bytes_sent());
     if (known == nullptr) {
       proto::Update update;
       update.mutable_register_worker()->set_address(address);

@@ -69,7 +69,7 @@ void DispatcherImpl::RunMonitor() {
       CollectAbandonedIterations(now);
       CollectFinishedJobs(now);
       std::vector<std::string> lost;
-      for (const auto& [address, last] : worker_heartbeats_) {
+      for (const auto& [address, last] : worker_activity_.last_heard()) {
         if (now - last > timeout) lost.push_back(address);
       }
       for (const std::string& address : lost) {
@@ -86,9 +86,7 @@ void DispatcherImpl::RunMonitor() {
 
 void DispatcherImpl::RemoveWorker(const std::string& address, const std::string& reason,
                                   NewTasks* new_tasks) {
-  worker_heartbeats_.erase(address);
-  worker_heartbeat_unix_ms_.erase(address);
-  worker_throughput_.erase(address);
+  worker_activity_.Forget(address);
   static Counter& lost =
       ProcessMetrics()
           .AddCounter("sluice_workers_lost_total", "workers removed: lost, restarted or shut down")
@@ -143,8 +141,8 @@ void DispatcherImpl::NoteUnreachable(int64_t iteration_id, const std::string& ad
   }
   if (reported.empty()) return;
   const auto now = Clock::now();
-  auto heard = worker_heartbeats_.find(address);
-  if (heard == worker_heartbeats_.end() || now - heard->second >= kUnreachableWorkerSilence) {
+  const std::optional<Clock::time_point> heard = worker_activity_.LastHeard(address);
+  if (!heard.has_value() || now - *heard >= kUnreachableWorkerSilence) {
     // Silent as well: it is about to time out anyway.
     spdlog::warn("worker {}: a client cannot reach it and it is silent; removed, its tasks end", address);
     RemoveWorker(address, "unreachable from a client and silent", new_tasks);
