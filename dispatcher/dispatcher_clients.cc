@@ -42,7 +42,7 @@ absl::Status DispatcherImpl::ClientHeartbeat(const proto::ClientHeartbeatRequest
       if (!resumed.ok()) return resumed.status();
       iteration_id = *resumed;
     }
-    client_heartbeats_[request.iteration_client_id()] = Clock::now();
+    client_activity_.NoteHeard(request.iteration_client_id(), Clock::now());
     if (const auto* iteration = state_.FindIteration(*iteration_id);
         state_.FindJob(iteration->job_id)->params.num_consumers() > 0) {
       // A consumer goes past the horizon only with a newer task list, so
@@ -105,7 +105,7 @@ absl::Status DispatcherImpl::ClientHeartbeat(const proto::ClientHeartbeatRequest
       lost->set_worker_address(task->worker_address);
       lost->set_reason(task->lost_reason);
     }
-    if (response->tasks_size() > 0) clients_with_tasks_.insert(request.iteration_client_id());
+    if (response->tasks_size() > 0) client_activity_.NoteToldTasks(request.iteration_client_id());
     response->set_error_code(iteration->error_code);
     response->set_error_message(iteration->error_message);
     response->set_iteration_finished(iteration->finished);
@@ -113,7 +113,7 @@ absl::Status DispatcherImpl::ClientHeartbeat(const proto::ClientHeartbeatRequest
       CheckPeersAtEnd(*iteration, request.iteration_client_id(), response);
     }
     // Told the end, it has nothing more to take: its exit loses no one's.
-    if (response->iteration_finished()) clients_with_tasks_.erase(request.iteration_client_id());
+    if (response->iteration_finished()) client_activity_.NoteToldEnd(request.iteration_client_id());
     response->set_round_horizon(iteration->round_horizon);
     if (auto rounds = iteration_rounds_.find(iteration->id); rounds != iteration_rounds_.end()) {
       response->set_furthest_round(rounds->second);
@@ -169,7 +169,7 @@ absl::Status DispatcherImpl::CheckRestoreKey(const DispatcherState::Job& job,
 
 void DispatcherImpl::CheckPeersAtEnd(const DispatcherState::Iteration& iteration, int64_t client_id,
                                      proto::ClientHeartbeatResponse* response) const {
-  for (const auto& [peer, released] : released_clients_) {
+  for (const auto& [peer, released] : client_activity_.released()) {
     if (released.iteration_id != iteration.id || !released.took_tasks) continue;
     const std::string& job_name = state_.FindJob(iteration.job_id)->params.job_name();
     response->set_iteration_finished(false);
@@ -188,9 +188,9 @@ void DispatcherImpl::CheckPeersAtEnd(const DispatcherState::Iteration& iteration
   // elements were lost with it.
   const Clock::time_point now = Clock::now();
   for (int64_t peer : iteration.clients) {
-    if (peer == client_id || !clients_with_tasks_.contains(peer)) continue;
-    auto heard = client_heartbeats_.find(peer);
-    if (heard != client_heartbeats_.end() && now - heard->second > kSilentPeerAtEnd) {
+    if (peer == client_id || !client_activity_.WasToldTasks(peer)) continue;
+    const std::optional<Clock::time_point> heard = client_activity_.LastHeard(peer);
+    if (heard.has_value() && now - *heard > kSilentPeerAtEnd) {
       response->set_iteration_finished(false);
       return;
     }
@@ -213,10 +213,7 @@ absl::Status DispatcherImpl::ReleaseIterationClient(const proto::ReleaseIteratio
     return s;
   }
   absl::MutexLock lock(&mu_);
-  client_heartbeats_.erase(request.iteration_client_id());
-  released_clients_.erase(request.iteration_client_id());
-  clients_with_tasks_.erase(request.iteration_client_id());
-  client_consumer_index_.erase(request.iteration_client_id());
+  client_activity_.Forget(request.iteration_client_id());
   // Releasing twice (a retry) is not an error for the caller.
   if (!state_.IterationOfClient(request.iteration_client_id()).has_value()) return absl::OkStatus();
   proto::Update update;

@@ -90,10 +90,10 @@ absl::Status DispatcherImpl::Recover() {
   }
   for (const auto& [id, iteration] : state_.iterations()) {
     for (int64_t client : iteration.clients) {
-      client_heartbeats_[client] = now;
+      client_activity_.NoteHeard(client, now);
       // Whether it was told its tasks is not journaled: assume so, so that
       // a consumer lost across the restart still fails its peers' end.
-      if (!iteration.finished && !iteration.tasks.empty()) clients_with_tasks_.insert(client);
+      if (!iteration.finished && !iteration.tasks.empty()) client_activity_.NoteToldTasks(client);
     }
     const auto* job = state_.FindJob(iteration.job_id);
     if (iteration.collected || job->params.processing_mode() != proto::DISTRIBUTED_EPOCH) continue;
@@ -518,10 +518,10 @@ absl::Status DispatcherImpl::GetOrCreateIteration(const proto::GetOrCreateIterat
     acquire.mutable_acquire_iteration_client()->set_consumer_index(
         num_consumers > 0 ? request.consumer_index() : -1);
     if (absl::Status s = Apply(acquire); !s.ok()) return s;
-    client_heartbeats_[acquire.acquire_iteration_client().iteration_client_id()] = Clock::now();
+    client_activity_.NoteHeard(acquire.acquire_iteration_client().iteration_client_id(), Clock::now());
     if (num_consumers > 0) {
-      client_consumer_index_[acquire.acquire_iteration_client().iteration_client_id()] =
-          request.consumer_index();
+      client_activity_.NoteConsumerIndex(acquire.acquire_iteration_client().iteration_client_id(),
+                                         request.consumer_index());
     }
     response->set_iteration_id(iteration->id);
     if (job->params.processing_mode() == proto::DISTRIBUTED_EPOCH) {

@@ -49,6 +49,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "dispatcher/client_activity.h"
 #include "dispatcher/client_secrets.h"
 #include "dispatcher/crash_loop_bound.h"
 #include "dispatcher/dispatcher_config.h"
@@ -327,23 +328,9 @@ class DispatcherImpl {
   // Each dataset's source as DescribeSourceSplits lists it, for split
   // layouts and the status page's totals; see SourceSplits.
   std::map<std::string, absl::StatusOr<SourceSplitInfo>> source_splits_ ABSL_GUARDED_BY(mu_);
-  std::map<int64_t, Clock::time_point> client_heartbeats_ ABSL_GUARDED_BY(mu_);
-  // Clients released for silence (client_timeout_ms), by id: their
-  // iteration and consumer index, so that a trainer that was only paused
-  // (evaluation, a checkpoint) is taken back while its iteration lives.
-  struct ReleasedClient {
-    int64_t iteration_id = 0;
-    int64_t consumer_index = -1;
-    // It had been told its tasks (and their read secrets), so it may have
-    // taken elements.
-    bool took_tasks = false;
-  };
-  std::map<int64_t, ReleasedClient> released_clients_ ABSL_GUARDED_BY(mu_);
-  // Clients that have been told their iteration's tasks: only they can
-  // have read elements (a read needs a task's read secret).
-  absl::flat_hash_set<int64_t> clients_with_tasks_ ABSL_GUARDED_BY(mu_);
-  // Consumer index of each coordinated client, for the above.
-  std::map<int64_t, int64_t> client_consumer_index_ ABSL_GUARDED_BY(mu_);
+  // When each client was last heard, whether it was told its tasks, and
+  // the clients released for silence.
+  ClientActivity client_activity_ ABSL_GUARDED_BY(mu_){kMaxReleasedClientsKept};
   // Workers that an iteration's clients report unreachable, by (iteration
   // id, worker address): the first and the latest report of the current
   // run of reports.

@@ -252,22 +252,10 @@ void DispatcherImpl::ForgetIteration(int64_t iteration_id) {
 
 void DispatcherImpl::ReleaseSilentClients(Clock::time_point now) {
   const auto client_timeout = std::chrono::milliseconds(config_.client_timeout_ms);
-  std::vector<int64_t> silent;
-  for (const auto& [client, last] : client_heartbeats_) {
-    if (now - last > client_timeout) silent.push_back(client);
-  }
-  for (int64_t client : silent) {
-    client_heartbeats_.erase(client);
-    const bool took_tasks = clients_with_tasks_.erase(client) > 0;
+  for (int64_t client : client_activity_.Silent(now, client_timeout)) {
     const std::optional<int64_t> iteration = state_.IterationOfClient(client);
+    client_activity_.Release(client, iteration);
     if (!iteration.has_value()) continue;
-    auto index = client_consumer_index_.find(client);
-    released_clients_[client] = {*iteration, index == client_consumer_index_.end() ? -1 : index->second,
-                                 took_tasks};
-    // Bounded: the oldest are forgotten first (their returning clients
-    // then get the shorter "unknown iteration client").
-    if (released_clients_.size() > kMaxReleasedClientsKept)
-      released_clients_.erase(released_clients_.begin());
     spdlog::warn(
         "iteration client {} silent for {} ms (client_timeout_ms): released; taken back if it "
         "returns before its iteration is collected",
@@ -279,16 +267,16 @@ void DispatcherImpl::ReleaseSilentClients(Clock::time_point now) {
 }
 
 absl::StatusOr<int64_t> DispatcherImpl::ResumeReleasedClient(int64_t iteration_client_id) {
-  auto released = released_clients_.find(iteration_client_id);
-  if (released == released_clients_.end()) {
+  const ClientActivity::Released* released = client_activity_.FindReleased(iteration_client_id);
+  if (released == nullptr) {
     return absl::NotFoundError(absl::StrCat("unknown iteration client ", iteration_client_id,
                                             " (never given out, or already released)"));
   }
-  const DispatcherState::Iteration* iteration = state_.FindIteration(released->second.iteration_id);
+  const DispatcherState::Iteration* iteration = state_.FindIteration(released->iteration_id);
   if (iteration == nullptr || iteration->collected) {
     return absl::NotFoundError(absl::StrCat(
         "iteration client ", iteration_client_id, " was released after ", config_.client_timeout_ms,
-        " ms without a heartbeat (client_timeout_ms), and its iteration ", released->second.iteration_id,
+        " ms without a heartbeat (client_timeout_ms), and its iteration ", released->iteration_id,
         " was then collected after ", config_.job_gc_timeout_ms,
         " ms without clients (job_gc_timeout_ms): raise client_timeout_ms on the dispatcher for trainers "
         "that "
@@ -297,13 +285,12 @@ absl::StatusOr<int64_t> DispatcherImpl::ResumeReleasedClient(int64_t iteration_c
   proto::Update acquire;
   acquire.mutable_acquire_iteration_client()->set_iteration_client_id(iteration_client_id);
   acquire.mutable_acquire_iteration_client()->set_iteration_id(iteration->id);
-  acquire.mutable_acquire_iteration_client()->set_consumer_index(released->second.consumer_index);
+  acquire.mutable_acquire_iteration_client()->set_consumer_index(released->consumer_index);
   if (absl::Status s = Apply(acquire); !s.ok()) return s;
   spdlog::info("iteration client {} is back after a pause; it continues iteration {}", iteration_client_id,
                iteration->id);
   const int64_t id = iteration->id;
-  if (released->second.took_tasks) clients_with_tasks_.insert(iteration_client_id);
-  released_clients_.erase(released);
+  client_activity_.TakeBack(iteration_client_id);
   return id;
 }
 
@@ -348,10 +335,7 @@ void DispatcherImpl::CollectFinishedJobs(Clock::time_point now) {
     for (int64_t iteration : iterations) {
       ForgetIteration(iteration);
       iteration_rounds_.erase(iteration);
-      for (auto client = released_clients_.begin(); client != released_clients_.end();) {
-        client =
-            client->second.iteration_id == iteration ? released_clients_.erase(client) : std::next(client);
-      }
+      client_activity_.ForgetReleasedOf(iteration);
     }
     spdlog::info("job {} was over for {} ms: removed with its {} iterations", id, config_.job_retention_ms,
                  iterations.size());
