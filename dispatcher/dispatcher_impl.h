@@ -163,9 +163,6 @@ class DispatcherImpl {
   // throughput nor the recent errors, which belong to every tenant.
   std::string StatusJson(const Caller& caller = {});
   void ExportMetrics(MetricsRegistry& registry);
-  // Keeps the last warnings and errors logged, for StatusJson's
-  // recent_errors. Call once at start.
-  static void KeepRecentProblems();
 
  private:
   using Clock = std::chrono::steady_clock;

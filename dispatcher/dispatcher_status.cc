@@ -43,8 +43,6 @@ std::string DispatcherImpl::StatusJson(const Caller& caller) {
   return dispatcher::StatusJson(StatusSourcesLocked(), caller, now_ms, uptime_seconds);
 }
 
-void DispatcherImpl::KeepRecentProblems() { dispatcher::KeepRecentProblems(); }
-
 int64_t DispatcherImpl::SplitsTotal(const DispatcherState::Iteration& iteration,
                                     const proto::JobParams& params) const {
   if (params.processing_mode() != proto::DISTRIBUTED_EPOCH || iteration.infinite) return -1;

@@ -7,6 +7,7 @@
 #include "dispatcher/dispatcher_impl.h"
 #include "dispatcher/grpc_dispatcher_impl.h"
 #include "dispatcher/status_page.h"
+#include "dispatcher/status_views.h"
 #include "dispatcher/task_pusher.h"
 #include "pipeline/sandbox.h"
 #include "service/daemon.h"
@@ -32,7 +33,7 @@ int main(int argc, char** argv) {
   const sluice::RpcAuthenticator auth(security->cluster_token, security->client_token, security->tenants);
   config.restore_key_secret = security->cluster_token;
   // Before any thread logs: the page's recent errors include recovery's.
-  sluice::dispatcher::DispatcherImpl::KeepRecentProblems();
+  sluice::dispatcher::KeepRecentProblems();
   sluice::dispatcher::GrpcTaskPusher pusher;
   sluice::dispatcher::DispatcherImpl impl(
       config,

@@ -6,9 +6,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "tests/testing/function_test_util.h"
 #include "pipeline/record_io.h"
 #include "sluice/proto/example.pb.h"
+#include "tests/testing/function_test_util.h"
 
 // In sluice::testing, beside the helpers of function_test_util.h.
 namespace sluice::testing {
