@@ -6,7 +6,7 @@
 // it back needs. Not journaled: after a restart the dispatcher hears every
 // client of a live iteration afresh and counts it as told its tasks, so
 // that a consumer lost across the restart still fails its peers' end.
-// DispatcherImpl keeps one under its lock.
+// DispatcherCore keeps one under its lock.
 #ifndef SLUICE_DISPATCHER_CLIENT_ACTIVITY_H_
 #define SLUICE_DISPATCHER_CLIENT_ACTIVITY_H_
 

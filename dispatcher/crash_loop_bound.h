@@ -10,7 +10,7 @@
 // with the losses as its cause. Nothing here is journaled: after a restart
 // every unfinished task counts as started then.
 //
-// Not thread-safe: DispatcherImpl calls it under its mutex.
+// Not thread-safe: the dispatcher calls it under DispatcherCore's mutex.
 //
 //   bound.TaskStarted(task.id, Clock::now());
 //   ...its worker restarted:

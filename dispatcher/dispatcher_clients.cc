@@ -1,31 +1,33 @@
-// DispatcherImpl's side facing an iteration's clients once they joined:
-// heartbeats and releases. Each call presents the client's secret
-// (ClientSecrets): ids are sequential, so without it anyone holding the
-// client token could complete another reader's tasks or splits (and lose
-// its data) or steer its coordinated rounds.
+// ClientRpcs: an iteration's clients once they joined: heartbeats and
+// releases. Each call presents the client's secret (ClientSecrets): ids
+// are sequential, so without it anyone holding the client token could
+// complete another reader's tasks or splits (and lose its data) or steer
+// its coordinated rounds.
+#include "dispatcher/dispatcher_clients.h"
+
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <optional>
 
 #include "absl/strings/str_cat.h"
-#include "dispatcher/dispatcher_impl.h"
 #include "dispatcher/request_checks.h"
 #include "service/grpc_util.h"
-#include "service/rpc_auth.h"
 
 namespace sluice::dispatcher {
 
-absl::Status DispatcherImpl::CheckClientSecret(absl::string_view rpc, int64_t iteration_client_id,
-                                               const std::string& presented) const {
-  if (client_secrets_.Matches(iteration_client_id, presented)) return absl::OkStatus();
+ClientRpcs::ClientRpcs(DispatcherCore& core, Liveness& liveness) : core_(core), liveness_(liveness) {}
+
+absl::Status ClientRpcs::CheckClientSecret(absl::string_view rpc, int64_t iteration_client_id,
+                                           const std::string& presented) const {
+  if (core_.client_secrets_.Matches(iteration_client_id, presented)) return absl::OkStatus();
   return absl::PermissionDeniedError(absl::StrCat(
       rpc, ": iteration client ", iteration_client_id, " was not created by this caller: client_secret is ",
       presented.empty() ? "missing" : "wrong", " (a client may act only in its own name)"));
 }
 
-absl::Status DispatcherImpl::ClientHeartbeat(const proto::ClientHeartbeatRequest& request,
-                                             proto::ClientHeartbeatResponse* response, const Caller&) {
+absl::Status ClientRpcs::ClientHeartbeat(const proto::ClientHeartbeatRequest& request,
+                                         proto::ClientHeartbeatResponse* response, const Caller&) {
   if (absl::Status s = CheckVersion(request.version()); !s.ok()) return s;
   if (absl::Status s = CheckRequest(request); !s.ok()) return s;
   if (absl::Status s =
@@ -35,16 +37,16 @@ absl::Status DispatcherImpl::ClientHeartbeat(const proto::ClientHeartbeatRequest
   }
   NewTasks new_tasks;
   {
-    absl::MutexLock lock(&mu_);
-    std::optional<int64_t> iteration_id = state_.IterationOfClient(request.iteration_client_id());
+    absl::MutexLock lock(&core_.mu_);
+    std::optional<int64_t> iteration_id = core_.state_.IterationOfClient(request.iteration_client_id());
     if (!iteration_id.has_value()) {
-      absl::StatusOr<int64_t> resumed = ResumeReleasedClient(request.iteration_client_id());
+      absl::StatusOr<int64_t> resumed = liveness_.ResumeReleasedClient(request.iteration_client_id());
       if (!resumed.ok()) return resumed.status();
       iteration_id = *resumed;
     }
-    client_activity_.NoteHeard(request.iteration_client_id(), Clock::now());
-    if (const auto* iteration = state_.FindIteration(*iteration_id);
-        state_.FindJob(iteration->job_id)->params.num_consumers() > 0) {
+    core_.client_activity_.NoteHeard(request.iteration_client_id(), Clock::now());
+    if (const auto* iteration = core_.state_.FindIteration(*iteration_id);
+        core_.state_.FindJob(iteration->job_id)->params.num_consumers() > 0) {
       // A consumer goes past the horizon only with a newer task list, so
       // one that says it did is wrong, and would move every consumer's
       // horizon and furthest round with it.
@@ -54,40 +56,40 @@ absl::Status DispatcherImpl::ClientHeartbeat(const proto::ClientHeartbeatRequest
                          " is past round_horizon ", iteration->round_horizon, " + 1 of iteration ",
                          iteration->id, ": a consumer reads past the horizon only with a newer task list"));
       }
-      int64_t& furthest = iteration_rounds_[iteration->id];
+      int64_t& furthest = core_.iteration_rounds_[iteration->id];
       furthest = std::max(furthest, request.current_round());
       // Keeps the horizon a window ahead, extended half a window at a time.
-      if (furthest + config_.round_window / 2 > iteration->round_horizon) {
+      if (furthest + core_.config_.round_window / 2 > iteration->round_horizon) {
         proto::Update update;
         update.mutable_extend_round_horizon()->set_iteration_id(iteration->id);
-        update.mutable_extend_round_horizon()->set_horizon(furthest + config_.round_window);
-        if (absl::Status s = Apply(update); !s.ok()) return s;
+        update.mutable_extend_round_horizon()->set_horizon(furthest + core_.config_.round_window);
+        if (absl::Status s = core_.Apply(update); !s.ok()) return s;
       }
     }
     for (int64_t task_id : request.completed_tasks()) {
-      const auto* task = state_.FindTask(task_id);
+      const auto* task = core_.state_.FindTask(task_id);
       // Only a task of the client's own iteration is its to complete.
       if (task == nullptr || task->completed || task->iteration_id != *iteration_id) continue;
       proto::Update update;
       update.mutable_complete_task()->set_task_id(task_id);
-      if (absl::Status s = Apply(update); !s.ok()) return s;
+      if (absl::Status s = core_.Apply(update); !s.ok()) return s;
     }
     if (!request.completed_splits().empty()) {
       proto::Update update;
       update.mutable_complete_splits()->set_iteration_id(*iteration_id);
       *update.mutable_complete_splits()->mutable_seqs() = request.completed_splits();
-      if (absl::Status s = Apply(update); !s.ok()) return s;
+      if (absl::Status s = core_.Apply(update); !s.ok()) return s;
     }
     for (const std::string& address : request.unreachable_workers()) {
-      NoteUnreachable(*iteration_id, address, &new_tasks);
+      liveness_.NoteUnreachable(*iteration_id, address, &new_tasks);
     }
-    const auto* iteration = state_.FindIteration(*iteration_id);
+    const auto* iteration = core_.state_.FindIteration(*iteration_id);
     for (int64_t task_id : iteration->tasks) {
-      const auto* task = state_.FindTask(task_id);
+      const auto* task = core_.state_.FindTask(task_id);
       // Tasks of removed workers are over; the client stops reading them.
       // A failed iteration has none to read: its error says why.
       if (task->lost || iteration->collected || iteration->error_code != 0 ||
-          state_.FindWorker(task->worker_address) == nullptr) {
+          core_.state_.FindWorker(task->worker_address) == nullptr) {
         continue;
       }
       proto::TaskInfo* info = response->add_tasks();
@@ -98,14 +100,14 @@ absl::Status DispatcherImpl::ClientHeartbeat(const proto::ClientHeartbeatRequest
       info->set_read_secret(ReadSecretOf(task->id));
     }
     for (int64_t task_id : iteration->tasks) {
-      const auto* task = state_.FindTask(task_id);
+      const auto* task = core_.state_.FindTask(task_id);
       if (!task->lost) continue;
       proto::LostTask* lost = response->add_lost_tasks();
       lost->set_task_id(task->id);
       lost->set_worker_address(task->worker_address);
       lost->set_reason(task->lost_reason);
     }
-    if (response->tasks_size() > 0) client_activity_.NoteToldTasks(request.iteration_client_id());
+    if (response->tasks_size() > 0) core_.client_activity_.NoteToldTasks(request.iteration_client_id());
     response->set_error_code(iteration->error_code);
     response->set_error_message(iteration->error_message);
     response->set_iteration_finished(iteration->finished);
@@ -113,70 +115,26 @@ absl::Status DispatcherImpl::ClientHeartbeat(const proto::ClientHeartbeatRequest
       CheckPeersAtEnd(*iteration, request.iteration_client_id(), response);
     }
     // Told the end, it has nothing more to take: its exit loses no one's.
-    if (response->iteration_finished()) client_activity_.NoteToldEnd(request.iteration_client_id());
+    if (response->iteration_finished()) core_.client_activity_.NoteToldEnd(request.iteration_client_id());
     response->set_round_horizon(iteration->round_horizon);
-    if (auto rounds = iteration_rounds_.find(iteration->id); rounds != iteration_rounds_.end()) {
+    if (auto rounds = core_.iteration_rounds_.find(iteration->id); rounds != core_.iteration_rounds_.end()) {
       response->set_furthest_round(rounds->second);
     }
   }
-  PushTasks(new_tasks);
+  core_.PushTasks(new_tasks);
   return absl::OkStatus();
 }
 
-namespace {
-
-// A job's name without the "@restore-..." of the job a merged restore
-// makes for it: a read saved there restores as one of the job itself.
-std::string BaseJobName(const std::string& name) { return name.substr(0, name.find("@restore-")); }
-
-}  // namespace
-
-std::string DispatcherImpl::RestoreKey(const DispatcherState::Job& job, int64_t repetition) const {
-  if (!restore_keys_.has_value()) return "";
-  return restore_keys_->ForRestore(job.params.tenant(), BaseJobName(job.params.job_name()),
-                                   state_.FindDataset(job.params.dataset_id())->fingerprint, repetition);
-}
-
-absl::Status DispatcherImpl::CheckRestoreKey(const DispatcherState::Job& job,
-                                             const proto::GetOrCreateIterationRequest& request) const {
-  if ((request.skip_splits().empty() && request.skip_positions().empty()) || !restore_keys_.has_value()) {
-    return absl::OkStatus();
-  }
-  // A restore makes an anonymous job, or one named after the saved job.
-  const std::string saved = BaseJobName(request.restore_job_name());
-  if (!job.params.job_name().empty() && BaseJobName(job.params.job_name()) != saved) {
-    return absl::PermissionDeniedError(absl::StrCat("GetOrCreateIteration: a read saved from job '", saved,
-                                                    "' cannot restore into job ", job.id, " ('",
-                                                    job.params.job_name(), "')"));
-  }
-  // The key is given only to readers of that repetition of the saved job,
-  // so whoever has it could not have squatted it: it existed already.
-  DispatcherState::Job saved_job = job;
-  saved_job.params.set_job_name(saved);
-  if (SameSecret(request.restore_key(), RestoreKey(saved_job, request.repetition()))) return absl::OkStatus();
-  // Anyone who may name a job could otherwise create its repetition with
-  // most of it skipped, and its readers would end at once, "whole".
-  return absl::PermissionDeniedError(absl::StrCat(
-      "GetOrCreateIteration: skip_splits or skip_positions (a restored read) for job ", job.id,
-      job.params.job_name().empty() ? "" : absl::StrCat(" ('", job.params.job_name(), "')"),
-      " need the restore_key ",
-      request.restore_key().empty() ? "that the saved state holds, and there is none"
-                                    : absl::StrCat("of a state saved from repetition ", request.repetition(),
-                                                   " of this job on this cluster, and this one is not"),
-      " (a state saved by a Sluice release before restore keys, or on another cluster, cannot be restored "
-      "where auth is on)"));
-}
-
-void DispatcherImpl::CheckPeersAtEnd(const DispatcherState::Iteration& iteration, int64_t client_id,
-                                     proto::ClientHeartbeatResponse* response) const {
-  for (const auto& [peer, released] : client_activity_.released()) {
+void ClientRpcs::CheckPeersAtEnd(const DispatcherState::Iteration& iteration, int64_t client_id,
+                                 proto::ClientHeartbeatResponse* response) const {
+  for (const auto& [peer, released] : core_.client_activity_.released()) {
     if (released.iteration_id != iteration.id || !released.took_tasks) continue;
-    const std::string& job_name = state_.FindJob(iteration.job_id)->params.job_name();
+    const std::string& job_name = core_.state_.FindJob(iteration.job_id)->params.job_name();
     response->set_iteration_finished(false);
     response->set_error_code(static_cast<int>(absl::StatusCode::kDataLoss));
     response->set_error_message(absl::StrCat(
         "a consumer of job '", job_name, "' (iteration client ", peer, ") stopped heartbeating for ",
-        config_.client_timeout_ms,
+        core_.config_.client_timeout_ms,
         " ms (client_timeout_ms) while the epoch was read, and was released: the elements it had taken from "
         "the workers reached no other consumer (killed or frozen?); read the epoch again, or save and "
         "restore "
@@ -188,8 +146,8 @@ void DispatcherImpl::CheckPeersAtEnd(const DispatcherState::Iteration& iteration
   // elements were lost with it.
   const Clock::time_point now = Clock::now();
   for (int64_t peer : iteration.clients) {
-    if (peer == client_id || !client_activity_.WasToldTasks(peer)) continue;
-    const std::optional<Clock::time_point> heard = client_activity_.LastHeard(peer);
+    if (peer == client_id || !core_.client_activity_.WasToldTasks(peer)) continue;
+    const std::optional<Clock::time_point> heard = core_.client_activity_.LastHeard(peer);
     if (heard.has_value() && now - *heard > kSilentPeerAtEnd) {
       response->set_iteration_finished(false);
       return;
@@ -197,14 +155,14 @@ void DispatcherImpl::CheckPeersAtEnd(const DispatcherState::Iteration& iteration
   }
 }
 
-const std::string& DispatcherImpl::ReadSecretOf(int64_t task_id) {
-  auto [secret, inserted] = task_read_secrets_.try_emplace(task_id);
-  if (inserted) secret->second = client_secrets_.ForTask(task_id);
+const std::string& ClientRpcs::ReadSecretOf(int64_t task_id) {
+  auto [secret, inserted] = core_.task_read_secrets_.try_emplace(task_id);
+  if (inserted) secret->second = core_.client_secrets_.ForTask(task_id);
   return secret->second;
 }
 
-absl::Status DispatcherImpl::ReleaseIterationClient(const proto::ReleaseIterationClientRequest& request,
-                                                    proto::ReleaseIterationClientResponse*, const Caller&) {
+absl::Status ClientRpcs::ReleaseIterationClient(const proto::ReleaseIterationClientRequest& request,
+                                                proto::ReleaseIterationClientResponse*, const Caller&) {
   if (absl::Status s = CheckVersion(request.version()); !s.ok()) return s;
   if (absl::Status s = CheckRequest(request); !s.ok()) return s;
   if (absl::Status s =
@@ -212,13 +170,13 @@ absl::Status DispatcherImpl::ReleaseIterationClient(const proto::ReleaseIteratio
       !s.ok()) {
     return s;
   }
-  absl::MutexLock lock(&mu_);
-  client_activity_.Forget(request.iteration_client_id());
+  absl::MutexLock lock(&core_.mu_);
+  core_.client_activity_.Forget(request.iteration_client_id());
   // Releasing twice (a retry) is not an error for the caller.
-  if (!state_.IterationOfClient(request.iteration_client_id()).has_value()) return absl::OkStatus();
+  if (!core_.state_.IterationOfClient(request.iteration_client_id()).has_value()) return absl::OkStatus();
   proto::Update update;
   update.mutable_release_iteration_client()->set_iteration_client_id(request.iteration_client_id());
-  return Apply(update);
+  return core_.Apply(update);
 }
 
 }  // namespace sluice::dispatcher

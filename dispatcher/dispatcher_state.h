@@ -1,7 +1,7 @@
 // DispatcherState: everything the dispatcher knows that must survive a
 // restart, as a pure state machine. It changes only through Apply(Update),
 // so that replaying the journal of updates rebuilds it exactly; it does no
-// I/O and no locking (DispatcherImpl owns both).
+// I/O and no locking (DispatcherCore owns both).
 #ifndef SLUICE_DISPATCHER_DISPATCHER_STATE_H_
 #define SLUICE_DISPATCHER_DISPATCHER_STATE_H_
 

@@ -1,122 +1,119 @@
-// DispatcherImpl's side facing workers: their heartbeats (registration,
-// and the tasks to run and to drop), updates (tasks finished or failed),
-// shutdowns and split requests.
+// WorkerRpcs: the workers' requests: heartbeats (registration, and the
+// tasks to run and to drop), updates (tasks finished or failed), shutdowns
+// and split requests.
+#include "dispatcher/dispatcher_workers.h"
+
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdint>
 #include <set>
 #include <string>
 #include <vector>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "dispatcher/dispatcher_impl.h"
 #include "dispatcher/request_checks.h"
 #include "pipeline/sharding.h"
 #include "pipeline/split_provider.h"
 #include "service/grpc_util.h"
+#include "service/metrics.h"
 
 namespace sluice::dispatcher {
 
-int64_t UnixMillis() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
+WorkerRpcs::WorkerRpcs(DispatcherCore& core, Liveness& liveness) : core_(core), liveness_(liveness) {}
 
-absl::Status DispatcherImpl::WorkerHeartbeat(const proto::WorkerHeartbeatRequest& request,
-                                             proto::WorkerHeartbeatResponse* response, const Caller&) {
+absl::Status WorkerRpcs::WorkerHeartbeat(const proto::WorkerHeartbeatRequest& request,
+                                         proto::WorkerHeartbeatResponse* response, const Caller&) {
   if (absl::Status s = CheckVersion(request.version()); !s.ok()) return s;
   if (absl::Status s = CheckRequest(request); !s.ok()) return s;
-  response->set_dispatcher_incarnation(client_secrets_.Incarnation());
+  response->set_dispatcher_incarnation(core_.client_secrets_.Incarnation());
   const std::string& address = request.worker_address();
   NewTasks new_tasks;
   {
-    absl::MutexLock lock(&mu_);
-    const auto* known = state_.FindWorker(address);
+    absl::MutexLock lock(&core_.mu_);
+    const auto* known = core_.state_.FindWorker(address);
     if (known != nullptr && !request.incarnation().empty() && known->incarnation != request.incarnation()) {
       // The process restarted: whatever the old one ran is gone.
       spdlog::warn("worker {} restarted; the tasks of its previous run are lost", address);
-      RemoveWorker(address, "worker restarted", &new_tasks);
+      liveness_.RemoveWorker(address, "worker restarted", &new_tasks);
       known = nullptr;
     }
-    worker_activity_.NoteHeartbeat(address, Clock::now(), UnixMillis(), request.elements_sent(),
-                                   request.bytes_sent());
+    core_.worker_activity_.NoteHeartbeat(address, Clock::now(), UnixMillis(), request.elements_sent(),
+                                         request.bytes_sent());
     if (known == nullptr) {
       proto::Update update;
       update.mutable_register_worker()->set_address(address);
       *update.mutable_register_worker()->mutable_tags() = request.tags();
       update.mutable_register_worker()->set_incarnation(request.incarnation());
-      if (absl::Status s = Apply(update); !s.ok()) return s;
+      if (absl::Status s = core_.Apply(update); !s.ok()) return s;
       // A new worker joins every unfinished iteration; with static
       // sharding, only to run its own shard, if no live task runs it.
       std::vector<int64_t> unfinished;
-      for (const auto& [id, iteration] : state_.iterations()) {
-        const proto::JobParams& params = state_.FindJob(iteration.job_id)->params;
-        if (iteration.finished || !RunsOn(params, address) || !MayRunIn(iteration, address)) continue;
+      for (const auto& [id, iteration] : core_.state_.iterations()) {
+        const proto::JobParams& params = core_.state_.FindJob(iteration.job_id)->params;
+        if (iteration.finished || !RunsOn(params, address) || !core_.MayRunIn(iteration, address)) continue;
         const bool shard_taken = IsStaticSharding(params) &&
                                  std::any_of(iteration.tasks.begin(), iteration.tasks.end(), [&](int64_t t) {
-                                   const auto* task = state_.FindTask(t);
+                                   const auto* task = core_.state_.FindTask(t);
                                    return task->worker_address == address && !task->lost;
                                  });
         if (!shard_taken) unfinished.push_back(id);
       }
       for (int64_t id : unfinished) {
-        if (absl::Status s = CreateTask(id, address); !s.ok()) return s;
+        if (absl::Status s = core_.CreateTask(id, address); !s.ok()) return s;
       }
       spdlog::info("worker {} registered; {} tasks", address, unfinished.size());
     }
     std::set<int64_t> current(request.current_tasks().begin(), request.current_tasks().end());
-    for (const auto* task : state_.TasksOfWorker(address)) {
-      const auto* iteration = state_.FindIteration(task->iteration_id);
+    for (const auto* task : core_.state_.TasksOfWorker(address)) {
+      const auto* iteration = core_.state_.FindIteration(task->iteration_id);
       if (current.contains(task->id) || task->finished || iteration->collected || iteration->error_code != 0)
         continue;
-      FillTaskDef(*task, response->add_new_tasks());
+      core_.FillTaskDef(*task, response->add_new_tasks());
     }
     for (int64_t id : current) {
-      const auto* task = state_.FindTask(id);
+      const auto* task = core_.state_.FindTask(id);
       // A worker that was declared lost but lives on drops what it ran then;
       // every worker drops the tasks of collected iterations.
       if (task == nullptr || task->worker_address != address || task->lost ||
-          state_.FindIteration(task->iteration_id)->collected ||
-          state_.FindIteration(task->iteration_id)->error_code != 0) {
+          core_.state_.FindIteration(task->iteration_id)->collected ||
+          core_.state_.FindIteration(task->iteration_id)->error_code != 0) {
         response->add_tasks_to_delete(id);
       }
     }
   }
-  PushTasks(new_tasks);
+  core_.PushTasks(new_tasks);
   return absl::OkStatus();
 }
 
-absl::Status DispatcherImpl::WorkerUpdates(const proto::WorkerUpdatesRequest& request,
-                                           proto::WorkerUpdatesResponse*, const Caller&) {
+absl::Status WorkerRpcs::WorkerUpdates(const proto::WorkerUpdatesRequest& request,
+                                       proto::WorkerUpdatesResponse*, const Caller&) {
   if (absl::Status s = CheckVersion(request.version()); !s.ok()) return s;
   if (absl::Status s = CheckRequest(request); !s.ok()) return s;
   // Tasks of a dispatcher that restarted without its state: their ids
   // may name other tasks now. (Empty: a task no dispatcher incarnation
   // made, such as a test's push.)
   if (!request.dispatcher_incarnation().empty() &&
-      request.dispatcher_incarnation() != client_secrets_.Incarnation()) {
+      request.dispatcher_incarnation() != core_.client_secrets_.Incarnation()) {
     spdlog::info("worker {}: ignored a report of tasks of an earlier dispatcher incarnation",
                  request.worker_address());
     return absl::OkStatus();
   }
-  absl::MutexLock lock(&mu_);
+  absl::MutexLock lock(&core_.mu_);
   for (int64_t task_id : request.finished_tasks()) {
-    const auto* task = state_.FindTask(task_id);
+    const auto* task = core_.state_.FindTask(task_id);
     // A worker finishes its own tasks only.
     if (task == nullptr || task->finished || task->worker_address != request.worker_address()) continue;
     const int64_t iteration_id = task->iteration_id;
     proto::Update update;
     update.mutable_finish_task()->set_task_id(task_id);
-    const bool was_finished = state_.FindIteration(iteration_id)->finished;
-    if (absl::Status s = Apply(update); !s.ok()) return s;
+    const bool was_finished = core_.state_.FindIteration(iteration_id)->finished;
+    if (absl::Status s = core_.Apply(update); !s.ok()) return s;
     // A task that ran to its end is progress: the iteration's pipeline
     // does not crash every worker.
-    crash_loop_.TaskFinished(task_id, iteration_id);
-    if (const auto* iteration = state_.FindIteration(iteration_id); !was_finished && iteration->finished) {
+    core_.crash_loop_.TaskFinished(task_id, iteration_id);
+    if (const auto* iteration = core_.state_.FindIteration(iteration_id);
+        !was_finished && iteration->finished) {
       spdlog::info("iteration {} (job {}, repetition {}) finished", iteration_id, iteration->job_id,
                    iteration->repetition);
     }
@@ -124,9 +121,9 @@ absl::Status DispatcherImpl::WorkerUpdates(const proto::WorkerUpdatesRequest& re
   // A pipeline that failed on one worker would fail on the next: the
   // iteration fails with the worker's words instead of moving on.
   for (const proto::TaskFailure& failure : request.failed_tasks()) {
-    const auto* task = state_.FindTask(failure.task_id());
+    const auto* task = core_.state_.FindTask(failure.task_id());
     if (task == nullptr || task->worker_address != request.worker_address()) continue;
-    const auto* iteration = state_.FindIteration(task->iteration_id);
+    const auto* iteration = core_.state_.FindIteration(task->iteration_id);
     if (iteration->error_code != 0 || iteration->collected) {
       // Said all the same: its reader may have seen the error and let the
       // iteration go before the worker's report came in.
@@ -134,34 +131,34 @@ absl::Status DispatcherImpl::WorkerUpdates(const proto::WorkerUpdatesRequest& re
                    request.worker_address(), iteration->id, failure.message().substr(0, 4096));
       continue;
     }
-    FailIteration(iteration->id, static_cast<absl::StatusCode>(failure.code()),
-                  absl::StrCat("task ", task->id, " on worker ", request.worker_address(), ": ",
-                               failure.message().substr(0, 4096)));
+    liveness_.FailIteration(iteration->id, static_cast<absl::StatusCode>(failure.code()),
+                            absl::StrCat("task ", task->id, " on worker ", request.worker_address(), ": ",
+                                         failure.message().substr(0, 4096)));
   }
   return absl::OkStatus();
 }
 
-absl::Status DispatcherImpl::WorkerShutdown(const proto::WorkerShutdownRequest& request,
-                                            proto::WorkerShutdownResponse*, const Caller&) {
+absl::Status WorkerRpcs::WorkerShutdown(const proto::WorkerShutdownRequest& request,
+                                        proto::WorkerShutdownResponse*, const Caller&) {
   if (absl::Status s = CheckVersion(request.version()); !s.ok()) return s;
   if (absl::Status s = CheckRequest(request); !s.ok()) return s;
   NewTasks new_tasks;
   {
-    absl::MutexLock lock(&mu_);
-    if (state_.FindWorker(request.worker_address()) == nullptr) return absl::OkStatus();
+    absl::MutexLock lock(&core_.mu_);
+    if (core_.state_.FindWorker(request.worker_address()) == nullptr) return absl::OkStatus();
     spdlog::info("worker {} shut down; its tasks end", request.worker_address());
-    RemoveWorker(request.worker_address(), "worker shut down", &new_tasks);
+    liveness_.RemoveWorker(request.worker_address(), "worker shut down", &new_tasks);
   }
-  PushTasks(new_tasks);
+  core_.PushTasks(new_tasks);
   return absl::OkStatus();
 }
 
-absl::Status DispatcherImpl::GetSplits(const proto::GetSplitsRequest& request,
-                                       proto::GetSplitsResponse* response, const Caller&) {
+absl::Status WorkerRpcs::GetSplits(const proto::GetSplitsRequest& request, proto::GetSplitsResponse* response,
+                                   const Caller&) {
   if (absl::Status s = CheckVersion(request.version()); !s.ok()) return s;
   if (absl::Status s = CheckRequest(request); !s.ok()) return s;
-  absl::MutexLock lock(&mu_);
-  const auto* task = state_.FindTask(request.task_id());
+  absl::MutexLock lock(&core_.mu_);
+  const auto* task = core_.state_.FindTask(request.task_id());
   if (task == nullptr || task->iteration_id != request.iteration_id()) {
     return absl::NotFoundError(
         absl::StrCat("task ", request.task_id(), " of iteration ", request.iteration_id(), " is unknown"));
@@ -176,24 +173,24 @@ absl::Status DispatcherImpl::GetSplits(const proto::GetSplitsRequest& request,
   if (request.request_id() != 0 && request.request_id() == task->last_split_request) {
     return answer(task->last_split_response, task->last_end_of_splits);
   }
-  const auto* iteration = state_.FindIteration(task->iteration_id);
+  const auto* iteration = core_.state_.FindIteration(task->iteration_id);
   // A lost task, or a collected or failed iteration, reads nothing more.
   if (task->finished || iteration->collected || iteration->error_code != 0) return answer({}, true);
   // 0 (unset) asks for one. A deterministic reader takes splits in order,
   // so what a worker leases past the others' waits in buffers: small
   // leases make the workers take splits in turn.
-  int64_t lease_cap = config_.splits_per_request;
-  if (state_.FindJob(iteration->job_id)->params.deterministic()) {
-    lease_cap =
-        std::min(lease_cap, std::max<int64_t>(1, kDeterministicLeaseElements / config_.elements_per_split));
+  int64_t lease_cap = core_.config_.splits_per_request;
+  if (core_.state_.FindJob(iteration->job_id)->params.deterministic()) {
+    lease_cap = std::min(
+        lease_cap, std::max<int64_t>(1, kDeterministicLeaseElements / core_.config_.elements_per_split));
   }
   const int64_t max_splits = std::clamp<int64_t>(request.max_splits(), 1, lease_cap);
   proto::Update update;
   auto* lease = update.mutable_lease_splits();
   lease->set_task_id(task->id);
   lease->set_request_id(request.request_id());
-  if (absl::Status s = split_leaser_.Lease(*iteration, max_splits, lease); !s.ok()) return s;
-  if (absl::Status s = Apply(update); !s.ok()) return s;
+  if (absl::Status s = core_.split_leaser_.Lease(*iteration, max_splits, lease); !s.ok()) return s;
+  if (absl::Status s = core_.Apply(update); !s.ok()) return s;
   static Counter& leased_splits =
       ProcessMetrics()
           .AddCounter("sluice_splits_leased_total",
@@ -202,45 +199,8 @@ absl::Status DispatcherImpl::GetSplits(const proto::GetSplitsRequest& request,
   int64_t splits = 0;
   for (const auto& split : lease->splits()) splits += std::max<int64_t>(split.count(), 1);
   leased_splits.Increment(static_cast<double>(splits));
-  const auto* leased = state_.FindTask(request.task_id());
+  const auto* leased = core_.state_.FindTask(request.task_id());
   return answer(leased->last_split_response, leased->last_end_of_splits);
-}
-
-void DispatcherImpl::FillTaskDef(const DispatcherState::Task& task, proto::TaskDef* def) const {
-  const auto* iteration = state_.FindIteration(task.iteration_id);
-  const auto* job = state_.FindJob(iteration->job_id);
-  def->set_task_id(task.id);
-  def->set_iteration_id(task.iteration_id);
-  def->set_read_secret(client_secrets_.ForTask(task.id));
-  def->set_dispatcher_incarnation(client_secrets_.Incarnation());
-  *def->mutable_dataset() = state_.FindDataset(job->params.dataset_id())->def;
-  def->set_processing_mode(job->params.processing_mode());
-  def->set_sharding_policy(job->params.sharding_policy());
-  def->set_exactly_once(job->params.exactly_once());
-  def->set_num_consumers(job->params.num_consumers());
-  def->set_repetition(iteration->repetition);
-  if (auto skip = iteration->skip_positions.find(task.worker_address);
-      skip != iteration->skip_positions.end()) {
-    AppendPairs(skip->second, def->mutable_skip_positions());
-  }
-  if (IsStaticSharding(job->params)) {
-    const auto& workers = job->params.static_workers();
-    def->set_num_shards(workers.size());
-    def->set_shard_index(
-        static_cast<int>(std::find(workers.begin(), workers.end(), task.worker_address) - workers.begin()));
-  }
-}
-
-bool DispatcherImpl::MayRunIn(const DispatcherState::Iteration& iteration, const std::string& address) const {
-  if (iteration.error_code != 0) return false;
-  const proto::JobParams& params = state_.FindJob(iteration.job_id)->params;
-  const bool whole_epoch_per_worker =
-      params.processing_mode() == proto::PARALLEL_EPOCHS && !IsStaticSharding(params);
-  return std::none_of(iteration.tasks.begin(), iteration.tasks.end(), [&](int64_t id) {
-    const auto* task = state_.FindTask(id);
-    return task->worker_address == address && task->lost &&
-           (whole_epoch_per_worker || absl::StartsWith(task->lost_reason, kUnreachableReason));
-  });
 }
 
 }  // namespace sluice::dispatcher

@@ -1,8 +1,10 @@
-// DispatcherImpl's liveness: the monitor thread, and what follows from
-// losing a worker (its tasks lost, its splits handed on, the crash-loop
-// bound, failed iterations) or a client (released for silence, taken back
-// if it returns), and the collection of what is over: abandoned
-// iterations, finished jobs and unused datasets.
+// Liveness: the monitor thread, and what follows from losing a worker (its
+// tasks lost, its splits handed on, the crash-loop bound, failed
+// iterations) or a client (released for silence, taken back if it
+// returns), and the collection of what is over: abandoned iterations,
+// finished jobs and unused datasets.
+#include "dispatcher/liveness.h"
+
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -15,8 +17,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "dispatcher/dispatcher_impl.h"
-
+#include "service/metrics.h"
 namespace sluice::dispatcher {
 namespace {
 
@@ -54,39 +55,53 @@ Counter& ReturnedSplitsCounter() {
 
 }  // namespace
 
-void DispatcherImpl::RunMonitor() {
-  const auto timeout = std::chrono::milliseconds(config_.worker_timeout_ms);
+Liveness::Liveness(DispatcherCore& core) : core_(core) {}
+
+Liveness::~Liveness() {
+  {
+    absl::MutexLock lock(&core_.mu_);
+    stopping_ = true;
+  }
+  if (monitor_.joinable()) monitor_.join();
+}
+
+void Liveness::StartMonitor() {
+  monitor_ = std::thread([this] { RunMonitor(); });
+}
+
+void Liveness::RunMonitor() {
+  const auto timeout = std::chrono::milliseconds(core_.config_.worker_timeout_ms);
   while (true) {
     NewTasks new_tasks;
     {
-      absl::MutexLock lock(&mu_);
+      absl::MutexLock lock(&core_.mu_);
       // Wakes at least ten times per timeout, or at once on shutdown.
-      mu_.AwaitWithTimeout(
+      core_.mu_.AwaitWithTimeout(
           absl::Condition(&stopping_),
-          absl::Milliseconds(std::min(config_.worker_timeout_ms, config_.job_gc_timeout_ms) / 10));
+          absl::Milliseconds(std::min(core_.config_.worker_timeout_ms, core_.config_.job_gc_timeout_ms) /
+                             10));
       if (stopping_) return;
       const auto now = Clock::now();
       CollectAbandonedIterations(now);
       CollectFinishedJobs(now);
       std::vector<std::string> lost;
-      for (const auto& [address, last] : worker_activity_.last_heard()) {
+      for (const auto& [address, last] : core_.worker_activity_.last_heard()) {
         if (now - last > timeout) lost.push_back(address);
       }
       for (const std::string& address : lost) {
         spdlog::warn("worker {} missed heartbeats for {} ms; removed, its tasks end", address,
-                     config_.worker_timeout_ms);
-        RemoveWorker(address, absl::StrCat("no heartbeat for ", config_.worker_timeout_ms, " ms"),
+                     core_.config_.worker_timeout_ms);
+        RemoveWorker(address, absl::StrCat("no heartbeat for ", core_.config_.worker_timeout_ms, " ms"),
                      &new_tasks);
       }
       ReleaseSilentClients(now);
     }
-    PushTasks(new_tasks);
+    core_.PushTasks(new_tasks);
   }
 }
 
-void DispatcherImpl::RemoveWorker(const std::string& address, const std::string& reason,
-                                  NewTasks* new_tasks) {
-  worker_activity_.Forget(address);
+void Liveness::RemoveWorker(const std::string& address, const std::string& reason, NewTasks* new_tasks) {
+  core_.worker_activity_.Forget(address);
   static Counter& lost =
       ProcessMetrics()
           .AddCounter("sluice_workers_lost_total", "workers removed: lost, restarted or shut down")
@@ -96,52 +111,52 @@ void DispatcherImpl::RemoveWorker(const std::string& address, const std::string&
     reports = reports->first.second == address ? unreachable_reports_.erase(reports) : std::next(reports);
   }
   std::vector<int64_t> running;
-  for (const auto* task : state_.TasksOfWorker(address)) {
+  for (const auto* task : core_.state_.TasksOfWorker(address)) {
     if (!task->finished) running.push_back(task->id);
   }
-  const int64_t returned_before = SplitsAwaitingReissue(state_);
+  const int64_t returned_before = SplitsAwaitingReissue(core_.state_);
   proto::Update update;
   update.mutable_remove_worker()->set_address(address);
   update.mutable_remove_worker()->set_reason(reason);
-  if (!ApplyOrLog(update, absl::StrCat("removing worker ", address))) return;
+  if (!core_.ApplyOrLog(update, absl::StrCat("removing worker ", address))) return;
   ReturnedSplitsCounter().Increment(
-      static_cast<double>(std::max<int64_t>(SplitsAwaitingReissue(state_) - returned_before, 0)));
+      static_cast<double>(std::max<int64_t>(SplitsAwaitingReissue(core_.state_) - returned_before, 0)));
   const auto now = Clock::now();
-  for (int64_t id : running) NoteLostTask(*state_.FindTask(id), reason, now);
+  for (int64_t id : running) NoteLostTask(*core_.state_.FindTask(id), reason, now);
   AssignReturnedSplits(new_tasks);
 }
 
-void DispatcherImpl::NoteLostTask(const DispatcherState::Task& task, const std::string& reason,
-                                  Clock::time_point now) {
-  const Clock::duration lived = crash_loop_.TaskEnded(task.id, now);
-  const auto* iteration = state_.FindIteration(task.iteration_id);
+void Liveness::NoteLostTask(const DispatcherState::Task& task, const std::string& reason,
+                            Clock::time_point now) {
+  const Clock::duration lived = core_.crash_loop_.TaskEnded(task.id, now);
+  const auto* iteration = core_.state_.FindIteration(task.iteration_id);
   if (iteration->error_code != 0 || iteration->collected) return;
   // A shutdown is not a crash, nor is a worker that lives but that clients
   // cannot reach.
   const bool may_be_crash = reason != "worker shut down" && !absl::StartsWith(reason, kUnreachableReason);
-  if (std::optional<std::string> cause = crash_loop_.CountLoss(task, reason, may_be_crash, lived);
+  if (std::optional<std::string> cause = core_.crash_loop_.CountLoss(task, reason, may_be_crash, lived);
       cause.has_value()) {
     FailIteration(task.iteration_id, absl::StatusCode::kInternal, *cause);
   }
 }
 
-void DispatcherImpl::NoteUnreachable(int64_t iteration_id, const std::string& address, NewTasks* new_tasks) {
-  if (state_.FindWorker(address) == nullptr) return;
+void Liveness::NoteUnreachable(int64_t iteration_id, const std::string& address, NewTasks* new_tasks) {
+  if (core_.state_.FindWorker(address) == nullptr) return;
   // Workers are shared by tenants, and any client can send a report: only
   // a reader with a task of its own iteration there is heard, and only
   // about that task. An address it has none on is ignored, not refused: an
   // honest reader may report a task that just ended.
-  const auto* iteration = state_.FindIteration(iteration_id);
+  const auto* iteration = core_.state_.FindIteration(iteration_id);
   if (iteration == nullptr || iteration->collected || iteration->error_code != 0) return;
   std::vector<int64_t> reported;
   for (int64_t id : iteration->tasks) {
-    const auto* task = state_.FindTask(id);
+    const auto* task = core_.state_.FindTask(id);
     // A task its worker finished may still hold elements the reader needs.
     if (task->worker_address == address && !task->lost && !task->completed) reported.push_back(id);
   }
   if (reported.empty()) return;
   const auto now = Clock::now();
-  const std::optional<Clock::time_point> heard = worker_activity_.LastHeard(address);
+  const std::optional<Clock::time_point> heard = core_.worker_activity_.LastHeard(address);
   if (!heard.has_value() || now - *heard >= kUnreachableWorkerSilence) {
     // Silent as well: it is about to time out anyway.
     spdlog::warn("worker {}: a client cannot reach it and it is silent; removed, its tasks end", address);
@@ -157,7 +172,7 @@ void DispatcherImpl::NoteUnreachable(int64_t iteration_id, const std::string& ad
   if (!inserted && now - reports->second.second > kUnreachableWorkerSilence) reports->second.first = now;
   reports->second.second = now;
   const auto reported_for = now - reports->second.first;
-  if (reported_for < std::chrono::milliseconds(config_.worker_timeout_ms)) return;
+  if (reported_for < std::chrono::milliseconds(core_.config_.worker_timeout_ms)) return;
   unreachable_reports_.erase(reports);
   const std::string reason =
       absl::StrCat(kUnreachableReason, " for ",
@@ -167,42 +182,43 @@ void DispatcherImpl::NoteUnreachable(int64_t iteration_id, const std::string& ad
       "worker {}: {}; the tasks there of iteration {} end ({}), the worker and other iterations' "
       "tasks stay",
       address, reason, iteration_id, absl::StrJoin(reported, ", "));
-  const int64_t returned_before = SplitsAwaitingReissue(state_);
+  const int64_t returned_before = SplitsAwaitingReissue(core_.state_);
   std::vector<int64_t> running;
   for (int64_t id : reported) {
-    const bool was_running = !state_.FindTask(id)->finished;
+    const bool was_running = !core_.state_.FindTask(id)->finished;
     proto::Update update;
     update.mutable_lose_task()->set_task_id(id);
     update.mutable_lose_task()->set_reason(reason);
-    if (!ApplyOrLog(update, absl::StrCat("ending task ", id, " on ", address))) return;
+    if (!core_.ApplyOrLog(update, absl::StrCat("ending task ", id, " on ", address))) return;
     if (was_running) running.push_back(id);
   }
   ReturnedSplitsCounter().Increment(
-      static_cast<double>(std::max<int64_t>(SplitsAwaitingReissue(state_) - returned_before, 0)));
-  for (int64_t id : running) NoteLostTask(*state_.FindTask(id), reason, now);
+      static_cast<double>(std::max<int64_t>(SplitsAwaitingReissue(core_.state_) - returned_before, 0)));
+  for (int64_t id : running) NoteLostTask(*core_.state_.FindTask(id), reason, now);
   // MayRunIn keeps this iteration off the worker from now on.
   AssignReturnedSplits(new_tasks);
 }
 
-void DispatcherImpl::AssignReturnedSplits(NewTasks* new_tasks) {
+void Liveness::AssignReturnedSplits(NewTasks* new_tasks) {
   std::vector<int64_t> orphaned;
-  for (const auto& [id, iteration] : state_.iterations()) {
-    if (iteration.collected || iteration.error_code != 0 || !state_.HasUnreadSplits(iteration)) continue;
+  for (const auto& [id, iteration] : core_.state_.iterations()) {
+    if (iteration.collected || iteration.error_code != 0 || !core_.state_.HasUnreadSplits(iteration))
+      continue;
     const bool has_taker =
         std::any_of(iteration.tasks.begin(), iteration.tasks.end(), [this](int64_t task_id) {
-          const auto* task = state_.FindTask(task_id);
+          const auto* task = core_.state_.FindTask(task_id);
           return !task->finished && !task->last_end_of_splits &&
-                 state_.FindWorker(task->worker_address) != nullptr;
+                 core_.state_.FindWorker(task->worker_address) != nullptr;
         });
     if (!has_taker) orphaned.push_back(id);
   }
   for (int64_t id : orphaned) {
     std::string least_busy;
     size_t fewest = SIZE_MAX;
-    for (const auto& [address, worker] : state_.workers()) {
-      if (!MayRunIn(*state_.FindIteration(id), address)) continue;
+    for (const auto& [address, worker] : core_.state_.workers()) {
+      if (!core_.MayRunIn(*core_.state_.FindIteration(id), address)) continue;
       size_t running = 0;
-      for (const auto* task : state_.TasksOfWorker(address)) running += task->finished ? 0 : 1;
+      for (const auto* task : core_.state_.TasksOfWorker(address)) running += task->finished ? 0 : 1;
       if (running < fewest) {
         fewest = running;
         least_busy = address;
@@ -211,73 +227,74 @@ void DispatcherImpl::AssignReturnedSplits(NewTasks* new_tasks) {
     // With no worker that may run it, the next one to register gets a task;
     // other iterations may still have one.
     if (least_busy.empty()) continue;
-    const int64_t task_id = state_.NextTaskId();
-    if (absl::Status s = CreateTask(id, least_busy); !s.ok()) {
+    const int64_t task_id = core_.state_.NextTaskId();
+    if (absl::Status s = core_.CreateTask(id, least_busy); !s.ok()) {
       spdlog::error("iteration {}: making a task on {} for its returned splits: {}", id, least_busy,
                     std::string(s.message()));
       continue;
     }
-    FillTaskDef(*state_.FindTask(task_id), &new_tasks->emplace_back(least_busy, proto::TaskDef()).second);
-    const auto* iteration = state_.FindIteration(id);
+    core_.FillTaskDef(*core_.state_.FindTask(task_id),
+                      &new_tasks->emplace_back(least_busy, proto::TaskDef()).second);
+    const auto* iteration = core_.state_.FindIteration(id);
     spdlog::info("iteration {}: task {} on {} takes {} returned splits{}", id, task_id, least_busy,
                  CountSplits(iteration->returned_splits),
                  iteration->splits_exhausted ? "" : " and the splits not yet handed out");
   }
 }
 
-void DispatcherImpl::FailIteration(int64_t iteration_id, absl::StatusCode code, const std::string& message) {
+void Liveness::FailIteration(int64_t iteration_id, absl::StatusCode code, const std::string& message) {
   proto::Update update;
   auto* u = update.mutable_fail_iteration();
   u->set_iteration_id(iteration_id);
   u->set_code(static_cast<int>(code));
   u->set_message(message);
-  if (!ApplyOrLog(update, absl::StrCat("failing iteration ", iteration_id))) return;
+  if (!core_.ApplyOrLog(update, absl::StrCat("failing iteration ", iteration_id))) return;
   spdlog::warn("iteration {} failed: {}", iteration_id, message);
   ForgetIteration(iteration_id);
 }
 
-void DispatcherImpl::ForgetIteration(int64_t iteration_id) {
-  split_leaser_.Forget(iteration_id);
-  crash_loop_.ForgetIteration(iteration_id);
+void Liveness::ForgetIteration(int64_t iteration_id) {
+  core_.split_leaser_.Forget(iteration_id);
+  core_.crash_loop_.ForgetIteration(iteration_id);
   unreachable_reports_.erase(unreachable_reports_.lower_bound({iteration_id, ""}),
                              unreachable_reports_.lower_bound({iteration_id + 1, ""}));
   iteration_idle_since_.erase(iteration_id);
-  if (const auto* iteration = state_.FindIteration(iteration_id); iteration != nullptr) {
+  if (const auto* iteration = core_.state_.FindIteration(iteration_id); iteration != nullptr) {
     for (int64_t task : iteration->tasks) {
-      crash_loop_.ForgetTask(task);
-      task_read_secrets_.erase(task);
+      core_.crash_loop_.ForgetTask(task);
+      core_.task_read_secrets_.erase(task);
     }
   }
 }
 
-void DispatcherImpl::ReleaseSilentClients(Clock::time_point now) {
-  const auto client_timeout = std::chrono::milliseconds(config_.client_timeout_ms);
-  for (int64_t client : client_activity_.Silent(now, client_timeout)) {
-    const std::optional<int64_t> iteration = state_.IterationOfClient(client);
-    client_activity_.Release(client, iteration);
+void Liveness::ReleaseSilentClients(Clock::time_point now) {
+  const auto client_timeout = std::chrono::milliseconds(core_.config_.client_timeout_ms);
+  for (int64_t client : core_.client_activity_.Silent(now, client_timeout)) {
+    const std::optional<int64_t> iteration = core_.state_.IterationOfClient(client);
+    core_.client_activity_.Release(client, iteration);
     if (!iteration.has_value()) continue;
     spdlog::warn(
         "iteration client {} silent for {} ms (client_timeout_ms): released; taken back if it "
         "returns before its iteration is collected",
-        client, config_.client_timeout_ms);
+        client, core_.config_.client_timeout_ms);
     proto::Update update;
     update.mutable_release_iteration_client()->set_iteration_client_id(client);
-    ApplyOrLog(update, absl::StrCat("releasing silent client ", client));
+    core_.ApplyOrLog(update, absl::StrCat("releasing silent client ", client));
   }
 }
 
-absl::StatusOr<int64_t> DispatcherImpl::ResumeReleasedClient(int64_t iteration_client_id) {
-  const ClientActivity::Released* released = client_activity_.FindReleased(iteration_client_id);
+absl::StatusOr<int64_t> Liveness::ResumeReleasedClient(int64_t iteration_client_id) {
+  const ClientActivity::Released* released = core_.client_activity_.FindReleased(iteration_client_id);
   if (released == nullptr) {
     return absl::NotFoundError(absl::StrCat("unknown iteration client ", iteration_client_id,
                                             " (never given out, or already released)"));
   }
-  const DispatcherState::Iteration* iteration = state_.FindIteration(released->iteration_id);
+  const DispatcherState::Iteration* iteration = core_.state_.FindIteration(released->iteration_id);
   if (iteration == nullptr || iteration->collected) {
     return absl::NotFoundError(absl::StrCat(
-        "iteration client ", iteration_client_id, " was released after ", config_.client_timeout_ms,
+        "iteration client ", iteration_client_id, " was released after ", core_.config_.client_timeout_ms,
         " ms without a heartbeat (client_timeout_ms), and its iteration ", released->iteration_id,
-        " was then collected after ", config_.job_gc_timeout_ms,
+        " was then collected after ", core_.config_.job_gc_timeout_ms,
         " ms without clients (job_gc_timeout_ms): raise client_timeout_ms on the dispatcher for trainers "
         "that "
         "pause longer (evaluation, checkpoints)"));
@@ -286,74 +303,75 @@ absl::StatusOr<int64_t> DispatcherImpl::ResumeReleasedClient(int64_t iteration_c
   acquire.mutable_acquire_iteration_client()->set_iteration_client_id(iteration_client_id);
   acquire.mutable_acquire_iteration_client()->set_iteration_id(iteration->id);
   acquire.mutable_acquire_iteration_client()->set_consumer_index(released->consumer_index);
-  if (absl::Status s = Apply(acquire); !s.ok()) return s;
+  if (absl::Status s = core_.Apply(acquire); !s.ok()) return s;
   spdlog::info("iteration client {} is back after a pause; it continues iteration {}", iteration_client_id,
                iteration->id);
   const int64_t id = iteration->id;
-  client_activity_.TakeBack(iteration_client_id);
+  core_.client_activity_.TakeBack(iteration_client_id);
   return id;
 }
 
-void DispatcherImpl::CollectAbandonedIterations(Clock::time_point now) {
+void Liveness::CollectAbandonedIterations(Clock::time_point now) {
   std::vector<int64_t> abandoned;
-  for (const auto& [id, iteration] : state_.iterations()) {
+  for (const auto& [id, iteration] : core_.state_.iterations()) {
     const bool idle = !iteration.collected && iteration.clients.empty();
-    if (IdleFor(iteration_idle_since_, id, idle, now, std::chrono::milliseconds(config_.job_gc_timeout_ms))) {
+    if (IdleFor(iteration_idle_since_, id, idle, now,
+                std::chrono::milliseconds(core_.config_.job_gc_timeout_ms))) {
       abandoned.push_back(id);
     }
   }
   for (int64_t id : abandoned) {
     proto::Update update;
     update.mutable_garbage_collect_iteration()->set_iteration_id(id);
-    if (!ApplyOrLog(update, absl::StrCat("collecting iteration ", id))) continue;
+    if (!core_.ApplyOrLog(update, absl::StrCat("collecting iteration ", id))) continue;
     ForgetIteration(id);
     spdlog::info("iteration {} had no clients for {} ms: collected, its tasks dropped", id,
-                 config_.job_gc_timeout_ms);
+                 core_.config_.job_gc_timeout_ms);
   }
 }
 
-void DispatcherImpl::CollectFinishedJobs(Clock::time_point now) {
-  const auto timeout = std::chrono::milliseconds(config_.job_retention_ms);
+void Liveness::CollectFinishedJobs(Clock::time_point now) {
+  const auto timeout = std::chrono::milliseconds(core_.config_.job_retention_ms);
   std::vector<int64_t> jobs;
-  for (const auto& [id, job] : state_.jobs()) {
+  for (const auto& [id, job] : core_.state_.jobs()) {
     const bool over = std::all_of(job.iterations.begin(), job.iterations.end(), [&](const auto& entry) {
-      const auto* iteration = state_.FindIteration(entry.second);
+      const auto* iteration = core_.state_.FindIteration(entry.second);
       return iteration->finished && iteration->clients.empty();
     });
     if (IdleFor(job_idle_since_, id, over, now, timeout)) jobs.push_back(id);
   }
   for (int64_t id : jobs) {
     std::vector<int64_t> iterations;
-    for (const auto& [repetition, iteration] : state_.FindJob(id)->iterations) {
+    for (const auto& [repetition, iteration] : core_.state_.FindJob(id)->iterations) {
       iterations.push_back(iteration);
-      for (int64_t task : state_.FindIteration(iteration)->tasks) crash_loop_.ForgetTask(task);
+      for (int64_t task : core_.state_.FindIteration(iteration)->tasks) core_.crash_loop_.ForgetTask(task);
     }
     proto::Update update;
     update.mutable_remove_job()->set_job_id(id);
-    if (!ApplyOrLog(update, absl::StrCat("collecting job ", id))) continue;
+    if (!core_.ApplyOrLog(update, absl::StrCat("collecting job ", id))) continue;
     job_idle_since_.erase(id);
     for (int64_t iteration : iterations) {
       ForgetIteration(iteration);
-      iteration_rounds_.erase(iteration);
-      client_activity_.ForgetReleasedOf(iteration);
+      core_.iteration_rounds_.erase(iteration);
+      core_.client_activity_.ForgetReleasedOf(iteration);
     }
-    spdlog::info("job {} was over for {} ms: removed with its {} iterations", id, config_.job_retention_ms,
-                 iterations.size());
+    spdlog::info("job {} was over for {} ms: removed with its {} iterations", id,
+                 core_.config_.job_retention_ms, iterations.size());
   }
   std::vector<std::string> datasets;
-  for (const auto& [id, dataset] : state_.datasets()) {
-    const bool used = std::any_of(state_.jobs().begin(), state_.jobs().end(),
+  for (const auto& [id, dataset] : core_.state_.datasets()) {
+    const bool used = std::any_of(core_.state_.jobs().begin(), core_.state_.jobs().end(),
                                   [&](const auto& job) { return job.second.params.dataset_id() == id; });
     if (IdleFor(dataset_idle_since_, id, !used, now, timeout)) datasets.push_back(id);
   }
   for (const std::string& id : datasets) {
     proto::Update update;
     update.mutable_remove_dataset()->set_dataset_id(id);
-    if (!ApplyOrLog(update, absl::StrCat("collecting dataset ", id))) continue;
+    if (!core_.ApplyOrLog(update, absl::StrCat("collecting dataset ", id))) continue;
     dataset_idle_since_.erase(id);
-    built_datasets_.erase(id);
-    source_splits_.erase(id);
-    spdlog::info("dataset {} was unused for {} ms: removed", id, config_.job_retention_ms);
+    core_.built_datasets_.erase(id);
+    core_.source_splits_.erase(id);
+    spdlog::info("dataset {} was unused for {} ms: removed", id, core_.config_.job_retention_ms);
   }
 }
 

@@ -6,7 +6,7 @@
 //
 // These check a request on its own; what needs the state (does the job
 // exist, is consumer_index within the job's num_consumers) is checked by
-// DispatcherImpl under its lock.
+// the dispatcher under its lock.
 #ifndef SLUICE_DISPATCHER_REQUEST_CHECKS_H_
 #define SLUICE_DISPATCHER_REQUEST_CHECKS_H_
 

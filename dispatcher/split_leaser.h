@@ -6,10 +6,10 @@
 // returned_splits), then new ones from the iteration's provider, with
 // consecutive splits joined into runs so that thousands cost what one does.
 // The lease is a LeaseSplits update, carrying the provider's cursor after
-// it, for DispatcherImpl to apply and journal; the state then records what
+// it, for DispatcherCore to apply and journal; the state then records what
 // each task holds, and a restart restores the provider from the cursor.
 //
-// Not thread-safe: DispatcherImpl calls it under its mutex.
+// Not thread-safe: the dispatcher calls it under DispatcherCore's mutex.
 //
 //   SplitLeaser leaser;
 //   leaser.Add(iteration.id, *MakeSplitProvider(def));

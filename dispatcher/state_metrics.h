@@ -1,5 +1,5 @@
 // The gauges /metrics computes from the dispatcher's state at each scrape:
-// one function per gauge, on the state alone. DispatcherImpl::ExportMetrics
+// one function per gauge, on the state alone. StatusRpcs::ExportMetrics
 // registers them and calls each under its lock.
 #ifndef SLUICE_DISPATCHER_STATE_METRICS_H_
 #define SLUICE_DISPATCHER_STATE_METRICS_H_

@@ -2,7 +2,7 @@
 // workers (GetWorkers), the whole state (GetStatus's StatusSnapshot) and
 // the status page's /status.json. A tenant sees every worker (they serve
 // every tenant) and only its own datasets, jobs, iterations and tasks, and
-// no throughput or recent errors. Reads only; DispatcherImpl calls these
+// no throughput or recent errors. Reads only; StatusRpcs calls these
 // under its lock.
 #ifndef SLUICE_DISPATCHER_STATUS_VIEWS_H_
 #define SLUICE_DISPATCHER_STATUS_VIEWS_H_

@@ -1,6 +1,6 @@
 // The dispatcher's quotas (DispatcherConfig::max_* and tenant_max_*): what
 // clients may make the dispatcher hold, in all and per tenant. Checks on
-// the state alone; DispatcherImpl makes them under its lock before the
+// the state alone; JobRpcs makes them under the dispatcher's lock before the
 // update that would pass a quota, so a refused request changes nothing.
 // Each refusal is ResourceExhausted naming the RPC, who holds how many, and
 // the quota passed.

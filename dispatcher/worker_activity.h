@@ -4,7 +4,7 @@
 // (from the running totals its heartbeats report). Not journaled: after a
 // restart every known worker starts with a fresh timeout
 // (HeardAllAt) and its rates come back with its next heartbeats.
-// DispatcherImpl keeps one under its lock.
+// DispatcherCore keeps one under its lock.
 #ifndef SLUICE_DISPATCHER_WORKER_ACTIVITY_H_
 #define SLUICE_DISPATCHER_WORKER_ACTIVITY_H_
 

@@ -1,0 +1,40 @@
+// WorkerRpcs: the workers' requests. A heartbeat registers a worker (a new
+// incarnation replaces the old, whose tasks are lost), gives it a task in
+// every unfinished iteration and says which of its tasks to drop; updates
+// report tasks finished or failed; GetSplits leases distributed_epoch
+// splits (a retry gets the same lease).
+#ifndef SLUICE_DISPATCHER_DISPATCHER_WORKERS_H_
+#define SLUICE_DISPATCHER_DISPATCHER_WORKERS_H_
+
+#include "absl/status/status.h"
+#include "dispatcher/dispatcher_core.h"
+#include "dispatcher/liveness.h"
+#include "service/rpc_auth.h"
+#include "sluice/proto/service.pb.h"
+
+namespace sluice::dispatcher {
+
+class WorkerRpcs {
+ public:
+  WorkerRpcs(DispatcherCore& core, Liveness& liveness);
+
+  absl::Status WorkerHeartbeat(const proto::WorkerHeartbeatRequest& request,
+                               proto::WorkerHeartbeatResponse* response, const Caller& caller);
+  absl::Status WorkerUpdates(const proto::WorkerUpdatesRequest& request,
+                             proto::WorkerUpdatesResponse* response, const Caller& caller);
+  absl::Status WorkerShutdown(const proto::WorkerShutdownRequest& request,
+                              proto::WorkerShutdownResponse* response, const Caller& caller);
+  absl::Status GetSplits(const proto::GetSplitsRequest& request, proto::GetSplitsResponse* response,
+                         const Caller& caller);
+
+ private:
+  using Clock = DispatcherCore::Clock;
+  using NewTasks = DispatcherCore::NewTasks;
+
+  DispatcherCore& core_;
+  Liveness& liveness_;
+};
+
+}  // namespace sluice::dispatcher
+
+#endif  // SLUICE_DISPATCHER_DISPATCHER_WORKERS_H_
