@@ -1,4 +1,5 @@
 // `sluice bench`: how fast a pipeline's consumer can read it.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <string>
@@ -58,6 +59,12 @@ std::string FormatBenchSummary(const BenchStats& stats) {
                   absl::StrFormat("waiting:   %.2f s in GetNext (%.1f%% of wall time)\n", stats.wait_seconds,
                                   100 * PerSecond(stats.wait_seconds, stats.wall_seconds)));
   // Start-up (a job, its tasks, a worker's first batch) weighs on a short run.
+  if (stats.tokens >= 0) {
+    absl::StrAppend(&out, absl::StrFormat("tokens:    %d (%.0f tokens/s), padding %.1f%% of %d positions\n",
+                                          stats.tokens, PerSecond(stats.tokens, stats.wall_seconds),
+                                          100 * PerSecond(stats.padding, stats.tokens + stats.padding),
+                                          stats.tokens + stats.padding));
+  }
   if (stats.first_batch_seconds >= 0) {
     absl::StrAppend(&out,
                     absl::StrFormat("first:     %.3f s to the first batch\n", stats.first_batch_seconds));
@@ -102,6 +109,10 @@ int RunBench(const BenchOptions& options, std::ostream& out, std::ostream& err) 
     ++stats.batches;
     stats.elements += size.rows;
     stats.bytes += size.bytes;
+    if (size.tokens >= 0) {
+      stats.tokens = std::max<int64_t>(stats.tokens, 0) + size.tokens;
+      stats.padding += size.padding;
+    }
     if (options.live_progress && now >= next_progress) {
       stats.wall_seconds = Seconds(now - start);
       // \033[K clears what a longer previous line left.

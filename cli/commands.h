@@ -110,6 +110,10 @@ struct BenchStats {
   Stop stopped_by = Stop::kTimeLimit;
   int replicas = 0;                 // 0 without --replicas
   double first_batch_seconds = -1;  // from the first GetNext to the first batch; -1 before one
+  // Packed text (pack_sequences' segment_ids): tokens and padding read;
+  // tokens stays -1 for other pipelines.
+  int64_t tokens = -1;
+  int64_t padding = 0;
 };
 
 // One line without a newline, for the terminal.

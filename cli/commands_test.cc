@@ -265,7 +265,8 @@ TEST_CASE("cli: inspect of other pipelines", "[cli]") {
           "element_spec: (TensorSpec(shape=[], dtype=int64), TensorSpec(shape=[], dtype=int64))\n"
           "cardinality:  infinite\n"
           "splittable:   no (a pipeline whose source is 'zip' cannot be split for distributed_epoch; start "
-          "it with range, from_tensor_slices, list_files, image_folder, webdataset, text_line, tfrecord or "
+          "it with range, from_tensor_slices, list_files, image_folder, webdataset, text_line, json_lines, "
+          "tfrecord or "
           "fixed_length_record)\n"
           "steps:\n"
           "  1. zip { datasets { steps { range { stop: 3 step: 1 } } } datasets { steps { range { stop: 2 "
@@ -563,6 +564,24 @@ void CheckSummary(const std::string& summary, const std::string& end, int64_t ba
   CHECK_THAT(lines[4], Matches("waiting:   " + number + " s in GetNext \\(" + number + "% of wall time\\)"));
   if (any) CHECK_THAT(lines[5], Matches("first:     " + number + " s to the first batch"));
   CHECK(lines.back() == "");
+}
+
+TEST_CASE("cli: bench reports the tokens and the padding of packed text", "[cli]") {
+  testing::TempDir dir;
+  const std::string path = dir.File("pipeline.yaml");
+  // Three sequences of 3 tokens in rows of 4: three rows, each with one
+  // position of padding.
+  WriteFile(path,
+            "pipeline:\n  - from_tensors: [1, 2, 3]\n  - repeat: 3\n"
+            "  - pack_sequences: {length: 4}\n  - batch: 2\n");
+  Result result = Bench(path, 60);
+  CHECK(result.code == 0);
+  CHECK_THAT(result.err, Equals(""));
+  std::vector<std::string> lines = absl::StrSplit(result.out, '\n');
+  REQUIRE(lines.size() == 8u);
+  CHECK_THAT(lines[1], Matches("batches:   2 \\([0-9.]+ batches/s\\)"));
+  CHECK_THAT(lines[5], Matches("tokens:    9 \\([0-9]+ tokens/s\\), padding 25\\.0% of 12 positions"));
+  CHECK(cli::FormatBenchSummary(cli::BenchStats()).find("tokens:") == std::string::npos);
 }
 
 TEST_CASE("cli: bench counts batches, rows and bytes until the input ends", "[cli]") {

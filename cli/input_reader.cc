@@ -16,6 +16,20 @@
 namespace sluice::cli {
 namespace {
 
+// Counts the tokens and the padding of packed text: an element with an
+// int32 component named segment_ids (pack_sequences', batched or not).
+void CountPackedTokens(const Element& element, StepSize* size) {
+  if (!element.named()) return;
+  for (size_t i = 0; i < element.size(); ++i) {
+    const Tensor& segments = element.components[i];
+    if ((*element.names)[i] != "segment_ids" || segments.dtype() != DType::kInt32) continue;
+    size->tokens = 0;
+    for (int32_t segment : segments.values<int32_t>()) size->tokens += segment != 0 ? 1 : 0;
+    size->padding = segments.num_elements() - size->tokens;
+    return;
+  }
+}
+
 class ElementReader : public InputReader {
  public:
   ElementReader(DatasetPtr dataset, std::string fingerprint)
@@ -57,6 +71,7 @@ class ElementReader : public InputReader {
                     ? 1
                     : element_.components[0].shape()[0];
     for (const Tensor& tensor : element_.components) size.bytes += static_cast<int64_t>(tensor.ByteSize());
+    CountPackedTokens(element_, &size);
     return size;
   }
 

@@ -29,6 +29,11 @@ struct StepSize {
   // Tensor::ByteSize, or DeviceTensor::byte_size with replicas, summed
   // over components.
   int64_t bytes = 0;
+  // Packed text (pack_sequences' int32 `segment_ids` component): the
+  // positions holding a token and those holding padding; -1 and 0 for
+  // other elements.
+  int64_t tokens = -1;
+  int64_t padding = 0;
 };
 
 class InputReader {

@@ -155,6 +155,15 @@ Dataset Dataset::TextLine(std::vector<std::string> files, std::string compressio
   });
 }
 
+Dataset Dataset::JsonLines(std::vector<std::string> files, std::vector<std::string> fields,
+                           std::string compression_type) {
+  return Source("json_lines", [&](proto::Step& s) {
+    AddStrings(files, s.mutable_json_lines()->mutable_files());
+    AddStrings(fields, s.mutable_json_lines()->mutable_fields());
+    s.mutable_json_lines()->set_compression_type(compression_type);
+  });
+}
+
 Dataset Dataset::ImageFolder(std::string root, std::vector<std::string> extensions, bool shuffle,
                              std::optional<int64_t> seed) {
   return Source("image_folder", [&](proto::Step& s) {
@@ -359,6 +368,28 @@ Dataset Dataset::Prefetch(int64_t buffer_size) const {
 Dataset Dataset::IgnoreErrors(bool quiet) const {
   return With(DatasetAccess::State(*this), "ignore_errors",
               [&](proto::Step& s) { s.mutable_ignore_errors()->set_quiet(quiet); });
+}
+
+Dataset Dataset::Tokenize(std::string model, int64_t component, bool add_bos, bool add_eos) const {
+  return With(DatasetAccess::State(*this), "tokenize", [&](proto::Step& s) {
+    proto::TokenizeOp* op = s.mutable_tokenize();
+    op->set_model(model);
+    op->set_component(component);
+    op->set_add_bos(add_bos);
+    op->set_add_eos(add_eos);
+  });
+}
+
+Dataset Dataset::PackSequences(int64_t length, std::string method, int64_t component, int64_t padding_value,
+                               int64_t num_bins) const {
+  return With(DatasetAccess::State(*this), "pack_sequences", [&](proto::Step& s) {
+    proto::PackSequencesOp* op = s.mutable_pack_sequences();
+    op->set_length(length);
+    op->set_method(method);
+    op->set_component(component);
+    op->set_padding_value(padding_value);
+    op->set_num_bins(num_bins);
+  });
 }
 
 Dataset Dataset::ReadFromService(const ServiceOptions& options) const {

@@ -176,10 +176,10 @@ TEST_CASE("Several input pipelines rebatch and shard by DATA, FILE or not at all
 
   DistributeOptions file;
   file.auto_shard_policy = AutoShardPolicy::kFile;
-  CHECK(
-      DistributeDataset(dataset, Cpus(2, 0), file).status().message() ==
-      "FILE auto-sharding needs a file source (list_files, image_folder, webdataset, text_line, tfrecord or "
-      "fixed_length_record); the pipeline starts with range");
+  CHECK(DistributeDataset(dataset, Cpus(2, 0), file).status().message() ==
+        "FILE auto-sharding needs a file source (list_files, image_folder, webdataset, text_line, "
+        "json_lines, tfrecord or "
+        "fixed_length_record); the pipeline starts with range");
   CHECK(DistributeDataset(Dataset::TextLine({"only.txt"}).Batch(4), Cpus(2, 0), file).status().message() ==
         "FILE auto-sharding over 2 input pipelines needs at least as many files; text_line reads 1");
 }

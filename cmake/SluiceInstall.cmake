@@ -32,6 +32,8 @@ install(TARGETS sluice_core sluice_service sluice_client EXPORT SluiceTargets
 set_target_properties(dispatcherd workerd sluice PROPERTIES
   INSTALL_RPATH "$ORIGIN/../${CMAKE_INSTALL_LIBDIR}" INSTALL_RPATH_USE_LINK_PATH ON)
 install(TARGETS dispatcherd workerd sluice RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+# tokenize's SentencePiece bridge, which sluice_core loads from its own folder.
+install(TARGETS sluice_sentencepiece LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 
 # The SDK's public headers are all of client/include/sluice and nothing
 # else: they declare every type a user touches and include only each other,

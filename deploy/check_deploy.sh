@@ -125,7 +125,11 @@ for pkg in final_packages:
 # ... and cover every library the built daemons and CLI load.
 base = {"libc6", "libgcc-s1"}
 binaries = [os.path.join(build, p) for p in ("dispatcher/dispatcherd", "worker/workerd", "cli/sluice")]
+# tokenize's bridge, which the binaries load at run time (dlopen), not by ldd.
+bridge = os.path.join(build, "pipeline/libsluice_sentencepiece.so")
 if all(os.access(b, os.X_OK) for b in binaries):
+    if os.path.exists(bridge):
+        binaries.append(bridge)
     libs = set()
     for b in binaries:
         out = subprocess.run(["ldd", b], capture_output=True, text=True).stdout

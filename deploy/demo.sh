@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The main job: installs dependencies, builds Sluice, runs a sample pipeline
 # locally with `sluice run`, then starts a local dispatcher and two workers
-# on 127.0.0.1 and serves a pipeline to `sluice read`, and then the ImageNet
-# training pipeline on a small folder of generated JPEGs.
+# on 127.0.0.1 and serves a pipeline to `sluice read`, then the ImageNet
+# training pipeline on a small folder of generated JPEGs, and the
+# language-model pipeline on a generated corpus with a tokenizer it trains.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash deploy/install_deps.sh
@@ -59,3 +60,12 @@ pipeline:
   - distribute: {processing_mode: distributed_epoch}
 EOF
 build/cli/sluice read "$run_dir/imagenet.yaml" --service "grpc://127.0.0.1:$port" --summary
+
+echo "== a language-model pipeline (config/pipelines/lm_pretrain.yaml): 4 generated JSON-lines files,"
+echo "   tokenized by a SentencePiece model trained here (spm_train), packed into rows of 512 tokens;"
+echo "   one line per batch of 8 rows (tokens, segment_ids, positions)"
+/usr/bin/python3 bench/make_text_corpus.py --out "$run_dir/corpus" --files 4 --lines 200 >/dev/null
+spm_train --input="$run_dir/corpus/train.txt" --model_prefix="$run_dir/tokenizer" --vocab_size=1000 \
+  --model_type=bpe >"$run_dir/spm_train.log" 2>&1
+cp config/pipelines/lm_pretrain.yaml "$run_dir/"
+build/cli/sluice read "$run_dir/lm_pretrain.yaml" --service "grpc://127.0.0.1:$port" --summary

@@ -10,6 +10,10 @@ packages=(
   libabsl-dev libspdlog-dev libfmt-dev libcli11-dev libyaml-cpp-dev
   catch2 zlib1g-dev libssl-dev libdlpack-dev libsnappy-dev libzstd-dev iperf3
   libjpeg62-turbo-dev libpng-dev libhwy-dev
+  # Text for language models: json_lines, tokenize; spm_train makes the
+  # tests' and the demo's tokenizer model, python3-sentencepiece is the
+  # text benchmark's Python baseline.
+  libsimdjson-dev libsentencepiece-dev sentencepiece python3-sentencepiece
   python3-dev pybind11-dev python3-numpy python3-pytest python3-pytest-timeout python3-torch python3-torchvision python3-pil
   # mypy's stubtest checks python/sluice/_sluice.pyi against the built module.
   mypy

@@ -173,10 +173,10 @@ TEST_CASE("dispatcher_impl: GetOrCreateJob errors", "[dispatcher]") {
       Register(d, internal::DefinitionOf(Dataset::Zip({Dataset::Range(3), Dataset::Range(3)})));
   absl::Status zip = TryJob(d, zipped, proto::DISTRIBUTED_EPOCH, "z");
   CHECK(zip.code() == absl::StatusCode::kFailedPrecondition);
-  CHECK(
-      zip.message() ==
-      "a pipeline whose source is 'zip' cannot be split for distributed_epoch; start it with range, "
-      "from_tensor_slices, list_files, image_folder, webdataset, text_line, tfrecord or fixed_length_record");
+  CHECK(zip.message() ==
+        "a pipeline whose source is 'zip' cannot be split for distributed_epoch; start it with range, "
+        "from_tensor_slices, list_files, image_folder, webdataset, text_line, json_lines, tfrecord or "
+        "fixed_length_record");
   // The same pipeline is fine in parallel_epochs.
   CHECK(Job(d, zipped, proto::PARALLEL_EPOCHS) == 1);
   CHECK(Snapshot(d).jobs_size() == 1);
@@ -685,7 +685,8 @@ TEST_CASE("dispatcher_impl: exactly_once takes distributed_epoch pipelines that 
   const std::string prefix =
       "exactly_once"
       " runs the worker side once per split, so that every element comes from one split and is the same on "
-      "every run; it takes a splittable source, then map, filter, prefetch and at most one batch or "
+      "every run; it takes a splittable source, then map, filter, tokenize, prefetch and at most one batch "
+      "or "
       "padded_batch (docs/pipeline.md): step ";
   CHECK(TryExactlyOnceJob(d, internal::DefinitionOf(Dataset::Range(10).Batch(2)), proto::DISTRIBUTED_EPOCH)
             .ok());

@@ -43,6 +43,12 @@ absl::StatusOr<FileSourceConfig> FileConfig(const proto::Step& step, const Eleme
       files = &step.text_line().files();
       config.compression_type = step.text_line().compression_type();
       break;
+    case proto::Step::kJsonLines:
+      config.format = RecordFormat::kJsonLines;
+      files = &step.json_lines().files();
+      config.compression_type = step.json_lines().compression_type();
+      config.fields.assign(step.json_lines().fields().begin(), step.json_lines().fields().end());
+      break;
     case proto::Step::kTfrecord:
       config.format = RecordFormat::kTFRecord;
       files = &step.tfrecord().files();
@@ -96,6 +102,7 @@ absl::StatusOr<DatasetPtr> BuildSource(const proto::Step& step, const BuildOptio
     case proto::Step::kWebdataset:
       return MakeWebDatasetDataset(step.webdataset());
     case proto::Step::kTextLine:
+    case proto::Step::kJsonLines:
     case proto::Step::kTfrecord:
     case proto::Step::kFixedLengthRecord: {
       absl::StatusOr<FileSourceConfig> config = FileConfig(step, options.input);
@@ -151,6 +158,10 @@ absl::StatusOr<DatasetPtr> BuildTransform(DatasetPtr input, const proto::Step& s
       return MakeEnumerateDataset(std::move(input), step.enumerate());
     case proto::Step::kPrefetch:
       return MakePrefetchDataset(std::move(input), step.prefetch());
+    case proto::Step::kTokenize:
+      return MakeTokenizeDataset(std::move(input), step.tokenize());
+    case proto::Step::kPackSequences:
+      return MakePackSequencesDataset(std::move(input), step.pack_sequences());
     case proto::Step::kInterleave: {
       const proto::DatasetDef sub_def = step.interleave().pipeline();
       if (sub_def.steps().empty()) return absl::InvalidArgumentError("interleave: 'pipeline' has no steps");
@@ -218,8 +229,8 @@ std::vector<std::string> AllOpNames() {
 
 bool IsSourceOp(std::string_view op) {
   static const std::set<std::string, std::less<>> kSources = {
-      "range",      "from_tensors", "from_tensor_slices", "list_files",          "image_folder",
-      "webdataset", "text_line",    "tfrecord",           "fixed_length_record", "zip"};
+      "range",     "from_tensors", "from_tensor_slices",  "list_files", "image_folder", "webdataset",
+      "text_line", "tfrecord",     "fixed_length_record", "zip",        "json_lines"};
   return kSources.contains(op);
 }
 
@@ -255,6 +266,10 @@ absl::StatusOr<proto::Step> NewStep(std::string_view op) {
       break;
     case proto::Step::kPrefetch:
       step.mutable_prefetch()->set_buffer_size(-1);
+      break;
+    case proto::Step::kPackSequences:
+      step.mutable_pack_sequences()->set_length(2048);
+      step.mutable_pack_sequences()->set_method("first_fit");
       break;
     case proto::Step::kInterleave:
       step.mutable_interleave()->set_cycle_length(4);
@@ -441,6 +456,7 @@ absl::StatusOr<SourceSplitInfo> DescribeSourceSplits(const proto::Step& source) 
       info.per_file = true;
       return info;
     case proto::Step::kTextLine:
+    case proto::Step::kJsonLines:
     case proto::Step::kTfrecord:
     case proto::Step::kFixedLengthRecord: {
       absl::StatusOr<FileSourceConfig> config = FileConfig(source, nullptr);
@@ -457,7 +473,7 @@ absl::StatusOr<SourceSplitInfo> DescribeSourceSplits(const proto::Step& source) 
       return absl::FailedPreconditionError(absl::StrCat(
           "a pipeline whose source is '", StepOpName(source),
           "' cannot be split for distributed_epoch; start it with range, from_tensor_slices, list_files, "
-          "image_folder, webdataset, text_line, tfrecord or fixed_length_record"));
+          "image_folder, webdataset, text_line, json_lines, tfrecord or fixed_length_record"));
   }
 }
 

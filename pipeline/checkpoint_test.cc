@@ -15,62 +15,15 @@
 #include "sluice/dataset.h"
 #include "sluice/iterator.h"
 #include "sluice/proto/checkpoint.pb.h"
+#include "tests/testing/checkpoint_util.h"
 #include "tests/testing/test_util.h"
 
 namespace sluice {
 namespace {
 
-constexpr int64_t kReadLimit = 400;  // bounds infinite pipelines
-
-std::vector<std::string> Read(Iterator& it, int64_t limit) {
-  std::vector<std::string> out;
-  while (static_cast<int64_t>(out.size()) < limit) {
-    absl::StatusOr<std::optional<Element>> next = it.GetNextAsOptional();
-    INFO(next.status().ToString());
-    REQUIRE(next.ok());
-    if (!next->has_value()) break;
-    out.push_back(ElementToJson(**next));
-  }
-  return out;
-}
-
-std::vector<std::string> Uninterrupted(const Dataset& dataset) {
-  absl::StatusOr<Iterator> it = dataset.MakeIterator();
-  INFO(it.status().ToString());
-  REQUIRE(it.ok());
-  return Read(*it, kReadLimit);
-}
-
-// Reads `before` elements, saves, restores into a fresh iterator and reads
-// the rest there; also checks that the saving iterator goes on unchanged.
-void CheckResumesAt(const Dataset& dataset, int64_t before, const std::vector<std::string>& expected) {
-  INFO("saved after " << before << " elements");
-  absl::StatusOr<Iterator> first = dataset.MakeIterator();
-  REQUIRE(first.ok());
-  std::vector<std::string> seen = Read(*first, before);
-  absl::StatusOr<std::string> state = first->Save();
-  INFO(state.status().ToString());
-  REQUIRE(state.ok());
-  absl::StatusOr<Iterator> restored = dataset.MakeIterator(*state);
-  INFO(restored.status().ToString());
-  REQUIRE(restored.ok());
-  const int64_t rest = kReadLimit - static_cast<int64_t>(seen.size());
-  std::vector<std::string> after = Read(*restored, rest);
-  std::vector<std::string> resumed = seen;
-  resumed.insert(resumed.end(), after.begin(), after.end());
-  CHECK(resumed == expected);
-  std::vector<std::string> went_on = seen;
-  for (const std::string& e : Read(*first, rest)) went_on.push_back(e);
-  CHECK(went_on == expected);
-}
-
-void CheckResumesEverywhere(const Dataset& dataset) {
-  const std::vector<std::string> expected = Uninterrupted(dataset);
-  REQUIRE(!expected.empty());
-  for (int64_t before = 0; before <= static_cast<int64_t>(expected.size()); before += 1 + before / 4) {
-    CheckResumesAt(dataset, before, expected);
-  }
-}
+using testing::CheckResumesAt;
+using testing::CheckResumesEverywhere;
+using testing::Uninterrupted;
 
 Tensor Column(int64_t n) {
   std::vector<int64_t> values(n);

@@ -19,8 +19,9 @@ std::string Resolved(const std::filesystem::path& base, const std::string& path)
 const google::protobuf::FieldDescriptor* PathField(const google::protobuf::Message& message) {
   const google::protobuf::Descriptor* type = message.GetDescriptor();
   if (type == proto::ListFilesOp::descriptor()) return type->FindFieldByName("pattern");
-  if (type == proto::TextLineOp::descriptor() || type == proto::TFRecordOp::descriptor() ||
-      type == proto::FixedLengthRecordOp::descriptor() || type == proto::WebDatasetOp::descriptor()) {
+  if (type == proto::TextLineOp::descriptor() || type == proto::JsonLinesOp::descriptor() ||
+      type == proto::TFRecordOp::descriptor() || type == proto::FixedLengthRecordOp::descriptor() ||
+      type == proto::WebDatasetOp::descriptor()) {
     return type->FindFieldByName("files");
   }
   return nullptr;
@@ -33,6 +34,11 @@ void ResolveIn(const std::filesystem::path& base, google::protobuf::Message* mes
   if (message->GetDescriptor() == proto::ImageFolderOp::descriptor()) {
     auto* folder = static_cast<proto::ImageFolderOp*>(message);
     folder->set_root(Resolved(base, folder->root()));
+    return;
+  }
+  if (message->GetDescriptor() == proto::TokenizeOp::descriptor()) {
+    auto* tokenize = static_cast<proto::TokenizeOp*>(message);
+    tokenize->set_model(Resolved(base, tokenize->model()));
     return;
   }
   if (const auto* field = PathField(*message); field != nullptr) {

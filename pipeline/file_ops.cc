@@ -1,10 +1,12 @@
-// The file sources: text_line, tfrecord and fixed_length_record. Each reads
-// its files in order; under a split provider, only the files of the splits
-// it is handed (one file per split).
+// The file sources: text_line, json_lines, tfrecord and fixed_length_record.
+// Each reads
+// its files in order; under a split provider, only the files of the
+// splits it is handed (one file per split).
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "pipeline/iterator_state.h"
+#include "pipeline/json_lines.h"
 #include "pipeline/ops.h"
 #include "pipeline/record_io.h"
 #include "pipeline/split_provider.h"
@@ -23,6 +25,8 @@ const char* FormatName(RecordFormat format) {
       return "tfrecord";
     case RecordFormat::kFixedLength:
       return "fixed_length_record";
+    case RecordFormat::kJsonLines:
+      return "json_lines";
   }
   return "?";
 }
@@ -31,7 +35,11 @@ class FileSourceDataset : public DatasetBase {
  public:
   FileSourceDataset(FileSourceConfig config, Compression compression)
       : config_(std::move(config)), compression_(compression) {
-    spec_.components.push_back({PartialShape::Known({}), DType::kString});
+    if (config_.format == RecordFormat::kJsonLines) {
+      spec_ = JsonLinesSpec(config_.fields);
+    } else {
+      spec_.components.push_back({PartialShape::Known({}), DType::kString});
+    }
   }
   const ElementSpec& element_spec() const override { return spec_; }
   int64_t Cardinality() const override { return kUnknownCardinality; }
@@ -45,7 +53,11 @@ class FileSourceDataset : public DatasetBase {
   class Iterator : public IteratorBase {
    public:
     Iterator(const FileSourceDataset* dataset, SplitProvider* provider)
-        : dataset_(dataset), files_(static_cast<int64_t>(dataset->config_.files.size()), provider) {}
+        : dataset_(dataset), files_(static_cast<int64_t>(dataset->config_.files.size()), provider) {
+      if (dataset->config_.format == RecordFormat::kJsonLines) {
+        json_ = std::make_unique<JsonLineParser>(dataset->config_.fields);
+      }
+    }
 
     absl::Status GetNext(Element* element, bool* end) override {
       std::string record;
@@ -65,13 +77,17 @@ class FileSourceDataset : public DatasetBase {
         owned_.reset();
         tfrecord_.reset();
       }
-      *element = Element::Of(Tensor::StringScalar(std::move(record)));
       *end = false;
+      if (json_ != nullptr) {
+        return json_->Parse(record, dataset_->config_.files[file_index_], records_read_, element);
+      }
+      *element = Element::Of(Tensor::StringScalar(std::move(record)));
       return absl::OkStatus();
     }
 
     // Reads records straight into the batch's strings: no per-record tensor.
     absl::Status GetNextBatch(int64_t max_rows, Element* batch, int64_t* rows, bool* end) override {
+      if (json_ != nullptr) return IteratorBase::GetNextBatch(max_rows, batch, rows, end);
       Tensor records(DType::kString, {max_rows});
       std::string* out = records.mutable_data<std::string>();
       *rows = 0;
@@ -157,6 +173,7 @@ class FileSourceDataset : public DatasetBase {
         case RecordFormat::kTFRecord:
           return tfrecord_->ReadRecord(record);
         case RecordFormat::kTextLine:
+        case RecordFormat::kJsonLines:
           return owned_->ReadLine(record);
         case RecordFormat::kFixedLength: {
           // Reads one record plus the footer's length ahead, so the footer
@@ -199,6 +216,7 @@ class FileSourceDataset : public DatasetBase {
     std::unique_ptr<InputStream> owned_;        // text and fixed-length files
     std::unique_ptr<TFRecordReader> tfrecord_;  // TFRecord files
     std::string lookahead_;
+    std::unique_ptr<JsonLineParser> json_;  // json_lines only
   };
 
   const FileSourceConfig config_;
@@ -214,6 +232,9 @@ absl::StatusOr<DatasetPtr> MakeFileSourceDataset(FileSourceConfig config) {
   if (!compression.ok())
     return absl::InvalidArgumentError(absl::StrCat(op, ": ", compression.status().message()));
   if (config.files.empty()) return absl::InvalidArgumentError(absl::StrCat(op, ": missing 'files'"));
+  if (config.format == RecordFormat::kJsonLines) {
+    if (absl::Status s = CheckJsonFields(config.fields); !s.ok()) return s;
+  }
   if (config.format == RecordFormat::kFixedLength) {
     if (config.record_bytes <= 0) {
       return absl::InvalidArgumentError("fixed_length_record: record_bytes must be > 0");

@@ -27,7 +27,7 @@ absl::StatusOr<DatasetPtr> MakeZipDataset(std::vector<DatasetPtr> inputs);
 
 // The files of a file source: listed in its op, or (when the op lists
 // none) the string component of `input`, the element an interleave maps.
-enum class RecordFormat { kTextLine, kTFRecord, kFixedLength };
+enum class RecordFormat { kTextLine, kTFRecord, kFixedLength, kJsonLines };
 struct FileSourceConfig {
   RecordFormat format = RecordFormat::kTextLine;
   std::vector<std::string> files;
@@ -35,6 +35,7 @@ struct FileSourceConfig {
   int64_t record_bytes = 0;  // fixed length only
   int64_t header_bytes = 0;
   int64_t footer_bytes = 0;
+  std::vector<std::string> fields;  // json_lines only
 };
 absl::StatusOr<DatasetPtr> MakeFileSourceDataset(FileSourceConfig config);
 
@@ -60,6 +61,9 @@ absl::StatusOr<DatasetPtr> MakeSkipDataset(DatasetPtr input, const proto::SkipOp
 absl::StatusOr<DatasetPtr> MakeShardDataset(DatasetPtr input, const proto::ShardOp& op);
 absl::StatusOr<DatasetPtr> MakeEnumerateDataset(DatasetPtr input, const proto::EnumerateOp& op);
 absl::StatusOr<DatasetPtr> MakePrefetchDataset(DatasetPtr input, const proto::PrefetchOp& op);
+// Text for language models (tokenize.cc, pack_sequences.cc).
+absl::StatusOr<DatasetPtr> MakeTokenizeDataset(DatasetPtr input, const proto::TokenizeOp& op);
+absl::StatusOr<DatasetPtr> MakePackSequencesDataset(DatasetPtr input, const proto::PackSequencesOp& op);
 
 // An iterator that runs `input` on its own thread, up to `capacity`
 // elements ahead (prefetch, and parallel interleave's cycle elements).

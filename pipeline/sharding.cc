@@ -8,6 +8,7 @@ namespace {
 
 google::protobuf::RepeatedPtrField<std::string>* MutableFiles(proto::Step* step) {
   if (step->has_text_line()) return step->mutable_text_line()->mutable_files();
+  if (step->has_json_lines()) return step->mutable_json_lines()->mutable_files();
   if (step->has_tfrecord()) return step->mutable_tfrecord()->mutable_files();
   if (step->has_fixed_length_record()) return step->mutable_fixed_length_record()->mutable_files();
   if (step->has_webdataset()) return step->mutable_webdataset()->mutable_files();
@@ -52,6 +53,7 @@ bool HasFileSource(const proto::DatasetDef& def) {
 
 int SourceFileCount(const proto::Step& source) {
   if (source.has_text_line()) return source.text_line().files_size();
+  if (source.has_json_lines()) return source.json_lines().files_size();
   if (source.has_tfrecord()) return source.tfrecord().files_size();
   if (source.has_fixed_length_record()) return source.fixed_length_record().files_size();
   if (source.has_webdataset()) return source.webdataset().files_size();
@@ -86,11 +88,11 @@ absl::Status ShardDatasetDef(ShardBy by, int num_shards, int index, int data_sha
   }
   proto::Step& source = *def->mutable_steps(0);
   if (!HasFileSource(*def)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(names.file_sharding,
-                     " needs a file source (list_files, image_folder, webdataset, text_line, tfrecord or "
-                     "fixed_length_record); the pipeline starts with ",
-                     StepName(source)));
+    return absl::InvalidArgumentError(absl::StrCat(
+        names.file_sharding,
+        " needs a file source (list_files, image_folder, webdataset, text_line, json_lines, tfrecord or "
+        "fixed_length_record); the pipeline starts with ",
+        StepName(source)));
   }
   // image_folder keeps only its shard's files, so that it reads no other.
   if (source.has_image_folder()) {

@@ -52,7 +52,8 @@ TEST_CASE("sharding: FILE gives each shard every N-th file, and needs enough fil
   proto::DatasetDef range = internal::DefinitionOf(Dataset::Range(10));
   absl::Status not_files = ShardDatasetDef(ShardBy::kFile, 2, 0, 1, kWorkers, &range);
   CHECK(not_files.message() ==
-        "FILE sharding needs a file source (list_files, image_folder, webdataset, text_line, tfrecord or "
+        "FILE sharding needs a file source (list_files, image_folder, webdataset, text_line, json_lines, "
+        "tfrecord or "
         "fixed_length_record); the pipeline starts with range");
 }
 

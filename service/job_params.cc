@@ -147,7 +147,8 @@ absl::Status CheckExactlyOnce(const proto::JobParams& params, const proto::Datas
     return absl::FailedPreconditionError(absl::StrCat(
         option,
         " runs the worker side once per split, so that every element comes from one split and is the same on "
-        "every run; it takes a splittable source, then map, filter, prefetch and at most one batch or "
+        "every run; it takes a splittable source, then map, filter, tokenize, prefetch and at most one batch "
+        "or "
         "padded_batch (docs/pipeline.md): step ",
         index + 1, " ", why));
   };
@@ -156,7 +157,8 @@ absl::Status CheckExactlyOnce(const proto::JobParams& params, const proto::Datas
   // By its op alone: the files are listed when the splits are made.
   const bool splittable = source.has_range() || source.has_from_tensor_slices() || source.has_list_files() ||
                           source.has_image_folder() || source.has_webdataset() || source.has_text_line() ||
-                          source.has_tfrecord() || source.has_fixed_length_record();
+                          source.has_tfrecord() || source.has_fixed_length_record() ||
+                          source.has_json_lines();
   if (!splittable) return refuse(0, absl::StrCat("(", StepName(source), ") cannot be split"));
   if ((source.has_image_folder() && source.image_folder().shuffle() && !source.image_folder().has_seed()) ||
       (source.has_list_files() && source.list_files().shuffle() && !source.list_files().has_seed())) {
@@ -200,7 +202,8 @@ absl::Status CheckExactlyOnce(const proto::JobParams& params, const proto::Datas
     }
     // ignore_errors is not taken: a transient error dropped on one run of a
     // split and not on another would move elements between positions.
-    if (!step.has_map() && !step.has_filter() && !step.has_prefetch()) {
+    // tokenize is a map of one element to one.
+    if (!step.has_map() && !step.has_filter() && !step.has_prefetch() && !step.has_tokenize()) {
       return refuse(i,
                     absl::StrCat("is ", StepName(step),
                                  ", whose output depends on more than one split (shuffle the source with a "

@@ -63,7 +63,8 @@ TEST_CASE("job_params: exactly_once needs distributed_epoch and a worker side th
   const std::string prefix =
       "exactly_once"
       " runs the worker side once per split, so that every element comes from one split and is the same on "
-      "every run; it takes a splittable source, then map, filter, prefetch and at most one batch or "
+      "every run; it takes a splittable source, then map, filter, tokenize, prefetch and at most one batch "
+      "or "
       "padded_batch (docs/pipeline.md): step ";
   proto::DatasetDef def;
   def.add_steps()->mutable_range()->set_stop(10);
@@ -114,6 +115,21 @@ TEST_CASE("job_params: exactly_once needs distributed_epoch and a worker side th
         "exactly_once needs distributed_epoch; the job is parallel_epochs");
 }
 
+TEST_CASE("job_params: exactly_once takes json_lines then tokenize, but not pack_sequences", "[service]") {
+  proto::JobParams params;
+  params.set_processing_mode(proto::DISTRIBUTED_EPOCH);
+  proto::DatasetDef def;
+  def.add_steps()->mutable_json_lines()->add_files("a.jsonl");
+  def.mutable_steps(0)->mutable_json_lines()->add_fields("text");
+  def.add_steps()->mutable_tokenize()->set_model("m.model");
+  CHECK(CheckExactlyOnce(params, def).ok());
+  def.add_steps()->mutable_pack_sequences()->set_length(16);
+  CHECK_THAT(
+      std::string(CheckExactlyOnce(params, def).message()),
+      Catch::Matchers::EndsWith("step 3 is pack_sequences, whose output depends on more than one split "
+                                "(shuffle the source with a seed instead)"));
+}
+
 TEST_CASE("job_params: deterministic implies exactly_once and says so in its refusals", "[service]") {
   proto::DistributeOp op = Op("distributed_epoch", "");
   op.set_deterministic(true);
@@ -127,7 +143,8 @@ TEST_CASE("job_params: deterministic implies exactly_once and says so in its ref
   CHECK(CheckExactlyOnce(params, def).message() ==
         "deterministic"
         " runs the worker side once per split, so that every element comes from one split and is the same on "
-        "every run; it takes a splittable source, then map, filter, prefetch and at most one batch or "
+        "every run; it takes a splittable source, then map, filter, tokenize, prefetch and at most one batch "
+        "or "
         "padded_batch (docs/pipeline.md): step "
         "2 is shuffle, whose output depends on more than one split (shuffle the source with a seed instead)");
 }

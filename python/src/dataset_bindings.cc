@@ -288,6 +288,16 @@ void BindDataset(py::module_& module) {
           py::arg("files"), py::arg("compression_type") = "",
           "The lines of text files, one bytes element each; compression_type '' , 'GZIP' or 'ZLIB'.")
       .def_static(
+          "json_lines",
+          [](std::vector<std::string> files, std::vector<std::string> fields, std::string compression_type) {
+            return Dataset::JsonLines(std::move(files), std::move(fields), std::move(compression_type));
+          },
+          py::arg("files"), py::arg("fields"), py::arg("compression_type") = "",
+          "JSON-lines files: one element per line, one bytes component per field, named after it (a JSON "
+          "string as its text, any other value as its JSON). A malformed line is DataLoss naming the file "
+          "and "
+          "line. Each file is a split.")
+      .def_static(
           "tfrecord",
           [](std::vector<std::string> files, std::string compression_type) {
             return Dataset::TFRecord(std::move(files), std::move(compression_type));
@@ -354,6 +364,15 @@ void BindDataset(py::module_& module) {
            "Pairs each element with its index: (index, element).")
       .def("prefetch", &Dataset::Prefetch, py::arg("buffer_size") = -1,
            "Makes up to buffer_size elements ahead on a thread of its own (-1: tuned).")
+      .def("tokenize", &Dataset::Tokenize, py::arg("model"), py::arg("component") = 0,
+           py::arg("add_bos") = false, py::arg("add_eos") = false,
+           "Encodes string component `component` with a SentencePiece model (BPE or unigram) into an int32 "
+           "vector of token ids; on a worker the model file must be under its data_roots.")
+      .def("pack_sequences", &Dataset::PackSequences, py::arg("length"), py::arg("method") = "first_fit",
+           py::arg("component") = 0, py::arg("padding_value") = 0, py::arg("num_bins") = 0,
+           "Packs token vectors into rows of `length`: {tokens, segment_ids, positions}, as T5 and Grain do; "
+           "method 'first_fit' or 'best_fit', num_bins rows open at once (0: 8). Longer sequences are cut "
+           "into pieces of `length`.")
       .def("ignore_errors", &Dataset::IgnoreErrors, py::arg("quiet") = false,
            "Drops the elements whose computation failed (a corrupt image), counting them; unless quiet, the "
            "first error and the count go to stderr.")

@@ -522,7 +522,7 @@ TEST_CASE("hardening read: definitions the service refuses exit 2 naming the dis
            "processing_mode: distributed_epoch}\n",
        "p.yaml:5:5: step 2 (distribute): a pipeline whose source is 'zip' cannot be split for "
        "distributed_epoch; start it with range, from_tensor_slices, list_files, image_folder, webdataset, "
-       "text_line, tfrecord or fixed_length_record\n"},
+       "text_line, json_lines, tfrecord or fixed_length_record\n"},
   };
   for (const Case& c : cases) {
     WriteFile(path, "pipeline:\n" + c.steps);

@@ -115,6 +115,11 @@ class Dataset {
                                    int64_t header_bytes = 0, int64_t footer_bytes = 0,
                                    std::string compression_type = "");
   static Dataset Zip(const std::vector<Dataset>& datasets);
+  // JSON-lines files: one element per line, one string component per
+  // field, named after it (a JSON string as its text, any other value as
+  // its JSON). A malformed line is DataLoss naming the file and line.
+  static Dataset JsonLines(std::vector<std::string> files, std::vector<std::string> fields,
+                           std::string compression_type = "");
   // A definition saved with Serialize (the service's DatasetDef message);
   // InvalidArgument when the bytes are not one.
   static absl::StatusOr<Dataset> Deserialize(std::string_view bytes);
@@ -155,6 +160,16 @@ class Dataset {
   // Drops the elements whose computation failed (a corrupt image), counting
   // them; unless `quiet`, the first error and the count go to stderr.
   Dataset IgnoreErrors(bool quiet = false) const;
+  // Text for language models. Tokenize: string component `component`
+  // becomes an int32 vector of the SentencePiece model's token ids (the
+  // model file: on a worker, under its data_roots). PackSequences: int32
+  // or int64 vectors packed into rows of `length` tokens, {tokens,
+  // segment_ids, positions}; method "first_fit" or "best_fit", num_bins
+  // rows open at once (0: 8).
+  Dataset Tokenize(std::string model, int64_t component = 0, bool add_bos = false,
+                   bool add_eos = false) const;
+  Dataset PackSequences(int64_t length, std::string method = "first_fit", int64_t component = 0,
+                        int64_t padding_value = 0, int64_t num_bins = 0) const;
   // The steps so far run on the data service (the pipeline's `distribute`
   // step); the steps after run in this process.
   Dataset ReadFromService(const ServiceOptions& options) const;
