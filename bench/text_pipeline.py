@@ -11,9 +11,11 @@ rows), batch 8 rows.
   encoder         bench/tokenize_baseline: SentencePiece's C++ encoder
                   alone over the texts in memory, no JSON, no packing: the
                   physical reference (1 thread, then --workers threads)
-  sluice-local    Sluice in this process (import sluice), one thread
+  sluice-local    Sluice in this process (import sluice): tokenize on one
+                  thread, then on --workers threads (num_parallel_calls)
   sluice-service  through a local dispatcherd and --workers workerds,
-                  distributed_epoch (each file a split), read here
+                  distributed_epoch (each file a split), tokenize with
+                  num_parallel_calls -1 on each, read here
 
 Tokens are the packed tokens delivered (segment_ids > 0); each Sluice
 variant also prints its padding fraction. Run from the repository root:
@@ -101,8 +103,8 @@ def python_loop(files, model, length, bins=8, batch=8):
     return tokens, time.perf_counter() - start
 
 
-def sluice_pipeline(sluice, files, model, length):
-    return (sluice.Dataset.json_lines(files, ["text"]).tokenize(model)
+def sluice_pipeline(sluice, files, model, length, parallel=0):
+    return (sluice.Dataset.json_lines(files, ["text"]).tokenize(model, num_parallel_calls=parallel)
             .pack_sequences(length, "first_fit").batch(8))
 
 
@@ -142,11 +144,12 @@ def main():
                                  capture_output=True, text=True).stdout.split()
             results.append((f"encoder ({threads} thread{'s' if threads > 1 else ''})", float(out[1]), ""))
         tokens, seconds, padding = read_all(sluice_pipeline(sluice, files, model, args.length))
-        results.append(("sluice-local", tokens / seconds, f"padding {padding:.1%}"))
+        results.append(("sluice-local (1 thread)", tokens / seconds, f"padding {padding:.1%}"))
+        tokens, seconds, padding = read_all(sluice_pipeline(sluice, files, model, args.length, args.workers))
+        results.append((f"sluice-local ({args.workers} threads)", tokens / seconds, f"padding {padding:.1%}"))
         with sluice.LocalCluster(workers=args.workers) as cluster:
-            dataset = (sluice.Dataset.json_lines(files, ["text"]).tokenize(model)
-                       .pack_sequences(args.length, "first_fit").batch(8)
-                       .distribute("distributed_epoch", cluster.service))
+            dataset = sluice_pipeline(sluice, files, model, args.length, -1).distribute("distributed_epoch",
+                                                                                          cluster.service)
             read_all(dataset)  # warm: the workers load the model once
             tokens, seconds, padding = read_all(dataset)
         results.append((f"sluice-service ({args.workers} workers)", tokens / seconds, f"padding {padding:.1%}"))

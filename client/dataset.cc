@@ -370,13 +370,15 @@ Dataset Dataset::IgnoreErrors(bool quiet) const {
               [&](proto::Step& s) { s.mutable_ignore_errors()->set_quiet(quiet); });
 }
 
-Dataset Dataset::Tokenize(std::string model, int64_t component, bool add_bos, bool add_eos) const {
+Dataset Dataset::Tokenize(std::string model, int64_t component, bool add_bos, bool add_eos,
+                          int64_t num_parallel_calls) const {
   return With(DatasetAccess::State(*this), "tokenize", [&](proto::Step& s) {
     proto::TokenizeOp* op = s.mutable_tokenize();
     op->set_model(model);
     op->set_component(component);
     op->set_add_bos(add_bos);
     op->set_add_eos(add_eos);
+    op->set_num_parallel_calls(num_parallel_calls);
   });
 }
 

@@ -48,6 +48,12 @@ absl::StatusOr<DatasetPtr> MakeMapDataset(DatasetPtr input, const proto::MapOp& 
 // one map that calls each function in turn on the same thread (tf.data's
 // map fusion): one hand-off and one thread pool instead of one per map.
 absl::StatusOr<DatasetPtr> MakeFusedMapDataset(DatasetPtr input, const std::vector<proto::MapOp>& ops);
+// A map of a function made by an op itself (tokenize's), with map's
+// threads, order and checkpoints; `spec` is its OutputSpec of the input's.
+absl::StatusOr<DatasetPtr> MakeFunctionMapDataset(DatasetPtr input,
+                                                  std::shared_ptr<const ElementFunction> function,
+                                                  ElementSpec spec, std::string name,
+                                                  int64_t num_parallel_calls);
 absl::StatusOr<DatasetPtr> MakeFilterDataset(DatasetPtr input, const proto::FilterOp& op);
 absl::StatusOr<DatasetPtr> MakeBatchDataset(DatasetPtr input, const proto::BatchOp& op);
 absl::StatusOr<DatasetPtr> MakePaddedBatchDataset(DatasetPtr input, const proto::PaddedBatchOp& op);

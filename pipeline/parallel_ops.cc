@@ -344,6 +344,37 @@ absl::Status CheckParallelCalls(int64_t num_parallel_calls, const char* op) {
   return absl::OkStatus();
 }
 
+namespace {
+
+// Runs `functions` one after the other on each element, on
+// num_parallel_calls threads.
+absl::StatusOr<DatasetPtr> MapWithFunctions(DatasetPtr input,
+                                            std::vector<std::shared_ptr<const ElementFunction>> functions,
+                                            ElementSpec spec, std::string name, int64_t num_parallel_calls,
+                                            bool deterministic) {
+  PullFn pull = [](IteratorBase* in, Unit* unit, bool* end) {
+    unit->elements.resize(1);
+    return in->GetNext(&unit->elements[0], end);
+  };
+  // The functions run one after the other on the same thread, each on what
+  // the one before gave up.
+  TransformFn transform = [functions = std::move(functions)](Unit& unit) -> absl::StatusOr<Element> {
+    Element element = std::move(unit.elements[0]);
+    for (const std::shared_ptr<const ElementFunction>& function : functions) {
+      absl::StatusOr<Element> out = function->CallOwned(std::move(element));
+      if (!out.ok()) return out.status();
+      element = *std::move(out);
+    }
+    return element;
+  };
+  const int64_t cardinality = input->Cardinality();
+  return std::make_shared<PullTransformDataset>(std::move(input), std::move(spec), std::move(name),
+                                                cardinality, std::move(pull), std::move(transform),
+                                                num_parallel_calls, deterministic);
+}
+
+}  // namespace
+
 absl::StatusOr<DatasetPtr> MakeMapDataset(DatasetPtr input, const proto::MapOp& op) {
   return MakeFusedMapDataset(std::move(input), {op});
 }
@@ -365,25 +396,18 @@ absl::StatusOr<DatasetPtr> MakeFusedMapDataset(DatasetPtr input, const std::vect
     functions.push_back(*std::move(fn));
     names.push_back(op.fn().name());
   }
-  PullFn pull = [](IteratorBase* in, Unit* unit, bool* end) {
-    unit->elements.resize(1);
-    return in->GetNext(&unit->elements[0], end);
-  };
-  // The functions run one after the other on the same thread, each on what
-  // the one before gave up.
-  TransformFn transform = [functions = std::move(functions)](Unit& unit) -> absl::StatusOr<Element> {
-    Element element = std::move(unit.elements[0]);
-    for (const std::shared_ptr<const ElementFunction>& function : functions) {
-      absl::StatusOr<Element> out = function->CallOwned(std::move(element));
-      if (!out.ok()) return out.status();
-      element = *std::move(out);
-    }
-    return element;
-  };
-  const int64_t cardinality = input->Cardinality();
-  return std::make_shared<PullTransformDataset>(
-      std::move(input), std::move(spec), absl::StrCat("map(", absl::StrJoin(names, ", "), ")"), cardinality,
-      std::move(pull), std::move(transform), first.num_parallel_calls(), first.deterministic());
+  return MapWithFunctions(std::move(input), std::move(functions), std::move(spec),
+                          absl::StrCat("map(", absl::StrJoin(names, ", "), ")"), first.num_parallel_calls(),
+                          first.deterministic());
+}
+
+absl::StatusOr<DatasetPtr> MakeFunctionMapDataset(DatasetPtr input,
+                                                  std::shared_ptr<const ElementFunction> function,
+                                                  ElementSpec spec, std::string name,
+                                                  int64_t num_parallel_calls) {
+  if (absl::Status s = CheckParallelCalls(num_parallel_calls, name.c_str()); !s.ok()) return s;
+  return MapWithFunctions(std::move(input), {std::move(function)}, std::move(spec), std::move(name),
+                          num_parallel_calls, /*deterministic=*/true);
 }
 
 absl::StatusOr<DatasetPtr> MakeBatchDataset(DatasetPtr input, const proto::BatchOp& op) {

@@ -209,6 +209,19 @@ TEST_CASE("tokenize: ids are SentencePiece's own and decode back to the text", "
   }
 }
 
+TEST_CASE("tokenize: on parallel threads, the same ids in the same order", "[ops][text][tokenize]") {
+  const Models& models = TrainedModels();
+  TempDir dir;
+  WriteFile(dir.File("t.txt"), Corpus(200));
+  const Dataset lines = Dataset::TextLine({dir.File("t.txt")});
+  const Lines sequential = JsonOf(lines.Tokenize(models.bpe));
+  REQUIRE(sequential.size() == 200);
+  CHECK(JsonOf(lines.Tokenize(models.bpe, 0, false, false, 3)) == sequential);
+  CHECK(JsonOf(lines.Tokenize(models.bpe, 0, false, false, -1)) == sequential);
+  CHECK(BuildError(lines.Tokenize(models.bpe, 0, false, false, -2)).message() ==
+        "step 2 (tokenize): num_parallel_calls must be >= 1, or -1 for autotune, got -2");
+}
+
 TEST_CASE("tokenize: add_bos and add_eos frame the ids, on the named component", "[ops][text][tokenize]") {
   const Models& models = TrainedModels();
   TempDir dir;
@@ -427,7 +440,7 @@ TEST_CASE("text ops: json_lines, tokenize, pack_sequences and batch restore at e
   WriteFile(dir.File("a.jsonl"), halves[0]);
   WriteFile(dir.File("b.jsonl"), halves[1]);
   const Dataset pipeline = Dataset::JsonLines({dir.File("a.jsonl"), dir.File("b.jsonl")}, {"text", "id"})
-                               .Tokenize(models.bpe, 0, true, true)
+                               .Tokenize(models.bpe, 0, true, true, /*num_parallel_calls=*/2)
                                .PackSequences(32, "best_fit", 0, 0, 4)
                                .Batch(2);
   testing::CheckResumesEverywhere(pipeline);

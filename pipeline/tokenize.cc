@@ -18,18 +18,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/file_io.h"
-#include "pipeline/iterator_state.h"
+#include "pipeline/function.h"
 #include "pipeline/ops.h"
 #include "pipeline/sandbox.h"
 #include "pipeline/sentencepiece_model.h"
-#include "pipeline/unary_dataset.h"
 
 namespace sluice {
 namespace {
 
-using internal::MakeUnaryIterator;
-using internal::UnaryDataset;
-using internal::UnaryIterator;
 using Processor = SentencePieceModel;
 
 // A tokenizer model is a few MB; past this it is not one.
@@ -66,53 +62,39 @@ absl::StatusOr<std::shared_ptr<const Processor>> LoadModel(const std::string& pa
   return model;
 }
 
-class TokenizeDataset : public UnaryDataset {
+// The work of one element, as a function, so that tokenize runs on map's
+// threads (num_parallel_calls) in the input's order and saves as map does.
+class TokenizeFunction : public ElementFunction {
  public:
-  TokenizeDataset(DatasetPtr input, ElementSpec spec, std::shared_ptr<const Processor> model, int component,
-                  bool add_bos, bool add_eos)
-      : UnaryDataset(std::move(input), std::move(spec), "tokenize"),
-        model_(std::move(model)),
-        component_(component),
-        add_bos_(add_bos),
-        add_eos_(add_eos) {}
-  int64_t Cardinality() const override { return input()->Cardinality(); }
-  absl::StatusOr<std::unique_ptr<IteratorBase>> MakeIterator(const IteratorContext& context) const override {
-    return MakeUnaryIterator<Iterator>(this, context);
+  TokenizeFunction(std::shared_ptr<const Processor> model, int component, bool add_bos, bool add_eos)
+      : model_(std::move(model)), component_(component), add_bos_(add_bos), add_eos_(add_eos) {}
+
+  absl::StatusOr<ElementSpec> OutputSpec(const ElementSpec& input) const override {
+    ElementSpec spec = input;
+    spec.components[component_] = TensorSpec{PartialShape::Known({kUnknownDim}), DType::kInt32};
+    return spec;
+  }
+  absl::StatusOr<Element> Call(const Element& input) const override { return CallOwned(input); }
+  absl::StatusOr<Element> CallOwned(Element element) const override {
+    Tensor& text = element.components[component_];
+    if (text.dtype() != DType::kString || text.num_elements() != 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("tokenize: component ", component_, " must be a string scalar, got ",
+                       DTypeName(text.dtype()), " of shape ", ShapeDebugString(text.shape())));
+    }
+    std::vector<int> ids;
+    if (add_bos_) ids.push_back(model_->bos_id());
+    if (std::string why; !model_->Encode(text.values<std::string>()[0], &ids, &why)) {
+      return absl::InvalidArgumentError(absl::StrCat("tokenize: ", why));
+    }
+    if (add_eos_) ids.push_back(model_->eos_id());
+    Tensor tokens(DType::kInt32, {static_cast<int64_t>(ids.size())});
+    std::copy(ids.begin(), ids.end(), tokens.mutable_data<int32_t>());
+    text = std::move(tokens);
+    return element;
   }
 
  private:
-  class Iterator : public UnaryIterator {
-   public:
-    Iterator(const TokenizeDataset* dataset, std::unique_ptr<IteratorBase> input)
-        : UnaryIterator(std::move(input)), dataset_(dataset) {}
-
-    absl::Status GetNext(Element* element, bool* end) override {
-      if (absl::Status s = input_->GetNext(element, end); !s.ok() || *end) return s;
-      Tensor& text = element->components[dataset_->component_];
-      if (text.dtype() != DType::kString || text.num_elements() != 1) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("tokenize: component ", dataset_->component_, " must be a string scalar, got ",
-                         DTypeName(text.dtype()), " of shape ", ShapeDebugString(text.shape())));
-      }
-      ids_.clear();
-      if (dataset_->add_bos_) ids_.push_back(dataset_->model_->bos_id());
-      if (std::string why; !dataset_->model_->Encode(text.values<std::string>()[0], &ids_, &why)) {
-        return absl::InvalidArgumentError(absl::StrCat("tokenize: ", why));
-      }
-      if (dataset_->add_eos_) ids_.push_back(dataset_->model_->eos_id());
-      Tensor tokens(DType::kInt32, {static_cast<int64_t>(ids_.size())});
-      std::copy(ids_.begin(), ids_.end(), tokens.mutable_data<int32_t>());
-      text = std::move(tokens);
-      return absl::OkStatus();
-    }
-    absl::Status Save(proto::IteratorState* state) override { return SaveInput(*input_, state); }
-    absl::Status Restore(const proto::IteratorState& state) override { return RestoreInput(*input_, state); }
-
-   private:
-    const TokenizeDataset* const dataset_;
-    std::vector<int> ids_;
-  };
-
   const std::shared_ptr<const Processor> model_;
   const int component_;
   const bool add_bos_;
@@ -147,8 +129,10 @@ absl::StatusOr<DatasetPtr> MakeTokenizeDataset(DatasetPtr input, const proto::To
     }
   }
   text = TensorSpec{PartialShape::Known({kUnknownDim}), DType::kInt32};
-  return std::make_shared<TokenizeDataset>(std::move(input), std::move(spec), *std::move(model),
-                                           static_cast<int>(op.component()), op.add_bos(), op.add_eos());
+  auto function = std::make_shared<const TokenizeFunction>(
+      *std::move(model), static_cast<int>(op.component()), op.add_bos(), op.add_eos());
+  return MakeFunctionMapDataset(std::move(input), std::move(function), std::move(spec), "tokenize",
+                                op.num_parallel_calls());
 }
 
 }  // namespace sluice

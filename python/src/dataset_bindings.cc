@@ -365,9 +365,10 @@ void BindDataset(py::module_& module) {
       .def("prefetch", &Dataset::Prefetch, py::arg("buffer_size") = -1,
            "Makes up to buffer_size elements ahead on a thread of its own (-1: tuned).")
       .def("tokenize", &Dataset::Tokenize, py::arg("model"), py::arg("component") = 0,
-           py::arg("add_bos") = false, py::arg("add_eos") = false,
+           py::arg("add_bos") = false, py::arg("add_eos") = false, py::arg("num_parallel_calls") = 0,
            "Encodes string component `component` with a SentencePiece model (BPE or unigram) into an int32 "
-           "vector of token ids; on a worker the model file must be under its data_roots.")
+           "vector of token ids, on num_parallel_calls threads as map (the order stays the input's); on a "
+           "worker the model file must be under its data_roots.")
       .def("pack_sequences", &Dataset::PackSequences, py::arg("length"), py::arg("method") = "first_fit",
            py::arg("component") = 0, py::arg("padding_value") = 0, py::arg("num_bins") = 0,
            "Packs token vectors into rows of `length`: {tokens, segment_ids, positions}, as T5 and Grain do; "

@@ -162,12 +162,13 @@ class Dataset {
   Dataset IgnoreErrors(bool quiet = false) const;
   // Text for language models. Tokenize: string component `component`
   // becomes an int32 vector of the SentencePiece model's token ids (the
-  // model file: on a worker, under its data_roots). PackSequences: int32
+  // model file: on a worker, under its data_roots), on num_parallel_calls
+  // threads as Map (the order stays the input's). PackSequences: int32
   // or int64 vectors packed into rows of `length` tokens, {tokens,
   // segment_ids, positions}; method "first_fit" or "best_fit", num_bins
   // rows open at once (0: 8).
-  Dataset Tokenize(std::string model, int64_t component = 0, bool add_bos = false,
-                   bool add_eos = false) const;
+  Dataset Tokenize(std::string model, int64_t component = 0, bool add_bos = false, bool add_eos = false,
+                   int64_t num_parallel_calls = 0) const;
   Dataset PackSequences(int64_t length, std::string method = "first_fit", int64_t component = 0,
                         int64_t padding_value = 0, int64_t num_bins = 0) const;
   // The steps so far run on the data service (the pipeline's `distribute`
