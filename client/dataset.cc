@@ -351,6 +351,12 @@ Dataset Dataset::Interleave(const Dataset& per_element, int64_t cycle_length, in
   });
 }
 
+Dataset Dataset::Concatenate(const Dataset& pipeline) const {
+  return With(DatasetAccess::State(*this), "concatenate", [&](proto::Step& s) {
+    *s.mutable_concatenate()->mutable_pipeline() = DatasetAccess::Definition(pipeline);
+  });
+}
+
 Dataset Dataset::Prefetch(int64_t buffer_size) const {
   return With(DatasetAccess::State(*this), "prefetch",
               [&](proto::Step& s) { s.mutable_prefetch()->set_buffer_size(buffer_size); });

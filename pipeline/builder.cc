@@ -81,6 +81,21 @@ Element PlaceholderElement(const ElementSpec& spec) {
   return element;
 }
 
+// A sub-pipeline of a step (concatenate's, a choice pipeline), built with
+// the element an enclosing interleave maps, if any; errors start with
+// `what`.
+absl::StatusOr<DatasetPtr> BuildSubPipeline(const proto::DatasetDef& def, const Element* input,
+                                            const std::string& what) {
+  if (def.steps().empty()) return absl::InvalidArgumentError(absl::StrCat(what, " has no steps"));
+  BuildOptions sub;
+  sub.input = input;
+  absl::StatusOr<DatasetPtr> dataset = BuildDataset(def, sub);
+  if (!dataset.ok()) {
+    return absl::Status(dataset.status().code(), absl::StrCat(what, ": ", dataset.status().message()));
+  }
+  return dataset;
+}
+
 absl::StatusOr<DatasetPtr> BuildSource(const proto::Step& step, const BuildOptions& options) {
   switch (step.op_case()) {
     case proto::Step::kRange:
@@ -121,7 +136,8 @@ absl::StatusOr<DatasetPtr> BuildSource(const proto::Step& step, const BuildOptio
   }
 }
 
-absl::StatusOr<DatasetPtr> BuildTransform(DatasetPtr input, const proto::Step& step) {
+absl::StatusOr<DatasetPtr> BuildTransform(DatasetPtr input, const proto::Step& step,
+                                          const BuildOptions& options) {
   switch (step.op_case()) {
     case proto::Step::kMap:
       return MakeMapDataset(std::move(input), step.map());
@@ -170,6 +186,12 @@ absl::StatusOr<DatasetPtr> BuildTransform(DatasetPtr input, const proto::Step& s
       return MakeInterleaveDataset(std::move(input), step.interleave(), std::move(factory),
                                    (*probe_dataset)->element_spec());
     }
+    case proto::Step::kConcatenate: {
+      absl::StatusOr<DatasetPtr> other =
+          BuildSubPipeline(step.concatenate().pipeline(), options.input, "concatenate: 'pipeline'");
+      if (!other.ok()) return other.status();
+      return MakeConcatenateDataset(std::move(input), *std::move(other));
+    }
     default:
       return absl::InvalidArgumentError("a source can only be the first step");
   }
@@ -207,6 +229,29 @@ int FusibleMapCount(const proto::DatasetDef& def, int i) {
 std::string StepOpName(const proto::Step& step) {
   const FieldDescriptor* field = step.GetReflection()->GetOneofFieldDescriptor(step, OpOneof());
   return field == nullptr ? "" : field->name();
+}
+
+std::vector<SubPipeline> SubPipelines(const proto::Step& step) {
+  std::vector<SubPipeline> subs;
+  const FieldDescriptor* op_field = step.GetReflection()->GetOneofFieldDescriptor(step, OpOneof());
+  if (op_field == nullptr || op_field->message_type() == nullptr) return subs;
+  const google::protobuf::Message& op = step.GetReflection()->GetMessage(step, op_field);
+  const google::protobuf::Reflection* reflection = op.GetReflection();
+  std::vector<const FieldDescriptor*> fields;
+  reflection->ListFields(op, &fields);
+  for (const FieldDescriptor* field : fields) {
+    if (field->message_type() != proto::DatasetDef::descriptor()) continue;
+    if (!field->is_repeated()) {
+      subs.push_back(
+          {field->name(), static_cast<const proto::DatasetDef*>(&reflection->GetMessage(op, field))});
+      continue;
+    }
+    for (int i = 0; i < reflection->FieldSize(op, field); ++i) {
+      subs.push_back({absl::StrCat(field->name(), " ", i + 1),
+                      static_cast<const proto::DatasetDef*>(&reflection->GetRepeatedMessage(op, field, i))});
+    }
+  }
+  return subs;
 }
 
 std::vector<std::string> AllOpNames() {
@@ -352,15 +397,15 @@ absl::StatusOr<DatasetPtr> BuildDataset(const proto::DatasetDef& def, const Buil
     } else if (i + 1 < def.steps_size() && MapCanFollowBatch(step, def.steps(i + 1))) {
       // map(f) -> batch == batch -> map(f) for an elementwise f, and the
       // second runs f once per batch. Errors still name the map's step.
-      absl::StatusOr<DatasetPtr> batched = BuildTransform(dataset, def.steps(i + 1));
-      if (batched.ok()) next = BuildTransform(*std::move(batched), step);
+      absl::StatusOr<DatasetPtr> batched = BuildTransform(dataset, def.steps(i + 1), options);
+      if (batched.ok()) next = BuildTransform(*std::move(batched), step, options);
       if (batched.ok() && next.ok()) {
         dataset = ContainExceptions(*std::move(next), absl::StrCat(StepLocation(options, i), "steps ", i + 1,
                                                                    "-", i + 2, " (", op, ", batch)"));
         ++i;
         continue;
       }
-      next = BuildTransform(dataset, step);  // report errors in step order
+      next = BuildTransform(dataset, step, options);  // report errors in step order
     } else if (const int fused = FusibleMapCount(def, i); fused > 1) {
       std::vector<proto::MapOp> maps;
       for (int k = i; k < i + fused; ++k) maps.push_back(def.steps(k).map());
@@ -371,9 +416,9 @@ absl::StatusOr<DatasetPtr> BuildDataset(const proto::DatasetDef& def, const Buil
         i += fused - 1;
         continue;
       }
-      next = BuildTransform(dataset, step);  // report errors in step order
+      next = BuildTransform(dataset, step, options);  // report errors in step order
     } else {
-      next = BuildTransform(dataset, step);
+      next = BuildTransform(dataset, step, options);
     }
     const std::string where = absl::StrCat(StepLocation(options, i), "step ", i + 1, " (", op, ")");
     if (!next.ok()) {

@@ -103,6 +103,8 @@ TEST_CASE("checkpoint: each op resumes exactly where it was saved", "[checkpoint
       {"parallel interleave",
        Dataset::Range(6).Interleave(Dataset::Range(4).Map("square"), 2, 3, 2).Repeat(2)},
       {"zip", Dataset::Zip({Dataset::Range(20), Dataset::Range(30).Shuffle(4, 1)})},
+      {"concatenate",
+       Dataset::Range(10).Shuffle(3, 2).Concatenate(Dataset::Range(20, 35).Shuffle(4, 1)).Repeat(2)},
       {"ignore_errors",
        Dataset::FromTensorSlices({Tensor::FromVector<std::string>({"ab", "cde", "fg", "h", "ij", "kl"})})
            .Map("decode_raw", {{"dtype", "int16"}})

@@ -60,6 +60,14 @@ absl::StatusOr<DatasetPtr> MakeSkipDataset(DatasetPtr input, const proto::SkipOp
 absl::StatusOr<DatasetPtr> MakeShardDataset(DatasetPtr input, const proto::ShardOp& op);
 absl::StatusOr<DatasetPtr> MakeEnumerateDataset(DatasetPtr input, const proto::EnumerateOp& op);
 absl::StatusOr<DatasetPtr> MakePrefetchDataset(DatasetPtr input, const proto::PrefetchOp& op);
+// The input's elements, then `other`'s; InvalidArgument naming both specs
+// unless they are compatible.
+absl::StatusOr<DatasetPtr> MakeConcatenateDataset(DatasetPtr input, DatasetPtr other);
+// The most specific spec that elements of `a` and of `b` both fit (tf.data's
+// most_specific_common_supertype: shapes that differ become unknown), or
+// InvalidArgument naming `op` and both specs when the components differ in
+// number, names or dtype.
+absl::StatusOr<ElementSpec> CommonElementSpec(const ElementSpec& a, const ElementSpec& b, const char* op);
 
 // An iterator that runs `input` on its own thread, up to `capacity`
 // elements ahead (prefetch, and parallel interleave's cycle elements).

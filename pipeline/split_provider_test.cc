@@ -128,6 +128,16 @@ TEST_CASE("MakeSplitProvider follows the source and its repeats", "[splits]") {
   CHECK(Drain(**files) == std::vector<Split>{{0, 1}, {1, 2}, {2, 3}});
 }
 
+TEST_CASE("MakeSplitProvider refuses concatenate, whose pipeline every worker would read whole", "[splits]") {
+  auto concatenated = MakeSplitProvider(
+      internal::DefinitionOf(Dataset::Range(9).Map("square").Concatenate(Dataset::Range(3))));
+  CHECK(concatenated.status().code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(concatenated.status().message() ==
+        "the pipeline cannot be split for distributed_epoch: step 3 (concatenate) would read its whole "
+        "pipeline "
+        "on every worker");
+}
+
 TEST_CASE("A pipeline fed splits from outside reads only those positions", "[splits]") {
   DatasetPtr dataset = *internal::BuildPipeline(Dataset::Range(100, 120, 1).Map("add", {{"value", 1}}));
   FixedSplits splits({{15, 18}, {2, 4}});

@@ -35,7 +35,9 @@ const std::map<std::string, std::string, std::less<>> kShorthand = {
     {"list_files", "pattern"},   {"text_line", "files"},
     {"tfrecord", "files"},       {"fixed_length_record", "files"},
     {"zip", "datasets"},         {"interleave", "pipeline"},
-    {"image_folder", "root"},    {"webdataset", "files"}};
+    {"image_folder", "root"},    {"webdataset", "files"},
+    {"concatenate", "pipeline"},
+};
 
 class Loader {
  public:

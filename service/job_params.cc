@@ -3,6 +3,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "pipeline/builder.h"
 #include "pipeline/sharding.h"
 
 namespace sluice {
@@ -119,17 +120,11 @@ absl::Status CheckRepeats(const proto::DatasetDef& def, bool values_too) {
     if (std::string why = NondeterministicStep(step, values_too); !why.empty()) {
       return absl::FailedPreconditionError(absl::StrCat("step ", i + 1, " ", why));
     }
-    if (step.has_interleave()) {
-      if (absl::Status s = CheckRepeats(step.interleave().pipeline(), values_too); !s.ok()) {
+    // Every sub-pipeline: interleave's, zip's, concatenate's, ...
+    for (const SubPipeline& sub : SubPipelines(step)) {
+      if (absl::Status s = CheckRepeats(*sub.def, values_too); !s.ok()) {
         return absl::FailedPreconditionError(
-            absl::StrCat("step ", i + 1, " (interleave)'s pipeline: ", s.message()));
-      }
-    }
-    if (step.has_zip()) {
-      for (const proto::DatasetDef& zipped : step.zip().datasets()) {
-        if (absl::Status s = CheckRepeats(zipped, values_too); !s.ok()) {
-          return absl::FailedPreconditionError(absl::StrCat("step ", i + 1, " (zip): ", s.message()));
-        }
+            absl::StrCat("step ", i + 1, " (", StepName(step), ")'s ", sub.name, ": ", s.message()));
       }
     }
   }

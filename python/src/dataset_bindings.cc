@@ -352,6 +352,8 @@ void BindDataset(py::module_& module) {
            "Every num_shards-th element, starting at index.")
       .def("enumerate", &Dataset::Enumerate, py::arg("start") = 0,
            "Pairs each element with its index: (index, element).")
+      .def("concatenate", &Dataset::Concatenate, py::arg("pipeline"),
+           "This dataset's elements, then pipeline's; their element specs must be compatible.")
       .def("prefetch", &Dataset::Prefetch, py::arg("buffer_size") = -1,
            "Makes up to buffer_size elements ahead on a thread of its own (-1: tuned).")
       .def("ignore_errors", &Dataset::IgnoreErrors, py::arg("quiet") = false,

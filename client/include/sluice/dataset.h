@@ -151,6 +151,9 @@ class Dataset {
   // source lists no files and reads them from the element.
   Dataset Interleave(const Dataset& per_element, int64_t cycle_length = 4, int64_t block_length = 1,
                      int64_t num_parallel_calls = 0) const;
+  // This dataset's elements, then `pipeline`'s; their specs must be
+  // compatible (same components, names and dtypes).
+  Dataset Concatenate(const Dataset& pipeline) const;
   Dataset Prefetch(int64_t buffer_size = -1) const;
   // Drops the elements whose computation failed (a corrupt image), counting
   // them; unless `quiet`, the first error and the count go to stderr.
