@@ -351,6 +351,12 @@ Dataset Dataset::Interleave(const Dataset& per_element, int64_t cycle_length, in
   });
 }
 
+Dataset Dataset::FlatMap(const Dataset& per_element) const {
+  return With(DatasetAccess::State(*this), "flat_map", [&](proto::Step& s) {
+    *s.mutable_flat_map()->mutable_pipeline() = DatasetAccess::Definition(per_element);
+  });
+}
+
 Dataset Dataset::Concatenate(const Dataset& pipeline) const {
   return With(DatasetAccess::State(*this), "concatenate", [&](proto::Step& s) {
     *s.mutable_concatenate()->mutable_pipeline() = DatasetAccess::Definition(pipeline);

@@ -96,6 +96,33 @@ absl::StatusOr<DatasetPtr> BuildSubPipeline(const proto::DatasetDef& def, const 
   return dataset;
 }
 
+// interleave's and flat_map's sub-pipeline, built once for each input
+// element, and its spec, learned by building it once here for a stand-in
+// element of `input_spec`.
+struct PerElementPipeline {
+  SubDatasetFactory factory;
+  ElementSpec spec;
+};
+absl::StatusOr<PerElementPipeline> MakePerElementPipeline(const ElementSpec& input_spec,
+                                                          const proto::DatasetDef& sub_def, const char* op) {
+  if (sub_def.steps().empty())
+    return absl::InvalidArgumentError(absl::StrCat(op, ": 'pipeline' has no steps"));
+  const Element placeholder = PlaceholderElement(input_spec);
+  BuildOptions probe;
+  probe.input = &placeholder;
+  absl::StatusOr<DatasetPtr> probe_dataset = BuildDataset(sub_def, probe);
+  if (!probe_dataset.ok()) {
+    return absl::Status(probe_dataset.status().code(),
+                        absl::StrCat(op, ": ", probe_dataset.status().message()));
+  }
+  SubDatasetFactory factory = [sub_def](const Element& element) {
+    BuildOptions sub;
+    sub.input = &element;
+    return BuildDataset(sub_def, sub);
+  };
+  return PerElementPipeline{std::move(factory), (*probe_dataset)->element_spec()};
+}
+
 absl::StatusOr<DatasetPtr> BuildSource(const proto::Step& step, const BuildOptions& options) {
   switch (step.op_case()) {
     case proto::Step::kRange:
@@ -168,23 +195,17 @@ absl::StatusOr<DatasetPtr> BuildTransform(DatasetPtr input, const proto::Step& s
     case proto::Step::kPrefetch:
       return MakePrefetchDataset(std::move(input), step.prefetch());
     case proto::Step::kInterleave: {
-      const proto::DatasetDef sub_def = step.interleave().pipeline();
-      if (sub_def.steps().empty()) return absl::InvalidArgumentError("interleave: 'pipeline' has no steps");
-      const Element placeholder = PlaceholderElement(input->element_spec());
-      BuildOptions probe;
-      probe.input = &placeholder;
-      absl::StatusOr<DatasetPtr> probe_dataset = BuildDataset(sub_def, probe);
-      if (!probe_dataset.ok()) {
-        return absl::Status(probe_dataset.status().code(),
-                            absl::StrCat("interleave: ", probe_dataset.status().message()));
-      }
-      SubDatasetFactory factory = [sub_def](const Element& element) {
-        BuildOptions sub;
-        sub.input = &element;
-        return BuildDataset(sub_def, sub);
-      };
-      return MakeInterleaveDataset(std::move(input), step.interleave(), std::move(factory),
-                                   (*probe_dataset)->element_spec());
+      absl::StatusOr<PerElementPipeline> sub =
+          MakePerElementPipeline(input->element_spec(), step.interleave().pipeline(), "interleave");
+      if (!sub.ok()) return sub.status();
+      return MakeInterleaveDataset(std::move(input), step.interleave(), std::move(sub->factory),
+                                   std::move(sub->spec));
+    }
+    case proto::Step::kFlatMap: {
+      absl::StatusOr<PerElementPipeline> sub =
+          MakePerElementPipeline(input->element_spec(), step.flat_map().pipeline(), "flat_map");
+      if (!sub.ok()) return sub.status();
+      return MakeFlatMapDataset(std::move(input), std::move(sub->factory), std::move(sub->spec));
     }
     case proto::Step::kConcatenate: {
       absl::StatusOr<DatasetPtr> other =

@@ -105,6 +105,7 @@ TEST_CASE("checkpoint: each op resumes exactly where it was saved", "[checkpoint
       {"zip", Dataset::Zip({Dataset::Range(20), Dataset::Range(30).Shuffle(4, 1)})},
       {"concatenate",
        Dataset::Range(10).Shuffle(3, 2).Concatenate(Dataset::Range(20, 35).Shuffle(4, 1)).Repeat(2)},
+      {"flat_map", Dataset::Range(7).Map("add", {{"value", 1}}).FlatMap(Dataset::Range(5).Shuffle(3, 1))},
       {"ignore_errors",
        Dataset::FromTensorSlices({Tensor::FromVector<std::string>({"ab", "cde", "fg", "h", "ij", "kl"})})
            .Map("decode_raw", {{"dtype", "int16"}})

@@ -78,6 +78,9 @@ std::unique_ptr<IteratorBase> MakeBackgroundIterator(std::unique_ptr<IteratorBas
 using SubDatasetFactory = std::function<absl::StatusOr<DatasetPtr>(const Element& input)>;
 absl::StatusOr<DatasetPtr> MakeInterleaveDataset(DatasetPtr input, const proto::InterleaveOp& op,
                                                  SubDatasetFactory make_sub_dataset, ElementSpec sub_spec);
+// flat_map: an interleave with cycle_length 1, under its own name.
+absl::StatusOr<DatasetPtr> MakeFlatMapDataset(DatasetPtr input, SubDatasetFactory make_sub_dataset,
+                                              ElementSpec sub_spec);
 
 }  // namespace sluice
 

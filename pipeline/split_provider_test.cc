@@ -138,6 +138,16 @@ TEST_CASE("MakeSplitProvider refuses concatenate, whose pipeline every worker wo
         "on every worker");
 }
 
+TEST_CASE("MakeSplitProvider splits a pipeline with flat_map, as one with interleave", "[splits]") {
+  // flat_map maps each element of a split on the worker that reads it.
+  SplitOptions options;
+  options.elements_per_split = 4;
+  auto flat =
+      MakeSplitProvider(internal::DefinitionOf(Dataset::Range(6).FlatMap(Dataset::Range(2))), options);
+  REQUIRE(flat.ok());
+  CHECK(Drain(**flat) == std::vector<Split>{{0, 4}, {4, 6}});
+}
+
 TEST_CASE("A pipeline fed splits from outside reads only those positions", "[splits]") {
   DatasetPtr dataset = *internal::BuildPipeline(Dataset::Range(100, 120, 1).Map("add", {{"value", 1}}));
   FixedSplits splits({{15, 18}, {2, 4}});

@@ -36,7 +36,7 @@ const std::map<std::string, std::string, std::less<>> kShorthand = {
     {"tfrecord", "files"},       {"fixed_length_record", "files"},
     {"zip", "datasets"},         {"interleave", "pipeline"},
     {"image_folder", "root"},    {"webdataset", "files"},
-    {"concatenate", "pipeline"},
+    {"concatenate", "pipeline"}, {"flat_map", "pipeline"},
 };
 
 class Loader {

@@ -352,6 +352,9 @@ void BindDataset(py::module_& module) {
            "Every num_shards-th element, starting at index.")
       .def("enumerate", &Dataset::Enumerate, py::arg("start") = 0,
            "Pairs each element with its index: (index, element).")
+      .def("flat_map", &Dataset::FlatMap, py::arg("pipeline"),
+           "Each element's sub-pipeline (its file source without files reads the element's file names), "
+           "read to its end before the next element's: interleave with cycle_length 1.")
       .def("concatenate", &Dataset::Concatenate, py::arg("pipeline"),
            "This dataset's elements, then pipeline's; their element specs must be compatible.")
       .def("prefetch", &Dataset::Prefetch, py::arg("buffer_size") = -1,

@@ -25,3 +25,12 @@ def test_concatenate_is_tf_data_example():
     )
 
 
+def test_flat_map_reads_each_elements_files_in_turn(tmp_path):
+    names = []
+    for name, text in [("a.txt", "a0\na1\n"), ("b.txt", "b0\n"), ("c.txt", "c0\nc1\n")]:
+        (tmp_path / name).write_text(text)
+        names.append(str(tmp_path / name))
+    lines = Dataset.from_tensor_slices(names).flat_map(Dataset.text_line([]))
+    assert list(lines) == [b"a0", b"a1", b"b0", b"c0", b"c1"]
+
+

@@ -151,6 +151,9 @@ class Dataset {
   // source lists no files and reads them from the element.
   Dataset Interleave(const Dataset& per_element, int64_t cycle_length = 4, int64_t block_length = 1,
                      int64_t num_parallel_calls = 0) const;
+  // Each input element's sub-pipeline, read to its end before the next
+  // element's: Interleave with cycle_length 1.
+  Dataset FlatMap(const Dataset& per_element) const;
   // This dataset's elements, then `pipeline`'s; their specs must be
   // compatible (same components, names and dtypes).
   Dataset Concatenate(const Dataset& pipeline) const;
