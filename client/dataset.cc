@@ -197,6 +197,27 @@ Dataset Dataset::Zip(const std::vector<Dataset>& datasets) {
   });
 }
 
+Dataset Dataset::SampleFromDatasets(const std::vector<Dataset>& datasets, std::vector<double> weights,
+                                    std::optional<int64_t> seed, bool stop_on_empty_dataset) {
+  return Source("sample_from_datasets", [&](proto::Step& s) {
+    auto* op = s.mutable_sample_from_datasets();
+    for (const Dataset& d : datasets) *op->add_datasets() = DatasetAccess::Definition(d);
+    for (double w : weights) op->add_weights(w);
+    if (seed.has_value()) op->set_seed(*seed);
+    op->set_stop_on_empty_dataset(stop_on_empty_dataset);
+  });
+}
+
+Dataset Dataset::ChooseFromDatasets(const std::vector<Dataset>& datasets, const Dataset& choice_pipeline,
+                                    bool stop_on_empty_dataset) {
+  return Source("choose_from_datasets", [&](proto::Step& s) {
+    auto* op = s.mutable_choose_from_datasets();
+    for (const Dataset& d : datasets) *op->add_datasets() = DatasetAccess::Definition(d);
+    *op->mutable_choice_pipeline() = DatasetAccess::Definition(choice_pipeline);
+    op->set_stop_on_empty_dataset(stop_on_empty_dataset);
+  });
+}
+
 absl::StatusOr<Dataset> Dataset::Deserialize(std::string_view bytes) {
   proto::DatasetDef def;
   if (!def.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {

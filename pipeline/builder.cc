@@ -96,6 +96,21 @@ absl::StatusOr<DatasetPtr> BuildSubPipeline(const proto::DatasetDef& def, const 
   return dataset;
 }
 
+// The `datasets` of sample_from_datasets and choose_from_datasets; errors
+// name the dataset ("dataset 2: ...") as zip's do.
+absl::StatusOr<std::vector<DatasetPtr>> BuildSubPipelines(
+    const google::protobuf::RepeatedPtrField<proto::DatasetDef>& defs, const Element* input) {
+  if (defs.empty()) return absl::InvalidArgumentError("'datasets' is empty; it needs at least one pipeline");
+  std::vector<DatasetPtr> datasets;
+  for (int i = 0; i < defs.size(); ++i) {
+    absl::StatusOr<DatasetPtr> dataset =
+        BuildSubPipeline(defs.Get(i), input, absl::StrCat("dataset ", i + 1));
+    if (!dataset.ok()) return dataset.status();
+    datasets.push_back(*std::move(dataset));
+  }
+  return datasets;
+}
+
 // interleave's and flat_map's sub-pipeline, built once for each input
 // element, and its spec, learned by building it once here for a stand-in
 // element of `input_spec`.
@@ -157,6 +172,21 @@ absl::StatusOr<DatasetPtr> BuildSource(const proto::Step& step, const BuildOptio
         inputs.push_back(*std::move(input));
       }
       return MakeZipDataset(std::move(inputs));
+    }
+    case proto::Step::kSampleFromDatasets: {
+      absl::StatusOr<std::vector<DatasetPtr>> inputs =
+          BuildSubPipelines(step.sample_from_datasets().datasets(), options.input);
+      if (!inputs.ok()) return inputs.status();
+      return MakeSampleFromDatasetsDataset(*std::move(inputs), step.sample_from_datasets());
+    }
+    case proto::Step::kChooseFromDatasets: {
+      const proto::ChooseFromDatasetsOp& op = step.choose_from_datasets();
+      absl::StatusOr<std::vector<DatasetPtr>> inputs = BuildSubPipelines(op.datasets(), options.input);
+      if (!inputs.ok()) return inputs.status();
+      absl::StatusOr<DatasetPtr> choice =
+          BuildSubPipeline(op.choice_pipeline(), options.input, "choice_pipeline");
+      if (!choice.ok()) return choice.status();
+      return MakeChooseFromDatasetsDataset(*std::move(inputs), *std::move(choice), op);
     }
     default:
       return absl::InvalidArgumentError("the first step must be a source");
@@ -283,9 +313,18 @@ std::vector<std::string> AllOpNames() {
 }
 
 bool IsSourceOp(std::string_view op) {
-  static const std::set<std::string, std::less<>> kSources = {
-      "range",      "from_tensors", "from_tensor_slices", "list_files",          "image_folder",
-      "webdataset", "text_line",    "tfrecord",           "fixed_length_record", "zip"};
+  static const std::set<std::string, std::less<>> kSources = {"range",
+                                                              "from_tensors",
+                                                              "from_tensor_slices",
+                                                              "list_files",
+                                                              "image_folder",
+                                                              "webdataset",
+                                                              "text_line",
+                                                              "tfrecord",
+                                                              "fixed_length_record",
+                                                              "zip",
+                                                              "sample_from_datasets",
+                                                              "choose_from_datasets"};
   return kSources.contains(op);
 }
 
@@ -326,6 +365,9 @@ absl::StatusOr<proto::Step> NewStep(std::string_view op) {
       step.mutable_interleave()->set_cycle_length(4);
       step.mutable_interleave()->set_block_length(1);
       step.mutable_interleave()->set_deterministic(true);
+      break;
+    case proto::Step::kChooseFromDatasets:
+      step.mutable_choose_from_datasets()->set_stop_on_empty_dataset(true);
       break;
     default:
       break;

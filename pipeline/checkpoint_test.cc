@@ -106,6 +106,16 @@ TEST_CASE("checkpoint: each op resumes exactly where it was saved", "[checkpoint
       {"concatenate",
        Dataset::Range(10).Shuffle(3, 2).Concatenate(Dataset::Range(20, 35).Shuffle(4, 1)).Repeat(2)},
       {"flat_map", Dataset::Range(7).Map("add", {{"value", 1}}).FlatMap(Dataset::Range(5).Shuffle(3, 1))},
+      {"sample_from_datasets",
+       Dataset::SampleFromDatasets(
+           {Dataset::Range(30), Dataset::Range(100, 120).Shuffle(5, 1), Dataset::Range(7)}, {0.5, 0.3, 0.2},
+           11)},
+      {"sample_from_datasets, stopping",
+       Dataset::SampleFromDatasets({Dataset::Range(30), Dataset::Range(100, 110)}, {0.4, 0.6}, 2, true)},
+      {"choose_from_datasets",
+       Dataset::ChooseFromDatasets({Dataset::Range(10), Dataset::Range(100, 200).Shuffle(4, 2)},
+                                   Dataset::Range(30).Map("mod", {{"value", 3}}).Map("mod", {{"value", 2}}),
+                                   false)},
       {"ignore_errors",
        Dataset::FromTensorSlices({Tensor::FromVector<std::string>({"ab", "cde", "fg", "h", "ij", "kl"})})
            .Map("decode_raw", {{"dtype", "int16"}})

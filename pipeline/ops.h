@@ -24,6 +24,13 @@ absl::StatusOr<DatasetPtr> MakeWebDatasetDataset(const proto::WebDatasetOp& op);
 // i-th.
 absl::StatusOr<std::vector<std::string>> ImageFolderClasses(const std::string& root);
 absl::StatusOr<DatasetPtr> MakeZipDataset(std::vector<DatasetPtr> inputs);
+// sample_from_datasets and choose_from_datasets (dataset_mixing.cc): each
+// element from one of `inputs`, picked by seeded weighted draws or by the
+// int64 scalars of `choice`.
+absl::StatusOr<DatasetPtr> MakeSampleFromDatasetsDataset(std::vector<DatasetPtr> inputs,
+                                                         const proto::SampleFromDatasetsOp& op);
+absl::StatusOr<DatasetPtr> MakeChooseFromDatasetsDataset(std::vector<DatasetPtr> inputs, DatasetPtr choice,
+                                                         const proto::ChooseFromDatasetsOp& op);
 
 // The files of a file source: listed in its op, or (when the op lists
 // none) the string component of `input`, the element an interleave maps.

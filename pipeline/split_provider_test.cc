@@ -148,6 +148,18 @@ TEST_CASE("MakeSplitProvider splits a pipeline with flat_map, as one with interl
   CHECK(Drain(**flat) == std::vector<Split>{{0, 4}, {4, 6}});
 }
 
+TEST_CASE("MakeSplitProvider refuses the mixing ops, sources of sub-pipelines as zip", "[splits]") {
+  auto sampled = MakeSplitProvider(
+      internal::DefinitionOf(Dataset::SampleFromDatasets({Dataset::Range(3), Dataset::Range(3)}, {}, 1)));
+  CHECK(sampled.status().code() == absl::StatusCode::kFailedPrecondition);
+  CHECK_THAT(std::string(sampled.status().message()),
+             Catch::StartsWith("a pipeline whose source is 'sample_from_datasets' cannot be split"));
+  auto chosen = MakeSplitProvider(
+      internal::DefinitionOf(Dataset::ChooseFromDatasets({Dataset::Range(3)}, Dataset::Range(1))));
+  CHECK_THAT(std::string(chosen.status().message()),
+             Catch::StartsWith("a pipeline whose source is 'choose_from_datasets' cannot be split"));
+}
+
 TEST_CASE("A pipeline fed splits from outside reads only those positions", "[splits]") {
   DatasetPtr dataset = *internal::BuildPipeline(Dataset::Range(100, 120, 1).Map("add", {{"value", 1}}));
   FixedSplits splits({{15, 18}, {2, 4}});

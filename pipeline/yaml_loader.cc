@@ -27,16 +27,27 @@ using google::protobuf::Message;
 
 // The argument a scalar or list stands for, as in `range: 10`.
 const std::map<std::string, std::string, std::less<>> kShorthand = {
-    {"range", "stop"},           {"repeat", "count"},
-    {"take", "count"},           {"skip", "count"},
-    {"shuffle", "buffer_size"},  {"batch", "batch_size"},
-    {"rebatch", "batch_size"},   {"padded_batch", "batch_size"},
-    {"prefetch", "buffer_size"}, {"enumerate", "start"},
-    {"list_files", "pattern"},   {"text_line", "files"},
-    {"tfrecord", "files"},       {"fixed_length_record", "files"},
-    {"zip", "datasets"},         {"interleave", "pipeline"},
-    {"image_folder", "root"},    {"webdataset", "files"},
-    {"concatenate", "pipeline"}, {"flat_map", "pipeline"},
+    {"range", "stop"},
+    {"repeat", "count"},
+    {"take", "count"},
+    {"skip", "count"},
+    {"shuffle", "buffer_size"},
+    {"batch", "batch_size"},
+    {"rebatch", "batch_size"},
+    {"padded_batch", "batch_size"},
+    {"prefetch", "buffer_size"},
+    {"enumerate", "start"},
+    {"list_files", "pattern"},
+    {"text_line", "files"},
+    {"tfrecord", "files"},
+    {"fixed_length_record", "files"},
+    {"zip", "datasets"},
+    {"interleave", "pipeline"},
+    {"image_folder", "root"},
+    {"webdataset", "files"},
+    {"concatenate", "pipeline"},
+    {"flat_map", "pipeline"},
+    {"sample_from_datasets", "datasets"},
 };
 
 class Loader {
@@ -198,6 +209,12 @@ class Loader {
         reflection->SetBool(message, field, *v);
         return absl::OkStatus();
       }
+      case FieldDescriptor::CPPTYPE_DOUBLE: {
+        absl::StatusOr<double> v = ParseDouble(value, what);
+        if (!v.ok()) return v.status();
+        reflection->SetDouble(message, field, *v);
+        return absl::OkStatus();
+      }
       case FieldDescriptor::CPPTYPE_STRING:
         reflection->SetString(message, field, value.Scalar());
         return absl::OkStatus();
@@ -218,6 +235,12 @@ class Loader {
         return absl::OkStatus();
       case FieldDescriptor::CPPTYPE_MESSAGE:
         return ParseMessage(reflection->AddMessage(message, field), item, what);
+      case FieldDescriptor::CPPTYPE_DOUBLE: {
+        absl::StatusOr<double> v = ParseDouble(item, what);
+        if (!v.ok()) return v.status();
+        reflection->AddDouble(message, field, *v);
+        return absl::OkStatus();
+      }
       default:
         return Error(item, absl::StrCat(what, " has a type the YAML loader does not handle"));
     }
@@ -255,6 +278,14 @@ class Loader {
     int64_t v = 0;
     if (!node.IsScalar() || !absl::SimpleAtoi(node.Scalar(), &v)) {
       return Error(node, absl::StrCat(what, " must be an integer, got '", Describe(node), "'"));
+    }
+    return v;
+  }
+
+  absl::StatusOr<double> ParseDouble(const YAML::Node& node, const std::string& what) {
+    double v = 0;
+    if (!node.IsScalar() || !LooksNumeric(node.Scalar()) || !absl::SimpleAtod(node.Scalar(), &v)) {
+      return Error(node, absl::StrCat(what, " must be a number, got '", Describe(node), "'"));
     }
     return v;
   }

@@ -86,6 +86,9 @@ std::string NondeterministicStep(const proto::Step& step, bool values_too) {
     return (parallel_calls > 1 || parallel_calls == -1) && !deterministic;
   };
   if (step.has_shuffle() && !step.shuffle().has_seed()) return "is a shuffle without a seed";
+  if (step.has_sample_from_datasets() && !step.sample_from_datasets().has_seed()) {
+    return "is sample_from_datasets without a seed";
+  }
   if (step.has_list_files() && step.list_files().shuffle() && !step.list_files().has_seed()) {
     return "is list_files with shuffle and no seed";
   }

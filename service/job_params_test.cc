@@ -212,5 +212,15 @@ TEST_CASE("job_params: every sub-pipeline is checked, whatever op holds it", "[s
         "step 1 (zip)'s datasets 2: step 2 is a shuffle without a seed");
 }
 
+TEST_CASE("job_params: sample_from_datasets repeats exactly only with a seed", "[service]") {
+  proto::DatasetDef sampled;
+  proto::SampleFromDatasetsOp* sample = sampled.add_steps()->mutable_sample_from_datasets();
+  *sample->add_datasets() = RangeDef(3);
+  *sample->add_datasets() = RangeDef(4);
+  CHECK(CheckDeterministicPipeline(sampled).message() == "step 1 is sample_from_datasets without a seed");
+  sample->set_seed(3);
+  CHECK(CheckDeterministicPipeline(sampled).ok());
+}
+
 }  // namespace
 }  // namespace sluice

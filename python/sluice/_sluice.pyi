@@ -53,6 +53,17 @@ class Dataset(metaclass=_pybind11_type):
     @staticmethod
     def zip(datasets: Sequence["Dataset"]) -> "Dataset": ...
     @staticmethod
+    def sample_from_datasets(
+        datasets: Sequence["Dataset"],
+        weights: Optional[Sequence[float]] = None,
+        seed: Optional[int] = None,
+        stop_on_empty_dataset: bool = False,
+    ) -> "Dataset": ...
+    @staticmethod
+    def choose_from_datasets(
+        datasets: Sequence["Dataset"], choice_pipeline: "Dataset", stop_on_empty_dataset: bool = True
+    ) -> "Dataset": ...
+    @staticmethod
     def deserialize(data: bytes) -> "Dataset": ...
     def map(
         self,

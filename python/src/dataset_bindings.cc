@@ -298,6 +298,27 @@ void BindDataset(py::module_& module) {
           "zip", [](const std::vector<Dataset>& datasets) { return Dataset::Zip(datasets); },
           py::arg("datasets"), "Elements made of one element of each dataset, until the shortest ends.")
       .def_static(
+          "sample_from_datasets",
+          [](const std::vector<Dataset>& datasets, std::optional<std::vector<double>> weights,
+             std::optional<int64_t> seed, bool stop_on_empty_dataset) {
+            return Dataset::SampleFromDatasets(datasets, weights.value_or(std::vector<double>{}), seed,
+                                               stop_on_empty_dataset);
+          },
+          py::arg("datasets"), py::arg("weights") = py::none(), py::arg("seed") = py::none(),
+          py::arg("stop_on_empty_dataset") = false,
+          "Each element from one of datasets, picked at random with weights (normalised; None: equal). When "
+          "one ends, the result ends if stop_on_empty_dataset, else the others go on with their weights "
+          "renormalised. seed fixes the draws.")
+      .def_static(
+          "choose_from_datasets",
+          [](const std::vector<Dataset>& datasets, const Dataset& choice_pipeline,
+             bool stop_on_empty_dataset) {
+            return Dataset::ChooseFromDatasets(datasets, choice_pipeline, stop_on_empty_dataset);
+          },
+          py::arg("datasets"), py::arg("choice_pipeline"), py::arg("stop_on_empty_dataset") = true,
+          "The next element of datasets[i] for each int64 scalar i of choice_pipeline; an index out of range "
+          "raises. Choosing a dataset that ended ends the result if stop_on_empty_dataset, else is skipped.")
+      .def_static(
           "deserialize",
           [](const py::bytes& bytes) { return ValueOrThrow(Dataset::Deserialize(std::string(bytes))); },
           py::arg("data"), "A dataset from the bytes of Dataset.serialize().")

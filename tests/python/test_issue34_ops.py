@@ -34,3 +34,38 @@ def test_flat_map_reads_each_elements_files_in_turn(tmp_path):
     assert list(lines) == [b"a0", b"a1", b"b0", b"c0", b"c1"]
 
 
+def test_sample_from_datasets_weights_seed_and_restore():
+    draws = list(Dataset.sample_from_datasets([forever(0), forever(1)], weights=[0.75, 0.25], seed=3).take(10000))
+    zeros = draws.count(0)
+    assert zeros + draws.count(1) == 10000
+    assert abs(zeros - 7500) <= 3 * (10000 * 0.75 * 0.25) ** 0.5
+    again = Dataset.sample_from_datasets([forever(0), forever(1)], [0.75, 0.25], 3, False).take(10000)
+    assert list(again) == draws
+    # stop_on_empty_dataset=False: every element of both comes out.
+    mixed = Dataset.sample_from_datasets([Dataset.range(3), Dataset.range(100, 110)], seed=1)
+    assert sorted(mixed) == [0, 1, 2] + list(range(100, 110))
+    # Restored mid-stream, the rest is what the saved iterator went on with.
+    it = iter(mixed)
+    head = [next(it) for _ in range(4)]
+    state = it.save()
+    rest = list(it)
+    assert head + rest == list(mixed)
+    assert list(mixed.iterator(restore_from=state)) == rest
+
+
+def test_choose_from_datasets_is_tf_data_example():
+    datasets = [forever(b"foo"), forever(b"bar"), forever(b"baz")]
+    chosen = Dataset.choose_from_datasets(datasets, Dataset.range(3).repeat(3))
+    assert list(chosen) == [b"foo", b"bar", b"baz"] * 3
+    ended = [Dataset.range(2), Dataset.range(10, 20)]
+    choices = Dataset.from_tensor_slices([0, 0, 0, 1])
+    assert list(Dataset.choose_from_datasets(ended, choices)) == [0, 1]
+    assert list(Dataset.choose_from_datasets(ended, choice_pipeline=choices, stop_on_empty_dataset=False)) == [
+        0,
+        1,
+        10,
+    ]
+    with pytest.raises(ValueError, match=r"the choice pipeline yielded 5, out of range for 3 datasets \(valid: 0 to 2\)"):
+        list(Dataset.choose_from_datasets(datasets, Dataset.from_tensor_slices([5])))
+
+

@@ -115,6 +115,19 @@ class Dataset {
                                    int64_t header_bytes = 0, int64_t footer_bytes = 0,
                                    std::string compression_type = "");
   static Dataset Zip(const std::vector<Dataset>& datasets);
+  // tf.data's sample_from_datasets: each element from one of `datasets`,
+  // picked at random with `weights` (normalised; empty: equal). When one
+  // ends, the result ends if `stop_on_empty_dataset`, else the others go on
+  // with their weights renormalised. Without a seed each build draws one.
+  static Dataset SampleFromDatasets(const std::vector<Dataset>& datasets, std::vector<double> weights = {},
+                                    std::optional<int64_t> seed = std::nullopt,
+                                    bool stop_on_empty_dataset = false);
+  // tf.data's choose_from_datasets: the next element of datasets[i] for each
+  // int64 scalar i of `choice_pipeline`; an index out of range is
+  // InvalidArgument. A choice of an input that ended ends the result if
+  // `stop_on_empty_dataset`, else is skipped.
+  static Dataset ChooseFromDatasets(const std::vector<Dataset>& datasets, const Dataset& choice_pipeline,
+                                    bool stop_on_empty_dataset = true);
   // A definition saved with Serialize (the service's DatasetDef message);
   // InvalidArgument when the bytes are not one.
   static absl::StatusOr<Dataset> Deserialize(std::string_view bytes);
