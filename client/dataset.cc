@@ -384,6 +384,10 @@ Dataset Dataset::Concatenate(const Dataset& pipeline) const {
   });
 }
 
+Dataset Dataset::Unique() const {
+  return With(DatasetAccess::State(*this), "unique", [](proto::Step&) {});
+}
+
 Dataset Dataset::Prefetch(int64_t buffer_size) const {
   return With(DatasetAccess::State(*this), "prefetch",
               [&](proto::Step& s) { s.mutable_prefetch()->set_buffer_size(buffer_size); });

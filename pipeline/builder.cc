@@ -243,6 +243,8 @@ absl::StatusOr<DatasetPtr> BuildTransform(DatasetPtr input, const proto::Step& s
       if (!other.ok()) return other.status();
       return MakeConcatenateDataset(std::move(input), *std::move(other));
     }
+    case proto::Step::kUnique:
+      return MakeUniqueDataset(std::move(input));
     default:
       return absl::InvalidArgumentError("a source can only be the first step");
   }

@@ -75,6 +75,9 @@ absl::StatusOr<DatasetPtr> MakeConcatenateDataset(DatasetPtr input, DatasetPtr o
 // InvalidArgument naming `op` and both specs when the components differ in
 // number, names or dtype.
 absl::StatusOr<ElementSpec> CommonElementSpec(const ElementSpec& a, const ElementSpec& b, const char* op);
+// Drops the elements seen before; the input must have one scalar int32,
+// int64 or string component.
+absl::StatusOr<DatasetPtr> MakeUniqueDataset(DatasetPtr input);
 
 // An iterator that runs `input` on its own thread, up to `capacity`
 // elements ahead (prefetch, and parallel interleave's cycle elements).

@@ -82,6 +82,17 @@ TEST_CASE("sharding: concatenate is sharded by DATA, never by FILE", "[sharding]
         Ints{1, 7});
 }
 
+TEST_CASE("sharding: unique is sharded by DATA, never by FILE", "[sharding]") {
+  proto::DatasetDef def = internal::DefinitionOf(Dataset::TFRecord({"a", "b"}).Unique());
+  CHECK(ShardDatasetDef(ShardBy::kFile, 2, 0, def.steps_size(), kWorkers, &def).message() ==
+        "FILE sharding cannot shard this pipeline by its source's files: step 2 (unique) would drop repeats "
+        "only "
+        "within each worker's elements (DATA sharding keeps it exact)");
+  const Dataset repeats = Dataset::FromTensorSlices({Tensor::FromVector<int64_t>({5, 1, 5, 2, 1, 3, 2})});
+  CHECK(ShardedInts(repeats.Unique(), ShardBy::kFileOrData, 2, 0) == Ints{5, 2});
+  CHECK(ShardedInts(repeats.Unique(), ShardBy::kFileOrData, 2, 1) == Ints{1, 3});
+}
+
 TEST_CASE("sharding: HINT fills in SHARD_HINT, which alone keeps everything", "[sharding]") {
   const Dataset hinted = Dataset::Range(9).Shard(kShardHint, kShardHint).Map("square");
   CHECK(testing::IntsOf(hinted) == Ints{0, 1, 4, 9, 16, 25, 36, 49, 64});

@@ -160,6 +160,15 @@ TEST_CASE("MakeSplitProvider refuses the mixing ops, sources of sub-pipelines as
              Catch::StartsWith("a pipeline whose source is 'choose_from_datasets' cannot be split"));
 }
 
+TEST_CASE("MakeSplitProvider refuses unique, which would drop each worker's repeats alone", "[splits]") {
+  auto unique = MakeSplitProvider(internal::DefinitionOf(Dataset::Range(9).Unique()));
+  CHECK(unique.status().code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(unique.status().message() ==
+        "the pipeline cannot be split for distributed_epoch: step 2 (unique) would drop repeats only within "
+        "each "
+        "worker's elements");
+}
+
 TEST_CASE("A pipeline fed splits from outside reads only those positions", "[splits]") {
   DatasetPtr dataset = *internal::BuildPipeline(Dataset::Range(100, 120, 1).Map("add", {{"value", 1}}));
   FixedSplits splits({{15, 18}, {2, 4}});

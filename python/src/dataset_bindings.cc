@@ -378,6 +378,8 @@ void BindDataset(py::module_& module) {
            "read to its end before the next element's: interleave with cycle_length 1.")
       .def("concatenate", &Dataset::Concatenate, py::arg("pipeline"),
            "This dataset's elements, then pipeline's; their element specs must be compatible.")
+      .def("unique", &Dataset::Unique,
+           "Drops the elements seen before (elements of one scalar int32, int64 or string component).")
       .def("prefetch", &Dataset::Prefetch, py::arg("buffer_size") = -1,
            "Makes up to buffer_size elements ahead on a thread of its own (-1: tuned).")
       .def("ignore_errors", &Dataset::IgnoreErrors, py::arg("quiet") = false,

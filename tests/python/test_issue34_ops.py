@@ -69,3 +69,25 @@ def test_choose_from_datasets_is_tf_data_example():
         list(Dataset.choose_from_datasets(datasets, Dataset.from_tensor_slices([5])))
 
 
+def test_unique_is_tf_data_example():
+    assert list(Dataset.from_tensor_slices([1, 37, 2, 37, 2, 1]).unique()) == [1, 37, 2]
+    assert list(Dataset.from_tensor_slices([b"b", b"a", b"b"]).unique()) == [b"b", b"a"]
+    with pytest.raises(ValueError, match=r"step 3 \(unique\): elements must be one scalar int32, int64 or string"):
+        list(Dataset.range(4).batch(2).unique())
+
+
+def test_the_python_definitions_are_the_yaml_ones(tmp_path):
+    path = tmp_path / "p.yaml"
+    path.write_text(
+        "pipeline:\n"
+        "  - sample_from_datasets: {datasets: [[range: 3], [range: 4]], weights: [0.5, 0.5], seed: 9}\n"
+        "  - concatenate: [{range: 2}]\n"
+        "  - unique\n"
+    )
+    built = (
+        Dataset.sample_from_datasets([Dataset.range(3), Dataset.range(4)], [0.5, 0.5], seed=9)
+        .concatenate(Dataset.range(2))
+        .unique()
+    )
+    assert Dataset.from_yaml(str(path)).fingerprint() == built.fingerprint()
+    assert sorted(built) == [0, 1, 2, 3]

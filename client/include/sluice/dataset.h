@@ -170,6 +170,9 @@ class Dataset {
   // This dataset's elements, then `pipeline`'s; their specs must be
   // compatible (same components, names and dtypes).
   Dataset Concatenate(const Dataset& pipeline) const;
+  // Drops the elements seen before (one scalar int32, int64 or string
+  // component).
+  Dataset Unique() const;
   Dataset Prefetch(int64_t buffer_size = -1) const;
   // Drops the elements whose computation failed (a corrupt image), counting
   // them; unless `quiet`, the first error and the count go to stderr.
