@@ -322,6 +322,7 @@ TEST_CASE("cli: functions lists the registry, with plugins", "[cli]") {
   CHECK_THAT(
       out.str(),
       Equals(
+          "accumulate\t(state, x) -> (state + x, state + x): a running sum for scan\n"
           "add\tx + value\n"
           "cast\tconverts to dtype\n"
           "center_crop\tthe central window of size\n"

@@ -388,6 +388,14 @@ Dataset Dataset::Unique() const {
   return With(DatasetAccess::State(*this), "unique", [](proto::Step&) {});
 }
 
+Dataset Dataset::Scan(const std::string& fn, std::vector<Tensor> initial_state,
+                      const FunctionArgMap& args) const {
+  return With(DatasetAccess::State(*this), "scan", [&](proto::Step& s) {
+    SetFunction(fn, args, s.mutable_scan()->mutable_fn());
+    for (const Tensor& t : initial_state) TensorToProto(t, s.mutable_scan()->add_initial_state());
+  });
+}
+
 Dataset Dataset::Prefetch(int64_t buffer_size) const {
   return With(DatasetAccess::State(*this), "prefetch",
               [&](proto::Step& s) { s.mutable_prefetch()->set_buffer_size(buffer_size); });

@@ -245,6 +245,8 @@ absl::StatusOr<DatasetPtr> BuildTransform(DatasetPtr input, const proto::Step& s
     }
     case proto::Step::kUnique:
       return MakeUniqueDataset(std::move(input));
+    case proto::Step::kScan:
+      return MakeScanDataset(std::move(input), step.scan());
     default:
       return absl::InvalidArgumentError("a source can only be the first step");
   }

@@ -116,6 +116,7 @@ TEST_CASE("checkpoint: each op resumes exactly where it was saved", "[checkpoint
        Dataset::ChooseFromDatasets({Dataset::Range(10), Dataset::Range(100, 200).Shuffle(4, 2)},
                                    Dataset::Range(30).Map("mod", {{"value", 3}}).Map("mod", {{"value", 2}}),
                                    false)},
+      {"scan", Dataset::Range(30).Shuffle(5, 2).Scan("accumulate", {Tensor::Scalar<int64_t>(0)}).Repeat(2)},
       {"unique", Dataset::Range(60).Map("mod", {{"value", 17}}).Shuffle(6, 3).Unique().Repeat(2)},
       {"ignore_errors",
        Dataset::FromTensorSlices({Tensor::FromVector<std::string>({"ab", "cde", "fg", "h", "ij", "kl"})})

@@ -78,6 +78,9 @@ absl::StatusOr<ElementSpec> CommonElementSpec(const ElementSpec& a, const Elemen
 // Drops the elements seen before; the input must have one scalar int32,
 // int64 or string component.
 absl::StatusOr<DatasetPtr> MakeUniqueDataset(DatasetPtr input);
+// Carries a state through the elements with an element function of
+// (state, element) -> (new state, output) (scan_op.cc).
+absl::StatusOr<DatasetPtr> MakeScanDataset(DatasetPtr input, const proto::ScanOp& op);
 
 // An iterator that runs `input` on its own thread, up to `capacity`
 // elements ahead (prefetch, and parallel interleave's cycle elements).

@@ -80,7 +80,8 @@ absl::Status ShardDatasetDef(ShardBy by, int num_shards, int index, int data_sha
     }
     return absl::OkStatus();
   }
-  // A step that splitting by file would get wrong (concatenate, unique)
+  // A step that splitting by file would get wrong (concatenate, unique,
+  // scan)
   // leaves FILE_OR_DATA with DATA.
   const std::string unsplittable = UnsplittableStep(*def);
   if (by == ShardBy::kFileOrData) {

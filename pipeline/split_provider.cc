@@ -138,6 +138,9 @@ std::string UnsplittableStep(const proto::DatasetDef& def) {
     if (step.has_concatenate()) {
       return absl::StrCat("step ", i + 1, " (concatenate) would read its whole pipeline on every worker");
     }
+    if (step.has_scan()) {
+      return absl::StrCat("step ", i + 1, " (scan) would start its state again on every worker");
+    }
     if (step.has_unique()) {
       return absl::StrCat("step ", i + 1, " (unique) would drop repeats only within each worker's elements");
     }

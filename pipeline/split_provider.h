@@ -78,7 +78,8 @@ int64_t PositionsPerSplit(const proto::DatasetDef& def, bool per_file, const Spl
 // Why a step after the source keeps the pipeline from being split: one whose
 // output over the whole input is not its outputs over the parts that the
 // workers read (concatenate's sub-pipeline would be read whole by every
-// worker; unique would drop repeats only within one worker's elements).
+// worker; unique would drop repeats only within one worker's elements; scan
+// would start its state again on each worker).
 // "" when no step does.
 std::string UnsplittableStep(const proto::DatasetDef& def);
 

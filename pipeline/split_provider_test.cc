@@ -169,6 +169,16 @@ TEST_CASE("MakeSplitProvider refuses unique, which would drop each worker's repe
         "worker's elements");
 }
 
+TEST_CASE("MakeSplitProvider refuses scan, whose state each worker would start again", "[splits]") {
+  auto scanned = MakeSplitProvider(
+      internal::DefinitionOf(Dataset::Range(9).Scan("accumulate", {Tensor::Scalar<int64_t>(0)})));
+  CHECK(scanned.status().code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(scanned.status().message() ==
+        "the pipeline cannot be split for distributed_epoch: step 2 (scan) would start its state again on "
+        "every "
+        "worker");
+}
+
 TEST_CASE("A pipeline fed splits from outside reads only those positions", "[splits]") {
   DatasetPtr dataset = *internal::BuildPipeline(Dataset::Range(100, 120, 1).Map("add", {{"value", 1}}));
   FixedSplits splits({{15, 18}, {2, 4}});

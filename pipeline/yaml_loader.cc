@@ -144,7 +144,7 @@ class Loader {
     const FieldDescriptor* field = proto::Step::descriptor()->FindFieldByName(op);
     Message* message = step->GetReflection()->MutableMessage(step, field);
     if (!args.IsDefined() || args.IsNull()) return absl::OkStatus();
-    if (op == "map" || op == "filter") return ParseFunctionOp(op, args, message);
+    if (op == "map" || op == "filter" || op == "scan") return ParseFunctionOp(op, args, message);
     if (op == "from_tensors" || op == "from_tensor_slices") return ParseTensorsOp(op, args, message);
     if (args.IsMap()) return SetFields(message, args, op, {});
     auto shorthand = kShorthand.find(op);
@@ -310,11 +310,12 @@ class Loader {
     return "nothing";
   }
 
-  // map and filter: `{fn: NAME, ...}` where the keys that are not the op's
+  // map, filter and scan: `{fn: NAME, ...}` where the keys that are not the op's
   // own arguments are the function's.
   absl::Status ParseFunctionOp(const std::string& op, const YAML::Node& args, Message* message) {
-    proto::FunctionDef* fn = op == "map" ? static_cast<proto::MapOp*>(message)->mutable_fn()
-                                         : static_cast<proto::FilterOp*>(message)->mutable_fn();
+    proto::FunctionDef* fn = op == "map"    ? static_cast<proto::MapOp*>(message)->mutable_fn()
+                             : op == "scan" ? static_cast<proto::ScanOp*>(message)->mutable_fn()
+                                            : static_cast<proto::FilterOp*>(message)->mutable_fn();
     YAML::Node fn_node;
     fn_node.reset(args);
     std::map<std::string, YAML::Node> arg_keys;

@@ -98,6 +98,9 @@ std::string NondeterministicStep(const proto::Step& step, bool values_too) {
   if (values_too && step.has_map() && unseeded_function(step.map().fn())) {
     return absl::StrCat("is a map of ", step.map().fn().name(), " without a seed");
   }
+  if (values_too && step.has_scan() && unseeded_function(step.scan().fn())) {
+    return absl::StrCat("is a scan of ", step.scan().fn().name(), " without a seed");
+  }
   if (step.has_map() && unordered(step.map().num_parallel_calls(), step.map().deterministic())) {
     return "is a parallel map with deterministic: false";
   }

@@ -212,6 +212,16 @@ TEST_CASE("job_params: every sub-pipeline is checked, whatever op holds it", "[s
         "step 1 (zip)'s datasets 2: step 2 is a shuffle without a seed");
 }
 
+TEST_CASE("job_params: a scan of a random function needs its seed", "[service]") {
+  proto::DatasetDef def = RangeDef(3);
+  proto::ScanOp* scan = def.add_steps()->mutable_scan();
+  scan->mutable_fn()->set_name("random_walk");
+  CHECK(CheckDeterministicPipeline(def).message() == "step 2 is a scan of random_walk without a seed");
+  CHECK(CheckRepeatableOrder(def).ok());
+  (*scan->mutable_fn()->mutable_args())["seed"].set_i(1);
+  CHECK(CheckDeterministicPipeline(def).ok());
+}
+
 TEST_CASE("job_params: sample_from_datasets repeats exactly only with a seed", "[service]") {
   proto::DatasetDef sampled;
   proto::SampleFromDatasetsOp* sample = sampled.add_steps()->mutable_sample_from_datasets();

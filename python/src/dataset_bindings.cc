@@ -380,6 +380,17 @@ void BindDataset(py::module_& module) {
            "This dataset's elements, then pipeline's; their element specs must be compatible.")
       .def("unique", &Dataset::Unique,
            "Drops the elements seen before (elements of one scalar int32, int64 or string component).")
+      .def(
+          "scan",
+          [](const Dataset& self, const std::string& fn, py::handle initial_state, const py::kwargs& args) {
+            return self.Scan(fn, ComponentsFromPython(initial_state).tensors, ArgsFromKwargs(args));
+          },
+          py::arg("fn"), py::arg("initial_state"),
+          "scan(fn, initial_state, **args)\n\nCarries a state through the elements: fn, a registered "
+          "function of "
+          "(state, element) -> (new state, output) such as 'accumulate', with its arguments as keywords, "
+          "starting "
+          "from initial_state (an array, or a tuple of them for a state of several components).")
       .def("prefetch", &Dataset::Prefetch, py::arg("buffer_size") = -1,
            "Makes up to buffer_size elements ahead on a thread of its own (-1: tuned).")
       .def("ignore_errors", &Dataset::IgnoreErrors, py::arg("quiet") = false,

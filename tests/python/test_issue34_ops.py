@@ -91,3 +91,23 @@ def test_the_python_definitions_are_the_yaml_ones(tmp_path):
     )
     assert Dataset.from_yaml(str(path)).fingerprint() == built.fingerprint()
     assert sorted(built) == [0, 1, 2, 3]
+
+
+def test_scan_is_tf_data_example():
+    assert list(Dataset.range(10).scan("accumulate", 0)) == [0, 1, 3, 6, 10, 15, 21, 28, 36, 45]
+    assert list(Dataset.range(3).scan(fn="accumulate", initial_state=100)) == [100, 101, 103]
+    with pytest.raises(ValueError, match=r"step 2 \(scan\): missing 'initial_state'"):
+        list(Dataset.range(3).scan("accumulate", ()))
+    it = iter(Dataset.range(6).scan("accumulate", 0))
+    head = [next(it) for _ in range(3)]
+    state = it.save()
+    assert head == [0, 1, 3]
+    assert list(Dataset.range(6).scan("accumulate", 0).iterator(restore_from=state)) == [6, 10, 15]
+    assert [w.tolist() for w in Dataset.range(7).window(3, shift=1, stride=2, drop_remainder=True)] == [
+        [0, 2, 4],
+        [1, 3, 5],
+        [2, 4, 6],
+    ]
+    rows = Dataset.from_tensor_slices(())
+    batched = Dataset.range(7).window(3, 2, drop_remainder=True).flat_map(rows.batch(2))
+    assert [b.tolist() for b in batched] == [[0, 1], [2], [2, 3], [4], [4, 5], [6]]

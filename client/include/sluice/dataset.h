@@ -173,6 +173,12 @@ class Dataset {
   // Drops the elements seen before (one scalar int32, int64 or string
   // component).
   Dataset Unique() const;
+  // Carries a state through the elements: `fn`, a registered function of
+  // (state, element) -> (new state, output) such as "accumulate", is called
+  // on the state's components followed by the element's, starting from
+  // `initial_state` (one tensor per state component).
+  Dataset Scan(const std::string& fn, std::vector<Tensor> initial_state,
+               const FunctionArgMap& args = {}) const;
   Dataset Prefetch(int64_t buffer_size = -1) const;
   // Drops the elements whose computation failed (a corrupt image), counting
   // them; unless `quiet`, the first error and the count go to stderr.
