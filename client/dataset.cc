@@ -396,6 +396,16 @@ Dataset Dataset::Scan(const std::string& fn, std::vector<Tensor> initial_state,
   });
 }
 
+Dataset Dataset::Window(int64_t size, int64_t shift, int64_t stride, bool drop_remainder) const {
+  return With(DatasetAccess::State(*this), "window", [&](proto::Step& s) {
+    auto* op = s.mutable_window();
+    op->set_size(size);
+    op->set_shift(shift);
+    op->set_stride(stride);
+    op->set_drop_remainder(drop_remainder);
+  });
+}
+
 Dataset Dataset::Prefetch(int64_t buffer_size) const {
   return With(DatasetAccess::State(*this), "prefetch",
               [&](proto::Step& s) { s.mutable_prefetch()->set_buffer_size(buffer_size); });

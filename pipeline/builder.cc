@@ -145,7 +145,7 @@ absl::StatusOr<DatasetPtr> BuildSource(const proto::Step& step, const BuildOptio
     case proto::Step::kFromTensors:
       return MakeFromTensorsDataset(step.from_tensors());
     case proto::Step::kFromTensorSlices:
-      return MakeFromTensorSlicesDataset(step.from_tensor_slices());
+      return MakeFromTensorSlicesDataset(step.from_tensor_slices(), options.input);
     case proto::Step::kListFiles:
       return MakeListFilesDataset(step.list_files());
     case proto::Step::kImageFolder:
@@ -247,6 +247,8 @@ absl::StatusOr<DatasetPtr> BuildTransform(DatasetPtr input, const proto::Step& s
       return MakeUniqueDataset(std::move(input));
     case proto::Step::kScan:
       return MakeScanDataset(std::move(input), step.scan());
+    case proto::Step::kWindow:
+      return MakeWindowDataset(std::move(input), step.window());
     default:
       return absl::InvalidArgumentError("a source can only be the first step");
   }
@@ -372,6 +374,9 @@ absl::StatusOr<proto::Step> NewStep(std::string_view op) {
       break;
     case proto::Step::kChooseFromDatasets:
       step.mutable_choose_from_datasets()->set_stop_on_empty_dataset(true);
+      break;
+    case proto::Step::kWindow:
+      step.mutable_window()->set_stride(1);
       break;
     default:
       break;

@@ -117,6 +117,9 @@ TEST_CASE("checkpoint: each op resumes exactly where it was saved", "[checkpoint
                                    Dataset::Range(30).Map("mod", {{"value", 3}}).Map("mod", {{"value", 2}}),
                                    false)},
       {"scan", Dataset::Range(30).Shuffle(5, 2).Scan("accumulate", {Tensor::Scalar<int64_t>(0)}).Repeat(2)},
+      {"window and flat_map",
+       Dataset::Range(20).Window(4, 3, 2).FlatMap(Dataset::FromTensorSlices({}).Batch(3))},
+      {"window", Dataset::Range(15).Shuffle(4, 1).Window(3, 2).Repeat(2)},
       {"unique", Dataset::Range(60).Map("mod", {{"value", 17}}).Shuffle(6, 3).Unique().Repeat(2)},
       {"ignore_errors",
        Dataset::FromTensorSlices({Tensor::FromVector<std::string>({"ab", "cde", "fg", "h", "ij", "kl"})})

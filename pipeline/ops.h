@@ -16,7 +16,10 @@ namespace sluice {
 // Sources.
 absl::StatusOr<DatasetPtr> MakeRangeDataset(const proto::RangeOp& op);
 absl::StatusOr<DatasetPtr> MakeFromTensorsDataset(const proto::FromTensorsOp& op);
-absl::StatusOr<DatasetPtr> MakeFromTensorSlicesDataset(const proto::FromTensorSlicesOp& op);
+// Without tensors of its own and inside a flat_map or interleave, the rows
+// of `input`, the element being mapped (a window's).
+absl::StatusOr<DatasetPtr> MakeFromTensorSlicesDataset(const proto::FromTensorSlicesOp& op,
+                                                       const Element* input = nullptr);
 absl::StatusOr<DatasetPtr> MakeListFilesDataset(const proto::ListFilesOp& op);
 absl::StatusOr<DatasetPtr> MakeImageFolderDataset(const proto::ImageFolderOp& op);
 absl::StatusOr<DatasetPtr> MakeWebDatasetDataset(const proto::WebDatasetOp& op);
@@ -81,6 +84,9 @@ absl::StatusOr<DatasetPtr> MakeUniqueDataset(DatasetPtr input);
 // Carries a state through the elements with an element function of
 // (state, element) -> (new state, output) (scan_op.cc).
 absl::StatusOr<DatasetPtr> MakeScanDataset(DatasetPtr input, const proto::ScanOp& op);
+// Windows of `size` elements every `shift`, every `stride`-th, each one
+// element with its components stacked (window_op.cc).
+absl::StatusOr<DatasetPtr> MakeWindowDataset(DatasetPtr input, const proto::WindowOp& op);
 
 // An iterator that runs `input` on its own thread, up to `capacity`
 // elements ahead (prefetch, and parallel interleave's cycle elements).

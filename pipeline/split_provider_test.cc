@@ -169,6 +169,14 @@ TEST_CASE("MakeSplitProvider refuses unique, which would drop each worker's repe
         "worker's elements");
 }
 
+TEST_CASE("MakeSplitProvider splits a pipeline with window, as one with batch", "[splits]") {
+  SplitOptions options;
+  options.elements_per_split = 4;
+  auto windows = MakeSplitProvider(internal::DefinitionOf(Dataset::Range(6).Window(2, 1)), options);
+  REQUIRE(windows.ok());
+  CHECK(Drain(**windows) == std::vector<Split>{{0, 4}, {4, 6}});
+}
+
 TEST_CASE("MakeSplitProvider refuses scan, whose state each worker would start again", "[splits]") {
   auto scanned = MakeSplitProvider(
       internal::DefinitionOf(Dataset::Range(9).Scan("accumulate", {Tensor::Scalar<int64_t>(0)})));

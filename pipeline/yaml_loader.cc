@@ -48,6 +48,7 @@ const std::map<std::string, std::string, std::less<>> kShorthand = {
     {"concatenate", "pipeline"},
     {"flat_map", "pipeline"},
     {"sample_from_datasets", "datasets"},
+    {"window", "size"},
 };
 
 class Loader {

@@ -391,6 +391,11 @@ void BindDataset(py::module_& module) {
           "(state, element) -> (new state, output) such as 'accumulate', with its arguments as keywords, "
           "starting "
           "from initial_state (an array, or a tuple of them for a state of several components).")
+      .def(
+          "window", &Dataset::Window, py::arg("size"), py::arg("shift") = 0, py::arg("stride") = 1,
+          py::arg("drop_remainder") = false,
+          "Windows of size elements starting every shift (0: size), taking every stride-th: each window one "
+          "element, its components stacked, which flat_map(Dataset.from_tensor_slices(())) reads row by row.")
       .def("prefetch", &Dataset::Prefetch, py::arg("buffer_size") = -1,
            "Makes up to buffer_size elements ahead on a thread of its own (-1: tuned).")
       .def("ignore_errors", &Dataset::IgnoreErrors, py::arg("quiet") = false,

@@ -103,6 +103,11 @@ def test_scan_is_tf_data_example():
     state = it.save()
     assert head == [0, 1, 3]
     assert list(Dataset.range(6).scan("accumulate", 0).iterator(restore_from=state)) == [6, 10, 15]
+
+
+def test_window_and_flat_map_over_windows_are_tf_data_examples():
+    windows = [w.tolist() for w in Dataset.range(7).window(3)]
+    assert windows == [[0, 1, 2], [3, 4, 5], [6]]
     assert [w.tolist() for w in Dataset.range(7).window(3, shift=1, stride=2, drop_remainder=True)] == [
         [0, 2, 4],
         [1, 3, 5],

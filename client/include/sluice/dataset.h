@@ -179,6 +179,10 @@ class Dataset {
   // `initial_state` (one tensor per state component).
   Dataset Scan(const std::string& fn, std::vector<Tensor> initial_state,
                const FunctionArgMap& args = {}) const;
+  // Windows of `size` elements starting every `shift` (0: size), taking
+  // every `stride`-th; each window is one element, its components stacked,
+  // which a FlatMap whose source is FromTensorSlices({}) reads row by row.
+  Dataset Window(int64_t size, int64_t shift = 0, int64_t stride = 1, bool drop_remainder = false) const;
   Dataset Prefetch(int64_t buffer_size = -1) const;
   // Drops the elements whose computation failed (a corrupt image), counting
   // them; unless `quiet`, the first error and the count go to stderr.
