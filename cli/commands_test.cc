@@ -274,6 +274,33 @@ TEST_CASE("cli: inspect of other pipelines", "[cli]") {
           "  2. repeat { count: -1 }\n"));
 }
 
+TEST_CASE("cli: inspect says which of issue 34's ops keep a pipeline splittable", "[cli]") {
+  testing::TempDir dir;
+  const std::string path = dir.File("pipeline.yaml");
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"  - range: 4\n  - concatenate: [{range: 2}]\n",
+       "splittable:   no (the pipeline cannot be split for distributed_epoch: step 2 (concatenate) would "
+       "read its "
+       "whole pipeline on every worker)\n"},
+      {"  - range: 4\n  - unique\n",
+       "splittable:   no (the pipeline cannot be split for distributed_epoch: step 2 (unique) would drop "
+       "repeats "
+       "only within each worker's elements)\n"},
+      {"  - sample_from_datasets: {datasets: [[range: 2], [range: 3]], seed: 1}\n",
+       "splittable:   no (a pipeline whose source is 'sample_from_datasets' cannot be split for "
+       "distributed_epoch; start it with range, from_tensor_slices, list_files, image_folder, webdataset, "
+       "text_line, tfrecord or fixed_length_record)\n"},
+      {"  - range: 4\n  - flat_map: [{range: 2}]\n", "splittable:   yes\n"},
+  };
+  for (const auto& [steps, splittable] : cases) {
+    INFO(steps);
+    WriteFile(path, "pipeline:\n" + steps);
+    const Result result = Inspect(path);
+    CHECK(result.code == 0);
+    CHECK_THAT(result.out, Contains(splittable));
+  }
+}
+
 TEST_CASE("cli: inspect: a pipeline that does not load exits 2", "[cli]") {
   testing::TempDir dir;
   const std::string path = dir.File("bad.yaml");
@@ -296,6 +323,7 @@ TEST_CASE("cli: functions lists the registry, with plugins", "[cli]") {
   CHECK_THAT(
       out.str(),
       Equals(
+          "accumulate\t(state, x) -> (state + x, state + x): a running sum for scan\n"
           "add\tx + value\n"
           "cast\tconverts to dtype\n"
           "center_crop\tthe central window of size\n"

@@ -206,6 +206,27 @@ Dataset Dataset::Zip(const std::vector<Dataset>& datasets) {
   });
 }
 
+Dataset Dataset::SampleFromDatasets(const std::vector<Dataset>& datasets, std::vector<double> weights,
+                                    std::optional<int64_t> seed, bool stop_on_empty_dataset) {
+  return Source("sample_from_datasets", [&](proto::Step& s) {
+    auto* op = s.mutable_sample_from_datasets();
+    for (const Dataset& d : datasets) *op->add_datasets() = DatasetAccess::Definition(d);
+    for (double w : weights) op->add_weights(w);
+    if (seed.has_value()) op->set_seed(*seed);
+    op->set_stop_on_empty_dataset(stop_on_empty_dataset);
+  });
+}
+
+Dataset Dataset::ChooseFromDatasets(const std::vector<Dataset>& datasets, const Dataset& choice_pipeline,
+                                    bool stop_on_empty_dataset) {
+  return Source("choose_from_datasets", [&](proto::Step& s) {
+    auto* op = s.mutable_choose_from_datasets();
+    for (const Dataset& d : datasets) *op->add_datasets() = DatasetAccess::Definition(d);
+    *op->mutable_choice_pipeline() = DatasetAccess::Definition(choice_pipeline);
+    op->set_stop_on_empty_dataset(stop_on_empty_dataset);
+  });
+}
+
 absl::StatusOr<Dataset> Dataset::Deserialize(std::string_view bytes) {
   proto::DatasetDef def;
   if (!def.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
@@ -357,6 +378,40 @@ Dataset Dataset::Interleave(const Dataset& per_element, int64_t cycle_length, in
     op->set_cycle_length(cycle_length);
     op->set_block_length(block_length);
     op->set_num_parallel_calls(num_parallel_calls);
+  });
+}
+
+Dataset Dataset::FlatMap(const Dataset& per_element) const {
+  return With(DatasetAccess::State(*this), "flat_map", [&](proto::Step& s) {
+    *s.mutable_flat_map()->mutable_pipeline() = DatasetAccess::Definition(per_element);
+  });
+}
+
+Dataset Dataset::Concatenate(const Dataset& pipeline) const {
+  return With(DatasetAccess::State(*this), "concatenate", [&](proto::Step& s) {
+    *s.mutable_concatenate()->mutable_pipeline() = DatasetAccess::Definition(pipeline);
+  });
+}
+
+Dataset Dataset::Unique() const {
+  return With(DatasetAccess::State(*this), "unique", [](proto::Step&) {});
+}
+
+Dataset Dataset::Scan(const std::string& fn, std::vector<Tensor> initial_state,
+                      const FunctionArgMap& args) const {
+  return With(DatasetAccess::State(*this), "scan", [&](proto::Step& s) {
+    SetFunction(fn, args, s.mutable_scan()->mutable_fn());
+    for (const Tensor& t : initial_state) TensorToProto(t, s.mutable_scan()->add_initial_state());
+  });
+}
+
+Dataset Dataset::Window(int64_t size, int64_t shift, int64_t stride, bool drop_remainder) const {
+  return With(DatasetAccess::State(*this), "window", [&](proto::Step& s) {
+    auto* op = s.mutable_window();
+    op->set_size(size);
+    op->set_shift(shift);
+    op->set_stride(stride);
+    op->set_drop_remainder(drop_remainder);
   });
 }
 

@@ -101,8 +101,7 @@ class RebatchDataset : public UnaryDataset {
         batch_size_(batch_size),
         drop_remainder_(drop_remainder) {}
   int64_t Cardinality() const override {
-    const int64_t n = input()->Cardinality();
-    return n == kInfiniteCardinality || n == 0 ? n : kUnknownCardinality;
+    return internal::CardinalityOfValueDependentStep(input()->Cardinality());
   }
   absl::StatusOr<std::unique_ptr<IteratorBase>> MakeIterator(const IteratorContext& context) const override {
     return MakeUnaryIterator<Iterator>(this, context);

@@ -87,6 +87,63 @@ Element PlaceholderElement(const ElementSpec& spec) {
   return element;
 }
 
+// A sub-pipeline of a step (concatenate's, a choice pipeline), built with
+// the element an enclosing interleave maps, if any; errors start with
+// `what`.
+absl::StatusOr<DatasetPtr> BuildSubPipeline(const proto::DatasetDef& def, const Element* input,
+                                            const std::string& what) {
+  if (def.steps().empty()) return absl::InvalidArgumentError(absl::StrCat(what, " has no steps"));
+  BuildOptions sub;
+  sub.input = input;
+  absl::StatusOr<DatasetPtr> dataset = BuildDataset(def, sub);
+  if (!dataset.ok()) {
+    return absl::Status(dataset.status().code(), absl::StrCat(what, ": ", dataset.status().message()));
+  }
+  return dataset;
+}
+
+// The `datasets` of sample_from_datasets and choose_from_datasets; errors
+// name the dataset ("dataset 2: ...") as zip's do.
+absl::StatusOr<std::vector<DatasetPtr>> BuildSubPipelines(
+    const google::protobuf::RepeatedPtrField<proto::DatasetDef>& defs, const Element* input) {
+  if (defs.empty()) return absl::InvalidArgumentError("'datasets' is empty; it needs at least one pipeline");
+  std::vector<DatasetPtr> datasets;
+  for (int i = 0; i < defs.size(); ++i) {
+    absl::StatusOr<DatasetPtr> dataset =
+        BuildSubPipeline(defs.Get(i), input, absl::StrCat("dataset ", i + 1));
+    if (!dataset.ok()) return dataset.status();
+    datasets.push_back(*std::move(dataset));
+  }
+  return datasets;
+}
+
+// interleave's and flat_map's sub-pipeline, built once for each input
+// element, and its spec, learned by building it once here for a stand-in
+// element of `input_spec`.
+struct PerElementPipeline {
+  SubDatasetFactory factory;
+  ElementSpec spec;
+};
+absl::StatusOr<PerElementPipeline> MakePerElementPipeline(const ElementSpec& input_spec,
+                                                          const proto::DatasetDef& sub_def, const char* op) {
+  if (sub_def.steps().empty())
+    return absl::InvalidArgumentError(absl::StrCat(op, ": 'pipeline' has no steps"));
+  const Element placeholder = PlaceholderElement(input_spec);
+  BuildOptions probe;
+  probe.input = &placeholder;
+  absl::StatusOr<DatasetPtr> probe_dataset = BuildDataset(sub_def, probe);
+  if (!probe_dataset.ok()) {
+    return absl::Status(probe_dataset.status().code(),
+                        absl::StrCat(op, ": ", probe_dataset.status().message()));
+  }
+  SubDatasetFactory factory = [sub_def](const Element& element) {
+    BuildOptions sub;
+    sub.input = &element;
+    return BuildDataset(sub_def, sub);
+  };
+  return PerElementPipeline{std::move(factory), (*probe_dataset)->element_spec()};
+}
+
 absl::StatusOr<DatasetPtr> BuildSource(const proto::Step& step, const BuildOptions& options) {
   switch (step.op_case()) {
     case proto::Step::kRange:
@@ -94,7 +151,7 @@ absl::StatusOr<DatasetPtr> BuildSource(const proto::Step& step, const BuildOptio
     case proto::Step::kFromTensors:
       return MakeFromTensorsDataset(step.from_tensors());
     case proto::Step::kFromTensorSlices:
-      return MakeFromTensorSlicesDataset(step.from_tensor_slices());
+      return MakeFromTensorSlicesDataset(step.from_tensor_slices(), options.input);
     case proto::Step::kListFiles:
       return MakeListFilesDataset(step.list_files());
     case proto::Step::kImageFolder:
@@ -123,12 +180,28 @@ absl::StatusOr<DatasetPtr> BuildSource(const proto::Step& step, const BuildOptio
       }
       return MakeZipDataset(std::move(inputs));
     }
+    case proto::Step::kSampleFromDatasets: {
+      absl::StatusOr<std::vector<DatasetPtr>> inputs =
+          BuildSubPipelines(step.sample_from_datasets().datasets(), options.input);
+      if (!inputs.ok()) return inputs.status();
+      return MakeSampleFromDatasetsDataset(*std::move(inputs), step.sample_from_datasets());
+    }
+    case proto::Step::kChooseFromDatasets: {
+      const proto::ChooseFromDatasetsOp& op = step.choose_from_datasets();
+      absl::StatusOr<std::vector<DatasetPtr>> inputs = BuildSubPipelines(op.datasets(), options.input);
+      if (!inputs.ok()) return inputs.status();
+      absl::StatusOr<DatasetPtr> choice =
+          BuildSubPipeline(op.choice_pipeline(), options.input, "choice_pipeline");
+      if (!choice.ok()) return choice.status();
+      return MakeChooseFromDatasetsDataset(*std::move(inputs), *std::move(choice), op);
+    }
     default:
       return absl::InvalidArgumentError("the first step must be a source");
   }
 }
 
-absl::StatusOr<DatasetPtr> BuildTransform(DatasetPtr input, const proto::Step& step) {
+absl::StatusOr<DatasetPtr> BuildTransform(DatasetPtr input, const proto::Step& step,
+                                          const BuildOptions& options) {
   switch (step.op_case()) {
     case proto::Step::kMap:
       return MakeMapDataset(std::move(input), step.map());
@@ -163,24 +236,30 @@ absl::StatusOr<DatasetPtr> BuildTransform(DatasetPtr input, const proto::Step& s
     case proto::Step::kPackSequences:
       return MakePackSequencesDataset(std::move(input), step.pack_sequences());
     case proto::Step::kInterleave: {
-      const proto::DatasetDef sub_def = step.interleave().pipeline();
-      if (sub_def.steps().empty()) return absl::InvalidArgumentError("interleave: 'pipeline' has no steps");
-      const Element placeholder = PlaceholderElement(input->element_spec());
-      BuildOptions probe;
-      probe.input = &placeholder;
-      absl::StatusOr<DatasetPtr> probe_dataset = BuildDataset(sub_def, probe);
-      if (!probe_dataset.ok()) {
-        return absl::Status(probe_dataset.status().code(),
-                            absl::StrCat("interleave: ", probe_dataset.status().message()));
-      }
-      SubDatasetFactory factory = [sub_def](const Element& element) {
-        BuildOptions sub;
-        sub.input = &element;
-        return BuildDataset(sub_def, sub);
-      };
-      return MakeInterleaveDataset(std::move(input), step.interleave(), std::move(factory),
-                                   (*probe_dataset)->element_spec());
+      absl::StatusOr<PerElementPipeline> sub =
+          MakePerElementPipeline(input->element_spec(), step.interleave().pipeline(), "interleave");
+      if (!sub.ok()) return sub.status();
+      return MakeInterleaveDataset(std::move(input), step.interleave(), std::move(sub->factory),
+                                   std::move(sub->spec));
     }
+    case proto::Step::kFlatMap: {
+      absl::StatusOr<PerElementPipeline> sub =
+          MakePerElementPipeline(input->element_spec(), step.flat_map().pipeline(), "flat_map");
+      if (!sub.ok()) return sub.status();
+      return MakeFlatMapDataset(std::move(input), std::move(sub->factory), std::move(sub->spec));
+    }
+    case proto::Step::kConcatenate: {
+      absl::StatusOr<DatasetPtr> other =
+          BuildSubPipeline(step.concatenate().pipeline(), options.input, "concatenate: 'pipeline'");
+      if (!other.ok()) return other.status();
+      return MakeConcatenateDataset(std::move(input), *std::move(other));
+    }
+    case proto::Step::kUnique:
+      return MakeUniqueDataset(std::move(input));
+    case proto::Step::kScan:
+      return MakeScanDataset(std::move(input), step.scan());
+    case proto::Step::kWindow:
+      return MakeWindowDataset(std::move(input), step.window());
     default:
       return absl::InvalidArgumentError("a source can only be the first step");
   }
@@ -220,6 +299,29 @@ std::string StepOpName(const proto::Step& step) {
   return field == nullptr ? "" : field->name();
 }
 
+std::vector<SubPipeline> SubPipelines(const proto::Step& step) {
+  std::vector<SubPipeline> subs;
+  const FieldDescriptor* op_field = step.GetReflection()->GetOneofFieldDescriptor(step, OpOneof());
+  if (op_field == nullptr || op_field->message_type() == nullptr) return subs;
+  const google::protobuf::Message& op = step.GetReflection()->GetMessage(step, op_field);
+  const google::protobuf::Reflection* reflection = op.GetReflection();
+  std::vector<const FieldDescriptor*> fields;
+  reflection->ListFields(op, &fields);
+  for (const FieldDescriptor* field : fields) {
+    if (field->message_type() != proto::DatasetDef::descriptor()) continue;
+    if (!field->is_repeated()) {
+      subs.push_back(
+          {field->name(), static_cast<const proto::DatasetDef*>(&reflection->GetMessage(op, field))});
+      continue;
+    }
+    for (int i = 0; i < reflection->FieldSize(op, field); ++i) {
+      subs.push_back({absl::StrCat(field->name(), " ", i + 1),
+                      static_cast<const proto::DatasetDef*>(&reflection->GetRepeatedMessage(op, field, i))});
+    }
+  }
+  return subs;
+}
+
 std::vector<std::string> AllOpNames() {
   std::vector<std::string> names;
   const auto* oneof = OpOneof();
@@ -228,9 +330,19 @@ std::vector<std::string> AllOpNames() {
 }
 
 bool IsSourceOp(std::string_view op) {
-  static const std::set<std::string, std::less<>> kSources = {
-      "range",     "from_tensors", "from_tensor_slices",  "list_files", "image_folder", "webdataset",
-      "text_line", "tfrecord",     "fixed_length_record", "zip",        "json_lines"};
+  static const std::set<std::string, std::less<>> kSources = {"range",
+                                                              "from_tensors",
+                                                              "from_tensor_slices",
+                                                              "list_files",
+                                                              "image_folder",
+                                                              "webdataset",
+                                                              "text_line",
+                                                              "tfrecord",
+                                                              "fixed_length_record",
+                                                              "zip",
+                                                              "json_lines",
+                                                              "sample_from_datasets",
+                                                              "choose_from_datasets"};
   return kSources.contains(op);
 }
 
@@ -275,6 +387,12 @@ absl::StatusOr<proto::Step> NewStep(std::string_view op) {
       step.mutable_interleave()->set_cycle_length(4);
       step.mutable_interleave()->set_block_length(1);
       step.mutable_interleave()->set_deterministic(true);
+      break;
+    case proto::Step::kChooseFromDatasets:
+      step.mutable_choose_from_datasets()->set_stop_on_empty_dataset(true);
+      break;
+    case proto::Step::kWindow:
+      step.mutable_window()->set_stride(1);
       break;
     default:
       break;
@@ -367,15 +485,15 @@ absl::StatusOr<DatasetPtr> BuildDataset(const proto::DatasetDef& def, const Buil
     } else if (i + 1 < def.steps_size() && MapCanFollowBatch(step, def.steps(i + 1))) {
       // map(f) -> batch == batch -> map(f) for an elementwise f, and the
       // second runs f once per batch. Errors still name the map's step.
-      absl::StatusOr<DatasetPtr> batched = BuildTransform(dataset, def.steps(i + 1));
-      if (batched.ok()) next = BuildTransform(*std::move(batched), step);
+      absl::StatusOr<DatasetPtr> batched = BuildTransform(dataset, def.steps(i + 1), options);
+      if (batched.ok()) next = BuildTransform(*std::move(batched), step, options);
       if (batched.ok() && next.ok()) {
         dataset = ContainExceptions(*std::move(next), absl::StrCat(StepLocation(options, i), "steps ", i + 1,
                                                                    "-", i + 2, " (", op, ", batch)"));
         ++i;
         continue;
       }
-      next = BuildTransform(dataset, step);  // report errors in step order
+      next = BuildTransform(dataset, step, options);  // report errors in step order
     } else if (const int fused = FusibleMapCount(def, i); fused > 1) {
       std::vector<proto::MapOp> maps;
       for (int k = i; k < i + fused; ++k) maps.push_back(def.steps(k).map());
@@ -386,9 +504,9 @@ absl::StatusOr<DatasetPtr> BuildDataset(const proto::DatasetDef& def, const Buil
         i += fused - 1;
         continue;
       }
-      next = BuildTransform(dataset, step);  // report errors in step order
+      next = BuildTransform(dataset, step, options);  // report errors in step order
     } else {
-      next = BuildTransform(dataset, step);
+      next = BuildTransform(dataset, step, options);
     }
     const std::string where = absl::StrCat(StepLocation(options, i), "step ", i + 1, " (", op, ")");
     if (!next.ok()) {

@@ -50,6 +50,15 @@ proto::DatasetDef WorkerPart(const proto::DatasetDef& def);
 
 // The op name of a step ("range", "map", ...), or "" if none is set.
 std::string StepOpName(const proto::Step& step);
+// The sub-pipelines a step holds (interleave's `pipeline`, zip's
+// `datasets`, ...), each with what messages call it ("pipeline",
+// "datasets 2", counting from 1), found by reflection so that a later op's
+// are not missed.
+struct SubPipeline {
+  std::string name;
+  const proto::DatasetDef* def = nullptr;
+};
+std::vector<SubPipeline> SubPipelines(const proto::Step& step);
 // Every op name, sources first.
 std::vector<std::string> AllOpNames();
 bool IsSourceOp(std::string_view op);

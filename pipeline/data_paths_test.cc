@@ -31,6 +31,33 @@ TEST_CASE("data_paths: relative file names and patterns resolve against the give
   CHECK(def.steps(2).interleave().pipeline().steps(0).tfrecord().files(0) == "/srv/pipelines/sub/d.tfrecord");
 }
 
+TEST_CASE("data_paths: the sub-pipelines of concatenate, flat_map and the mixing ops resolve too",
+          "[pipeline][hardening]") {
+  proto::DatasetDef def;
+  auto* mix = def.add_steps()->mutable_choose_from_datasets();
+  mix->add_datasets()->add_steps()->mutable_text_line()->add_files("a.txt");
+  mix->mutable_choice_pipeline()->add_steps()->mutable_text_line()->add_files("choice.txt");
+  def.add_steps()->mutable_concatenate()->mutable_pipeline()->add_steps()->mutable_tfrecord()->add_files(
+      "c.rec");
+  def.add_steps()->mutable_flat_map()->mutable_pipeline()->add_steps()->mutable_list_files()->add_pattern(
+      "f/*");
+  proto::DatasetDef sampled;
+  sampled.add_steps()
+      ->mutable_sample_from_datasets()
+      ->add_datasets()
+      ->add_steps()
+      ->mutable_text_line()
+      ->add_files("../up.txt");
+  ResolveDataPaths("/srv/p", &def);
+  ResolveDataPaths("/srv/p", &sampled);
+  CHECK(def.steps(0).choose_from_datasets().datasets(0).steps(0).text_line().files(0) == "/srv/p/a.txt");
+  CHECK(def.steps(0).choose_from_datasets().choice_pipeline().steps(0).text_line().files(0) ==
+        "/srv/p/choice.txt");
+  CHECK(def.steps(1).concatenate().pipeline().steps(0).tfrecord().files(0) == "/srv/p/c.rec");
+  CHECK(def.steps(2).flat_map().pipeline().steps(0).list_files().pattern(0) == "/srv/p/f/*");
+  CHECK(sampled.steps(0).sample_from_datasets().datasets(0).steps(0).text_line().files(0) == "/srv/up.txt");
+}
+
 TEST_CASE("data_paths: a pipeline file reads its data beside it, from any current directory",
           "[pipeline][hardening]") {
   TempDir dir;

@@ -16,7 +16,8 @@ namespace sluice {
 
 inline constexpr int64_t kMaxDefinitionBytes = int64_t{64} << 20;
 inline constexpr int64_t kMaxDefinitionSteps = 10000;
-// Rows in one batch: 16 Mi rows is past any training batch.
+// Rows in one batch (and a window's size and stride): 16 Mi rows is past
+// any training batch.
 inline constexpr int64_t kMaxBatchSize = int64_t{1} << 24;
 // Elements a shuffle or prefetch buffer may hold.
 inline constexpr int64_t kMaxBufferSize = int64_t{1} << 24;

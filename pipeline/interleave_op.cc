@@ -1,9 +1,10 @@
 // interleave: cycles over up to cycle_length sub-pipelines, one per input
 // element, taking block_length elements from each in turn, in tf.data's
 // order; with num_parallel_calls each sub-pipeline reads ahead on a
-// background thread.
+// background thread. flat_map is the same with cycle_length 1.
 #include <algorithm>
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -24,9 +25,10 @@ constexpr int64_t kMaxBlockAhead = int64_t{1} << 12;
 // block_length elements from each in turn, in tf.data's order.
 class InterleaveDataset : public DatasetBase {
  public:
-  InterleaveDataset(DatasetPtr input, ElementSpec spec, SubDatasetFactory factory, int64_t cycle_length,
-                    int64_t block_length, int64_t num_parallel_calls)
-      : input_(std::move(input)),
+  InterleaveDataset(std::string name, DatasetPtr input, ElementSpec spec, SubDatasetFactory factory,
+                    int64_t cycle_length, int64_t block_length, int64_t num_parallel_calls)
+      : name_(std::move(name)),
+        input_(std::move(input)),
         spec_(std::move(spec)),
         factory_(std::move(factory)),
         cycle_length_(cycle_length),
@@ -35,7 +37,7 @@ class InterleaveDataset : public DatasetBase {
 
   const ElementSpec& element_spec() const override { return spec_; }
   int64_t Cardinality() const override { return input_->Cardinality() == 0 ? 0 : kUnknownCardinality; }
-  std::string DebugName() const override { return "interleave"; }
+  std::string DebugName() const override { return name_; }
 
   absl::StatusOr<std::unique_ptr<IteratorBase>> MakeIterator(const IteratorContext& context) const override {
     absl::StatusOr<std::unique_ptr<IteratorBase>> input = input_->MakeIterator(context);
@@ -167,6 +169,7 @@ class InterleaveDataset : public DatasetBase {
     bool input_done_ = false;
   };
 
+  const std::string name_;
   const DatasetPtr input_;
   const ElementSpec spec_;
   const SubDatasetFactory factory_;
@@ -193,9 +196,16 @@ absl::StatusOr<DatasetPtr> MakeInterleaveDataset(DatasetPtr input, const proto::
         absl::StrCat("interleave: block_length must be > 0, got ", op.block_length()));
   }
   if (absl::Status s = CheckParallelCalls(op.num_parallel_calls(), "interleave"); !s.ok()) return s;
-  return std::make_shared<InterleaveDataset>(std::move(input), std::move(sub_spec),
+  return std::make_shared<InterleaveDataset>("interleave", std::move(input), std::move(sub_spec),
                                              std::move(make_sub_dataset), op.cycle_length(),
                                              op.block_length(), op.num_parallel_calls());
+}
+
+absl::StatusOr<DatasetPtr> MakeFlatMapDataset(DatasetPtr input, SubDatasetFactory make_sub_dataset,
+                                              ElementSpec sub_spec) {
+  return std::make_shared<InterleaveDataset>("flat_map", std::move(input), std::move(sub_spec),
+                                             std::move(make_sub_dataset), /*cycle_length=*/1,
+                                             /*block_length=*/1, /*num_parallel_calls=*/0);
 }
 
 }  // namespace sluice

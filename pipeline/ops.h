@@ -16,7 +16,10 @@ namespace sluice {
 // Sources.
 absl::StatusOr<DatasetPtr> MakeRangeDataset(const proto::RangeOp& op);
 absl::StatusOr<DatasetPtr> MakeFromTensorsDataset(const proto::FromTensorsOp& op);
-absl::StatusOr<DatasetPtr> MakeFromTensorSlicesDataset(const proto::FromTensorSlicesOp& op);
+// Without tensors of its own and inside a flat_map or interleave, the rows
+// of `input`, the element being mapped (a window's).
+absl::StatusOr<DatasetPtr> MakeFromTensorSlicesDataset(const proto::FromTensorSlicesOp& op,
+                                                       const Element* input = nullptr);
 absl::StatusOr<DatasetPtr> MakeListFilesDataset(const proto::ListFilesOp& op);
 absl::StatusOr<DatasetPtr> MakeImageFolderDataset(const proto::ImageFolderOp& op);
 absl::StatusOr<DatasetPtr> MakeWebDatasetDataset(const proto::WebDatasetOp& op);
@@ -24,6 +27,13 @@ absl::StatusOr<DatasetPtr> MakeWebDatasetDataset(const proto::WebDatasetOp& op);
 // i-th.
 absl::StatusOr<std::vector<std::string>> ImageFolderClasses(const std::string& root);
 absl::StatusOr<DatasetPtr> MakeZipDataset(std::vector<DatasetPtr> inputs);
+// sample_from_datasets and choose_from_datasets (dataset_mixing.cc): each
+// element from one of `inputs`, picked by seeded weighted draws or by the
+// int64 scalars of `choice`.
+absl::StatusOr<DatasetPtr> MakeSampleFromDatasetsDataset(std::vector<DatasetPtr> inputs,
+                                                         const proto::SampleFromDatasetsOp& op);
+absl::StatusOr<DatasetPtr> MakeChooseFromDatasetsDataset(std::vector<DatasetPtr> inputs, DatasetPtr choice,
+                                                         const proto::ChooseFromDatasetsOp& op);
 
 // The files of a file source: listed in its op, or (when the op lists
 // none) the string component of `input`, the element an interleave maps.
@@ -70,6 +80,23 @@ absl::StatusOr<DatasetPtr> MakePrefetchDataset(DatasetPtr input, const proto::Pr
 // Text for language models (tokenize.cc, pack_sequences.cc).
 absl::StatusOr<DatasetPtr> MakeTokenizeDataset(DatasetPtr input, const proto::TokenizeOp& op);
 absl::StatusOr<DatasetPtr> MakePackSequencesDataset(DatasetPtr input, const proto::PackSequencesOp& op);
+// The input's elements, then `other`'s; InvalidArgument naming both specs
+// unless they are compatible.
+absl::StatusOr<DatasetPtr> MakeConcatenateDataset(DatasetPtr input, DatasetPtr other);
+// The most specific spec that elements of `a` and of `b` both fit (tf.data's
+// most_specific_common_supertype: shapes that differ become unknown), or
+// InvalidArgument naming `op` and both specs when the components differ in
+// number, names or dtype.
+absl::StatusOr<ElementSpec> CommonElementSpec(const ElementSpec& a, const ElementSpec& b, const char* op);
+// Drops the elements seen before; the input must have one scalar int32,
+// int64 or string component.
+absl::StatusOr<DatasetPtr> MakeUniqueDataset(DatasetPtr input);
+// Carries a state through the elements with an element function of
+// (state, element) -> (new state, output) (scan_op.cc).
+absl::StatusOr<DatasetPtr> MakeScanDataset(DatasetPtr input, const proto::ScanOp& op);
+// Windows of `size` elements every `shift`, every `stride`-th, each one
+// element with its components stacked (window_op.cc).
+absl::StatusOr<DatasetPtr> MakeWindowDataset(DatasetPtr input, const proto::WindowOp& op);
 
 // An iterator that runs `input` on its own thread, up to `capacity`
 // elements ahead (prefetch, and parallel interleave's cycle elements).
@@ -80,6 +107,9 @@ std::unique_ptr<IteratorBase> MakeBackgroundIterator(std::unique_ptr<IteratorBas
 using SubDatasetFactory = std::function<absl::StatusOr<DatasetPtr>(const Element& input)>;
 absl::StatusOr<DatasetPtr> MakeInterleaveDataset(DatasetPtr input, const proto::InterleaveOp& op,
                                                  SubDatasetFactory make_sub_dataset, ElementSpec sub_spec);
+// flat_map: an interleave with cycle_length 1, under its own name.
+absl::StatusOr<DatasetPtr> MakeFlatMapDataset(DatasetPtr input, SubDatasetFactory make_sub_dataset,
+                                              ElementSpec sub_spec);
 
 }  // namespace sluice
 

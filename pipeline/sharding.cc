@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "pipeline/builder.h"
+#include "pipeline/split_provider.h"
 
 namespace sluice {
 namespace {
@@ -81,10 +82,21 @@ absl::Status ShardDatasetDef(ShardBy by, int num_shards, int index, int data_sha
     }
     return absl::OkStatus();
   }
-  if (by == ShardBy::kFileOrData) by = HasFileSource(*def) ? ShardBy::kFile : ShardBy::kData;
+  // A step that splitting by file would get wrong (concatenate, unique,
+  // scan)
+  // leaves FILE_OR_DATA with DATA.
+  const std::string unsplittable = UnsplittableStep(*def);
+  if (by == ShardBy::kFileOrData) {
+    by = HasFileSource(*def) && unsplittable.empty() ? ShardBy::kFile : ShardBy::kData;
+  }
   if (by == ShardBy::kData) {
     InsertStep(def, data_shard_at, shard);
     return absl::OkStatus();
+  }
+  if (!unsplittable.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(names.file_sharding, " cannot shard this pipeline by its source's files: ", unsplittable,
+                     " (DATA sharding keeps it exact)"));
   }
   proto::Step& source = *def->mutable_steps(0);
   if (!HasFileSource(*def)) {

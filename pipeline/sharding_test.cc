@@ -64,6 +64,36 @@ TEST_CASE("sharding: FILE_OR_DATA shards files when it can, elements otherwise",
   CHECK(FilesOf(def) == std::vector<std::string>{"b"});
 }
 
+TEST_CASE("sharding: concatenate is sharded by DATA, never by FILE", "[sharding]") {
+  proto::DatasetDef def =
+      internal::DefinitionOf(Dataset::TFRecord({"a", "b"}).Concatenate(Dataset::TFRecord({"c"})));
+  absl::Status status = ShardDatasetDef(ShardBy::kFile, 2, 0, def.steps_size(), kWorkers, &def);
+  CHECK(status.code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(status.message() ==
+        "FILE sharding cannot shard this pipeline by its source's files: step 2 (concatenate) would read its "
+        "whole pipeline on every worker (DATA sharding keeps it exact)");
+  // FILE_OR_DATA falls back to DATA, which stays exact.
+  proto::DatasetDef data =
+      internal::DefinitionOf(Dataset::TFRecord({"a", "b"}).Concatenate(Dataset::TFRecord({"c"})));
+  REQUIRE(ShardDatasetDef(ShardBy::kFileOrData, 2, 1, data.steps_size(), kWorkers, &data).ok());
+  CHECK(FilesOf(data) == std::vector<std::string>{"a", "b"});
+  REQUIRE(data.steps_size() == 3);
+  CHECK(data.steps(2).shard().index() == 1);
+  CHECK(ShardedInts(Dataset::Range(3).Concatenate(Dataset::Range(7, 9)), ShardBy::kFileOrData, 2, 1) ==
+        Ints{1, 7});
+}
+
+TEST_CASE("sharding: unique is sharded by DATA, never by FILE", "[sharding]") {
+  proto::DatasetDef def = internal::DefinitionOf(Dataset::TFRecord({"a", "b"}).Unique());
+  CHECK(ShardDatasetDef(ShardBy::kFile, 2, 0, def.steps_size(), kWorkers, &def).message() ==
+        "FILE sharding cannot shard this pipeline by its source's files: step 2 (unique) would drop repeats "
+        "only "
+        "within each worker's elements (DATA sharding keeps it exact)");
+  const Dataset repeats = Dataset::FromTensorSlices({Tensor::FromVector<int64_t>({5, 1, 5, 2, 1, 3, 2})});
+  CHECK(ShardedInts(repeats.Unique(), ShardBy::kFileOrData, 2, 0) == Ints{5, 2});
+  CHECK(ShardedInts(repeats.Unique(), ShardBy::kFileOrData, 2, 1) == Ints{1, 3});
+}
+
 TEST_CASE("sharding: HINT fills in SHARD_HINT, which alone keeps everything", "[sharding]") {
   const Dataset hinted = Dataset::Range(9).Shard(kShardHint, kShardHint).Map("square");
   CHECK(testing::IntsOf(hinted) == Ints{0, 1, 4, 9, 16, 25, 36, 49, 64});

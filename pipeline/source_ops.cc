@@ -332,8 +332,12 @@ absl::StatusOr<DatasetPtr> MakeFromTensorsDataset(const proto::FromTensorsOp& op
   return std::make_shared<FromTensorsDataset>(*std::move(element));
 }
 
-absl::StatusOr<DatasetPtr> MakeFromTensorSlicesDataset(const proto::FromTensorSlicesOp& op) {
-  absl::StatusOr<Element> tensors = ElementFromComponents(op.components(), op.names(), "from_tensor_slices");
+absl::StatusOr<DatasetPtr> MakeFromTensorSlicesDataset(const proto::FromTensorSlicesOp& op,
+                                                       const Element* input) {
+  absl::StatusOr<Element> tensors =
+      op.components().empty() && input != nullptr
+          ? *input
+          : ElementFromComponents(op.components(), op.names(), "from_tensor_slices");
   if (!tensors.ok()) return tensors.status();
   int64_t rows = -1;
   for (size_t c = 0; c < tensors->size(); ++c) {

@@ -132,11 +132,31 @@ int64_t PositionsPerSplit(const proto::DatasetDef& def, bool per_file, const Spl
   return std::max(batch, options.elements_per_split / batch * batch);
 }
 
+std::string UnsplittableStep(const proto::DatasetDef& def) {
+  for (int i = 1; i < def.steps_size(); ++i) {
+    const proto::Step& step = def.steps(i);
+    if (step.has_concatenate()) {
+      return absl::StrCat("step ", i + 1, " (concatenate) would read its whole pipeline on every worker");
+    }
+    if (step.has_scan()) {
+      return absl::StrCat("step ", i + 1, " (scan) would start its state again on every worker");
+    }
+    if (step.has_unique()) {
+      return absl::StrCat("step ", i + 1, " (unique) would drop repeats only within each worker's elements");
+    }
+  }
+  return "";
+}
+
 absl::StatusOr<std::unique_ptr<SplitProvider>> MakeSplitProvider(const proto::DatasetDef& def,
                                                                  const SplitOptions& options) {
   if (def.steps().empty()) return absl::InvalidArgumentError("the pipeline has no steps");
   absl::StatusOr<SourceSplitInfo> info = DescribeSourceSplits(def.steps(0));
   if (!info.ok()) return info.status();
+  if (std::string why = UnsplittableStep(def); !why.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the pipeline cannot be split for distributed_epoch: ", why));
+  }
   return MakeSplitProvider(def, options, *info);
 }
 

@@ -10,6 +10,7 @@
 
 #include <memory>
 #include <optional>
+#include <string>
 
 #include "pipeline/builder.h"  // SourceSplitInfo
 #include "pipeline/dataset.h"
@@ -74,8 +75,17 @@ struct SplitOptions {
 // How many source positions each split of `def` covers under `options`.
 int64_t PositionsPerSplit(const proto::DatasetDef& def, bool per_file, const SplitOptions& options);
 
+// Why a step after the source keeps the pipeline from being split: one whose
+// output over the whole input is not its outputs over the parts that the
+// workers read (concatenate's sub-pipeline would be read whole by every
+// worker; unique would drop repeats only within one worker's elements; scan
+// would start its state again on each worker).
+// "" when no step does.
+std::string UnsplittableStep(const proto::DatasetDef& def);
+
 // The provider for a pipeline's source, or FailedPrecondition naming the
-// step that prevents splitting (for example `zip`, or `from_tensors`).
+// step that prevents splitting (for example `zip`, `from_tensors` or a
+// `concatenate`).
 absl::StatusOr<std::unique_ptr<SplitProvider>> MakeSplitProvider(const proto::DatasetDef& def,
                                                                  const SplitOptions& options = {});
 // The same from the source as DescribeSourceSplits listed it (a caller

@@ -128,6 +128,65 @@ TEST_CASE("MakeSplitProvider follows the source and its repeats", "[splits]") {
   CHECK(Drain(**files) == std::vector<Split>{{0, 1}, {1, 2}, {2, 3}});
 }
 
+TEST_CASE("MakeSplitProvider refuses concatenate, whose pipeline every worker would read whole", "[splits]") {
+  auto concatenated = MakeSplitProvider(
+      internal::DefinitionOf(Dataset::Range(9).Map("square").Concatenate(Dataset::Range(3))));
+  CHECK(concatenated.status().code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(concatenated.status().message() ==
+        "the pipeline cannot be split for distributed_epoch: step 3 (concatenate) would read its whole "
+        "pipeline "
+        "on every worker");
+}
+
+TEST_CASE("MakeSplitProvider splits a pipeline with flat_map, as one with interleave", "[splits]") {
+  // flat_map maps each element of a split on the worker that reads it.
+  SplitOptions options;
+  options.elements_per_split = 4;
+  auto flat =
+      MakeSplitProvider(internal::DefinitionOf(Dataset::Range(6).FlatMap(Dataset::Range(2))), options);
+  REQUIRE(flat.ok());
+  CHECK(Drain(**flat) == std::vector<Split>{{0, 4}, {4, 6}});
+}
+
+TEST_CASE("MakeSplitProvider refuses the mixing ops, sources of sub-pipelines as zip", "[splits]") {
+  auto sampled = MakeSplitProvider(
+      internal::DefinitionOf(Dataset::SampleFromDatasets({Dataset::Range(3), Dataset::Range(3)}, {}, 1)));
+  CHECK(sampled.status().code() == absl::StatusCode::kFailedPrecondition);
+  CHECK_THAT(std::string(sampled.status().message()),
+             Catch::StartsWith("a pipeline whose source is 'sample_from_datasets' cannot be split"));
+  auto chosen = MakeSplitProvider(
+      internal::DefinitionOf(Dataset::ChooseFromDatasets({Dataset::Range(3)}, Dataset::Range(1))));
+  CHECK_THAT(std::string(chosen.status().message()),
+             Catch::StartsWith("a pipeline whose source is 'choose_from_datasets' cannot be split"));
+}
+
+TEST_CASE("MakeSplitProvider refuses unique, which would drop each worker's repeats alone", "[splits]") {
+  auto unique = MakeSplitProvider(internal::DefinitionOf(Dataset::Range(9).Unique()));
+  CHECK(unique.status().code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(unique.status().message() ==
+        "the pipeline cannot be split for distributed_epoch: step 2 (unique) would drop repeats only within "
+        "each "
+        "worker's elements");
+}
+
+TEST_CASE("MakeSplitProvider splits a pipeline with window, as one with batch", "[splits]") {
+  SplitOptions options;
+  options.elements_per_split = 4;
+  auto windows = MakeSplitProvider(internal::DefinitionOf(Dataset::Range(6).Window(2, 1)), options);
+  REQUIRE(windows.ok());
+  CHECK(Drain(**windows) == std::vector<Split>{{0, 4}, {4, 6}});
+}
+
+TEST_CASE("MakeSplitProvider refuses scan, whose state each worker would start again", "[splits]") {
+  auto scanned = MakeSplitProvider(
+      internal::DefinitionOf(Dataset::Range(9).Scan("accumulate", {Tensor::Scalar<int64_t>(0)})));
+  CHECK(scanned.status().code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(scanned.status().message() ==
+        "the pipeline cannot be split for distributed_epoch: step 2 (scan) would start its state again on "
+        "every "
+        "worker");
+}
+
 TEST_CASE("A pipeline fed splits from outside reads only those positions", "[splits]") {
   DatasetPtr dataset = *internal::BuildPipeline(Dataset::Range(100, 120, 1).Map("add", {{"value", 1}}));
   FixedSplits splits({{15, 18}, {2, 4}});

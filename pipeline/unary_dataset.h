@@ -48,6 +48,12 @@ absl::StatusOr<std::unique_ptr<IteratorBase>> MakeUnaryIterator(const DatasetTyp
   return std::make_unique<IteratorType>(dataset, *std::move(input));
 }
 
+// The cardinality after a step whose count depends on the values (rebatch,
+// unique): an empty or infinite input stays so, anything else is unknown.
+inline int64_t CardinalityOfValueDependentStep(int64_t input) {
+  return input == kInfiniteCardinality || input == 0 ? input : kUnknownCardinality;
+}
+
 // InvalidArgument naming the op and the argument unless `value` > 0.
 inline absl::Status RequirePositive(int64_t value, const char* op, const char* arg) {
   if (value > 0) return absl::OkStatus();

@@ -27,17 +27,32 @@ using google::protobuf::Message;
 
 // The argument a scalar or list stands for, as in `range: 10`.
 const std::map<std::string, std::string, std::less<>> kShorthand = {
-    {"range", "stop"},           {"repeat", "count"},
-    {"take", "count"},           {"skip", "count"},
-    {"shuffle", "buffer_size"},  {"batch", "batch_size"},
-    {"rebatch", "batch_size"},   {"padded_batch", "batch_size"},
-    {"prefetch", "buffer_size"}, {"enumerate", "start"},
-    {"list_files", "pattern"},   {"text_line", "files"},
-    {"tfrecord", "files"},       {"fixed_length_record", "files"},
-    {"zip", "datasets"},         {"interleave", "pipeline"},
-    {"image_folder", "root"},    {"webdataset", "files"},
-    {"json_lines", "files"},     {"tokenize", "model"},
-    {"pack_sequences", "length"}};
+    {"range", "stop"},
+    {"repeat", "count"},
+    {"take", "count"},
+    {"skip", "count"},
+    {"shuffle", "buffer_size"},
+    {"batch", "batch_size"},
+    {"rebatch", "batch_size"},
+    {"padded_batch", "batch_size"},
+    {"prefetch", "buffer_size"},
+    {"enumerate", "start"},
+    {"list_files", "pattern"},
+    {"text_line", "files"},
+    {"tfrecord", "files"},
+    {"fixed_length_record", "files"},
+    {"zip", "datasets"},
+    {"interleave", "pipeline"},
+    {"image_folder", "root"},
+    {"webdataset", "files"},
+    {"json_lines", "files"},
+    {"tokenize", "model"},
+    {"pack_sequences", "length"},
+    {"concatenate", "pipeline"},
+    {"flat_map", "pipeline"},
+    {"sample_from_datasets", "datasets"},
+    {"window", "size"},
+};
 
 class Loader {
  public:
@@ -133,7 +148,7 @@ class Loader {
     const FieldDescriptor* field = proto::Step::descriptor()->FindFieldByName(op);
     Message* message = step->GetReflection()->MutableMessage(step, field);
     if (!args.IsDefined() || args.IsNull()) return absl::OkStatus();
-    if (op == "map" || op == "filter") return ParseFunctionOp(op, args, message);
+    if (op == "map" || op == "filter" || op == "scan") return ParseFunctionOp(op, args, message);
     if (op == "from_tensors" || op == "from_tensor_slices") return ParseTensorsOp(op, args, message);
     if (args.IsMap()) return SetFields(message, args, op, {});
     auto shorthand = kShorthand.find(op);
@@ -198,6 +213,12 @@ class Loader {
         reflection->SetBool(message, field, *v);
         return absl::OkStatus();
       }
+      case FieldDescriptor::CPPTYPE_DOUBLE: {
+        absl::StatusOr<double> v = ParseDouble(value, what);
+        if (!v.ok()) return v.status();
+        reflection->SetDouble(message, field, *v);
+        return absl::OkStatus();
+      }
       case FieldDescriptor::CPPTYPE_STRING:
         reflection->SetString(message, field, value.Scalar());
         return absl::OkStatus();
@@ -218,6 +239,12 @@ class Loader {
         return absl::OkStatus();
       case FieldDescriptor::CPPTYPE_MESSAGE:
         return ParseMessage(reflection->AddMessage(message, field), item, what);
+      case FieldDescriptor::CPPTYPE_DOUBLE: {
+        absl::StatusOr<double> v = ParseDouble(item, what);
+        if (!v.ok()) return v.status();
+        reflection->AddDouble(message, field, *v);
+        return absl::OkStatus();
+      }
       default:
         return Error(item, absl::StrCat(what, " has a type the YAML loader does not handle"));
     }
@@ -259,6 +286,14 @@ class Loader {
     return v;
   }
 
+  absl::StatusOr<double> ParseDouble(const YAML::Node& node, const std::string& what) {
+    double v = 0;
+    if (!node.IsScalar() || !LooksNumeric(node.Scalar()) || !absl::SimpleAtod(node.Scalar(), &v)) {
+      return Error(node, absl::StrCat(what, " must be a number, got '", Describe(node), "'"));
+    }
+    return v;
+  }
+
   // YAML 1.2's core-schema spellings of booleans.
   static bool IsBoolWord(const std::string& s) {
     return s == "true" || s == "True" || s == "TRUE" || s == "false" || s == "False" || s == "FALSE";
@@ -279,11 +314,12 @@ class Loader {
     return "nothing";
   }
 
-  // map and filter: `{fn: NAME, ...}` where the keys that are not the op's
+  // map, filter and scan: `{fn: NAME, ...}` where the keys that are not the op's
   // own arguments are the function's.
   absl::Status ParseFunctionOp(const std::string& op, const YAML::Node& args, Message* message) {
-    proto::FunctionDef* fn = op == "map" ? static_cast<proto::MapOp*>(message)->mutable_fn()
-                                         : static_cast<proto::FilterOp*>(message)->mutable_fn();
+    proto::FunctionDef* fn = op == "map"    ? static_cast<proto::MapOp*>(message)->mutable_fn()
+                             : op == "scan" ? static_cast<proto::ScanOp*>(message)->mutable_fn()
+                                            : static_cast<proto::FilterOp*>(message)->mutable_fn();
     YAML::Node fn_node;
     fn_node.reset(args);
     std::map<std::string, YAML::Node> arg_keys;

@@ -3,6 +3,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "pipeline/builder.h"
 #include "pipeline/sharding.h"
 
 namespace sluice {
@@ -85,6 +86,9 @@ std::string NondeterministicStep(const proto::Step& step, bool values_too) {
     return (parallel_calls > 1 || parallel_calls == -1) && !deterministic;
   };
   if (step.has_shuffle() && !step.shuffle().has_seed()) return "is a shuffle without a seed";
+  if (step.has_sample_from_datasets() && !step.sample_from_datasets().has_seed()) {
+    return "is sample_from_datasets without a seed";
+  }
   if (step.has_list_files() && step.list_files().shuffle() && !step.list_files().has_seed()) {
     return "is list_files with shuffle and no seed";
   }
@@ -93,6 +97,9 @@ std::string NondeterministicStep(const proto::Step& step, bool values_too) {
   }
   if (values_too && step.has_map() && unseeded_function(step.map().fn())) {
     return absl::StrCat("is a map of ", step.map().fn().name(), " without a seed");
+  }
+  if (values_too && step.has_scan() && unseeded_function(step.scan().fn())) {
+    return absl::StrCat("is a scan of ", step.scan().fn().name(), " without a seed");
   }
   if (step.has_map() && unordered(step.map().num_parallel_calls(), step.map().deterministic())) {
     return "is a parallel map with deterministic: false";
@@ -119,17 +126,11 @@ absl::Status CheckRepeats(const proto::DatasetDef& def, bool values_too) {
     if (std::string why = NondeterministicStep(step, values_too); !why.empty()) {
       return absl::FailedPreconditionError(absl::StrCat("step ", i + 1, " ", why));
     }
-    if (step.has_interleave()) {
-      if (absl::Status s = CheckRepeats(step.interleave().pipeline(), values_too); !s.ok()) {
+    // Every sub-pipeline: interleave's, zip's, concatenate's, ...
+    for (const SubPipeline& sub : SubPipelines(step)) {
+      if (absl::Status s = CheckRepeats(*sub.def, values_too); !s.ok()) {
         return absl::FailedPreconditionError(
-            absl::StrCat("step ", i + 1, " (interleave)'s pipeline: ", s.message()));
-      }
-    }
-    if (step.has_zip()) {
-      for (const proto::DatasetDef& zipped : step.zip().datasets()) {
-        if (absl::Status s = CheckRepeats(zipped, values_too); !s.ok()) {
-          return absl::FailedPreconditionError(absl::StrCat("step ", i + 1, " (zip): ", s.message()));
-        }
+            absl::StrCat("step ", i + 1, " (", StepName(step), ")'s ", sub.name, ": ", s.message()));
       }
     }
   }
@@ -148,8 +149,7 @@ absl::Status CheckExactlyOnce(const proto::JobParams& params, const proto::Datas
         option,
         " runs the worker side once per split, so that every element comes from one split and is the same on "
         "every run; it takes a splittable source, then map, filter, tokenize, prefetch and at most one batch "
-        "or "
-        "padded_batch (docs/pipeline.md): step ",
+        "or padded_batch (docs/pipeline.md): step ",
         index + 1, " ", why));
   };
   if (def.steps_size() == 0) return refuse(0, "is missing");

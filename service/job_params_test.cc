@@ -187,5 +187,67 @@ TEST_CASE("job_params: a pipeline repeats exactly unless something in it is unse
   CHECK(CheckDeterministicPipeline(outer).message() == "step 1 is list_files with shuffle and no seed");
 }
 
+// range(stop), and range(5) with a shuffle of no seed.
+proto::DatasetDef RangeDef(int64_t stop) {
+  proto::DatasetDef def;
+  def.add_steps()->mutable_range()->set_stop(stop);
+  return def;
+}
+proto::DatasetDef UnseededDef() {
+  proto::DatasetDef def = RangeDef(5);
+  def.add_steps()->mutable_shuffle()->set_buffer_size(2);
+  return def;
+}
+
+TEST_CASE("job_params: every sub-pipeline is checked, whatever op holds it", "[service]") {
+  proto::DatasetDef def = RangeDef(3);
+  *def.add_steps()->mutable_concatenate()->mutable_pipeline() = UnseededDef();
+  CHECK(CheckDeterministicPipeline(def).message() ==
+        "step 2 (concatenate)'s pipeline: step 2 is a shuffle without a seed");
+  def = RangeDef(3);
+  *def.add_steps()->mutable_flat_map()->mutable_pipeline() = UnseededDef();
+  CHECK(CheckDeterministicPipeline(def).message() ==
+        "step 2 (flat_map)'s pipeline: step 2 is a shuffle without a seed");
+
+  proto::DatasetDef chosen;
+  proto::ChooseFromDatasetsOp* choose = chosen.add_steps()->mutable_choose_from_datasets();
+  *choose->add_datasets() = RangeDef(3);
+  *choose->add_datasets() = UnseededDef();
+  *choose->mutable_choice_pipeline() = RangeDef(2);
+  CHECK(CheckDeterministicPipeline(chosen).message() ==
+        "step 1 (choose_from_datasets)'s datasets 2: step 2 is a shuffle without a seed");
+  *choose->mutable_datasets(1) = RangeDef(4);
+  CHECK(CheckDeterministicPipeline(chosen).ok());
+  *choose->mutable_choice_pipeline() = UnseededDef();
+  CHECK(CheckDeterministicPipeline(chosen).message() ==
+        "step 1 (choose_from_datasets)'s choice_pipeline: step 2 is a shuffle without a seed");
+
+  proto::DatasetDef zipped;
+  *zipped.add_steps()->mutable_zip()->add_datasets() = RangeDef(3);
+  *zipped.mutable_steps(0)->mutable_zip()->add_datasets() = UnseededDef();
+  CHECK(CheckDeterministicPipeline(zipped).message() ==
+        "step 1 (zip)'s datasets 2: step 2 is a shuffle without a seed");
+}
+
+TEST_CASE("job_params: a scan of a random function needs its seed", "[service]") {
+  proto::DatasetDef def = RangeDef(3);
+  proto::ScanOp* scan = def.add_steps()->mutable_scan();
+  scan->mutable_fn()->set_name("random_walk");
+  CHECK(CheckDeterministicPipeline(def).message() == "step 2 is a scan of random_walk without a seed");
+  CHECK(CheckRepeatableOrder(def).ok());
+  (*scan->mutable_fn()->mutable_args())["seed"].set_i(1);
+  CHECK(CheckDeterministicPipeline(def).ok());
+}
+
+TEST_CASE("job_params: sample_from_datasets repeats exactly only with a seed", "[service]") {
+  proto::DatasetDef sampled;
+  proto::SampleFromDatasetsOp* sample = sampled.add_steps()->mutable_sample_from_datasets();
+  *sample->add_datasets() = RangeDef(3);
+  *sample->add_datasets() = RangeDef(4);
+  CHECK(CheckDeterministicPipeline(sampled).message() == "step 1 is sample_from_datasets without a seed");
+  sample->set_seed(3);
+  CHECK(CheckDeterministicPipeline(sampled).ok());
+}
+
 }  // namespace
 }  // namespace sluice

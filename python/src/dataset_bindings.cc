@@ -308,6 +308,27 @@ void BindDataset(py::module_& module) {
           "zip", [](const std::vector<Dataset>& datasets) { return Dataset::Zip(datasets); },
           py::arg("datasets"), "Elements made of one element of each dataset, until the shortest ends.")
       .def_static(
+          "sample_from_datasets",
+          [](const std::vector<Dataset>& datasets, std::optional<std::vector<double>> weights,
+             std::optional<int64_t> seed, bool stop_on_empty_dataset) {
+            return Dataset::SampleFromDatasets(datasets, weights.value_or(std::vector<double>{}), seed,
+                                               stop_on_empty_dataset);
+          },
+          py::arg("datasets"), py::arg("weights") = py::none(), py::arg("seed") = py::none(),
+          py::arg("stop_on_empty_dataset") = false,
+          "Each element from one of datasets, picked at random with weights (normalised; None: equal). When "
+          "one ends, the result ends if stop_on_empty_dataset, else the others go on with their weights "
+          "renormalised. seed fixes the draws.")
+      .def_static(
+          "choose_from_datasets",
+          [](const std::vector<Dataset>& datasets, const Dataset& choice_pipeline,
+             bool stop_on_empty_dataset) {
+            return Dataset::ChooseFromDatasets(datasets, choice_pipeline, stop_on_empty_dataset);
+          },
+          py::arg("datasets"), py::arg("choice_pipeline"), py::arg("stop_on_empty_dataset") = true,
+          "The next element of datasets[i] for each int64 scalar i of choice_pipeline; an index out of range "
+          "raises. Choosing a dataset that ended ends the result if stop_on_empty_dataset, else is skipped.")
+      .def_static(
           "deserialize",
           [](const py::bytes& bytes) { return ValueOrThrow(Dataset::Deserialize(std::string(bytes))); },
           py::arg("data"), "A dataset from the bytes of Dataset.serialize().")
@@ -362,8 +383,50 @@ void BindDataset(py::module_& module) {
            "Every num_shards-th element, starting at index.")
       .def("enumerate", &Dataset::Enumerate, py::arg("start") = 0,
            "Pairs each element with its index: (index, element).")
+      .def("flat_map", &Dataset::FlatMap, py::arg("pipeline"),
+           "Each element's sub-pipeline (its file source without files reads the element's file names), "
+           "read to its end before the next element's: interleave with cycle_length 1.")
+      .def("concatenate", &Dataset::Concatenate, py::arg("pipeline"),
+           "This dataset's elements, then pipeline's; their element specs must be compatible.")
+      .def("unique", &Dataset::Unique,
+           "Drops the elements seen before (elements of one scalar int32, int64 or string component).")
+      .def(
+          "scan",
+          [](const Dataset& self, const std::string& fn, py::handle initial_state, const py::kwargs& args) {
+            return self.Scan(fn, ComponentsFromPython(initial_state).tensors, ArgsFromKwargs(args));
+          },
+          py::arg("fn"), py::arg("initial_state"),
+          "scan(fn, initial_state, **args)\n\nCarries a state through the elements: fn, a registered "
+          "function of "
+          "(state, element) -> (new state, output) such as 'accumulate', with its arguments as keywords, "
+          "starting "
+          "from initial_state (an array, or a tuple of them for a state of several components).")
+      .def(
+          "window", &Dataset::Window, py::arg("size"), py::arg("shift") = 0, py::arg("stride") = 1,
+          py::arg("drop_remainder") = false,
+          "Windows of size elements starting every shift (0: size), taking every stride-th: each window one "
+          "element, its components stacked, which flat_map(Dataset.from_tensor_slices(())) reads row by row.")
       .def("prefetch", &Dataset::Prefetch, py::arg("buffer_size") = -1,
            "Makes up to buffer_size elements ahead on a thread of its own (-1: tuned).")
+      .def(
+          "padded_batch",
+          [](const Dataset& self, int64_t batch_size,
+             std::optional<std::vector<std::vector<int64_t>>> padded_shapes,
+             std::optional<py::list> padding_values, bool drop_remainder) {
+            std::vector<Tensor> values;
+            if (padding_values.has_value()) {
+              for (py::handle value : *padding_values) values.push_back(TensorFromPython(value));
+            }
+            return self.PaddedBatch(batch_size, padded_shapes.value_or(std::vector<std::vector<int64_t>>{}),
+                                    values, drop_remainder);
+          },
+          py::arg("batch_size"), py::arg("padded_shapes") = py::none(),
+          py::arg("padding_values") = py::none(), py::arg("drop_remainder") = false,
+          "Stacks batch_size elements of different shapes, padding each component to padded_shapes (one list "
+          "per "
+          "component, -1 for the batch's longest; None pads every dimension that way) with padding_values "
+          "(one "
+          "scalar per component; None: zeros and empty strings).")
       .def("tokenize", &Dataset::Tokenize, py::arg("model"), py::arg("component") = 0,
            py::arg("add_bos") = false, py::arg("add_eos") = false, py::arg("num_parallel_calls") = 0,
            "Encodes string component `component` with a SentencePiece model (BPE or unigram) into an int32 "

@@ -78,3 +78,16 @@ def test_errors_name_the_file_and_line(corpus, tmp_path):
     assert lost.value.code == "DATA_LOSS"
     with pytest.raises(ValueError, match=r"step 3 \(pack_sequences\): method must be first_fit or best_fit, got 'x'"):
         list(sluice.Dataset.json_lines(corpus["files"], ["text"]).tokenize(corpus["model"]).pack_sequences(8, "x"))
+
+
+def test_padded_batch_pads_token_vectors(corpus):
+    processor = sentencepiece.SentencePieceProcessor(model_file=corpus["model"])
+    tokenized = sluice.Dataset.json_lines(corpus["files"], ["text"]).tokenize(corpus["model"])
+    first = next(iter(tokenized.padded_batch(4, padding_values=[np.int32(-1)])))["text"]
+    expected = [processor.encode(text) for text in corpus["lines"][:4]]
+    longest = max(len(ids) for ids in expected)
+    assert first.dtype == np.int32 and first.shape == (4, longest)
+    assert first.tolist() == [ids + [-1] * (longest - len(ids)) for ids in expected]
+    fixed = next(iter(tokenized.padded_batch(2, padded_shapes=[[40]], drop_remainder=True)))["text"]
+    assert fixed.shape == (2, 40)
+    assert fixed[0].tolist() == expected[0] + [0] * (40 - len(expected[0]))

@@ -27,6 +27,14 @@ inline absl::StatusOr<DatasetPtr> DatasetFromYaml(const std::string& text) {
   return BuildDataset(loaded->def);
 }
 
+// The fingerprint of a YAML pipeline's definition (as "test.yaml").
+inline std::string YamlFingerprint(const std::string& text) {
+  absl::StatusOr<LoadedPipeline> loaded = ParsePipelineYaml(text, "test.yaml");
+  INFO(loaded.status().ToString());
+  REQUIRE(loaded.ok());
+  return DatasetFingerprint(loaded->def);
+}
+
 // Every element of the dataset as a JSON line (as `sluice run` prints).
 inline absl::StatusOr<std::vector<std::string>> JsonLines(const DatasetBase& dataset, int64_t limit = -1,
                                                           const IteratorContext& context = {}) {

@@ -120,6 +120,19 @@ class Dataset {
   // its JSON). A malformed line is DataLoss naming the file and line.
   static Dataset JsonLines(std::vector<std::string> files, std::vector<std::string> fields,
                            std::string compression_type = "");
+  // tf.data's sample_from_datasets: each element from one of `datasets`,
+  // picked at random with `weights` (normalised; empty: equal). When one
+  // ends, the result ends if `stop_on_empty_dataset`, else the others go on
+  // with their weights renormalised. Without a seed each build draws one.
+  static Dataset SampleFromDatasets(const std::vector<Dataset>& datasets, std::vector<double> weights = {},
+                                    std::optional<int64_t> seed = std::nullopt,
+                                    bool stop_on_empty_dataset = false);
+  // tf.data's choose_from_datasets: the next element of datasets[i] for each
+  // int64 scalar i of `choice_pipeline`; an index out of range is
+  // InvalidArgument. A choice of an input that ended ends the result if
+  // `stop_on_empty_dataset`, else is skipped.
+  static Dataset ChooseFromDatasets(const std::vector<Dataset>& datasets, const Dataset& choice_pipeline,
+                                    bool stop_on_empty_dataset = true);
   // A definition saved with Serialize (the service's DatasetDef message);
   // InvalidArgument when the bytes are not one.
   static absl::StatusOr<Dataset> Deserialize(std::string_view bytes);
@@ -156,6 +169,25 @@ class Dataset {
   // source lists no files and reads them from the element.
   Dataset Interleave(const Dataset& per_element, int64_t cycle_length = 4, int64_t block_length = 1,
                      int64_t num_parallel_calls = 0) const;
+  // Each input element's sub-pipeline, read to its end before the next
+  // element's: Interleave with cycle_length 1.
+  Dataset FlatMap(const Dataset& per_element) const;
+  // This dataset's elements, then `pipeline`'s; their specs must be
+  // compatible (same components, names and dtypes).
+  Dataset Concatenate(const Dataset& pipeline) const;
+  // Drops the elements seen before (one scalar int32, int64 or string
+  // component).
+  Dataset Unique() const;
+  // Carries a state through the elements: `fn`, a registered function of
+  // (state, element) -> (new state, output) such as "accumulate", is called
+  // on the state's components followed by the element's, starting from
+  // `initial_state` (one tensor per state component).
+  Dataset Scan(const std::string& fn, std::vector<Tensor> initial_state,
+               const FunctionArgMap& args = {}) const;
+  // Windows of `size` elements starting every `shift` (0: size), taking
+  // every `stride`-th; each window is one element, its components stacked,
+  // which a FlatMap whose source is FromTensorSlices({}) reads row by row.
+  Dataset Window(int64_t size, int64_t shift = 0, int64_t stride = 1, bool drop_remainder = false) const;
   Dataset Prefetch(int64_t buffer_size = -1) const;
   // Drops the elements whose computation failed (a corrupt image), counting
   // them; unless `quiet`, the first error and the count go to stderr.
