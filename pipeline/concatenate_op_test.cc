@@ -49,7 +49,7 @@ TEST_CASE("concatenate: empty inputs on either side", "[ops][concatenate]") {
   CHECK(IntsOf(Dataset::Range(2).Concatenate(Dataset::Range(5, 6)).Repeat(2)) == Ints{0, 1, 5, 0, 1, 5});
 }
 
-TEST_CASE("concatenate: shapes that differ become unknown; names are kept", "[ops][concatenate]") {
+TEST_CASE("concatenate: shapes that differ become unknown, and names are kept", "[ops][concatenate]") {
   const Dataset pairs = Dataset::Range(4).Batch(2);   // [2]
   const Dataset triple = Dataset::Range(3).Batch(3);  // [3]
   const DatasetPtr built = MustBuild(pairs.Concatenate(triple));
