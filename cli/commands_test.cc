@@ -289,7 +289,7 @@ TEST_CASE("cli: inspect says which of issue 34's ops keep a pipeline splittable"
       {"  - sample_from_datasets: {datasets: [[range: 2], [range: 3]], seed: 1}\n",
        "splittable:   no (a pipeline whose source is 'sample_from_datasets' cannot be split for "
        "distributed_epoch; start it with range, from_tensor_slices, list_files, image_folder, webdataset, "
-       "text_line, tfrecord or fixed_length_record)\n"},
+       "text_line, json_lines, tfrecord or fixed_length_record)\n"},
       {"  - range: 4\n  - flat_map: [{range: 2}]\n", "splittable:   yes\n"},
   };
   for (const auto& [steps, splittable] : cases) {
