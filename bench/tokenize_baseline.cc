@@ -54,7 +54,7 @@ int main(int argc, char** argv) {
   }
   for (std::thread& thread : pool) thread.join();
   const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::printf("tokens_per_second %.0f lines %zu threads %d\n", static_cast<double>(tokens) / elapsed, lines.size(),
-              threads);
+  std::printf("tokens_per_second %.0f lines %zu threads %d\n", static_cast<double>(tokens) / elapsed,
+              lines.size(), threads);
   return 0;
 }
