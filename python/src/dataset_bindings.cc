@@ -383,6 +383,11 @@ void BindDataset(py::module_& module) {
            "Every num_shards-th element, starting at index.")
       .def("enumerate", &Dataset::Enumerate, py::arg("start") = 0,
            "Pairs each element with its index: (index, element).")
+      .def("interleave", &Dataset::Interleave, py::arg("pipeline"), py::arg("cycle_length") = 4,
+           py::arg("block_length") = 1, py::arg("num_parallel_calls") = 0,
+           "Maps each element to the sub-pipeline (its file source without files reads the element's file "
+           "names) and takes block_length elements from each of cycle_length open sub-pipelines in turn, in "
+           "tf.data's order; num_parallel_calls > 1 (or -1) reads them on threads of their own, same order.")
       .def("flat_map", &Dataset::FlatMap, py::arg("pipeline"),
            "Each element's sub-pipeline (its file source without files reads the element's file names), "
            "read to its end before the next element's: interleave with cycle_length 1.")

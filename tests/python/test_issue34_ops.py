@@ -34,6 +34,18 @@ def test_flat_map_reads_each_elements_files_in_turn(tmp_path):
     assert list(lines) == [b"a0", b"a1", b"b0", b"c0", b"c1"]
 
 
+def test_interleave_takes_blocks_from_open_files_in_turn(tmp_path):
+    names = []
+    for name, text in [("a.txt", "a0\na1\na2\n"), ("b.txt", "b0\nb1\n"), ("c.txt", "c0\nc1\nc2\nc3\n")]:
+        (tmp_path / name).write_text(text)
+        names.append(str(tmp_path / name))
+    files = Dataset.from_tensor_slices(names)
+    # tf.data's order: cycle_length 2, block_length 2; c.txt opens when a.txt ends.
+    expected = [b"a0", b"a1", b"b0", b"b1", b"a2", b"c0", b"c1", b"c2", b"c3"]
+    assert list(files.interleave(Dataset.text_line([]), cycle_length=2, block_length=2)) == expected
+    assert list(files.interleave(Dataset.text_line([]), 2, 2, num_parallel_calls=2)) == expected
+
+
 def test_sample_from_datasets_weights_seed_and_restore():
     draws = list(Dataset.sample_from_datasets([forever(0), forever(1)], weights=[0.75, 0.25], seed=3).take(10000))
     zeros = draws.count(0)
