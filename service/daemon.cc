@@ -146,7 +146,6 @@ absl::StatusOr<std::unique_ptr<grpc::Server>> StartServer(const ServerOptions& o
       options.security.tls ? (options.security.require_client_cert ? "mutual TLS" : "TLS") : "no TLS",
       options.security.client_token.empty() && options.security.cluster_token.empty() ? ", no auth"
                                                                                       : ", token auth");
-  if (absl::Status status = WritePortFile(options.port_file, *bound_port); !status.ok()) return status;
   return server;
 }
 
@@ -280,6 +279,13 @@ int ServeUntilShutdown(const std::string& program, const ServerOptions& options,
       std::cerr << program << ": " << status.message() << "\n";
       return 1;
     }
+  }
+  // Written last, so that a script or a test that waits for the file finds
+  // a daemon ready to serve: a worker already registered with its
+  // dispatcher, which a read started at once would otherwise miss.
+  if (absl::Status status = WritePortFile(options.port_file, port); !status.ok()) {
+    std::cerr << program << ": " << status.message() << "\n";
+    return kConfigErrorExitCode;
   }
   const int signal = WaitForShutdownSignal();
   spdlog::info("signal {}: shutting down", signal);

@@ -211,7 +211,8 @@ class LocalCluster:
         return self
 
     def add_worker(self):
-        """Starts one more worker; returns its index."""
+        """Starts one more worker; returns its index once the worker has
+        registered with the dispatcher (its port file is written then)."""
         index = len(self._workers)
         args = self._config_args("worker") + self._worker_args
         args += ["--dispatcher", self.dispatcher_address, "--port", "0", "--bind-address", "127.0.0.1"]
