@@ -217,6 +217,18 @@ Dataset Dataset::SampleFromDatasets(const std::vector<Dataset>& datasets, std::v
   });
 }
 
+Dataset Dataset::SampleFromDatasetsWithWeightsFile(const std::vector<Dataset>& datasets,
+                                                   std::string weights_file, std::optional<int64_t> seed,
+                                                   bool stop_on_empty_dataset) {
+  return Source("sample_from_datasets", [&](proto::Step& s) {
+    auto* op = s.mutable_sample_from_datasets();
+    for (const Dataset& d : datasets) *op->add_datasets() = DatasetAccess::Definition(d);
+    op->set_weights_file(std::move(weights_file));
+    if (seed.has_value()) op->set_seed(*seed);
+    op->set_stop_on_empty_dataset(stop_on_empty_dataset);
+  });
+}
+
 Dataset Dataset::ChooseFromDatasets(const std::vector<Dataset>& datasets, const Dataset& choice_pipeline,
                                     bool stop_on_empty_dataset) {
   return Source("choose_from_datasets", [&](proto::Step& s) {
@@ -247,6 +259,12 @@ Dataset Dataset::Map(const std::string& fn, const FunctionArgMap& args, MapOptio
 Dataset Dataset::Filter(const std::string& fn, const FunctionArgMap& args) const {
   return With(DatasetAccess::State(*this), "filter",
               [&](proto::Step& s) { SetFunction(fn, args, s.mutable_filter()->mutable_fn()); });
+}
+
+Dataset Dataset::TakeWhile(const std::string& predicate, const FunctionArgMap& args) const {
+  return With(DatasetAccess::State(*this), "take_while", [&](proto::Step& s) {
+    SetFunction(predicate, args, s.mutable_take_while()->mutable_predicate());
+  });
 }
 
 Dataset Dataset::MapLocal(LocalMapFunction fn, std::optional<ElementSpec> output_spec,
@@ -412,6 +430,42 @@ Dataset Dataset::Window(int64_t size, int64_t shift, int64_t stride, bool drop_r
     op->set_shift(shift);
     op->set_stride(stride);
     op->set_drop_remainder(drop_remainder);
+  });
+}
+
+Dataset Dataset::Cache(const std::string& filename, int64_t max_bytes) const {
+  return With(DatasetAccess::State(*this), "cache", [&](proto::Step& s) {
+    s.mutable_cache()->set_filename(filename);
+    s.mutable_cache()->set_max_bytes(max_bytes);
+  });
+}
+
+Dataset Dataset::GroupByWindow(const std::string& key_fn, int64_t window_size,
+                               const FunctionArgMap& key_fn_args) const {
+  return With(DatasetAccess::State(*this), "group_by_window", [&](proto::Step& s) {
+    SetFunction(key_fn, key_fn_args, s.mutable_group_by_window()->mutable_key_fn());
+    s.mutable_group_by_window()->set_window_size(window_size);
+  });
+}
+
+Dataset Dataset::BucketBySequenceLength(std::vector<int64_t> bucket_boundaries,
+                                        std::vector<int64_t> bucket_batch_sizes,
+                                        const BucketOptions& options) const {
+  return With(DatasetAccess::State(*this), "bucket_by_sequence_length", [&](proto::Step& s) {
+    auto* op = s.mutable_bucket_by_sequence_length();
+    if (!options.length_fn.empty())
+      SetFunction(options.length_fn, options.length_fn_args, op->mutable_length_fn());
+    op->set_component(options.component);
+    for (int64_t b : bucket_boundaries) op->add_bucket_boundaries(b);
+    for (int64_t b : bucket_batch_sizes) op->add_bucket_batch_sizes(b);
+    for (const auto& shape : options.padded_shapes) {
+      auto* p = op->add_padded_shapes();
+      for (int64_t d : shape) p->add_dims(d);
+    }
+    for (const Tensor& v : options.padding_values) TensorToProto(v, op->add_padding_values());
+    op->set_pad_to_bucket_boundary(options.pad_to_bucket_boundary);
+    op->set_no_padding(options.no_padding);
+    op->set_drop_remainder(options.drop_remainder);
   });
 }
 

@@ -203,6 +203,8 @@ absl::StatusOr<DatasetPtr> BuildTransform(DatasetPtr input, const proto::Step& s
       return MakeMapDataset(std::move(input), step.map());
     case proto::Step::kFilter:
       return MakeFilterDataset(std::move(input), step.filter());
+    case proto::Step::kTakeWhile:
+      return MakeTakeWhileDataset(std::move(input), step.take_while());
     case proto::Step::kBatch:
       return MakeBatchDataset(std::move(input), step.batch());
     case proto::Step::kPaddedBatch:
@@ -256,6 +258,12 @@ absl::StatusOr<DatasetPtr> BuildTransform(DatasetPtr input, const proto::Step& s
       return MakeScanDataset(std::move(input), step.scan());
     case proto::Step::kWindow:
       return MakeWindowDataset(std::move(input), step.window());
+    case proto::Step::kCache:
+      return MakeCacheDataset(std::move(input), step.cache());
+    case proto::Step::kGroupByWindow:
+      return MakeGroupByWindowDataset(std::move(input), step.group_by_window());
+    case proto::Step::kBucketBySequenceLength:
+      return MakeBucketBySequenceLengthDataset(std::move(input), step.bucket_by_sequence_length());
     default:
       return absl::InvalidArgumentError("a source can only be the first step");
   }

@@ -74,6 +74,7 @@ TEST_CASE("checkpoint: each op resumes exactly where it was saved", "[checkpoint
        Dataset::Range(20).Window(4, 3, 2).FlatMap(Dataset::FromTensorSlices({}).Batch(3))},
       {"window", Dataset::Range(15).Shuffle(4, 1).Window(3, 2).Repeat(2)},
       {"unique", Dataset::Range(60).Map("mod", {{"value", 17}}).Shuffle(6, 3).Unique().Repeat(2)},
+      {"take_while", Dataset::Range(40).Shuffle(5, 4).TakeWhile("less", {{"value", 35}}).Repeat(3)},
       {"ignore_errors",
        Dataset::FromTensorSlices({Tensor::FromVector<std::string>({"ab", "cde", "fg", "h", "ij", "kl"})})
            .Map("decode_raw", {{"dtype", "int16"}})

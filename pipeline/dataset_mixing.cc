@@ -3,19 +3,31 @@
 // indices a choice pipeline yields (tf.data's directed interleave).
 //
 // A draw depends only on the seed and its number, so a checkpoint of
-// sample_from_datasets is the draw count, the seed and the inputs' states.
+// sample_from_datasets is the draw count, the seed and the inputs' states
+// (and, with a weights_file, the weights read from it: a restore reads the
+// file again and goes on with what it says then).
+#include <unistd.h>
+
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "common/file_io.h"
 #include "pipeline/iterator_state.h"
 #include "pipeline/ops.h"
 #include "pipeline/random.h"
+#include "pipeline/sandbox.h"
+#include "spdlog/spdlog.h"
 
 namespace sluice {
 namespace {
@@ -24,9 +36,61 @@ namespace {
 // choice dataset (choose_from_datasets).
 struct Selector {
   std::vector<double> weights;  // one per input, >= 0, when sampling
+  std::string weights_file;     // when set, the weights come from it
   uint64_t seed = 0;
   DatasetPtr choice;  // when choosing
 };
+
+constexpr char kSample[] = "sample_from_datasets";
+// A weights file holds a few numbers; past this it is something else.
+constexpr size_t kMaxWeightsFileBytes = size_t{1} << 20;
+
+// InvalidArgument unless `weights` are `count` finite values >= 0 with a
+// positive sum; `what` names where they came from, and `where` (empty or
+// ending in ": ") starts the messages about their values.
+absl::Status CheckWeights(const std::vector<double>& weights, size_t count, const std::string& what,
+                          const std::string& where) {
+  if (weights.size() != count) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(kSample, ": ", what, " has ", weights.size(), " values for ", count, " datasets"));
+  }
+  double total = 0;
+  for (size_t i = 0; i < weights.size(); ++i) {
+    if (!std::isfinite(weights[i]) || weights[i] < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(kSample, ": ", where, "weight ", i + 1, " is ",
+                                                     weights[i], "; weights must be finite and >= 0"));
+    }
+    total += weights[i];
+  }
+  if (total <= 0)
+    return absl::InvalidArgumentError(absl::StrCat(kSample, ": ", where, "the weights sum to 0"));
+  return absl::OkStatus();
+}
+
+// The weights in `path`: numbers separated by spaces, commas or new lines.
+absl::StatusOr<std::vector<double>> ReadWeightsFile(const std::string& path, size_t count) {
+  const std::string what = absl::StrCat("weights_file '", path, "'");
+  absl::StatusOr<int> fd = OpenDataFile(path, kSample);
+  if (!fd.ok()) return fd.status();
+  std::string text;
+  const int error = ReadToEnd(*fd, kMaxWeightsFileBytes, &text);
+  close(*fd);
+  if (error != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        kSample, ": cannot read ", what, ": ", error == EFBIG ? "larger than 1 MiB" : std::strerror(error)));
+  }
+  std::vector<double> weights;
+  for (absl::string_view token : absl::StrSplit(text, absl::ByAnyChar(" ,\t\r\n"), absl::SkipEmpty())) {
+    double value = 0;
+    if (!absl::SimpleAtod(token, &value)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(kSample, ": ", what, ": '", std::string(token), "' is not a number"));
+    }
+    weights.push_back(value);
+  }
+  if (absl::Status status = CheckWeights(weights, count, what, what + ": "); !status.ok()) return status;
+  return weights;
+}
 
 class MixDataset : public DatasetBase {
  public:
@@ -63,24 +127,36 @@ class MixDataset : public DatasetBase {
       if (!it.ok()) return it.status();
       inputs[i] = *std::move(it);
     }
+    std::vector<double> weights = selector_.weights;
+    if (!selector_.weights_file.empty()) {
+      absl::StatusOr<std::vector<double>> read = ReadWeightsFile(selector_.weights_file, inputs_.size());
+      if (!read.ok()) return read.status();
+      weights = *std::move(read);
+    }
     std::unique_ptr<IteratorBase> choice;
     if (selector_.choice != nullptr) {
       absl::StatusOr<std::unique_ptr<IteratorBase>> it = selector_.choice->MakeIterator(IteratorContext{});
       if (!it.ok()) return it.status();
       choice = *std::move(it);
     }
-    return std::make_unique<Iterator>(this, std::move(inputs), std::move(choice));
+    return std::make_unique<Iterator>(this, std::move(inputs), std::move(choice), std::move(weights));
   }
 
  private:
-  // tf.data leaves out the inputs of weight 0 altogether.
-  bool Pickable(size_t i) const { return selector_.choice != nullptr || selector_.weights[i] > 0; }
+  // tf.data leaves out the inputs of weight 0 altogether; a weights file
+  // may give them weight later.
+  bool Pickable(size_t i) const {
+    return selector_.choice != nullptr || !selector_.weights_file.empty() || selector_.weights[i] > 0;
+  }
 
   class Iterator : public IteratorBase {
    public:
     Iterator(const MixDataset* dataset, std::vector<std::unique_ptr<IteratorBase>> inputs,
-             std::unique_ptr<IteratorBase> choice)
-        : dataset_(dataset), inputs_(std::move(inputs)), choice_(std::move(choice)) {
+             std::unique_ptr<IteratorBase> choice, std::vector<double> weights)
+        : dataset_(dataset),
+          inputs_(std::move(inputs)),
+          choice_(std::move(choice)),
+          weights_(std::move(weights)) {
       for (const auto& input : inputs_) active_ += input != nullptr ? 1 : 0;
     }
 
@@ -89,7 +165,7 @@ class MixDataset : public DatasetBase {
         int64_t index = 0;
         bool choices_end = false;
         if (absl::Status s = Select(&index, &choices_end); !s.ok()) return s;
-        if (choices_end) {
+        if (choices_end || index < 0) {  // no choice left, or only inputs of weight 0
           done_ = true;
           break;
         }
@@ -124,6 +200,8 @@ class MixDataset : public DatasetBase {
       (*state->mutable_ints())["done"] = done_ ? 1 : 0;
       (*state->mutable_ints())["draws"] = static_cast<int64_t>(draws_);
       (*state->mutable_ints())["seed"] = static_cast<int64_t>(seed_);
+      if (!dataset_->selector_.weights_file.empty())
+        (*state->mutable_blobs())["weights"] = WeightsText(weights_);
       return choice_ != nullptr ? SaveInput(*choice_, state) : absl::OkStatus();
     }
 
@@ -154,12 +232,36 @@ class MixDataset : public DatasetBase {
       done_ = *done != 0;
       draws_ = static_cast<uint64_t>(*draws);
       seed_ = static_cast<uint64_t>(*seed);
+      if (absl::Status s = RestoreWeights(state); !s.ok()) return s;
       return choice_ != nullptr ? RestoreInput(*choice_, state, slots) : absl::OkStatus();
     }
 
    private:
-    // The next input's index, or *choices_end when the choice pipeline has
-    // ended.
+    static std::string WeightsText(const std::vector<double>& weights) {
+      return absl::StrCat("[", absl::StrJoin(weights, ", "), "]");
+    }
+
+    // With a weights file: its weights of now, which may differ from those
+    // the checkpoint was saved with (the point of the file); said in the
+    // log when they do.
+    absl::Status RestoreWeights(const proto::IteratorState& state) {
+      const std::string& path = dataset_->selector_.weights_file;
+      if (path.empty()) return absl::OkStatus();
+      const auto saved = state.blobs().find("weights");
+      if (saved == state.blobs().end())
+        return MalformedState("the weights of sample_from_datasets are missing");
+      absl::StatusOr<std::vector<double>> now = ReadWeightsFile(path, inputs_.size());
+      if (!now.ok()) return now.status();
+      weights_ = *std::move(now);
+      if (WeightsText(weights_) != saved->second) {
+        spdlog::info("{}: restored with the weights {} of '{}'; the checkpoint was saved with {}", kSample,
+                     WeightsText(weights_), path, saved->second);
+      }
+      return absl::OkStatus();
+    }
+
+    // The next input's index (-1 when every open input has weight 0), or
+    // *choices_end when the choice pipeline has ended.
     absl::Status Select(int64_t* index, bool* choices_end) {
       if (choice_ == nullptr) {
         *index = Draw();
@@ -178,19 +280,21 @@ class MixDataset : public DatasetBase {
     }
 
     // A weighted draw among the open inputs: the weights of those that
-    // ended are left out, the others' renormalised.
+    // ended are left out, the others' renormalised. -1 when they all have
+    // weight 0.
     int64_t Draw() {
       const double u = static_cast<double>(MixSeed(seed_, draws_++) >> 11) * 0x1.0p-53;
       double total = 0;
       for (size_t i = 0; i < inputs_.size(); ++i) {
-        if (inputs_[i] != nullptr) total += dataset_->selector_.weights[i];
+        if (inputs_[i] != nullptr) total += weights_[i];
       }
+      if (total <= 0) return -1;
       const double target = u * total;
       double sum = 0;
-      int64_t last = 0;
+      int64_t last = -1;
       for (size_t i = 0; i < inputs_.size(); ++i) {
-        if (inputs_[i] == nullptr) continue;
-        sum += dataset_->selector_.weights[i];
+        if (inputs_[i] == nullptr || weights_[i] <= 0) continue;
+        sum += weights_[i];
         last = static_cast<int64_t>(i);
         if (target < sum) return last;
       }
@@ -201,6 +305,7 @@ class MixDataset : public DatasetBase {
     const ComponentNames names_ = MakeNames(dataset_->spec_.names);
     std::vector<std::unique_ptr<IteratorBase>> inputs_;  // null once ended
     std::unique_ptr<IteratorBase> choice_;
+    std::vector<double> weights_;  // when sampling
     int64_t active_ = 0;
     bool done_ = false;
     uint64_t seed_ = dataset_->selector_.seed;
@@ -234,30 +339,26 @@ absl::StatusOr<ElementSpec> MixedSpec(const std::vector<DatasetPtr>& inputs, con
 
 absl::StatusOr<DatasetPtr> MakeSampleFromDatasetsDataset(std::vector<DatasetPtr> inputs,
                                                          const proto::SampleFromDatasetsOp& op) {
-  constexpr const char* kOp = "sample_from_datasets";
   if (inputs.empty()) return absl::InvalidArgumentError("sample_from_datasets: 'datasets' is empty");
   Selector selector;
-  selector.weights.assign(op.weights().begin(), op.weights().end());
-  if (selector.weights.empty()) selector.weights.assign(inputs.size(), 1.0);
-  if (selector.weights.size() != inputs.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("sample_from_datasets: 'weights' has ",
-                                                   selector.weights.size(), " values for ", inputs.size(),
-                                                   " datasets"));
-  }
-  double total = 0;
-  for (size_t i = 0; i < selector.weights.size(); ++i) {
-    const double w = selector.weights[i];
-    if (!std::isfinite(w) || w < 0) {
-      return absl::InvalidArgumentError(absl::StrCat("sample_from_datasets: weight ", i + 1, " is ", w,
-                                                     "; weights must be finite and >= 0"));
+  selector.weights_file = op.weights_file();
+  if (!selector.weights_file.empty()) {
+    if (!op.weights().empty()) {
+      return absl::InvalidArgumentError("sample_from_datasets: give 'weights' or 'weights_file', not both");
     }
-    total += w;
+    // Read now too, so that a wrong file fails the build, not the first read.
+    absl::StatusOr<std::vector<double>> read = ReadWeightsFile(selector.weights_file, inputs.size());
+    if (!read.ok()) return read.status();
+    selector.weights = *std::move(read);
+  } else {
+    selector.weights.assign(op.weights().begin(), op.weights().end());
+    if (selector.weights.empty()) selector.weights.assign(inputs.size(), 1.0);
+    if (absl::Status s = CheckWeights(selector.weights, inputs.size(), "'weights'", ""); !s.ok()) return s;
   }
-  if (total <= 0) return absl::InvalidArgumentError("sample_from_datasets: the weights sum to 0");
-  absl::StatusOr<ElementSpec> spec = MixedSpec(inputs, kOp);
+  absl::StatusOr<ElementSpec> spec = MixedSpec(inputs, kSample);
   if (!spec.ok()) return spec.status();
   selector.seed = op.has_seed() ? static_cast<uint64_t>(op.seed()) : RandomSeed();
-  return std::make_shared<MixDataset>(kOp, std::move(inputs), *std::move(spec), std::move(selector),
+  return std::make_shared<MixDataset>(kSample, std::move(inputs), *std::move(spec), std::move(selector),
                                       op.stop_on_empty_dataset());
 }
 

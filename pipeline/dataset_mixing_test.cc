@@ -154,6 +154,66 @@ TEST_CASE("sample_from_datasets: argument errors", "[ops][sample_from_datasets]"
         "test.yaml:2:77: sample_from_datasets: argument 'weights' must be a number, got 'x'");
 }
 
+TEST_CASE("sample_from_datasets: weights from a file, read again at each restore",
+          "[ops][sample_from_datasets][checkpoint]") {
+  testing::TempDir dir;
+  const std::string weights = dir.File("weights.txt");
+  testing::WriteFile(weights, "3, 1\n");
+  const std::vector<Dataset> inputs = {Forever(0), Forever(1)};
+  const Dataset from_file = Dataset::SampleFromDatasetsWithWeightsFile(inputs, weights, 42);
+  // The file's 3 and 1 draw as the weights 3 and 1 do.
+  const Ints inline_drawn = IntsOf(Dataset::SampleFromDatasets(inputs, {3, 1}, 42).Take(2000));
+  CHECK(IntsOf(from_file.Take(2000)) == inline_drawn);
+
+  absl::StatusOr<Iterator> first = from_file.MakeIterator();
+  REQUIRE(first.ok());
+  const Ints before = Read(*first, 100);
+  CHECK(before == Ints(inline_drawn.begin(), inline_drawn.begin() + 100));
+  absl::StatusOr<std::string> state = first->Save();
+  REQUIRE(state.ok());
+  // The file unchanged: the continuation of an uninterrupted read.
+  absl::StatusOr<Iterator> same = from_file.MakeIterator(*state);
+  REQUIRE(same.ok());
+  CHECK(Read(*same, 500) == Ints(inline_drawn.begin() + 100, inline_drawn.begin() + 600));
+  // Changed between save and restore: the restored read goes on from the
+  // saved position with the new mixture, without replaying anything.
+  testing::WriteFile(weights, "0 1");
+  absl::StatusOr<Iterator> changed = from_file.MakeIterator(*state);
+  REQUIRE(changed.ok());
+  CHECK(Read(*changed, 300) == Ints(300, 1));
+  testing::WriteFile(weights, "1\n0\n");
+  absl::StatusOr<Iterator> back = from_file.MakeIterator(*state);
+  REQUIRE(back.ok());
+  CHECK(Read(*back, 300) == Ints(300, 0));
+  // When the inputs still open all have weight 0, the result ends.
+  CHECK(IntsOf(Dataset::SampleFromDatasetsWithWeightsFile({Dataset::Range(3), Forever(9)}, weights, 1)) ==
+        Ints{0, 1, 2});
+
+  testing::WriteFile(weights, "1 2 3");
+  CHECK(BuildError(from_file).message() ==
+        "step 1 (sample_from_datasets): weights_file '" + weights + "' has 3 values for 2 datasets");
+  CHECK(from_file.MakeIterator(*state).status().message() ==
+        "step 1 (sample_from_datasets): weights_file '" + weights + "' has 3 values for 2 datasets");
+  testing::WriteFile(weights, "1 heavy");
+  CHECK(BuildError(from_file).message() ==
+        "step 1 (sample_from_datasets): weights_file '" + weights + "': 'heavy' is not a number");
+  testing::WriteFile(weights, "0 0");
+  CHECK(BuildError(from_file).message() ==
+        "step 1 (sample_from_datasets): weights_file '" + weights + "': the weights sum to 0");
+  testing::WriteFile(weights, "1 -2");
+  CHECK(BuildError(from_file).message() == "step 1 (sample_from_datasets): weights_file '" + weights +
+                                               "': weight 2 is -2; weights must be finite and >= 0");
+  const std::string missing = dir.File("missing.txt");
+  CHECK(BuildError(Dataset::SampleFromDatasetsWithWeightsFile(inputs, missing)).code() ==
+        absl::StatusCode::kNotFound);
+  absl::StatusOr<Lines> both = testing::RunYaml(
+      "pipeline:\n  - sample_from_datasets: {datasets: [[range: 2], [range: 3]], weights: [1, 1], "
+      "weights_file: w.txt}\n");
+  REQUIRE_FALSE(both.ok());
+  CHECK(both.status().message() ==
+        "test.yaml:2:5: step 1 (sample_from_datasets): give 'weights' or 'weights_file', not both");
+}
+
 TEST_CASE("sample_from_datasets and choose_from_datasets: YAML gives the SDK's definitions",
           "[ops][sample_from_datasets][choose_from_datasets][yaml]") {
   const auto fingerprint = testing::YamlFingerprint;

@@ -15,7 +15,8 @@ using google::protobuf::Message;
 
 // The bound on an integer field, by name; 0 when it has none.
 int64_t BoundOf(const std::string& field) {
-  if (field == "batch_size" || field == "size" || field == "stride") return kMaxBatchSize;
+  if (field == "batch_size" || field == "size" || field == "stride" || field == "window_size")
+    return kMaxBatchSize;
   if (field == "buffer_size") return kMaxBufferSize;
   if (field == "cycle_length" || field == "block_length") return kMaxCycleLength;
   if (field == "num_parallel_calls" || field == "parallelism") return kMaxParallelism;

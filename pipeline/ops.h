@@ -65,6 +65,8 @@ absl::StatusOr<DatasetPtr> MakeFunctionMapDataset(DatasetPtr input,
                                                   ElementSpec spec, std::string name,
                                                   int64_t num_parallel_calls);
 absl::StatusOr<DatasetPtr> MakeFilterDataset(DatasetPtr input, const proto::FilterOp& op);
+// The elements before the first the predicate refuses (transform_ops.cc).
+absl::StatusOr<DatasetPtr> MakeTakeWhileDataset(DatasetPtr input, const proto::TakeWhileOp& op);
 absl::StatusOr<DatasetPtr> MakeBatchDataset(DatasetPtr input, const proto::BatchOp& op);
 absl::StatusOr<DatasetPtr> MakePaddedBatchDataset(DatasetPtr input, const proto::PaddedBatchOp& op);
 absl::StatusOr<DatasetPtr> MakeUnbatchDataset(DatasetPtr input);
@@ -97,6 +99,16 @@ absl::StatusOr<DatasetPtr> MakeScanDataset(DatasetPtr input, const proto::ScanOp
 // Windows of `size` elements every `shift`, every `stride`-th, each one
 // element with its components stacked (window_op.cc).
 absl::StatusOr<DatasetPtr> MakeWindowDataset(DatasetPtr input, const proto::WindowOp& op);
+// The first complete pass kept in memory or in files, later passes read
+// from it (cache_op.cc).
+absl::StatusOr<DatasetPtr> MakeCacheDataset(DatasetPtr input, const proto::CacheOp& op);
+// Windows of elements grouped by key_fn's key, stacked as window's
+// (group_by_window_op.cc).
+absl::StatusOr<DatasetPtr> MakeGroupByWindowDataset(DatasetPtr input, const proto::GroupByWindowOp& op);
+// Padded batches of elements of similar length
+// (bucket_by_sequence_length_op.cc).
+absl::StatusOr<DatasetPtr> MakeBucketBySequenceLengthDataset(DatasetPtr input,
+                                                             const proto::BucketBySequenceLengthOp& op);
 
 // An iterator that runs `input` on its own thread, up to `capacity`
 // elements ahead (prefetch, and parallel interleave's cycle elements).

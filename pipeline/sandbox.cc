@@ -27,15 +27,21 @@ bool IsUnder(const std::string& path, const std::string& root) {
          (path.size() > root.size() && path.compare(0, root.size(), root) == 0 && path[root.size()] == '/');
 }
 
+std::string OwnerOf(const PipelineSandbox& sandbox) {
+  return sandbox.owner.empty() ? "this daemon" : sandbox.owner;
+}
+
 absl::Status CheckResolved(const PipelineSandbox& sandbox, const std::string& resolved,
                            const std::string& path) {
   for (const std::string& root : sandbox.data_roots) {
     if (IsUnder(resolved, root)) return absl::OkStatus();
   }
-  return absl::PermissionDeniedError(absl::StrCat(
-      "'", path, "'", resolved != path ? absl::StrCat(" (resolved: '", resolved, "')") : "",
-      " is outside the data roots of ", sandbox.owner.empty() ? "this daemon" : sandbox.owner, " (",
-      absl::StrJoin(sandbox.data_roots, ", "), "): file sources read only under data_roots"));
+  // The cache op reads its own files back through the file sources' reader.
+  if (!sandbox.cache_dir.empty() && IsUnder(resolved, sandbox.cache_dir)) return absl::OkStatus();
+  return absl::PermissionDeniedError(
+      absl::StrCat("'", path, "'", resolved != path ? absl::StrCat(" (resolved: '", resolved, "')") : "",
+                   " is outside the data roots of ", OwnerOf(sandbox), " (",
+                   absl::StrJoin(sandbox.data_roots, ", "), "): file sources read only under data_roots"));
 }
 
 // The canonical form of as much of `path` as exists, with the rest
@@ -45,6 +51,20 @@ std::string Resolve(const std::string& path) {
   std::filesystem::path absolute = std::filesystem::absolute(path, error);
   if (error) return path;
   return std::filesystem::weakly_canonical(absolute, error).lexically_normal().string();
+}
+
+// `path` resolved, or InvalidArgument naming `setting` when it is not an
+// existing directory.
+absl::StatusOr<std::string> CanonicalDirectory(const char* setting, const std::string& path) {
+  char resolved[PATH_MAX];
+  if (path.empty() || realpath(path.c_str(), resolved) == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(setting, ": '", path, "' does not exist"));
+  }
+  std::error_code error;
+  if (!std::filesystem::is_directory(resolved, error)) {
+    return absl::InvalidArgumentError(absl::StrCat(setting, ": '", path, "' is not a directory"));
+  }
+  return std::string(resolved);
 }
 
 // What a file that is not a regular one is, for messages.
@@ -82,17 +102,50 @@ PipelineSandbox CurrentPipelineSandbox() {
 absl::StatusOr<std::vector<std::string>> CanonicalDataRoots(const std::vector<std::string>& roots) {
   std::vector<std::string> canonical;
   for (const std::string& root : roots) {
-    char resolved[PATH_MAX];
-    if (root.empty() || realpath(root.c_str(), resolved) == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat("data_roots: '", root, "' does not exist"));
-    }
-    std::error_code error;
-    if (!std::filesystem::is_directory(resolved, error)) {
-      return absl::InvalidArgumentError(absl::StrCat("data_roots: '", root, "' is not a directory"));
-    }
-    canonical.push_back(resolved);
+    absl::StatusOr<std::string> directory = CanonicalDirectory("data_roots", root);
+    if (!directory.ok()) return directory.status();
+    canonical.push_back(*std::move(directory));
   }
   return canonical;
+}
+
+absl::StatusOr<std::string> CanonicalCacheDir(const std::string& dir) {
+  absl::StatusOr<std::string> canonical = CanonicalDirectory("cache_dir", dir);
+  if (!canonical.ok()) return canonical.status();
+  if (access(canonical->c_str(), W_OK | X_OK) != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cache_dir: '", dir, "' is not writable by this user: ", std::strerror(errno)));
+  }
+  return canonical;
+}
+
+absl::StatusOr<std::string> CacheFilePath(const std::string& filename) {
+  const std::filesystem::path name(filename);
+  if (filename.empty() || !name.has_filename() || name.filename() == "." || name.filename() == "..") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cache: filename '", filename, "' names no file (its files are FILENAME.data, ...)"));
+  }
+  const PipelineSandbox sandbox = CurrentPipelineSandbox();
+  if (!sandbox.enabled) return filename;
+  if (sandbox.cache_dir.empty()) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("cache: ", OwnerOf(sandbox),
+                     " has no cache_dir, so pipelines cannot write file caches on it ('", filename,
+                     "'); the operator sets cache_dir, a directory the worker may write, or the pipeline "
+                     "caches in memory (no filename)"));
+  }
+  const std::filesystem::path full = name.is_absolute() ? name : sandbox.cache_dir / name;
+  // The directory resolved, the file's own name kept: FILENAME is a prefix
+  // of the names the cache writes, never a file of its own.
+  const std::string directory = Resolve(full.parent_path().string());
+  if (!IsUnder(directory, sandbox.cache_dir)) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("cache: '", filename, "' (in '", directory, "') is outside the cache_dir of ",
+                     OwnerOf(sandbox), " (", sandbox.cache_dir,
+                     "): pipelines write file caches only under cache_dir (a relative filename is "
+                     "taken relative to it)"));
+  }
+  return (std::filesystem::path(directory) / name.filename()).string();
 }
 
 absl::Status CheckReadablePath(const std::string& path) {
@@ -162,7 +215,7 @@ absl::Status RequirePlugin(const std::string& plugin) {
     if (std::filesystem::path(loaded).filename().string() == name) return absl::OkStatus();
   }
   return absl::FailedPreconditionError(absl::StrCat("the pipeline needs plugin '", plugin, "', which ",
-                                                    sandbox.owner.empty() ? "this daemon" : sandbox.owner,
+                                                    OwnerOf(sandbox),
                                                     " has not loaded: a daemon loads only the plugins in its "
                                                     "own config ('plugins:'), never one a request names"));
 }

@@ -6,8 +6,14 @@
 // so that a client cannot read /etc/passwd or the dispatcher's journal as
 // text_line elements.
 //
+// A pipeline's file caches (the cache op) are written only under the
+// operator's cache_dir: a pipeline names a file, the operator decides
+// where files may be written. The cache op reads its files back through
+// the file sources' reader, so cache_dir counts as a data root too.
+//
 // Off (the default, for the CLI and the SDK reading locally), pipelines
-// load their plugins and read any path their user can.
+// load their plugins, read any path their user can and write their
+// caches wherever they name.
 #ifndef SLUICE_PIPELINE_SANDBOX_H_
 #define SLUICE_PIPELINE_SANDBOX_H_
 
@@ -23,6 +29,9 @@ struct PipelineSandbox {
   bool enabled = false;
   // Canonical directories (CanonicalDataRoots); empty: any path.
   std::vector<std::string> data_roots;
+  // Canonical directory (CanonicalCacheDir) file caches are written under;
+  // empty: pipelines cannot write file caches.
+  std::string cache_dir;
   // Who refuses, for messages: "worker 10.0.0.5:6000".
   std::string owner;
 };
@@ -37,6 +46,19 @@ void SetPipelineSandboxOwner(std::string owner);
 // The roots as canonical absolute paths; InvalidArgument naming a root
 // that does not exist or is not a directory.
 absl::StatusOr<std::vector<std::string>> CanonicalDataRoots(const std::vector<std::string>& roots);
+
+// cache_dir as a canonical absolute path; InvalidArgument naming it when
+// it does not exist, is not a directory or this user cannot write it.
+absl::StatusOr<std::string> CanonicalCacheDir(const std::string& dir);
+
+// Where the cache op keeps the files of `filename` (FILENAME.data and its
+// siblings): `filename` itself with the sandbox off. With it on, a
+// relative filename is taken relative to cache_dir and an absolute one
+// must lie under it once its directory is resolved (symlinks, ".."); the
+// path returned has that directory resolved. PermissionDenied naming the
+// filename, cache_dir and the owner when it does not, or when there is no
+// cache_dir; InvalidArgument when `filename` names no file ("dir/").
+absl::StatusOr<std::string> CacheFilePath(const std::string& filename);
 
 // PermissionDenied naming `path` and the roots when `path`, resolved,
 // is not under a data root. OK when the sandbox is off or has no roots.

@@ -23,10 +23,13 @@ namespace {
 // Turns the sandbox on for one test and off again after.
 class ScopedSandbox {
  public:
-  explicit ScopedSandbox(std::vector<std::string> roots) {
+  explicit ScopedSandbox(std::vector<std::string> roots, const std::string& cache_dir = "") {
     absl::StatusOr<std::vector<std::string>> canonical = CanonicalDataRoots(roots);
     REQUIRE(canonical.ok());
-    SetPipelineSandbox({.enabled = true, .data_roots = *canonical, .owner = "worker w:1"});
+    absl::StatusOr<std::string> cache = cache_dir.empty() ? "" : CanonicalCacheDir(cache_dir);
+    REQUIRE(cache.ok());
+    SetPipelineSandbox(
+        {.enabled = true, .data_roots = *canonical, .cache_dir = *cache, .owner = "worker w:1"});
   }
   ~ScopedSandbox() { SetPipelineSandbox({}); }
 };
@@ -204,6 +207,60 @@ TEST_CASE("image_folder: an image replaced by a FIFO after the listing fails nam
   CHECK_THAT(std::string(status.message()),
              Catch::Matchers::Contains("image_folder: '" + dir.File("root/cat/a.jpg") +
                                        "' is a FIFO: file sources read only regular files"));
+}
+
+TEST_CASE("sandbox: file caches are written only under cache_dir", "[pipeline][sandbox][cache]") {
+  testing::TempDir dir;
+  std::filesystem::create_directories(dir.File("cache"));
+  std::filesystem::create_directories(dir.File("data"));
+  std::filesystem::create_directories(dir.File("outside"));
+  std::filesystem::create_symlink(dir.File("outside"), dir.File("cache/link"));
+  const std::string cache = std::filesystem::canonical(dir.File("cache")).string();
+  const std::string outside = std::filesystem::canonical(dir.File("outside")).string();
+  // Off: any path, as named.
+  CHECK(*CacheFilePath("/anywhere/c") == "/anywhere/c");
+  CHECK(*CacheFilePath("c") == "c");
+  {
+    ScopedSandbox sandbox({dir.File("data")}, dir.File("cache"));
+    CHECK(*CacheFilePath("c") == cache + "/c");
+    CHECK(*CacheFilePath("sub/c") == cache + "/sub/c");
+    CHECK(*CacheFilePath(dir.File("cache/x/../c")) == cache + "/c");
+    const std::string refused =
+        " is outside the cache_dir of worker w:1 (" + cache +
+        "): pipelines write file caches only under cache_dir (a relative filename is taken relative to it)";
+    absl::Status status = CacheFilePath(dir.File("outside/c")).status();
+    CHECK(status.code() == absl::StatusCode::kPermissionDenied);
+    CHECK(status.message() == "cache: '" + dir.File("outside/c") + "' (in '" + outside + "')" + refused);
+    CHECK(CacheFilePath("../c").status().message() ==
+          "cache: '../c' (in '" + std::filesystem::canonical(dir.path()).string() + "')" + refused);
+    CHECK(CacheFilePath("link/c").status().message() == "cache: 'link/c' (in '" + outside + "')" + refused);
+    CHECK(CacheFilePath(dir.File("cache/")).status().code() == absl::StatusCode::kInvalidArgument);
+    // A pipeline writes its cache there and reads it back, though cache_dir
+    // is not among the data roots.
+    CHECK(testing::IntsOf(Dataset::Range(3).Cache("c").Repeat(2)) == std::vector<int64_t>{0, 1, 2, 0, 1, 2});
+    CHECK(std::filesystem::exists(cache + "/c.index"));
+    CHECK(testing::IntsOf(Dataset::Range(3).Cache("c")) == std::vector<int64_t>{0, 1, 2});
+    // Refused when an iterator is made, not when the pipeline is built.
+    const DatasetPtr built = testing::MustBuild(Dataset::Range(3).Cache(dir.File("outside/c")));
+    CHECK(built->MakeIterator({}).status().code() == absl::StatusCode::kPermissionDenied);
+    CHECK(std::filesystem::is_empty(dir.File("outside")));
+  }
+  {
+    ScopedSandbox sandbox({});
+    absl::Status status = CacheFilePath("c").status();
+    CHECK(status.code() == absl::StatusCode::kPermissionDenied);
+    CHECK(
+        status.message() ==
+        "cache: worker w:1 has no cache_dir, so pipelines cannot write file caches on it ('c'); the operator "
+        "sets cache_dir, a directory the worker may write, or the pipeline caches in memory (no filename)");
+    // In memory, a cache needs no cache_dir.
+    CHECK(testing::IntsOf(Dataset::Range(2).Cache().Repeat(2)) == std::vector<int64_t>{0, 1, 0, 1});
+  }
+  testing::WriteFile(dir.File("file"), "x");
+  CHECK(CanonicalCacheDir(dir.File("missing")).status().message() ==
+        "cache_dir: '" + dir.File("missing") + "' does not exist");
+  CHECK(CanonicalCacheDir(dir.File("file")).status().message() ==
+        "cache_dir: '" + dir.File("file") + "' is not a directory");
 }
 
 TEST_CASE("sandbox: a pipeline names a plugin, and only a loaded one runs", "[pipeline][sandbox]") {

@@ -141,6 +141,14 @@ std::string UnsplittableStep(const proto::DatasetDef& def) {
     if (step.has_scan()) {
       return absl::StrCat("step ", i + 1, " (scan) would start its state again on every worker");
     }
+    if (step.has_cache()) {
+      return absl::StrCat("step ", i + 1,
+                          " (cache) would keep one worker's splits of one epoch and serve them as the next");
+    }
+    if (step.has_take_while()) {
+      return absl::StrCat("step ", i + 1,
+                          " (take_while) would stop each worker at its own first refused element");
+    }
     if (step.has_unique()) {
       return absl::StrCat("step ", i + 1, " (unique) would drop repeats only within each worker's elements");
     }

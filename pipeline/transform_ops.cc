@@ -20,12 +20,18 @@ using internal::RequirePositive;
 using internal::UnaryDataset;
 using internal::UnaryIterator;
 
+// filter, and take_while (which ends at the first element its predicate
+// refuses): both call a predicate of one bool scalar on each element.
 class FilterDataset : public UnaryDataset {
  public:
-  FilterDataset(DatasetPtr input, std::unique_ptr<ElementFunction> predicate, std::string name)
-      : UnaryDataset(input, input->element_spec(), std::move(name)), predicate_(std::move(predicate)) {}
+  enum class Mode { kFilter, kTakeWhile };
+  FilterDataset(DatasetPtr input, std::unique_ptr<ElementFunction> predicate, std::string name, Mode mode)
+      : UnaryDataset(input, input->element_spec(), std::move(name)),
+        predicate_(std::move(predicate)),
+        mode_(mode) {}
   int64_t Cardinality() const override {
-    return input()->Cardinality() == kInfiniteCardinality ? kInfiniteCardinality : kUnknownCardinality;
+    return input()->Cardinality() == kInfiniteCardinality && mode_ == Mode::kFilter ? kInfiniteCardinality
+                                                                                    : kUnknownCardinality;
   }
   absl::StatusOr<std::unique_ptr<IteratorBase>> MakeIterator(const IteratorContext& context) const override {
     return MakeUnaryIterator<Iterator>(this, context);
@@ -38,24 +44,44 @@ class FilterDataset : public UnaryDataset {
         : UnaryIterator(std::move(input)), dataset_(dataset) {}
     absl::Status GetNext(Element* element, bool* end) override {
       while (true) {
+        if (taken_all_) {
+          *end = true;
+          return absl::OkStatus();
+        }
         if (absl::Status status = input_->GetNext(element, end); !status.ok() || *end) return status;
         absl::StatusOr<Element> keep = dataset_->predicate_->Call(*element);
         if (!keep.ok()) return keep.status();
         if (keep->size() != 1 || keep->components[0].dtype() != DType::kBool ||
             keep->components[0].num_elements() != 1) {
-          return absl::InvalidArgumentError("filter: the predicate must return one bool scalar");
+          return absl::InvalidArgumentError(
+              absl::StrCat(dataset_->OpName(), ": the predicate must return one bool scalar"));
         }
         if (keep->components[0].data<bool>()[0]) return absl::OkStatus();
+        taken_all_ = dataset_->mode_ == Mode::kTakeWhile;
       }
     }
-    absl::Status Save(proto::IteratorState* state) override { return SaveInput(*input_, state); }
-    absl::Status Restore(const proto::IteratorState& state) override { return RestoreInput(*input_, state); }
+    absl::Status Save(proto::IteratorState* state) override {
+      if (dataset_->mode_ == Mode::kTakeWhile) (*state->mutable_ints())["taken_all"] = taken_all_ ? 1 : 0;
+      return SaveInput(*input_, state);
+    }
+    absl::Status Restore(const proto::IteratorState& state) override {
+      if (dataset_->mode_ == Mode::kTakeWhile) {
+        absl::StatusOr<int64_t> taken_all = StateInt(state, "taken_all");
+        if (!taken_all.ok()) return taken_all.status();
+        taken_all_ = *taken_all != 0;
+      }
+      return RestoreInput(*input_, state);
+    }
 
    private:
     const FilterDataset* const dataset_;
+    bool taken_all_ = false;  // take_while has seen its first refused element
   };
 
+  const char* OpName() const { return mode_ == Mode::kFilter ? "filter" : "take_while"; }
+
   const std::unique_ptr<ElementFunction> predicate_;
+  const Mode mode_;
 };
 
 class TakeDataset : public UnaryDataset {
@@ -387,19 +413,32 @@ class ShuffleDataset : public UnaryDataset {
 
 }  // namespace
 
-absl::StatusOr<DatasetPtr> MakeFilterDataset(DatasetPtr input, const proto::FilterOp& op) {
-  absl::StatusOr<std::unique_ptr<ElementFunction>> fn = FunctionRegistry::Global().Create(op.fn());
-  if (!fn.ok()) return absl::Status(fn.status().code(), absl::StrCat("filter: ", fn.status().message()));
+namespace {
+
+absl::StatusOr<DatasetPtr> MakePredicateDataset(DatasetPtr input, const proto::FunctionDef& def,
+                                                const char* op, FilterDataset::Mode mode) {
+  absl::StatusOr<std::unique_ptr<ElementFunction>> fn = FunctionRegistry::Global().Create(def);
+  if (!fn.ok()) return absl::Status(fn.status().code(), absl::StrCat(op, ": ", fn.status().message()));
   absl::StatusOr<ElementSpec> out = (*fn)->OutputSpec(input->element_spec());
-  if (!out.ok()) return absl::Status(out.status().code(), absl::StrCat("filter: ", out.status().message()));
+  if (!out.ok()) return absl::Status(out.status().code(), absl::StrCat(op, ": ", out.status().message()));
   if (out->components.size() != 1 || out->components[0].dtype != DType::kBool ||
       !(out->components[0].shape.unknown_rank || out->components[0].shape.dims.empty())) {
-    return absl::InvalidArgumentError(absl::StrCat("filter: predicate '", op.fn().name(),
-                                                   "' must return one bool scalar, but returns ",
-                                                   out->DebugString()));
+    return absl::InvalidArgumentError(absl::StrCat(
+        op, ": predicate '", def.name(), "' must return one bool scalar, but returns ", out->DebugString()));
   }
   return std::make_shared<FilterDataset>(std::move(input), *std::move(fn),
-                                         absl::StrCat("filter(", op.fn().name(), ")"));
+                                         absl::StrCat(op, "(", def.name(), ")"), mode);
+}
+
+}  // namespace
+
+absl::StatusOr<DatasetPtr> MakeFilterDataset(DatasetPtr input, const proto::FilterOp& op) {
+  return MakePredicateDataset(std::move(input), op.fn(), "filter", FilterDataset::Mode::kFilter);
+}
+
+absl::StatusOr<DatasetPtr> MakeTakeWhileDataset(DatasetPtr input, const proto::TakeWhileOp& op) {
+  return MakePredicateDataset(std::move(input), op.predicate(), "take_while",
+                              FilterDataset::Mode::kTakeWhile);
 }
 
 absl::StatusOr<DatasetPtr> MakeTakeDataset(DatasetPtr input, const proto::TakeOp& op) {

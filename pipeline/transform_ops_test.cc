@@ -76,6 +76,28 @@ TEST_CASE("transform_ops: filter with a non-boolean predicate is an error", "[op
         "TensorSpec(shape=[], dtype=int64)");
 }
 
+// ---------------------------------------------------------------- take_while
+
+TEST_CASE("transform_ops: take_while, tf.data's example", "[ops][take_while]") {
+  // tf.data: range(10).take_while(lambda x: x < 5).
+  CHECK(testing::IntsOf(Dataset::Range(10).TakeWhile("less", {{"value", 5}})) ==
+        std::vector<int64_t>{0, 1, 2, 3, 4});
+  // It ends at the first refused element, where filter would go on.
+  CHECK(Yaml("pipeline:\n  - from_tensor_slices: [1, 2, 7, 3, 9, 1]\n"
+             "  - take_while: {predicate: less, value: 5}\n") == Lines{"1", "2"});
+  CHECK(testing::IntsOf(Dataset::Range(10).Repeat().TakeWhile("less", {{"value", 3}})) ==
+        std::vector<int64_t>{0, 1, 2});
+  CHECK(testing::MustBuild(Dataset::Range(10).TakeWhile("less", {{"value", 5}}))->Cardinality() ==
+        kUnknownCardinality);
+  const absl::Status status = BuildError(Dataset::Range(3).TakeWhile("square"));
+  CHECK(status.code() == absl::StatusCode::kInvalidArgument);
+  CHECK(status.message() ==
+        "step 2 (take_while): predicate 'square' must return one bool scalar, but returns "
+        "TensorSpec(shape=[], dtype=int64)");
+  CHECK(BuildError(Dataset::Range(3).TakeWhile("no_such_function")).message() ==
+        "step 2 (take_while): unknown function 'no_such_function'");
+}
+
 // ---------------------------------------------------------------- take / skip
 
 TEST_CASE("transform_ops: take", "[ops][take]") {

@@ -52,6 +52,20 @@ const std::map<std::string, std::string, std::less<>> kShorthand = {
     {"flat_map", "pipeline"},
     {"sample_from_datasets", "datasets"},
     {"window", "size"},
+    {"cache", "filename"},
+};
+
+// The ops that call an element function, and its field: written
+// `{FIELD: NAME, ARG: VALUE, ...}` (or just NAME), the keys that are not the
+// op's own arguments being the function's. bucket_by_sequence_length's is
+// optional: without it, its keys are all its own.
+const std::map<std::string, std::string, std::less<>> kFunctionField = {
+    {"map", "fn"},
+    {"filter", "fn"},
+    {"scan", "fn"},
+    {"take_while", "predicate"},
+    {"group_by_window", "key_fn"},
+    {"bucket_by_sequence_length", "length_fn"},
 };
 
 class Loader {
@@ -148,7 +162,11 @@ class Loader {
     const FieldDescriptor* field = proto::Step::descriptor()->FindFieldByName(op);
     Message* message = step->GetReflection()->MutableMessage(step, field);
     if (!args.IsDefined() || args.IsNull()) return absl::OkStatus();
-    if (op == "map" || op == "filter" || op == "scan") return ParseFunctionOp(op, args, message);
+    if (auto function = kFunctionField.find(op);
+        function != kFunctionField.end() &&
+        (op != "bucket_by_sequence_length" || (args.IsMap() && args[function->second]))) {
+      return ParseFunctionOp(op, function->second, args, message);
+    }
     if (op == "from_tensors" || op == "from_tensor_slices") return ParseTensorsOp(op, args, message);
     if (args.IsMap()) return SetFields(message, args, op, {});
     auto shorthand = kShorthand.find(op);
@@ -245,6 +263,12 @@ class Loader {
         reflection->AddDouble(message, field, *v);
         return absl::OkStatus();
       }
+      case FieldDescriptor::CPPTYPE_INT64: {
+        absl::StatusOr<int64_t> v = ParseInt(item, what);
+        if (!v.ok()) return v.status();
+        reflection->AddInt64(message, field, *v);
+        return absl::OkStatus();
+      }
       default:
         return Error(item, absl::StrCat(what, " has a type the YAML loader does not handle"));
     }
@@ -314,27 +338,31 @@ class Loader {
     return "nothing";
   }
 
-  // map, filter and scan: `{fn: NAME, ...}` where the keys that are not the op's
-  // own arguments are the function's.
-  absl::Status ParseFunctionOp(const std::string& op, const YAML::Node& args, Message* message) {
-    proto::FunctionDef* fn = op == "map"    ? static_cast<proto::MapOp*>(message)->mutable_fn()
-                             : op == "scan" ? static_cast<proto::ScanOp*>(message)->mutable_fn()
-                                            : static_cast<proto::FilterOp*>(message)->mutable_fn();
+  // The ops of kFunctionField: `{FIELD: NAME, ...}` where the keys that are
+  // not the op's own arguments are the function's.
+  absl::Status ParseFunctionOp(const std::string& op, const std::string& fn_field, const YAML::Node& args,
+                               Message* message) {
+    auto* fn = static_cast<proto::FunctionDef*>(message->GetReflection()->MutableMessage(
+        message, message->GetDescriptor()->FindFieldByName(fn_field)));
     YAML::Node fn_node;
     fn_node.reset(args);
     std::map<std::string, YAML::Node> arg_keys;
     if (args.IsScalar()) {
       fn->set_name(args.Scalar());
     } else if (args.IsMap()) {
-      const YAML::Node fn_value = args["fn"];
-      if (!fn_value) return Error(args, absl::StrCat(op, ": missing 'fn', the element function to apply"));
+      const YAML::Node fn_value = args[fn_field];
+      if (!fn_value) {
+        return Error(args, absl::StrCat(op, ": missing '", fn_field, "', the element function to apply"));
+      }
       fn_node.reset(fn_value);
-      if (!fn_node.IsScalar()) return Error(fn_node, absl::StrCat(op, ": 'fn' must be a function name"));
+      if (!fn_node.IsScalar()) {
+        return Error(fn_node, absl::StrCat(op, ": '", fn_field, "' must be a function name"));
+      }
       fn->set_name(fn_node.Scalar());
       const auto* descriptor = message->GetDescriptor();
       for (const auto& entry : args) {
         const std::string key = entry.first.Scalar();
-        if (key == "fn") continue;
+        if (key == fn_field) continue;
         const FieldDescriptor* field = descriptor->FindFieldByName(key);
         if (field != nullptr) {
           if (absl::Status s = SetField(message, field, entry.second, op); !s.ok()) return s;
@@ -346,7 +374,7 @@ class Loader {
         arg_keys[key] = entry.first;
       }
     } else {
-      return Error(args, absl::StrCat(op, ": expected {fn: NAME, ...} or a function name"));
+      return Error(args, absl::StrCat(op, ": expected {", fn_field, ": NAME, ...} or a function name"));
     }
     // Checked here, where the YAML positions are known.
     absl::StatusOr<std::unique_ptr<ElementFunction>> created = FunctionRegistry::Global().Create(*fn);

@@ -166,7 +166,7 @@ absl::StatusOr<ServerSecurity> PrepareServerSecurity(const std::string& program,
 }
 
 absl::Status SetUpPipelineSandbox(const std::string& owner, const std::vector<std::string>& plugins,
-                                  const std::vector<std::string>& data_roots) {
+                                  const std::vector<std::string>& data_roots, const std::string& cache_dir) {
   for (const std::string& plugin : plugins) {
     if (absl::Status status = LoadPlugin(plugin); !status.ok()) return status;
   }
@@ -178,7 +178,17 @@ absl::Status SetUpPipelineSandbox(const std::string& owner, const std::vector<st
   } else {
     spdlog::info("file sources read only under {}", absl::StrJoin(*roots, ", "));
   }
-  SetPipelineSandbox({.enabled = true, .data_roots = *std::move(roots), .owner = owner});
+  std::string canonical_cache_dir;
+  if (!cache_dir.empty()) {
+    absl::StatusOr<std::string> canonical = CanonicalCacheDir(cache_dir);
+    if (!canonical.ok()) return canonical.status();
+    canonical_cache_dir = *std::move(canonical);
+    spdlog::info("pipelines write file caches only under {}", canonical_cache_dir);
+  }
+  SetPipelineSandbox({.enabled = true,
+                      .data_roots = *std::move(roots),
+                      .cache_dir = std::move(canonical_cache_dir),
+                      .owner = owner});
   return absl::OkStatus();
 }
 
@@ -201,10 +211,13 @@ int SetUpDaemon(int argc, char** argv, const std::string& program, const std::st
 absl::StatusOr<ServerSecurity> SecureDaemon(const std::string& program, const std::string& bind_address,
                                             const SecuritySettings& settings, const std::string& owner,
                                             const std::vector<std::string>& plugins,
-                                            const std::vector<std::string>& data_roots) {
+                                            const std::vector<std::string>& data_roots,
+                                            const std::string& cache_dir) {
   absl::StatusOr<ServerSecurity> security = PrepareServerSecurity(program, bind_address, settings);
   if (!security.ok()) return security.status();
-  if (absl::Status status = SetUpPipelineSandbox(owner, plugins, data_roots); !status.ok()) return status;
+  if (absl::Status status = SetUpPipelineSandbox(owner, plugins, data_roots, cache_dir); !status.ok()) {
+    return status;
+  }
   return security;
 }
 

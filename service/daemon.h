@@ -80,7 +80,8 @@ int SetUpDaemon(int argc, char** argv, const std::string& program, const std::st
 absl::StatusOr<ServerSecurity> SecureDaemon(const std::string& program, const std::string& bind_address,
                                             const SecuritySettings& settings, const std::string& owner,
                                             const std::vector<std::string>& plugins,
-                                            const std::vector<std::string>& data_roots);
+                                            const std::vector<std::string>& data_roots,
+                                            const std::string& cache_dir = "");
 
 // A route of the HTTP port that answers each caller with what it may see.
 using CallerHttpHandler = std::function<HttpResponse(const HttpRequest&, const Caller&)>;
@@ -114,10 +115,13 @@ absl::StatusOr<ServerSecurity> PrepareServerSecurity(const std::string& program,
 
 // Loads the operator's `plugins`, then turns the pipeline sandbox on
 // (pipeline/sandbox.h): from here a pipeline never loads a library and
-// file sources read only under `data_roots` (warned about when empty).
-// `owner` names this daemon in refusals. Errors name the plugin or root.
+// file sources read only under `data_roots` (warned about when empty) and
+// file caches are written only under `cache_dir` (none when empty).
+// `owner` names this daemon in refusals. Errors name the plugin, root or
+// cache_dir.
 absl::Status SetUpPipelineSandbox(const std::string& owner, const std::vector<std::string>& plugins,
-                                  const std::vector<std::string>& data_roots);
+                                  const std::vector<std::string>& data_roots,
+                                  const std::string& cache_dir = "");
 
 // Starts a server for `services`, with gRPC's health service
 // (grpc.health.v1, serving) and server reflection; *bound_port is the port

@@ -39,8 +39,9 @@ int main(int argc, char** argv) {
       code >= 0) {
     return code;
   }
-  absl::StatusOr<sluice::ServerSecurity> security = sluice::SecureDaemon(
-      "workerd", config.bind_address, common.security, "worker", config.plugins, config.data_roots);
+  absl::StatusOr<sluice::ServerSecurity> security =
+      sluice::SecureDaemon("workerd", config.bind_address, common.security, "worker", config.plugins,
+                           config.data_roots, config.cache_dir);
   if (!security.ok()) {
     std::cerr << "workerd: " << security.status().message() << "\n";
     return sluice::kConfigErrorExitCode;

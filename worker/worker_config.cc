@@ -77,6 +77,9 @@ void DescribeWorkerConfig(WorkerConfig* config, ConfigSchema* schema) {
                         "element-function plugin libraries to load (the only ones a pipeline may use)");
   schema->AddStringList("data_roots", &config->data_roots,
                         "directories file sources may read under (after symlinks and ..); unset: any path");
+  schema->AddString("cache_dir", &config->cache_dir,
+                    "directory the cache op writes file caches under (relative filenames are relative to "
+                    "it); unset: pipelines cannot write file caches");
   schema->AddInt("dispatcher_timeout_ms", &config->dispatcher_timeout_ms, 100, 86400000,
                  "how long to retry reaching the dispatcher at startup");
   schema->AddString("log_level", &config->log_level, "trace, debug, info, warn, error or off", CheckLogLevel);

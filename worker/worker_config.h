@@ -33,6 +33,10 @@ struct WorkerConfig {
   std::vector<std::string> plugins;
   // File sources read only under these directories; empty: anywhere.
   std::vector<std::string> data_roots;
+  // The cache op's file caches are written only under this directory (a
+  // pipeline's relative filename is relative to it); empty: pipelines
+  // cannot write file caches on this worker.
+  std::string cache_dir;
   // How long to keep retrying the dispatcher at startup.
   int64_t dispatcher_timeout_ms = 60000;
   std::string log_level = "info";

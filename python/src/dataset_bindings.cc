@@ -23,47 +23,6 @@ namespace sluice::python {
 namespace py = pybind11;
 namespace {
 
-// `name` is the keyword argument that `value` is (part of), for errors.
-FunctionArg ArgFromPython(py::handle value, const std::string& name) {
-  // NumPy arrays and scalars (mean=np.array([...]), size=np.int64(32)) as
-  // the Python lists and numbers they hold.
-  if (py::hasattr(py::type::of(value), "__module__") &&
-      std::string(py::str(py::type::of(value).attr("__module__"))) == "numpy" &&
-      py::hasattr(value, "tolist")) {
-    return ArgFromPython(value.attr("tolist")(), name);
-  }
-  // bool first: Python's bool is an int.
-  if (py::isinstance<py::bool_>(value)) return FunctionArg(value.cast<bool>());
-  if (py::isinstance<py::int_>(value)) return FunctionArg(value.cast<int64_t>());
-  if (py::isinstance<py::float_>(value)) return FunctionArg(value.cast<double>());
-  if (py::isinstance<py::str>(value)) return FunctionArg(value.cast<std::string>());
-  if (py::isinstance<py::list>(value) || py::isinstance<py::tuple>(value)) {
-    std::vector<FunctionArg> values;
-    for (py::handle item : value) values.push_back(ArgFromPython(item, name));
-    return FunctionArg(std::move(values));
-  }
-  if (py::isinstance<py::dict>(value)) {
-    std::map<std::string, FunctionArg> entries;
-    for (auto [key, item] : py::reinterpret_borrow<py::dict>(value))
-      entries.emplace(py::str(key), ArgFromPython(item, name));
-    return FunctionArg(std::move(entries));
-  }
-  ThrowStatus(
-      absl::InvalidArgumentError(absl::StrCat("function argument '", name,
-                                              "' is a number, bool, str, list or dict (or a NumPy array or "
-                                              "scalar), not ",
-                                              std::string(py::str(py::type::of(value))))));
-}
-
-FunctionArgMap ArgsFromKwargs(const py::kwargs& kwargs) {
-  FunctionArgMap args;
-  for (auto [key, value] : kwargs) {
-    const std::string name = py::str(key);
-    args.emplace(name, ArgFromPython(value, name));
-  }
-  return args;
-}
-
 void RequireCallable(py::handle fn, const char* op, const py::kwargs& args) {
   if (!PyCallable_Check(fn.ptr())) {
     ThrowStatus(absl::InvalidArgumentError(
@@ -226,10 +185,12 @@ void BindDataset(py::module_& module) {
            "Where the iterator stands, as bytes: Dataset.iterator(restore_from=...) goes on from the next "
            "element. A read from the service saves in distributed_epoch with exactly_once.");
 
-  py::class_<Dataset>(
+  py::class_<Dataset> dataset(
       module, "Dataset",
       "A pipeline definition: each method returns a new Dataset. Iterating runs it (a pipeline "
-      "that reads from the service starts a new iteration of its job).")
+      "that reads from the service starts a new iteration of its job).");
+  BindSequenceOps(dataset);
+  dataset
       .def_static(
           "range", [](int64_t stop) { return Dataset::Range(stop); }, py::arg("stop"))
       .def_static(
@@ -310,15 +271,27 @@ void BindDataset(py::module_& module) {
       .def_static(
           "sample_from_datasets",
           [](const std::vector<Dataset>& datasets, std::optional<std::vector<double>> weights,
-             std::optional<int64_t> seed, bool stop_on_empty_dataset) {
+             std::optional<int64_t> seed, bool stop_on_empty_dataset,
+             std::optional<std::string> weights_file) {
+            if (weights_file.has_value()) {
+              if (weights.has_value()) {
+                ThrowStatus(absl::InvalidArgumentError(
+                    "sample_from_datasets: give weights or weights_file, not both"));
+              }
+              return Dataset::SampleFromDatasetsWithWeightsFile(datasets, *weights_file, seed,
+                                                                stop_on_empty_dataset);
+            }
             return Dataset::SampleFromDatasets(datasets, weights.value_or(std::vector<double>{}), seed,
                                                stop_on_empty_dataset);
           },
           py::arg("datasets"), py::arg("weights") = py::none(), py::arg("seed") = py::none(),
-          py::arg("stop_on_empty_dataset") = false,
+          py::arg("stop_on_empty_dataset") = false, py::arg("weights_file") = py::none(),
           "Each element from one of datasets, picked at random with weights (normalised; None: equal). When "
           "one ends, the result ends if stop_on_empty_dataset, else the others go on with their weights "
-          "renormalised. seed fixes the draws.")
+          "renormalised. seed fixes the draws. weights_file (instead of weights): a file of the weights, "
+          "read "
+          "when an iterator starts and again at each restore, so that a restored run goes on with the "
+          "file's weights of then.")
       .def_static(
           "choose_from_datasets",
           [](const std::vector<Dataset>& datasets, const Dataset& choice_pipeline,
@@ -407,41 +380,19 @@ void BindDataset(py::module_& module) {
           "starting "
           "from initial_state (an array, or a tuple of them for a state of several components).")
       .def(
-          "window", &Dataset::Window, py::arg("size"), py::arg("shift") = 0, py::arg("stride") = 1,
-          py::arg("drop_remainder") = false,
-          "Windows of size elements starting every shift (0: size), taking every stride-th: each window one "
-          "element, its components stacked, which flat_map(Dataset.from_tensor_slices(())) reads row by row.")
+          "take_while",
+          [](const Dataset& self, const std::string& predicate, const py::kwargs& args) {
+            return self.TakeWhile(predicate, ArgsFromKwargs(args));
+          },
+          py::arg("predicate"),
+          "take_while(predicate, **args)\n\nThe elements before the first for which predicate, a registered "
+          "function of one bool scalar (with its arguments as keywords), is false.")
+      .def(
+          "cache", &Dataset::Cache, py::arg("filename") = "", py::arg("max_bytes") = 0,
+          "Keeps the first complete pass in memory (filename empty; at most max_bytes, 0: 1 GiB) or in files "
+          "at filename, and reads every later pass from there without running the steps before it.")
       .def("prefetch", &Dataset::Prefetch, py::arg("buffer_size") = -1,
            "Makes up to buffer_size elements ahead on a thread of its own (-1: tuned).")
-      .def(
-          "padded_batch",
-          [](const Dataset& self, int64_t batch_size,
-             std::optional<std::vector<std::vector<int64_t>>> padded_shapes,
-             std::optional<py::list> padding_values, bool drop_remainder) {
-            std::vector<Tensor> values;
-            if (padding_values.has_value()) {
-              for (py::handle value : *padding_values) values.push_back(TensorFromPython(value));
-            }
-            return self.PaddedBatch(batch_size, padded_shapes.value_or(std::vector<std::vector<int64_t>>{}),
-                                    values, drop_remainder);
-          },
-          py::arg("batch_size"), py::arg("padded_shapes") = py::none(),
-          py::arg("padding_values") = py::none(), py::arg("drop_remainder") = false,
-          "Stacks batch_size elements of different shapes, padding each component to padded_shapes (one list "
-          "per "
-          "component, -1 for the batch's longest; None pads every dimension that way) with padding_values "
-          "(one "
-          "scalar per component; None: zeros and empty strings).")
-      .def("tokenize", &Dataset::Tokenize, py::arg("model"), py::arg("component") = 0,
-           py::arg("add_bos") = false, py::arg("add_eos") = false, py::arg("num_parallel_calls") = 0,
-           "Encodes string component `component` with a SentencePiece model (BPE or unigram) into an int32 "
-           "vector of token ids, on num_parallel_calls threads as map (the order stays the input's); on a "
-           "worker the model file must be under its data_roots.")
-      .def("pack_sequences", &Dataset::PackSequences, py::arg("length"), py::arg("method") = "first_fit",
-           py::arg("component") = 0, py::arg("padding_value") = 0, py::arg("num_bins") = 0,
-           "Packs token vectors into rows of `length`: {tokens, segment_ids, positions}, as T5 and Grain do; "
-           "method 'first_fit' or 'best_fit', num_bins rows open at once (0: 8). Longer sequences are cut "
-           "into pieces of `length`.")
       .def("ignore_errors", &Dataset::IgnoreErrors, py::arg("quiet") = false,
            "Drops the elements whose computation failed (a corrupt image), counting them; unless quiet, the "
            "first error and the count go to stderr.")

@@ -3,8 +3,11 @@
 #include <pybind11/numpy.h>
 
 #include <cstring>
+#include <map>
 #include <memory>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "python/src/status.h"
@@ -12,6 +15,38 @@
 namespace sluice::python {
 namespace py = pybind11;
 namespace {
+
+// `name` is the keyword argument that `value` is (part of), for errors.
+FunctionArg ArgFromPython(py::handle value, const std::string& name) {
+  // NumPy arrays and scalars (mean=np.array([...]), size=np.int64(32)) as
+  // the Python lists and numbers they hold.
+  if (py::hasattr(py::type::of(value), "__module__") &&
+      std::string(py::str(py::type::of(value).attr("__module__"))) == "numpy" &&
+      py::hasattr(value, "tolist")) {
+    return ArgFromPython(value.attr("tolist")(), name);
+  }
+  // bool first: Python's bool is an int.
+  if (py::isinstance<py::bool_>(value)) return FunctionArg(value.cast<bool>());
+  if (py::isinstance<py::int_>(value)) return FunctionArg(value.cast<int64_t>());
+  if (py::isinstance<py::float_>(value)) return FunctionArg(value.cast<double>());
+  if (py::isinstance<py::str>(value)) return FunctionArg(value.cast<std::string>());
+  if (py::isinstance<py::list>(value) || py::isinstance<py::tuple>(value)) {
+    std::vector<FunctionArg> values;
+    for (py::handle item : value) values.push_back(ArgFromPython(item, name));
+    return FunctionArg(std::move(values));
+  }
+  if (py::isinstance<py::dict>(value)) {
+    std::map<std::string, FunctionArg> entries;
+    for (auto [key, item] : py::reinterpret_borrow<py::dict>(value))
+      entries.emplace(py::str(key), ArgFromPython(item, name));
+    return FunctionArg(std::move(entries));
+  }
+  ThrowStatus(
+      absl::InvalidArgumentError(absl::StrCat("function argument '", name,
+                                              "' is a number, bool, str, list or dict (or a NumPy array or "
+                                              "scalar), not ",
+                                              std::string(py::str(py::type::of(value))))));
+}
 
 // The NumPy dtype of a numeric dtype, by name: the buffer-protocol
 // formats would give np.longlong for int64, a type apart from np.int64.
@@ -148,6 +183,15 @@ Components ComponentsFromPython(py::handle structure) {
     out.tensors.push_back(TensorFromPython(structure));
   }
   return out;
+}
+
+FunctionArgMap ArgsFromKwargs(const py::kwargs& kwargs) {
+  FunctionArgMap args;
+  for (auto [key, value] : kwargs) {
+    const std::string name = py::str(key);
+    args.emplace(name, ArgFromPython(value, name));
+  }
+  return args;
 }
 
 }  // namespace sluice::python

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "sluice/dataset.h"
 #include "sluice/element.h"
 #include "sluice/tensor.h"
 
@@ -37,6 +38,11 @@ struct Components {
   std::vector<std::string> names;  // empty unless the structure is a dict
 };
 Components ComponentsFromPython(pybind11::handle structure);
+
+// An element function's keyword arguments (numbers, bools, strings, lists,
+// dicts, NumPy arrays and scalars); ValueError naming an argument of
+// another type.
+FunctionArgMap ArgsFromKwargs(const pybind11::kwargs& kwargs);
 
 }  // namespace sluice::python
 

@@ -1,7 +1,9 @@
 """Issue 34's tf.data ops in Python: concatenate, flat_map, sample_from_datasets,
-choose_from_datasets and unique, with the YAML names and arguments, tf.data's
+choose_from_datasets, unique, scan, window, group_by_window,
+bucket_by_sequence_length, take_while and cache, with the YAML names and arguments, tf.data's
 documented examples, and restoring mid-stream."""
 
+import numpy as np
 import pytest
 
 import sluice
@@ -128,3 +130,84 @@ def test_window_and_flat_map_over_windows_are_tf_data_examples():
     rows = Dataset.from_tensor_slices(())
     batched = Dataset.range(7).window(3, 2, drop_remainder=True).flat_map(rows.batch(2))
     assert [b.tolist() for b in batched] == [[0, 1], [2], [2, 3], [4], [4, 5], [6]]
+
+
+def ragged(*rows):
+    """One int64 vector per element, of the lengths given: a ragged input."""
+    out = Dataset.from_tensors(np.array(rows[0], dtype=np.int64))
+    for row in rows[1:]:
+        out = out.concatenate(Dataset.from_tensors(np.array(row, dtype=np.int64)))
+    return out
+
+
+def test_bucket_by_sequence_length_is_tf_data_example():
+    elements = ragged([0], [1, 2, 3, 4], [5, 6, 7], [7, 8, 9, 10, 11], [13, 14, 15, 16, 19, 20], [21, 22])
+    batches = [b.tolist() for b in elements.bucket_by_sequence_length([3, 5], [2, 2, 2])]
+    assert batches == [[[1, 2, 3, 4], [5, 6, 7, 0]], [[7, 8, 9, 10, 11, 0], [13, 14, 15, 16, 19, 20]], [[0, 0], [21, 22]]]
+    # pad_to_bucket_boundary pads to the bucket's boundary - 1; padding_values.
+    short = ragged([1], [2, 3], [4, 5, 6])
+    padded = short.bucket_by_sequence_length([10], [3, 3], pad_to_bucket_boundary=True, padding_values=[-1])
+    assert [b.tolist() for b in padded] == [[[1] + [-1] * 8, [2, 3] + [-1] * 7, [4, 5, 6] + [-1] * 6]]
+    assert list(short.bucket_by_sequence_length([2], [2, 3], drop_remainder=True)) == []
+
+
+def test_group_by_window_is_tf_data_example():
+    # tf.data: range(10).group_by_window(key_func=x % 2, reduce_func=batch(5), window_size=5).
+    windows = Dataset.range(10).group_by_window("mod", 5, value=2)
+    assert [w.tolist() for w in windows] == [[0, 2, 4, 6, 8], [1, 3, 5, 7, 9]]
+    batched = windows.flat_map(Dataset.from_tensor_slices(()).batch(5))
+    assert [b.tolist() for b in batched] == [[0, 2, 4, 6, 8], [1, 3, 5, 7, 9]]
+    # Partial groups come out at the end, in key order.
+    assert [w.tolist() for w in Dataset.range(7).group_by_window("mod", 3, value=3)] == [[0, 3, 6], [1, 4], [2, 5]]
+
+
+def test_take_while_is_tf_data_example():
+    assert list(Dataset.range(10).take_while("less", value=5)) == [0, 1, 2, 3, 4]
+    it = iter(Dataset.range(10).take_while("less", value=5))
+    head = [next(it) for _ in range(2)]
+    state = it.save()
+    assert head == [0, 1]
+    assert list(Dataset.range(10).take_while("less", value=5).iterator(restore_from=state)) == [2, 3, 4]
+
+
+def test_cache_runs_the_steps_before_it_once(tmp_path):
+    calls = []
+
+    def counted(x):
+        calls.append(int(x))
+        return x * 10
+
+    in_memory = Dataset.range(4).map(counted).cache().repeat(3)
+    assert list(in_memory) == [0, 10, 20, 30] * 3
+    assert calls == [0, 1, 2, 3]
+    calls.clear()
+    on_disk = Dataset.range(4).map(counted).cache(str(tmp_path / "squares")).repeat(2)
+    assert list(on_disk) == [0, 10, 20, 30] * 2
+    assert calls == [0, 1, 2, 3]
+    # A new pipeline over the same files reads them and runs nothing.
+    assert list(on_disk) == [0, 10, 20, 30] * 2
+    assert calls == [0, 1, 2, 3]
+
+
+def test_sample_from_datasets_weights_file_is_read_again_at_restore(tmp_path):
+    weights = tmp_path / "weights.txt"
+    weights.write_text("3 1\n")
+    mixed = Dataset.sample_from_datasets([forever(0), forever(1)], seed=42, weights_file=str(weights))
+    inline = Dataset.sample_from_datasets([forever(0), forever(1)], [3, 1], seed=42)
+    assert list(mixed.take(500)) == list(inline.take(500))
+    it = iter(mixed)
+    head = [next(it) for _ in range(50)]
+    state = it.save()
+    weights.write_text("0, 1")
+    restored = mixed.iterator(restore_from=state)
+    continuation = list(inline.skip(50).take(100))
+    assert head == list(inline.take(50))
+    # The elements the iterator had read ahead before the save were drawn
+    # with the old weights and come first; every draw after them, with the
+    # file's new weights, is from the second dataset.
+    got = [next(restored) for _ in range(100)]
+    read_ahead = next(k for k in range(101) if got[:k] == continuation[:k] and all(v == 1 for v in got[k:]))
+    assert read_ahead < 50 and got[read_ahead:] == [1] * (100 - read_ahead)
+    assert 0 in continuation[read_ahead:]  # the old weights would have drawn zeros there
+    with pytest.raises(ValueError, match="give weights or weights_file, not both"):
+        Dataset.sample_from_datasets([forever(0)], weights=[1], weights_file=str(weights))

@@ -91,6 +91,22 @@ struct RestoreOptions {
   int64_t num_consumers = 1;
 };
 
+// bucket_by_sequence_length's options beyond its buckets (tf.data's
+// arguments). The length is `length_fn`'s integer scalar (a registered
+// function, with `length_fn_args`) when set, else the first dimension of
+// component `component`.
+struct BucketOptions {
+  std::string length_fn;
+  FunctionArgMap length_fn_args;
+  int64_t component = 0;
+  // As PaddedBatch's.
+  std::vector<std::vector<int64_t>> padded_shapes;
+  std::vector<Tensor> padding_values;
+  bool pad_to_bucket_boundary = false;
+  bool no_padding = false;
+  bool drop_remainder = false;
+};
+
 class Dataset {
  public:
   // Sources.
@@ -127,6 +143,14 @@ class Dataset {
   static Dataset SampleFromDatasets(const std::vector<Dataset>& datasets, std::vector<double> weights = {},
                                     std::optional<int64_t> seed = std::nullopt,
                                     bool stop_on_empty_dataset = false);
+  // The same with the weights read from `weights_file` (numbers separated
+  // by spaces, commas or new lines) when an iterator starts and at each
+  // restore: a restore goes on from its position with the file's weights
+  // of then.
+  static Dataset SampleFromDatasetsWithWeightsFile(const std::vector<Dataset>& datasets,
+                                                   std::string weights_file,
+                                                   std::optional<int64_t> seed = std::nullopt,
+                                                   bool stop_on_empty_dataset = false);
   // tf.data's choose_from_datasets: the next element of datasets[i] for each
   // int64 scalar i of `choice_pipeline`; an index out of range is
   // InvalidArgument. A choice of an input that ended ends the result if
@@ -144,6 +168,9 @@ class Dataset {
   // Transforms, each returning a new Dataset.
   Dataset Map(const std::string& fn, const FunctionArgMap& args = {}, MapOptions options = {}) const;
   Dataset Filter(const std::string& fn, const FunctionArgMap& args = {}) const;
+  // The elements before the first for which `predicate` (a registered
+  // function of one bool scalar) is false.
+  Dataset TakeWhile(const std::string& predicate, const FunctionArgMap& args = {}) const;
   // `output_spec` declares what `fn` returns (Spec(), and the steps after
   // it that check their input when the pipeline is built); without it the
   // spec is unknown: no components. Elements that break a declared spec
@@ -188,6 +215,22 @@ class Dataset {
   // every `stride`-th; each window is one element, its components stacked,
   // which a FlatMap whose source is FromTensorSlices({}) reads row by row.
   Dataset Window(int64_t size, int64_t shift = 0, int64_t stride = 1, bool drop_remainder = false) const;
+  // Keeps the first complete pass in memory (`filename` empty; at most
+  // `max_bytes`, 0: 1 GiB) or in files at `filename`, and reads every
+  // later pass from there without running the steps before it.
+  Dataset Cache(const std::string& filename = "", int64_t max_bytes = 0) const;
+  // Windows of up to `window_size` elements with the same key, the integer
+  // scalar `key_fn` returns; each window is one element, its components
+  // stacked, as Window's.
+  Dataset GroupByWindow(const std::string& key_fn, int64_t window_size,
+                        const FunctionArgMap& key_fn_args = {}) const;
+  // Batches of elements of similar length: bucket i takes the lengths in
+  // [bucket_boundaries[i-1], bucket_boundaries[i]) and batches
+  // bucket_batch_sizes[i] of them (one more size than boundaries), padded
+  // as PaddedBatch pads.
+  Dataset BucketBySequenceLength(std::vector<int64_t> bucket_boundaries,
+                                 std::vector<int64_t> bucket_batch_sizes,
+                                 const BucketOptions& options = {}) const;
   Dataset Prefetch(int64_t buffer_size = -1) const;
   // Drops the elements whose computation failed (a corrupt image), counting
   // them; unless `quiet`, the first error and the count go to stderr.
