@@ -2,6 +2,7 @@
 // SentencePiece's own spm_encode and spm_decode, with models spm_train
 // makes here) and
 // pack_sequences (hand-worked packings), each restored at every position.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdint>
 #include <cstdlib>
@@ -14,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "common/json.h"
 #include "pipeline/builder.h"
 #include "pipeline/dataset.h"
@@ -422,6 +424,81 @@ TEST_CASE("pack_sequences: a restore at every position goes on with the same row
       CHECK(seen == expected);
     }
   }
+}
+
+// Rows of ids as "a b c|d e 0|...", padded with 0 to the longest.
+std::string PaddedRows(const std::vector<std::vector<int>>& rows) {
+  size_t longest = 0;
+  for (const auto& row : rows) longest = std::max(longest, row.size());
+  std::vector<std::string> texts;
+  for (std::vector<int> row : rows) {
+    row.resize(longest, 0);
+    texts.push_back(Joined(row));
+  }
+  return absl::StrJoin(texts, "|");
+}
+
+std::string BatchRows(const Element& batch) {
+  const Tensor& t = batch.components[0];
+  REQUIRE(t.shape().size() == 2);
+  const auto values = t.values<int32_t>();
+  std::vector<std::string> texts;
+  for (int64_t r = 0; r < t.shape()[0]; ++r) {
+    texts.push_back(
+        Joined(std::vector<int>(values.begin() + r * t.shape()[1], values.begin() + (r + 1) * t.shape()[1])));
+  }
+  return absl::StrJoin(texts, "|");
+}
+
+TEST_CASE("text ops: padded_batch and bucket_by_sequence_length batch the tokenized vectors",
+          "[ops][text][bucket_by_sequence_length]") {
+  const Models& models = TrainedModels();
+  TempDir dir;
+  WriteFile(dir.File("t.txt"), Corpus(40));
+  std::vector<std::vector<int>> ids;
+  for (const std::string& line : Reference(models.bpe, dir.File("t.txt"))) {
+    std::vector<int> row;
+    for (absl::string_view id : absl::StrSplit(line, ' ')) row.push_back(std::stoi(std::string(id)));
+    ids.push_back(row);
+  }
+  REQUIRE(ids.size() == 40);
+  const Dataset tokens = Dataset::TextLine({dir.File("t.txt")}).Tokenize(models.bpe);
+  // padded_batch(4): each batch padded to its longest.
+  Lines expected_batches;
+  for (size_t i = 0; i < ids.size(); i += 4) {
+    expected_batches.push_back(PaddedRows({ids.begin() + i, ids.begin() + i + 4}));
+  }
+  absl::StatusOr<std::vector<Element>> batches = tokens.PaddedBatch(4).Collect();
+  REQUIRE(batches.ok());
+  Lines ours;
+  for (const Element& batch : *batches) ours.push_back(BatchRows(batch));
+  CHECK(ours == expected_batches);
+  // bucket_by_sequence_length: buckets [0, 8), [8, 12), [12, inf) of 3
+  // sequences each, given when full, the rest in bucket order at the end.
+  const std::vector<int64_t> boundaries = {8, 12};
+  std::vector<std::vector<int>> buckets[3];
+  Lines expected_buckets;
+  for (const auto& row : ids) {
+    const size_t bucket =
+        std::upper_bound(boundaries.begin(), boundaries.end(), static_cast<int64_t>(row.size())) -
+        boundaries.begin();
+    buckets[bucket].push_back(row);
+    if (buckets[bucket].size() == 3) {
+      expected_buckets.push_back(PaddedRows(buckets[bucket]));
+      buckets[bucket].clear();
+    }
+  }
+  for (const auto& rest : buckets) {
+    if (!rest.empty()) expected_buckets.push_back(PaddedRows(rest));
+  }
+  const Dataset bucketed = tokens.BucketBySequenceLength(boundaries, {3, 3, 3});
+  absl::StatusOr<std::vector<Element>> bucket_batches = bucketed.Collect();
+  REQUIRE(bucket_batches.ok());
+  ours.clear();
+  for (const Element& batch : *bucket_batches) ours.push_back(BatchRows(batch));
+  CHECK(ours == expected_buckets);
+  CHECK(expected_buckets.size() > 10);
+  testing::CheckResumesEverywhere(bucketed.Repeat(2));
 }
 
 TEST_CASE("text ops: json_lines, tokenize, pack_sequences and batch restore at every position",
