@@ -1,6 +1,7 @@
 #include "dispatcher/dispatcher_config.h"
 
 #include "service/daemon.h"
+#include "service/python_settings.h"
 
 namespace sluice::dispatcher {
 
@@ -11,6 +12,7 @@ void DescribeDispatcherConfig(DispatcherConfig* config, ConfigSchema* schema) {
                         "element-function plugin libraries to load (the workers load the same ones)");
   schema->AddStringList("data_roots", &config->data_roots,
                         "directories file sources may read under when the dispatcher checks a pipeline");
+  AddPythonSettings(schema, &config->python);
   schema->AddInt("worker_timeout_ms", &config->worker_timeout_ms, 100, 86400000,
                  "a worker silent this long is lost and its tasks end");
   schema->AddInt("client_timeout_ms", &config->client_timeout_ms, 100, 86400000,

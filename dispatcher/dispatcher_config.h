@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "config/config_schema.h"
+#include "pipeline/python_pool.h"
 
 namespace sluice::dispatcher {
 
@@ -68,6 +69,7 @@ struct DispatcherConfig {
   // Where file sources may read when the dispatcher builds a pipeline to
   // check it (list_files globs, image_folder lists); empty: anywhere.
   std::vector<std::string> data_roots;
+  PythonSettings python;  // python.*: the py: functions pipelines may call
   std::string log_level = "info";
   // When set, the bound port is written here (for scripts using port 0).
   std::string port_file;

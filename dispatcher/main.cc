@@ -12,6 +12,7 @@
 #include "pipeline/sandbox.h"
 #include "service/daemon.h"
 #include "service/metrics.h"
+#include "service/python_settings.h"
 
 int main(int argc, char** argv) {
   sluice::dispatcher::DispatcherConfig config;
@@ -28,6 +29,11 @@ int main(int argc, char** argv) {
                            config.plugins, config.data_roots);
   if (!security.ok()) {
     std::cerr << "dispatcherd: " << security.status().message() << "\n";
+    return sluice::kConfigErrorExitCode;
+  }
+  if (absl::Status status = sluice::SetUpPythonFunctions(config.python, "the dispatcher", false);
+      !status.ok()) {
+    std::cerr << "dispatcherd: " << status.message() << "\n";
     return sluice::kConfigErrorExitCode;
   }
   const sluice::RpcAuthenticator auth(security->cluster_token, security->client_token, security->tenants);

@@ -1,8 +1,10 @@
 #include "pipeline/function.h"
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/strings.h"
+#include "pipeline/python_function.h"
 
 namespace sluice {
 
@@ -112,6 +114,7 @@ absl::Status FunctionRegistry::Register(const std::string& name, const std::stri
 
 absl::StatusOr<std::unique_ptr<ElementFunction>> FunctionRegistry::Create(
     const proto::FunctionDef& def) const {
+  if (absl::StartsWith(def.name(), kPythonFunctionPrefix)) return MakePythonFunction(def);
   FunctionFactory factory;
   {
     absl::MutexLock lock(&mu_);

@@ -421,8 +421,11 @@ absl::StatusOr<DatasetPtr> MakePredicateDataset(DatasetPtr input, const proto::F
   if (!fn.ok()) return absl::Status(fn.status().code(), absl::StrCat(op, ": ", fn.status().message()));
   absl::StatusOr<ElementSpec> out = (*fn)->OutputSpec(input->element_spec());
   if (!out.ok()) return absl::Status(out.status().code(), absl::StrCat(op, ": ", out.status().message()));
-  if (out->components.size() != 1 || out->components[0].dtype != DType::kBool ||
-      !(out->components[0].shape.unknown_rank || out->components[0].shape.dims.empty())) {
+  // No components: a function whose output is known only when it runs (a
+  // Python one); each call's is checked then.
+  if (!out->components.empty() &&
+      (out->components.size() != 1 || out->components[0].dtype != DType::kBool ||
+       !(out->components[0].shape.unknown_rank || out->components[0].shape.dims.empty()))) {
     return absl::InvalidArgumentError(absl::StrCat(
         op, ": predicate '", def.name(), "' must return one bool scalar, but returns ", out->DebugString()));
   }

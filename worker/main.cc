@@ -9,6 +9,7 @@
 #include "service/daemon.h"
 #include "service/grpc_util.h"
 #include "service/metrics.h"
+#include "service/python_settings.h"
 #include "worker/grpc_worker_impl.h"
 #include "worker/shared_memory_server.h"
 #include "worker/worker_impl.h"
@@ -44,6 +45,10 @@ int main(int argc, char** argv) {
                            config.data_roots, config.cache_dir);
   if (!security.ok()) {
     std::cerr << "workerd: " << security.status().message() << "\n";
+    return sluice::kConfigErrorExitCode;
+  }
+  if (absl::Status status = sluice::SetUpPythonFunctions(config.python, "worker", true); !status.ok()) {
+    std::cerr << "workerd: " << status.message() << "\n";
     return sluice::kConfigErrorExitCode;
   }
   const sluice::RpcAuthenticator auth(security->cluster_token, security->client_token, security->tenants);

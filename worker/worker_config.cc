@@ -11,6 +11,7 @@
 #include "common/host_buffer_cache.h"
 #include "service/daemon.h"
 #include "service/grpc_util.h"
+#include "service/python_settings.h"
 #include "worker/shared_memory_heap.h"
 
 namespace sluice::worker {
@@ -77,6 +78,7 @@ void DescribeWorkerConfig(WorkerConfig* config, ConfigSchema* schema) {
                         "element-function plugin libraries to load (the only ones a pipeline may use)");
   schema->AddStringList("data_roots", &config->data_roots,
                         "directories file sources may read under (after symlinks and ..); unset: any path");
+  AddPythonSettings(schema, &config->python);
   schema->AddString("cache_dir", &config->cache_dir,
                     "directory the cache op writes file caches under (relative filenames are relative to "
                     "it); unset: pipelines cannot write file caches");

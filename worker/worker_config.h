@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "config/config_schema.h"
+#include "pipeline/python_pool.h"
 
 namespace sluice::worker {
 
@@ -33,6 +34,7 @@ struct WorkerConfig {
   std::vector<std::string> plugins;
   // File sources read only under these directories; empty: anywhere.
   std::vector<std::string> data_roots;
+  PythonSettings python;  // python.*: the py: functions pipelines may call
   // The cache op's file caches are written only under this directory (a
   // pipeline's relative filename is relative to it); empty: pipelines
   // cannot write file caches on this worker.

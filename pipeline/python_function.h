@@ -1,0 +1,34 @@
+// `py:MODULE.FUNCTION` element functions: a Python function of an
+// operator's module, run in the process's PythonPool (python_pool.h) on
+// each element, with the step's other arguments as keyword arguments.
+// A daemon configures which modules its processes import
+// (ConfigurePythonFunctions); a pipeline naming another is refused. Used
+// locally (no daemon, no sandbox), a pool imports what calls name.
+#ifndef SLUICE_PIPELINE_PYTHON_FUNCTION_H_
+#define SLUICE_PIPELINE_PYTHON_FUNCTION_H_
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "pipeline/function.h"
+#include "pipeline/python_pool.h"
+
+namespace sluice {
+
+inline constexpr char kPythonFunctionPrefix[] = "py:";
+
+// Process-wide, set by a daemon before it serves; std::nullopt goes back
+// to none (local use, or a daemon that refuses py: functions). With
+// `start_processes`, the pool starts one process now, so that a module
+// that does not import fails the daemon's start.
+absl::Status ConfigurePythonFunctions(std::optional<PythonSettings> settings, const std::string& owner,
+                                      bool start_processes);
+
+// The function `def` names (its name starts with kPythonFunctionPrefix).
+absl::StatusOr<std::unique_ptr<ElementFunction>> MakePythonFunction(const proto::FunctionDef& def);
+
+}  // namespace sluice
+
+#endif  // SLUICE_PIPELINE_PYTHON_FUNCTION_H_

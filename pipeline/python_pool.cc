@@ -1,0 +1,264 @@
+#include "pipeline/python_pool.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "python_host_script.h"  // kPythonHostScript, generated from python/sluice/_worker_host.py
+
+namespace sluice {
+namespace {
+
+constexpr int64_t kStartTimeoutMs = 120000;  // importing torch can take a while
+constexpr int64_t kMemoryCheckMs = 100;
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// The process's resident memory, from /proc; 0 when unknown.
+int64_t ResidentBytes(pid_t pid) {
+  std::ifstream status(absl::StrCat("/proc/", pid, "/status"));
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::atoll(line.c_str() + 6) * 1024;
+  }
+  return 0;
+}
+
+absl::Status WriteAll(int fd, std::vector<iovec> pieces) {
+  size_t index = 0;
+  while (index < pieces.size()) {
+    // sendmsg with MSG_NOSIGNAL: a process that died must fail the call,
+    // not raise SIGPIPE in the worker.
+    msghdr message{};
+    message.msg_iov = pieces.data() + index;
+    message.msg_iovlen = std::min<size_t>(pieces.size() - index, 512);
+    const ssize_t n = sendmsg(fd, &message, MSG_NOSIGNAL);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return absl::UnavailableError(std::strerror(errno));
+    }
+    size_t left = static_cast<size_t>(n);
+    while (index < pieces.size() && left >= pieces[index].iov_len) left -= pieces[index++].iov_len;
+    if (index < pieces.size()) {
+      pieces[index].iov_base = static_cast<char*>(pieces[index].iov_base) + left;
+      pieces[index].iov_len -= left;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SendFrame(int fd, const PythonFrame& frame) {
+  const uint64_t length = frame.header.size();  // little-endian on every host Sluice builds for
+  std::vector<iovec> pieces;
+  pieces.push_back({const_cast<uint64_t*>(&length), sizeof(length)});
+  pieces.push_back({const_cast<char*>(frame.header.data()), frame.header.size()});
+  for (const auto& [data, size] : frame.payload) {
+    if (size > 0) pieces.push_back({const_cast<char*>(data), size});
+  }
+  return WriteAll(fd, std::move(pieces));
+}
+
+}  // namespace
+
+PythonPool::PythonPool(PythonSettings settings, std::string owner)
+    : settings_(std::move(settings)), owner_(std::move(owner)) {}
+
+PythonPool::~PythonPool() {
+  absl::MutexLock lock(&mu_);
+  for (auto& process : idle_) Discard(std::move(process), true);
+  idle_.clear();
+}
+
+absl::StatusOr<std::unique_ptr<PythonPool::Process>> PythonPool::Spawn() {
+  int fds[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) {
+    return absl::ResourceExhaustedError(absl::StrCat("python: socketpair: ", std::strerror(errno)));
+  }
+  std::vector<std::string> args = {settings_.interpreter, "-c", kPythonHostScript, "3"};
+  for (const std::string& dir : settings_.path) args.insert(args.end(), {"--path", dir});
+  for (const std::string& module : settings_.modules) args.insert(args.end(), {"--module", module});
+  if (settings_.import_on_call) args.push_back("--import-on-call");
+  std::vector<char*> argv;
+  for (std::string& arg : args) argv.push_back(arg.data());
+  argv.push_back(nullptr);
+  const pid_t pid = fork();
+  if (pid < 0) {
+    close(fds[0]);
+    close(fds[1]);
+    return absl::ResourceExhaustedError(absl::StrCat("python: fork: ", std::strerror(errno)));
+  }
+  if (pid == 0) {
+    // Only async-signal-safe calls until exec: the parent has threads. No
+    // PR_SET_PDEATHSIG: it fires when the forking *thread* ends (a task's),
+    // not the worker. The host exits when the worker's end of the socket
+    // closes, which the kernel does when the worker dies.
+    dup2(fds[1], 3);  // the copy does not close on exec
+    const int devnull = open("/dev/null", O_RDONLY);
+    if (devnull >= 0) dup2(devnull, 0);
+    for (int fd = 4; fd < 1024; ++fd) close(fd);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  close(fds[1]);
+  auto process = std::make_unique<Process>();
+  process->pid = pid;
+  process->fd = fds[0];
+  std::string header, payload;
+  const std::string what = absl::StrCat("python (", settings_.interpreter, ")");
+  if (absl::Status s = ReadFrame(*process, kStartTimeoutMs, what, &header, &payload); !s.ok()) {
+    const std::string ended = Discard(std::move(process), true);
+    return absl::FailedPreconditionError(
+        absl::StrCat(owner_, " cannot start its Python processes: ", s.message(), " (", ended, ")"));
+  }
+  if (std::string error = PythonErrorOf(header); !error.empty()) {
+    Discard(std::move(process), true);
+    return absl::FailedPreconditionError(absl::StrCat(owner_, " cannot import its Python modules [",
+                                                      absl::StrJoin(settings_.modules, ", "), "]: ", error));
+  }
+  return process;
+}
+
+absl::Status PythonPool::ReadFrame(Process& process, int64_t deadline_ms, const std::string& what,
+                                   std::string* header, std::string* payload) {
+  const int64_t deadline = NowMs() + deadline_ms;
+  auto read_exact = [&](char* out, size_t n) -> absl::Status {
+    size_t got = 0;
+    while (got < n) {
+      const int64_t left = deadline - NowMs();
+      if (left <= 0) {
+        return absl::DeadlineExceededError(
+            absl::StrCat(what, ": no answer within ", deadline_ms, " ms (python.call_timeout_ms)"));
+      }
+      pollfd p{process.fd, POLLIN, 0};
+      const int ready = poll(&p, 1, static_cast<int>(std::min(left, kMemoryCheckMs)));
+      if (ready < 0 && errno != EINTR) return absl::UnavailableError(std::strerror(errno));
+      if (settings_.max_rss_bytes > 0 && ResidentBytes(process.pid) > settings_.max_rss_bytes) {
+        return absl::ResourceExhaustedError(absl::StrCat(what,
+                                                         ": its Python process passed python.max_rss_bytes (",
+                                                         settings_.max_rss_bytes, " bytes resident)"));
+      }
+      if (ready <= 0) continue;
+      const ssize_t k = read(process.fd, out + got, n - got);
+      if (k == 0) return absl::UnavailableError(absl::StrCat(what, ": its Python process ended"));
+      if (k < 0) {
+        if (errno == EINTR || errno == EAGAIN) continue;
+        return absl::UnavailableError(absl::StrCat(what, ": ", std::strerror(errno)));
+      }
+      got += static_cast<size_t>(k);
+    }
+    return absl::OkStatus();
+  };
+  uint64_t length = 0;
+  if (absl::Status s = read_exact(reinterpret_cast<char*>(&length), sizeof(length)); !s.ok()) return s;
+  if (length > (uint64_t{1} << 30))
+    return absl::InternalError(absl::StrCat(what, ": a reply header of ", length, " bytes"));
+  header->resize(length);
+  if (absl::Status s = read_exact(header->data(), length); !s.ok()) return s;
+  absl::StatusOr<uint64_t> bytes = PayloadBytes(*header);
+  if (!bytes.ok()) return bytes.status();
+  if (*bytes > (uint64_t{1} << 40))
+    return absl::InternalError(absl::StrCat(what, ": a reply of ", *bytes, " bytes"));
+  payload->resize(*bytes);
+  return read_exact(payload->data(), *bytes);
+}
+
+std::string PythonPool::Discard(std::unique_ptr<Process> process, bool kill_it) {
+  if (kill_it) kill(process->pid, SIGKILL);
+  close(process->fd);
+  int status = 0;
+  std::string how = "gone";
+  if (waitpid(process->pid, &status, 0) == process->pid) {
+    if (WIFSIGNALED(status)) {
+      how = absl::StrCat("pid ", process->pid, " ended by signal ", WTERMSIG(status), " (",
+                         strsignal(WTERMSIG(status)), ")");
+    } else if (WIFEXITED(status)) {
+      how = absl::StrCat("pid ", process->pid, " exited with ", WEXITSTATUS(status));
+    }
+  }
+  return how;
+}
+
+absl::StatusOr<std::unique_ptr<PythonPool::Process>> PythonPool::Acquire() {
+  {
+    absl::MutexLock lock(&mu_);
+    auto can_go = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return !idle_.empty() || live_ < settings_.processes;
+    };
+    mu_.Await(absl::Condition(&can_go));
+    if (!idle_.empty()) {
+      std::unique_ptr<Process> process = std::move(idle_.back());
+      idle_.pop_back();
+      return process;
+    }
+    ++live_;  // this caller starts one, outside the lock
+  }
+  absl::StatusOr<std::unique_ptr<Process>> started = Spawn();
+  if (!started.ok()) {
+    absl::MutexLock lock(&mu_);
+    --live_;
+  }
+  return started;
+}
+
+void PythonPool::Release(std::unique_ptr<Process> process) {
+  absl::MutexLock lock(&mu_);
+  idle_.push_back(std::move(process));
+}
+
+absl::Status PythonPool::CheckStarts() {
+  absl::StatusOr<std::unique_ptr<Process>> process = Acquire();
+  if (!process.ok()) return process.status();
+  Release(*std::move(process));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Element> PythonPool::Call(const std::string& what, const PythonFrame& request) {
+  absl::StatusOr<std::unique_ptr<Process>> acquired = Acquire();
+  if (!acquired.ok()) return acquired.status();
+  std::unique_ptr<Process> process = *std::move(acquired);
+  absl::Status status = SendFrame(process->fd, request);
+  if (!status.ok()) {
+    // An idle process that died since its last call (the OOM killer, an
+    // operator's kill): this call did nothing to it, so it gets a new one.
+    Discard(std::move(process), true);
+    {
+      absl::MutexLock lock(&mu_);
+      --live_;
+    }
+    acquired = Acquire();
+    if (!acquired.ok()) return acquired.status();
+    process = *std::move(acquired);
+    status = SendFrame(process->fd, request);
+  }
+  std::string header, payload;
+  if (status.ok()) status = ReadFrame(*process, settings_.call_timeout_ms, what, &header, &payload);
+  if (!status.ok()) {
+    const std::string ended = Discard(std::move(process), true);
+    {
+      absl::MutexLock lock(&mu_);
+      --live_;
+    }
+    return absl::Status(
+        status.code() == absl::StatusCode::kUnavailable ? absl::StatusCode::kInternal : status.code(),
+        absl::StrCat(status.message(), " (", ended, "); ", owner_, " starts another for the next call"));
+  }
+  Release(std::move(process));
+  return DecodePythonReply(header, payload, what);
+}
+
+}  // namespace sluice

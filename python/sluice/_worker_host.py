@@ -1,0 +1,168 @@
+"""The Python process of a worker's pool (pipeline/python_pool.h): imports
+the operator's modules, then calls their functions on elements for the
+worker, one call at a time, until the worker closes the socket.
+
+Run by workerd as `python3 -c <this file> FD --path DIR ... --module NAME ...`
+(the worker carries the file in its binary). Each message is a frame: an
+8-byte little-endian length, that many bytes of JSON header, then the
+header's `payload_bytes` of raw tensor bytes. Tensor bytes are never
+pickled: arrays are made over the payload and written back as they lie.
+"""
+
+import importlib
+import inspect
+import json
+import os
+import socket
+import struct
+import sys
+import traceback
+
+import numpy as np
+
+_HEADER = struct.Struct("<Q")
+
+
+def _read_exact(sock, n):
+    view = memoryview(bytearray(n))
+    got = 0
+    while got < n:
+        k = sock.recv_into(view[got:], n - got)
+        if k == 0:
+            raise EOFError
+        got += k
+    return view
+
+
+def _read_frame(sock):
+    (length,) = _HEADER.unpack(_read_exact(sock, _HEADER.size))
+    header = json.loads(bytes(_read_exact(sock, length)))
+    payload = _read_exact(sock, header.get("payload_bytes", 0))
+    return header, payload
+
+
+def _write_frame(sock, header, chunks=()):
+    header["payload_bytes"] = sum(len(c) for c in chunks)
+    data = json.dumps(header).encode()
+    sock.sendall(_HEADER.pack(len(data)) + data)
+    for chunk in chunks:
+        sock.sendall(chunk)
+
+
+def _decode(header, payload):
+    """The element as the function sees it: one unnamed component is its
+    value, several a tuple, named ones a dict (as the sluice package gives
+    them)."""
+    values, offset = [], 0
+    for c in header["components"]:
+        shape = tuple(c["shape"])
+        if c["dtype"] == "string":
+            items = []
+            for n in c["lengths"]:
+                items.append(bytes(payload[offset : offset + n]))
+                offset += n
+            value = items[0] if shape == () else np.array(items, dtype=object).reshape(shape)
+        else:
+            n = c["nbytes"]
+            value = np.frombuffer(payload[offset : offset + n], dtype=c["dtype"]).reshape(shape)
+            offset += n
+            if shape == ():
+                value = value[()]
+        values.append(value)
+    names = header.get("names") or []
+    if names:
+        return dict(zip(names, values))
+    return values[0] if len(values) == 1 else tuple(values)
+
+
+def _as_array(value):
+    if type(value).__module__.startswith("torch"):
+        value = value.detach().cpu().numpy()
+    if isinstance(value, (bytes, str)):
+        return np.array(value.encode() if isinstance(value, str) else value, dtype=object)
+    array = np.asarray(value)
+    if array.dtype.kind in "OSU":
+        flat = [v.encode() if isinstance(v, str) else bytes(v) for v in array.reshape(-1)]
+        return np.array(flat, dtype=object).reshape(array.shape)
+    return np.asarray(array, order="C")  # ascontiguousarray would make a scalar a 1-element vector
+
+
+def _encode(result):
+    if isinstance(result, dict):
+        names, values = [str(k) for k in result], list(result.values())
+    elif isinstance(result, tuple):
+        names, values = [], list(result)
+    else:
+        names, values = [], [result]
+    components, chunks = [], []
+    for value in values:
+        array = _as_array(value)
+        if array.dtype == object:
+            items = [bytes(v) for v in array.reshape(-1)]
+            components.append({"dtype": "string", "shape": list(array.shape), "lengths": [len(v) for v in items]})
+            chunks.extend(items)
+        else:
+            if array.dtype.name not in _DTYPES:
+                raise TypeError(f"returned an array of dtype {array.dtype.name}, which Sluice has no dtype for")
+            components.append({"dtype": array.dtype.name, "shape": list(array.shape), "nbytes": array.nbytes})
+            chunks.append(memoryview(array).cast("B"))
+    return {"ok": True, "names": names, "components": components}, chunks
+
+
+_DTYPES = {"bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16", "float32", "float64"}
+
+
+def _error(error, frames):
+    # The frames below this file's own: the function's, and what it called.
+    trace = [f for f in traceback.extract_tb(error.__traceback__) if f.filename != "<string>"][-frames:]
+    return {"ok": False, "type": type(error).__name__, "message": str(error), "traceback": "".join(traceback.format_list(trace))}
+
+
+def main(argv):
+    sock = socket.socket(fileno=int(argv[0]))
+    paths = [argv[i + 1] for i, a in enumerate(argv) if a == "--path"]
+    modules = [argv[i + 1] for i, a in enumerate(argv) if a == "--module"]
+    import_on_call = "--import-on-call" in argv  # local use only: no daemon, no operator
+    sys.path[:0] = paths
+    try:
+        for name in modules:
+            importlib.import_module(name)
+    except BaseException as error:  # told to the worker, which refuses to start the pool
+        _write_frame(sock, {**_error(error, 3), "module": name})
+        return 1
+    _write_frame(sock, {"ok": True, "pid": os.getpid()})
+    functions = {}
+    while True:
+        try:
+            header, payload = _read_frame(sock)
+        except EOFError:
+            return 0
+        try:
+            name = header["fn"]
+            if name not in functions:
+                module, _, attribute = name.rpartition(".")
+                if module not in sys.modules:
+                    if not import_on_call:
+                        raise ImportError(f"module '{module}' is not loaded")
+                    importlib.import_module(module)
+                fn = getattr(sys.modules[module], attribute)
+                try:
+                    takes_seed = "seed" in inspect.signature(fn).parameters
+                except (TypeError, ValueError):
+                    takes_seed = False
+                functions[name] = (fn, takes_seed)
+            fn, takes_seed = functions[name]
+            kwargs = dict(header.get("args") or {})
+            worker = sys.modules.get("sluice.worker")
+            if worker is not None:
+                worker._seed = header["seed"]
+            if takes_seed:
+                kwargs["seed"] = header["seed"]
+            reply, chunks = _encode(fn(_decode(header, payload), **kwargs))
+        except Exception as error:  # the element's error, with its traceback
+            reply, chunks = _error(error, 4), []
+        _write_frame(sock, reply, chunks)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

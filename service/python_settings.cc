@@ -1,0 +1,35 @@
+#include "service/python_settings.h"
+
+#include <spdlog/spdlog.h>
+
+#include "absl/strings/str_join.h"
+#include "pipeline/python_function.h"
+
+namespace sluice {
+
+void AddPythonSettings(ConfigSchema* schema, PythonSettings* settings) {
+  schema->AddStringList("python.path", &settings->path,
+                        "directories put first on the Python processes' sys.path (the operator's modules)");
+  schema->AddStringList(
+      "python.modules", &settings->modules,
+      "Python modules the processes import at start: the only ones whose functions pipelines "
+      "may call (map: {fn: 'py:MODULE.FUNCTION'})");
+  schema->AddInt("python.processes", &settings->processes, 1, 1024,
+                 "Python processes per daemon; calls run in parallel on them");
+  schema->AddInt("python.max_rss_bytes", &settings->max_rss_bytes, 0, int64_t{1} << 50,
+                 "a Python process resident past this fails its call and is replaced; 0: no limit");
+  schema->AddInt("python.call_timeout_ms", &settings->call_timeout_ms, 1, 86400000,
+                 "a Python call running longer fails and its process is replaced");
+  schema->AddString("python.interpreter", &settings->interpreter, "the Python interpreter of the processes");
+}
+
+absl::Status SetUpPythonFunctions(const PythonSettings& settings, const std::string& owner,
+                                  bool start_processes) {
+  if (!settings.modules.empty()) {
+    spdlog::info("Python functions of [{}] run in {} processes of {}", absl::StrJoin(settings.modules, ", "),
+                 settings.processes, settings.interpreter);
+  }
+  return ConfigurePythonFunctions(settings, owner, start_processes && !settings.modules.empty());
+}
+
+}  // namespace sluice

@@ -1,0 +1,25 @@
+// The daemons' `python:` settings (path, modules, processes, max_rss_bytes,
+// call_timeout_ms, interpreter): which operator modules pipelines' `py:`
+// functions may call, and the pool that runs them (pipeline/python_pool.h).
+#ifndef SLUICE_SERVICE_PYTHON_SETTINGS_H_
+#define SLUICE_SERVICE_PYTHON_SETTINGS_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "config/config_schema.h"
+#include "pipeline/python_pool.h"
+
+namespace sluice {
+
+void AddPythonSettings(ConfigSchema* schema, PythonSettings* settings);
+
+// Makes `settings` the process's (ConfigurePythonFunctions). A worker
+// (`start_processes`) starts one process now, so that a module that does
+// not import stops it at start, naming the module.
+absl::Status SetUpPythonFunctions(const PythonSettings& settings, const std::string& owner,
+                                  bool start_processes);
+
+}  // namespace sluice
+
+#endif  // SLUICE_SERVICE_PYTHON_SETTINGS_H_

@@ -1,0 +1,120 @@
+"""Issue 35: Python functions of the operator's modules run on the workers
+(`map: {fn: "py:MODULE.FUNCTION"}`), in a pool of Python processes, through
+real daemons: values, keyword arguments and dicts; an exception reaching
+the reader with its type and message; a crash that fails its task while the
+worker serves on; a module the workers do not load; seeds that repeat."""
+
+import os
+import time
+
+import numpy as np
+import pytest
+
+import sluice
+from test_service import alive  # pytest puts this folder on sys.path
+
+Dataset = sluice.Dataset
+
+MODULE = '''
+import ctypes
+import numpy as np
+import sluice.worker
+
+def double(x):
+    return x * 2
+
+def scale(x, factor):
+    return x * factor
+
+def to_dict(x):
+    return {"x": x, "half": np.float32(x) / 2}
+
+def fail(x):
+    if int(x) == 3:
+        raise KeyError(f"no entry {int(x)}")
+    return x
+
+def crash(x):
+    if int(x) == 2:
+        ctypes.string_at(0)
+    return x
+
+def noise(x):
+    return np.random.default_rng(sluice.worker.seed()).integers(0, 1 << 40)
+'''
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("modules")
+    (folder / "augment.py").write_text(MODULE)
+    python = {"path": [str(folder)], "modules": ["augment"], "processes": 2, "call_timeout_ms": 20000}
+    with sluice.LocalCluster(workers=1, worker_config={"python": python}, dispatcher_config={"python": python}) as c:
+        yield c
+
+
+def read(dataset, cluster):
+    return [np.asarray(v).tolist() for v in dataset.distribute("parallel_epochs", cluster.service)]
+
+
+def test_a_workers_python_functions_map_the_elements(cluster):
+    assert read(Dataset.range(6).map("py:augment.double"), cluster) == [0, 2, 4, 6, 8, 10]
+    assert read(Dataset.range(3).map("py:augment.scale", factor=7), cluster) == [0, 7, 14]
+    halves = list(Dataset.range(3).map("py:augment.to_dict").distribute("parallel_epochs", cluster.service))
+    assert [(int(e["x"]), float(e["half"])) for e in halves] == [(0, 0.0), (1, 0.5), (2, 1.0)]
+    # In parallel on the pool, in order.
+    assert read(Dataset.range(100).map("py:augment.double", num_parallel_calls=2), cluster) == list(range(0, 200, 2))
+
+
+def test_an_exception_reaches_the_reader_and_the_next_read_works(cluster):
+    with pytest.raises(ValueError, match=r"py:augment.fail: KeyError: 'no entry 3'"):
+        read(Dataset.range(6).map("py:augment.fail"), cluster)
+    assert read(Dataset.range(6).map("py:augment.fail").ignore_errors(quiet=True), cluster) == [0, 1, 2, 4, 5]
+
+
+def test_a_crash_fails_its_task_and_the_worker_serves_on(cluster):
+    with pytest.raises(Exception, match=r"its Python process ended .*signal 11"):
+        read(Dataset.range(5).map("py:augment.crash"), cluster)
+    assert cluster.workers[0].poll() is None
+    assert read(Dataset.range(4).map("py:augment.double"), cluster) == [0, 2, 4, 6]
+
+
+def test_a_module_the_workers_do_not_load_is_refused(cluster):
+    with pytest.raises(Exception, match=r"does not load the Python module 'os' \(python.modules: \[augment\]\)") as e:
+        read(Dataset.range(2).map("py:os.getcwd"), cluster)
+    assert e.value.code == "FAILED_PRECONDITION"
+
+
+def test_seeded_python_randomness_repeats(cluster):
+    first = read(Dataset.range(8).map("py:augment.noise", seed=3), cluster)
+    assert first == read(Dataset.range(8).map("py:augment.noise", seed=3), cluster)
+    assert first != read(Dataset.range(8).map("py:augment.noise", seed=4), cluster)
+    assert len(set(first)) == 8
+
+
+def children(pid):
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid and fields[0] != "Z":
+                found.append(int(entry))
+    return found
+
+
+def test_a_killed_workers_python_processes_exit_with_it(tmp_path):
+    (tmp_path / "augment.py").write_text(MODULE)
+    python = {"path": [str(tmp_path)], "modules": ["augment"], "processes": 2}
+    with sluice.LocalCluster(workers=1, worker_config={"python": python}, dispatcher_config={"python": python}) as c:
+        assert read(Dataset.range(40).map("py:augment.double", num_parallel_calls=2), c) == list(range(0, 80, 2))
+        pool = children(c.workers[0].pid)
+        assert len(pool) == 2
+        c.kill_worker(0)
+        deadline = time.monotonic() + 20
+        while any(alive(pid) for pid in pool):
+            assert time.monotonic() < deadline, "the pool outlived its worker"
+            time.sleep(0.05)
