@@ -14,6 +14,8 @@ packages=(
   # tests' and the demo's tokenizer model, python3-sentencepiece is the
   # text benchmark's Python baseline.
   libsimdjson-dev libsentencepiece-dev sentencepiece python3-sentencepiece
+  # Python callables shipped to workers (python.allow_client_functions).
+  python3-cloudpickle
   python3-dev pybind11-dev python3-numpy python3-pytest python3-pytest-timeout python3-torch python3-torchvision python3-pil
   # mypy's stubtest checks python/sluice/_sluice.pyi against the built module.
   mypy

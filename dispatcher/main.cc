@@ -31,7 +31,9 @@ int main(int argc, char** argv) {
     std::cerr << "dispatcherd: " << security.status().message() << "\n";
     return sluice::kConfigErrorExitCode;
   }
-  if (absl::Status status = sluice::SetUpPythonFunctions(config.python, "the dispatcher", false);
+  if (absl::Status status =
+          sluice::SetUpPythonFunctions(config.python, "the dispatcher", false,
+                                       !security->client_token.empty() || !security->tenants.empty());
       !status.ok()) {
     std::cerr << "dispatcherd: " << status.message() << "\n";
     return sluice::kConfigErrorExitCode;

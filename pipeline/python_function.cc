@@ -13,6 +13,10 @@
 namespace sluice {
 namespace {
 
+// The module of the callables clients ship (client_functions.h in the
+// Python package): not a real module; the host unpickles the function.
+constexpr char kClientModule[] = "__client__";
+
 struct PythonState {
   absl::Mutex mu;
   bool configured ABSL_GUARDED_BY(mu) = false;  // by a daemon
@@ -59,7 +63,7 @@ absl::Status ConfigurePythonFunctions(std::optional<PythonSettings> settings, co
     return absl::OkStatus();
   }
   std::shared_ptr<PythonPool> pool;
-  if (!settings->modules.empty()) {
+  if (!settings->modules.empty() || settings->allow_client_functions) {
     if (settings->processes < 1) {
       return absl::InvalidArgumentError(
           absl::StrCat("python.processes must be at least 1, got ", settings->processes));
@@ -110,7 +114,16 @@ absl::StatusOr<std::unique_ptr<ElementFunction>> MakePythonFunction(const proto:
     state.pool = std::make_shared<PythonPool>(local, state.owner);
   }
   const bool local = state.settings.has_value() && state.settings->import_on_call;
-  if (!local) {
+  if (module == kClientModule) {
+    if (!local && !(state.settings.has_value() && state.settings->allow_client_functions)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("a Python callable of the client (", name, "), which ",
+                       state.owner.empty() ? "this daemon" : state.owner,
+                       " does not run: its operator allows them with python.allow_client_functions (and auth "
+                       "on); or put the "
+                       "function in a module of the workers' python.modules and name it py:MODULE.FUNCTION"));
+    }
+  } else if (!local) {
     const std::vector<std::string> none;
     const std::vector<std::string>& modules = state.settings.has_value() ? state.settings->modules : none;
     if (std::find(modules.begin(), modules.end(), module) == modules.end()) {

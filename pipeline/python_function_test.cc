@@ -133,8 +133,9 @@ TEST_CASE("python functions: an exception is the element's error, with its type,
   CHECK(IntsOf(Dataset::Range(6).Map("py:augment.fail").IgnoreErrors(true)) == Ints{0, 1, 2, 4, 5});
 }
 
-TEST_CASE("python functions: a crash, a memory hog and a hang fail their call; a new process serves on",
-          "[python_functions]") {
+TEST_CASE(
+    "python functions: a crash, a memory hog and a hang each fail their call, then a new process serves",
+    "[python_functions]") {
   Operator op(1);
   const absl::Status crash = FirstError(Dataset::Range(5).Map("py:augment.crash"));
   CHECK(crash.code() == absl::StatusCode::kInternal);

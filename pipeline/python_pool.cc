@@ -93,6 +93,7 @@ absl::StatusOr<std::unique_ptr<PythonPool::Process>> PythonPool::Spawn() {
   for (const std::string& dir : settings_.path) args.insert(args.end(), {"--path", dir});
   for (const std::string& module : settings_.modules) args.insert(args.end(), {"--module", module});
   if (settings_.import_on_call) args.push_back("--import-on-call");
+  if (settings_.allow_client_functions || settings_.import_on_call) args.push_back("--client-functions");
   std::vector<char*> argv;
   for (std::string& arg : args) argv.push_back(arg.data());
   argv.push_back(nullptr);

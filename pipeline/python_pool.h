@@ -30,6 +30,9 @@ struct PythonSettings {
   int64_t max_rss_bytes = 0;  // 0: no limit
   int64_t call_timeout_ms = 60000;
   std::string interpreter = "/usr/bin/python3";
+  // Run the callables clients ship (py:__client__.call, cloudpickled):
+  // remote code execution for every holder of the client token.
+  bool allow_client_functions = false;
   // Local use only (no daemon): import a module when a call first names it.
   bool import_on_call = false;
 };

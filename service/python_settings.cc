@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "absl/status/status.h"
 #include "absl/strings/str_join.h"
 #include "pipeline/python_function.h"
 
@@ -21,15 +22,27 @@ void AddPythonSettings(ConfigSchema* schema, PythonSettings* settings) {
   schema->AddInt("python.call_timeout_ms", &settings->call_timeout_ms, 1, 86400000,
                  "a Python call running longer fails and its process is replaced");
   schema->AddString("python.interpreter", &settings->interpreter, "the Python interpreter of the processes");
+  schema->AddBool("python.allow_client_functions", &settings->allow_client_functions,
+                  "run the Python callables clients ship (cloudpickled) in the processes: remote code "
+                  "execution for every holder of a client token; needs auth");
 }
 
 absl::Status SetUpPythonFunctions(const PythonSettings& settings, const std::string& owner,
-                                  bool start_processes) {
+                                  bool start_processes, bool clients_authenticated) {
+  if (settings.allow_client_functions && !clients_authenticated) {
+    return absl::FailedPreconditionError(
+        "python.allow_client_functions runs the Python code any client sends: it needs client "
+        "authentication (auth.client_token_file or auth.clients), so that only holders of a token can");
+  }
+  if (settings.allow_client_functions) {
+    spdlog::warn("python.allow_client_functions: every holder of a client token can run Python code here");
+  }
   if (!settings.modules.empty()) {
     spdlog::info("Python functions of [{}] run in {} processes of {}", absl::StrJoin(settings.modules, ", "),
                  settings.processes, settings.interpreter);
   }
-  return ConfigurePythonFunctions(settings, owner, start_processes && !settings.modules.empty());
+  return ConfigurePythonFunctions(
+      settings, owner, start_processes && (!settings.modules.empty() || settings.allow_client_functions));
 }
 
 }  // namespace sluice

@@ -47,7 +47,9 @@ int main(int argc, char** argv) {
     std::cerr << "workerd: " << security.status().message() << "\n";
     return sluice::kConfigErrorExitCode;
   }
-  if (absl::Status status = sluice::SetUpPythonFunctions(config.python, "worker", true); !status.ok()) {
+  if (absl::Status status = sluice::SetUpPythonFunctions(
+          config.python, "worker", true, !security->client_token.empty() || !security->tenants.empty());
+      !status.ok()) {
     std::cerr << "workerd: " << status.message() << "\n";
     return sluice::kConfigErrorExitCode;
   }

@@ -118,11 +118,19 @@ def _error(error, frames):
     return {"ok": False, "type": type(error).__name__, "message": str(error), "traceback": "".join(traceback.format_list(trace))}
 
 
+def _takes_seed(fn):
+    try:
+        return "seed" in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+
+
 def main(argv):
     sock = socket.socket(fileno=int(argv[0]))
     paths = [argv[i + 1] for i, a in enumerate(argv) if a == "--path"]
     modules = [argv[i + 1] for i, a in enumerate(argv) if a == "--module"]
     import_on_call = "--import-on-call" in argv  # local use only: no daemon, no operator
+    client_functions = "--client-functions" in argv  # python.allow_client_functions
     sys.path[:0] = paths
     try:
         for name in modules:
@@ -139,6 +147,19 @@ def main(argv):
             return 0
         try:
             name = header["fn"]
+            kwargs = dict(header.get("args") or {})
+            if name == "__client__.call":
+                # A callable the client shipped (cloudpickled), by its pickle.
+                name = kwargs.pop("pickled", "")
+                if name not in functions:
+                    if not client_functions:
+                        raise PermissionError("this worker does not run client functions")
+                    import base64
+
+                    import cloudpickle
+
+                    fn = cloudpickle.loads(base64.b64decode(name))
+                    functions[name] = (fn, _takes_seed(fn))
             if name not in functions:
                 module, _, attribute = name.rpartition(".")
                 if module not in sys.modules:
@@ -146,13 +167,8 @@ def main(argv):
                         raise ImportError(f"module '{module}' is not loaded")
                     importlib.import_module(module)
                 fn = getattr(sys.modules[module], attribute)
-                try:
-                    takes_seed = "seed" in inspect.signature(fn).parameters
-                except (TypeError, ValueError):
-                    takes_seed = False
-                functions[name] = (fn, takes_seed)
+                functions[name] = (fn, _takes_seed(fn))
             fn, takes_seed = functions[name]
-            kwargs = dict(header.get("args") or {})
             worker = sys.modules.get("sluice.worker")
             if worker is not None:
                 worker._seed = header["seed"]

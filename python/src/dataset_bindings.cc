@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "python/src/bindings.h"
 #include "python/src/callables.h"
+#include "python/src/client_functions.h"
 #include "python/src/read_ahead.h"
 #include "python/src/status.h"
 #include "python/src/values.h"
@@ -313,8 +314,10 @@ void BindDataset(py::module_& module) {
             if (py::isinstance<py::str>(fn))
               return self.Map(fn.cast<std::string>(), ArgsFromKwargs(args), options);
             RequireCallable(fn, "map", args);
-            return self.MapLocal(MapFunctionFromPython(py::reinterpret_borrow<py::function>(fn)),
-                                 std::nullopt, options);
+            const auto callable = py::reinterpret_borrow<py::function>(fn);
+            Dataset made = self.MapLocal(MapFunctionFromPython(callable), std::nullopt, options);
+            RememberCallable(made, callable);
+            return made;
           },
           py::arg("fn"), py::kw_only(), py::arg("num_parallel_calls") = 0, py::arg("deterministic") = true,
           "map(fn, *, num_parallel_calls=0, deterministic=True, **args)\n\n"
@@ -328,7 +331,10 @@ void BindDataset(py::module_& module) {
           [](const Dataset& self, py::handle fn, const py::kwargs& args) {
             if (py::isinstance<py::str>(fn)) return self.Filter(fn.cast<std::string>(), ArgsFromKwargs(args));
             RequireCallable(fn, "filter", args);
-            return self.FilterLocal(PredicateFromPython(py::reinterpret_borrow<py::function>(fn)));
+            const auto callable = py::reinterpret_borrow<py::function>(fn);
+            Dataset made = self.FilterLocal(PredicateFromPython(callable));
+            RememberCallable(made, callable);
+            return made;
           },
           py::arg("fn"),
           "filter(fn, **args)\n\nKeeps the elements for which fn is true: a registered predicate's name "
@@ -406,8 +412,11 @@ void BindDataset(py::module_& module) {
              std::optional<std::string> sharding_policy, int64_t max_outstanding_requests, int64_t timeout_ms,
              bool allow_partial, int64_t connections_per_worker, const std::string& transport,
              bool deterministic) {
-            ThrowIfError(self.CheckRunsOnService());
-            return self.ReadFromService(ServiceOptionsFrom(
+            // Python callables go to the workers pickled; the service runs
+            // them only where its operator allows client functions.
+            const Dataset shipped = ShipCallables(self);
+            ThrowIfError(shipped.CheckRunsOnService());
+            return shipped.ReadFromService(ServiceOptionsFrom(
                 processing_mode, service, job_name, num_consumers, consumer_index, compression, exactly_once,
                 sharding_policy, max_outstanding_requests, timeout_ms, allow_partial, connections_per_worker,
                 transport, deterministic));

@@ -79,16 +79,18 @@ def test_a_callables_exception_reaches_the_caller_as_itself():
     assert [int(x) for x in sluice.Dataset.range(3).map(functools.partial(np.add, 5))] == [5, 6, 7]
 
 
-def test_a_callable_before_distribute_is_refused_naming_the_way_to_run_on_workers():
-    with pytest.raises(ValueError) as refused:
-        sluice.Dataset.range(4).map(lambda x: x).distribute("distributed_epoch", "grpc://127.0.0.1:1")
-    assert refused.value.code == "INVALID_ARGUMENT"
-    message = str(refused.value)
-    assert message.startswith("step 2 runs a function of this process (local:")
-    assert "which the data service's workers cannot run: move the step after `distribute`" in message
-    assert "registered element function (`sluice functions` lists them) or one from a plugin" in message
-    with pytest.raises(ValueError, match="step 3 runs a function of this process"):
-        sluice.Dataset.range(4).batch(2).filter(lambda b: True).distribute("parallel_epochs", "grpc://127.0.0.1:1")
+def test_a_callable_before_distribute_is_shipped_to_the_workers():
+    # Pickled (cloudpickle) into a py:__client__.call step, which workers run
+    # only where their operator allows client functions
+    # (test_python_transforms.py reads both kinds of cluster).
+    shipped = sluice.Dataset.range(4).map(lambda x: x).distribute("distributed_epoch", "grpc://127.0.0.1:1")
+    assert b"py:__client__.call" in shipped.serialize()
+    assert b"local:" not in shipped.serialize()
+    filtered = sluice.Dataset.range(4).batch(2).filter(lambda b: True).distribute("parallel_epochs", "grpc://127.0.0.1:1")
+    assert b"py:__client__.call" in filtered.serialize()
+    # After distribute, callables stay in this process.
+    after = sluice.Dataset.range(4).distribute("parallel_epochs", "grpc://127.0.0.1:1").map(lambda x: x)
+    assert b"py:__client__.call" not in after.serialize()
 
 
 def test_datasets_pickle_unless_they_hold_a_callable():

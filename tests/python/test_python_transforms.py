@@ -4,7 +4,10 @@ real daemons: values, keyword arguments and dicts; an exception reaching
 the reader with its type and message; a crash that fails its task while the
 worker serves on; a module the workers do not load; seeds that repeat."""
 
+import json
 import os
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -118,3 +121,59 @@ def test_a_killed_workers_python_processes_exit_with_it(tmp_path):
         while any(alive(pid) for pid in pool):
             assert time.monotonic() < deadline, "the pool outlived its worker"
             time.sleep(0.05)
+
+
+def test_a_client_callable_is_refused_where_the_operator_does_not_allow_them(cluster):
+    with pytest.raises(ValueError, match=r"python.allow_client_functions \(and auth on\); or put the function in a "
+                       r"module of the workers' python.modules") as e:
+        read(Dataset.range(3).map(lambda x: x + 1), cluster)
+    assert e.value.code == "INVALID_ARGUMENT"
+    # After distribute, a callable runs here as always.
+    assert [int(v) for v in Dataset.range(3).distribute("parallel_epochs", cluster.service).map(lambda x: x + 1)] == [
+        1,
+        2,
+        3,
+    ]
+
+
+def test_allowing_client_functions_needs_auth():
+    python = {"allow_client_functions": True}
+    with pytest.raises(RuntimeError, match=r"python.allow_client_functions runs the Python code any client sends: "
+                       r"it needs client authentication"):
+        sluice.LocalCluster(workers=0, dispatcher_config={"python": python}).start()
+
+
+CLIENT_SCRIPT = '''
+import json, sys
+import numpy as np
+import sluice
+flags = sys.argv[1:]
+python = {"allow_client_functions": True, "processes": 2}
+with sluice.LocalCluster(workers=1, dispatcher_args=flags, worker_args=flags,
+                         worker_config={"python": python}, dispatcher_config={"python": python}) as c:
+    offset = 100
+    squares = sluice.Dataset.range(5).map(lambda x: x * x + offset, num_parallel_calls=2)
+    evens = sluice.Dataset.range(10).filter(lambda x: x % 2 == 0)
+    def noisy(x, seed):
+        return np.random.default_rng(seed).integers(0, 1 << 40)
+    seeded = sluice.Dataset.range(4).map(noisy)
+    read = lambda ds: [int(v) for v in ds.distribute("parallel_epochs", c.service)]
+    print(json.dumps([read(squares), read(evens), read(seeded), read(seeded)]))
+'''
+
+
+def test_a_client_callable_runs_on_workers_that_allow_them(tmp_path):
+    for name, token in (("cluster", "cluster-0123456789abcdef"), ("client", "client-fedcba9876543210")):
+        (tmp_path / f"{name}.token").write_text(token + "\n")
+        os.chmod(tmp_path / f"{name}.token", 0o400)
+    flags = ["--auth-cluster-token-file", str(tmp_path / "cluster.token")]
+    flags += ["--auth-client-token-file", str(tmp_path / "client.token")]
+    env = dict(os.environ, SLUICE_TOKEN_FILE=str(tmp_path / "client.token"))
+    done = subprocess.run(
+        [sys.executable, "-c", CLIENT_SCRIPT] + flags, capture_output=True, text=True, env=env, timeout=100
+    )
+    assert done.returncode == 0, done.stderr
+    squares, evens, seeded, again = json.loads(done.stdout.strip().splitlines()[-1])
+    assert squares == [100, 101, 104, 109, 116]
+    assert evens == [0, 2, 4, 6, 8]
+    assert seeded == again and len(set(seeded)) == 4
