@@ -6,10 +6,14 @@
   RandomHorizontalFlip, ToTensor, Normalize in DataLoader(batch_size=64,
   shuffle=True, num_workers=P): P worker processes, batches collated and
   handed to the trainer through shared memory.
+  Each epoch starts its worker processes again (fork; no
+  persistent_workers), as the DataLoader does by default; timed: the
+  second epoch.
 - sluice: the same transform (bench/python_modules/tv_transforms.py, a
   module the worker loads) on one workerd with python.processes P,
   image_folder -> map(py:tv_transforms.train, num_parallel_calls=P) ->
-  batch(64) -> distribute, read by this process.
+  batch(64) -> distribute, read by this process; timed: the second epoch
+  (the pool's processes are started with the worker and kept).
 - alone: the transform in this one process, image after image (file read,
   decode, transform; no batching): the physical reference.
 - hop: the pool's cost per element, a no-op Python function on int64
@@ -80,6 +84,8 @@ def sluice_service(root, processes):
             .batch(64)
             .distribute("parallel_epochs", c.service)
         )
+        for _ in ds:  # an untimed epoch, as for the DataLoader
+            pass
         start, images = time.perf_counter(), 0
         for batch in ds:
             images += batch["image"].shape[0]

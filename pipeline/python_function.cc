@@ -70,7 +70,7 @@ absl::Status ConfigurePythonFunctions(std::optional<PythonSettings> settings, co
     }
     pool = std::make_shared<PythonPool>(*settings, owner);
     if (start_processes) {
-      if (absl::Status s = pool->CheckStarts(); !s.ok()) return s;
+      if (absl::Status s = pool->StartAll(); !s.ok()) return s;
     }
   }
   PythonState& state = State();

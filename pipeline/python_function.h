@@ -21,8 +21,9 @@ inline constexpr char kPythonFunctionPrefix[] = "py:";
 
 // Process-wide, set by a daemon before it serves; std::nullopt goes back
 // to none (local use, or a daemon that refuses py: functions). With
-// `start_processes`, the pool starts one process now, so that a module
-// that does not import fails the daemon's start.
+// `start_processes`, the pool starts its processes now, so that a module
+// that does not import fails the daemon's start and the first reads find
+// them ready.
 absl::Status ConfigurePythonFunctions(std::optional<PythonSettings> settings, const std::string& owner,
                                       bool start_processes);
 

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -221,11 +222,25 @@ void PythonPool::Release(std::unique_ptr<Process> process) {
   idle_.push_back(std::move(process));
 }
 
-absl::Status PythonPool::CheckStarts() {
-  absl::StatusOr<std::unique_ptr<Process>> process = Acquire();
-  if (!process.ok()) return process.status();
-  Release(*std::move(process));
-  return absl::OkStatus();
+absl::Status PythonPool::StartAll() {
+  // All at once: each imports the operator's modules (torch takes seconds),
+  // which would otherwise hold up the first calls of a read.
+  const int64_t count = settings_.processes;
+  std::vector<absl::StatusOr<std::unique_ptr<Process>>> started(count);
+  {
+    std::vector<std::thread> threads;
+    for (int64_t i = 0; i < count; ++i) threads.emplace_back([this, &started, i] { started[i] = Acquire(); });
+    for (std::thread& t : threads) t.join();
+  }
+  absl::Status first_error;
+  for (auto& process : started) {
+    if (process.ok()) {
+      Release(*std::move(process));
+    } else if (first_error.ok()) {
+      first_error = process.status();
+    }
+  }
+  return first_error;
 }
 
 absl::StatusOr<Element> PythonPool::Call(const std::string& what, const PythonFrame& request) {

@@ -44,9 +44,9 @@ class PythonPool {
   PythonPool(const PythonPool&) = delete;
   PythonPool& operator=(const PythonPool&) = delete;
 
-  // Starts a process now (kept for the first call): FailedPrecondition
-  // naming the module when one does not import.
-  absl::Status CheckStarts();
+  // Starts every process now, in parallel (kept for the first calls):
+  // FailedPrecondition naming the module when one does not import.
+  absl::Status StartAll();
   // Runs `request` (EncodePythonCall) in a free process; `what` names the
   // function in errors.
   absl::StatusOr<Element> Call(const std::string& what, const PythonFrame& request);

@@ -15,7 +15,7 @@ namespace sluice {
 void AddPythonSettings(ConfigSchema* schema, PythonSettings* settings);
 
 // Makes `settings` the process's (ConfigurePythonFunctions). A worker
-// (`start_processes`) starts one process now, so that a module that does
+// (`start_processes`) starts its processes now, so that a module that does
 // not import stops it at start, naming the module. Client functions run
 // what any client sends: refused unless `clients_authenticated`.
 absl::Status SetUpPythonFunctions(const PythonSettings& settings, const std::string& owner,
