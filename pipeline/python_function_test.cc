@@ -5,6 +5,7 @@
 // daemon did not load, and seeded functions that repeat and restore.
 #include "pipeline/python_function.h"
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdint>
 #include <optional>
@@ -71,6 +72,9 @@ def noisy(x, seed):
 
 def keep_even(x):
     return int(x) % 2 == 0
+
+def big(x):
+    return np.full(40 << 20, 3, dtype=np.uint8) + x[:1]
 )";
 
 // The module written to a folder, and the process's py: functions set up
@@ -113,6 +117,17 @@ TEST_CASE("python functions: values, keyword arguments, dicts and strings", "[py
   Ints doubled;
   for (int64_t i = 0; i < 200; ++i) doubled.push_back(2 * i);
   CHECK(IntsOf(Dataset::Range(200).Map("py:augment.double", {}, {.num_parallel_calls = 2})) == doubled);
+  // Past the shared memory's half (32 MiB) each way: over the socket.
+  absl::StatusOr<std::vector<Element>> big =
+      Dataset::FromTensors({Tensor::FromVector<uint8_t>(std::vector<uint8_t>(size_t{36} << 20, 1))})
+          .Map("py:augment.big")
+          .Collect();
+  REQUIRE(big.ok());
+  REQUIRE(big->size() == 1);
+  const Tensor& bytes = (*big)[0].components[0];
+  REQUIRE(bytes.num_elements() == int64_t{40} << 20);
+  CHECK(std::all_of(bytes.data<uint8_t>(), bytes.data<uint8_t>() + bytes.num_elements(),
+                    [](uint8_t v) { return v == 4; }));
   // A predicate for filter and take_while.
   CHECK(IntsOf(Dataset::Range(7).Filter("py:augment.keep_even")) == Ints{0, 2, 4, 6});
   CHECK(IntsOf(Dataset::Range(7).TakeWhile("py:augment.keep_even")) == Ints{0});

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
@@ -63,13 +64,28 @@ absl::Status WriteAll(int fd, std::vector<iovec> pieces) {
   return absl::OkStatus();
 }
 
-absl::Status SendFrame(int fd, const PythonFrame& frame) {
-  const uint64_t length = frame.header.size();  // little-endian on every host Sluice builds for
+// The frame's tensor bytes go into `shared` (the request half) when they
+// fit, and the header says so; else they follow it on the socket.
+absl::Status SendFrame(int fd, char* shared, size_t shared_half, const PythonFrame& frame) {
+  size_t total = 0;
+  for (const auto& piece : frame.payload) total += piece.second;
+  std::string header = frame.header;
   std::vector<iovec> pieces;
+  if (total <= shared_half && !header.empty() && header.back() == '}') {
+    size_t offset = 0;
+    for (const auto& [data, size] : frame.payload) {
+      if (size > 0) std::memcpy(shared + offset, data, size);
+      offset += size;
+    }
+    header.insert(header.size() - 1, ",\"shm\":true");
+  }
+  const uint64_t length = header.size();  // little-endian on every host Sluice builds for
   pieces.push_back({const_cast<uint64_t*>(&length), sizeof(length)});
-  pieces.push_back({const_cast<char*>(frame.header.data()), frame.header.size()});
-  for (const auto& [data, size] : frame.payload) {
-    if (size > 0) pieces.push_back({const_cast<char*>(data), size});
+  pieces.push_back({header.data(), header.size()});
+  if (total > shared_half) {
+    for (const auto& [data, size] : frame.payload) {
+      if (size > 0) pieces.push_back({const_cast<char*>(data), size});
+    }
   }
   return WriteAll(fd, std::move(pieces));
 }
@@ -90,7 +106,24 @@ absl::StatusOr<std::unique_ptr<PythonPool::Process>> PythonPool::Spawn() {
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) {
     return absl::ResourceExhaustedError(absl::StrCat("python: socketpair: ", std::strerror(errno)));
   }
-  std::vector<std::string> args = {settings_.interpreter, "-c", kPythonHostScript, "3"};
+  const int memory = memfd_create("sluice-python", MFD_CLOEXEC);
+  if (memory < 0 || ftruncate(memory, static_cast<off_t>(kSharedBytes)) != 0) {
+    const int error = errno;
+    if (memory >= 0) close(memory);
+    close(fds[0]);
+    close(fds[1]);
+    return absl::ResourceExhaustedError(absl::StrCat("python: shared memory: ", std::strerror(error)));
+  }
+  void* shared = mmap(nullptr, kSharedBytes, PROT_READ | PROT_WRITE, MAP_SHARED, memory, 0);
+  if (shared == MAP_FAILED) {
+    const int error = errno;
+    close(memory);
+    close(fds[0]);
+    close(fds[1]);
+    return absl::ResourceExhaustedError(absl::StrCat("python: shared memory: ", std::strerror(error)));
+  }
+  std::vector<std::string> args = {settings_.interpreter,     "-c", kPythonHostScript, "3", "--shared", "4",
+                                   absl::StrCat(kSharedBytes)};
   for (const std::string& dir : settings_.path) args.insert(args.end(), {"--path", dir});
   for (const std::string& module : settings_.modules) args.insert(args.end(), {"--module", module});
   if (settings_.import_on_call) args.push_back("--import-on-call");
@@ -109,20 +142,24 @@ absl::StatusOr<std::unique_ptr<PythonPool::Process>> PythonPool::Spawn() {
     // PR_SET_PDEATHSIG: it fires when the forking *thread* ends (a task's),
     // not the worker. The host exits when the worker's end of the socket
     // closes, which the kernel does when the worker dies.
-    dup2(fds[1], 3);  // the copy does not close on exec
+    dup2(fds[1], 3);  // the copies do not close on exec
+    dup2(memory, 4);
     const int devnull = open("/dev/null", O_RDONLY);
     if (devnull >= 0) dup2(devnull, 0);
-    for (int fd = 4; fd < 1024; ++fd) close(fd);
+    for (int fd = 5; fd < 1024; ++fd) close(fd);
     execv(argv[0], argv.data());
     _exit(127);
   }
   close(fds[1]);
+  close(memory);  // the mapping stays
   auto process = std::make_unique<Process>();
   process->pid = pid;
   process->fd = fds[0];
-  std::string header, payload;
+  process->shared = static_cast<char*>(shared);
+  std::string header, storage;
+  std::string_view payload;
   const std::string what = absl::StrCat("python (", settings_.interpreter, ")");
-  if (absl::Status s = ReadFrame(*process, kStartTimeoutMs, what, &header, &payload); !s.ok()) {
+  if (absl::Status s = ReadFrame(*process, kStartTimeoutMs, what, &header, &payload, &storage); !s.ok()) {
     const std::string ended = Discard(std::move(process), true);
     return absl::FailedPreconditionError(
         absl::StrCat(owner_, " cannot start its Python processes: ", s.message(), " (", ended, ")"));
@@ -136,7 +173,7 @@ absl::StatusOr<std::unique_ptr<PythonPool::Process>> PythonPool::Spawn() {
 }
 
 absl::Status PythonPool::ReadFrame(Process& process, int64_t deadline_ms, const std::string& what,
-                                   std::string* header, std::string* payload) {
+                                   std::string* header, std::string_view* payload, std::string* storage) {
   const int64_t deadline = NowMs() + deadline_ms;
   auto read_exact = [&](char* out, size_t n) -> absl::Status {
     size_t got = 0;
@@ -171,17 +208,27 @@ absl::Status PythonPool::ReadFrame(Process& process, int64_t deadline_ms, const 
     return absl::InternalError(absl::StrCat(what, ": a reply header of ", length, " bytes"));
   header->resize(length);
   if (absl::Status s = read_exact(header->data(), length); !s.ok()) return s;
-  absl::StatusOr<uint64_t> bytes = PayloadBytes(*header);
-  if (!bytes.ok()) return bytes.status();
-  if (*bytes > (uint64_t{1} << 40))
-    return absl::InternalError(absl::StrCat(what, ": a reply of ", *bytes, " bytes"));
-  payload->resize(*bytes);
-  return read_exact(payload->data(), *bytes);
+  absl::StatusOr<PayloadPlace> place = PayloadOf(*header);
+  if (!place.ok()) return place.status();
+  if (place->shared) {
+    if (place->bytes > kSharedBytes / 2) {
+      return absl::InternalError(absl::StrCat(what, ": a shared reply of ", place->bytes, " bytes"));
+    }
+    *payload = std::string_view(process.shared + kSharedBytes / 2, place->bytes);
+    return absl::OkStatus();
+  }
+  if (place->bytes > (uint64_t{1} << 40)) {
+    return absl::InternalError(absl::StrCat(what, ": a reply of ", place->bytes, " bytes"));
+  }
+  storage->resize(place->bytes);
+  *payload = *storage;
+  return read_exact(storage->data(), place->bytes);
 }
 
 std::string PythonPool::Discard(std::unique_ptr<Process> process, bool kill_it) {
   if (kill_it) kill(process->pid, SIGKILL);
   close(process->fd);
+  if (process->shared != nullptr) munmap(process->shared, kSharedBytes);
   int status = 0;
   std::string how = "gone";
   if (waitpid(process->pid, &status, 0) == process->pid) {
@@ -247,7 +294,7 @@ absl::StatusOr<Element> PythonPool::Call(const std::string& what, const PythonFr
   absl::StatusOr<std::unique_ptr<Process>> acquired = Acquire();
   if (!acquired.ok()) return acquired.status();
   std::unique_ptr<Process> process = *std::move(acquired);
-  absl::Status status = SendFrame(process->fd, request);
+  absl::Status status = SendFrame(process->fd, process->shared, kSharedBytes / 2, request);
   if (!status.ok()) {
     // An idle process that died since its last call (the OOM killer, an
     // operator's kill): this call did nothing to it, so it gets a new one.
@@ -259,10 +306,11 @@ absl::StatusOr<Element> PythonPool::Call(const std::string& what, const PythonFr
     acquired = Acquire();
     if (!acquired.ok()) return acquired.status();
     process = *std::move(acquired);
-    status = SendFrame(process->fd, request);
+    status = SendFrame(process->fd, process->shared, kSharedBytes / 2, request);
   }
-  std::string header, payload;
-  if (status.ok()) status = ReadFrame(*process, settings_.call_timeout_ms, what, &header, &payload);
+  std::string header, storage;
+  std::string_view payload;
+  if (status.ok()) status = ReadFrame(*process, settings_.call_timeout_ms, what, &header, &payload, &storage);
   if (!status.ok()) {
     const std::string ended = Discard(std::move(process), true);
     {
@@ -273,8 +321,10 @@ absl::StatusOr<Element> PythonPool::Call(const std::string& what, const PythonFr
         status.code() == absl::StatusCode::kUnavailable ? absl::StatusCode::kInternal : status.code(),
         absl::StrCat(status.message(), " (", ended, "); ", owner_, " starts another for the next call"));
   }
+  // Decoded before the process goes back: the reply may lie in its memory.
+  absl::StatusOr<Element> element = DecodePythonReply(header, payload, what);
   Release(std::move(process));
-  return DecodePythonReply(header, payload, what);
+  return element;
 }
 
 }  // namespace sluice

@@ -5,6 +5,8 @@
 // parallel without one GIL. A process that dies (a segfault in an
 // extension), passes max_rss_bytes or outlives call_timeout_ms fails that
 // call with a clear error and is killed; the next call starts another.
+// Tensor bytes cross through memory each process shares with the worker
+// (kSharedBytes, half each way; larger ones go over the socket).
 #ifndef SLUICE_PIPELINE_PYTHON_POOL_H_
 #define SLUICE_PIPELINE_PYTHON_POOL_H_
 
@@ -13,6 +15,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -39,6 +42,8 @@ struct PythonSettings {
 
 class PythonPool {
  public:
+  static constexpr size_t kSharedBytes = size_t{64} << 20;
+
   PythonPool(PythonSettings settings, std::string owner);
   ~PythonPool();
   PythonPool(const PythonPool&) = delete;
@@ -57,6 +62,9 @@ class PythonPool {
   struct Process {
     pid_t pid = -1;
     int fd = -1;
+    // Shared with the process (a memfd): requests' tensor bytes in the
+    // first half, replies' in the second, when they fit.
+    char* shared = nullptr;
   };
   absl::StatusOr<std::unique_ptr<Process>> Spawn();
   absl::StatusOr<std::unique_ptr<Process>> Acquire();
@@ -64,8 +72,9 @@ class PythonPool {
   // Kills the process and says how it ended.
   std::string Discard(std::unique_ptr<Process> process, bool kill_it);
   // Reads one frame within `deadline_ms`, checking the process's memory.
+  // *payload views the shared reply half, or *storage read from the socket.
   absl::Status ReadFrame(Process& process, int64_t deadline_ms, const std::string& what, std::string* header,
-                         std::string* payload);
+                         std::string_view* payload, std::string* storage);
 
   const PythonSettings settings_;
   const std::string owner_;

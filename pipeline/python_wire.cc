@@ -118,13 +118,14 @@ PythonFrame EncodePythonCall(const std::string& fn, const std::string& args_json
   return frame;
 }
 
-absl::StatusOr<uint64_t> PayloadBytes(const std::string& header) {
+absl::StatusOr<PayloadPlace> PayloadOf(const std::string& header) {
   simdjson::dom::parser parser;
   simdjson::dom::object object;
   if (parser.parse(header).get_object().get(object)) return Malformed("python", "not a JSON object");
-  uint64_t bytes = 0;
-  if (object["payload_bytes"].get_uint64().get(bytes)) return uint64_t{0};
-  return bytes;
+  PayloadPlace place;
+  if (object["payload_bytes"].get_uint64().get(place.bytes)) place.bytes = 0;
+  if (object["shm"].get_bool().get(place.shared)) place.shared = false;
+  return place;
 }
 
 std::string PythonErrorOf(const std::string& header) {
@@ -139,7 +140,7 @@ std::string PythonErrorOf(const std::string& header) {
   return absl::StrCat(std::string(type), ": ", std::string(message));
 }
 
-absl::StatusOr<Element> DecodePythonReply(const std::string& header, const std::string& payload,
+absl::StatusOr<Element> DecodePythonReply(const std::string& header, std::string_view payload,
                                           const std::string& what) {
   simdjson::dom::parser parser;
   simdjson::dom::object object;

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -33,12 +34,17 @@ std::string FunctionArgsToJson(const google::protobuf::Map<std::string, proto::A
 // What a reply header says: the element, or the Python exception (type,
 // message, the last frames of its traceback) as InvalidArgument naming
 // `what` ("py:augment.crop"). A malformed reply is Internal.
-absl::StatusOr<Element> DecodePythonReply(const std::string& header, const std::string& payload,
+absl::StatusOr<Element> DecodePythonReply(const std::string& header, std::string_view payload,
                                           const std::string& what);
 
-// The payload size a header announces (0 when it announces none), or
+// Where a frame's payload is: its size, and whether it lies in the
+// process's shared memory (the header's "shm") rather than on the socket.
+struct PayloadPlace {
+  uint64_t bytes = 0;
+  bool shared = false;
+};
 // Internal for a header that is not a JSON object.
-absl::StatusOr<uint64_t> PayloadBytes(const std::string& header);
+absl::StatusOr<PayloadPlace> PayloadOf(const std::string& header);
 
 // The Python error a header reports ("ValueError: message"), or "" when
 // it reports success.

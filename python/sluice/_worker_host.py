@@ -2,10 +2,12 @@
 the operator's modules, then calls their functions on elements for the
 worker, one call at a time, until the worker closes the socket.
 
-Run by workerd as `python3 -c <this file> FD --path DIR ... --module NAME ...`
-(the worker carries the file in its binary). Each message is a frame: an
-8-byte little-endian length, that many bytes of JSON header, then the
-header's `payload_bytes` of raw tensor bytes. Tensor bytes are never
+Run by workerd as `python3 -c <this file> FD --shared MEMFD SIZE --path DIR
+... --module NAME ...` (the worker carries the file in its binary). Each
+message is a frame: an 8-byte little-endian length, that many bytes of JSON
+header, then the header's `payload_bytes` of raw tensor bytes, on the
+socket or, with "shm" in the header, in the memory shared with the worker
+(requests in its first half, replies in its second). Tensor bytes are never
 pickled: arrays are made over the payload and written back as they lie.
 """
 
@@ -34,19 +36,46 @@ def _read_exact(sock, n):
     return view
 
 
+class _Shared:
+    """The memory this process shares with its worker: requests' tensor
+    bytes in the first half, replies' in the second (when they fit)."""
+
+    def __init__(self, fd, size):
+        import mmap
+
+        self.view = memoryview(mmap.mmap(fd, size)) if fd is not None else None
+        self.half = size // 2
+
+
+_shared = _Shared(None, 0)
+
+
 def _read_frame(sock):
     (length,) = _HEADER.unpack(_read_exact(sock, _HEADER.size))
     header = json.loads(bytes(_read_exact(sock, length)))
-    payload = _read_exact(sock, header.get("payload_bytes", 0))
-    return header, payload
+    n = header.get("payload_bytes", 0)
+    if header.get("shm"):
+        # Views of the shared request half: valid during this call.
+        return header, _shared.view[:n]
+    return header, _read_exact(sock, n)
 
 
 def _write_frame(sock, header, chunks=()):
-    header["payload_bytes"] = sum(len(c) for c in chunks)
+    chunks = [memoryview(c).cast("B") for c in chunks]
+    total = sum(c.nbytes for c in chunks)
+    header["payload_bytes"] = total
+    shared = _shared.view is not None and total <= _shared.half
+    if shared:
+        offset = _shared.half
+        for chunk in chunks:
+            _shared.view[offset : offset + chunk.nbytes] = chunk
+            offset += chunk.nbytes
+        header["shm"] = True
     data = json.dumps(header).encode()
     sock.sendall(_HEADER.pack(len(data)) + data)
-    for chunk in chunks:
-        sock.sendall(chunk)
+    if not shared:
+        for chunk in chunks:
+            sock.sendall(chunk)
 
 
 def _decode(header, payload):
@@ -126,7 +155,11 @@ def _takes_seed(fn):
 
 
 def main(argv):
+    global _shared
     sock = socket.socket(fileno=int(argv[0]))
+    if "--shared" in argv:
+        at = argv.index("--shared")
+        _shared = _Shared(int(argv[at + 1]), int(argv[at + 2]))
     paths = [argv[i + 1] for i, a in enumerate(argv) if a == "--path"]
     modules = [argv[i + 1] for i, a in enumerate(argv) if a == "--module"]
     import_on_call = "--import-on-call" in argv  # local use only: no daemon, no operator
