@@ -32,21 +32,28 @@ PythonState& State() {
 
 class PythonFunction : public ElementFunction {
  public:
-  PythonFunction(std::string name, std::string args_json, uint64_t seed, std::shared_ptr<PythonPool> pool)
-      : name_(std::move(name)), args_json_(std::move(args_json)), seed_(seed), pool_(std::move(pool)) {}
+  PythonFunction(std::string name, std::string args_json, uint64_t seed, int64_t state_components,
+                 std::shared_ptr<PythonPool> pool)
+      : name_(std::move(name)),
+        args_json_(std::move(args_json)),
+        seed_(seed),
+        state_components_(state_components),
+        pool_(std::move(pool)) {}
 
   // What a Python function returns is known only when it runs.
   absl::StatusOr<ElementSpec> OutputSpec(const ElementSpec&) const override { return ElementSpec{}; }
 
   absl::StatusOr<Element> Call(const Element& input) const override {
     const std::string fn = name_.substr(sizeof(kPythonFunctionPrefix) - 1);
-    return pool_->Call(name_, EncodePythonCall(fn, args_json_, internal::ElementSeed(seed_, input), input));
+    return pool_->Call(name_, EncodePythonCall(fn, args_json_, internal::ElementSeed(seed_, input), input,
+                                               state_components_));
   }
 
  private:
   const std::string name_;
   const std::string args_json_;
   const uint64_t seed_;
+  const int64_t state_components_;  // scan's: called as fn(state, element)
   const std::shared_ptr<PythonPool> pool_;
 };
 
@@ -102,6 +109,11 @@ absl::StatusOr<std::unique_ptr<ElementFunction>> MakePythonFunction(const proto:
     seed = static_cast<uint64_t>(it->second.i());
     args.erase(it);
   }
+  int64_t state_components = 0;
+  if (auto it = args.find(kPythonStateComponents); it != args.end()) {
+    state_components = it->second.i();
+    args.erase(it);
+  }
   PythonState& state = State();
   absl::MutexLock lock(&state.mu);
   if (!state.configured && !CurrentPipelineSandbox().enabled) {
@@ -114,11 +126,15 @@ absl::StatusOr<std::unique_ptr<ElementFunction>> MakePythonFunction(const proto:
     state.pool = std::make_shared<PythonPool>(local, state.owner);
   }
   const bool local = state.settings.has_value() && state.settings->import_on_call;
+  // "worker 10.0.0.5:6000" once the daemon knows its address.
+  const std::string sandbox_owner = CurrentPipelineSandbox().owner;
+  const std::string& owner = !sandbox_owner.empty() ? sandbox_owner
+                             : state.owner.empty()  ? std::string("this daemon")
+                                                    : state.owner;
   if (module == kClientModule) {
     if (!local && !(state.settings.has_value() && state.settings->allow_client_functions)) {
       return absl::InvalidArgumentError(
-          absl::StrCat("a Python callable of the client (", name, "), which ",
-                       state.owner.empty() ? "this daemon" : state.owner,
+          absl::StrCat("a Python callable of the client (", name, "), which ", owner,
                        " does not run: its operator allows them with python.allow_client_functions (and auth "
                        "on); or put the "
                        "function in a module of the workers' python.modules and name it py:MODULE.FUNCTION"));
@@ -127,13 +143,13 @@ absl::StatusOr<std::unique_ptr<ElementFunction>> MakePythonFunction(const proto:
     const std::vector<std::string> none;
     const std::vector<std::string>& modules = state.settings.has_value() ? state.settings->modules : none;
     if (std::find(modules.begin(), modules.end(), module) == modules.end()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          name, ": ", state.owner.empty() ? "this daemon" : state.owner, " does not load the Python module '",
-          module, "' (python.modules: [", absl::StrJoin(modules, ", "),
-          "]); pipelines may name functions of the modules its operator loads"));
+      return absl::FailedPreconditionError(
+          absl::StrCat(name, ": ", owner, " does not load the Python module '", module,
+                       "' (python.modules: [", absl::StrJoin(modules, ", "),
+                       "]); pipelines may name functions of the modules its operator loads"));
     }
   }
-  return std::make_unique<PythonFunction>(name, FunctionArgsToJson(args), seed, state.pool);
+  return std::make_unique<PythonFunction>(name, FunctionArgsToJson(args), seed, state_components, state.pool);
 }
 
 }  // namespace sluice

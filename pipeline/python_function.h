@@ -18,6 +18,9 @@
 namespace sluice {
 
 inline constexpr char kPythonFunctionPrefix[] = "py:";
+// The argument scan adds: the first N components of each call are the
+// state, and the function is called as fn(state, element).
+inline constexpr char kPythonStateComponents[] = "__state_components";
 
 // Process-wide, set by a daemon before it serves; std::nullopt goes back
 // to none (local use, or a daemon that refuses py: functions). With

@@ -74,13 +74,14 @@ std::string FunctionArgsToJson(const google::protobuf::Map<std::string, proto::A
 }
 
 PythonFrame EncodePythonCall(const std::string& fn, const std::string& args_json, uint64_t seed,
-                             const Element& element) {
+                             const Element& element, int64_t state_components) {
   PythonFrame frame;
   std::string& h = frame.header;
   h = "{\"fn\":";
   AppendJsonString(fn, &h);
   // The seed as a non-negative int63, which JSON and Python carry exactly.
-  absl::StrAppend(&h, ",\"args\":", args_json, ",\"seed\":", seed >> 1, ",\"names\":[");
+  absl::StrAppend(&h, ",\"args\":", args_json, ",\"seed\":", seed >> 1,
+                  ",\"state_components\":", state_components, ",\"names\":[");
   if (element.named()) {
     for (size_t i = 0; i < element.names->size(); ++i) {
       if (i > 0) h.push_back(',');

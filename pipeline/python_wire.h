@@ -24,9 +24,10 @@ struct PythonFrame {
 };
 
 // The call of function `fn` ("module.name") on `element`, with `args` (a
-// JSON object) and the element's seed.
+// JSON object) and the element's seed; with `state_components` > 0 (scan),
+// as fn(state, element), the state being that many first components.
 PythonFrame EncodePythonCall(const std::string& fn, const std::string& args_json, uint64_t seed,
-                             const Element& element);
+                             const Element& element, int64_t state_components = 0);
 
 // A function's arguments as a JSON object.
 std::string FunctionArgsToJson(const google::protobuf::Map<std::string, proto::AttrValue>& args);

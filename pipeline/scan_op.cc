@@ -7,10 +7,12 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/proto_convert.h"
 #include "pipeline/iterator_state.h"
 #include "pipeline/ops.h"
+#include "pipeline/python_function.h"
 #include "pipeline/unary_dataset.h"
 
 namespace sluice {
@@ -116,7 +118,13 @@ absl::StatusOr<DatasetPtr> MakeScanDataset(DatasetPtr input, const proto::ScanOp
     }
     state.components.push_back(*std::move(tensor));
   }
-  absl::StatusOr<std::unique_ptr<ElementFunction>> fn = FunctionRegistry::Global().Create(op.fn());
+  // A Python function takes (state, element) as two arguments: told how
+  // many components the state has.
+  proto::FunctionDef def = op.fn();
+  if (absl::StartsWith(def.name(), kPythonFunctionPrefix)) {
+    (*def.mutable_args())[kPythonStateComponents].set_i(static_cast<int64_t>(state.size()));
+  }
+  absl::StatusOr<std::unique_ptr<ElementFunction>> fn = FunctionRegistry::Global().Create(def);
   if (!fn.ok()) return absl::Status(fn.status().code(), absl::StrCat("scan: ", fn.status().message()));
   // The function sees the state's components, then the element's, unnamed.
   ElementSpec call_spec = ElementSpec::Of(state);
@@ -124,6 +132,12 @@ absl::StatusOr<DatasetPtr> MakeScanDataset(DatasetPtr input, const proto::ScanOp
   absl::StatusOr<ElementSpec> out = (*fn)->OutputSpec(call_spec);
   if (!out.ok()) return absl::Status(out.status().code(), absl::StrCat("scan: ", out.status().message()));
   const ElementSpec state_spec = ElementSpec::Of(state);
+  // No components: a function whose output is known only when it runs (a
+  // Python one); each call's new state is checked then.
+  if (out->components.empty()) {
+    return std::make_shared<ScanDataset>(std::move(input), ElementSpec{}, *std::move(fn), std::move(state),
+                                         absl::StrCat("scan(", op.fn().name(), ")"));
+  }
   bool keeps_state = out->components.size() > state.size();
   for (size_t i = 0; keeps_state && i < state.size(); ++i) {
     keeps_state = out->components[i].dtype == state_spec.components[i].dtype;

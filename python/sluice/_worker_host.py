@@ -147,6 +147,18 @@ def _error(error, frames):
     return {"ok": False, "type": type(error).__name__, "message": str(error), "traceback": "".join(traceback.format_list(trace))}
 
 
+def _scan_call(fn, k, values, kwargs):
+    """scan's call: fn(state, element) -> (new state, output), the state
+    being the first k components; the result flattened into components."""
+    values = values if isinstance(values, tuple) else (values,)
+    state = values[0] if k == 1 else tuple(values[:k])
+    rest = values[k:]
+    new_state, output = fn(state, rest[0] if len(rest) == 1 else tuple(rest), **kwargs)
+    parts = [new_state] if k == 1 else list(new_state)
+    parts += list(output) if isinstance(output, tuple) else [output]
+    return tuple(parts)
+
+
 def _takes_seed(fn):
     try:
         return "seed" in inspect.signature(fn).parameters
@@ -207,7 +219,11 @@ def main(argv):
                 worker._seed = header["seed"]
             if takes_seed:
                 kwargs["seed"] = header["seed"]
-            reply, chunks = _encode(fn(_decode(header, payload), **kwargs))
+            k = header.get("state_components", 0)
+            if k:
+                reply, chunks = _encode(_scan_call(fn, k, _decode({**header, "names": []}, payload), kwargs))
+            else:
+                reply, chunks = _encode(fn(_decode(header, payload), **kwargs))
         except Exception as error:  # the element's error, with its traceback
             reply, chunks = _error(error, 4), []
         _write_frame(sock, reply, chunks)

@@ -44,6 +44,13 @@ def crash(x):
 
 def noise(x):
     return np.random.default_rng(sluice.worker.seed()).integers(0, 1 << 40)
+
+def as_torch(x):
+    import torch
+    return {"t": torch.full((2,), float(x)), "n": torch.tensor(int(x))}
+
+def running_sum(state, x):
+    return state + x, state + x
 '''
 
 
@@ -65,6 +72,14 @@ def test_a_workers_python_functions_map_the_elements(cluster):
     assert read(Dataset.range(3).map("py:augment.scale", factor=7), cluster) == [0, 7, 14]
     halves = list(Dataset.range(3).map("py:augment.to_dict").distribute("parallel_epochs", cluster.service))
     assert [(int(e["x"]), float(e["half"])) for e in halves] == [(0, 0.0), (1, 0.5), (2, 1.0)]
+    # torch tensors come back as arrays of their dtype.
+    tensors = list(Dataset.range(2).map("py:augment.as_torch").distribute("parallel_epochs", cluster.service))
+    assert [(e["t"].dtype.name, e["t"].tolist(), int(e["n"])) for e in tensors] == [
+        ("float32", [0.0, 0.0], 0),
+        ("float32", [1.0, 1.0], 1),
+    ]
+    # scan's function: (state, element) -> (new state, output).
+    assert read(Dataset.range(5).scan("py:augment.running_sum", np.int64(0)), cluster) == [0, 1, 3, 6, 10]
     # In parallel on the pool, in order.
     assert read(Dataset.range(100).map("py:augment.double", num_parallel_calls=2), cluster) == list(range(0, 200, 2))
 
