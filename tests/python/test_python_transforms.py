@@ -1,8 +1,10 @@
 """Issue 35: Python functions of the operator's modules run on the workers
 (`map: {fn: "py:MODULE.FUNCTION"}`), in a pool of Python processes, through
-real daemons: values, keyword arguments and dicts; an exception reaching
-the reader with its type and message; a crash that fails its task while the
-worker serves on; a module the workers do not load; seeds that repeat."""
+real daemons: values, keyword arguments, dicts and torch tensors; scan; an
+exception reaching the reader with its type and message; a crash and a
+memory hog that fail their task while the worker serves on; a module the
+workers do not load; seeds that repeat; the pool dying with its worker;
+client callables refused, then run where the operator allows them."""
 
 import json
 import os
@@ -42,6 +44,14 @@ def crash(x):
         ctypes.string_at(0)
     return x
 
+def hog(x):
+    if int(x) == 1:
+        kept = np.ones(600 << 20, dtype=np.uint8)
+        import time
+        time.sleep(10)
+        return kept[:1]
+    return x
+
 def noise(x):
     return np.random.default_rng(sluice.worker.seed()).integers(0, 1 << 40)
 
@@ -58,7 +68,13 @@ def running_sum(state, x):
 def cluster(tmp_path_factory):
     folder = tmp_path_factory.mktemp("modules")
     (folder / "augment.py").write_text(MODULE)
-    python = {"path": [str(folder)], "modules": ["augment"], "processes": 2, "call_timeout_ms": 20000}
+    python = {
+        "path": [str(folder)],
+        "modules": ["augment"],
+        "processes": 2,
+        "call_timeout_ms": 20000,
+        "max_rss_bytes": 300 << 20,
+    }
     with sluice.LocalCluster(workers=1, worker_config={"python": python}, dispatcher_config={"python": python}) as c:
         yield c
 
@@ -93,6 +109,15 @@ def test_an_exception_reaches_the_reader_and_the_next_read_works(cluster):
 def test_a_crash_fails_its_task_and_the_worker_serves_on(cluster):
     with pytest.raises(Exception, match=r"its Python process ended .*signal 11"):
         read(Dataset.range(5).map("py:augment.crash"), cluster)
+    assert cluster.workers[0].poll() is None
+    assert read(Dataset.range(4).map("py:augment.double"), cluster) == [0, 2, 4, 6]
+
+
+def test_a_memory_hog_fails_its_task_and_the_worker_serves_on(cluster):
+    with pytest.raises(Exception, match=r"py:augment.hog: its Python process passed python.max_rss_bytes "
+                       r"\(314572800 bytes resident\)") as e:
+        read(Dataset.range(3).map("py:augment.hog"), cluster)
+    assert e.value.code == "RESOURCE_EXHAUSTED"
     assert cluster.workers[0].poll() is None
     assert read(Dataset.range(4).map("py:augment.double"), cluster) == [0, 2, 4, 6]
 
