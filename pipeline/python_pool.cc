@@ -142,8 +142,12 @@ absl::StatusOr<std::unique_ptr<PythonPool::Process>> PythonPool::Spawn() {
     // PR_SET_PDEATHSIG: it fires when the forking *thread* ends (a task's),
     // not the worker. The host exits when the worker's end of the socket
     // closes, which the kernel does when the worker dies.
-    dup2(fds[1], 3);  // the copies do not close on exec
-    dup2(memory, 4);
+    // Out of the way first: either may itself be 3 or 4. The copies do
+    // not close on exec.
+    const int socket_copy = fcntl(fds[1], F_DUPFD, 10);
+    const int memory_copy = fcntl(memory, F_DUPFD, 10);
+    dup2(socket_copy, 3);
+    dup2(memory_copy, 4);
     const int devnull = open("/dev/null", O_RDONLY);
     if (devnull >= 0) dup2(devnull, 0);
     for (int fd = 5; fd < 1024; ++fd) close(fd);

@@ -101,9 +101,6 @@ void IterationHeartbeat::ApplyReply(const proto::ClientHeartbeatResponse& respon
     // Coordinated reads go round by round from one thread.
     if (fetches_ != nullptr) fetches_->Start(info.task_id(), task);
   }
-  for (auto& [id, task] : state_.tasks) {
-    if (!listed.contains(id)) task.removed = true;
-  }
   for (const proto::LostTask& lost : response.lost_tasks()) {
     auto task = state_.tasks.find(lost.task_id());
     if (state_.lost_splits_repeat && task != state_.tasks.end() && !task->second.ended &&
@@ -115,11 +112,28 @@ void IterationHeartbeat::ApplyReply(const proto::ClientHeartbeatResponse& respon
                         task->second.elements,
                         " of them may arrive twice (exactly_once: true receives each element exactly once)"));
     }
-    // A task read to its end lost nothing.
-    if (!state_.losses.has_value() || (task != state_.tasks.end() && task->second.ended)) continue;
+    // A task read to its end (end_of_sequence) lost nothing; one that
+    // ended because its worker had forgotten it may have lost the rest (a
+    // worker partitioned past its timeout, then back: issue 36).
+    if (!state_.losses.has_value() || (task != state_.tasks.end() && task->second.read_whole)) continue;
     state_.losses->TaskLost(lost.task_id(), lost.worker_address(), lost.reason(),
                             task == state_.tasks.end() ? 0 : task->second.elements);
     if (task == state_.tasks.end()) ++state_.unseen_lost_tasks;
+  }
+  for (auto& [id, task] : state_.tasks) {
+    if (listed.contains(id) || task.removed) continue;
+    task.removed = true;
+    // After lost_tasks, whose reasons are the precise ones.
+    // parallel_epochs: the dispatcher unlists a task only when its worker
+    // was removed. One not read to its end lost the rest of its epoch, which
+    // lost_tasks does not say once the iteration finished (its tasks had
+    // made every element): a worker partitioned past its timeout, then
+    // healed (issue 36).
+    if (state_.losses.has_value() && !task.read_whole) {
+      state_.losses->TaskLost(id, task.worker_address,
+                              "removed by the dispatcher before this reader had read its task to the end",
+                              task.elements);
+    }
   }
   if (response.error_code() != 0 && state_.status.ok()) {
     state_.status = absl::Status(static_cast<absl::StatusCode>(response.error_code()),

@@ -50,6 +50,10 @@ struct TaskState {
   std::shared_ptr<ElementTransport> transport;
   std::vector<std::thread> threads;  // one per request in flight
   bool ended = false;
+  // The worker said end_of_sequence: every element of the task arrived.
+  // A task that ended only because its worker no longer knew it (the
+  // iteration finished) may have been cut short by the worker's loss.
+  bool read_whole = false;
   bool removed = false;  // no longer listed by the dispatcher
   ResponseOrder order;
   // Since when requests fail as unreachable; the heartbeat reports the

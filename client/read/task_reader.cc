@@ -89,6 +89,17 @@ void TaskReader::FetchLoop(int64_t task_id, const std::string& address, const st
       if (end_of_sequence || (empty && state_.iteration_finished)) {
         const bool first_end = !task.ended;
         task.ended = true;
+        task.read_whole = task.read_whole || end_of_sequence;
+        // parallel_epochs: a worker forgets a task before its reader saw the
+        // end only when the dispatcher took it away (the worker was
+        // removed, then came back): the rest of its epoch is lost, and the
+        // dispatcher, whose iteration had finished, may not say so.
+        if (!end_of_sequence && first_end && state_.losses.has_value()) {
+          state_.losses->TaskLost(task_id, address,
+                                  "its worker no longer had the task: removed by the dispatcher before this "
+                                  "reader had read it all",
+                                  task.elements);
+        }
         // Every element of the task is here: its splits need never be
         // read again, even if its worker is lost now.
         if (end_of_sequence && first_end) {
