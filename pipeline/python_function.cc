@@ -1,5 +1,6 @@
 #include "pipeline/python_function.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
