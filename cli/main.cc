@@ -102,6 +102,11 @@ int main(int argc, char** argv) {
   read->add_flag("--summary", read_options.run.summary,
                  "One short line per element: big components as dtype[shape] and their mean");
   add_state_flags(read, read_options.run);
+  std::string metrics_file;
+  read->add_option(
+      "--metrics-file", metrics_file,
+      "Write the client's Prometheus metrics (bytes received, shared-memory responses, ...) here "
+      "at the end");
   CLI::App* checkpoint = app.add_subcommand("checkpoint", "Work with saved read states");
   checkpoint->require_subcommand(1);
   sluice::cli::MergeOptions merge_options;
@@ -116,7 +121,6 @@ int main(int argc, char** argv) {
       "bench", "Read a pipeline as fast as possible and report elements/s, MB/s and time spent waiting");
   add_read_flags(bench, bench_options.read);
   bench->add_option("--seconds", bench_options.seconds, "Stop after this many seconds (default 10)");
-  std::string metrics_file;
   bench->add_option("--metrics-file", metrics_file,
                     "Write the client's Prometheus metrics (wait time, bytes received, ...) here at the end");
   sluice::cli::StatusOptions status_options;
@@ -143,19 +147,23 @@ int main(int argc, char** argv) {
   }
   sluice::SetDefaultChannelSecurity(*std::move(loaded));
   if (run->parsed()) return sluice::cli::RunPipeline(options, std::cout, std::cerr);
-  if (read->parsed()) return sluice::cli::ReadPipeline(read_options, std::cout, std::cerr);
-  if (bench->parsed()) {
-    bench_options.live_progress = isatty(STDOUT_FILENO) == 1;
-    const int code = sluice::cli::RunBench(bench_options, std::cout, std::cerr);
-    if (!metrics_file.empty()) {
-      std::ofstream out(metrics_file);
-      out << sluice::ProcessMetrics().Render();
-      if (!out) {
-        std::cerr << "sluice bench: cannot write --metrics-file '" << metrics_file << "'\n";
-        return code == 0 ? 1 : code;
-      }
+  // The metrics at the end, whatever the command's outcome: a failed read's
+  // counts say how far it went.
+  auto write_metrics = [&metrics_file](const char* command, int code) {
+    if (metrics_file.empty()) return code;
+    std::ofstream out(metrics_file);
+    out << sluice::ProcessMetrics().Render();
+    if (!out) {
+      std::cerr << "sluice " << command << ": cannot write --metrics-file '" << metrics_file << "'\n";
+      return code == 0 ? 1 : code;
     }
     return code;
+  };
+  if (read->parsed())
+    return write_metrics("read", sluice::cli::ReadPipeline(read_options, std::cout, std::cerr));
+  if (bench->parsed()) {
+    bench_options.live_progress = isatty(STDOUT_FILENO) == 1;
+    return write_metrics("bench", sluice::cli::RunBench(bench_options, std::cout, std::cerr));
   }
   if (status->parsed()) return sluice::cli::ShowStatus(status_options, std::cout, std::cerr);
   if (merge->parsed()) return sluice::cli::MergeCheckpoints(merge_options, std::cout, std::cerr);

@@ -72,11 +72,18 @@ uint64_t GetU64(const char* in) {
 
 }  // namespace
 
+std::string NetworkNamespace() {
+  char link[64];
+  const ssize_t length = readlink("/proc/self/ns/net", link, sizeof(link));
+  if (length <= 0 || length >= static_cast<ssize_t>(sizeof(link))) return "";
+  return std::string(link, static_cast<size_t>(length));
+}
+
 std::string HostId() {
   const std::string machine = FirstLine("/etc/machine-id");
   const std::string boot = FirstLine("/proc/sys/kernel/random/boot_id");
   if (machine.empty() && boot.empty()) return "";
-  return absl::StrCat(machine, "/", boot);
+  return absl::StrCat(machine, "/", boot, "/", NetworkNamespace());
 }
 
 UniqueFd& UniqueFd::operator=(UniqueFd&& other) noexcept {

@@ -39,11 +39,19 @@
 
 namespace sluice {
 
-// This boot of this host: /etc/machine-id and the kernel's boot_id (a
-// container shares the host's boot_id; its own network namespace then
-// keeps it from the worker's abstract socket, and the reader uses TCP).
-// Empty when neither can be read.
+// Where a worker's abstract socket can be reached from: this boot of this
+// host (/etc/machine-id and the kernel's boot_id) and this network
+// namespace (NetworkNamespace()). Abstract Unix sockets are per network
+// namespace, so a reader in another one (a container, or a host simulated
+// by a namespace, as tests/multihost does) cannot connect to the worker's
+// and could not be handed its memfd: it is "another host" for shared
+// memory, and reads over TCP without a warning. Empty when neither the
+// machine id nor the boot id can be read.
 std::string HostId();
+// This process's network namespace as /proc/self/ns/net names it
+// ("net:[4026531840]": unique among the namespaces of one boot), or empty
+// when it cannot be read.
+std::string NetworkNamespace();
 
 // The most memory one session may map.
 inline constexpr int64_t kMaxSharedMemoryBytes = int64_t{1} << 30;

@@ -90,7 +90,8 @@ SharedMemoryServer::~SharedMemoryServer() {
 
 absl::StatusOr<proto::OpenSharedMemoryResponse> SharedMemoryServer::Offer(const std::string& host_id) {
   if (host_id_.empty() || host_id != host_id_) {
-    return absl::FailedPreconditionError("the reader is on another host than this worker");
+    return absl::FailedPreconditionError(
+        "the reader is on another host than this worker, or in another network namespace");
   }
   absl::MutexLock lock(&mu_);
   DropExpiredOffers();

@@ -146,7 +146,8 @@ absl::Status WorkerImpl::OpenSharedMemory(const proto::OpenSharedMemoryRequest& 
   if (shared_memory_ == nullptr) {
     // Only a reader on this host hears why.
     if (request.host_id().empty() || request.host_id() != HostId()) {
-      return absl::FailedPreconditionError("the reader is on another host than this worker");
+      return absl::FailedPreconditionError(
+          "the reader is on another host than this worker, or in another network namespace");
     }
     response->set_unavailable(std::string(shared_memory_error_.message()));
     return absl::OkStatus();

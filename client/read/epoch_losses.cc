@@ -13,6 +13,19 @@ void EpochLosses::TaskLost(int64_t task_id, const std::string& worker_address, c
   lost_.push_back({task_id, worker_address, reason.empty() ? "lost" : reason, elements_read});
 }
 
+void EpochLosses::Settle(int64_t task_id, bool read_whole, int64_t elements_read) {
+  // A shared job's consumers split each task, so one reader's count cannot
+  // show the task whole; the worker's end must do.
+  const bool counted = elements_per_task_ < 0 || shared_job_ || elements_read >= elements_per_task_;
+  if (read_whole && counted) {
+    std::erase_if(lost_, [&](const Lost& l) { return l.task_id == task_id; });
+    return;
+  }
+  for (Lost& lost : lost_) {
+    if (lost.task_id == task_id) lost.elements_read = std::max(lost.elements_read, elements_read);
+  }
+}
+
 std::string EpochLosses::Describe(int64_t tasks_seen) const {
   const int64_t workers = std::max<int64_t>(tasks_seen, static_cast<int64_t>(lost_.size()));
   std::string text =

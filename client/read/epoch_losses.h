@@ -28,6 +28,12 @@ class EpochLosses {
   // elements. Reporting a task twice counts it once.
   void TaskLost(int64_t task_id, const std::string& worker_address, const std::string& reason,
                 int64_t elements_read);
+  // What task `task_id` delivered in the end. A task is reported lost when
+  // the dispatcher unlists it, yet the requests the reader had in flight to
+  // its worker (which may still be alive: only the dispatcher lost it) are
+  // answered after that: if they brought the task's end and every element,
+  // nothing was lost; otherwise the loss counts what they brought.
+  void Settle(int64_t task_id, bool read_whole, int64_t elements_read);
   bool empty() const { return lost_.empty(); }
 
   // At the end of the read, of which `tasks_seen` tasks were part: OK when

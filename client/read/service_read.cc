@@ -94,6 +94,10 @@ absl::Status ServiceRead::GetNext(Element* element, bool* end) {
   // promises (docs/design.md, "What a read promises"); judged once, so
   // that an accepted partial epoch warns once.
   if (!end_status_.has_value()) {
+    if (state_.losses.has_value()) {
+      // Every request is back (Finished): what each lost task delivered.
+      for (const auto& [id, task] : state_.tasks) state_.losses->Settle(id, task.read_whole, task.elements);
+    }
     end_status_ =
         state_.losses.has_value()
             ? state_.losses->Finish(static_cast<int64_t>(state_.tasks.size()) + state_.unseen_lost_tasks)

@@ -2,13 +2,19 @@
 hosts (issue 36): N namespaces, each with one link (a veth pair) to a bridge
 in a namespace of its own, addresses 10.X.Y.i/24 that the fixture makes and
 removes itself, per-link bandwidth limits (tc tbf) and partitions (a link
-set down). Nothing is added to the machine's own namespace. Needs root (or
-CAP_NET_ADMIN and CAP_SYS_ADMIN); `skip_reason()` says when it is missing.
+set down, or two hosts cut off from each other alone). Nothing is added to
+the machine's own namespace. Needs root (or CAP_NET_ADMIN and
+CAP_SYS_ADMIN); `skip_reason()` says when it is missing.
 """
 
 import os
 import subprocess
 import time
+
+
+# A locally administered unicast address that no host here has: frames to
+# it are flooded by the bridge and dropped by every host.
+_NOWHERE = "02:00:00:00:00:00"
 
 
 def _ip(*args, check=True):
@@ -84,11 +90,26 @@ class Hosts:
     def heal(self, i):
         _ip("-n", self._switch, "link", "set", f"p{i}", "up")
 
-    def limit(self, i, rate):
-        """Host i's link sends at most `rate` (tc's units: "400mbit")."""
+    def cut(self, i, j):
+        """Cuts hosts i and j off from each other alone, both ways: each
+        knows the other's address at a hardware address no host has, so
+        what they send each other is dropped without an error, as a broken
+        path drops it, while both still reach every other host."""
+        for a, b in ((i, j), (j, i)):
+            _ip("-n", self._hosts[a], "neigh", "replace", self.address(b), "lladdr", _NOWHERE, "dev", "eth0",
+                "nud", "permanent")
+
+    def mend(self, i, j):
+        """Undoes cut(i, j): the addresses are resolved again (ARP)."""
+        for a, b in ((i, j), (j, i)):
+            _ip("-n", self._hosts[a], "neigh", "del", self.address(b), "dev", "eth0", check=False)
+
+    def limit(self, i, rate, burst="256kbit"):
+        """Host i's link sends at most `rate` (tc's units: "400mbit"); a
+        fast rate needs a larger `burst` (a timer tick's bytes)."""
         subprocess.run(
             ["ip", "netns", "exec", self._hosts[i], "tc", "qdisc", "replace", "dev", "eth0", "root", "tbf",
-             "rate", rate, "burst", "256kbit", "latency", "400ms"],
+             "rate", rate, "burst", burst, "latency", "400ms"],
             check=True, capture_output=True)
 
     def close(self):

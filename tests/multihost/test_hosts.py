@@ -6,63 +6,16 @@ Skipped, saying why, where namespaces cannot be made (not root)."""
 
 import collections
 import json
-import os
-import subprocess
 import threading
 import time
 
 import pytest
 
+from multihost_cluster import WORKER_PORT, Cluster
 from netns_hosts import Hosts, skip_reason
 
 _why = skip_reason()
 pytestmark = pytest.mark.skipif(_why is not None, reason=f"multi-host tests need network namespaces: {_why}")
-
-BUILD = os.environ.get("SLUICE_BUILD_DIR", os.path.join(os.path.dirname(__file__), "..", "..", "build"))
-DISPATCHERD = os.path.join(BUILD, "dispatcher", "dispatcherd")
-WORKERD = os.path.join(BUILD, "worker", "workerd")
-SLUICE = os.path.join(BUILD, "cli", "sluice")
-DISPATCHER_PORT, WORKER_PORT = 5000, 6000
-
-
-def wait_for(path, process, what, timeout=30):
-    deadline = time.monotonic() + timeout
-    while not os.path.exists(path):
-        assert process.poll() is None, f"{what} exited with {process.returncode}"
-        assert time.monotonic() < deadline, f"{what} did not start within {timeout} s"
-        time.sleep(0.05)
-
-
-class Cluster:
-    """Host 0: the dispatcher; hosts 1..workers: a worker each; the rest:
-    readers."""
-
-    def __init__(self, hosts, tmp_path, workers, worker_link=None):
-        self.hosts, self.tmp = hosts, tmp_path
-        self.service = f"grpc://{hosts.address(0)}:{DISPATCHER_PORT}"
-        log = open(tmp_path / "dispatcher.log", "w")
-        dispatcher = hosts.popen(0, [DISPATCHERD, "--port", str(DISPATCHER_PORT), "--bind-address", hosts.address(0),
-                                     "--insecure", "--worker-timeout-ms", "1500", "--port-file",
-                                     str(tmp_path / "dispatcher.port")], stdout=log, stderr=subprocess.STDOUT)
-        wait_for(tmp_path / "dispatcher.port", dispatcher, "dispatcherd")
-        for i in range(1, workers + 1):
-            if worker_link:
-                hosts.limit(i, worker_link)
-            log = open(tmp_path / f"worker{i}.log", "w")
-            worker = hosts.popen(i, [WORKERD, "--dispatcher", f"{hosts.address(0)}:{DISPATCHER_PORT}", "--port",
-                                     str(WORKER_PORT), "--bind-address", hosts.address(i), "--insecure",
-                                     "--heartbeat-interval-ms", "200", "--port-file", str(tmp_path / f"worker{i}.port")],
-                                 stdout=log, stderr=subprocess.STDOUT)
-            wait_for(tmp_path / f"worker{i}.port", worker, f"workerd on host {i}")
-
-    def pipeline(self, name, steps):
-        path = self.tmp / f"{name}.yaml"
-        path.write_text("pipeline:\n" + "".join(f"  - {step}\n" for step in steps))
-        return str(path)
-
-    def reader(self, host, pipeline, *flags):
-        return self.hosts.popen(host, [SLUICE, "read", pipeline, "--service", self.service, *flags],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
 def test_dispatcher_workers_and_reader_each_on_a_host_of_their_own(tmp_path):

@@ -1,0 +1,142 @@
+"""Partial partitions across hosts (issue 36, part 1): the dispatcher cut
+off from every worker while the reader still reaches both, and a reader cut
+off from one worker while both still reach the dispatcher. A cut drops
+packets silently (netns_hosts.Hosts.cut), as a broken path does. Every
+read is checked exactly: the multiset of its elements, or an error that
+names what was lost; none may outlive its bound."""
+
+import collections
+import json
+import time
+
+import pytest
+
+from multihost_cluster import Cluster, Lines
+from netns_hosts import Hosts, skip_reason
+
+_why = skip_reason()
+pytestmark = pytest.mark.skipif(_why is not None, reason=f"multi-host tests need network namespaces: {_why}")
+
+N, BATCH = 2_000_000, 1000
+
+
+def batch_counts(lines):
+    """How often each batch (by its first element) was read; each must be
+    the run of BATCH integers from its first."""
+    firsts = collections.Counter()
+    for line in lines:
+        batch = json.loads(line)
+        assert batch == list(range(batch[0], batch[0] + BATCH))
+        firsts[batch[0]] += 1
+    return firsts
+
+
+def cut_during_read(cluster, reader_host, pipeline, pairs, seconds, lines_before=200, timeout=90):
+    """Reads `pipeline` on `reader_host`; after `lines_before` lines cuts
+    each (host, host) of `pairs` off from each other for `seconds`, then
+    mends them and reads to the end. Returns the read's exit code, lines and
+    stderr, and how many lines it had when the cut began and ended."""
+    read = Lines(cluster.reader(reader_host, pipeline))
+    read.wait_for_lines(lines_before)
+    at_cut = len(read.lines)
+    for i, j in pairs:
+        cluster.hosts.cut(i, j)
+    time.sleep(seconds)
+    at_mend = len(read.lines)
+    for i, j in pairs:
+        cluster.hosts.mend(i, j)
+    code, lines, err = read.finish(timeout)
+    return code, lines, err, at_cut, at_mend
+
+
+def assert_epochs_whole_or_loss_counted(code, lines, err, workers, batches, cut_off):
+    """parallel_epochs: each of `workers` workers ran the whole epoch of
+    `batches` batches. Either every batch came once per worker, or the read
+    failed with DataLoss naming a worker of `cut_off` and counting exactly
+    the batches that did not come (never a loss claimed for what came)."""
+    counts = batch_counts(lines)
+    assert set(counts) <= set(range(0, batches * BATCH, BATCH))
+    assert max(counts.values()) <= workers
+    missing = workers * batches - len(lines)
+    if code == 0:
+        assert missing == 0, f"{missing} batches short, the read ended 0; its stderr: {err}"
+        assert set(counts.values()) == {workers}
+        return
+    assert "parallel_epochs: the epoch of" in err, err
+    assert f"; {missing} elements lost." in err, err
+    assert any(worker in err for worker in cut_off), err
+
+
+def wait_in_log(cluster, name, text, count, timeout=20):
+    """Waits until `text` is `count` times in daemon `name`'s log."""
+    deadline = time.monotonic() + timeout
+    while cluster.log(name).count(text) < count:
+        assert time.monotonic() < deadline, f"{name} did not log {text!r} {count} times: {cluster.log(name)}"
+        time.sleep(0.1)
+
+
+def test_the_dispatcher_cut_off_from_the_workers_past_their_timeout_loses_nothing_with_exactly_once(tmp_path):
+    with Hosts(4) as hosts:
+        # 8 Mbit/s links: the 8 MB epoch takes seconds, so the 3 s cut (past
+        # the 1.5 s worker timeout) lands in its middle.
+        cluster = Cluster(hosts, tmp_path, workers=2, worker_link="8mbit")
+        n = N // 2
+        pipeline = cluster.pipeline("exact", [f"range: {n}", f"batch: {BATCH}",
+                                              "distribute: {processing_mode: distributed_epoch, exactly_once: true}"])
+        code, lines, err, at_cut, at_mend = cut_during_read(cluster, 3, pipeline, [(0, 1), (0, 2)], 3)
+        assert code == 0, err
+        counts = batch_counts(lines)
+        assert sorted(counts) == list(range(0, n, BATCH)) and set(counts.values()) == {1}
+        # Reads in flight kept coming from the workers, which the reader
+        # still reached, until the dispatcher gave their tasks up.
+        assert at_mend > at_cut
+        log = cluster.log("dispatcher")
+        for i in (1, 2):
+            assert f"worker {cluster.worker(i)} missed heartbeats for 1500 ms; removed" in log, log
+            # Back after the cut: registered again.
+            wait_in_log(cluster, "dispatcher", f"worker {cluster.worker(i)} registered", 2)
+        # And the healed cluster serves a new job.
+        squares = cluster.pipeline("squares", ["range: 1000", "map: square",
+                                               "distribute: {processing_mode: distributed_epoch}"])
+        code, lines, err = Lines(cluster.reader(3, squares)).finish(timeout=60)
+        assert code == 0, err
+        assert sorted(int(v) for v in lines) == sorted(i * i for i in range(1000))
+
+
+def test_the_dispatcher_cut_off_from_the_workers_in_parallel_epochs_counts_only_what_was_lost(tmp_path):
+    with Hosts(4) as hosts:
+        cluster = Cluster(hosts, tmp_path, workers=2, worker_link="8mbit")
+        batches = N // 2 // BATCH
+        pipeline = cluster.pipeline("parallel", [f"range: {N // 2}", f"batch: {BATCH}",
+                                                 "distribute: {processing_mode: parallel_epochs}"])
+        code, lines, err, at_cut, at_mend = cut_during_read(cluster, 3, pipeline, [(0, 1), (0, 2)], 3)
+        assert at_mend > at_cut
+        log = cluster.log("dispatcher")
+        assert f"worker {cluster.worker(1)} missed heartbeats for 1500 ms; removed" in log, log
+        # The dispatcher gave both tasks up, yet the requests the reader had
+        # out still came back from the workers: what they brought counts.
+        assert_epochs_whole_or_loss_counted(code, lines, err, 2, batches, [cluster.worker(1), cluster.worker(2)])
+
+
+def test_a_reader_cut_off_from_one_worker_reads_every_element_once(tmp_path):
+    with Hosts(4) as hosts:
+        cluster = Cluster(hosts, tmp_path, workers=2, worker_link="8mbit")
+        n = N // 2
+        pipeline = cluster.pipeline("exact", [f"range: {n}", f"batch: {BATCH}",
+                                              "distribute: {processing_mode: distributed_epoch, exactly_once: true}"])
+        code, lines, err, at_cut, at_mend = cut_during_read(cluster, 3, pipeline, [(3, 1)], 3)
+        assert code == 0, err
+        counts = batch_counts(lines)
+        assert sorted(counts) == list(range(0, n, BATCH)) and set(counts.values()) == {1}
+        assert at_mend > at_cut  # worker 2 went on serving
+
+
+def test_a_reader_cut_off_from_one_worker_in_parallel_epochs_gets_the_epochs_whole_or_names_it(tmp_path):
+    with Hosts(4) as hosts:
+        cluster = Cluster(hosts, tmp_path, workers=2, worker_link="8mbit")
+        batches = N // 2 // BATCH
+        pipeline = cluster.pipeline("parallel", [f"range: {N // 2}", f"batch: {BATCH}",
+                                                 "distribute: {processing_mode: parallel_epochs}"])
+        code, lines, err, at_cut, at_mend = cut_during_read(cluster, 3, pipeline, [(3, 1)], 3)
+        assert at_mend > at_cut
+        assert_epochs_whole_or_loss_counted(code, lines, err, 2, batches, [cluster.worker(1)])
