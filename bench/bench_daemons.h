@@ -193,7 +193,7 @@ int RegisteredWorkers(const std::string& address) {
 
 // dispatcherd and one workerd (heartbeat every 100 ms) on 127.0.0.1, logs
 // and port files in `dir`; returns once the worker has registered.
-Cluster StartCluster(const std::string& dir, const std::vector<std::string>& dispatcher_args = {}) {
+[[maybe_unused]] Cluster StartCluster(const std::string& dir, const std::vector<std::string>& dispatcher_args = {}) {
   Cluster cluster;
   cluster.dir = dir;
   const std::string dispatcher_port = dir + "/dispatcher.port";
@@ -224,7 +224,7 @@ Cluster StartCluster(const std::string& dir, const std::vector<std::string>& dis
 
 // What the worker holds at the end: tasks it lists, elements and bytes
 // buffered, and its resident memory.
-std::string WorkerSummary(const Cluster& cluster) {
+[[maybe_unused]] std::string WorkerSummary(const Cluster& cluster) {
   auto stub = sluice::proto::WorkerService::NewStub(sluice::MakeChannel(cluster.worker_address));
   sluice::proto::WorkerStatusResponse status;
   grpc::ClientContext context;

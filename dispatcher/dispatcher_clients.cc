@@ -84,28 +84,11 @@ absl::Status ClientRpcs::ClientHeartbeat(const proto::ClientHeartbeatRequest& re
       liveness_.NoteUnreachable(*iteration_id, address, &new_tasks);
     }
     const auto* iteration = core_.state_.FindIteration(*iteration_id);
-    for (int64_t task_id : iteration->tasks) {
-      const auto* task = core_.state_.FindTask(task_id);
-      // Tasks of removed workers are over; the client stops reading them.
-      // A failed iteration has none to read: its error says why.
-      if (task->lost || iteration->collected || iteration->error_code != 0 ||
-          core_.state_.FindWorker(task->worker_address) == nullptr) {
-        continue;
-      }
-      proto::TaskInfo* info = response->add_tasks();
-      info->set_task_id(task->id);
-      info->set_iteration_id(task->iteration_id);
-      info->set_worker_address(task->worker_address);
-      info->set_starting_round(task->starting_round);
-      info->set_read_secret(ReadSecretOf(task->id));
-    }
-    for (int64_t task_id : iteration->tasks) {
-      const auto* task = core_.state_.FindTask(task_id);
-      if (!task->lost) continue;
-      proto::LostTask* lost = response->add_lost_tasks();
-      lost->set_task_id(task->id);
-      lost->set_worker_address(task->worker_address);
-      lost->set_reason(task->lost_reason);
+    response->set_task_list(core_.task_lists_version_);
+    if (request.known_task_list() == core_.task_lists_version_) {
+      response->set_task_list_unchanged(true);
+    } else {
+      ListTasks(*iteration, response);
     }
     if (response->tasks_size() > 0) core_.client_activity_.NoteToldTasks(request.iteration_client_id());
     response->set_error_code(iteration->error_code);
@@ -123,6 +106,33 @@ absl::Status ClientRpcs::ClientHeartbeat(const proto::ClientHeartbeatRequest& re
   }
   core_.PushTasks(new_tasks);
   return absl::OkStatus();
+}
+
+void ClientRpcs::ListTasks(const DispatcherState::Iteration& iteration,
+                           proto::ClientHeartbeatResponse* response) {
+  for (int64_t task_id : iteration.tasks) {
+    const auto* task = core_.state_.FindTask(task_id);
+    // Tasks of removed workers are over; the client stops reading them.
+    // A failed iteration has none to read: its error says why.
+    if (task->lost || iteration.collected || iteration.error_code != 0 ||
+        core_.state_.FindWorker(task->worker_address) == nullptr) {
+      continue;
+    }
+    proto::TaskInfo* info = response->add_tasks();
+    info->set_task_id(task->id);
+    info->set_iteration_id(task->iteration_id);
+    info->set_worker_address(task->worker_address);
+    info->set_starting_round(task->starting_round);
+    info->set_read_secret(ReadSecretOf(task->id));
+  }
+  for (int64_t task_id : iteration.tasks) {
+    const auto* task = core_.state_.FindTask(task_id);
+    if (!task->lost) continue;
+    proto::LostTask* lost = response->add_lost_tasks();
+    lost->set_task_id(task->id);
+    lost->set_worker_address(task->worker_address);
+    lost->set_reason(task->lost_reason);
+  }
 }
 
 void ClientRpcs::CheckPeersAtEnd(const DispatcherState::Iteration& iteration, int64_t client_id,

@@ -44,6 +44,9 @@ class ClientRpcs {
   // client_secrets_.ForTask(task_id), computed once: every client
   // heartbeat carries the read secret of each of its iteration's tasks.
   const std::string& ReadSecretOf(int64_t task_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu_);
+  // The iteration's live tasks and its lost ones, into the answer.
+  void ListTasks(const DispatcherState::Iteration& iteration, proto::ClientHeartbeatResponse* response)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu_);
 
   DispatcherCore& core_;
   Liveness& liveness_;

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <random>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -23,16 +24,44 @@ int64_t UnixMillis() {
       .count();
 }
 
+namespace {
+
+// Whether an update may change what a client's heartbeat lists: tasks
+// (made, lost, their worker gone or back) and iterations ended. The
+// frequent updates (leases, their delivery, finished tasks, clients)
+// change no list.
+bool ChangesTaskLists(const proto::Update& update) {
+  switch (update.kind_case()) {
+    case proto::Update::kLeaseSplits:
+    case proto::Update::kCompleteSplits:
+    case proto::Update::kCompleteTask:
+    case proto::Update::kFinishTask:
+    case proto::Update::kExtendRoundHorizon:
+    case proto::Update::kAcquireIterationClient:
+    case proto::Update::kReleaseIterationClient:
+    case proto::Update::kRegisterDataset:
+    case proto::Update::kCreateJob:
+    case proto::Update::kCreateIteration:
+      return false;
+    default:
+      return true;
+  }
+}
+
+}  // namespace
+
 DispatcherCore::DispatcherCore(DispatcherConfig config, TaskPushFn push_task,
                                JournalFailureFn on_journal_failure)
     : config_(std::move(config)),
       push_task_(std::move(push_task)),
-      on_journal_failure_(std::move(on_journal_failure)) {}
+      on_journal_failure_(std::move(on_journal_failure)),
+      task_lists_version_(static_cast<int64_t>(std::random_device{}() >> 1) << 31 | 1) {}
 
 absl::Status DispatcherCore::Start() {
   if (config_.work_dir.empty()) return absl::OkStatus();
   absl::MutexLock lock(&mu_);
   if (absl::Status s = Recover(); !s.ok()) return s;
+  journal_sync_ = journal_->sync();
   absl::StatusOr<ClientSecrets> secrets = ClientSecrets::Open(config_.work_dir);
   if (!secrets.ok()) return secrets.status();
   client_secrets_ = *std::move(secrets);
@@ -107,8 +136,11 @@ absl::Status DispatcherCore::Apply(const proto::Update& update) {
                                                      journal_->limits().max_record_bytes));
   }
   if (absl::Status s = state_.Apply(update); !s.ok()) return s;
+  if (ChangesTaskLists(update)) ++task_lists_version_;
   if (!journal_.has_value()) return absl::OkStatus();
-  absl::Status status = journal_->Append(update);
+  // Written, not yet synced: the request waits for the disk after it lets
+  // mu_ go (WaitForJournal), so that one sync serves many requests.
+  absl::Status status = journal_->Write(update);
   // Compacted once the journal is as large as the last snapshot too, so a
   // state of large definitions is not rewritten at each registration:
   // what is written stays within twice what is added.
@@ -117,16 +149,27 @@ absl::Status DispatcherCore::Apply(const proto::Update& update) {
        journal_->bytes_since_snapshot() >= std::max(config_.snapshot_bytes, last_snapshot_bytes_))) {
     status = WriteSnapshot();
   }
-  if (!status.ok()) {
-    // The state in memory is ahead of the disk and cannot be taken back:
-    // going on would lose it at the next restart.
-    journal_failure_ =
-        absl::UnavailableError(absl::StrCat("the dispatcher cannot write its journal in ", config_.work_dir,
-                                            ": ", status.message(), "; it must be restarted"));
-    if (on_journal_failure_) on_journal_failure_(journal_failure_);
-    return journal_failure_;
-  }
+  if (!status.ok()) return FailJournal(status);
   return absl::OkStatus();
+}
+
+absl::Status DispatcherCore::FailJournal(const absl::Status& status) {
+  if (!journal_failure_.ok()) return journal_failure_;
+  // The state in memory is ahead of the disk and cannot be taken back:
+  // going on would lose it at the next restart.
+  journal_failure_ =
+      absl::UnavailableError(absl::StrCat("the dispatcher cannot write its journal in ", config_.work_dir,
+                                          ": ", status.message(), "; it must be restarted"));
+  if (on_journal_failure_) on_journal_failure_(journal_failure_);
+  return journal_failure_;
+}
+
+absl::Status DispatcherCore::WaitForJournal() {
+  if (journal_sync_ == nullptr) return absl::OkStatus();
+  absl::Status status = journal_sync_->SyncWritten();
+  if (status.ok()) return status;
+  absl::MutexLock lock(&mu_);
+  return FailJournal(status);
 }
 
 absl::Status DispatcherCore::WriteSnapshot() {
@@ -196,8 +239,10 @@ absl::StatusOr<std::unique_ptr<SplitProvider>> DispatcherCore::NewSplitProvider(
   return MakeSplitProvider(def, options, *info);
 }
 
-void DispatcherCore::PushTasks(const NewTasks& new_tasks) const {
-  if (!push_task_) return;
+void DispatcherCore::PushTasks(const NewTasks& new_tasks) {
+  if (!push_task_ || new_tasks.empty()) return;
+  // A worker runs only tasks that a restart would still know.
+  if (!WaitForJournal().ok()) return;
   for (const auto& [address, def] : new_tasks) push_task_(address, def);
 }
 

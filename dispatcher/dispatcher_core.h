@@ -87,6 +87,12 @@ class DispatcherCore {
   // byte offset.
   absl::Status Start();
 
+  // Returns once every update applied so far is on disk (group commit:
+  // Apply writes, this syncs, outside mu_). Every answer to a request
+  // waits for it, so none tells of a change a crash could still undo. A
+  // journal that cannot be synced fails it, as Apply.
+  absl::Status WaitForJournal() ABSL_LOCKS_EXCLUDED(mu_);
+
   // The secret GetOrCreateIteration gave `iteration_client_id`.
   std::string ClientSecretOf(int64_t iteration_client_id) const {
     return client_secrets_.For(iteration_client_id);
@@ -107,6 +113,8 @@ class DispatcherCore {
   // monitor thread, what follows a loss): logs it, naming `what` failed,
   // and says whether it applied.
   bool ApplyOrLog(const proto::Update& update, const std::string& what) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Refuses every update from now on, and tells on_journal_failure_ once.
+  absl::Status FailJournal(const absl::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status Recover() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Compacts the journal into a snapshot; one too large to be read back
   // is logged and skipped, not an error.
@@ -116,7 +124,8 @@ class DispatcherCore {
                                                                   const proto::DatasetDef& def,
                                                                   int64_t repetition)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void PushTasks(const NewTasks& new_tasks) const;
+  // After WaitForJournal; not under mu_.
+  void PushTasks(const NewTasks& new_tasks) ABSL_LOCKS_EXCLUDED(mu_);
   // How the splits of a job's dataset are cut, which a saved read records
   // so that a restore under another cut is refused: elements_per_split,
   // and for an exactly_once job cut along its batches, the split size and
@@ -152,6 +161,8 @@ class DispatcherCore {
   // client_secrets_ is set once in Start.
   const Clock::time_point created_ = Clock::now();
   ClientSecrets client_secrets_;
+  // journal_'s group commit, set once in Start (null without a work dir).
+  std::shared_ptr<JournalSync> journal_sync_;
   // Under config_.restore_key_secret, when set.
   const std::optional<ClientSecrets> restore_keys_ =
       config_.restore_key_secret.empty()
@@ -185,6 +196,11 @@ class DispatcherCore {
   // When each unfinished task was made (or this dispatcher started), and
   // each iteration's run of losses of short-lived tasks.
   CrashLoopBound crash_loop_ ABSL_GUARDED_BY(mu_);
+  // Names what every client's task list holds (ClientHeartbeatResponse.
+  // task_list): moved on by each update that may change one, starting at
+  // a random number so that a client's number from an earlier process is
+  // not taken for current.
+  int64_t task_lists_version_ ABSL_GUARDED_BY(mu_);
   // Coordinated reads: the furthest round a consumer of each iteration has
   // reported.
   std::map<int64_t, int64_t> iteration_rounds_ ABSL_GUARDED_BY(mu_);

@@ -78,53 +78,53 @@ class DispatcherImpl {
   absl::Status GetOrRegisterDataset(const proto::GetOrRegisterDatasetRequest& request,
                                     proto::GetOrRegisterDatasetResponse* response,
                                     const Caller& caller = {}) {
-    return jobs_.GetOrRegisterDataset(request, response, caller);
+    return Durable(jobs_.GetOrRegisterDataset(request, response, caller));
   }
   absl::Status GetDatasetInfo(const proto::GetDatasetInfoRequest& request,
                               proto::GetDatasetInfoResponse* response, const Caller& caller = {}) {
-    return jobs_.GetDatasetInfo(request, response, caller);
+    return Durable(jobs_.GetDatasetInfo(request, response, caller));
   }
   absl::Status GetOrCreateJob(const proto::GetOrCreateJobRequest& request,
                               proto::GetOrCreateJobResponse* response, const Caller& caller = {}) {
-    return jobs_.GetOrCreateJob(request, response, caller);
+    return Durable(jobs_.GetOrCreateJob(request, response, caller));
   }
   absl::Status GetOrCreateIteration(const proto::GetOrCreateIterationRequest& request,
                                     proto::GetOrCreateIterationResponse* response,
                                     const Caller& caller = {}) {
-    return jobs_.GetOrCreateIteration(request, response, caller);
+    return Durable(jobs_.GetOrCreateIteration(request, response, caller));
   }
   absl::Status ClientHeartbeat(const proto::ClientHeartbeatRequest& request,
                                proto::ClientHeartbeatResponse* response, const Caller& caller = {}) {
-    return clients_.ClientHeartbeat(request, response, caller);
+    return Durable(clients_.ClientHeartbeat(request, response, caller));
   }
   absl::Status ReleaseIterationClient(const proto::ReleaseIterationClientRequest& request,
                                       proto::ReleaseIterationClientResponse* response,
                                       const Caller& caller = {}) {
-    return clients_.ReleaseIterationClient(request, response, caller);
+    return Durable(clients_.ReleaseIterationClient(request, response, caller));
   }
   absl::Status WorkerHeartbeat(const proto::WorkerHeartbeatRequest& request,
                                proto::WorkerHeartbeatResponse* response, const Caller& caller = {}) {
-    return workers_.WorkerHeartbeat(request, response, caller);
+    return Durable(workers_.WorkerHeartbeat(request, response, caller));
   }
   absl::Status WorkerUpdates(const proto::WorkerUpdatesRequest& request,
                              proto::WorkerUpdatesResponse* response, const Caller& caller = {}) {
-    return workers_.WorkerUpdates(request, response, caller);
+    return Durable(workers_.WorkerUpdates(request, response, caller));
   }
   absl::Status WorkerShutdown(const proto::WorkerShutdownRequest& request,
                               proto::WorkerShutdownResponse* response, const Caller& caller = {}) {
-    return workers_.WorkerShutdown(request, response, caller);
+    return Durable(workers_.WorkerShutdown(request, response, caller));
   }
   absl::Status GetSplits(const proto::GetSplitsRequest& request, proto::GetSplitsResponse* response,
                          const Caller& caller = {}) {
-    return workers_.GetSplits(request, response, caller);
+    return Durable(workers_.GetSplits(request, response, caller));
   }
   absl::Status GetWorkers(const proto::GetWorkersRequest& request, proto::GetWorkersResponse* response,
                           const Caller& caller = {}) {
-    return status_.GetWorkers(request, response, caller);
+    return Durable(status_.GetWorkers(request, response, caller));
   }
   absl::Status GetStatus(const proto::GetStatusRequest& request, proto::StatusSnapshot* response,
                          const Caller& caller = {}) {
-    return status_.GetStatus(request, response, caller);
+    return Durable(status_.GetStatus(request, response, caller));
   }
 
   // The secret GetOrCreateIteration gave `iteration_client_id`, for
@@ -139,6 +139,14 @@ class DispatcherImpl {
   void ExportMetrics(MetricsRegistry& registry) { status_.ExportMetrics(registry); }
 
  private:
+  // An answer waits until what its request changed is on disk
+  // (DispatcherCore::WaitForJournal); a journal that cannot be synced
+  // fails it.
+  absl::Status Durable(absl::Status answer) {
+    absl::Status journal = core_.WaitForJournal();
+    return journal.ok() ? answer : journal;
+  }
+
   // Destroyed in reverse: the gauges are unregistered, then the monitor
   // thread stops, before the core's state goes.
   DispatcherCore core_;

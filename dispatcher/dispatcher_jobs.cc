@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/proto_convert.h"
 #include "dispatcher/request_checks.h"
+#include "dispatcher/shared_exactly_once.h"
 #include "dispatcher/tenant_quotas.h"
 #include "pipeline/builder.h"
 #include "pipeline/sharding.h"
@@ -224,6 +225,9 @@ absl::Status JobRpcs::GetOrCreateIteration(const proto::GetOrCreateIterationRequ
           " already has or had a consumer: another would take part of its splits, so no order could be "
           "reproduced (read it from one consumer, under a new job_name to read it again, or set "
           "deterministic: false)"));
+    }
+    if (iteration != nullptr) {
+      if (absl::Status s = CheckJoinAfterLoss(core_.state_, *iteration); !s.ok()) return s;
     }
     if (iteration == nullptr) {
       if (absl::Status s = CheckIterationQuota(core_.state_, core_.config_, job->params.tenant()); !s.ok())

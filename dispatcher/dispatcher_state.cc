@@ -124,6 +124,8 @@ absl::Status DispatcherState::Apply(const proto::Update& update) {
       tasks_[u.task_id()] = Task{u.task_id(), u.iteration_id(), u.worker_address(), false};
       tasks_[u.task_id()].starting_round = u.starting_round();
       iteration->second.tasks.push_back(u.task_id());
+      ++iteration->second.unfinished_tasks;
+      tasks_of_worker_[u.worker_address()].push_back(u.task_id());
       UpdateFinished(iteration->second);
       next_task_id_ = std::max(next_task_id_, u.task_id() + 1);
       return absl::OkStatus();
@@ -140,6 +142,8 @@ absl::Status DispatcherState::Apply(const proto::Update& update) {
             absl::StrCat("cannot add client ", u.iteration_client_id(), " to iteration ", u.iteration_id()));
       }
       iteration->second.clients.insert(u.iteration_client_id());
+      if (iteration->second.first_client == 0) iteration->second.first_client = u.iteration_client_id();
+      if (iteration->second.first_client != u.iteration_client_id()) iteration->second.several_clients = true;
       if (num_consumers > 0) {
         iteration->second.consumers_joined.insert(u.consumer_index());
       }
@@ -163,7 +167,7 @@ absl::Status DispatcherState::Apply(const proto::Update& update) {
       if (task == tasks_.end()) {
         return absl::FailedPreconditionError(absl::StrCat("unknown task ", update.finish_task().task_id()));
       }
-      task->second.finished = true;
+      MarkFinished(task->second);
       UpdateFinished(iterations_[task->second.iteration_id]);
       return absl::OkStatus();
     }
@@ -172,20 +176,22 @@ absl::Status DispatcherState::Apply(const proto::Update& update) {
       // their undelivered splits go to other tasks.
       const std::string& address = update.remove_worker().address();
       workers_.erase(address);
-      for (auto& [id, task] : tasks_) {
-        if (task.worker_address != address) continue;
+      auto of_worker = tasks_of_worker_.find(address);
+      if (of_worker == tasks_of_worker_.end()) return absl::OkStatus();
+      for (int64_t id : of_worker->second) {
+        Task& task = tasks_.at(id);
         if (task.completed) {
           // A client read it to its end: over, nothing lost, even if its
           // worker's own report (FinishTask) never comes.
           if (!task.finished) {
-            task.finished = true;
+            MarkFinished(task);
             UpdateFinished(iterations_[task.iteration_id]);
           }
           continue;
         }
         ReturnLeases(task);
         if (!task.finished) {
-          task.finished = true;
+          MarkFinished(task);
           task.lost = true;
           task.lost_reason = update.remove_worker().reason();
         }
@@ -204,7 +210,7 @@ absl::Status DispatcherState::Apply(const proto::Update& update) {
         return absl::FailedPreconditionError(absl::StrCat("cannot lose task ", u.task_id()));
       }
       ReturnLeases(task->second);
-      task->second.finished = true;
+      MarkFinished(task->second);
       task->second.lost = true;
       task->second.lost_reason = u.reason();
       UpdateFinished(iterations_[task->second.iteration_id]);
@@ -258,7 +264,7 @@ absl::Status DispatcherState::Apply(const proto::Update& update) {
         // An endless dataset's splits are not leased: a lost task's splits
         // would only come again among endless others, and its leases would
         // grow for as long as it is read (3-4 MB/s).
-        if (!iteration.infinite) task->second.leases[run.seq] = run;
+        if (!iteration.infinite) AddLease(iteration, task->second, run);
         task->second.last_split_response.push_back(run);
       }
       task->second.last_split_request = u.request_id();
@@ -275,7 +281,7 @@ absl::Status DispatcherState::Apply(const proto::Update& update) {
       }
       for (int64_t seq : u.seqs()) {
         RemoveSplits(&iteration->second.returned_splits, seq, 1);
-        for (int64_t task_id : iteration->second.tasks) RemoveSplits(&tasks_[task_id].leases, seq, 1);
+        DeliverSplit(iteration->second, seq);
       }
       UpdateFinished(iteration->second);
       return absl::OkStatus();
@@ -296,7 +302,7 @@ absl::Status DispatcherState::Apply(const proto::Update& update) {
         return absl::FailedPreconditionError(absl::StrCat("unknown task ", update.complete_task().task_id()));
       }
       task->second.completed = true;
-      task->second.leases.clear();
+      ClearLeases(task->second);
       return absl::OkStatus();
     }
     case proto::Update::kRemoveJob: {
@@ -317,7 +323,12 @@ absl::Status DispatcherState::Apply(const proto::Update& update) {
         }
       }
       for (const auto& [repetition, iteration_id] : job->second.iterations) {
-        for (int64_t task : iterations_.at(iteration_id).tasks) tasks_.erase(task);
+        for (int64_t task : iterations_.at(iteration_id).tasks) {
+          auto of_worker = tasks_of_worker_.find(tasks_.at(task).worker_address);
+          std::erase(of_worker->second, task);
+          if (of_worker->second.empty()) tasks_of_worker_.erase(of_worker);
+          tasks_.erase(task);
+        }
         iterations_.erase(iteration_id);
       }
       auto named =
@@ -376,9 +387,7 @@ absl::Status DispatcherState::Apply(const proto::Update& update) {
 }
 
 void DispatcherState::UpdateFinished(Iteration& iteration) {
-  bool all_tasks_finished =
-      !iteration.tasks.empty() && std::all_of(iteration.tasks.begin(), iteration.tasks.end(),
-                                              [this](int64_t id) { return tasks_.at(id).finished; });
+  bool all_tasks_finished = !iteration.tasks.empty() && iteration.unfinished_tasks == 0;
   // Static sharding: every listed worker's shard must be read whole, by a
   // task that was not lost (a worker back at that address runs it again).
   const proto::JobParams& params = jobs_.at(iteration.job_id).params;
@@ -424,6 +433,7 @@ void DispatcherState::DropSplits(Iteration& iteration) {
     task.last_split_response.clear();
     task.last_end_of_splits = true;
   }
+  iteration.lease_holders.clear();
 }
 
 void DispatcherState::ReturnLeases(Task& task) {
@@ -431,7 +441,52 @@ void DispatcherState::ReturnLeases(Task& task) {
   if (!iteration.collected && iteration.error_code == 0) {
     for (const auto& [seq, split] : task.leases) iteration.returned_splits[seq] = split;
   }
+  ClearLeases(task);
+}
+
+void DispatcherState::AddLease(Iteration& iteration, Task& task, const Split& run) {
+  task.leases[run.seq] = run;
+  iteration.lease_holders[run.seq] = task.id;
+}
+
+void DispatcherState::DeliverSplit(Iteration& iteration, int64_t seq) {
+  auto holder = iteration.lease_holders.upper_bound(seq);
+  if (holder == iteration.lease_holders.begin()) return;
+  --holder;
+  const int64_t first = holder->first;
+  Task& task = tasks_.at(holder->second);
+  if (!RemoveSplits(&task.leases, seq, 1)) return;  // not leased (delivered before)
+  // The run is cut around seq, as RemoveSplits cut it in the task.
+  iteration.lease_holders.erase(holder);
+  if (task.leases.contains(first)) iteration.lease_holders[first] = task.id;
+  if (task.leases.contains(seq + 1)) iteration.lease_holders[seq + 1] = task.id;
+}
+
+void DispatcherState::ClearLeases(Task& task) {
+  if (auto iteration = iterations_.find(task.iteration_id); iteration != iterations_.end()) {
+    for (const auto& [seq, split] : task.leases) iteration->second.lease_holders.erase(seq);
+  }
   task.leases.clear();
+}
+
+void DispatcherState::MarkFinished(Task& task) {
+  if (task.finished) return;
+  task.finished = true;
+  --iterations_.at(task.iteration_id).unfinished_tasks;
+}
+
+void DispatcherState::RebuildIndexes() {
+  tasks_of_worker_.clear();
+  for (auto& [id, iteration] : iterations_) {
+    iteration.lease_holders.clear();
+    iteration.unfinished_tasks = 0;
+  }
+  for (const auto& [id, task] : tasks_) {
+    tasks_of_worker_[task.worker_address].push_back(id);
+    Iteration& iteration = iterations_.at(task.iteration_id);
+    if (!task.finished) ++iteration.unfinished_tasks;
+    for (const auto& [seq, split] : task.leases) iteration.lease_holders[seq] = id;
+  }
 }
 
 const DispatcherState::Dataset* DispatcherState::FindDataset(const std::string& id) const {
@@ -493,9 +548,9 @@ const DispatcherState::Worker* DispatcherState::FindWorker(const std::string& ad
 
 std::vector<const DispatcherState::Task*> DispatcherState::TasksOfWorker(const std::string& address) const {
   std::vector<const Task*> result;
-  for (const auto& [id, task] : tasks_) {
-    if (task.worker_address == address) result.push_back(&task);
-  }
+  auto of_worker = tasks_of_worker_.find(address);
+  if (of_worker == tasks_of_worker_.end()) return result;
+  for (int64_t id : of_worker->second) result.push_back(&tasks_.at(id));
   return result;
 }
 

@@ -57,6 +57,8 @@ proto::StateSnapshot DispatcherState::ToSnapshot() const {
     i->set_epoch_key(iteration.epoch_key);
     for (int64_t task : iteration.tasks) i->add_tasks(task);
     for (int64_t client : iteration.clients) i->add_clients(client);
+    i->set_first_client(iteration.first_client);
+    i->set_several_clients(iteration.several_clients);
     i->set_collected(iteration.collected);
     i->set_split_cursor(iteration.split_cursor);
     i->set_next_split_seq(iteration.next_split_seq);
@@ -143,6 +145,11 @@ absl::StatusOr<DispatcherState> DispatcherState::FromSnapshot(const proto::State
       iteration.clients.insert(client);
       state.iteration_of_client_[client] = iteration.id;
     }
+    iteration.first_client = i.first_client();
+    iteration.several_clients = i.several_clients() || iteration.clients.size() > 1;
+    if (iteration.first_client == 0 && !iteration.clients.empty()) {
+      iteration.first_client = *iteration.clients.begin();
+    }
     iteration.collected = i.collected();
     iteration.split_cursor = i.split_cursor();
     iteration.next_split_seq = i.next_split_seq();
@@ -165,7 +172,7 @@ absl::StatusOr<DispatcherState> DispatcherState::FromSnapshot(const proto::State
           absl::StrCat("iteration ", iteration.id, ": ", positions.status().message()));
     iteration.skip_positions = *std::move(positions);
     job->second.iterations[iteration.repetition] = iteration.id;
-    state.UpdateFinished(state.iterations_[iteration.id] = std::move(iteration));
+    state.iterations_[iteration.id] = std::move(iteration);
   }
   for (const auto& [id, task] : state.tasks_) {
     if (!state.iterations_.contains(task.iteration_id)) {
@@ -173,6 +180,8 @@ absl::StatusOr<DispatcherState> DispatcherState::FromSnapshot(const proto::State
           absl::StrCat("snapshot: task ", id, " has no iteration ", task.iteration_id));
     }
   }
+  state.RebuildIndexes();
+  for (auto& [id, iteration] : state.iterations_) state.UpdateFinished(iteration);
   state.next_dataset_id_ = std::max(state.next_dataset_id_, snapshot.next_dataset_id());
   state.next_job_id_ = std::max(state.next_job_id_, snapshot.next_job_id());
   state.next_iteration_id_ = std::max(state.next_iteration_id_, snapshot.next_iteration_id());

@@ -399,19 +399,20 @@ Journal::Journal(Journal&& other) noexcept
     : dir_(std::move(other.dir_)),
       limits_(other.limits_),
       lock_fd_(std::exchange(other.lock_fd_, -1)),
-      fd_(std::exchange(other.fd_, -1)),
+      file_(std::move(other.file_)),
+      sync_(std::move(other.sync_)),
       sequence_(other.sequence_),
       records_since_snapshot_(other.records_since_snapshot_),
       bytes_since_snapshot_(other.bytes_since_snapshot_) {}
 
 Journal& Journal::operator=(Journal&& other) noexcept {
   if (this != &other) {
-    if (fd_ >= 0) ::close(fd_);
-    if (lock_fd_ >= 0) ::close(lock_fd_);
+    Close();
     dir_ = std::move(other.dir_);
     limits_ = other.limits_;
     lock_fd_ = std::exchange(other.lock_fd_, -1);
-    fd_ = std::exchange(other.fd_, -1);
+    file_ = std::move(other.file_);
+    sync_ = std::move(other.sync_);
     sequence_ = other.sequence_;
     records_since_snapshot_ = other.records_since_snapshot_;
     bytes_since_snapshot_ = other.bytes_since_snapshot_;
@@ -419,9 +420,16 @@ Journal& Journal::operator=(Journal&& other) noexcept {
   return *this;
 }
 
-Journal::~Journal() {
-  if (fd_ >= 0) ::close(fd_);
+Journal::~Journal() { Close(); }
+
+void Journal::Close() {
+  // What was written is synced before the work dir is let go: an orderly
+  // exit loses nothing that requests still waiting would have synced.
+  if (sync_ != nullptr && sync_->unsynced() > 0) (void)sync_->SyncWritten();
+  file_.reset();
+  sync_.reset();
   if (lock_fd_ >= 0) ::close(lock_fd_);
+  lock_fd_ = -1;
 }
 
 absl::Status Journal::StartFile(int64_t sequence) {
@@ -441,14 +449,14 @@ absl::Status Journal::StartFile(int64_t sequence) {
     ::close(fd);
     return s;
   }
-  if (fd_ >= 0) ::close(fd_);
-  fd_ = fd;
+  file_ = std::make_shared<JournalFile>(fd, path);
+  sync_->SetFile(file_);
   sequence_ = sequence;
   return absl::OkStatus();
 }
 
-absl::Status Journal::Append(const proto::Update& update) {
-  const std::string path = (fs::path(dir_) / FileName("journal", sequence_, ".log")).string();
+absl::Status Journal::Write(const proto::Update& update) {
+  const std::string& path = file_->path();
   // Refused before writing, so the journal stays whole: recovery would stop
   // at a record longer than it reads.
   const size_t size = update.ByteSizeLong();
@@ -462,18 +470,17 @@ absl::Status Journal::Append(const proto::Update& update) {
       ProcessMetrics()
           .AddCounter("sluice_journal_bytes_written_total", "bytes appended to the journal")
           .Get();
-  static Histogram& sync_seconds = ProcessMetrics()
-                                       .AddHistogram("sluice_journal_fsync_duration_seconds",
-                                                     "time to make one journal record durable", {})
-                                       .Get();
-  if (absl::Status s = WriteAll(fd_, record, path); !s.ok()) return s;
-  const auto sync_start = std::chrono::steady_clock::now();
-  if (::fdatasync(fd_) != 0) return absl::InternalError(Errno("cannot sync", path));
-  sync_seconds.Observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - sync_start).count());
+  if (absl::Status s = WriteAll(file_->fd(), record, path); !s.ok()) return s;
+  sync_->Written();
   bytes_written.Increment(static_cast<double>(record.size()));
   ++records_since_snapshot_;
   bytes_since_snapshot_ += static_cast<int64_t>(record.size());
   return absl::OkStatus();
+}
+
+absl::Status Journal::Append(const proto::Update& update) {
+  if (absl::Status s = Write(update); !s.ok()) return s;
+  return sync_->SyncWritten();
 }
 
 absl::Status Journal::WriteSnapshot(const proto::StateSnapshot& snapshot) {
@@ -514,6 +521,8 @@ absl::Status Journal::WriteSnapshot(const proto::StateSnapshot& snapshot) {
   }
   if (absl::Status s = SyncDirectory(dir_); !s.ok()) return s;
   if (absl::Status s = StartFile(sequence); !s.ok()) return s;
+  // The snapshot holds what every record before it did.
+  sync_->AllDurable();
   records_since_snapshot_ = 0;
   bytes_since_snapshot_ = 0;
   std::error_code error;

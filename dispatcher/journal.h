@@ -1,6 +1,7 @@
 // Journal: the dispatcher's durable record of its state, in a work
-// directory. Every update is appended (checksummed, fsynced) before the
-// dispatcher acts on it; now and then a snapshot of the whole state
+// directory. Every update is appended (checksummed) as it is applied, and
+// synced before any answer that tells of it (group commit: JournalSync);
+// now and then a snapshot of the whole state
 // replaces the records before it. The format is in docs/design.md, "The
 // journal".
 //
@@ -17,12 +18,14 @@
 
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "dispatcher/journal_sync.h"
 #include "sluice/proto/journal.pb.h"
 
 namespace sluice::dispatcher {
@@ -70,11 +73,17 @@ class Journal {
   Journal& operator=(Journal&&) noexcept;
   ~Journal();
 
-  // Appends one update and waits until it is on disk. An update larger
-  // than limits().max_record_bytes is ResourceExhausted and nothing is
-  // written: the journal stays whole and usable. Any other error may leave
-  // part of a record behind, and the journal must not be appended to again.
+  // Appends one update without waiting for the disk: sync() makes it
+  // durable (group commit, journal_sync.h). An update larger than
+  // limits().max_record_bytes is ResourceExhausted and nothing is written:
+  // the journal stays whole and usable. Any other error may leave part of
+  // a record behind, and the journal must not be appended to again.
+  absl::Status Write(const proto::Update& update);
+  // Write, then waits until it is on disk.
   absl::Status Append(const proto::Update& update);
+  // Makes what was written durable; callable without the lock the
+  // writer holds, and alive as long as its holders.
+  std::shared_ptr<JournalSync> sync() const { return sync_; }
   // Writes `snapshot` (the state after every update appended so far),
   // starts a new journal file and deletes the files it replaces. A snapshot
   // larger than limits().max_snapshot_bytes is ResourceExhausted, checked
@@ -92,11 +101,13 @@ class Journal {
  private:
   Journal(std::string dir, const JournalLimits& limits) : dir_(std::move(dir)), limits_(limits) {}
   absl::Status StartFile(int64_t sequence);
+  void Close();
 
   std::string dir_;
   JournalLimits limits_;
-  int lock_fd_ = -1;  // DIR/LOCK, flock()ed while this journal lives
-  int fd_ = -1;
+  int lock_fd_ = -1;                   // DIR/LOCK, flock()ed while this journal lives
+  std::shared_ptr<JournalFile> file_;  // appended to
+  std::shared_ptr<JournalSync> sync_ = std::make_shared<JournalSync>();
   int64_t sequence_ = 0;  // of the journal file being appended to
   int64_t records_since_snapshot_ = 0;
   int64_t bytes_since_snapshot_ = 0;

@@ -17,6 +17,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "dispatcher/shared_exactly_once.h"
 #include "service/metrics.h"
 namespace sluice::dispatcher {
 namespace {
@@ -96,6 +97,9 @@ void Liveness::RunMonitor() {
       }
       ReleaseSilentClients(now);
     }
+    // What this pass changed reaches the disk now, not with the next
+    // request's sync.
+    (void)core_.WaitForJournal();
     core_.PushTasks(new_tasks);
   }
 }
@@ -114,6 +118,9 @@ void Liveness::RemoveWorker(const std::string& address, const std::string& reaso
   for (const auto* task : core_.state_.TasksOfWorker(address)) {
     if (!task->finished) running.push_back(task->id);
   }
+  std::vector<int64_t> losing;
+  for (const auto* task : core_.state_.TasksOfWorker(address)) losing.push_back(task->id);
+  FailBrokenSharedReads(losing, reason);
   const int64_t returned_before = SplitsAwaitingReissue(core_.state_);
   proto::Update update;
   update.mutable_remove_worker()->set_address(address);
@@ -182,6 +189,7 @@ void Liveness::NoteUnreachable(int64_t iteration_id, const std::string& address,
       "worker {}: {}; the tasks there of iteration {} end ({}), the worker and other iterations' "
       "tasks stay",
       address, reason, iteration_id, absl::StrJoin(reported, ", "));
+  FailBrokenSharedReads(reported, reason);
   const int64_t returned_before = SplitsAwaitingReissue(core_.state_);
   std::vector<int64_t> running;
   for (int64_t id : reported) {
@@ -197,6 +205,17 @@ void Liveness::NoteUnreachable(int64_t iteration_id, const std::string& address,
   for (int64_t id : running) NoteLostTask(*core_.state_.FindTask(id), reason, now);
   // MayRunIn keeps this iteration off the worker from now on.
   AssignReturnedSplits(new_tasks);
+}
+
+void Liveness::FailBrokenSharedReads(const std::vector<int64_t>& tasks, const std::string& reason) {
+  for (int64_t id : tasks) {
+    const auto* task = core_.state_.FindTask(id);
+    if (task == nullptr) continue;
+    if (std::optional<std::string> why = SharedExactlyOnceBreak(core_.state_, *task, reason);
+        why.has_value()) {
+      FailIteration(task->iteration_id, absl::StatusCode::kAborted, *why);
+    }
+  }
 }
 
 void Liveness::AssignReturnedSplits(NewTasks* new_tasks) {

@@ -12,6 +12,7 @@
 #include <string>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -58,6 +59,11 @@ class Liveness {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu_);
 
  private:
+  // Before `tasks` are lost for `reason`: fails each iteration whose exactly
+  // once read is shared by several clients (shared_exactly_once.h), so that
+  // the failure is journaled before the loss and no split runs again.
+  void FailBrokenSharedReads(const std::vector<int64_t>& tasks, const std::string& reason)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu_);
   // The monitor thread: removes workers whose heartbeats stopped, releases
   // silent clients and collects what is over, until stopping_.
   void RunMonitor();

@@ -7,7 +7,13 @@ namespace sluice::dispatcher {
 WorkerClient& GrpcTaskPusher::ClientFor(const std::string& worker_address) {
   absl::MutexLock lock(&mu_);
   std::unique_ptr<WorkerClient>& client = clients_[worker_address];
-  if (client == nullptr) client = std::make_unique<WorkerClient>(worker_address);
+  // A push is rare (a task made); an idle channel lets its connection go,
+  // so that workers gone for good are not redialled every second for the
+  // dispatcher's life.
+  if (client == nullptr) {
+    client = std::make_unique<WorkerClient>(worker_address, 1,
+                                            ChannelOptions{.idle_timeout_ms = kPushIdleTimeoutMs});
+  }
   return *client;
 }
 

@@ -16,6 +16,9 @@
 
 namespace sluice::dispatcher {
 
+// A worker's channel without pushes for this long goes idle.
+inline constexpr int kPushIdleTimeoutMs = 5000;
+
 class GrpcTaskPusher {
  public:
   // Starts the call and returns at once; never blocks on the network.

@@ -158,7 +158,7 @@ void SetDefaultChannelSecurity(ChannelSecurity security) {
 }
 
 std::shared_ptr<grpc::Channel> MakeSecureChannel(const std::string& address, const ChannelSecurity& security,
-                                                 bool own_connection) {
+                                                 bool own_connection, int idle_timeout_ms) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(kMaxMessageBytes);
   args.SetMaxSendMessageSize(kMaxMessageBytes);
@@ -168,6 +168,7 @@ std::shared_ptr<grpc::Channel> MakeSecureChannel(const std::string& address, con
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   if (own_connection) args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  if (idle_timeout_ms > 0) args.SetInt(GRPC_ARG_CLIENT_IDLE_TIMEOUT_MS, idle_timeout_ms);
   std::shared_ptr<grpc::ChannelCredentials> credentials;
   if (security.tls) {
     grpc::SslCredentialsOptions options;

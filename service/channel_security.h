@@ -65,9 +65,11 @@ void SetDefaultChannelSecurity(ChannelSecurity security);
 // A channel to "host:port" with `security`, the receive limit raised from
 // gRPC's 4 MiB default (batches of tensors are routinely larger). With
 // `own_connection` the channel opens a TCP connection of its own rather
-// than sharing one with the process's other channels to `address`.
+// than sharing one with the process's other channels to `address`. With
+// `idle_timeout_ms` > 0 a channel without calls for that long lets its
+// connection go, and stops trying to reconnect to a peer that is gone.
 std::shared_ptr<grpc::Channel> MakeSecureChannel(const std::string& address, const ChannelSecurity& security,
-                                                 bool own_connection = false);
+                                                 bool own_connection = false, int idle_timeout_ms = 0);
 
 }  // namespace sluice
 

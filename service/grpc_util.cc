@@ -63,7 +63,8 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address, const Cha
   const absl::StatusOr<ChannelSecurity> security = DefaultChannelSecurity();
   // An unreadable SLUICE_TOKEN_FILE is reported by DispatcherClient's
   // first call; until then the channel goes without.
-  return MakeSecureChannel(address, security.ok() ? *security : ChannelSecurity{}, options.own_connection);
+  return MakeSecureChannel(address, security.ok() ? *security : ChannelSecurity{}, options.own_connection,
+                           options.idle_timeout_ms);
 }
 
 absl::Status CallWithRetries(const std::function<grpc::Status(grpc::ClientContext*)>& call,

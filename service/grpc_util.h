@@ -41,6 +41,9 @@ struct ChannelOptions {
   // A TCP connection of the channel's own, never shared with another
   // channel to the same address (gRPC shares them by default).
   bool own_connection = false;
+  // Without calls for this long, the channel lets its connection go (and
+  // stops reconnecting to a peer that is gone); 0: gRPC's default (30 min).
+  int idle_timeout_ms = 0;
 };
 
 // A channel with DefaultChannelSecurity() (service/channel_security.h): the

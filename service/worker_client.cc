@@ -26,8 +26,9 @@ struct ProcessTaskCall {
 
 }  // namespace
 
-WorkerClient::WorkerClient(std::string address, int connections) : address_(std::move(address)) {
-  const ChannelOptions options{.own_connection = connections > 1};
+WorkerClient::WorkerClient(std::string address, int connections, ChannelOptions options)
+    : address_(std::move(address)) {
+  options.own_connection = options.own_connection || connections > 1;
   std::shared_ptr<grpc::Channel> first;
   for (int i = 0; i < std::max(connections, 1); ++i) {
     std::shared_ptr<grpc::Channel> channel = MakeChannel(address_, options);

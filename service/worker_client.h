@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "service/grpc_util.h"
 #include "sluice/proto/service.grpc.pb.h"
 
 namespace sluice {
@@ -39,7 +40,8 @@ class WorkerClient {
   // With one, the channel may share gRPC's connection with the process's
   // other channels to the worker; with more, each has a connection of its
   // own.
-  explicit WorkerClient(std::string address, int connections = 1);
+  // `options.own_connection` is set when connections > 1.
+  explicit WorkerClient(std::string address, int connections = 1, ChannelOptions options = {});
 
   const std::string& address() const { return address_; }
 

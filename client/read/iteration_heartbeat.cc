@@ -45,6 +45,7 @@ void IterationHeartbeat::HeartbeatLoop() {
     std::vector<int64_t> reported_splits;
     {
       absl::MutexLock lock(&state_.mu);
+      request.set_known_task_list(known_task_list_);
       reported = state_.completed_tasks;
       reported_splits = state_.completed_splits;
       std::set<std::string> unreachable;
@@ -89,6 +90,12 @@ void IterationHeartbeat::HeartbeatLoop() {
 }
 
 void IterationHeartbeat::ApplyReply(const proto::ClientHeartbeatResponse& response) {
+  if (response.task_list_unchanged() && known_task_list_ != 0) {
+    ApplyStatus(response);
+    return;
+  }
+  known_task_list_ = response.task_list();
+  listed_tasks_ = response.tasks_size() > 0;
   std::set<int64_t> listed;
   for (const proto::TaskInfo& info : response.tasks()) {
     listed.insert(info.task_id());
@@ -135,6 +142,10 @@ void IterationHeartbeat::ApplyReply(const proto::ClientHeartbeatResponse& respon
                               task.elements);
     }
   }
+  ApplyStatus(response);
+}
+
+void IterationHeartbeat::ApplyStatus(const proto::ClientHeartbeatResponse& response) {
   if (response.error_code() != 0 && state_.status.ok()) {
     state_.status = absl::Status(static_cast<absl::StatusCode>(response.error_code()),
                                  absl::StrCat("the iteration failed: ", response.error_message()));
@@ -146,7 +157,7 @@ void IterationHeartbeat::ApplyReply(const proto::ClientHeartbeatResponse& respon
 }
 
 void IterationHeartbeat::NoteServingWorkers(const proto::ClientHeartbeatResponse& response) {
-  if (response.tasks_size() > 0 || response.iteration_finished()) {
+  if (listed_tasks_ || response.iteration_finished()) {
     no_worker_since_.reset();
     warned_no_worker_ = false;
     return;

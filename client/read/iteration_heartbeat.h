@@ -38,6 +38,8 @@ class IterationHeartbeat {
  private:
   // Takes in the dispatcher's reply.
   void ApplyReply(const proto::ClientHeartbeatResponse& response) ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_.mu);
+  // What every answer says besides the task lists: errors, the end, rounds.
+  void ApplyStatus(const proto::ClientHeartbeatResponse& response) ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_.mu);
   // A dispatcher unheard for dispatcher_deadline_ fails the read, naming
   // it; before that, one warning says that the reader is retrying.
   void NoteDispatcherReachability(const absl::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_.mu);
@@ -63,6 +65,11 @@ class IterationHeartbeat {
   // Since when the dispatcher lists no task for the iteration.
   std::optional<absl::Time> no_worker_since_ ABSL_GUARDED_BY(state_.mu);
   bool warned_no_worker_ ABSL_GUARDED_BY(state_.mu) = false;
+  // The dispatcher's name for the task lists last applied (0: none), and
+  // whether they listed any task: an answer may leave the lists out when
+  // they are unchanged.
+  int64_t known_task_list_ ABSL_GUARDED_BY(state_.mu) = 0;
+  bool listed_tasks_ ABSL_GUARDED_BY(state_.mu) = false;
   // Lost tasks whose possible repeats this reader has warned of.
   std::set<int64_t> warned_repeats_ ABSL_GUARDED_BY(state_.mu);
 };

@@ -14,18 +14,24 @@
 #define SLUICE_CLIENT_READ_SPLIT_POSITION_FILTER_H_
 
 #include <cstdint>
+#include <iterator>
 #include <map>
 #include <set>
 #include <utility>
 
 #include "client/read/split_deliveries.h"
+#include "service/int_ranges.h"
 
 namespace sluice::reader {
 
 // Consumers of a shared (named) job split each split's elements between
 // them, so one reader's positions jump by design; such a reader cannot
-// tell a gap from another consumer's share and only drops repeats (a known
-// limit, docs/design.md).
+// tell a gap from another consumer's share. It keeps the positions it took
+// and drops exactly those when they come again: a rerun of a lost task's
+// splits reaches a shared read only while it has had one consumer (with
+// more, the dispatcher fails the read rather than rerun them:
+// dispatcher/shared_exactly_once.h), so every other position of the rerun
+// is one nobody delivered, also one that was in flight when the worker died.
 //
 // A restored read (issue 20) starts with what was delivered before its
 // save: those positions are repeats too, and a sole reader's next position
@@ -37,15 +43,16 @@ class SplitPositionFilter {
 
   // Whether to deliver the element at `position` of split `seq`: for a sole
   // reader only the next position not yet delivered, for a shared one any
-  // past the last delivered.
+  // it has not delivered.
   bool Accept(int64_t seq, int64_t position) {
     const bool restored = !restored_.empty();
     if (restored && restored_.Contains(seq, position)) return false;
+    if (!sole_reader_) return AcceptShared(seq, position);
     auto [entry, fresh] = next_position_.try_emplace(seq, 0);
     int64_t& next = entry->second;
-    if (fresh && restored && sole_reader_) next = restored_.NextUndelivered(seq, 0);
-    if (position == next || (position > next && !sole_reader_)) {
-      next = restored && sole_reader_ ? restored_.NextUndelivered(seq, position + 1) : position + 1;
+    if (fresh && restored) next = restored_.NextUndelivered(seq, 0);
+    if (position == next) {
+      next = restored ? restored_.NextUndelivered(seq, position + 1) : position + 1;
       gapped_.erase(seq);
       return true;
     }
@@ -59,10 +66,26 @@ class SplitPositionFilter {
   const std::set<int64_t>& gapped() const { return gapped_; }
 
  private:
+  bool AcceptShared(int64_t seq, int64_t position) {
+    IntRanges& taken = taken_[seq];
+    // The common case: the position after the last range, which grows in
+    // place.
+    if (!taken.empty() && std::prev(taken.end())->second == position) {
+      ++std::prev(taken.end())->second;
+      return true;
+    }
+    if (InRanges(taken, position)) return false;
+    InsertRange(&taken, position, position + 1);
+    return true;
+  }
+
   const bool sole_reader_;
   const SplitDeliveries restored_;
+  // A sole reader's next position per split.
   std::map<int64_t, int64_t> next_position_;
   std::set<int64_t> gapped_;
+  // A shared reader's positions taken per split.
+  std::map<int64_t, IntRanges> taken_;
 };
 
 }  // namespace sluice::reader

@@ -41,15 +41,40 @@ TEST_CASE("split_position_filter: positions past a lost response wait for the re
   CHECK(filter.gapped().empty());
 }
 
-TEST_CASE("split_position_filter: a consumer of a shared job takes any later position",
+TEST_CASE("split_position_filter: a consumer of a shared job takes every position it has not taken",
           "[client][exactly_once]") {
   // Another consumer took positions 0-9 and 20-29.
   SplitPositionFilter filter(/*sole_reader=*/false);
   CHECK(Delivered(filter, 3, 10, 19).size() == 10);
   CHECK(Delivered(filter, 3, 30, 39).size() == 10);
   CHECK(filter.CompleteInOrder(3));
-  // A rerun's start is still dropped.
-  CHECK(Delivered(filter, 3, 0, 41) == std::vector<int64_t>{40, 41});
+  CHECK(filter.gapped().empty());
+}
+
+TEST_CASE("split_position_filter: a sole consumer of a shared job reads a rerun without loss or repeat",
+          "[client][exactly_once]") {
+  // It took 10-19 and 30-39 of split 3; 0-9 and 20-29 died in flight with
+  // the worker. The rerun of split 3 (0-41) gives it exactly what it lacks:
+  // positions below the last it took are not skipped.
+  SplitPositionFilter filter(/*sole_reader=*/false);
+  CHECK(Delivered(filter, 3, 10, 19).size() == 10);
+  CHECK(Delivered(filter, 3, 30, 39).size() == 10);
+  std::vector<int64_t> expected;
+  for (int64_t p = 0; p < 10; ++p) expected.push_back(p);
+  for (int64_t p = 20; p < 30; ++p) expected.push_back(p);
+  expected.push_back(40);
+  expected.push_back(41);
+  CHECK(Delivered(filter, 3, 0, 41) == expected);
+  // A second rerun repeats everything: nothing passes.
+  CHECK(Delivered(filter, 3, 0, 41).empty());
+  // Out of order and in any split.
+  CHECK(filter.Accept(9, 5));
+  CHECK(filter.Accept(9, 2));
+  CHECK_FALSE(filter.Accept(9, 5));
+  CHECK(filter.Accept(9, 3));
+  CHECK(filter.Accept(9, 4));
+  CHECK_FALSE(filter.Accept(9, 4));
+  CHECK(filter.Accept(9, 6));
   CHECK(filter.gapped().empty());
 }
 
