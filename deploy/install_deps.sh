@@ -2,7 +2,20 @@
 # Installs Sluice's build and test dependencies from Debian 12 packages.
 # Idempotent: packages that are already installed are skipped, and apt-get
 # is not called at all when nothing is missing.
+#
+#   deploy/install_deps.sh [--bench]
+#
+# --bench also installs what only the benchmarks need (matplotlib, for
+# bench/soak.sh's plot), which CI does not.
 set -euo pipefail
+
+bench=false
+for arg in "$@"; do
+  case "$arg" in
+    --bench) bench=true ;;
+    *) echo "install_deps: unknown argument '$arg' (usage: install_deps.sh [--bench])" >&2; exit 2 ;;
+  esac
+done
 
 packages=(
   build-essential cmake pkg-config
@@ -24,7 +37,14 @@ packages=(
   # and the deploy manifests' validators.
   libcpp-httplib-dev openssl prometheus chromium python3-grpcio
   yamllint python3-yaml python3-kubernetes systemd
+  # The fuzz targets (tests/fuzz/): clang, its sanitizer and libFuzzer
+  # runtimes (libclang_rt.fuzzer), and lld.
+  clang-14 libclang-rt-14-dev lld-14
 )
+if $bench; then
+  # bench/soak.sh plots its samples.
+  packages+=(python3-matplotlib)
+fi
 
 missing=()
 for pkg in "${packages[@]}"; do
