@@ -29,9 +29,19 @@ absl::Status RestorePartial(const proto::IteratorState& state, const std::string
   absl::StatusOr<int64_t> saved_rows = StateInt(state, "rows");
   if (!saved_next.ok()) return saved_next.status();
   if (!saved_rows.ok()) return saved_rows.status();
+  if (*saved_next < 0 || *saved_rows < 0) {
+    return MalformedState(absl::StrCat(next_key, " ", *saved_next, " or rows ", *saved_rows, " is negative"));
+  }
   if (*saved_next < *saved_rows) {
     absl::StatusOr<Element> element = RestoreElement(state, 0);
     if (!element.ok()) return element.status();
+    // The rows are sliced from the batch without a check: they must be
+    // its rows (a checkpoint is untrusted bytes).
+    absl::StatusOr<int64_t> rows = BatchRows(*element, "restore");
+    if (!rows.ok()) return MalformedState(std::string(rows.status().message()));
+    if (*rows != *saved_rows) {
+      return MalformedState(absl::StrCat("a batch of ", *rows, " rows saved as one of ", *saved_rows));
+    }
     *batch = *std::move(element);
   }
   if (absl::Status s = RestoreInput(input, state); !s.ok()) return s;

@@ -215,6 +215,38 @@ TEST_CASE("checkpoint: a state restores only into its own pipeline", "[checkpoin
         "the saved iterator state does not parse (not Iterator::Save's bytes?)");
 }
 
+// The first state below `state` that holds `key`, or null.
+proto::IteratorState* FindState(proto::IteratorState* state, const std::string& key) {
+  if (state->ints().contains(key)) return state;
+  for (proto::IteratorState& input : *state->mutable_inputs()) {
+    if (proto::IteratorState* found = FindState(&input, key)) return found;
+  }
+  return nullptr;
+}
+
+TEST_CASE("checkpoint: a partial batch whose saved row count is not its own is refused", "[checkpoint]") {
+  // Found by tests/fuzz/checkpoint_restore_fuzzer: unbatch sliced rows past
+  // the end of the batch it restored (corpus/checkpoint_restore/crash-unbatch-rows).
+  const Dataset dataset = Dataset::Range(40).Batch(7).Unbatch();
+  absl::StatusOr<Iterator> it = dataset.MakeIterator();
+  REQUIRE(it.ok());
+  for (int i = 0; i < 3; ++i) REQUIRE(it->GetNext().ok());
+  absl::StatusOr<std::string> saved = it->Save();
+  REQUIRE(saved.ok());
+  for (int64_t rows : {int64_t{23}, int64_t{-1}}) {
+    proto::PipelineCheckpoint checkpoint;
+    REQUIRE(checkpoint.ParseFromString(*saved));
+    proto::IteratorState* unbatch = FindState(checkpoint.mutable_root(), "next_row");
+    REQUIRE(unbatch != nullptr);
+    (*unbatch->mutable_ints())["rows"] = rows;
+    absl::StatusOr<Iterator> restored = dataset.MakeIterator(checkpoint.SerializeAsString());
+    REQUIRE_FALSE(restored.ok());
+    CHECK_THAT(std::string(restored.status().message()), Catch::Matchers::Contains("rows"));
+  }
+  // Untouched, the same bytes restore.
+  CHECK(dataset.MakeIterator(*saved).ok());
+}
+
 // An iterator without Save, as a source under a split provider is (a
 // service job's, until section 2 of issue 20).
 class UnsavedDataset : public DatasetBase {

@@ -136,7 +136,7 @@ SLUICE_REGISTER_ELEMENT_FUNCTION(
       const auto [height, width] = *size;
       return std::make_unique<ImageTransformFunction>(
           std::move(component), *size, std::nullopt,
-          [height, width, method = *method, antialias = *antialias](
+          [height = height, width = width, method = *method, antialias = *antialias](
               const Tensor&, const image::ImageView& in, const Element&, uint64_t) -> absl::StatusOr<Tensor> {
             Tensor out = NewImage(height, width, in.channels);
             image::Resize(in, ViewOf(out), method, antialias);
@@ -152,8 +152,8 @@ SLUICE_REGISTER_ELEMENT_FUNCTION(
       const auto [height, width] = *size;
       return std::make_unique<ImageTransformFunction>(
           std::move(component), *size, std::nullopt,
-          [height, width](const Tensor&, const image::ImageView& in, const Element& element,
-                          uint64_t) -> absl::StatusOr<Tensor> {
+          [height = height, width = width](const Tensor&, const image::ImageView& in, const Element& element,
+                                           uint64_t) -> absl::StatusOr<Tensor> {
             if (height > in.height || width > in.width)
               return TooSmall("center_crop", in, height, width, element);
             return CropOf(in, image::CenterCropWindow(in.height, in.width, height, width));
@@ -170,8 +170,8 @@ SLUICE_REGISTER_ELEMENT_FUNCTION(
       const auto [height, width] = *size;
       return std::make_unique<ImageTransformFunction>(
           std::move(component), *size, *seed,
-          [height, width](const Tensor&, const image::ImageView& in, const Element& element,
-                          uint64_t element_seed) -> absl::StatusOr<Tensor> {
+          [height = height, width = width](const Tensor&, const image::ImageView& in, const Element& element,
+                                           uint64_t element_seed) -> absl::StatusOr<Tensor> {
             if (height > in.height || width > in.width)
               return TooSmall("random_crop", in, height, width, element);
             image::Rng rng(element_seed);
@@ -200,9 +200,9 @@ SLUICE_REGISTER_ELEMENT_FUNCTION(
       const auto [height, width] = *size;
       return std::make_unique<ImageTransformFunction>(
           std::move(component), *size, *seed,
-          [height, width, scale = *scale, ratio = *ratio](const Tensor&, const image::ImageView& in,
-                                                          const Element&,
-                                                          uint64_t element_seed) -> absl::StatusOr<Tensor> {
+          [height = height, width = width, scale = *scale, ratio = *ratio](
+              const Tensor&, const image::ImageView& in, const Element&,
+              uint64_t element_seed) -> absl::StatusOr<Tensor> {
             image::Rng rng(element_seed);
             const image::CropWindow window = image::RandomResizedCropWindow(
                 in.height, in.width, scale[0], scale[1], ratio[0], ratio[1], rng);
