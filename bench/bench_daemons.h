@@ -193,7 +193,8 @@ int RegisteredWorkers(const std::string& address) {
 
 // dispatcherd and one workerd (heartbeat every 100 ms) on 127.0.0.1, logs
 // and port files in `dir`; returns once the worker has registered.
-[[maybe_unused]] Cluster StartCluster(const std::string& dir, const std::vector<std::string>& dispatcher_args = {}) {
+[[maybe_unused]] Cluster StartCluster(const std::string& dir,
+                                      const std::vector<std::string>& dispatcher_args = {}) {
   Cluster cluster;
   cluster.dir = dir;
   const std::string dispatcher_port = dir + "/dispatcher.port";

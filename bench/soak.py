@@ -37,64 +37,19 @@ import ctypes
 import json
 import os
 import random
-import re
 import selectors
 import signal
 import socket
-import statistics
 import subprocess
 import sys
 import time
 
+import soak_checks
+import soak_reader
+import soak_report
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-
-# ---------------------------------------------------------------------------
-# The reader: a child process that reads the jobs the driver hands it, one
-# JSON line each on stdin, and answers one JSON line each on stdout.
-# ---------------------------------------------------------------------------
-
-
-def reader_main(service):
-    import sluice
-
-    out = sys.stdout
-    for line in sys.stdin:
-        job = json.loads(line)
-        values = []
-        result = {"id": job["id"], "ok": True}
-        try:
-            ds = sluice.Dataset.range(job["n"])
-            if job.get("worker_batch"):
-                ds = ds.batch(job["worker_batch"])
-            options = {}
-            if job.get("job_name"):
-                options["job_name"] = job["job_name"]
-            if job.get("exactly_once"):
-                options["exactly_once"] = True
-            if job.get("max_outstanding"):
-                options["max_outstanding_requests"] = job["max_outstanding"]
-            ds = ds.distribute(job["mode"], service, **options)
-            if job.get("reader_batch"):
-                ds = ds.batch(job["reader_batch"])
-            # Paced to `rate` values a second: leaks and correctness over
-            # time, not throughput, on a machine shared with builds.
-            rate = job["rate"]
-            began = time.monotonic()
-            for element in ds:
-                values.extend(element.ravel().tolist())
-                ahead = len(values) / rate - (time.monotonic() - began)
-                if ahead > 0:
-                    time.sleep(ahead)
-        except sluice.Error as error:
-            result.update(ok=False, code=error.code, message=str(error))
-        except Exception as error:  # reported, not hidden
-            result.update(ok=False, code=type(error).__name__, message=str(error))
-        result["values"] = values
-        result["end"] = time.time()
-        out.write(json.dumps(result) + "\n")
-        out.flush()
-
 
 # ---------------------------------------------------------------------------
 # The driver.
@@ -216,7 +171,6 @@ def dir_bytes(path):
     return total
 
 
-LOST_WORKER = re.compile(r"worker (\S+) \(task (\d+), ([^)]*)\) after (\d+)")
 
 
 class Soak:
@@ -410,130 +364,12 @@ class Soak:
             job["results"][role] = result
             if len(job["results"]) == len(job["readers"]):
                 del self.pending[job["id"]]
-                self.check(job)
+                soak_checks.check(self, job)
 
     def kills_near(self, start, end, kind="kill-worker"):
         """Roles killed (SIGKILL) from `slack` before `start` to `end`."""
         slack = self.args.kill_slack
         return [(t, role) for t, k, role, _ in self.events if k == kind and start - slack <= t <= end + 1]
-
-    def check(self, job):
-        """Judges one finished job: appends a record to self.reads."""
-        n = job["n"]
-        end = max(r["end"] for r in job["results"].values())
-        counts = collections.Counter()
-        for r in job["results"].values():
-            counts.update(r["values"])
-        total = sum(counts.values())
-        stray = [v for v in counts if not (0 <= v < n)]
-        missing = [v for v in range(n) if counts[v] == 0]
-        repeated = [v for v in range(n) if counts[v] > 1]
-        worker_kills = self.kills_near(job["start"], end)
-        dispatcher_kills = self.kills_near(job["start"], end, "kill-dispatcher")
-        errors = {role: r for role, r in job["results"].items() if not r["ok"]}
-        record = {
-            "id": job["id"], "kind": job["kind"], "n": n, "start": job["start"] - self.t0, "end": end - self.t0,
-            "values": total, "worker_kills": [r for _, r in worker_kills],
-            "dispatcher_kills": len(dispatcher_kills), "worker_batch": job.get("worker_batch"),
-            "reader_batch": job.get("reader_batch"), "max_outstanding": job.get("max_outstanding"),
-        }
-        verdict, why = "ok", ""
-
-        def fail(text):
-            return "FAIL", text
-
-        if stray:
-            verdict, why = fail(f"values outside range({n}): {sorted(stray)[:5]}")
-        elif job["kind"] == "de_shared":
-            # A consumer that came after the other had read the job to its end.
-            late = {role: r for role, r in errors.items()
-                    if r["code"] == "FAILED_PRECONDITION" and "already read to its end" in r["message"]}
-            # Several consumers cannot keep exactly_once through a lost
-            # worker: the dispatcher stops the read (docs/design.md, "What a
-            # read promises"). Expected when a worker was killed, as long as
-            # nothing already delivered came twice.
-            stopped = {role: r for role, r in errors.items()
-                       if (r["code"] == "ABORTED" and "read exactly_once by several consumers" in r["message"])
-                       or (r["code"] == "FAILED_PRECONDITION" and "another consumer joining now" in r["message"])}
-            bad = {role: r for role, r in errors.items() if role not in late and role not in stopped}
-            if stopped and not bad and worker_kills and not repeated:
-                verdict, why = "expected-failure", "exactly_once by several consumers stopped after a worker kill"
-            elif stopped and not bad:
-                verdict, why = fail(("values repeated before the stop: " + str(repeated[:5])) if repeated
-                                    else "stopped as several exactly_once consumers with no worker kill")
-            elif bad:
-                role, r = next(iter(bad.items()))
-                verdict, why = fail(f"{role}: {r['code']}: {r['message'][:300]}")
-            elif missing:
-                verdict, why = fail(f"{len(missing)} values lost (first {missing[:5]})")
-            elif repeated:
-                # A shared reader drops only its own repeats (docs/design.md,
-                # "Exactly once"): a rerun split can give one consumer what the
-                # other had. Listed apart when a worker was killed in the read.
-                if worker_kills and self.args.allow_shared_repeats:
-                    verdict, why = "dup-shared", f"{len(repeated)} values twice across consumers, worker killed"
-                elif worker_kills:
-                    verdict, why = fail(f"{len(repeated)} values repeated across the two consumers (first "
-                                        f"{repeated[:5]}), without a word, after a worker kill")
-                else:
-                    verdict, why = fail(f"{len(repeated)} values repeated (first {repeated[:5]}) with no worker kill")
-            if late and verdict == "ok":
-                record["late_consumer"] = True
-        elif errors:
-            r = next(iter(errors.values()))
-            lost = LOST_WORKER.findall(r["message"])
-            killed = {role for _, role in worker_kills}
-            lost_roles = {self.address_role.get(address, address) for address, *_ in lost}
-            if job["kind"] == "pe" and r["code"] == "DATA_LOSS" and lost and lost_roles <= killed:
-                # What it delivered before the error: k whole epochs and the
-                # lost workers' parts, which the message counts in elements
-                # (batches of `b` values when the workers batch; the last
-                # one of an epoch is short).
-                b = job.get("worker_batch") or 1
-                short = b - (n % b or b)
-                elements = [int(m) for *_, m in lost]
-                partial_low = sum(m * b - short for m in elements if m)
-                partial_high = sum(m * b for m in elements)
-                k = (total - partial_low) // n
-                rest = total - k * n
-                low = min(counts[v] for v in range(n))
-                high = max(counts[v] for v in range(n))
-                if not partial_low <= rest <= partial_high or low < k or high > k + len(lost):
-                    verdict, why = fail(
-                        f"DataLoss naming {sorted(lost_roles)}, but the {total} values delivered are not whole "
-                        f"epochs plus the {sum(elements)} elements it names (counts {low}..{high})")
-                else:
-                    verdict, why = "expected-failure", f"DataLoss naming {sorted(lost_roles)} (killed)"
-            else:
-                verdict, why = fail(f"{r['code']}: {r['message'][:400]}")
-        elif job["kind"] == "pe":
-            low = min(counts[v] for v in range(n)) if n else 0
-            high = max(counts[v] for v in range(n)) if n else 0
-            if low != high:
-                verdict, why = fail(f"uneven epochs: counts from {low} to {high} "
-                                    f"({sum(1 for v in range(n) if counts[v] == low)} values at {low})")
-            elif low == 0:
-                verdict, why = fail("no values")
-            elif low != self.args.workers and not worker_kills:
-                verdict, why = fail(f"{low} epochs with {self.args.workers} workers and none killed")
-            record["epochs"] = low
-        elif missing:
-            verdict, why = fail(f"{len(missing)} values lost (first {missing[:5]})")
-        elif repeated:
-            if job["kind"] == "de_alo" and worker_kills:
-                verdict, why = "ok", f"{len(repeated)} repeats after a worker kill (at least once)"
-                record["repeats"] = len(repeated)
-            else:
-                verdict, why = fail(f"{len(repeated)} values repeated (first {repeated[:5]})"
-                                    + ("" if worker_kills else " with no worker kill"))
-        record["verdict"], record["why"] = verdict, why
-        self.reads.append(record)
-        with open(os.path.join(self.out, "reads.jsonl"), "a") as f:
-            f.write(json.dumps(record) + "\n")
-        if verdict != "ok" or self.args.verbose:
-            self.log(f"read {job['id']} {job['kind']} n={n}: {verdict} {why}")
-
-    # --- sampling -----------------------------------------------------------
 
     def sample(self):
         now = time.time()
@@ -644,222 +480,8 @@ class Soak:
 
     # --- the report ---------------------------------------------------------
 
-    def series_table(self):
-        """One row per (role, metric): the judged values after the warm-up."""
-        a = self.args
-        warm = a.warmup_minutes * 60
-        rows = []
-        for role in sorted(self.samples, key=lambda r: (not r.startswith("dispatcher"), r.startswith("reader"), r)):
-            points = self.samples[role]
-            for index, metric in ((1, "rss_mib"), (2, "fds"), (3, "threads")):
-                # Samples after the warm-up, from a process that has itself
-                # run past the settle time (a restarted daemon starts small).
-                # Samples after the warm-up and before the time was up (the
-                # last reads drain with no new jobs), from a process that has
-                # itself run past the settle time (a restarted daemon starts
-                # small).
-                judged = [(p[0], p[index]) for p in points
-                          if warm <= p[0] <= self.judged_until and p[4] >= a.settle]
-                if not judged:
-                    rows.append({"role": role, "metric": metric, "verdict": "n/a"})
-                    continue
-                values = [v for _, v in judged]
-                # Start and end: medians of the first and last sixth of the
-                # judged samples (at least 3), so that a sample that fell on
-                # a busy moment (a worker's threads follow its tasks) does
-                # not decide alone.
-                window = max(3, len(values) // 6)
-                start = statistics.median(values[:window])
-                end = statistics.median(values[-window:])
-                low, high = min(values), max(values)
-                change = 100.0 * (end - start) / start if start else 0.0
-                growth = 100.0 * (high - start) / start if start else 0.0
-                # Flat: the end within the tolerance of the start, either
-                # way (counts of threads and fds get one unit more: 10% of 9
-                # threads is 0.9).
-                slack = start * a.tolerance / 100.0 + (0 if metric == "rss_mib" else 1)
-                verdict = "PASS" if abs(end - start) <= slack else "FAIL"
-                if not role.startswith(("dispatcher", "worker")):
-                    # Readers: judged apart, and on RSS only: a reader's
-                    # threads and fds are its read's (1 thread between reads,
-                    # about 12 in one), so they follow when the sample fell.
-                    verdict = verdict.lower() if metric == "rss_mib" else "info"
-                rows.append({"role": role, "metric": metric, "start": start, "end": end, "min": low, "max": high,
-                             "change": change, "growth": growth, "verdict": verdict, "samples": len(judged)})
-        return rows
-
     def report(self, interrupted):
-        a = self.args
-        rows = self.series_table()
-        with open(os.path.join(self.out, "samples.json"), "w") as f:
-            json.dump({"t0": self.t0, "samples": self.samples, "journal": self.journal,
-                       "events": [(t - self.t0, k, r, d) for t, k, r, d in self.events]}, f)
-        lines = []
-        lines.append(f"Soak: {a.minutes} min, warm-up {a.warmup_minutes} min, {a.workers} workers, {a.readers} readers, "
-                     f"worker kill every {a.worker_kill_every:.0f} s, dispatcher kill every "
-                     f"{a.dispatcher_kill_every:.0f} s; out {self.out}")
-        lines.append("")
-        lines.append("warm, end: medians of the first and last sixth of the samples after the warm-up; min, max: "
-                     "of all of them; change: end against warm; max-rise: max against warm")
-        lines.append(f"{'series':<22} {'warm':>9} {'end':>9} {'min':>9} {'max':>9} {'change':>8} {'max-rise':>8}  flat")
-        for r in rows:
-            name = f"{r['role']}.{r['metric']}"
-            if r["verdict"] == "n/a":
-                lines.append(f"{name:<22} {'(no samples after the warm-up)':>55}")
-                continue
-            fmt = (lambda v: f"{v:9.1f}") if r["metric"] == "rss_mib" else (lambda v: f"{v:9.0f}")
-            lines.append(f"{name:<22} {fmt(r['start'])} {fmt(r['end'])} {fmt(r['min'])} {fmt(r['max'])} "
-                         f"{r['change']:+7.1f}% {r['growth']:+7.1f}%  {r['verdict']}")
-        if self.journal:
-            sizes = [b for t, b in self.journal if t >= a.warmup_minutes * 60] or [self.journal[-1][1]]
-            lines.append(f"{'dispatcher work dir':<22} {sizes[0] / 1024:8.0f}K {sizes[-1] / 1024:8.0f}K "
-                         f"{min(sizes) / 1024:8.0f}K {max(sizes) / 1024:8.0f}K  (journal and snapshots; not judged)")
-        lines.append("")
-        by = collections.Counter(r["verdict"] for r in self.reads)
-        kinds = collections.Counter((r["kind"], r["verdict"]) for r in self.reads)
-        lines.append(f"reads checked: {len(self.reads)}: " + ", ".join(f"{v} {c}" for v, c in sorted(by.items())))
-        for (kind, verdict), count in sorted(kinds.items()):
-            lines.append(f"  {kind:<10} {verdict:<17} {count}")
-        repeats = sum(r.get("repeats", 0) for r in self.reads)
-        late = sum(1 for r in self.reads if r.get("late_consumer"))
-        epochs = collections.Counter(r.get("epochs") for r in self.reads if r.get("epochs"))
-        lines.append(f"  at-least-once repeats after kills: {repeats} values; shared jobs whose second consumer "
-                     f"came late: {late}; parallel_epochs epochs per read: {dict(sorted(epochs.items()))}")
-        kills = collections.Counter(k for _, k, _, _ in self.events)
-        lines.append(f"kills: {kills.get('kill-worker', 0)} workers, {kills.get('kill-dispatcher', 0)} dispatcher; "
-                     f"daemons that died by themselves: {kills.get('died', 0)}")
-        failed = [r for r in self.reads if r["verdict"] == "FAIL"]
-        for r in failed[:20]:
-            lines.append(f"  FAILED read {r['id']} ({r['kind']}, {r['start']:.0f}-{r['end']:.0f} s): {r['why']}")
-        lines.append("")
-        daemon_rows = [r for r in rows if r["verdict"] in ("PASS", "FAIL")]
-        flat = bool(daemon_rows) and all(r["verdict"] == "PASS" for r in daemon_rows)
-        readers_flat = all(r["verdict"] == "pass" for r in rows if r["verdict"] in ("pass", "fail"))
-        reader_rise = ", ".join(f"{r['role']} {r['change']:+.1f}%" for r in rows if r["verdict"] == "fail")
-        exact = not failed and len(self.reads) > 0
-        if interrupted:
-            lines.append("INTERRUPTED: the figures are of a partial run")
-        lines.append(f"{'PASS' if flat else 'FAIL'}: every daemon series flat within {a.tolerance:.0f}% after the "
-                     f"{a.warmup_minutes} min warm-up" + ("" if flat else ": " + ", ".join(
-                         f"{r['role']}.{r['metric']} {r['change']:+.1f}%" for r in daemon_rows
-                         if r["verdict"] == "FAIL")))
-        lines.append(f"{'PASS' if readers_flat else 'WARN'}: every reader's RSS (the client SDK) flat within "
-                     f"{a.tolerance:.0f}% (shown, not judged)" + (f": {reader_rise}" if reader_rise else ""))
-        lines.append(f"{'PASS' if exact else 'FAIL'}: every read exact ({len(self.reads)} reads, {len(failed)} failed, "
-                     f"{by.get('expected-failure', 0)} expected failures"
-                     + (f", {by.get('dup-shared', 0)} shared-job repeats under a kill counted apart)"
-                        if a.allow_shared_repeats else ")"))
-        text = "\n".join(lines)
-        print("\n" + text, flush=True)
-        with open(os.path.join(self.out, "report.txt"), "w") as f:
-            f.write(text + "\n")
-        self.plot()
-        if failed:
-            return 1
-        if not flat:
-            return 3
-        return 0 if not interrupted else 130
-
-    def plot(self):
-        try:
-            import matplotlib
-
-            matplotlib.use("Agg")
-            import matplotlib.pyplot as plt
-        except ImportError:
-            print("soak: no plot: matplotlib is missing (deploy/install_deps.sh --bench installs "
-                  "python3-matplotlib)", flush=True)
-            return
-        a = self.args
-        fig, axes = plt.subplots(3, 2, figsize=(16, 11), sharex=True)
-        for column, group in enumerate(("daemons", "readers")):
-            for row, (index, label) in enumerate(((1, "RSS (MiB)"), (2, "open fds"), (3, "threads"))):
-                ax = axes[row][column]
-                for role in sorted(self.samples):
-                    is_reader = role.startswith("reader")
-                    if is_reader != (group == "readers"):
-                        continue
-                    points = self.samples[role]
-                    # A gap where the role had no process (killed, not yet
-                    # restarted): a new line segment per process.
-                    xs, ys = [], []
-                    last_age = None
-                    for p in points:
-                        if last_age is not None and p[4] < last_age:
-                            xs.append(float("nan"))
-                            ys.append(float("nan"))
-                        xs.append(p[0] / 60)
-                        ys.append(p[index])
-                        last_age = p[4]
-                    ax.plot(xs, ys, label=role, linewidth=1.2)
-                ax.axvspan(0, a.warmup_minutes, color="0.9", zorder=0)
-                for t, kind, role, _ in self.events:
-                    if kind == "kill-worker":
-                        ax.axvline((t - self.t0) / 60, color="0.35", linewidth=0.8, linestyle=":")
-                    elif kind == "kill-dispatcher":
-                        ax.axvline((t - self.t0) / 60, color="red", linewidth=0.8, linestyle="--")
-                ax.set_ylabel(label)
-                ax.grid(True, alpha=0.3)
-                if row == 0:
-                    ax.set_title(f"{group} (grey: warm-up; dotted: worker kill; red dashed: dispatcher kill)",
-                                 fontsize=9)
-                    ax.legend(fontsize=7, ncol=4, loc="upper left")
-                if row == 2:
-                    ax.set_xlabel("minutes")
-        fig.suptitle(f"Sluice soak: {a.minutes} min, {a.workers} workers, {a.readers} readers")
-        fig.tight_layout()
-        path = os.path.join(self.out, "soak.png")
-        fig.savefig(path, dpi=90)
-        print(f"plot: {path}", flush=True)
-
-
-def snapshot_build(args):
-    """Copies the daemons, Sluice's libraries and the Python package into
-    OUT/build, under the build lock, and points the run at the copy: a build
-    that relinks a library while the soak restarts a daemon (this machine is
-    shared with builds) would otherwise fail that start ("file too short")."""
-    import fcntl
-    import shutil
-
-    dest = os.path.join(args.out, "build")
-    lock_path = "/tmp/sluice-build.lock"
-    with open(lock_path, "a") as lock:
-        deadline = time.time() + args.lock_wait
-        told = False
-        while True:
-            try:
-                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.time() > deadline:
-                    print(f"soak: {lock_path} still held after {args.lock_wait:.0f} s; copying anyway, then checking "
-                          "that the copy starts", flush=True)
-                    break
-                if not told:
-                    print(f"soak: waiting up to {args.lock_wait:.0f} s for a build to finish ({lock_path}) to copy "
-                          "the build", flush=True)
-                    told = True
-                time.sleep(2)
-        os.makedirs(os.path.join(dest, "lib"), exist_ok=True)
-        for binary in ("dispatcher/dispatcherd", "worker/workerd"):
-            shutil.copy2(os.path.join(args.build, binary), os.path.join(dest, os.path.basename(binary)))
-        for lib in ("pipeline/libsluice_core.so", "service/libsluice_service.so", "client/libsluice_client.so"):
-            shutil.copy2(os.path.join(args.build, lib), os.path.join(dest, "lib"))
-        shutil.copytree(os.path.join(args.build, "python", "sluice"), os.path.join(dest, "python", "sluice"),
-                        dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__"))
-    # RUNPATH (not RPATH) names the build's folders, so LD_LIBRARY_PATH wins.
-    os.environ["LD_LIBRARY_PATH"] = os.path.join(dest, "lib") + (
-        ":" + os.environ["LD_LIBRARY_PATH"] if os.environ.get("LD_LIBRARY_PATH") else "")
-    os.environ["PYTHONPATH"] = os.path.join(dest, "python") + (
-        ":" + os.environ["PYTHONPATH"] if os.environ.get("PYTHONPATH") else "")
-    args.dispatcherd = os.path.join(dest, "dispatcherd")
-    args.workerd = os.path.join(dest, "workerd")
-    for check in ([args.dispatcherd, "--help"], [args.workerd, "--help"], [sys.executable, "-c", "import sluice"]):
-        result = subprocess.run(check, capture_output=True, text=True)
-        if result.returncode != 0:
-            raise SystemExit(f"soak: the copy of the build in {dest} does not start ({' '.join(check)}): "
-                             f"{result.stderr.strip()[-500:]}; a build is probably under way: start again later")
-
+        soak_report.report(self, interrupted)
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -901,7 +523,7 @@ def main():
                         help="run the build's daemons and package in place instead of a copy in OUT/build")
     args = parser.parse_args()
     if args.reader:
-        reader_main(args.service)
+        soak_reader.reader_main(args.service)
         return 0
     if args.warmup_minutes is None:
         args.warmup_minutes = 5.0 if args.minutes >= 30 else args.minutes / 6
@@ -919,7 +541,7 @@ def main():
         args.out = f"/tmp/sluice-soak-{time.strftime('%Y%m%d-%H%M%S')}"
     os.makedirs(args.out, exist_ok=True)
     if not args.no_snapshot:
-        snapshot_build(args)
+        soak_reader.snapshot_build(args)
     soak = Soak(args)
 
     def on_signal(signum, frame):

@@ -88,11 +88,7 @@ void WriteSeeds(const std::string& dir) {
 }  // namespace sluice
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  if (const std::string dir = sluice::fuzz::SeedDir(); !dir.empty()) {
-    sluice::WriteSeeds(dir);
-    std::exit(0);
-  }
-  return 0;
+  return sluice::fuzz::WriteSeedsIfAsked(sluice::WriteSeeds);
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -68,6 +68,17 @@ inline std::string SeedDir() {
   return dir == nullptr ? "" : dir;
 }
 
+// LLVMFuzzerInitialize of a target whose seeds Sluice's own writers make:
+// with SLUICE_FUZZ_WRITE_SEEDS set, `write_seeds` fills that folder and the
+// process exits; otherwise fuzzing goes on.
+inline int WriteSeedsIfAsked(void (*write_seeds)(const std::string& dir)) {
+  if (const std::string dir = SeedDir(); !dir.empty()) {
+    write_seeds(dir);
+    std::exit(0);
+  }
+  return 0;
+}
+
 // Writes one seed `name` into `dir`.
 inline void WriteSeed(const std::string& dir, const std::string& name, std::string_view bytes) {
   const std::string path = dir + "/" + name;

@@ -54,11 +54,7 @@ void Restore(const uint8_t* data, size_t size) {
 }  // namespace sluice
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  if (const std::string dir = sluice::fuzz::SeedDir(); !dir.empty()) {
-    sluice::WriteSeeds(dir);
-    std::exit(0);
-  }
-  return 0;
+  return sluice::fuzz::WriteSeedsIfAsked(sluice::WriteSeeds);
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
