@@ -132,6 +132,21 @@ int InspectPipeline(const RunOptions& options, std::ostream& out, std::ostream& 
 // `sluice functions`: the element functions in the registry.
 int ListFunctions(const std::vector<std::string>& plugins, std::ostream& out, std::ostream& err);
 
+struct DrainOptions {
+  std::string worker;   // HOST:PORT, as `sluice status` lists it
+  std::string service;  // the dispatcher, grpc://HOST:PORT
+  // Wait until the worker has left (the dispatcher no longer lists it).
+  bool wait = false;
+  // The whole command's time limit, retries and --wait included.
+  int64_t timeout_ms = 5000;
+};
+
+// `sluice drain`: asks the dispatcher to drain a worker (its DrainWorker
+// RPC, which needs the cluster token): no new tasks or splits for it, and
+// it leaves once its readers have what it holds. An address no worker
+// registered with exits 2.
+int DrainWorker(const DrainOptions& options, std::ostream& out, std::ostream& err);
+
 }  // namespace sluice::cli
 
 #endif  // SLUICE_CLI_COMMANDS_H_

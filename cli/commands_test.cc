@@ -494,14 +494,15 @@ TEST_CASE("cli: status --json prints every field under its proto name", "[cli]")
   job->set_job_id(3);
   job->mutable_params()->set_dataset_id("1");
   job->mutable_params()->set_processing_mode(proto::PARALLEL_EPOCHS);
-  CHECK_THAT(
-      cli::StatusToJson(snapshot),
-      Equals("{\"workers\":[{\"address\":\"10.0.0.1:5001\",\"tags\":[],\"tasks\":[\"7\"],"
-             "\"last_heartbeat_unix_ms\":\"0\"}],\"datasets\":[],\"jobs\":[{\"job_id\":\"3\","
-             "\"params\":{\"dataset_id\":\"1\",\"processing_mode\":\"PARALLEL_EPOCHS\","
-             "\"job_name\":\"\",\"sharding_policy\":\"SHARDING_POLICY_UNSET\",\"static_workers\":[],"
-             "\"exactly_once\":false,\"num_consumers\":\"0\",\"deterministic\":false,\"tenant\":\"\"}}],"
-             "\"iterations\":[],\"tasks\":[]}"));
+  CHECK_THAT(cli::StatusToJson(snapshot),
+             Equals("{\"workers\":[{\"address\":\"10.0.0.1:5001\",\"tags\":[],\"tasks\":[\"7\"],"
+                    "\"last_heartbeat_unix_ms\":\"0\",\"draining\":false}],\"datasets\":[],"
+                    "\"jobs\":[{\"job_id\":\"3\",\"params\":{\"dataset_id\":\"1\","
+                    "\"processing_mode\":\"PARALLEL_EPOCHS\",\"job_name\":\"\","
+                    "\"sharding_policy\":\"SHARDING_POLICY_UNSET\",\"static_workers\":[],"
+                    "\"exactly_once\":false,\"num_consumers\":\"0\",\"deterministic\":false,\"tenant\":\"\","
+                    "\"cross_trainer_cache_bytes\":\"0\"}}],"
+                    "\"iterations\":[],\"tasks\":[]}"));
 }
 
 TEST_CASE("cli: status refuses a malformed --service or --timeout-ms with exit 2", "[cli]") {
@@ -877,6 +878,31 @@ TEST_CASE("cli: after kill -9 a restore resumes right after the last multiple of
   const std::vector<std::string> fourth = Lines(Shell(absl::StrCat(sluice, " --restore '", state, "'")).out);
   CHECK(third.size() + fourth.size() == all.size());
   CHECK(std::equal(fourth.begin(), fourth.end(), all.begin() + static_cast<std::ptrdiff_t>(third.size())));
+}
+
+TEST_CASE("cli: status shows the autoscaling advice of the jobs that have readers", "[cli]") {
+  proto::StatusSnapshot snapshot;
+  proto::ScalingAdvice* scaling = snapshot.mutable_scaling();
+  proto::ScalingAdvice::Job* job = scaling->add_jobs();
+  job->set_job_id(1);
+  job->set_job_name("train");
+  job->set_wait_fraction(0.6);
+  job->set_utilisation(1);
+  job->set_workers(1);
+  job->set_recommended_workers(3);
+  scaling->set_wait_fraction(0.6);
+  scaling->set_utilisation(1);
+  scaling->set_workers(1);
+  scaling->set_recommended_workers(3);
+  scaling->set_advice("trainers wait 60% of the time; about 2 more workers would remove it");
+  CHECK_THAT(cli::FormatStatusTables(snapshot, 0),
+             Equals("workers: 0\n\ndatasets: 0\n\njobs: 0\n\niterations: 0\n\ntasks: 0\n"
+                    "\n"
+                    "scaling: 1\n"
+                    "  JOB  NAME   WAITING  BUSY  WORKERS  RECOMMENDED\n"
+                    "  1    train  60%      100%  1        3\n"
+                    "trainers wait 60% of the time; about 2 more workers would remove it (recommended: 3 "
+                    "workers, 1 serving)\n"));
 }
 
 }  // namespace

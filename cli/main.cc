@@ -129,6 +129,16 @@ int main(int argc, char** argv) {
   status->add_flag("--json", status_options.json, "Print one JSON object instead of tables");
   status->add_option("--timeout-ms", status_options.timeout_ms,
                      "Give up when the dispatcher has not answered within this time (default 5000)");
+  sluice::cli::DrainOptions drain_options;
+  CLI::App* drain = app.add_subcommand(
+      "drain", "Drain a worker: no new work for it, and it leaves once its readers have read what it holds");
+  drain->add_option("worker", drain_options.worker, "The worker's HOST:PORT, as sluice status lists it")
+      ->required();
+  drain->add_option("--dispatcher,--service", drain_options.service, "Dispatcher, grpc://HOST:PORT")
+      ->required();
+  drain->add_flag("--wait", drain_options.wait, "Wait until the worker has left");
+  drain->add_option("--timeout-ms", drain_options.timeout_ms,
+                    "Give up after this long, --wait included (default 5000)");
   CLI::App* inspect = app.add_subcommand("inspect", "Show a pipeline's fingerprint, element spec and steps");
   add_pipeline_flags(inspect);
   CLI::App* functions = app.add_subcommand("functions", "List the element functions for map and filter");
@@ -166,6 +176,7 @@ int main(int argc, char** argv) {
     return write_metrics("bench", sluice::cli::RunBench(bench_options, std::cout, std::cerr));
   }
   if (status->parsed()) return sluice::cli::ShowStatus(status_options, std::cout, std::cerr);
+  if (drain->parsed()) return sluice::cli::DrainWorker(drain_options, std::cout, std::cerr);
   if (merge->parsed()) return sluice::cli::MergeCheckpoints(merge_options, std::cout, std::cerr);
   if (inspect->parsed()) return sluice::cli::InspectPipeline(options, std::cout, std::cerr);
   return sluice::cli::ListFunctions(options.plugins, std::cout, std::cerr);

@@ -90,7 +90,8 @@ std::string FormatStatusTables(const proto::StatusSnapshot& snapshot, int64_t no
   std::string out;
   std::vector<Row> rows;
   for (const proto::WorkerInfo& worker : snapshot.workers()) {
-    rows.push_back({worker.address(), JoinOrDash(worker.tags()), JoinOrDash(worker.tasks()),
+    rows.push_back({worker.draining() ? absl::StrCat(worker.address(), " (draining)") : worker.address(),
+                    JoinOrDash(worker.tags()), JoinOrDash(worker.tasks()),
                     HeartbeatAge(worker.last_heartbeat_unix_ms(), now_unix_ms)});
   }
   AppendTable("workers", {"ADDRESS", "TAGS", "TASKS", "LAST HEARTBEAT"}, rows, &out);
@@ -126,6 +127,24 @@ std::string FormatStatusTables(const proto::StatusSnapshot& snapshot, int64_t no
   }
   out += "\n";
   AppendTable("tasks", {"ID", "ITERATION", "WORKER"}, rows, &out);
+
+  // The autoscaling advice, once a job has readers that count: per job,
+  // and (for the cluster token) the cluster's line.
+  const proto::ScalingAdvice& scaling = snapshot.scaling();
+  if (scaling.jobs().empty()) return out;
+  rows.clear();
+  for (const proto::ScalingAdvice::Job& job : scaling.jobs()) {
+    rows.push_back({absl::StrCat(job.job_id()), job.job_name().empty() ? "-" : job.job_name(),
+                    absl::StrFormat("%.0f%%", job.wait_fraction() * 100),
+                    absl::StrFormat("%.0f%%", job.utilisation() * 100), absl::StrCat(job.workers()),
+                    absl::StrCat(job.recommended_workers())});
+  }
+  out += "\n";
+  AppendTable("scaling", {"JOB", "NAME", "WAITING", "BUSY", "WORKERS", "RECOMMENDED"}, rows, &out);
+  if (!scaling.advice().empty()) {
+    absl::StrAppend(&out, scaling.advice(), " (recommended: ", scaling.recommended_workers(), " workers, ",
+                    scaling.workers(), " serving)\n");
+  }
   return out;
 }
 

@@ -1,6 +1,7 @@
 // DistributedIterator and the range-for loop of a DistributedDataset: the
 // input pipeline's elements, split per replica, through the device
 // prefetcher.
+#include <chrono>
 #include <deque>
 #include <memory>
 #include <string>
@@ -17,6 +18,7 @@
 #include "pipeline/pipeline_restore.h"
 #include "pipeline/replay_iterator.h"
 #include "sluice/distribute.h"
+#include "sluice/metrics.h"
 #include "sluice/proto/checkpoint.pb.h"
 
 namespace sluice {
@@ -41,7 +43,11 @@ class DistributedIterator::Impl {
 
   absl::StatusOr<PerReplica> GetNext() {
     const int64_t taken = prefetcher_.steps_taken();
+    // The prefetcher reads ahead on its own threads: the wait here, not
+    // theirs, is the trainer's (sluice/metrics.h, NoteTrainerWait).
+    const auto start = std::chrono::steady_clock::now();
     absl::StatusOr<PerReplica> step = prefetcher_.GetNext();
+    NoteTrainerWait(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     // Every step the producer made, or failed to, has its entry; the end
     // and a wait refused (the trainer holds every buffer) have none.
     if (prefetcher_.steps_taken() > taken) {

@@ -102,6 +102,12 @@ TEST_CASE("ServiceOptions become the distribute step, field by field", "[client]
   CHECK(op.max_outstanding_requests() == 7);
   CHECK(op.timeout_ms() == 1500);
   CHECK(op.allow_partial());
+  CHECK_FALSE(op.has_cross_trainer_cache());
+  ServiceOptions sweep{.service = "grpc://h:2", .job_name = "sweep"};
+  sweep.cross_trainer_cache = ServiceOptions::CrossTrainerCache{.trainer_id = "lr-0.1", .max_bytes = 4096};
+  const proto::DistributeOp shared = internal::DistributeOpFromOptions(sweep);
+  CHECK(shared.cross_trainer_cache().trainer_id() == "lr-0.1");
+  CHECK(shared.cross_trainer_cache().max_bytes() == 4096);
 
   const std::vector<std::pair<ShardingPolicy, std::string>> policies = {{ShardingPolicy::kOff, "OFF"},
                                                                         {ShardingPolicy::kDynamic, "DYNAMIC"},

@@ -39,6 +39,10 @@ proto::DistributeOp DistributeOpFromOptions(const ServiceOptions& options) {
   op.set_transport(options.transport);
   op.set_timeout_ms(options.timeout_ms);
   op.set_allow_partial(options.allow_partial);
+  if (options.cross_trainer_cache.has_value()) {
+    op.mutable_cross_trainer_cache()->set_trainer_id(options.cross_trainer_cache->trainer_id);
+    op.mutable_cross_trainer_cache()->set_max_bytes(options.cross_trainer_cache->max_bytes);
+  }
   return op;
 }
 

@@ -45,6 +45,8 @@ absl::Status ClientRpcs::ClientHeartbeat(const proto::ClientHeartbeatRequest& re
       iteration_id = *resumed;
     }
     core_.client_activity_.NoteHeard(request.iteration_client_id(), Clock::now());
+    core_.autoscaler_.NoteClient(request.iteration_client_id(), request.wait_seconds(),
+                                 request.read_seconds());
     if (const auto* iteration = core_.state_.FindIteration(*iteration_id);
         core_.state_.FindJob(iteration->job_id)->params.num_consumers() > 0) {
       // A consumer goes past the horizon only with a newer task list, so
@@ -127,6 +129,7 @@ void ClientRpcs::ListTasks(const DispatcherState::Iteration& iteration,
   }
   for (int64_t task_id : iteration.tasks) {
     const auto* task = core_.state_.FindTask(task_id);
+    if (task->drained && !task->lost) response->add_drained_tasks(task->id);
     if (!task->lost) continue;
     proto::LostTask* lost = response->add_lost_tasks();
     lost->set_task_id(task->id);

@@ -31,6 +31,14 @@ void DescribeDispatcherConfig(DispatcherConfig* config, ConfigSchema* schema) {
   schema->AddInt(
       "round_window", &config->round_window, 2, 1 << 30,
       "coordinated reads: rounds fixed ahead of the consumers; a new worker serves from after them");
+  schema->AddInt("autoscale_smoothing_ms", &config->autoscale_smoothing_ms, 0, 3600000,
+                 "autoscaling: time constant of the smoothing of the trainers' wait and the workers' load");
+  schema->AddInt("autoscale_up_window_ms", &config->autoscale_up_window_ms, 0, 3600000,
+                 "autoscaling: the recommendation rises once the target has been higher this long");
+  schema->AddInt("autoscale_down_window_ms", &config->autoscale_down_window_ms, 0, 86400000,
+                 "autoscaling: the recommendation falls once the target has been lower this long");
+  schema->AddInt("autoscale_max_workers", &config->autoscale_max_workers, 1, 1000000,
+                 "autoscaling: the most workers recommended");
   schema->AddString("work_dir", &config->work_dir,
                     "journal state here and recover it on start; empty: nothing survives a restart");
   schema->AddInt("snapshot_interval", &config->snapshot_interval, 1, 1 << 30,
@@ -51,6 +59,8 @@ void DescribeDispatcherConfig(DispatcherConfig* config, ConfigSchema* schema) {
                  "quota per tenant: jobs at once");
   schema->AddInt("tenant_max_iterations", &config->tenant_max_iterations, 1, int64_t{1} << 30,
                  "quota per tenant: iterations at once");
+  schema->AddInt("max_cross_trainer_cache_bytes", &config->max_cross_trainer_cache_bytes, 1, int64_t{1} << 40,
+                 "the most bytes a cross-trainer job may ask each worker to keep for its trainers");
   schema->AddString("log_level", &config->log_level, "trace, debug, info, warn, error or off", CheckLogLevel);
   schema->AddString("port_file", &config->port_file, "write the bound port to this file");
 }

@@ -38,6 +38,14 @@ struct DispatcherConfig {
   // ahead of the furthest round reported; a worker that joins serves from
   // the round after.
   int64_t round_window = 4096;
+  // Autoscaling (docs/design.md, "Autoscaling"): the time constant of the
+  // smoothing of the trainers' wait and the workers' load; how long the
+  // target must stay above the recommendation before it rises, and below
+  // it before it falls; the most workers it recommends.
+  int64_t autoscale_smoothing_ms = 10000;
+  int64_t autoscale_up_window_ms = 6000;
+  int64_t autoscale_down_window_ms = 60000;
+  int64_t autoscale_max_workers = 1000;
   // Where the journal and snapshots live; empty: state is not kept across
   // restarts.
   std::string work_dir;
@@ -62,6 +70,9 @@ struct DispatcherConfig {
   int64_t tenant_max_definition_bytes = int64_t{256} << 20;
   int64_t tenant_max_jobs = 10000;
   int64_t tenant_max_iterations = 100000;
+  // The most bytes a cross-trainer job may ask each worker to keep for its
+  // trainers (DistributeOp.cross_trainer_cache.max_bytes), per task.
+  int64_t max_cross_trainer_cache_bytes = int64_t{1} << 30;
   // Plugins loaded at start, so that pipelines naming them can be
   // checked here (the workers load the same ones); a request never loads
   // one.

@@ -287,6 +287,7 @@ void DispatcherCore::FillTaskDef(const DispatcherState::Task& task, proto::TaskD
   def->set_sharding_policy(job->params.sharding_policy());
   def->set_exactly_once(job->params.exactly_once());
   def->set_num_consumers(job->params.num_consumers());
+  def->set_cross_trainer_cache_bytes(job->params.cross_trainer_cache_bytes());
   def->set_repetition(iteration->repetition);
   if (auto skip = iteration->skip_positions.find(task.worker_address);
       skip != iteration->skip_positions.end()) {
@@ -301,7 +302,7 @@ void DispatcherCore::FillTaskDef(const DispatcherState::Task& task, proto::TaskD
 }
 
 bool DispatcherCore::MayRunIn(const DispatcherState::Iteration& iteration, const std::string& address) const {
-  if (iteration.error_code != 0) return false;
+  if (iteration.error_code != 0 || state_.IsDraining(address)) return false;
   const proto::JobParams& params = state_.FindJob(iteration.job_id)->params;
   const bool whole_epoch_per_worker =
       params.processing_mode() == proto::PARALLEL_EPOCHS && !IsStaticSharding(params);

@@ -27,6 +27,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "dispatcher/autoscaler.h"
 #include "dispatcher/client_activity.h"
 #include "dispatcher/client_secrets.h"
 #include "dispatcher/crash_loop_bound.h"
@@ -148,7 +149,7 @@ class DispatcherCore {
   // Whether `address` may be given a task in `iteration`: not after its
   // task there was lost in parallel_epochs (its epoch would be read
   // twice), nor after clients could not reach it there; never in a
-  // failed iteration.
+  // failed iteration, nor on a draining worker.
   bool MayRunIn(const DispatcherState::Iteration& iteration, const std::string& address) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -204,6 +205,13 @@ class DispatcherCore {
   // Coordinated reads: the furthest round a consumer of each iteration has
   // reported.
   std::map<int64_t, int64_t> iteration_rounds_ ABSL_GUARDED_BY(mu_);
+  // The autoscaling model: heartbeats store their figures in it, the
+  // monitor thread evaluates it. Derived from heartbeats, not journaled.
+  Autoscaler autoscaler_ ABSL_GUARDED_BY(mu_){
+      AutoscalerOptions{.smoothing = std::chrono::milliseconds(config_.autoscale_smoothing_ms),
+                        .scale_up_window = std::chrono::milliseconds(config_.autoscale_up_window_ms),
+                        .scale_down_window = std::chrono::milliseconds(config_.autoscale_down_window_ms),
+                        .max_workers = config_.autoscale_max_workers}};
 };
 
 }  // namespace sluice::dispatcher

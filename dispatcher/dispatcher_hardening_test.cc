@@ -91,7 +91,7 @@ TEST_CASE("dispatcher hardening: random updates never throw, and refused ones ch
   int applied = 0;
   for (int i = 0; i < 8000; ++i) {
     proto::Update update;
-    switch (random() % 18) {
+    switch (random() % 19) {
       case 0:
         update = Job(small());
         break;
@@ -168,6 +168,9 @@ TEST_CASE("dispatcher hardening: random updates never throw, and refused ones ch
       case 16:
         update.mutable_lose_task()->set_task_id(small());
         update.mutable_lose_task()->set_reason("unreachable from clients for 10 ms");
+        break;
+      case 17:
+        update.mutable_drain_worker()->set_address(address());
         break;
       default:
         update = Registered();

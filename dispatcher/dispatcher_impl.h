@@ -31,6 +31,11 @@
 //     (one tenant must not end another's), and stays.
 //  6. An iteration without clients for job_gc_timeout_ms is collected: it
 //     counts as finished and its workers drop its tasks.
+//  7. A worker drains (DrainWorker, or a heartbeat saying `draining` after
+//     SIGTERM): it gets no new tasks, its tasks get no new splits (they end
+//     once they have read the splits they hold) or, in parallel_epochs,
+//     stop early; a drained task that ends is finished, not lost. The
+//     worker leaves (WorkerShutdown) once readers have taken its elements.
 #ifndef SLUICE_DISPATCHER_DISPATCHER_IMPL_H_
 #define SLUICE_DISPATCHER_DISPATCHER_IMPL_H_
 
@@ -125,6 +130,11 @@ class DispatcherImpl {
   absl::Status GetStatus(const proto::GetStatusRequest& request, proto::StatusSnapshot* response,
                          const Caller& caller = {}) {
     return Durable(status_.GetStatus(request, response, caller));
+  }
+  // The adapter lets only the cluster token call it (a worker's RPC).
+  absl::Status DrainWorker(const proto::DrainWorkerRequest& request, proto::DrainWorkerResponse* response,
+                           const Caller& caller = {}) {
+    return Durable(workers_.DrainWorker(request, response, caller));
   }
 
   // The secret GetOrCreateIteration gave `iteration_client_id`, for

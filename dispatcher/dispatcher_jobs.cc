@@ -30,7 +30,8 @@ absl::Status UnknownDataset(const std::string& dataset_id) {
 bool SameParams(const proto::JobParams& a, const proto::JobParams& b) {
   return a.dataset_id() == b.dataset_id() && a.processing_mode() == b.processing_mode() &&
          a.sharding_policy() == b.sharding_policy() && a.exactly_once() == b.exactly_once() &&
-         a.num_consumers() == b.num_consumers() && a.deterministic() == b.deterministic();
+         a.num_consumers() == b.num_consumers() && a.deterministic() == b.deterministic() &&
+         a.cross_trainer_cache_bytes() == b.cross_trainer_cache_bytes();
 }
 
 // A job's name without the "@restore-..." of the job a merged restore
@@ -119,6 +120,12 @@ absl::Status JobRpcs::GetOrCreateJob(const proto::GetOrCreateJobRequest& request
   if (!params.job_name().empty()) {
     if (const auto* job = core_.state_.FindJobByName(params.job_name(), job_params.tenant());
         job != nullptr) {
+      if (job->params.cross_trainer_cache_bytes() != job_params.cross_trainer_cache_bytes()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "job '", params.job_name(), "' already exists with cross_trainer_cache max_bytes ",
+            job->params.cross_trainer_cache_bytes(), "; asked for ", job_params.cross_trainer_cache_bytes(),
+            " (0: none): every trainer of a shared job gives the same cross_trainer_cache max_bytes"));
+      }
       if (!SameParams(job->params, job_params)) {
         return absl::InvalidArgumentError(absl::StrCat(
             "job '", params.job_name(), "' already exists for dataset ", job->params.dataset_id(), " in ",
@@ -136,6 +143,14 @@ absl::Status JobRpcs::GetOrCreateJob(const proto::GetOrCreateJobRequest& request
   }
   if (job_params.exactly_once()) {
     if (absl::Status s = CheckExactlyOnce(job_params, dataset->def); !s.ok()) return s;
+  }
+  if (job_params.cross_trainer_cache_bytes() != 0) {
+    if (absl::Status s = CheckCrossTrainerCache(job_params, core_.config_.max_cross_trainer_cache_bytes);
+        !s.ok())
+      return s;
+    absl::StatusOr<DatasetPtr> built = core_.Built(params.dataset_id());
+    if (!built.ok()) return built.status();
+    if (absl::Status s = CheckCrossTrainerCardinality((*built)->Cardinality()); !s.ok()) return s;
   }
   if (job_params.num_consumers() > 0) {
     if (params.processing_mode() != proto::PARALLEL_EPOCHS || IsStaticSharding(job_params)) {
@@ -280,7 +295,8 @@ absl::Status JobRpcs::GetOrCreateIteration(const proto::GetOrCreateIterationRequ
       }
       if (absl::Status s = core_.Apply(update); !s.ok()) return s;
       for (const auto& [address, worker] : core_.state_.workers()) {
-        if (!RunsOn(job->params, address)) continue;
+        // A draining worker is leaving: it takes no new task.
+        if (!RunsOn(job->params, address) || core_.state_.IsDraining(address)) continue;
         const int64_t task_id = core_.state_.NextTaskId();
         if (absl::Status s = core_.CreateTask(u->iteration_id(), address, /*joins_running_iteration=*/false);
             !s.ok()) {

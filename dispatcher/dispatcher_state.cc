@@ -176,6 +176,7 @@ absl::Status DispatcherState::Apply(const proto::Update& update) {
       // their undelivered splits go to other tasks.
       const std::string& address = update.remove_worker().address();
       workers_.erase(address);
+      draining_workers_.erase(address);
       auto of_worker = tasks_of_worker_.find(address);
       if (of_worker == tasks_of_worker_.end()) return absl::OkStatus();
       for (int64_t id : of_worker->second) {
@@ -214,6 +215,22 @@ absl::Status DispatcherState::Apply(const proto::Update& update) {
       task->second.lost = true;
       task->second.lost_reason = u.reason();
       UpdateFinished(iterations_[task->second.iteration_id]);
+      return absl::OkStatus();
+    }
+    case proto::Update::kDrainWorker: {
+      // Its running tasks end when told so (GetSplits) or stop early
+      // (parallel_epochs); a drained task that ends is finished, not lost.
+      const std::string& address = update.drain_worker().address();
+      if (!workers_.contains(address)) {
+        return absl::FailedPreconditionError(absl::StrCat("cannot drain unknown worker ", address));
+      }
+      draining_workers_.insert(address);
+      if (auto of_worker = tasks_of_worker_.find(address); of_worker != tasks_of_worker_.end()) {
+        for (int64_t id : of_worker->second) {
+          Task& task = tasks_.at(id);
+          if (!task.finished) task.drained = true;
+        }
+      }
       return absl::OkStatus();
     }
     case proto::Update::kLeaseSplits: {
@@ -414,14 +431,14 @@ bool DispatcherState::HasUnreadSplits(const Iteration& iteration) const {
   }
   // A split provider that has not run out (an endless one never does) still
   // has splits, unless a task's worker side ended on its own (a take before
-  // distribute): only lost tasks ended, so the next task reads on.
-  bool any_lost = false;
+  // distribute): only lost or drained tasks ended, so the next task reads on.
+  bool any_cut_off = false;
   for (int64_t id : iteration.tasks) {
     const Task& task = tasks_.at(id);
-    if (task.finished && !task.lost) return false;
-    any_lost |= task.lost;
+    if (task.finished && !task.lost && !task.drained) return false;
+    any_cut_off |= task.lost || task.drained;
   }
-  return any_lost;
+  return any_cut_off;
 }
 
 void DispatcherState::DropSplits(Iteration& iteration) {

@@ -86,6 +86,11 @@ class DispatcherState {
     SplitRuns leases;
     // Coordinated reads: the first round this task serves.
     int64_t starting_round = 0;
+    // Its worker was drained while it ran (DrainWorker): it was told its
+    // splits had ended, or stopped its parallel_epochs epoch early. Ending
+    // so, it is finished, not lost, but its iteration's splits may still
+    // need another task (HasUnreadSplits).
+    bool drained = false;
   };
   struct Iteration {
     int64_t id = 0;
@@ -154,6 +159,8 @@ class DispatcherState {
   std::optional<int64_t> IterationOfClient(int64_t iteration_client_id) const;
   const Task* FindTask(int64_t id) const;
   const Worker* FindWorker(const std::string& address) const;
+  // A registered worker being drained: it gets no new tasks or splits.
+  bool IsDraining(const std::string& address) const { return draining_workers_.contains(address); }
 
   const std::map<std::string, Dataset>& datasets() const { return datasets_; }
   const std::map<std::string, Worker>& workers() const { return workers_; }
@@ -196,6 +203,8 @@ class DispatcherState {
   // By (tenant, fingerprint).
   std::map<std::pair<std::string, std::string>, std::string> dataset_by_fingerprint_;
   std::map<std::string, Worker> workers_;
+  // DrainWorker's, until each is removed.
+  std::set<std::string> draining_workers_;
   std::map<int64_t, Job> jobs_;
   // By (tenant, name).
   std::map<std::pair<std::string, std::string>, int64_t> job_by_name_;

@@ -86,7 +86,9 @@ proto::StateSnapshot DispatcherState::ToSnapshot() const {
     LeasesToProto(Values(task.leases), t->mutable_leases());
     t->set_starting_round(task.starting_round);
     t->set_lost_reason(task.lost_reason);
+    t->set_drained(task.drained);
   }
+  for (const std::string& address : draining_workers_) snapshot.add_draining_workers(address);
   snapshot.set_next_dataset_id(next_dataset_id_);
   snapshot.set_next_job_id(next_job_id_);
   snapshot.set_next_iteration_id(next_iteration_id_);
@@ -122,6 +124,7 @@ absl::StatusOr<DispatcherState> DispatcherState::FromSnapshot(const proto::State
     for (const Split& split : LeasesFromProto(t.leases())) task.leases[split.seq] = split;
     task.starting_round = t.starting_round();
     task.lost_reason = t.lost_reason();
+    task.drained = t.drained();
     state.tasks_[t.task_id()] = std::move(task);
   }
   for (const auto& i : snapshot.iterations()) {
@@ -179,6 +182,12 @@ absl::StatusOr<DispatcherState> DispatcherState::FromSnapshot(const proto::State
       return absl::DataLossError(
           absl::StrCat("snapshot: task ", id, " has no iteration ", task.iteration_id));
     }
+  }
+  for (const std::string& address : snapshot.draining_workers()) {
+    if (!state.workers_.contains(address)) {
+      return absl::DataLossError(absl::StrCat("snapshot: draining worker ", address, " is not registered"));
+    }
+    state.draining_workers_.insert(address);
   }
   state.RebuildIndexes();
   for (auto& [id, iteration] : state.iterations_) state.UpdateFinished(iteration);

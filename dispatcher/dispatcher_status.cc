@@ -6,6 +6,7 @@
 #include <chrono>
 #include <string>
 
+#include "dispatcher/scaling.h"
 #include "dispatcher/state_metrics.h"
 #include "dispatcher/status_views.h"
 #include "pipeline/builder.h"
@@ -19,6 +20,7 @@ StatusSources StatusRpcs::StatusSourcesLocked() const {
   return StatusSources{
       .state = core_.state_,
       .workers = core_.worker_activity_,
+      .scaling = &core_.autoscaler_.advice(),
       .splits_total = [this](const DispatcherState::Iteration& iteration, const proto::JobParams& params)
                           ABSL_NO_THREAD_SAFETY_ANALYSIS { return SplitsTotal(iteration, params); }};
 }
@@ -36,6 +38,10 @@ absl::Status StatusRpcs::GetStatus(const proto::GetStatusRequest& request, proto
   if (absl::Status s = CheckVersion(request.version()); !s.ok()) return s;
   absl::MutexLock lock(&core_.mu_);
   FillStatusSnapshot(StatusSourcesLocked(), caller, response);
+  // None before the autoscaler's first evaluation.
+  if (core_.autoscaler_.advice().recommended_workers > 0) {
+    FillScalingAdvice(core_.autoscaler_.advice(), caller, response->mutable_scaling());
+  }
   return absl::OkStatus();
 }
 
@@ -63,6 +69,13 @@ void StatusRpcs::ExportMetrics(MetricsRegistry& registry) {
         registry.AddGaugeCallback(gauge.name, gauge.help, gauge.labels, [this, samples = gauge.samples] {
           absl::MutexLock lock(&core_.mu_);
           return samples(core_.state_);
+        }));
+  }
+  for (const ScalingGauge& gauge : ScalingGauges()) {
+    metric_handles_.push_back(
+        registry.AddGaugeCallback(gauge.name, gauge.help, gauge.labels, [this, samples = gauge.samples] {
+          absl::MutexLock lock(&core_.mu_);
+          return samples(core_.autoscaler_.advice());
         }));
   }
 }

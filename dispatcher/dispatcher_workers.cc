@@ -19,6 +19,16 @@
 #include "service/metrics.h"
 
 namespace sluice::dispatcher {
+namespace {
+
+// Whether a draining worker may drop `task`, which then no longer holds it
+// back: a reader read it to its end, or its iteration has no reader left
+// (one that stopped early; garbage collection would drop it later).
+bool DrainedTaskDone(const DispatcherState& state, const DispatcherState::Task& task) {
+  return task.completed || state.FindIteration(task.iteration_id)->clients.empty();
+}
+
+}  // namespace
 
 WorkerRpcs::WorkerRpcs(DispatcherCore& core, Liveness& liveness) : core_(core), liveness_(liveness) {}
 
@@ -40,12 +50,20 @@ absl::Status WorkerRpcs::WorkerHeartbeat(const proto::WorkerHeartbeatRequest& re
     }
     core_.worker_activity_.NoteHeartbeat(address, Clock::now(), UnixMillis(), request.elements_sent(),
                                          request.bytes_sent());
+    for (const proto::TaskLoad& load : request.task_loads()) {
+      core_.autoscaler_.NoteTask(load.task_id(), load.busy_seconds(), load.idle_seconds());
+    }
     if (known == nullptr) {
       proto::Update update;
       update.mutable_register_worker()->set_address(address);
       *update.mutable_register_worker()->mutable_tags() = request.tags();
       update.mutable_register_worker()->set_incarnation(request.incarnation());
       if (absl::Status s = core_.Apply(update); !s.ok()) return s;
+      // Draining already (back after a dispatcher restart): MayRunIn
+      // then gives it no task.
+      if (request.draining()) {
+        if (absl::Status s = liveness_.DrainWorker(address, &new_tasks); !s.ok()) return s;
+      }
       // A new worker joins every unfinished iteration; with static
       // sharding, only to run its own shard, if no live task runs it.
       std::vector<int64_t> unfinished;
@@ -64,20 +82,31 @@ absl::Status WorkerRpcs::WorkerHeartbeat(const proto::WorkerHeartbeatRequest& re
       }
       spdlog::info("worker {} registered; {} tasks", address, unfinished.size());
     }
+    // After SIGTERM a worker says `draining` in every heartbeat.
+    if (request.draining()) {
+      if (absl::Status s = liveness_.DrainWorker(address, &new_tasks); !s.ok()) return s;
+    }
+    const bool draining = core_.state_.IsDraining(address);
+    response->set_drain(draining);
     std::set<int64_t> current(request.current_tasks().begin(), request.current_tasks().end());
     for (const auto* task : core_.state_.TasksOfWorker(address)) {
       const auto* iteration = core_.state_.FindIteration(task->iteration_id);
-      if (current.contains(task->id) || task->finished || iteration->collected || iteration->error_code != 0)
+      // A completed task (read to its end) is not started again: its
+      // worker may have dropped it while its report of the end was on the way.
+      if (current.contains(task->id) || task->finished || task->completed || iteration->collected ||
+          iteration->error_code != 0)
         continue;
       core_.FillTaskDef(*task, response->add_new_tasks());
     }
     for (int64_t id : current) {
       const auto* task = core_.state_.FindTask(id);
       // A worker that was declared lost but lives on drops what it ran then;
-      // every worker drops the tasks of collected iterations.
+      // every worker drops the tasks of collected iterations, and a
+      // draining one those it is done with.
       if (task == nullptr || task->worker_address != address || task->lost ||
           core_.state_.FindIteration(task->iteration_id)->collected ||
-          core_.state_.FindIteration(task->iteration_id)->error_code != 0) {
+          core_.state_.FindIteration(task->iteration_id)->error_code != 0 ||
+          (draining && DrainedTaskDone(core_.state_, *task))) {
         response->add_tasks_to_delete(id);
       }
     }
@@ -153,6 +182,24 @@ absl::Status WorkerRpcs::WorkerShutdown(const proto::WorkerShutdownRequest& requ
   return absl::OkStatus();
 }
 
+absl::Status WorkerRpcs::DrainWorker(const proto::DrainWorkerRequest& request, proto::DrainWorkerResponse*,
+                                     const Caller&) {
+  if (absl::Status s = CheckVersion(request.version()); !s.ok()) return s;
+  if (absl::Status s = CheckRequest(request); !s.ok()) return s;
+  NewTasks new_tasks;
+  {
+    absl::MutexLock lock(&core_.mu_);
+    if (core_.state_.FindWorker(request.worker_address()) == nullptr) {
+      return absl::NotFoundError(absl::StrCat("DrainWorker: no worker is registered at ",
+                                              request.worker_address(),
+                                              " (sluice status lists the workers and their addresses)"));
+    }
+    if (absl::Status s = liveness_.DrainWorker(request.worker_address(), &new_tasks); !s.ok()) return s;
+  }
+  core_.PushTasks(new_tasks);
+  return absl::OkStatus();
+}
+
 absl::Status WorkerRpcs::GetSplits(const proto::GetSplitsRequest& request, proto::GetSplitsResponse* response,
                                    const Caller&) {
   if (absl::Status s = CheckVersion(request.version()); !s.ok()) return s;
@@ -176,6 +223,10 @@ absl::Status WorkerRpcs::GetSplits(const proto::GetSplitsRequest& request, proto
   const auto* iteration = core_.state_.FindIteration(task->iteration_id);
   // A lost task, or a collected or failed iteration, reads nothing more.
   if (task->finished || iteration->collected || iteration->error_code != 0) return answer({}, true);
+  // Nor does a draining worker's task: it ends once it has read the splits
+  // it holds, which stay leased to it (an exactly_once read stays exact);
+  // the iteration's other tasks read on.
+  if (task->drained || core_.state_.IsDraining(task->worker_address)) return answer({}, true);
   // 0 (unset) asks for one. A deterministic reader takes splits in order,
   // so what a worker leases past the others' waits in buffers: small
   // leases make the workers take splits in turn.

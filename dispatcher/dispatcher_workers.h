@@ -2,7 +2,8 @@
 // incarnation replaces the old, whose tasks are lost), gives it a task in
 // every unfinished iteration and says which of its tasks to drop; updates
 // report tasks finished or failed; GetSplits leases distributed_epoch
-// splits (a retry gets the same lease).
+// splits (a retry gets the same lease); DrainWorker marks a worker
+// draining, as its own heartbeat does after SIGTERM.
 #ifndef SLUICE_DISPATCHER_DISPATCHER_WORKERS_H_
 #define SLUICE_DISPATCHER_DISPATCHER_WORKERS_H_
 
@@ -26,6 +27,10 @@ class WorkerRpcs {
                               proto::WorkerShutdownResponse* response, const Caller& caller);
   absl::Status GetSplits(const proto::GetSplitsRequest& request, proto::GetSplitsResponse* response,
                          const Caller& caller);
+  // `sluice drain`: NotFound for an address no worker registered with;
+  // draining one twice is not an error.
+  absl::Status DrainWorker(const proto::DrainWorkerRequest& request, proto::DrainWorkerResponse* response,
+                           const Caller& caller);
 
  private:
   using Clock = DispatcherCore::Clock;

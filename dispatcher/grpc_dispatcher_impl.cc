@@ -9,9 +9,9 @@ namespace sluice::dispatcher {
 namespace {
 
 // A client's RPCs; every other one (a worker's heartbeat, updates and
-// shutdown, GetSplits, and any added later) needs the cluster token, so
-// that a client cannot pose as a worker, drain splits or announce a
-// worker's shutdown.
+// shutdown, GetSplits, DrainWorker, and any added later) needs the cluster
+// token, so that a client cannot pose as a worker, drain splits or announce
+// or order a worker's shutdown.
 RpcRole RoleOf(absl::string_view method) {
   static const auto* client_rpcs = new absl::flat_hash_set<absl::string_view>{
       "GetVersion",      "GetOrRegisterDataset",   "GetDatasetInfo", "GetOrCreateJob", "GetOrCreateIteration",

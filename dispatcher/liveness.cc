@@ -17,6 +17,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "dispatcher/scaling.h"
 #include "dispatcher/shared_exactly_once.h"
 #include "service/metrics.h"
 namespace sluice::dispatcher {
@@ -96,6 +97,8 @@ void Liveness::RunMonitor() {
                      &new_tasks);
       }
       ReleaseSilentClients(now);
+      // Here, not per heartbeat: heartbeats only store their figures.
+      core_.autoscaler_.Evaluate(ScalingInputs(core_.state_), ServingWorkers(core_.state_), now);
     }
     // What this pass changed reaches the disk now, not with the next
     // request's sync.
@@ -131,6 +134,16 @@ void Liveness::RemoveWorker(const std::string& address, const std::string& reaso
   const auto now = Clock::now();
   for (int64_t id : running) NoteLostTask(*core_.state_.FindTask(id), reason, now);
   AssignReturnedSplits(new_tasks);
+}
+
+absl::Status Liveness::DrainWorker(const std::string& address, NewTasks* new_tasks) {
+  if (core_.state_.IsDraining(address)) return absl::OkStatus();
+  proto::Update update;
+  update.mutable_drain_worker()->set_address(address);
+  if (absl::Status s = core_.Apply(update); !s.ok()) return s;
+  spdlog::info("worker {} drains: no new tasks or splits; it leaves once its tasks are read", address);
+  AssignReturnedSplits(new_tasks);
+  return absl::OkStatus();
 }
 
 void Liveness::NoteLostTask(const DispatcherState::Task& task, const std::string& reason,
@@ -226,7 +239,7 @@ void Liveness::AssignReturnedSplits(NewTasks* new_tasks) {
     const bool has_taker =
         std::any_of(iteration.tasks.begin(), iteration.tasks.end(), [this](int64_t task_id) {
           const auto* task = core_.state_.FindTask(task_id);
-          return !task->finished && !task->last_end_of_splits &&
+          return !task->finished && !task->last_end_of_splits && !task->drained &&
                  core_.state_.FindWorker(task->worker_address) != nullptr;
         });
     if (!has_taker) orphaned.push_back(id);

@@ -39,6 +39,11 @@ class Liveness {
   // takers for its undelivered splits.
   void RemoveWorker(const std::string& address, const std::string& reason, NewTasks* new_tasks)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu_);
+  // Marks a registered worker draining (journaled once; again is a no-op):
+  // it gets no new tasks, its tasks no new splits, and the iterations
+  // whose splits only its tasks were taking get a task elsewhere.
+  absl::Status DrainWorker(const std::string& address, NewTasks* new_tasks)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu_);
   // A client of `iteration_id` reports `address` unreachable. Workers are
   // shared by tenants and any client may send a report, so one tenant must
   // not end another's tasks: a report counts only from a client whose

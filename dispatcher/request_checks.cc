@@ -190,6 +190,9 @@ absl::Status CheckRequest(const proto::WorkerHeartbeatRequest& request) {
     if (absl::Status s = CheckName(rpc, "tags", tag, /*required=*/true); !s.ok()) return s;
   }
   if (absl::Status s = CheckName(rpc, "incarnation", request.incarnation(), false); !s.ok()) return s;
+  for (const proto::TaskLoad& load : request.task_loads()) {
+    if (absl::Status s = CheckId(rpc, "task_loads.task_id", load.task_id()); !s.ok()) return s;
+  }
   return CheckIds(rpc, "current_tasks", request.current_tasks());
 }
 
@@ -210,6 +213,10 @@ absl::Status CheckRequest(const proto::WorkerUpdatesRequest& request) {
 
 absl::Status CheckRequest(const proto::WorkerShutdownRequest& request) {
   return CheckWorkerAddress("WorkerShutdown: worker_address", request.worker_address());
+}
+
+absl::Status CheckRequest(const proto::DrainWorkerRequest& request) {
+  return CheckWorkerAddress("DrainWorker: worker_address", request.worker_address());
 }
 
 absl::Status CheckRequest(const proto::GetSplitsRequest& request) {

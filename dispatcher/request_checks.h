@@ -52,6 +52,7 @@ absl::Status CheckRequest(const proto::WorkerHeartbeatRequest& request);
 absl::Status CheckRequest(const proto::WorkerUpdatesRequest& request);
 absl::Status CheckRequest(const proto::WorkerShutdownRequest& request);
 absl::Status CheckRequest(const proto::GetSplitsRequest& request);
+absl::Status CheckRequest(const proto::DrainWorkerRequest& request);
 
 }  // namespace sluice::dispatcher
 

@@ -52,6 +52,7 @@ constexpr std::string_view kStatusPageHtml = R"html(<!DOCTYPE html>
 </header>
 <main>
   <div id="banner" role="alert"></div>
+  <p id="scaling" class="muted"></p>
   <h2>Workers</h2>
   <table>
     <thead><tr><th>Address</th><th>Tags</th><th>State</th><th>Last heartbeat</th>
@@ -116,7 +117,7 @@ function renderWorkers(workers) {
   $("workers").replaceChildren(...workers.map((w) => el("tr", {"data-worker": w.address},
       el("td", {class: "mono"}, w.address),
       el("td", {}, (w.tags || []).join(", ")),
-      el("td", {class: w.state === "alive" ? "alive" : "lost"}, w.state),
+      el("td", {class: w.state === "alive" ? "alive" : w.state === "draining" ? "muted" : "lost"}, w.state),
       el("td", {}, `${num(w.last_heartbeat_ms_ago / 1000, 1)} s ago`),
       el("td", {class: "num"}, w.tasks),
       // A tenant's view has no throughput: the workers serve every tenant.
@@ -143,6 +144,19 @@ function renderJobs(jobs, iterations) {
   if (!jobs.length) $("jobs").append(el("p", {class: "muted"}, "No jobs"));
 }
 
+// The autoscaling advice: the cluster's line, or (a tenant's view) one
+// line per job of its own.
+function renderScaling(sc) {
+  const pct = (x) => `${num(x * 100, 0)}%`;
+  const workers = (n) => `${n} worker${n === 1 ? "" : "s"}`;
+  const lines = sc.advice !== undefined
+      ? (sc.advice ? [`Scaling: ${sc.advice} (recommended: ${workers(sc.recommended_workers)}; ` +
+                      `serving: ${sc.workers})`] : [])
+      : (sc.jobs || []).map((j) => `Job ${j.job_id}: trainers wait ${pct(j.wait_fraction)}; ` +
+                                   `recommended: ${workers(j.recommended_workers)} (serving: ${j.workers})`);
+  $("scaling").replaceChildren(...lines.flatMap((l, i) => i ? [el("br"), l] : [l]));
+}
+
 function renderDatasets(datasets) {
   $("datasets").replaceChildren(...datasets.map((d) => el("tr", {"data-dataset-id": d.dataset_id},
       el("td", {}, d.dataset_id), el("td", {class: "mono"}, d.fingerprint))));
@@ -160,6 +174,7 @@ function render(s) {
   $("uptime").textContent = duration(s.uptime_seconds);
   renderWorkers(s.workers || []);
   renderJobs(s.jobs || [], s.iterations || []);
+  renderScaling(s.scaling || {});
   renderDatasets(s.datasets || []);
   renderErrors(s.recent_errors || []);
 }

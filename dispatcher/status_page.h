@@ -3,15 +3,15 @@
 // and behind firewalls) that the dispatcher serves at `/` on its
 // http_port. The page fetches `status.json` (a relative URL, so it works
 // behind a path-rewriting proxy too) on load and every 2 seconds, and
-// renders workers, jobs with their iterations' progress, datasets and
-// recent errors. If a fetch fails it shows a banner and keeps the last data.
+// renders the autoscaling advice, workers, jobs with their iterations'
+// progress, datasets and recent errors. If a fetch fails it shows a banner and keeps the last data.
 //
 // All text from the JSON is inserted with textContent / setAttribute, never
 // innerHTML, since it comes from the network (worker addresses, job names
 // and error messages are user-controlled).
 //
 // Stable hooks for tests (tests/web/check_status_page.py): ids `workers`,
-// `jobs`, `datasets`, `errors`, `updated`; `data-worker="ADDRESS"` on each
+// `jobs`, `datasets`, `errors`, `updated`, `scaling` (the advice line); `data-worker="ADDRESS"` on each
 // worker row; `data-job-id` on each job; `data-iteration-id` on each
 // iteration, which holds a `.progress` element whose text is "3 / 10
 // splits", "3 splits, total unknown" or "finished".

@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "common/json_writer.h"
+#include "dispatcher/scaling.h"
 #include "service/grpc_util.h"
 #include "service/job_params.h"
 
@@ -30,6 +31,7 @@ std::shared_ptr<spdlog::sinks::ringbuffer_sink_mt> RecentProblems() {
 void FillWorkerInfo(const StatusSources& sources, const DispatcherState::Worker& worker, const Caller& caller,
                     proto::WorkerInfo* info) {
   info->set_address(worker.address);
+  info->set_draining(sources.state.IsDraining(worker.address));
   for (const std::string& tag : worker.tags) info->add_tags(tag);
   for (const auto* task : sources.state.TasksOfWorker(worker.address)) {
     if (!task->finished && MaySeeIteration(sources.state, caller, task->iteration_id))
@@ -103,7 +105,7 @@ std::string StatusJson(const StatusSources& sources, const Caller& caller, int64
   for (const auto& [address, worker] : state.workers()) {
     json.BeginObject().String("address", address).BeginArray("tags");
     for (const std::string& tag : worker.tags) json.String(nullptr, tag);
-    json.End(']').String("state", "alive");
+    json.End(']').String("state", state.IsDraining(address) ? "draining" : "alive");
     const std::optional<int64_t> heartbeat = sources.workers.LastHeartbeatUnixMs(address);
     json.Int("last_heartbeat_ms_ago", heartbeat.has_value() ? now_ms - *heartbeat : -1);
     int64_t tasks = 0;
@@ -150,7 +152,9 @@ std::string StatusJson(const StatusSources& sources, const Caller& caller, int64
         .Int("splits_total", job == nullptr ? -1 : sources.splits_total(iteration, job->params))
         .End('}');
   }
-  json.End(']').BeginArray("recent_errors");
+  json.End(']');
+  if (sources.scaling != nullptr) WriteScalingJson(*sources.scaling, caller, json);
+  json.BeginArray("recent_errors");
   if (caller.SeesAll()) {
     for (const spdlog::details::log_msg_buffer& message : RecentProblems()->last_raw()) {
       json.BeginObject()

@@ -11,6 +11,7 @@
 #include <functional>
 #include <string>
 
+#include "dispatcher/autoscaler.h"
 #include "dispatcher/dispatcher_state.h"
 #include "dispatcher/worker_activity.h"
 #include "service/rpc_auth.h"
@@ -22,6 +23,8 @@ namespace sluice::dispatcher {
 struct StatusSources {
   const DispatcherState& state;
   const WorkerActivity& workers;
+  // The autoscaler's advice, for /status.json's "scaling"; none: left out.
+  const Autoscaler::Advice* scaling = nullptr;
   // An iteration's splits in all, or -1 when not known (not
   // distributed_epoch, without end, or its source not listed yet).
   std::function<int64_t(const DispatcherState::Iteration&, const proto::JobParams&)> splits_total;
@@ -32,7 +35,8 @@ bool MaySeeIteration(const DispatcherState& state, const Caller& caller, int64_t
 void FillWorkers(const StatusSources& sources, const Caller& caller, proto::GetWorkersResponse* response);
 void FillStatusSnapshot(const StatusSources& sources, const Caller& caller, proto::StatusSnapshot* response);
 // The status page's JSON: version, now and uptime, then workers, datasets,
-// jobs, iterations and the recent warnings and errors.
+// jobs, iterations, the autoscaling advice and the recent warnings and
+// errors.
 std::string StatusJson(const StatusSources& sources, const Caller& caller, int64_t now_ms,
                        double uptime_seconds);
 

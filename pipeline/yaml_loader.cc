@@ -283,6 +283,9 @@ class Loader {
       TensorToProto(*t, tensor);
       return absl::OkStatus();
     }
+    // Any other message (cross_trainer_cache: {trainer_id: ..., max_bytes:
+    // ...}): a map of its fields.
+    if (value.IsMap()) return SetFields(message, value, what, {});
     return Error(value, absl::StrCat(what, " has a type the YAML loader does not handle"));
   }
 

@@ -192,6 +192,20 @@ absl::Status SetUpPipelineSandbox(const std::string& owner, const std::vector<st
   return absl::OkStatus();
 }
 
+int WaitForShutdownSignalOr(const std::function<bool()>& done) {
+  if (!done) return WaitForShutdownSignal();
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  const timespec tick{0, 50 * 1000 * 1000};
+  while (!done()) {
+    const int signal = sigtimedwait(&signals, nullptr, &tick);
+    if (signal > 0) return signal;
+  }
+  return 0;
+}
+
 int SetUpDaemon(int argc, char** argv, const std::string& program, const std::string& description,
                 ConfigSchema& schema, const std::string& log_level, DaemonSettings* common) {
   TurnOffMutexDeadlockDetection();
@@ -250,7 +264,7 @@ HttpRoutes HttpRoutesFor(const std::map<std::string, CallerHttpHandler>& routes,
 int ServeUntilShutdown(const std::string& program, const ServerOptions& options,
                        const std::vector<grpc::Service*>& services,
                        const std::function<absl::Status(int port)>& started,
-                       const std::function<void()>& stopping) {
+                       const std::function<void()>& stopping, const DrainHooks& drain) {
   int port = 0;
   absl::StatusOr<std::unique_ptr<grpc::Server>> server = StartServer(options, services, &port);
   if (!server.ok()) {
@@ -300,8 +314,17 @@ int ServeUntilShutdown(const std::string& program, const ServerOptions& options,
     std::cerr << program << ": " << status.message() << "\n";
     return kConfigErrorExitCode;
   }
-  const int signal = WaitForShutdownSignal();
-  spdlog::info("signal {}: shutting down", signal);
+  int signal = WaitForShutdownSignalOr(drain.done);
+  if (signal == SIGTERM && drain.begin) {
+    spdlog::info("signal {}: draining; SIGTERM or SIGINT again shuts down at once", signal);
+    drain.begin();
+    signal = WaitForShutdownSignalOr(drain.done);
+  }
+  if (signal != 0) {
+    spdlog::info("signal {}: shutting down", signal);
+  } else {
+    spdlog::info("drained: shutting down");
+  }
   if (stopping) stopping();
   if (http != nullptr) http->Stop();
   (*server)->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));

@@ -27,6 +27,8 @@ namespace sluice {
 void BlockShutdownSignals();
 // Returns the signal number once SIGTERM or SIGINT arrives.
 int WaitForShutdownSignal();
+// The same, or 0 once `done` (asked every 50 ms) says true.
+int WaitForShutdownSignalOr(const std::function<bool()>& done);
 
 // Turns off absl::Mutex's deadlock detection for this process. Debian builds
 // abseil without NDEBUG, which leaves the detection on: every lock and unlock
@@ -130,16 +132,27 @@ absl::StatusOr<std::unique_ptr<grpc::Server>> StartServer(const ServerOptions& o
                                                           const std::vector<grpc::Service*>& services,
                                                           int* bound_port);
 
+// A daemon that drains before it leaves (workerd): the first SIGTERM calls
+// `begin` instead of shutting down, and the daemon shuts down once `done`
+// says so, or at the next SIGTERM or SIGINT. `done` may say so with no
+// signal at all (a drain the dispatcher asked for). SIGINT alone still
+// shuts down at once.
+struct DrainHooks {
+  std::function<void()> begin;
+  std::function<bool()> done;
+};
+
 // What a daemon's main does once configured: starts the server, calls
 // `started(port)` (a worker registers with its dispatcher there), serves
-// until SIGTERM or SIGINT, calls `stopping()`, and shuts the server down.
-// Returns the exit code: kConfigErrorExitCode when the server cannot start
-// (a port in use), 1 when `started` fails, else 0. Errors are printed to
-// stderr after "PROGRAM: ".
+// until SIGTERM or SIGINT (or the end of a drain, with `drain`), calls
+// `stopping()`, and shuts the server down. Returns the exit code:
+// kConfigErrorExitCode when the server cannot start (a port in use), 1
+// when `started` fails, else 0. Errors are printed to stderr after
+// "PROGRAM: ".
 int ServeUntilShutdown(const std::string& program, const ServerOptions& options,
                        const std::vector<grpc::Service*>& services,
                        const std::function<absl::Status(int port)>& started = nullptr,
-                       const std::function<void()>& stopping = nullptr);
+                       const std::function<void()>& stopping = nullptr, const DrainHooks& drain = {});
 
 }  // namespace sluice
 

@@ -17,6 +17,7 @@
   X(WorkerShutdown, WorkerShutdownRequest, WorkerShutdownResponse)                         \
   X(GetSplits, GetSplitsRequest, GetSplitsResponse)                                        \
   X(GetWorkers, GetWorkersRequest, GetWorkersResponse)                                     \
-  X(GetStatus, GetStatusRequest, StatusSnapshot)
+  X(GetStatus, GetStatusRequest, StatusSnapshot)                                           \
+  X(DrainWorker, DrainWorkerRequest, DrainWorkerResponse)
 
 #endif  // SLUICE_SERVICE_DISPATCHER_RPCS_H_

@@ -40,6 +40,7 @@ constexpr uint32_t kResponseSharedMemoryBytes = Tag(9, kVarint);
 constexpr uint32_t kResponseSharedMemoryNeeded = Tag(12, kVarint);
 constexpr uint32_t kResponseFrame = Tag(11, kLengthDelimited);
 constexpr uint32_t kResponseLentTensor = Tag(13, kLengthDelimited);
+constexpr uint32_t kResponseTrainerSkipped = Tag(14, kVarint);
 constexpr uint32_t kElementComponent = Tag(1, kLengthDelimited);
 constexpr uint32_t kElementName = Tag(2, kLengthDelimited);
 constexpr uint32_t kTensorDType = Tag(1, kVarint);
@@ -325,9 +326,10 @@ absl::Status ReadElement(CodedInputStream& in, SmallTensorArena& arena, Element*
 
 // The fields besides the elements, on the proto path.
 void SetResponseFields(bool end_of_sequence, int64_t first_index, const SplitTags& tags,
-                       proto::GetElementsResponse* response) {
+                       int64_t trainer_skipped, proto::GetElementsResponse* response) {
   response->set_end_of_sequence(end_of_sequence);
   response->set_first_index(first_index);
+  response->set_trainer_skipped(trainer_skipped);
   response->mutable_split_seqs()->Add(tags.split_seqs.begin(), tags.split_seqs.end());
   response->mutable_split_positions()->Add(tags.split_positions.begin(), tags.split_positions.end());
   response->mutable_completed_splits()->Add(tags.completed_splits.begin(), tags.completed_splits.end());
@@ -341,7 +343,8 @@ absl::StatusOr<grpc::ByteBuffer> EncodeElementsResponse(const std::vector<Elemen
                                                         bool end_of_sequence, int64_t first_index,
                                                         proto::WireCompression compression,
                                                         const SplitTags& tags,
-                                                        const FrameRequest& frame_request) {
+                                                        const FrameRequest& frame_request,
+                                                        int64_t trainer_skipped) {
   std::optional<EncodedFrame> frame;
   // The frame is the message's first field.
   if (frame_request.frame) {
@@ -356,13 +359,13 @@ absl::StatusOr<grpc::ByteBuffer> EncodeElementsResponse(const std::vector<Elemen
     proto::GetElementsResponse response;
     response.set_compression(compression);
     if (absl::Status s = Compress(compression, flat, response.mutable_frame()); !s.ok()) return s;
-    SetResponseFields(end_of_sequence, first_index, tags, &response);
+    SetResponseFields(end_of_sequence, first_index, tags, trainer_skipped, &response);
     return SerializeToByteBuffer(response);
   }
   if (compression != proto::COMPRESSION_NONE) {
     proto::GetElementsResponse response;
     response.set_compression(compression);
-    SetResponseFields(end_of_sequence, first_index, tags, &response);
+    SetResponseFields(end_of_sequence, first_index, tags, trainer_skipped, &response);
     proto::ElementProto encoded;
     for (const Element& element : elements) {
       ElementToProto(element, &encoded);
@@ -400,6 +403,10 @@ absl::StatusOr<grpc::ByteBuffer> EncodeElementsResponse(const std::vector<Elemen
   if (first_index != 0) {
     out.Varint(kResponseFirstIndex);
     out.Varint(static_cast<uint64_t>(first_index));
+  }
+  if (trainer_skipped != 0) {
+    out.Varint(kResponseTrainerSkipped);
+    out.Varint(static_cast<uint64_t>(trainer_skipped));
   }
   // Packed, as proto3 writes repeated integers.
   auto packed = [&out](int field, const std::vector<int64_t>& values) {
@@ -515,6 +522,9 @@ absl::Status DecodeResponse(grpc::ByteBuffer* buffer, ElementsResponse* response
     } else if (tag == kResponseFirstIndex) {
       if (!in.ReadVarint64(&value)) return Malformed(in, "first_index is truncated");
       response->first_index = static_cast<int64_t>(value);
+    } else if (tag == kResponseTrainerSkipped) {
+      if (!in.ReadVarint64(&value)) return Malformed(in, "trainer_skipped is truncated");
+      response->trainer_skipped = static_cast<int64_t>(value);
     } else if (tag == kResponseSharedMemoryBytes) {
       if (!in.ReadVarint64(&value)) return Malformed(in, "shared_memory_bytes is truncated");
       response->shared_memory_bytes = static_cast<int64_t>(value);

@@ -61,6 +61,9 @@ struct ElementsResponse {
   std::vector<proto::LentTensor> lent_tensors;
   // The elements came as a flat frame, not as protos.
   bool frame = false;
+  // A cross-trainer cache task: elements the trainer skipped just before
+  // these (GetElementsResponse.trainer_skipped).
+  int64_t trainer_skipped = 0;
 };
 
 // What the request said of frames: whether the reader decodes them, and
@@ -74,7 +77,8 @@ absl::StatusOr<grpc::ByteBuffer> EncodeElementsResponse(const std::vector<Elemen
                                                         bool end_of_sequence, int64_t first_index,
                                                         proto::WireCompression compression,
                                                         const SplitTags& tags = {},
-                                                        const FrameRequest& frame = {});
+                                                        const FrameRequest& frame = {},
+                                                        int64_t trainer_skipped = 0);
 
 // Decodes a serialized GetElementsResponse, compressed or not, with its
 // elements as protos or as a frame (whose spec, when left out, is found in

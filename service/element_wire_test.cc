@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/proto_convert.h"
 #include "service/compression.h"
+#include "service/element_frame.h"
 #include "service/message_bytes.h"
 #include "service/wire_test_helpers.h"
 
@@ -35,6 +36,27 @@ TEST_CASE("element_wire: the encoding is a valid GetElementsResponse", "[wire]")
   for (const Element& e : elements) ElementToProto(e, expected.add_elements());
   expected.set_end_of_sequence(true);
   CHECK(parsed.SerializeAsString() == expected.SerializeAsString());
+}
+
+TEST_CASE("element_wire: a cross-trainer response's trainer_skipped, on every path",
+          "[wire][cross_trainer]") {
+  const std::vector<Element> elements = SampleElements();
+  for (const proto::WireCompression compression : {proto::COMPRESSION_NONE, proto::COMPRESSION_SNAPPY}) {
+    for (const bool frame : {false, true}) {
+      absl::StatusOr<grpc::ByteBuffer> encoded =
+          EncodeElementsResponse(elements, false, 12, compression, {}, FrameRequest{.frame = frame}, 345);
+      REQUIRE(encoded.ok());
+      proto::GetElementsResponse parsed;
+      REQUIRE(parsed.ParseFromString(Flatten(*encoded)));
+      CHECK(parsed.trainer_skipped() == 345);
+      ElementsResponse decoded;
+      FrameSpecs specs;
+      REQUIRE(DecodeElementsResponse(&*encoded, &decoded, &specs).ok());
+      CHECK(decoded.trainer_skipped == 345);
+      CHECK(decoded.first_index == 12);
+      CHECK(decoded.elements.size() == elements.size());
+    }
+  }
 }
 
 TEST_CASE("element_wire: large tensors go by reference, small ones are copied", "[wire]") {

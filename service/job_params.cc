@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "pipeline/builder.h"
 #include "pipeline/sharding.h"
+#include "sluice/cardinality.h"
 
 namespace sluice {
 
@@ -34,6 +35,21 @@ absl::Status JobParamsFromDistribute(const proto::DistributeOp& op, proto::JobPa
   params->set_deterministic(op.deterministic());
   absl::StatusOr<proto::ProcessingMode> mode = ParseProcessingMode(op.processing_mode());
   if (!mode.ok()) return mode.status();
+  if (op.has_cross_trainer_cache()) {
+    const proto::CrossTrainerCacheOp& cache = op.cross_trainer_cache();
+    if (cache.trainer_id().empty() || cache.trainer_id().size() > 128) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("distribute: cross_trainer_cache.trainer_id must be 1 to 128 bytes, got ",
+                       cache.trainer_id().size()));
+    }
+    if (cache.max_bytes() <= 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "distribute: cross_trainer_cache.max_bytes must be > 0 (the bytes each worker keeps for the "
+          "trainers), got ",
+          cache.max_bytes()));
+    }
+    params->set_cross_trainer_cache_bytes(cache.max_bytes());
+  }
   // Without a policy, the dispatcher derives it from the mode.
   if (op.sharding_policy().empty()) {
     params->set_processing_mode(*mode);
@@ -73,6 +89,53 @@ absl::Status ResolveShardingPolicy(proto::JobParams* params) {
 }
 
 bool IsStaticSharding(const proto::JobParams& params) { return IsStaticPolicy(params.sharding_policy()); }
+
+absl::Status CheckCrossTrainerCache(const proto::JobParams& params, int64_t max_bytes) {
+  const int64_t bytes = params.cross_trainer_cache_bytes();
+  if (bytes == 0) return absl::OkStatus();
+  if (bytes < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cross_trainer_cache: max_bytes must be > 0, got ", bytes));
+  }
+  if (max_bytes > 0 && bytes > max_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cross_trainer_cache: max_bytes ", bytes, " is more than the dispatcher allows each worker to keep (",
+        max_bytes, ", its max_cross_trainer_cache_bytes)"));
+  }
+  if (params.job_name().empty()) {
+    return absl::InvalidArgumentError(
+        "cross_trainer_cache needs a job_name, which the trainers that share the job's elements give alike");
+  }
+  const bool sharded = params.processing_mode() == proto::DISTRIBUTED_EPOCH ||
+                       (params.sharding_policy() != proto::SHARDING_POLICY_UNSET &&
+                        params.sharding_policy() != proto::SHARDING_OFF);
+  if (sharded) {
+    return absl::FailedPreconditionError(
+        "cross_trainer_cache needs parallel_epochs with sharding_policy OFF: every trainer reads every "
+        "element, "
+        "so the job's elements cannot be split between workers");
+  }
+  if (params.exactly_once() || params.deterministic()) {
+    return absl::FailedPreconditionError(
+        "cross_trainer_cache does not go with exactly_once or deterministic: a trainer that falls behind "
+        "skips "
+        "elements, so no trainer reads an exact epoch");
+  }
+  if (params.num_consumers() > 0) {
+    return absl::FailedPreconditionError(
+        "cross_trainer_cache does not go with coordinated reads (num_consumers)");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckCrossTrainerCardinality(int64_t cardinality) {
+  if (cardinality == kInfiniteCardinality) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      "cross_trainer_cache needs an endless dataset (repeat() without a count before distribute), as tf.data "
+      "does: trainers read one stream from their own positions, not epochs; this dataset has ",
+      cardinality >= 0 ? absl::StrCat(cardinality, " elements")
+                       : std::string("an unknown number of elements")));
+}
 
 namespace {
 

@@ -34,6 +34,16 @@ absl::Status JobParamsFromDistribute(const proto::DistributeOp& op, proto::JobPa
 // distributed_epoch), and refuses a policy that does not go with the mode.
 absl::Status ResolveShardingPolicy(proto::JobParams* params);
 
+// A cross-trainer cache (JobParams.cross_trainer_cache_bytes > 0) needs a
+// job name the trainers share, parallel_epochs with sharding OFF (every
+// trainer reads every element), and neither exactly_once nor coordinated
+// reads; max_bytes above `max_bytes` (the dispatcher's
+// max_cross_trainer_cache_bytes; 0: no bound) is refused. The dataset must
+// also be endless, which the caller checks (it knows the cardinality):
+// CheckCrossTrainerCardinality.
+absl::Status CheckCrossTrainerCache(const proto::JobParams& params, int64_t max_bytes);
+absl::Status CheckCrossTrainerCardinality(int64_t cardinality);
+
 // FILE, DATA, FILE_OR_DATA or HINT: each listed worker runs its own shard.
 bool IsStaticSharding(const proto::JobParams& params);
 

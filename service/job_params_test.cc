@@ -2,6 +2,9 @@
 
 #include <catch2/catch.hpp>
 
+#include "pipeline/yaml_loader.h"
+#include "sluice/cardinality.h"
+
 namespace sluice {
 namespace {
 
@@ -250,4 +253,67 @@ TEST_CASE("job_params: sample_from_datasets repeats exactly only with a seed", "
 }
 
 }  // namespace
+TEST_CASE("job_params: cross_trainer_cache from YAML, and what it needs", "[service][cross_trainer]") {
+  absl::StatusOr<LoadedPipeline> loaded = ParsePipelineYaml(
+      "pipeline:\n"
+      "  - range: 10\n"
+      "  - repeat\n"
+      "  - distribute: {service: \"grpc://127.0.0.1:1\", job_name: sweep,\n"
+      "                 cross_trainer_cache: {trainer_id: lr-0.1, max_bytes: 4096}}\n",
+      "sweep.yaml", ".", {.validate = false});
+  INFO(loaded.status().ToString());
+  REQUIRE(loaded.ok());
+  REQUIRE(loaded->def.steps_size() == 3);
+  REQUIRE(loaded->def.steps(2).has_distribute());
+  const proto::DistributeOp& op = loaded->def.steps(2).distribute();
+  CHECK(op.cross_trainer_cache().trainer_id() == "lr-0.1");
+  CHECK(op.cross_trainer_cache().max_bytes() == 4096);
+  proto::JobParams params;
+  REQUIRE(JobParamsFromDistribute(op, &params).ok());
+  CHECK(params.cross_trainer_cache_bytes() == 4096);
+  params.set_job_name("sweep");
+  CHECK(CheckCrossTrainerCache(params, 4096).ok());
+  CHECK(CheckCrossTrainerCache(params, 4095) ==
+        absl::InvalidArgumentError(
+            "cross_trainer_cache: max_bytes 4096 is more than the dispatcher allows each "
+            "worker to keep (4095, its max_cross_trainer_cache_bytes)"));
+
+  proto::JobParams nameless = params;
+  nameless.clear_job_name();
+  CHECK(CheckCrossTrainerCache(nameless, 0).code() == absl::StatusCode::kInvalidArgument);
+  proto::JobParams distributed = params;
+  distributed.set_processing_mode(proto::DISTRIBUTED_EPOCH);
+  CHECK(CheckCrossTrainerCache(distributed, 0) ==
+        absl::FailedPreconditionError(
+            "cross_trainer_cache needs parallel_epochs with sharding_policy OFF: every "
+            "trainer reads every element, so the job's elements cannot be split "
+            "between workers"));
+  proto::JobParams static_shards = params;
+  static_shards.set_sharding_policy(proto::SHARDING_DATA);
+  CHECK(CheckCrossTrainerCache(static_shards, 0).code() == absl::StatusCode::kFailedPrecondition);
+  proto::JobParams exact = params;
+  exact.set_exactly_once(true);
+  CHECK(CheckCrossTrainerCache(exact, 0).code() == absl::StatusCode::kFailedPrecondition);
+  proto::JobParams coordinated = params;
+  coordinated.set_num_consumers(2);
+  CHECK(CheckCrossTrainerCache(coordinated, 0) ==
+        absl::FailedPreconditionError(
+            "cross_trainer_cache does not go with coordinated reads (num_consumers)"));
+
+  CHECK(CheckCrossTrainerCardinality(kInfiniteCardinality).ok());
+  CHECK(
+      CheckCrossTrainerCardinality(10).message() ==
+      "cross_trainer_cache needs an endless dataset (repeat() without a count before distribute), as tf.data "
+      "does: trainers read one stream from their own positions, not epochs; this dataset has 10 elements");
+  CHECK(CheckCrossTrainerCardinality(kUnknownCardinality).code() == absl::StatusCode::kFailedPrecondition);
+
+  proto::DistributeOp empty_id = op;
+  empty_id.mutable_cross_trainer_cache()->clear_trainer_id();
+  CHECK(JobParamsFromDistribute(empty_id, &params).message() ==
+        "distribute: cross_trainer_cache.trainer_id must be 1 to 128 bytes, got 0");
+  proto::DistributeOp no_bytes = op;
+  no_bytes.mutable_cross_trainer_cache()->set_max_bytes(0);
+  CHECK(JobParamsFromDistribute(no_bytes, &params).code() == absl::StatusCode::kInvalidArgument);
+}
+
 }  // namespace sluice

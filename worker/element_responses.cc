@@ -21,8 +21,9 @@ absl::StatusOr<grpc::ByteBuffer> Encode(const WorkerImpl::ElementsReply& reply, 
     needed.set_shared_memory_needed(reply.shared_memory_needed);
     return SerializeToByteBuffer(needed);
   }
-  absl::StatusOr<grpc::ByteBuffer> bytes = EncodeElementsResponse(
-      reply.elements, reply.end_of_sequence, reply.first_index, reply.compression, reply.tags, frame);
+  absl::StatusOr<grpc::ByteBuffer> bytes =
+      EncodeElementsResponse(reply.elements, reply.end_of_sequence, reply.first_index, reply.compression,
+                             reply.tags, frame, reply.trainer_skipped);
   // The last guard: compression can make a response a little larger than
   // its elements, and gRPC would answer past its limit with only "Sent
   // message larger than max".

@@ -1,4 +1,5 @@
-// workerd: parses flags and config, then serves until SIGTERM/SIGINT.
+// workerd: parses flags and config, then serves until SIGINT, or drains
+// after SIGTERM or `sluice drain` and then leaves.
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
@@ -107,5 +108,8 @@ int main(int argc, char** argv) {
         sluice::SetPipelineSandboxOwner("worker " + address);
         return impl.Start(address);
       },
-      [&] { impl.Stop(); });
+      [&] { impl.Stop(); },
+      // SIGTERM (Kubernetes scaling down) drains: the worker's readers
+      // lose nothing (docs/operations.md, "Scaling down").
+      {.begin = [&] { impl.Drain("SIGTERM"); }, .done = [&] { return impl.Drained(); }});
 }

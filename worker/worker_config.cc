@@ -90,6 +90,9 @@ void DescribeWorkerConfig(WorkerConfig* config, ConfigSchema* schema) {
                  "address space limit; an allocation past it fails its task, not the worker (0: none)");
   schema->AddBool("shared_memory", &config->shared_memory,
                   "readers on this host get elements through shared memory (false: TCP only)");
+  schema->AddInt("drain_timeout_ms", &config->drain_timeout_ms, 0, 86400000,
+                 "after SIGTERM or `sluice drain`: the longest wait for readers to take what the tasks "
+                 "hold before leaving anyway");
 }
 
 }  // namespace sluice::worker

@@ -49,6 +49,10 @@ struct WorkerConfig {
   int64_t max_memory_bytes = DefaultMaxMemoryBytes();
   // Offer readers on this host shared memory (docs/design.md, "Shared memory").
   bool shared_memory = true;
+  // Draining (SIGTERM, `sluice drain`): how long the worker waits for its
+  // readers to take what its tasks hold before it leaves anyway, losing
+  // the rest. Below the pod's terminationGracePeriodSeconds.
+  int64_t drain_timeout_ms = 25000;
 };
 
 void DescribeWorkerConfig(WorkerConfig* config, ConfigSchema* schema);

@@ -6,6 +6,7 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "service/grpc_util.h"
 #include "service/metrics.h"
 #include "service/rpc_auth.h"
@@ -81,12 +82,54 @@ void WorkerImpl::Stop() {
   tasks.clear();  // joins the task threads
 }
 
+void WorkerImpl::Drain(const std::string& why) {
+  absl::MutexLock lock(&mu_);
+  if (!stopping_) DrainLocked(why);
+}
+
+void WorkerImpl::DrainLocked(const std::string& why) {
+  if (draining_) return;
+  draining_ = true;
+  drain_deadline_ = absl::Now() + absl::Milliseconds(config_.drain_timeout_ms);
+  // The tasks are drained once the dispatcher knows (Heartbeat), so that
+  // it counts them drained rather than ended on their own.
+  heartbeat_now_ = true;
+  spdlog::info(
+      "draining ({}): no new tasks or splits; {} tasks; leaving once their readers have read them, or after "
+      "{} ms (drain_timeout_ms)",
+      why, tasks_.size(), config_.drain_timeout_ms);
+}
+
+bool WorkerImpl::Drained() {
+  absl::MutexLock lock(&mu_);
+  if (!draining_) return false;
+  if (drained_) return true;
+  if (drain_known_ && tasks_.empty()) {
+    spdlog::info("drained: every task was read to its end; leaving");
+  } else if (absl::Now() >= drain_deadline_) {
+    std::vector<int64_t> left;
+    for (const auto& [id, task] : tasks_) left.push_back(id);
+    spdlog::warn("drain_timeout_ms ({} ms) passed{}; leaving{}", config_.drain_timeout_ms,
+                 drain_known_ ? "" : " before the dispatcher answered",
+                 left.empty() ? std::string()
+                              : absl::StrCat(": what tasks ", absl::StrJoin(left, ", "),
+                                             " still hold is lost to their readers (a distributed_epoch "
+                                             "read reads their splits again on other workers)"));
+  } else {
+    return false;
+  }
+  drained_ = true;
+  return true;
+}
+
 void WorkerImpl::HeartbeatLoop() {
   while (true) {
     {
       absl::MutexLock lock(&mu_);
-      mu_.AwaitWithTimeout(absl::Condition(&stopping_), absl::Milliseconds(config_.heartbeat_interval_ms));
+      mu_.AwaitWithTimeout(absl::Condition(this, &WorkerImpl::HeartbeatDue),
+                           absl::Milliseconds(config_.heartbeat_interval_ms));
       if (stopping_) return;
+      heartbeat_now_ = false;
     }
     if (absl::Status status = Heartbeat(); !status.ok())
       spdlog::warn("heartbeat failed: {}", std::string(status.message()));
@@ -162,7 +205,16 @@ absl::Status WorkerImpl::Heartbeat() {
   proto::WorkerHeartbeatRequest request = HeartbeatRequest();
   {
     absl::MutexLock lock(&mu_);
-    for (const auto& [id, task] : tasks_) request.add_current_tasks(id);
+    for (const auto& [id, task] : tasks_) {
+      request.add_current_tasks(id);
+      // For the dispatcher's autoscaling: how busy each pipeline has been.
+      const PipelineLoad::Seconds load = task->Load();
+      proto::TaskLoad* reported = request.add_task_loads();
+      reported->set_task_id(id);
+      reported->set_busy_seconds(load.busy);
+      reported->set_idle_seconds(load.idle);
+    }
+    request.set_draining(draining_);
   }
   proto::WorkerHeartbeatResponse response;
   if (absl::Status status = dispatcher_->WorkerHeartbeat(std::move(request), &response); !status.ok()) {
@@ -173,6 +225,12 @@ absl::Status WorkerImpl::Heartbeat() {
   std::vector<std::shared_ptr<Task>> removed;
   absl::MutexLock lock(&mu_);
   if (stopping_) return absl::OkStatus();
+  // Before the new tasks, which then start drained.
+  if (response.drain() && !drain_known_) {
+    DrainLocked("the dispatcher asked (sluice drain)");
+    drain_known_ = true;
+    for (const auto& [id, task] : tasks_) task->Drain();
+  }
   DropOtherIncarnationsLocked(response.dispatcher_incarnation(), &removed);
   for (const proto::TaskDef& def : response.new_tasks()) StartTaskLocked(def, &removed);
   for (int64_t id : response.tasks_to_delete()) {
@@ -210,6 +268,8 @@ void WorkerImpl::StartTaskLocked(const proto::TaskDef& def, std::vector<std::sha
       [this, incarnation = def.dispatcher_incarnation()](int64_t id, const absl::Status& status) {
         ReportFinished(id, incarnation, status);
       });
+  // Given before the dispatcher knew of the drain: it ends at once, cleanly.
+  if (drain_known_) task->Drain();
   if (absl::Status status = task->Start(); !status.ok()) {
     // Reported by the heartbeat thread: not here, under mu_.
     spdlog::error("task {} failed: {}", def.task_id(), std::string(status.message()));
@@ -298,7 +358,7 @@ void WorkerImpl::GetElements(const proto::GetElementsRequest& request, ElementsC
     fit.lending = request.shm_lending();
   }
   task->Take(std::max(1, request.max_elements()), request.compression(), fit, absl::Now() + kElementWait,
-             std::move(done));
+             std::move(done), request.trainer_id());
 }
 
 void WorkerImpl::ExpireLoop() {

@@ -9,7 +9,9 @@
 // In distributed_epoch the pipeline's source reads splits fetched from the
 // dispatcher, several per request. The worker learns its tasks from
 // heartbeats, reports finished ones, and on Stop tells the dispatcher, so
-// that its tasks end at once rather than after a timeout.
+// that its tasks end at once rather than after a timeout. Draining, it
+// takes no new work and waits for its readers before it leaves
+// (docs/design.md, "Draining a worker").
 #ifndef SLUICE_WORKER_WORKER_IMPL_H_
 #define SLUICE_WORKER_WORKER_IMPL_H_
 
@@ -57,6 +59,16 @@ class WorkerImpl {
   absl::Status Start(const std::string& address);
   // Tells the dispatcher this worker is leaving and stops every task.
   void Stop();
+  // Draining (SIGTERM, or the dispatcher's answer after `sluice drain`):
+  // every heartbeat says so from now on, the first at once; once the
+  // dispatcher has answered one, every task, and any new one, is drained
+  // (Task::Drain). `why` is logged; again does nothing.
+  void Drain(const std::string& why);
+  // Whether a draining worker may leave now: the dispatcher knows it
+  // drains and has dropped each of its tasks (read to its end, or its
+  // iteration over), or drain_timeout_ms has passed, losing what the
+  // tasks still hold. workerd asks until it may, then shuts down (Stop).
+  bool Drained();
 
   // What a GetElements request gets: up to its max_elements elements (to
   // be sent with `compression`), and whether the task has ended; or an
@@ -72,6 +84,9 @@ class WorkerImpl {
     // No elements: the next one is past the request's shared-memory region
     // and takes up to these many bytes (GetElementsRequest.shm_resizable).
     int64_t shared_memory_needed = 0;
+    // A cross-trainer task: elements the trainer skipped just before these
+    // (GetElementsResponse.trainer_skipped).
+    int64_t trainer_skipped = 0;
     // Where the task allocates its large tensors, which a shared-memory
     // reader may map (null: the process's heap, nothing to lend).
     std::shared_ptr<SharedBufferHeap> heap;
@@ -112,6 +127,8 @@ class WorkerImpl {
   proto::WorkerHeartbeatRequest HeartbeatRequest() const;
   absl::Status Heartbeat();
   void HeartbeatLoop();
+  bool HeartbeatDue() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_ || heartbeat_now_; }
+  void DrainLocked(const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Tells the dispatcher the task ended: finished, and with a failed
   // pipeline's status, failed.
   // `dispatcher_incarnation`: the task's TaskDef's.
@@ -139,6 +156,16 @@ class WorkerImpl {
   absl::Mutex mu_;
   std::map<int64_t, std::shared_ptr<Task>> tasks_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  // The next heartbeat goes now, not after heartbeat_interval_ms.
+  bool heartbeat_now_ ABSL_GUARDED_BY(mu_) = false;
+  // Draining since Drain; the dispatcher has answered a heartbeat that
+  // says so (from then on it gives no new task, and any it had given
+  // came with that answer); when the wait ends; and whether Drained has
+  // said yes.
+  bool draining_ ABSL_GUARDED_BY(mu_) = false;
+  bool drain_known_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Time drain_deadline_ ABSL_GUARDED_BY(mu_);
+  bool drained_ ABSL_GUARDED_BY(mu_) = false;
   // Tasks that failed to start, for the heartbeat thread to report.
   struct UnreportedFailure {
     int64_t task_id;

@@ -246,3 +246,86 @@ TEST_CASE("worker_impl: heartbeats of the same dispatcher incarnation keep its t
 }
 
 }  // namespace sluice::worker
+
+namespace sluice::worker {
+namespace {
+
+// A cross-trainer GetElements of `trainer`, waited for.
+WorkerImpl::ElementsReply GetAs(WorkerImpl& worker, int64_t task_id, const std::string& secret,
+                                const std::string& trainer, int max_elements) {
+  proto::GetElementsRequest request;
+  *request.mutable_version() = CurrentVersion();
+  request.set_task_id(task_id);
+  request.set_task_secret(secret);
+  request.set_max_elements(max_elements);
+  request.set_trainer_id(trainer);
+  auto reply = std::make_shared<std::promise<WorkerImpl::ElementsReply>>();
+  std::future<WorkerImpl::ElementsReply> answered = reply->get_future();
+  worker.GetElements(request, [reply](WorkerImpl::ElementsReply r) { reply->set_value(std::move(r)); });
+  REQUIRE(answered.wait_for(absl::ToChronoSeconds(kWaitAtMost)) == std::future_status::ready);
+  return answered.get();
+}
+
+// `count` elements of `trainer`'s stream, over as many requests as the
+// pipeline's pace takes; each response's first_index follows the last.
+std::vector<int64_t> TakeAs(WorkerImpl& worker, int64_t task_id, const std::string& trainer, int64_t count,
+                            int64_t* sent) {
+  std::vector<int64_t> values;
+  const absl::Time give_up = absl::Now() + kWaitAtMost;
+  while (static_cast<int64_t>(values.size()) < count && absl::Now() < give_up) {
+    WorkerImpl::ElementsReply reply = GetAs(worker, task_id, "secret", trainer,
+                                            static_cast<int>(count - static_cast<int64_t>(values.size())));
+    INFO(reply.status.ToString());
+    REQUIRE(reply.status.ok());
+    REQUIRE(reply.trainer_skipped == 0);
+    if (reply.elements.empty()) continue;
+    CHECK(reply.first_index == *sent);
+    *sent += static_cast<int64_t>(reply.elements.size());
+    for (int64_t value : testing::Int64Values(reply.elements)) values.push_back(value);
+  }
+  return values;
+}
+
+std::vector<int64_t> Iota(int64_t begin, int64_t end) {
+  std::vector<int64_t> values;
+  for (int64_t v = begin; v < end; ++v) values.push_back(v);
+  return values;
+}
+
+}  // namespace
+
+TEST_CASE("worker_impl: a cross-trainer task sends every trainer the whole stream from its own position",
+          "[worker][cross_trainer]") {
+  FakeDispatcher dispatcher;
+  proto::TaskDef task = TaskOf(9, Dataset::Range(0, 100000), "secret", "incarnation-a");
+  task.set_cross_trainer_cache_bytes(8 * 10);  // ten int64 scalars
+  dispatcher.Answer(HeartbeatAnswer("incarnation-a", {task}));
+  WorkerImpl worker(FastConfig(dispatcher.address()));
+  REQUIRE(worker.Start(kWorkerAddress).ok());
+
+  int64_t sent_a = 0;
+  int64_t sent_b = 0;
+  CHECK(TakeAs(worker, 9, "trainer-a", 5, &sent_a) == Iota(0, 5));
+  // A trainer new to the task starts at the oldest element kept.
+  CHECK(TakeAs(worker, 9, "trainer-b", 5, &sent_b) == Iota(0, 5));
+  // trainer-a goes ahead; the worker keeps its last ten: [15, 25).
+  CHECK(TakeAs(worker, 9, "trainer-a", 20, &sent_a) == Iota(5, 25));
+  // trainer-b, at 5, fell behind: it skips ten and reads on from 15, and
+  // first_index counts only what it was sent.
+  WorkerImpl::ElementsReply behind = GetAs(worker, 9, "secret", "trainer-b", 3);
+  REQUIRE(behind.status.ok());
+  CHECK(behind.trainer_skipped == 10);
+  CHECK(behind.first_index == 5);
+  CHECK(testing::Int64Values(behind.elements) == Iota(15, 18));
+  sent_b = 8;
+  // Then from the cache up to the head, and on with trainer-a's stream.
+  CHECK(TakeAs(worker, 9, "trainer-b", 10, &sent_b) == Iota(18, 28));
+  CHECK(TakeAs(worker, 9, "trainer-a", 3, &sent_a) == Iota(25, 28));
+  // A reader that names no trainer is refused, naming what it lacks.
+  WorkerImpl::ElementsReply nameless = GetAs(worker, 9, "secret", "", 1);
+  CHECK(nameless.status ==
+        absl::InvalidArgumentError(
+            "GetElements: a cross-trainer cache task needs a trainer_id of 1 to 128 bytes, got 0"));
+}
+
+}  // namespace sluice::worker

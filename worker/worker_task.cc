@@ -130,17 +130,31 @@ absl::Status WorkerImpl::Task::Start() {
 }
 
 void WorkerImpl::Task::Take(int max_elements, proto::WireCompression compression, ResponseFit fit,
-                            absl::Time deadline, ElementsCallback done) {
+                            absl::Time deadline, ElementsCallback done, const std::string& trainer) {
   ElementsReply reply;
   {
     absl::MutexLock lock(&mu_);
-    if (!HasOutput()) {
-      waiters_.push_back({max_elements, compression, fit, deadline, std::move(done)});
+    Waiter waiter{max_elements, compression, fit, deadline, std::move(done), trainer};
+    if (shared_.has_value() ? !HasOutputFor(trainer) : !HasOutput()) {
+      waiters_.push_back(std::move(waiter));
       return;
     }
-    reply = TakeLocked(max_elements, compression, fit);
+    reply = TakeFor(waiter);
+    done = std::move(waiter.done);
   }
   done(std::move(reply));
+}
+
+bool WorkerImpl::Task::HasOutputFor(const std::string& trainer) {
+  if (HasOutput()) return true;
+  absl::StatusOr<CrossTrainerCache::Cursor*> cursor = shared_->Find(trainer);
+  return !cursor.ok() || (*cursor)->position < shared_->end();
+}
+
+WorkerImpl::ElementsReply WorkerImpl::Task::TakeFor(const Waiter& waiter) {
+  if (shared_.has_value())
+    return TakeShared(waiter.trainer, waiter.max_elements, waiter.compression, waiter.fit);
+  return TakeLocked(waiter.max_elements, waiter.compression, waiter.fit);
 }
 
 void WorkerImpl::Task::TakeRound(int64_t round, int64_t consumer, bool others_past_round,
@@ -174,6 +188,10 @@ void WorkerImpl::Task::ExpireWaiters(absl::Time now) {
       ElementsReply reply;
       reply.compression = it->compression;
       reply.first_index = handed_out_;
+      if (shared_.has_value()) {
+        absl::StatusOr<CrossTrainerCache::Cursor*> cursor = shared_->Find(it->trainer);
+        if (cursor.ok()) reply.first_index = (*cursor)->sent;
+      }
       expired.emplace_back(std::move(it->done), std::move(reply));
       it = waiters_.erase(it);
     }
@@ -185,6 +203,10 @@ void WorkerImpl::Task::Buffered(int64_t* elements, int64_t* bytes) {
   absl::MutexLock lock(&mu_);
   *elements += static_cast<int64_t>(buffer_.size());
   *bytes += bytes_;
+  if (shared_.has_value()) {
+    *elements += shared_->end() - shared_->begin();
+    *bytes += shared_->bytes();
+  }
 }
 
 void WorkerImpl::Task::AssembleRoundsLocked(std::vector<std::pair<ElementsCallback, ElementsReply>>* ready) {
@@ -269,11 +291,81 @@ WorkerImpl::ElementsReply WorkerImpl::Task::TakeLocked(int max_elements, proto::
   return reply;
 }
 
+WorkerImpl::ElementsReply WorkerImpl::Task::TakeShared(const std::string& trainer, int max_elements,
+                                                       proto::WireCompression compression, ResponseFit fit) {
+  ElementsReply reply;
+  reply.compression = compression;
+  absl::StatusOr<CrossTrainerCache::Cursor*> found = shared_->Find(trainer);
+  if (!found.ok()) {
+    reply.status = found.status();
+    return reply;
+  }
+  CrossTrainerCache::Cursor& cursor = **found;
+  reply.first_index = cursor.sent;
+  // A trainer behind the oldest element kept goes on from it.
+  const int64_t skipped = shared_->Behind(cursor);
+  cursor.position += skipped;
+  int64_t reply_bytes = 0;
+  int64_t hits = 0;
+  while (static_cast<int>(reply.elements.size()) < max_elements) {
+    const bool kept = shared_->HasKept(cursor);
+    if (!kept && buffer_.empty()) break;
+    const Element& next = kept ? shared_->At(cursor.position) : buffer_.front();
+    const auto encoded_bytes = static_cast<int64_t>(ElementWireBound(next));
+    // As TakeLocked: under gRPC's limit and the shared-memory region.
+    if (reply_bytes + encoded_bytes > std::min(kMaxResponseBytes, fit.bytes)) {
+      if (!reply.elements.empty()) break;
+      if (encoded_bytes <= kMaxResponseBytes) {
+        reply.shared_memory_needed = encoded_bytes;
+      } else {
+        reply.status = ElementTooLarge(id(), absl::StrCat("element ", cursor.position), encoded_bytes);
+      }
+      // Nothing was handed out: the skip comes with the next reply.
+      cursor.position -= skipped;
+      return reply;
+    }
+    reply_bytes += encoded_bytes;
+    if (kept) {
+      reply.elements.push_back(next);
+      ++hits;
+    } else {
+      // The trainer at the head takes the stream's next element, which is
+      // kept for those behind.
+      shared_->Append(buffer_.front());
+      bytes_ -= buffer_.front().ByteSize();
+      reply.elements.push_back(std::move(buffer_.front()));
+      buffer_.pop_front();
+      ++handed_out_;
+    }
+    ++cursor.position;
+  }
+  cursor.sent += static_cast<int64_t>(reply.elements.size());
+  reply.trainer_skipped = skipped;
+  if (skipped > 0) CrossTrainerCache::CountSkipped(skipped);
+  if (hits > 0) CrossTrainerCache::CountHits(hits);
+  if (buffer_.empty() && done_ && !shared_->HasKept(cursor)) {
+    if (!status_.ok() && reply.elements.empty()) reply.status = status_;
+    if (status_.ok()) reply.end_of_sequence = true;
+  }
+  return reply;
+}
+
 void WorkerImpl::Task::ServeWaiters() {
   std::vector<std::pair<ElementsCallback, ElementsReply>> served;
   {
     absl::MutexLock lock(&mu_);
     if (coordinated()) AssembleRoundsLocked(&served);
+    // Cross-trainer: each trainer's waiter is answered when that trainer
+    // has something, which elements another took from the buffer may give.
+    for (auto it = waiters_.begin(); shared_.has_value() && it != waiters_.end();) {
+      if (!HasOutputFor(it->trainer)) {
+        ++it;
+        continue;
+      }
+      ElementsReply reply = TakeFor(*it);
+      served.emplace_back(std::move(it->done), std::move(reply));
+      it = waiters_.erase(it);
+    }
     while (!waiters_.empty() && HasOutput()) {
       Waiter waiter = std::move(waiters_.front());
       waiters_.pop_front();
@@ -310,6 +402,10 @@ std::shared_ptr<SharedBufferHeap> MakeTaskHeap(const WorkerConfig& config) {
 void WorkerImpl::Task::Run() {
   absl::Status status;
   {
+    absl::MutexLock lock(&mu_);
+    load_.Begin(PipelineLoad::Clock::now());
+  }
+  {
     // Every step of the pipeline allocates its large tensors in the task's
     // heap (threads it starts inherit the scope).
     LargeBufferAllocatorScope scope(heap_);
@@ -324,6 +420,7 @@ void WorkerImpl::Task::Run() {
   {
     absl::MutexLock lock(&mu_);
     splits = std::move(splits_);
+    load_.End(PipelineLoad::Clock::now());
   }
   splits.reset();
   {
@@ -368,7 +465,11 @@ absl::Status WorkerImpl::Task::ProduceContained() {
 
 absl::Status WorkerImpl::Task::WaitForRoom() {
   absl::MutexLock lock(&mu_);
-  mu_.Await(absl::Condition(this, &Task::HasRoom));
+  if (!HasRoom()) {  // the clock is read only when the buffer is full
+    load_.WaitBegins(PipelineLoad::Clock::now());
+    mu_.Await(absl::Condition(this, &Task::HasRoom));
+    load_.WaitEnds(PipelineLoad::Clock::now());
+  }
   if (cancelled_) return absl::CancelledError("task cancelled");
   return absl::OkStatus();
 }
@@ -472,6 +573,8 @@ absl::Status WorkerImpl::Task::Produce() {
       absl::MutexLock lock(&mu_);
       if (cancelled_) return absl::CancelledError("task cancelled");
     }
+    // Drained: the epoch ends here, as if the pipeline had.
+    if (stop_for_drain_.load(std::memory_order_relaxed)) return absl::OkStatus();
     Element element;
     bool end = false;
     if (absl::Status status = (*iterator)->GetNext(&element, &end); !status.ok()) return status;

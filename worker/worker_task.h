@@ -9,12 +9,14 @@
 #ifndef SLUICE_WORKER_WORKER_TASK_H_
 #define SLUICE_WORKER_WORKER_TASK_H_
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <memory>
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -24,6 +26,8 @@
 #include "absl/time/time.h"
 #include "pipeline/dataset.h"
 #include "pipeline/split_provider.h"
+#include "worker/cross_trainer_cache.h"
+#include "worker/pipeline_load.h"
 #include "worker/request_checks.h"
 #include "worker/round_assembler.h"
 #include "worker/shared_memory_heap.h"
@@ -67,8 +71,12 @@ class WorkerImpl::Task {
         dispatcher_(dispatcher),
         on_finished_(std::move(on_finished)),
         max_memory_bytes_(config.max_memory_bytes),
-        heap_(MakeTaskHeap(config)),
-        rounds_(def_.task_id(), def_.num_consumers()) {}
+        // A cross-trainer task sends each element to several trainers:
+        // its tensors are not lent, which lends one reader at a time.
+        heap_(def_.cross_trainer_cache_bytes() > 0 ? nullptr : MakeTaskHeap(config)),
+        rounds_(def_.task_id(), def_.num_consumers()) {
+    if (def_.cross_trainer_cache_bytes() > 0) shared_.emplace(def_.cross_trainer_cache_bytes());
+  }
 
   ~Task();
 
@@ -85,11 +93,21 @@ class WorkerImpl::Task {
   absl::Status Start();
 
   // Answers at once when there are elements or the pipeline has ended;
-  // otherwise parks the request until there are, or until `deadline`.
+  // otherwise parks the request until there are, or until `deadline`. A
+  // cross-trainer task answers from `trainer`'s position in its stream.
   void Take(int max_elements, proto::WireCompression compression, ResponseFit fit, absl::Time deadline,
-            ElementsCallback done);
+            ElementsCallback done, const std::string& trainer = "");
 
   bool coordinated() const { return def_.num_consumers() > 0; }
+
+  // The worker drains: a parallel_epochs task stops its pipeline before
+  // the next element and ends normally, its readers taking what it holds,
+  // then the end. Other tasks run on: a distributed_epoch one ends once
+  // the dispatcher gives it no more splits.
+  void Drain() {
+    if (def_.processing_mode() != proto::PARALLEL_EPOCHS) return;
+    stop_for_drain_.store(true, std::memory_order_relaxed);
+  }
 
   // Coordinated reads: consumer `consumer`'s element of `round`, parked
   // until the round is assembled (RoundAssembler) or until `deadline`.
@@ -101,6 +119,12 @@ class WorkerImpl::Task {
 
   void Buffered(int64_t* elements, int64_t* bytes);
 
+  // Autoscaling: its pipeline's busy and idle seconds so far.
+  PipelineLoad::Seconds Load() {
+    absl::MutexLock lock(&mu_);
+    return load_.At(PipelineLoad::Clock::now());
+  }
+
  private:
   struct Waiter {
     int max_elements;
@@ -108,9 +132,16 @@ class WorkerImpl::Task {
     ResponseFit fit;
     absl::Time deadline;
     ElementsCallback done;
+    std::string trainer;  // a cross-trainer task's
   };
 
   bool HasOutput() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !buffer_.empty() || done_; }
+  // A cross-trainer task: whether `trainer` has something to be answered
+  // with (kept elements past its position, new ones, the end, or an error
+  // for an id it may not use).
+  bool HasOutputFor(const std::string& trainer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A reply to `waiter` now, from the cross-trainer cache or the buffer.
+  ElementsReply TakeFor(const Waiter& waiter) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Assembles the rounds that can be (RoundAssembler::Assemble) from
   // buffer_, and answers their parked requests into `ready`.
@@ -122,6 +153,11 @@ class WorkerImpl::Task {
   // not handed out (shared_memory_needed).
   ElementsReply TakeLocked(int max_elements, proto::WireCompression compression, ResponseFit fit)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The same for a cross-trainer task (worker/cross_trainer_cache.h):
+  // `trainer`'s next elements, kept ones first, then new ones from the
+  // buffer, which are kept for the trainers behind.
+  ElementsReply TakeShared(const std::string& trainer, int max_elements, proto::WireCompression compression,
+                           ResponseFit fit) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // `element`'s tensors that lie in the task's heap, which a lending reader
   // maps rather than receives: their bytes and count.
   std::pair<int64_t, size_t> Lendable(const Element& element) const;
@@ -167,10 +203,14 @@ class WorkerImpl::Task {
   // thread when the pipeline ends, and cancelled (under mu_) by the
   // destructor.
   std::unique_ptr<SplitPrefetcher> splits_;
+  // Drain's, read by the pipeline's loop before each element.
+  std::atomic<bool> stop_for_drain_{false};
 
   absl::Mutex mu_;
   std::deque<Element> buffer_ ABSL_GUARDED_BY(mu_);
   std::deque<Waiter> waiters_ ABSL_GUARDED_BY(mu_);
+  // A cross-trainer task's kept elements and trainers' positions.
+  std::optional<CrossTrainerCache> shared_ ABSL_GUARDED_BY(mu_);
   // Coordinated reads, by round.
   RoundAssembler rounds_ ABSL_GUARDED_BY(mu_);
   int64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
@@ -188,6 +228,7 @@ class WorkerImpl::Task {
   bool done_ ABSL_GUARDED_BY(mu_) = false;
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status status_ ABSL_GUARDED_BY(mu_);
+  PipelineLoad load_ ABSL_GUARDED_BY(mu_);
   // Whether the task's thread has finished with the task.
   struct RunState {
     absl::Mutex mu;

@@ -50,6 +50,8 @@ struct ReadConfig {
   std::string peer_epoch_key;
   // DistributeOp.peer_job_private.
   bool peer_job_private = false;
+  // DistributeOp.cross_trainer_cache.trainer_id; empty without one.
+  std::string trainer_id;
   TransportOptions transport;
   // Why the worker side may give other elements or another order on
   // another run (CheckDeterministicPipeline); OK when it cannot.
@@ -62,7 +64,7 @@ struct ReadConfig {
 bool SavesWorkerPositions(const ReadConfig& config) {
   return config.params.processing_mode() == proto::PARALLEL_EPOCHS &&
          !IsStaticPolicy(config.params.sharding_policy()) && config.consumer_index < 0 &&
-         config.worker_side_determinism.ok();
+         config.worker_side_determinism.ok() && config.trainer_id.empty();
 }
 
 // Where a restored read resumes: what was delivered before the save, and
@@ -78,6 +80,12 @@ struct ResumePoint {
 
 // Why this read cannot be saved or restored; OK when it can.
 absl::Status CheckSavable(const ReadConfig& config) {
+  if (!config.trainer_id.empty()) {
+    return absl::FailedPreconditionError(
+        "distribute: a cross_trainer_cache read cannot be saved or restored: it reads one stream from where "
+        "its "
+        "trainer is, shared with other trainers, not an epoch whose position could be kept");
+  }
   if (config.consumer_index >= 0) {
     return absl::FailedPreconditionError(
         "distribute: a coordinated read (num_consumers) cannot be saved or restored yet");
@@ -225,7 +233,8 @@ absl::StatusOr<std::unique_ptr<ServiceRead>> StartRead(const ReadConfig& config,
                          .deterministic = config.params.deterministic(),
                          .track_worker_positions = SavesWorkerPositions(config),
                          .lost_splits_repeat = config.params.processing_mode() == proto::DISTRIBUTED_EPOCH &&
-                                               !config.params.exactly_once()});
+                                               !config.params.exactly_once(),
+                         .trainer_id = config.trainer_id});
 }
 
 class DataServiceDataset : public DatasetBase {
@@ -452,6 +461,11 @@ absl::StatusOr<DatasetPtr> MakeDataServiceDataset(const proto::DatasetDef& worke
   params.set_dataset_id(registered.dataset_id());
   params.set_job_name(op.job_name());
   params.set_num_consumers(op.num_consumers());
+  // Refused here, before a job is made, with what the dispatcher would say.
+  if (params.cross_trainer_cache_bytes() > 0) {
+    if (absl::Status s = CheckCrossTrainerCache(params, /*max_bytes=*/0); !s.ok()) return s;
+    if (absl::Status s = CheckCrossTrainerCardinality(info.cardinality()); !s.ok()) return s;
+  }
   // 0: the reader adapts its budget to the elements' size (read_state.h).
   const int64_t max_outstanding = op.max_outstanding_requests();
   const int64_t consumer_index = op.num_consumers() > 0 ? op.consumer_index() : -1;
@@ -466,6 +480,7 @@ absl::StatusOr<DatasetPtr> MakeDataServiceDataset(const proto::DatasetDef& worke
                  .allow_partial = op.allow_partial(),
                  .peer_epoch_key = op.peer_epoch_key(),
                  .peer_job_private = op.peer_job_private(),
+                 .trainer_id = op.cross_trainer_cache().trainer_id(),
                  .transport = TransportOptions{.connections = static_cast<int>(
                                                    std::max<int64_t>(1, op.connections_per_worker())),
                                                .shared_memory = op.transport() != "tcp"},

@@ -13,10 +13,21 @@ void EpochLosses::TaskLost(int64_t task_id, const std::string& worker_address, c
   lost_.push_back({task_id, worker_address, reason.empty() ? "lost" : reason, elements_read});
 }
 
+void EpochLosses::TaskDrained(int64_t task_id, const std::string& worker_address) {
+  drained_[task_id].worker_address = worker_address;
+}
+
 void EpochLosses::Settle(int64_t task_id, bool read_whole, int64_t elements_read) {
   // A shared job's consumers split each task, so one reader's count cannot
-  // show the task whole; the worker's end must do.
-  const bool counted = elements_per_task_ < 0 || shared_job_ || elements_read >= elements_per_task_;
+  // show the task whole; the worker's end must do. A drained worker ended
+  // its epoch early on purpose: its end is whole too.
+  auto drained = drained_.find(task_id);
+  if (drained != drained_.end() && read_whole) {
+    drained->second.read_whole = true;
+    drained->second.elements_read = elements_read;
+  }
+  const bool counted = elements_per_task_ < 0 || shared_job_ || elements_read >= elements_per_task_ ||
+                       drained != drained_.end();
   if (read_whole && counted) {
     std::erase_if(lost_, [&](const Lost& l) { return l.task_id == task_id; });
     return;
@@ -55,7 +66,22 @@ std::string EpochLosses::Describe(int64_t tasks_seen) const {
   return text;
 }
 
+std::string EpochLosses::DescribeDrained() const {
+  std::string text;
+  const bool known = elements_per_task_ >= 0 && !shared_job_;
+  for (const auto& [task_id, drained] : drained_) {
+    if (!drained.read_whole || (known && drained.elements_read >= elements_per_task_)) continue;
+    absl::StrAppend(&text, text.empty() ? "" : ";", " worker ", drained.worker_address, " (task ", task_id,
+                    ") after ", drained.elements_read);
+    absl::StrAppend(&text, known ? absl::StrCat(" of ", elements_per_task_, " elements") : " elements");
+  }
+  if (text.empty()) return text;
+  return absl::StrCat("parallel_epochs: drained workers (scaled down) ended their epochs early, cleanly:",
+                      text, shared_job_ ? " (what this consumer of the shared job read)" : "");
+}
+
 absl::Status EpochLosses::Finish(int64_t tasks_seen) const {
+  if (const std::string drained = DescribeDrained(); !drained.empty()) Warn(drained);
   if (lost_.empty()) return absl::OkStatus();
   if (allow_partial_) {
     Warn(absl::StrCat(Describe(tasks_seen), " (accepted: allow_partial)"));

@@ -4,10 +4,13 @@
 // worker's epoch short. The read then fails with DataLoss naming each lost
 // worker and the count, unless allow_partial accepts a partial epoch, when
 // the same words are a warning (docs/design.md, "What a read promises").
+// A task whose worker was drained (scaled down) ends early but cleanly:
+// read to its end, it is no loss, and the read warns what it gave.
 #ifndef SLUICE_CLIENT_READ_EPOCH_LOSSES_H_
 #define SLUICE_CLIENT_READ_EPOCH_LOSSES_H_
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -34,6 +37,10 @@ class EpochLosses {
   // answered after that: if they brought the task's end and every element,
   // nothing was lost; otherwise the loss counts what they brought.
   void Settle(int64_t task_id, bool read_whole, int64_t elements_read);
+  // Task `task_id`'s worker was drained while the task ran
+  // (ClientHeartbeatResponse.drained_tasks): Settle counts it whole once
+  // its end was read, whatever its count, and Finish warns of it.
+  void TaskDrained(int64_t task_id, const std::string& worker_address);
   bool empty() const { return lost_.empty(); }
 
   // At the end of the read, of which `tasks_seen` tasks were part: OK when
@@ -42,6 +49,9 @@ class EpochLosses {
   absl::Status Finish(int64_t tasks_seen) const;
   // The description Finish uses.
   std::string Describe(int64_t tasks_seen) const;
+  // Finish's warning about the drained tasks read to their end; "" when
+  // none ended short (or cannot be told to have).
+  std::string DescribeDrained() const;
 
  private:
   struct Lost {
@@ -51,10 +61,17 @@ class EpochLosses {
     int64_t elements_read = 0;
   };
 
+  struct Drained {
+    std::string worker_address;
+    bool read_whole = false;  // settled so
+    int64_t elements_read = 0;
+  };
+
   const int64_t elements_per_task_;
   const bool shared_job_;
   const bool allow_partial_;
   std::vector<Lost> lost_;
+  std::map<int64_t, Drained> drained_;  // by task id
 };
 
 }  // namespace sluice::reader

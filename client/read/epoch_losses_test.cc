@@ -1,6 +1,10 @@
 #include "client/read/epoch_losses.h"
 
 #include <catch2/catch.hpp>
+#include <string>
+#include <vector>
+
+#include "client/read/warnings.h"
 
 namespace sluice::reader {
 namespace {
@@ -42,6 +46,34 @@ TEST_CASE("epoch_losses: an end without every element is still a loss", "[client
   unknown.TaskLost(1, "10.0.0.2:6000", "lost", 10);
   unknown.Settle(1, /*read_whole=*/true, 20);
   CHECK(unknown.empty());
+}
+
+TEST_CASE("epoch_losses: a drained worker's short epoch read to its end is no loss, and is told",
+          "[client][epoch_losses][drain]") {
+  EpochLosses losses(1000, /*shared_job=*/false, /*allow_partial=*/false);
+  losses.TaskDrained(1, "10.0.0.2:6000");
+  losses.TaskDrained(2, "10.0.0.3:6000");
+  losses.TaskDrained(3, "10.0.0.4:6000");
+  // Task 1 drained after 300 elements and the reader read its end; the
+  // dispatcher unlisted it first (its worker left). Task 2's worker
+  // timed out its drain before the reader had the end: a loss. Task 3's
+  // epoch was whole before the drain: nothing to say.
+  losses.TaskLost(1, "10.0.0.2:6000", "removed by the dispatcher", 250);
+  losses.TaskLost(2, "10.0.0.3:6000", "worker shut down", 40);
+  losses.Settle(1, /*read_whole=*/true, 300);
+  losses.Settle(2, /*read_whole=*/false, 40);
+  losses.Settle(3, /*read_whole=*/true, 1000);
+  CHECK(losses.DescribeDrained() ==
+        "parallel_epochs: drained workers (scaled down) ended their epochs early, cleanly: worker "
+        "10.0.0.2:6000 (task 1) after 300 of 1000 elements");
+  CHECK(losses.Describe(3) ==
+        "parallel_epochs: the epoch of 1 of 3 workers ended early: worker 10.0.0.3:6000 (task 2, worker shut "
+        "down) after 40 of 1000 elements; 960 elements lost");
+  std::vector<std::string> warned;
+  const WarningSink previous = SetWarningSink([&](const std::string& message) { warned.push_back(message); });
+  CHECK(losses.Finish(3).code() == absl::StatusCode::kDataLoss);
+  SetWarningSink(previous);
+  CHECK(warned == std::vector<std::string>{losses.DescribeDrained()});
 }
 
 }  // namespace

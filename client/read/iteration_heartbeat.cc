@@ -63,6 +63,9 @@ void IterationHeartbeat::HeartbeatLoop() {
       }
       for (const std::string& address : unreachable) request.add_unreachable_workers(address);
       request.set_current_round(state_.current_round);
+      const auto now = std::chrono::steady_clock::now();
+      request.set_wait_seconds(state_.ReportedWait(now));
+      request.set_read_seconds(std::chrono::duration<double>(now - state_.began).count());
     }
     for (int64_t id : reported) request.add_completed_tasks(id);
     for (int64_t seq : reported_splits) request.add_completed_splits(seq);
@@ -126,6 +129,13 @@ void IterationHeartbeat::ApplyReply(const proto::ClientHeartbeatResponse& respon
     state_.losses->TaskLost(lost.task_id(), lost.worker_address(), lost.reason(),
                             task == state_.tasks.end() ? 0 : task->second.elements);
     if (task == state_.tasks.end()) ++state_.unseen_lost_tasks;
+  }
+  // A drained worker's epoch ends early but whole (EpochLosses::Settle).
+  for (int64_t id : response.drained_tasks()) {
+    auto task = state_.tasks.find(id);
+    if (state_.losses.has_value() && task != state_.tasks.end()) {
+      state_.losses->TaskDrained(id, task->second.worker_address);
+    }
   }
   for (auto& [id, task] : state_.tasks) {
     if (listed.contains(id) || task.removed) continue;

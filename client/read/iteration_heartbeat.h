@@ -1,10 +1,11 @@
 // IterationHeartbeat: a reader's side of the iteration's heartbeat. Every
 // kHeartbeatInterval (or at once when a loop sets heartbeat_now) it tells
 // the dispatcher what the reader finished (tasks read to their end,
-// exactly_once splits wholly received), which workers do not answer and
-// which round it is at; from the reply it learns the task list (starting
-// the fetch threads of new tasks), lost tasks, the round horizon and
-// whether the iteration is finished or failed.
+// exactly_once splits wholly received), which workers do not answer,
+// which round it is at and how long its trainer has waited (autoscaling);
+// from the reply it learns the task list (starting the fetch threads of
+// new tasks), lost tasks, the round horizon and whether the iteration is
+// finished or failed.
 #ifndef SLUICE_CLIENT_READ_ITERATION_HEARTBEAT_H_
 #define SLUICE_CLIENT_READ_ITERATION_HEARTBEAT_H_
 

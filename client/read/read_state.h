@@ -8,6 +8,7 @@
 #define SLUICE_CLIENT_READ_READ_STATE_H_
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -28,6 +29,7 @@
 #include "client/read/split_deliveries.h"
 #include "client/read/split_order.h"
 #include "client/read/split_position_filter.h"
+#include "client/read/trainer_wait.h"
 #include "client/read/transit_losses.h"
 #include "service/worker_positions.h"
 #include "sluice/element.h"
@@ -201,6 +203,22 @@ struct ReadState {
   bool cancelled ABSL_GUARDED_BY(mu) = false;
   // Asks the heartbeat to go now rather than at its interval.
   bool heartbeat_now ABSL_GUARDED_BY(mu) = false;
+  // Autoscaling: when the read began, the seconds GetNext has waited for
+  // elements, since when it waits now, and the trainer's wait then
+  // (trainer_wait.h); each heartbeat reports ReportedWait.
+  const std::chrono::steady_clock::time_point began = std::chrono::steady_clock::now();
+  const double trainer_wait_at_start = TrainerWaitSeconds().value_or(0);
+  double waited_seconds ABSL_GUARDED_BY(mu) = 0;
+  std::optional<std::chrono::steady_clock::time_point> waiting_since ABSL_GUARDED_BY(mu);
+  // GetNext's wait, a wait under way included; at most the trainer's own
+  // since the read began, where a layer above measures it.
+  double ReportedWait(std::chrono::steady_clock::time_point now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    const double own =
+        waited_seconds +
+        (waiting_since.has_value() ? std::chrono::duration<double>(now - *waiting_since).count() : 0);
+    const std::optional<double> trainer = TrainerWaitSeconds();
+    return trainer.has_value() ? std::min(own, *trainer - trainer_wait_at_start) : own;
+  }
   // The first error; the read fails with it once the buffer is drained.
   absl::Status status ABSL_GUARDED_BY(mu);
   // parallel_epochs: tasks lost before the reader saw their end.
@@ -209,6 +227,12 @@ struct ReadState {
   int64_t unseen_lost_tasks ABSL_GUARDED_BY(mu) = 0;
   // ServiceReadOptions::lost_splits_repeat; set before the threads start.
   bool lost_splits_repeat = false;
+  // ServiceReadOptions::trainer_id; set before the threads start.
+  std::string trainer_id;
+  // A cross-trainer read: elements of the stream this trainer skipped,
+  // having fallen behind what the workers keep; when it last warned.
+  int64_t trainer_skipped ABSL_GUARDED_BY(mu) = 0;
+  std::optional<absl::Time> warned_skip ABSL_GUARDED_BY(mu);
 };
 
 }  // namespace sluice::reader

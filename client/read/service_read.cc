@@ -26,6 +26,7 @@ ServiceRead::ServiceRead(std::shared_ptr<DispatcherClient> service, ServiceReadO
       heartbeat_(state_, *service_, client_id_, client_secret_, absl::FromChrono(options.dispatcher_deadline),
                  options.consumer_index >= 0 ? nullptr : &fetches_) {
   state_.lost_splits_repeat = options.lost_splits_repeat;
+  state_.trainer_id = std::move(options.trainer_id);
   heartbeat_thread_ = std::thread([this] { heartbeat_.HeartbeatLoop(); });
   if (options.consumer_index >= 0) rounds_thread_ = std::thread([this] { rounds_.RoundLoop(); });
 }
@@ -62,8 +63,12 @@ absl::Status ServiceRead::GetNext(Element* element, bool* end) {
   // buffered costs nothing more.
   if (!state_.CanReturn()) {
     const auto start = std::chrono::steady_clock::now();
+    state_.waiting_since = start;
     state_.mu.Await(absl::Condition(&state_, &ReadState::CanReturn));
-    waited.Increment(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    state_.waiting_since.reset();
+    state_.waited_seconds += seconds;
+    waited.Increment(seconds);
   }
   // Every task is read to its end, so no earlier split can come.
   if (state_.buffer.empty() && state_.deterministic && state_.Finished()) state_.ReleaseOrdered(/*all=*/true);

@@ -58,6 +58,9 @@ struct ServiceReadOptions {
   // unfinished splits are read again, so what it delivered may repeat,
   // which the reader says (how many at most) when it hears of the loss.
   bool lost_splits_repeat = false;
+  // DistributeOp.cross_trainer_cache.trainer_id: sent with every
+  // GetElements, so that each worker serves this trainer its own stream.
+  std::string trainer_id;
 };
 
 // Gives the dispatcher back an iteration client, best effort (one not

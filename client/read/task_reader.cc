@@ -8,7 +8,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "client/read/warnings.h"
 #include "service/element_wire.h"
+#include "service/metrics.h"
 
 namespace sluice::reader {
 
@@ -62,6 +64,7 @@ void TaskReader::FetchLoop(int64_t task_id, const std::string& address, const st
     request.set_task_secret(task_secret);
     request.set_max_elements(want);
     request.set_compression(compression_);
+    if (!state_.trainer_id.empty()) request.set_trainer_id(state_.trainer_id);
     ElementsResponse response;
     absl::Status status = transport.GetElements(request, &response);
     absl::MutexLock lock(&state_.mu);
@@ -71,6 +74,7 @@ void TaskReader::FetchLoop(int64_t task_id, const std::string& address, const st
     const bool end_of_sequence = response.end_of_sequence;
     const bool empty = response.elements.empty();
     const int64_t end_index = response.first_index + static_cast<int64_t>(response.elements.size());
+    if (status.ok() && response.trainer_skipped > 0) NoteSkipped(address, response.trainer_skipped);
     if (status.ok() && !empty) {
       for (const Element& e : response.elements) sizing_.Observe(e.ByteSize());
       state_.AdaptBudget(sizing_.AverageBytes());
@@ -126,6 +130,27 @@ void TaskReader::FetchLoop(int64_t task_id, const std::string& address, const st
     state_.mu.AwaitWithTimeout(absl::Condition(&state_.cancelled), absl::FromChrono(backoff));
     backoff = std::min(backoff * 2, std::chrono::milliseconds(200));
   }
+}
+
+void TaskReader::NoteSkipped(const std::string& address, int64_t skipped) {
+  static Counter& skipped_total =
+      ProcessMetrics()
+          .AddCounter(
+              "sluice_client_cross_trainer_skipped_total",
+              "elements of a cross-trainer job's stream this trainer skipped, having fallen behind what "
+              "the workers keep")
+          .Get();
+  skipped_total.Increment(static_cast<double>(skipped));
+  state_.trainer_skipped += skipped;
+  // Once a minute at most: a trainer that stays behind skips at every
+  // request.
+  const absl::Time now = absl::Now();
+  if (state_.warned_skip.has_value() && now - *state_.warned_skip < absl::Minutes(1)) return;
+  state_.warned_skip = now;
+  Warn(absl::StrCat("cross_trainer_cache: trainer '", state_.trainer_id, "' fell behind what worker ",
+                    address, " keeps and skipped ", skipped, " elements (", state_.trainer_skipped,
+                    " in all in this read); it reads more slowly than the trainers ahead of it, or max_bytes "
+                    "is too small for how far apart they are"));
 }
 
 void TaskReader::ReleaseInOrder(int64_t task_id, TaskState& task) {

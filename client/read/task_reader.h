@@ -52,6 +52,9 @@ class TaskReader {
   int64_t RoomFor(const TaskState& task) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_.mu);
   // Moves the task's responses whose turn has come into the buffer.
   void ReleaseInOrder(int64_t task_id, TaskState& task) ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_.mu);
+  // A cross-trainer read: counts elements this trainer skipped, and warns
+  // (at most once a minute) naming the worker.
+  void NoteSkipped(const std::string& address, int64_t skipped) ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_.mu);
 
   ReadState& state_;
   const proto::WireCompression compression_;

@@ -23,6 +23,8 @@ import sys
 
 import yaml
 
+from check_autoscaling import check_autoscaler
+
 try:
     import kubernetes.client as k8s
 except ImportError:
@@ -48,6 +50,9 @@ KINDS = {
     ("v1", "PersistentVolumeClaim"): "V1PersistentVolumeClaim",
     ("apps/v1", "StatefulSet"): "V1StatefulSet",
     ("apps/v1", "Deployment"): "V1Deployment",
+    # autoscaling/v2 (GA in 1.23) has the fields of v2beta2, the newest the
+    # models know.
+    ("autoscaling/v2", "HorizontalPodAutoscaler"): "V2beta2HorizontalPodAutoscaler",
 }
 
 # Fields newer than python3-kubernetes 22.6 (Kubernetes 1.22): the native
@@ -69,6 +74,7 @@ class Checker:
     def __init__(self):
         self.errors = []
         self.pending = {}  # daemon kind -> pending keys a config used
+        self.settings = {}  # daemon kind -> the settings of its container's config
 
     def error(self, where, message):
         self.errors.append(f"{where}: {message}")
@@ -353,6 +359,10 @@ def check_set(k8s_dir, schemas, chk):
                            for c in s["template"]["spec"].get("containers", []) for p in c.get("ports") or []):
                     chk.error(where, f"targetPort {target!r} is no container port of {w}")
 
+    for where, doc in docs:
+        if doc["kind"] == "HorizontalPodAutoscaler":
+            check_autoscaler(where, doc, workloads, chk, load_yaml)
+
 
 def check_pod(where, doc, spec, tmpl, configmaps, pvcs, services, schemas, chk):
     pod = tmpl.get("spec") or {}
@@ -429,7 +439,7 @@ def check_pod(where, doc, spec, tmpl, configmaps, pvcs, services, schemas, chk):
             chk.error(cwhere, f"command must run one of {sorted(PROGRAMS)}, not {program!r}")
             continue
         check_container_config(cwhere, PROGRAMS[program], c, args, env, mounts, port_ids, configmaps,
-                               services, schemas, chk)
+                               services, schemas, chk, grace_s=pod.get("terminationGracePeriodSeconds", 30))
 
 
 def mounted(path, mounts):
@@ -440,7 +450,13 @@ def mounted(path, mounts):
     return None
 
 
-def check_container_config(cwhere, kind, c, args, env, mounts, port_ids, configmaps, services, schemas, chk):
+# What a worker needs past drain_timeout_ms before the kubelet's SIGKILL:
+# telling the dispatcher it leaves, and the server's 2 s shutdown.
+DRAIN_MARGIN_S = 5
+
+
+def check_container_config(cwhere, kind, c, args, env, mounts, port_ids, configmaps, services, schemas, chk,
+                           grace_s=30):
     schema, _ = schemas[kind]
     flags = {}
     for a in args:
@@ -464,6 +480,7 @@ def check_container_config(cwhere, kind, c, args, env, mounts, port_ids, configm
     except yaml.YAMLError as e:
         return chk.error(cwhere, f"{config_path}: {e}")
     settings = check_daemon_config(kind, config, f"{cwhere} ({config_path})", schemas, chk)
+    chk.settings[kind] = settings
 
     if settings.get("tls.cert_file"):
         for probe_name in ("startupProbe", "livenessProbe", "readinessProbe"):
@@ -502,6 +519,14 @@ def check_container_config(cwhere, kind, c, args, env, mounts, port_ids, configm
             chk.error(cwhere, "advertised address must be $(POD_IP):PORT with POD_IP from status.podIP")
         elif advertised.rpartition(":")[2] != str(settings.get("port")):
             chk.error(cwhere, f"advertised port {advertised} is not the config's port {settings.get('port')}")
+        # SIGTERM drains the worker (docs/operations.md, "Scaling down"): a
+        # grace period that ends first kills it with its readers' elements.
+        drain_ms = flags.get("drain-timeout-ms") or settings.get("drain_timeout_ms", 25000)
+        if not str(drain_ms).isdigit():
+            chk.error(cwhere, f"drain_timeout_ms {drain_ms!r} is not a number of milliseconds")
+        elif not isinstance(grace_s, int) or grace_s * 1000 < int(drain_ms) + DRAIN_MARGIN_S * 1000:
+            chk.error(cwhere, f"terminationGracePeriodSeconds {grace_s} must exceed drain_timeout_ms "
+                              f"({drain_ms} ms) by {DRAIN_MARGIN_S} s: the kubelet would kill the worker mid-drain")
         limit = parse_quantity(((c.get("resources") or {}).get("limits") or {}).get("memory"))
         cap = settings.get("max_memory_bytes")
         if not cap or (limit and cap >= limit):

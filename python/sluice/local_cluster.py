@@ -227,11 +227,15 @@ class LocalCluster:
         process.wait()
 
     def stop(self):
-        """Stops every process (SIGTERM, then SIGKILL after 5 s)."""
+        """Stops every process (SIGINT for the workers, which would drain
+        on SIGTERM, and SIGTERM for the dispatcher; SIGKILL after 5 s)."""
         processes = [p for p in self._workers + [self._dispatcher] if p is not None]
         for process in processes:
             if process.poll() is None:
-                process.terminate()
+                if process is self._dispatcher:
+                    process.terminate()
+                else:
+                    process.send_signal(signal.SIGINT)
         for process in processes:
             try:
                 process.wait(timeout=5)

@@ -3,6 +3,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <chrono>
 #include <deque>
 #include <map>
 #include <memory>
@@ -19,6 +20,7 @@
 #include "python/src/values.h"
 #include "sluice/dataset.h"
 #include "sluice/iterator.h"
+#include "sluice/metrics.h"
 
 namespace sluice::python {
 namespace py = pybind11;
@@ -48,6 +50,34 @@ Enum ParseName(const std::string& field, const std::string& name,
   ThrowStatus(absl::InvalidArgumentError(absl::StrCat(field, " '", name, "' is not one of: ", valid)));
 }
 
+// distribute(cross_trainer_cache=...): a dict {"trainer_id": ..., "max_bytes":
+// ...} (as in YAML), or an object with those attributes.
+ServiceOptions::CrossTrainerCache CrossTrainerCacheFrom(const py::object& value) {
+  ServiceOptions::CrossTrainerCache cache;
+  if (py::isinstance<py::dict>(value)) {
+    for (const auto& [key, item] : value.cast<py::dict>()) {
+      const std::string name = py::str(key);
+      if (name == "trainer_id") {
+        cache.trainer_id = py::str(item);
+      } else if (name == "max_bytes") {
+        cache.max_bytes = item.cast<int64_t>();
+      } else {
+        throw py::value_error("cross_trainer_cache: unknown key '" + name +
+                              "' (valid: trainer_id, max_bytes)");
+      }
+    }
+    return cache;
+  }
+  if (!py::hasattr(value, "trainer_id") || !py::hasattr(value, "max_bytes")) {
+    throw py::type_error(
+        "cross_trainer_cache must be a dict {'trainer_id': ..., 'max_bytes': ...} or have "
+        "trainer_id and max_bytes attributes");
+  }
+  cache.trainer_id = py::str(value.attr("trainer_id"));
+  cache.max_bytes = value.attr("max_bytes").cast<int64_t>();
+  return cache;
+}
+
 ServiceOptions ServiceOptionsFrom(const std::string& processing_mode, const std::string& service,
                                   std::optional<std::string> job_name, std::optional<int64_t> num_consumers,
                                   std::optional<int64_t> consumer_index,
@@ -55,7 +85,7 @@ ServiceOptions ServiceOptionsFrom(const std::string& processing_mode, const std:
                                   std::optional<std::string> sharding_policy,
                                   int64_t max_outstanding_requests, int64_t timeout_ms, bool allow_partial,
                                   int64_t connections_per_worker, const std::string& transport,
-                                  bool deterministic) {
+                                  bool deterministic, const py::object& cross_trainer_cache) {
   ServiceOptions options;
   options.service = service;
   options.processing_mode =
@@ -92,6 +122,8 @@ ServiceOptions ServiceOptionsFrom(const std::string& processing_mode, const std:
   options.allow_partial = allow_partial;
   options.connections_per_worker = connections_per_worker;
   options.transport = transport;
+  if (!cross_trainer_cache.is_none())
+    options.cross_trainer_cache = CrossTrainerCacheFrom(cross_trainer_cache);
   return options;
 }
 
@@ -121,7 +153,7 @@ class PyIterator {
   }
 
   py::object Next() {
-    absl::StatusOr<std::optional<Element>> next = reader_->Next();
+    absl::StatusOr<std::optional<Element>> next = TimedNext();
     if (!next.ok()) ThrowStatus(next.status());
     if (!next->has_value()) throw py::stop_iteration();
     return ElementToPython(**next);
@@ -129,7 +161,7 @@ class PyIterator {
 
   // None at the end of the input.
   py::object NextAsOptional() {
-    absl::StatusOr<std::optional<Element>> next = reader_->Next();
+    absl::StatusOr<std::optional<Element>> next = TimedNext();
     if (!next.ok()) ThrowStatus(next.status());
     if (!next->has_value()) return py::none();
     return ElementToPython(**next);
@@ -140,6 +172,15 @@ class PyIterator {
   // few enough that a dropped iterator leaves little read and unused.
   static constexpr size_t kReadAheadElements = 32;
   static constexpr size_t kReadAheadBytes = size_t{8} << 20;
+
+  // The Python thread is the trainer's: its wait, not the reading
+  // thread's, is what autoscaling needs (sluice/metrics.h).
+  absl::StatusOr<std::optional<Element>> TimedNext() {
+    const auto start = std::chrono::steady_clock::now();
+    absl::StatusOr<std::optional<Element>> next = reader_->Next();
+    NoteTrainerWait(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    return next;
+  }
 
   static size_t ElementBytes(const Element& element) {
     size_t bytes = 0;
@@ -411,7 +452,7 @@ void BindDataset(py::module_& module) {
              std::optional<int64_t> consumer_index, std::optional<std::string> compression, bool exactly_once,
              std::optional<std::string> sharding_policy, int64_t max_outstanding_requests, int64_t timeout_ms,
              bool allow_partial, int64_t connections_per_worker, const std::string& transport,
-             bool deterministic) {
+             bool deterministic, const py::object& cross_trainer_cache) {
             // Python callables go to the workers pickled; the service runs
             // them only where its operator allows client functions.
             const Dataset shipped = ShipCallables(self);
@@ -419,7 +460,7 @@ void BindDataset(py::module_& module) {
             return shipped.ReadFromService(ServiceOptionsFrom(
                 processing_mode, service, job_name, num_consumers, consumer_index, compression, exactly_once,
                 sharding_policy, max_outstanding_requests, timeout_ms, allow_partial, connections_per_worker,
-                transport, deterministic));
+                transport, deterministic, cross_trainer_cache));
           },
           py::arg("processing_mode"), py::arg("service"), py::arg("job_name") = py::none(),
           py::arg("num_consumers") = py::none(), py::arg("consumer_index") = py::none(),
@@ -427,12 +468,15 @@ void BindDataset(py::module_& module) {
           py::arg("sharding_policy") = py::none(), py::arg("max_outstanding_requests") = 0,
           py::arg("timeout_ms") = 0, py::arg("allow_partial") = false, py::arg("connections_per_worker") = 0,
           py::arg("transport") = "auto", py::arg("deterministic") = false,
+          py::arg("cross_trainer_cache") = py::none(),
           "The steps so far run on the data service at `service` (grpc://HOST:PORT); the steps after, here. "
           "processing_mode is 'parallel_epochs' or 'distributed_epoch'. connections_per_worker: TCP "
           "connections to each worker (1 to 16; 0 means 1), for large elements. transport: 'auto' (shared "
           "memory with a worker on this host, else TCP) or 'tcp'. deterministic (distributed_epoch): "
           "elements in "
-          "split order whatever the workers' number or speed; implies exactly_once.")
+          "split order whatever the workers' number or speed; implies exactly_once. cross_trainer_cache "
+          "({'trainer_id': ..., 'max_bytes': ...}, with job_name, over an endless dataset): every trainer "
+          "reads the whole stream from its own position, and the workers compute each element once.")
       .def("fingerprint", &Dataset::Fingerprint,
            "A hex digest of the definition: equal for equal pipelines, built in YAML or Python.")
       .def("reads_named_job", &Dataset::ReadsNamedJob,

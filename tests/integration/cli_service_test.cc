@@ -137,19 +137,22 @@ TEST_CASE("cli service: status --json is one object with the dispatcher's values
   CHECK(snapshot.tasks(0).iteration_id() == 1);
   CHECK(snapshot.tasks(0).worker_address() == worker);
   // Every field is there, zeros and empty lists included, under its proto
-  // name; only the heartbeat time changes from run to run. A task's
-  // read_secret is never in a status (it is given with a heartbeat only).
+  // name; only the heartbeat time changes from run to run, and the
+  // autoscaling advice, there once the dispatcher has evaluated it. A
+  // task's read_secret is never in a status (it is given with a heartbeat
+  // only).
   CHECK_THAT(
-      std::regex_replace(result.out, std::regex("\"last_heartbeat_unix_ms\":\"[0-9]+\""),
+      std::regex_replace(std::regex_replace(result.out, std::regex(",\"scaling\":\\{[^}]*\\}"), ""),
+                         std::regex("\"last_heartbeat_unix_ms\":\"[0-9]+\""),
                          "\"last_heartbeat_unix_ms\":\"T\""),
       Equals(absl::StrCat(
           R"({"workers":[{"address":")", worker,
-          R"(","tags":[],"tasks":[],"last_heartbeat_unix_ms":"T"}],)"
+          R"(","tags":[],"tasks":[],"last_heartbeat_unix_ms":"T","draining":false}],)"
           R"("datasets":[{"dataset_id":"1000","fingerprint":")",
           Dataset::Range(4).Fingerprint(),
           R"("}],"jobs":[{"job_id":"1","params":{"dataset_id":"1000",)"
           R"("processing_mode":"DISTRIBUTED_EPOCH","job_name":"shared",)"
-          R"("sharding_policy":"SHARDING_DYNAMIC","static_workers":[],"exactly_once":false,"num_consumers":"0","deterministic":false,"tenant":""}}],)"
+          R"("sharding_policy":"SHARDING_DYNAMIC","static_workers":[],"exactly_once":false,"num_consumers":"0","deterministic":false,"tenant":"","cross_trainer_cache_bytes":"0"}}],)"
           R"("iterations":[{"iteration_id":"1","job_id":"1","repetition":"0",)"
           R"("finished":true,"num_clients":"0","collected":false}],)"
           R"("tasks":[{"task_id":"1","iteration_id":"1","worker_address":")",

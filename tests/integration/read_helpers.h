@@ -6,14 +6,17 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
 #include "sluice/dataset.h"
 #include "sluice/iterator.h"
+#include "tests/testing/test_util.h"
 
 namespace sluice::testing {
 
@@ -43,6 +46,31 @@ inline void CheckEachValueTimes(const std::vector<int64_t>& values, int64_t epoc
   CHECK(values.size() == static_cast<size_t>(epoch * times));
   CHECK(missing == 0);
   CHECK(off == 0);
+}
+
+// Reads `dataset` to its end, calling `at(count)` after each element, where
+// a test breaks things mid-read, and with `pause_every` > 0 sleeping 2 ms
+// after each that many, so that what it does lands while the read goes
+// on; how often each value came.
+inline std::map<int64_t, int> ReadCounts(const Dataset& dataset, const std::function<void(int64_t)>& at,
+                                         int64_t pause_every = 0) {
+  std::unique_ptr<IteratorBase> iterator = MustIterate(MustBuild(dataset));
+  std::map<int64_t, int> counts;
+  int64_t read = 0;
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(90);
+  while (true) {
+    Element element;
+    bool end = false;
+    absl::Status status = iterator->GetNext(&element, &end);
+    INFO(status.ToString());
+    REQUIRE(status.ok());
+    if (end) break;
+    ++counts[element.components.at(0).data<int64_t>()[0]];
+    at(++read);
+    if (pause_every > 0 && read % pause_every == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    REQUIRE(std::chrono::steady_clock::now() < give_up);
+  }
+  return counts;
 }
 
 inline Iterator MakeOrFail(const Dataset& dataset) {

@@ -15,6 +15,7 @@
 #include "service/grpc_util.h"
 #include "sluice/dataset.h"
 #include "sluice/proto/service.grpc.pb.h"
+#include "tests/integration/read_helpers.h"
 #include "tests/integration/test_cluster.h"
 
 namespace sluice {
@@ -22,26 +23,7 @@ namespace {
 
 using testing::TestCluster;
 
-// Reads `dataset` to its end, calling `at(count)` after each element so a
-// test can break things mid-read; the values read, by how often.
-std::map<int64_t, int> ReadAll(const Dataset& dataset, const std::function<void(int64_t)>& at) {
-  std::unique_ptr<IteratorBase> iterator = testing::MustIterate(testing::MustBuild(dataset));
-  std::map<int64_t, int> counts;
-  int64_t read = 0;
-  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(90);
-  while (true) {
-    Element element;
-    bool end = false;
-    absl::Status status = iterator->GetNext(&element, &end);
-    INFO(status.ToString());
-    REQUIRE(status.ok());
-    if (end) break;
-    ++counts[element.components.at(0).data<int64_t>()[0]];
-    at(++read);
-    REQUIRE(std::chrono::steady_clock::now() < give_up);
-  }
-  return counts;
-}
+using testing::ReadCounts;
 
 std::map<int64_t, int> Expected(int64_t n, int copies) {
   std::map<int64_t, int> counts;
@@ -93,7 +75,7 @@ TEST_CASE("resilience: a client reads through three dispatcher kill -9s in one e
       {.service = cluster.ServiceUrl(), .processing_mode = mode, .max_outstanding_requests = 8});
   const int64_t total = kElements * copies;
   int restarts = 0;
-  const std::map<int64_t, int> counts = ReadAll(dataset, [&](int64_t read) {
+  const std::map<int64_t, int> counts = ReadCounts(dataset, [&](int64_t read) {
     if (read == total / 10 || read == total * 4 / 10 || read == total * 7 / 10) {
       cluster.RestartDispatcher();
       ++restarts;
@@ -190,17 +172,17 @@ WorkerFailureRun ReadThroughWorkerFailure(const std::string& worker_timeout_ms,
   op.set_max_outstanding_requests(8);
   op.set_exactly_once(exactly_once);
   // map and filter before distribute keep the worker side element-wise.
-  run.counts =
-      ReadAll(internal::ReadFromService(
-                  Dataset::Range(n).Map("add", {{"value", 0}}).Filter("greater_equal", {{"value", 0}}), op),
-              [&](int64_t read) {
-                if (read == n / 4) act(cluster);
-              });
+  run.counts = ReadCounts(
+      internal::ReadFromService(
+          Dataset::Range(n).Map("add", {{"value", 0}}).Filter("greater_equal", {{"value", 0}}), op),
+      [&](int64_t read) {
+        if (read == n / 4) act(cluster);
+      });
   run.status = DispatcherStatus(cluster);
   run.worker0 =
       "127.0.0.1:" + std::to_string(std::stoi(testing::ReadFileOrEmpty(cluster.dir().File("worker0.port"))));
-  run.next_epoch =
-      Total(ReadAll(Dataset::Range(100).ReadFromService({.service = cluster.ServiceUrl()}), [](int64_t) {}));
+  run.next_epoch = Total(
+      ReadCounts(Dataset::Range(100).ReadFromService({.service = cluster.ServiceUrl()}), [](int64_t) {}));
   return run;
 }
 
@@ -261,7 +243,7 @@ TEST_CASE("resilience: an endless read waits out the loss of its only worker for
   // Splits of an endless dataset are not leased, so the lost task returns
   // none: the iteration must still go on, not end as if read whole.
   const std::map<int64_t, int> counts =
-      ReadAll(internal::ReadFromService(Dataset::Range(1000).Repeat(), op).Take(3000), [&](int64_t read) {
+      ReadCounts(internal::ReadFromService(Dataset::Range(1000).Repeat(), op).Take(3000), [&](int64_t read) {
         if (read != 500) return;
         cluster.KillWorker(0);
         cluster.WaitForRegisteredWorkers(0);
@@ -316,8 +298,8 @@ TEST_CASE("resilience: static DATA sharding over the dispatcher's worker list re
   for (std::string line; std::getline(lines, line);) ++counts[std::stoll(line)];
   CHECK(counts == Expected(20, 1));
   // Without sharding, both workers run all of it.
-  CHECK(Total(ReadAll(Dataset::Range(20).ReadFromService({.service = cluster.ServiceUrl()}),
-                      [](int64_t) {})) == 40);
+  CHECK(Total(ReadCounts(Dataset::Range(20).ReadFromService({.service = cluster.ServiceUrl()}),
+                         [](int64_t) {})) == 40);
 
   // FILE sharding of 1 file over 2 workers cannot be served.
   testing::WriteFile(cluster.dir().File("files.yaml"), "pipeline:\n  - tfrecord: {files: [only.tfrecord]}\n");
@@ -365,11 +347,11 @@ TEST_CASE("resilience: a second dispatcherd on a work dir in use exits 2 and lea
   }
   // The first one still serves, and a restart (kill -9) recovers its
   // journal and takes the lock again.
-  CHECK(Total(ReadAll(Dataset::Range(4).ReadFromService({.service = cluster.ServiceUrl()}),
-                      [](int64_t) {})) == 4);
+  CHECK(Total(ReadCounts(Dataset::Range(4).ReadFromService({.service = cluster.ServiceUrl()}),
+                         [](int64_t) {})) == 4);
   cluster.RestartDispatcher();
-  CHECK(Total(ReadAll(Dataset::Range(5).ReadFromService({.service = cluster.ServiceUrl()}),
-                      [](int64_t) {})) == 5);
+  CHECK(Total(ReadCounts(Dataset::Range(5).ReadFromService({.service = cluster.ServiceUrl()}),
+                         [](int64_t) {})) == 5);
 }
 
 }  // namespace

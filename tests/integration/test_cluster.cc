@@ -224,6 +224,10 @@ void TestCluster::StartWorker(int index, int port) {
   if (std::find(argv.begin(), argv.end(), "--log-level") == argv.end()) {
     argv.insert(argv.end(), {"--log-level", "warn"});
   }
+  // SIGTERM stops at once, as SIGINT, unless the test drains.
+  if (std::find(argv.begin(), argv.end(), "--drain-timeout-ms") == argv.end()) {
+    argv.insert(argv.end(), {"--drain-timeout-ms", "0"});
+  }
   // Fast heartbeats, unless the test sets its own.
   if (std::find(argv.begin(), argv.end(), "--heartbeat-interval-ms") == argv.end()) {
     argv.insert(argv.end(), {"--heartbeat-interval-ms", "100"});

@@ -1,6 +1,7 @@
 // This process's metrics, for a trainer to read or export: the client's
 // wait time and bytes received, the process's CPU and memory, and counters
-// a trainer adds (as sluice.torch does).
+// a trainer adds (as sluice.torch does); and the trainer's own wait, which
+// a loop that reads ahead reports (NoteTrainerWait).
 //
 //   std::cout << sluice::MetricsText();  // Prometheus text format 0.0.4
 //   sluice::IncrementCounter("my_skipped_batches_total", "Batches skipped.", 2);
@@ -20,6 +21,15 @@ std::string MetricsText();
 // registered as another kind or with another help, aborts: metric names
 // are the program's, not its input's.
 void IncrementCounter(const std::string& name, const std::string& help, double amount = 1);
+
+// For a loop that reads a dataset ahead of the trainer on a thread of its
+// own (the Python iterators and DistributedIterator call it): `seconds`
+// the trainer itself waited for its next value. From the first call on,
+// this process's service reads report the trainer's wait to the
+// dispatcher's autoscaling rather than the reading thread's, which waits
+// whenever the trainer could take more. Counted in
+// sluice_client_trainer_wait_seconds_total.
+void NoteTrainerWait(double seconds);
 
 }  // namespace sluice
 

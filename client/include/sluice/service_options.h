@@ -70,6 +70,21 @@ struct ServiceOptions {
   // How elements travel: "auto" (or empty) uses shared memory with a
   // worker on this host and TCP otherwise; "tcp" always uses TCP.
   std::string transport;
+
+  // tf.data's CrossTrainerCache: several trainers read the whole stream of
+  // one named job of an endless dataset (repeat() without a count), each
+  // from its own position, and the job's workers compute each element once
+  // for all of them, keeping their latest `max_bytes` of elements for the
+  // trainers behind. A trainer that falls further behind skips to the
+  // oldest element kept (sluice_client_cross_trainer_skipped_total and a
+  // warning). Each trainer sees a contiguous stream, not an exact epoch.
+  // Needs job_name and parallel_epochs; readers with one trainer_id split
+  // that trainer's stream between them.
+  struct CrossTrainerCache {
+    std::string trainer_id;  // 1 to 128 bytes
+    int64_t max_bytes = 0;   // > 0, per worker
+  };
+  std::optional<CrossTrainerCache> cross_trainer_cache;
 };
 
 }  // namespace sluice
