@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "sluice/proto/service.pb.h"
 
 namespace sluice::cli {
@@ -80,6 +81,10 @@ struct StatusOptions {
 // `sluice status`: the dispatcher's workers, datasets, jobs, iterations and
 // tasks (its GetStatus RPC), as tables or as one JSON object.
 int ShowStatus(const StatusOptions& options, std::ostream& out, std::ostream& err);
+
+// What every subcommand that calls the dispatcher checks first (`status`,
+// `drain`): its --service as HOST:PORT, and a --timeout-ms above 0.
+absl::StatusOr<std::string> DispatcherAddress(const std::string& service, int64_t timeout_ms);
 
 // The tables of `sluice status`; heartbeats are shown as their age at
 // `now_unix_ms`.

@@ -39,13 +39,8 @@ absl::StatusOr<bool> Listed(DispatcherClient& dispatcher, const std::string& wor
 }  // namespace
 
 int DrainWorker(const DrainOptions& options, std::ostream& out, std::ostream& err) {
-  absl::StatusOr<std::string> address = ParseServiceAddress(options.service);
+  absl::StatusOr<std::string> address = DispatcherAddress(options.service, options.timeout_ms);
   if (!address.ok()) return Fail(address.status(), err, true);
-  if (options.timeout_ms <= 0) {
-    return Fail(
-        absl::InvalidArgumentError(absl::StrCat("--timeout-ms must be > 0, got ", options.timeout_ms)), err,
-        true);
-  }
   const auto timeout = std::chrono::milliseconds(options.timeout_ms);
   const Clock::time_point deadline = Clock::now() + timeout;
   DispatcherClient dispatcher(*address);

@@ -159,14 +159,17 @@ std::string StatusToJson(const proto::StatusSnapshot& snapshot) {
   return json;
 }
 
+absl::StatusOr<std::string> DispatcherAddress(const std::string& service, int64_t timeout_ms) {
+  absl::StatusOr<std::string> address = ParseServiceAddress(service);
+  if (!address.ok()) return address.status();
+  if (timeout_ms <= 0)
+    return absl::InvalidArgumentError(absl::StrCat("--timeout-ms must be > 0, got ", timeout_ms));
+  return address;
+}
+
 int ShowStatus(const StatusOptions& options, std::ostream& out, std::ostream& err) {
-  absl::StatusOr<std::string> address = ParseServiceAddress(options.service);
+  absl::StatusOr<std::string> address = DispatcherAddress(options.service, options.timeout_ms);
   if (!address.ok()) return Fail(address.status(), err, true);
-  if (options.timeout_ms <= 0) {
-    return Fail(
-        absl::InvalidArgumentError(absl::StrCat("--timeout-ms must be > 0, got ", options.timeout_ms)), err,
-        true);
-  }
   absl::StatusOr<proto::StatusSnapshot> snapshot =
       FetchStatus(*address, std::chrono::milliseconds(options.timeout_ms));
   if (!snapshot.ok()) return Fail(snapshot.status(), err, false);
