@@ -7,6 +7,7 @@ import sys
 import tempfile
 import textwrap
 import time
+import types
 import urllib.request
 
 import pytest
@@ -116,6 +117,16 @@ def test_cross_trainer_cache_is_refused_with_the_reason(cluster):
         endless.distribute("parallel_epochs", local.service, job_name="j",
                            cross_trainer_cache={"trainer": "t", "max_bytes": 1})
     assert str(unknown.value) == "cross_trainer_cache: unknown key 'trainer' (valid: trainer_id, max_bytes)"
+    # An object with the two attributes is read as the dict is; anything
+    # else is refused.
+    with pytest.raises(Exception) as from_attributes:
+        iter(endless.distribute("parallel_epochs", local.service, job_name="j",
+                                cross_trainer_cache=types.SimpleNamespace(trainer_id="t", max_bytes=0)))
+    assert "cross_trainer_cache.max_bytes must be > 0" in str(from_attributes.value)
+    with pytest.raises(TypeError) as neither:
+        endless.distribute("parallel_epochs", local.service, job_name="j", cross_trainer_cache=7)
+    assert str(neither.value) == ("cross_trainer_cache must be a dict {'trainer_id': ..., 'max_bytes': ...} or "
+                                  "have trainer_id and max_bytes attributes")
     # Over the dispatcher's bound (1 GiB by default).
     with pytest.raises(Exception) as too_big:
         iter(endless.distribute("parallel_epochs", local.service, job_name="big",
