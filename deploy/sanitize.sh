@@ -40,6 +40,13 @@ cmake --build build-sanitize -j "$jobs" --target "${targets[@]}"
 # halt_on_error: a UBSan report fails the test that caused it.
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:strict_string_checks=1}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
+# The SentencePiece bridge loads with RTLD_DEEPBIND, which ASan's runtime
+# refuses (pipeline/sentencepiece_bridge.cc says why it must): the tests
+# that tokenize are left out unless Catch arguments choose otherwise.
+if [ ${#catch_args[@]} -eq 0 ]; then
+  echo "sanitize.sh: leaving out the [sentencepiece] tests (ASan cannot load the bridge: RTLD_DEEPBIND)"
+  catch_args=("~[sentencepiece]")
+fi
 status=0
 build-sanitize/tests/sluice_unit_tests "${catch_args[@]}" || status=$?
 if $service; then

@@ -52,7 +52,7 @@ struct DispatcherConfig {
   // A snapshot replaces the journal after this many records, or after
   // this many bytes of them (an endless distributed_epoch read journals
   // its split leases, hundreds of KB a second, in few records).
-  int64_t snapshot_interval = 10000;
+  int64_t snapshot_interval = 100000;
   int64_t snapshot_bytes = int64_t{64} << 20;
   // Quotas on what clients may make the dispatcher hold, so that no client
   // can grow its memory and snapshot without bound (each definition may

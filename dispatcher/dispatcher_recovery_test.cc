@@ -275,6 +275,26 @@ TEST_CASE("dispatcher_impl: a journal that cannot be written is reported once, a
   CHECK(reported.size() == 1);
 }
 
+TEST_CASE(
+    "dispatcher_impl: a heartbeat's answer waits for the journal only when it tells the worker something",
+    "[dispatcher]") {
+  proto::WorkerHeartbeatResponse answer;
+  answer.set_dispatcher_incarnation("abc");
+  CHECK_FALSE(HeartbeatAnswerTellsAnything(answer));
+  SECTION("a task to start") {
+    answer.add_new_tasks()->set_task_id(3);
+    CHECK(HeartbeatAnswerTellsAnything(answer));
+  }
+  SECTION("a task to drop") {
+    answer.add_tasks_to_delete(3);
+    CHECK(HeartbeatAnswerTellsAnything(answer));
+  }
+  SECTION("drain") {
+    answer.set_drain(true);
+    CHECK(HeartbeatAnswerTellsAnything(answer));
+  }
+}
+
 TEST_CASE("dispatcher_impl: a damaged journal stops the start with its file and offset", "[dispatcher]") {
   testing::TempDir dir;
   DispatcherConfig config = TestConfig();

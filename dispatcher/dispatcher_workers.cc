@@ -30,10 +30,15 @@ bool DrainedTaskDone(const DispatcherState& state, const DispatcherState::Task& 
 
 }  // namespace
 
+bool HeartbeatAnswerTellsAnything(const proto::WorkerHeartbeatResponse& response) {
+  return response.new_tasks_size() > 0 || response.tasks_to_delete_size() > 0 || response.drain();
+}
+
 WorkerRpcs::WorkerRpcs(DispatcherCore& core, Liveness& liveness) : core_(core), liveness_(liveness) {}
 
 absl::Status WorkerRpcs::WorkerHeartbeat(const proto::WorkerHeartbeatRequest& request,
-                                         proto::WorkerHeartbeatResponse* response, const Caller&) {
+                                         proto::WorkerHeartbeatResponse* response, const Caller&,
+                                         bool* journaled) {
   if (absl::Status s = CheckVersion(request.version()); !s.ok()) return s;
   if (absl::Status s = CheckRequest(request); !s.ok()) return s;
   response->set_dispatcher_incarnation(core_.client_secrets_.Incarnation());
@@ -46,6 +51,7 @@ absl::Status WorkerRpcs::WorkerHeartbeat(const proto::WorkerHeartbeatRequest& re
       // The process restarted: whatever the old one ran is gone.
       spdlog::warn("worker {} restarted; the tasks of its previous run are lost", address);
       liveness_.RemoveWorker(address, "worker restarted", &new_tasks);
+      *journaled = true;
       known = nullptr;
     }
     core_.worker_activity_.NoteHeartbeat(address, Clock::now(), UnixMillis(), request.elements_sent(),
@@ -54,6 +60,7 @@ absl::Status WorkerRpcs::WorkerHeartbeat(const proto::WorkerHeartbeatRequest& re
       core_.autoscaler_.NoteTask(load.task_id(), load.busy_seconds(), load.idle_seconds());
     }
     if (known == nullptr) {
+      *journaled = true;
       proto::Update update;
       update.mutable_register_worker()->set_address(address);
       *update.mutable_register_worker()->mutable_tags() = request.tags();
@@ -84,6 +91,7 @@ absl::Status WorkerRpcs::WorkerHeartbeat(const proto::WorkerHeartbeatRequest& re
     }
     // After SIGTERM a worker says `draining` in every heartbeat.
     if (request.draining()) {
+      *journaled = true;
       if (absl::Status s = liveness_.DrainWorker(address, &new_tasks); !s.ok()) return s;
     }
     const bool draining = core_.state_.IsDraining(address);

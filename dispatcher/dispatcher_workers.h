@@ -15,12 +15,21 @@
 
 namespace sluice::dispatcher {
 
+// Whether a heartbeat's answer tells its worker anything: tasks to start
+// or drop, or to drain. One that does waits for the journal (the answer may
+// rest on records of other requests not yet on disk); most heartbeats
+// tell nothing and change nothing, and answer without that wait.
+bool HeartbeatAnswerTellsAnything(const proto::WorkerHeartbeatResponse& response);
+
 class WorkerRpcs {
  public:
   WorkerRpcs(DispatcherCore& core, Liveness& liveness);
 
+  // `*journaled`: whether the heartbeat changed the state (registered the
+  // worker, lost its previous run's tasks or drained it), set or left.
   absl::Status WorkerHeartbeat(const proto::WorkerHeartbeatRequest& request,
-                               proto::WorkerHeartbeatResponse* response, const Caller& caller);
+                               proto::WorkerHeartbeatResponse* response, const Caller& caller,
+                               bool* journaled);
   absl::Status WorkerUpdates(const proto::WorkerUpdatesRequest& request,
                              proto::WorkerUpdatesResponse* response, const Caller& caller);
   absl::Status WorkerShutdown(const proto::WorkerShutdownRequest& request,

@@ -32,6 +32,13 @@ const Bridge& LoadedBridge() {
       return loaded;
     }
     const std::string path = (std::filesystem::path(self.dli_fname).parent_path() / kBridgeFile).string();
+#if defined(__SANITIZE_ADDRESS__)
+    // ASan's runtime aborts the process at a dlopen with RTLD_DEEPBIND
+    // (google/sanitizers#611), which the bridge needs.
+    loaded->error = "cannot load the SentencePiece bridge '" + path +
+                    "' in a build with AddressSanitizer: it needs RTLD_DEEPBIND, which ASan does not support";
+    return loaded;
+#endif
     void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
     if (handle == nullptr) {
       const char* why = dlerror();

@@ -189,7 +189,8 @@ TEST_CASE("json_lines: each file is a split", "[ops][text][json_lines]") {
 
 // ---------------------------------------------------------------- tokenize
 
-TEST_CASE("tokenize: ids are SentencePiece's own and decode back to the text", "[ops][text][tokenize]") {
+TEST_CASE("tokenize: ids are SentencePiece's own and decode back to the text",
+          "[ops][text][tokenize][sentencepiece]") {
   const Models& models = TrainedModels();
   TempDir dir;
   const std::string corpus = Corpus(30);
@@ -211,7 +212,8 @@ TEST_CASE("tokenize: ids are SentencePiece's own and decode back to the text", "
   }
 }
 
-TEST_CASE("tokenize: on parallel threads, the same ids in the same order", "[ops][text][tokenize]") {
+TEST_CASE("tokenize: on parallel threads, the same ids in the same order",
+          "[ops][text][tokenize][sentencepiece]") {
   const Models& models = TrainedModels();
   TempDir dir;
   WriteFile(dir.File("t.txt"), Corpus(200));
@@ -224,7 +226,8 @@ TEST_CASE("tokenize: on parallel threads, the same ids in the same order", "[ops
         "step 2 (tokenize): num_parallel_calls must be >= 1, or -1 for autotune, got -2");
 }
 
-TEST_CASE("tokenize: add_bos and add_eos frame the ids, on the named component", "[ops][text][tokenize]") {
+TEST_CASE("tokenize: add_bos and add_eos frame the ids, on the named component",
+          "[ops][text][tokenize][sentencepiece]") {
   const Models& models = TrainedModels();
   TempDir dir;
   WriteFile(dir.File("t.txt"), "token stream\n");
@@ -243,7 +246,7 @@ TEST_CASE("tokenize: add_bos and add_eos frame the ids, on the named component",
 }
 
 TEST_CASE("tokenize: a bad model, component or sandboxed path is refused naming it",
-          "[ops][text][tokenize]") {
+          "[ops][text][tokenize][sentencepiece]") {
   const Models& models = TrainedModels();
   TempDir dir;
   const Dataset text = Dataset::FromTensors({Tensor::StringScalar("data")});
@@ -451,7 +454,7 @@ std::string BatchRows(const Element& batch) {
 }
 
 TEST_CASE("text ops: padded_batch and bucket_by_sequence_length batch the tokenized vectors",
-          "[ops][text][bucket_by_sequence_length]") {
+          "[ops][text][bucket_by_sequence_length][sentencepiece]") {
   const Models& models = TrainedModels();
   TempDir dir;
   WriteFile(dir.File("t.txt"), Corpus(40));
@@ -502,7 +505,7 @@ TEST_CASE("text ops: padded_batch and bucket_by_sequence_length batch the tokeni
 }
 
 TEST_CASE("text ops: json_lines, tokenize, pack_sequences and batch restore at every position",
-          "[ops][text][checkpoint]") {
+          "[ops][text][checkpoint][sentencepiece]") {
   const Models& models = TrainedModels();
   TempDir dir;
   std::string halves[2];

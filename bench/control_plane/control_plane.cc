@@ -197,9 +197,10 @@ int RunRestart(const std::vector<int64_t>& sizes, bool compacted, const std::str
             "\nsnapshot_bytes: " + std::to_string(config.snapshot_bytes) + "\n");
     const ProcessSample sample = Sample(dispatcher.pid);
     Stop(dispatcher.pid);
-    std::printf("| %ld | %s | %.1f | %.1f | %.2f | %.2f | %.0f |\n", static_cast<long>(made->updates),
-                compacted ? "every 10,000 records" : "none", bytes / 1048576.0, made->seconds, *replay,
-                dispatcher.start_seconds, sample.rss_bytes / 1048576.0);
+    std::printf(
+        "| %ld | %s | %.1f | %.1f | %.2f | %.2f | %.0f |\n", static_cast<long>(made->updates),
+        compacted ? ("every " + std::to_string(config.snapshot_interval) + " records").c_str() : "none",
+        bytes / 1048576.0, made->seconds, *replay, dispatcher.start_seconds, sample.rss_bytes / 1048576.0);
     std::fflush(stdout);
     std::filesystem::remove_all(disk_dir);
     std::filesystem::remove_all(daemon_dir);
