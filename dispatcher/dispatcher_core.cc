@@ -57,6 +57,21 @@ DispatcherCore::DispatcherCore(DispatcherConfig config, TaskPushFn push_task,
       on_journal_failure_(std::move(on_journal_failure)),
       task_lists_version_(static_cast<int64_t>(std::random_device{}() >> 1) << 31 | 1) {}
 
+DispatcherCore::~DispatcherCore() {
+  std::thread writer;
+  {
+    absl::MutexLock lock(&mu_);
+    writer = std::move(snapshot_writer_);
+  }
+  if (writer.joinable()) writer.join();
+}
+
+void DispatcherCore::WaitForSnapshot() {
+  absl::MutexLock lock(&mu_);
+  mu_.Await(absl::Condition(
+      +[](bool* writing) { return !*writing; }, &snapshot_writing_));
+}
+
 absl::Status DispatcherCore::Start() {
   if (config_.work_dir.empty()) return absl::OkStatus();
   absl::MutexLock lock(&mu_);
@@ -144,10 +159,10 @@ absl::Status DispatcherCore::Apply(const proto::Update& update) {
   // Compacted once the journal is as large as the last snapshot too, so a
   // state of large definitions is not rewritten at each registration:
   // what is written stays within twice what is added.
-  if (status.ok() &&
+  if (status.ok() && !snapshot_writing_ &&
       (journal_->records_since_snapshot() >= config_.snapshot_interval ||
        journal_->bytes_since_snapshot() >= std::max(config_.snapshot_bytes, last_snapshot_bytes_))) {
-    status = WriteSnapshot();
+    status = StartSnapshot();
   }
   if (!status.ok()) return FailJournal(status);
   return absl::OkStatus();
@@ -184,6 +199,30 @@ absl::Status DispatcherCore::WriteSnapshot() {
     return absl::OkStatus();
   }
   return status;
+}
+
+absl::Status DispatcherCore::StartSnapshot() {
+  absl::StatusOr<int64_t> sequence = journal_->BeginSnapshot();
+  if (!sequence.ok()) return sequence.status();
+  // The state the files before the new journal file hold: taken under the
+  // lock, where the journal moved on.
+  auto snapshot = std::make_shared<const proto::StateSnapshot>(state_.ToSnapshot());
+  if (snapshot_writer_.joinable()) snapshot_writer_.join();  // it has let mu_ go for good
+  snapshot_writing_ = true;
+  snapshot_writer_ =
+      std::thread([this, snapshot, sequence = *sequence, dir = journal_->dir(), limits = journal_->limits()] {
+        const absl::Status status = Journal::WriteSnapshotFile(dir, sequence, *snapshot, limits);
+        if (!status.ok()) {
+          spdlog::warn("journal: {}; the previous snapshot and the journal since stay in use",
+                       std::string(status.message()));
+        }
+        const auto bytes = static_cast<int64_t>(snapshot->ByteSizeLong());
+        absl::MutexLock lock(&mu_);
+        // Refused or not, the next try waits until the journal is this large.
+        last_snapshot_bytes_ = bytes;
+        snapshot_writing_ = false;
+      });
+  return absl::OkStatus();
 }
 
 bool DispatcherCore::ApplyOrLog(const proto::Update& update, const std::string& what) {

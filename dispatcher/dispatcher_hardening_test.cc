@@ -886,6 +886,7 @@ TEST_CASE("dispatcher hardening: a collected dataset leaves the work dir at the 
     REQUIRE(snapshot.datasets_size() == 0);
     // The heartbeat after the removal snapshots the state without it.
     REQUIRE(Beat(d, "w:2", &beat).ok());
+    d.WaitForSnapshot();
     CHECK(work_dir_bytes() < 64 * 1024);
   }
   // A restart from the work dir knows no dataset.

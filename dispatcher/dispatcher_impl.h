@@ -148,6 +148,9 @@ class DispatcherImpl {
   std::string ClientSecretOf(int64_t iteration_client_id) const {
     return core_.ClientSecretOf(iteration_client_id);
   }
+  // Returns once no snapshot of the journal is being written (tests that
+  // look at the work dir).
+  void WaitForSnapshot() { core_.WaitForSnapshot(); }
 
   // The status page's data (docs/operations.md), and the state's gauges
   // in `registry` (dispatcher_status.h).

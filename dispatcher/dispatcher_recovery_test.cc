@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "client/dataset_internal.h"
 #include "dispatcher/dispatcher_impl.h"
 #include "dispatcher/dispatcher_test_util.h"
@@ -215,6 +216,9 @@ TEST_CASE("dispatcher_impl: the journal is compacted after snapshot_bytes, whate
     for (int request = 1; request <= 200; ++request) {
       const proto::GetSplitsResponse splits = RawSplits(d, it.iteration_id(), 1, 1000, request);
       REQUIRE(splits.splits_size() == 1000);
+      // Snapshots are written beside the requests; the files they replace
+      // go once they are.
+      d.WaitForSnapshot();
       largest = std::max(largest, work_dir_bytes());
     }
     // 200 records of 1000 splits, about 1.8 MB, never more than one
@@ -257,6 +261,7 @@ TEST_CASE("dispatcher_impl: a journal that cannot be written is reported once, a
                    [&](const absl::Status& status) { reported.emplace_back(status.message()); });
   REQUIRE(d.Start().ok());
   Heartbeat(d, "w1:1");
+  d.WaitForSnapshot();  // its writer would put files back
   std::filesystem::remove_all(config.work_dir);
   proto::WorkerHeartbeatRequest request;
   *request.mutable_version() = CurrentVersion();
@@ -318,6 +323,39 @@ int64_t NewestSnapshot(const std::string& dir) {
   return newest;
 }
 
+// Snapshots are written after the lock is let go (StartSnapshot); one that
+// cannot be written was the end of the dispatcher when it was written
+// under the lock. Now the journal files it would have replaced stay, and
+// nothing is lost.
+TEST_CASE("dispatcher_impl: a snapshot that cannot be written stops no request and loses nothing",
+          "[dispatcher]") {
+  testing::TempDir dir;
+  DispatcherConfig config = TestConfig();
+  config.work_dir = dir.File("work");
+  config.snapshot_interval = 2;
+  std::vector<std::string> reported;
+  {
+    DispatcherImpl d(config, nullptr,
+                     [&](const absl::Status& status) { reported.emplace_back(status.message()); });
+    REQUIRE(d.Start().ok());
+    const int64_t first = NewestSnapshot(config.work_dir);
+    // The next snapshot's temporary file cannot be made.
+    const std::string taken = absl::StrFormat("%s/snapshot-%010d.pb.tmp", config.work_dir, first + 1);
+    std::filesystem::create_directory(taken);
+    Heartbeat(d, "w1:1");
+    Heartbeat(d, "w2:2");  // the second record since the start's snapshot
+    d.WaitForSnapshot();
+    CHECK(NewestSnapshot(config.work_dir) == first);
+    Heartbeat(d, "w3:3");
+    CHECK(WorkerAddresses(d) == std::vector<std::string>{"w1:1", "w2:2", "w3:3"});
+    std::filesystem::remove(taken);
+  }
+  CHECK(reported.empty());
+  DispatcherImpl d(config);
+  REQUIRE(d.Start().ok());
+  CHECK(WorkerAddresses(d) == std::vector<std::string>{"w1:1", "w2:2", "w3:3"});
+}
+
 TEST_CASE("dispatcher_impl: registrations of large definitions do not rewrite the snapshot each time",
           "[dispatcher][tenants]") {
   // Issue 32, finding 2: each registration of a 60 MiB definition crossed
@@ -332,7 +370,10 @@ TEST_CASE("dispatcher_impl: registrations of large definitions do not rewrite th
     DispatcherImpl d(config);
     REQUIRE(d.Start().ok());
     const int64_t first = NewestSnapshot(config.work_dir);
-    for (int i = 1; i <= 6; ++i) Register(d, internal::DefinitionOf(Dataset::FromTensors({block}).Repeat(i)));
+    for (int i = 1; i <= 6; ++i) {
+      Register(d, internal::DefinitionOf(Dataset::FromTensors({block}).Repeat(i)));
+      d.WaitForSnapshot();
+    }
     // 3 snapshots for 6 registrations (about 0.2, 0.6 and 1.2 MB), where
     // one each (4.2 MB in all) were written before.
     CHECK(NewestSnapshot(config.work_dir) - first == 3);

@@ -47,6 +47,14 @@ std::string FileName(std::string_view prefix, int64_t sequence, std::string_view
   return absl::StrFormat("%s-%010d%s", prefix, sequence, suffix);
 }
 
+// A snapshot of `size` bytes is refused past what recovery reads.
+absl::Status CheckSnapshotSize(const std::string& dir, size_t size, const JournalLimits& limits) {
+  if (size <= static_cast<uint64_t>(limits.max_snapshot_bytes)) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "journal ", dir, ": a snapshot of ", size, " bytes is larger than the ", limits.max_snapshot_bytes,
+      " bytes recovery reads; not written, the previous snapshot and the journal since stay in use"));
+}
+
 // The sequence number of "PREFIX-N.SUFFIX", or nullopt for other names.
 std::optional<int64_t> SequenceOf(const std::string& name, std::string_view prefix, std::string_view suffix) {
   if (name.size() <= prefix.size() + 1 + suffix.size() || !name.starts_with(prefix) ||
@@ -484,19 +492,34 @@ absl::Status Journal::Append(const proto::Update& update) {
 }
 
 absl::Status Journal::WriteSnapshot(const proto::StateSnapshot& snapshot) {
+  // Checked before the journal moves to a new file, so that a refused
+  // snapshot leaves the files as they were.
+  if (absl::Status s = CheckSnapshotSize(dir_, snapshot.ByteSizeLong(), limits_); !s.ok()) return s;
+  absl::StatusOr<int64_t> sequence = BeginSnapshot();
+  if (!sequence.ok()) return sequence.status();
+  return WriteSnapshotFile(dir_, *sequence, snapshot, limits_);
+}
+
+absl::StatusOr<int64_t> Journal::BeginSnapshot() {
+  // Every record of this file on disk before the next is started: only the
+  // last journal file may end in a torn record (Open).
+  if (absl::Status s = sync_->SyncWritten(); !s.ok()) return s;
   const int64_t sequence = sequence_ + 1;
-  const std::string path = (fs::path(dir_) / FileName("snapshot", sequence, ".pb")).string();
+  if (absl::Status s = StartFile(sequence); !s.ok()) return s;
+  records_since_snapshot_ = 0;
+  bytes_since_snapshot_ = 0;
+  return sequence;
+}
+
+absl::Status Journal::WriteSnapshotFile(const std::string& dir, int64_t sequence,
+                                        const proto::StateSnapshot& snapshot, const JournalLimits& limits) {
+  const std::string path = (fs::path(dir) / FileName("snapshot", sequence, ".pb")).string();
   const std::string temporary = path + ".tmp";
   // Chunked rather than refused at one record's bound, so that any state
   // the dispatcher can hold in one proto is written in a form recovery
   // reads back; past the proto bound nothing can be, and the old snapshot
   // and the journal since stay the record.
-  const size_t size = snapshot.ByteSizeLong();
-  if (size > static_cast<uint64_t>(limits_.max_snapshot_bytes)) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "journal ", dir_, ": a snapshot of ", size, " bytes is larger than the ", limits_.max_snapshot_bytes,
-        " bytes recovery reads; not written, the previous snapshot and the journal since stay in use"));
-  }
+  if (absl::Status s = CheckSnapshotSize(dir, snapshot.ByteSizeLong(), limits); !s.ok()) return s;
   std::string payload;
   if (!snapshot.SerializeToString(&payload)) {
     return absl::InternalError(absl::StrCat("cannot serialize the snapshot for ", path));
@@ -507,8 +530,8 @@ absl::Status Journal::WriteSnapshot(const proto::StateSnapshot& snapshot) {
   std::string size_bytes;
   PutLittleEndian64(payload.size(), &size_bytes);
   absl::Status status = WriteAll(fd, std::string(kSnapshotMagic) + EncodeRecord(size_bytes), temporary);
-  for (size_t done = 0; status.ok() && done < payload.size(); done += limits_.max_record_bytes) {
-    status = WriteRecord(fd, std::string_view(payload).substr(done, limits_.max_record_bytes), temporary);
+  for (size_t done = 0; status.ok() && done < payload.size(); done += limits.max_record_bytes) {
+    status = WriteRecord(fd, std::string_view(payload).substr(done, limits.max_record_bytes), temporary);
   }
   if (status.ok() && ::fdatasync(fd) != 0) status = absl::InternalError(Errno("cannot sync", temporary));
   ::close(fd);
@@ -519,14 +542,9 @@ absl::Status Journal::WriteSnapshot(const proto::StateSnapshot& snapshot) {
     ::unlink(temporary.c_str());
     return status;
   }
-  if (absl::Status s = SyncDirectory(dir_); !s.ok()) return s;
-  if (absl::Status s = StartFile(sequence); !s.ok()) return s;
-  // The snapshot holds what every record before it did.
-  sync_->AllDurable();
-  records_since_snapshot_ = 0;
-  bytes_since_snapshot_ = 0;
+  if (absl::Status s = SyncDirectory(dir); !s.ok()) return s;
   std::error_code error;
-  for (const auto& entry : fs::directory_iterator(dir_, error)) {
+  for (const auto& entry : fs::directory_iterator(dir, error)) {
     const std::string name = entry.path().filename().string();
     auto journal = SequenceOf(name, "journal", ".log");
     auto old_snapshot = SequenceOf(name, "snapshot", ".pb");

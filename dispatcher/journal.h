@@ -89,7 +89,25 @@ class Journal {
   // larger than limits().max_snapshot_bytes is ResourceExhausted, checked
   // before anything is written: the previous snapshot and the journal since
   // stay in place, appends may go on, and recovery replays them.
+  // BeginSnapshot, then WriteSnapshotFile.
   absl::Status WriteSnapshot(const proto::StateSnapshot& snapshot);
+  // Compaction in two steps, so that the writer's lock is held for the
+  // first only. BeginSnapshot, with the state after every update appended
+  // so far: syncs the file being appended to, starts the next and returns
+  // its number; later updates go there. WriteSnapshotFile then writes the
+  // snapshot for that number from any thread, without the lock. Until the
+  // snapshot is renamed into place recovery reads the previous one and
+  // every journal file since, so a crash or a failure between the steps
+  // loses nothing. An error from BeginSnapshot leaves the journal unusable,
+  // as one from Write.
+  absl::StatusOr<int64_t> BeginSnapshot();
+  // Writes `snapshot` as DIR/snapshot-SEQUENCE.pb (written to a temporary
+  // file, synced, renamed, the directory synced), then deletes the files it
+  // replaces: the journal files and snapshots numbered below SEQUENCE. One
+  // larger than limits.max_snapshot_bytes is ResourceExhausted, and nothing
+  // is written or deleted.
+  static absl::Status WriteSnapshotFile(const std::string& dir, int64_t sequence,
+                                        const proto::StateSnapshot& snapshot, const JournalLimits& limits);
   // Updates appended since the last snapshot.
   int64_t records_since_snapshot() const { return records_since_snapshot_; }
   // Bytes appended since the last snapshot (large LeaseSplits records

@@ -25,11 +25,6 @@ void JournalSync::Written() {
   ++written_;
 }
 
-void JournalSync::AllDurable() {
-  absl::MutexLock lock(&mu_);
-  durable_ = written_;
-}
-
 int64_t JournalSync::unsynced() const {
   absl::MutexLock lock(&mu_);
   return written_ - durable_;

@@ -41,9 +41,6 @@ class JournalSync {
   void SetFile(std::shared_ptr<JournalFile> file);
   // One more record was written to the current file.
   void Written();
-  // Every record written so far is durable by other means (a snapshot of
-  // the state after them was synced).
-  void AllDurable();
   // Returns once every record written before the call is on disk. A failed
   // sync fails this and every later call: what is in memory may be ahead
   // of the disk.

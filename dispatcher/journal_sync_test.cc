@@ -11,19 +11,10 @@
 
 #include "absl/synchronization/mutex.h"
 #include "dispatcher/journal.h"
+#include "dispatcher/journal_test_util.h"
 #include "tests/testing/test_util.h"
 
 namespace sluice::dispatcher {
-namespace {
-
-proto::Update WorkerUpdate(const std::string& address) {
-  proto::Update update;
-  update.mutable_register_worker()->set_address(address);
-  return update;
-}
-
-}  // namespace
-
 TEST_CASE("journal_sync: one sync covers every record written before it", "[journal]") {
   testing::TempDir dir;
   Journal::Recovered recovered;
@@ -39,12 +30,14 @@ TEST_CASE("journal_sync: one sync covers every record written before it", "[jour
   // Nothing written since: no sync at all.
   REQUIRE(sync->SyncWritten().ok());
   CHECK(sync->syncs() == syncs_at_open + 1);
-  // A snapshot holds what the records did: they need no sync.
+  // A snapshot syncs the file it moves on from (only the last journal
+  // file may end torn): one sync for its records, none after.
   REQUIRE(journal->Write(WorkerUpdate("w3")).ok());
   REQUIRE(journal->WriteSnapshot(proto::StateSnapshot()).ok());
   CHECK(sync->unsynced() == 0);
+  CHECK(sync->syncs() == syncs_at_open + 2);
   REQUIRE(sync->SyncWritten().ok());
-  CHECK(sync->syncs() == syncs_at_open + 1);
+  CHECK(sync->syncs() == syncs_at_open + 2);
 }
 
 TEST_CASE("journal_sync: writers under one lock, each syncing after it, lose no record", "[journal]") {

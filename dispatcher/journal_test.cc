@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "common/crc32c.h"
+#include "dispatcher/journal_test_util.h"
 #include "tests/testing/test_util.h"
 
 namespace sluice::dispatcher {
@@ -21,25 +22,6 @@ namespace {
 constexpr int64_t kMagicBytes = 8;
 constexpr int64_t kFramingBytes = 12;  // length, length CRC, payload CRC
 constexpr int64_t kSizeRecordBytes = kFramingBytes + 8;
-
-proto::Update WorkerUpdate(const std::string& address) {
-  proto::Update update;
-  update.mutable_register_worker()->set_address(address);
-  return update;
-}
-
-// Addresses of the RegisterWorker updates recovered, in order.
-std::vector<std::string> Addresses(const Journal::Recovered& recovered) {
-  std::vector<std::string> addresses;
-  for (const auto& record : recovered.updates) addresses.push_back(record.update.register_worker().address());
-  return addresses;
-}
-
-std::set<std::string> Files(const std::string& dir) {
-  std::set<std::string> names;
-  for (const auto& entry : std::filesystem::directory_iterator(dir)) names.insert(entry.path().filename());
-  return names;
-}
 
 int64_t RecordBytes(const proto::Update& update) {
   return kFramingBytes + static_cast<int64_t>(update.ByteSizeLong());
