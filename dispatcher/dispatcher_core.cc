@@ -3,6 +3,7 @@
 // uses under its lock.
 #include "dispatcher/dispatcher_core.h"
 
+#include <google/protobuf/arena.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -46,6 +47,23 @@ bool ChangesTaskLists(const proto::Update& update) {
     default:
       return true;
   }
+}
+
+// A snapshot and the arena its messages live on.
+struct ArenaSnapshot {
+  ArenaSnapshot() : arena(Options()) {}
+  static google::protobuf::ArenaOptions Options() {
+    google::protobuf::ArenaOptions options;
+    options.start_block_size = 1 << 20;
+    options.max_block_size = 8 << 20;
+    return options;
+  }
+  google::protobuf::Arena arena;
+  proto::StateSnapshot* snapshot = nullptr;
+};
+
+double Millis(DispatcherCore::Clock::duration duration) {
+  return std::chrono::duration<double, std::milli>(duration).count();
 }
 
 }  // namespace
@@ -202,26 +220,43 @@ absl::Status DispatcherCore::WriteSnapshot() {
 }
 
 absl::Status DispatcherCore::StartSnapshot() {
+  const auto began = Clock::now();
   absl::StatusOr<int64_t> sequence = journal_->BeginSnapshot();
   if (!sequence.ok()) return sequence.status();
+  const auto moved_on = Clock::now();
   // The state the files before the new journal file hold: taken under the
-  // lock, where the journal moved on.
-  auto snapshot = std::make_shared<const proto::StateSnapshot>(state_.ToSnapshot());
+  // lock, where the journal moved on. On an arena: at 10,000 workers the
+  // copy is tens of thousands of small messages, and it is what requests
+  // still wait for.
+  auto held = std::make_shared<ArenaSnapshot>();
+  held->snapshot = google::protobuf::Arena::CreateMessage<proto::StateSnapshot>(&held->arena);
+  state_.FillSnapshot(held->snapshot);
+  const proto::StateSnapshot* snapshot = held->snapshot;
   if (snapshot_writer_.joinable()) snapshot_writer_.join();  // it has let mu_ go for good
   snapshot_writing_ = true;
-  snapshot_writer_ =
-      std::thread([this, snapshot, sequence = *sequence, dir = journal_->dir(), limits = journal_->limits()] {
-        const absl::Status status = Journal::WriteSnapshotFile(dir, sequence, *snapshot, limits);
-        if (!status.ok()) {
-          spdlog::warn("journal: {}; the previous snapshot and the journal since stay in use",
-                       std::string(status.message()));
-        }
-        const auto bytes = static_cast<int64_t>(snapshot->ByteSizeLong());
-        absl::MutexLock lock(&mu_);
-        // Refused or not, the next try waits until the journal is this large.
-        last_snapshot_bytes_ = bytes;
-        snapshot_writing_ = false;
-      });
+  const auto locked = Clock::now();
+  snapshot_writer_ = std::thread([this, held, snapshot, began, moved_on, locked, sequence = *sequence,
+                                  dir = journal_->dir(), limits = journal_->limits()] {
+    const absl::Status status = Journal::WriteSnapshotFile(dir, sequence, *snapshot, limits);
+    const auto bytes = static_cast<int64_t>(snapshot->ByteSizeLong());
+    if (status.ok()) {
+      // What a snapshot costs the requests (the part under the lock) and
+      // the disk, for operators sizing snapshot_interval.
+      spdlog::info(
+          "journal: snapshot {} of {} bytes: {:.1f} ms under the lock ({:.1f} ms to sync the journal file "
+          "and "
+          "start the next, {:.1f} ms to copy the state), written in {:.1f} ms",
+          sequence, bytes, Millis(locked - began), Millis(moved_on - began), Millis(locked - moved_on),
+          Millis(Clock::now() - locked));
+    } else {
+      spdlog::warn("journal: {}; the previous snapshot and the journal since stay in use",
+                   std::string(status.message()));
+    }
+    absl::MutexLock lock(&mu_);
+    // Refused or not, the next try waits until the journal is this large.
+    last_snapshot_bytes_ = bytes;
+    snapshot_writing_ = false;
+  });
   return absl::OkStatus();
 }
 

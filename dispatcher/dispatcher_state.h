@@ -145,6 +145,8 @@ class DispatcherState {
 
   // The whole state, and the state a snapshot describes.
   proto::StateSnapshot ToSnapshot() const;
+  // The same into `snapshot` (empty), which may live on an arena.
+  void FillSnapshot(proto::StateSnapshot* snapshot) const;
   static absl::StatusOr<DispatcherState> FromSnapshot(const proto::StateSnapshot& snapshot);
 
   // Lookups; nullptr when absent.

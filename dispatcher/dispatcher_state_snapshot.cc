@@ -31,6 +31,12 @@ std::vector<Split> Values(const SplitRuns& runs) {
 
 proto::StateSnapshot DispatcherState::ToSnapshot() const {
   proto::StateSnapshot snapshot;
+  FillSnapshot(&snapshot);
+  return snapshot;
+}
+
+void DispatcherState::FillSnapshot(proto::StateSnapshot* out) const {
+  proto::StateSnapshot& snapshot = *out;
   for (const auto& [id, dataset] : datasets_) {
     auto* d = snapshot.add_datasets();
     d->set_dataset_id(id);
@@ -94,7 +100,6 @@ proto::StateSnapshot DispatcherState::ToSnapshot() const {
   snapshot.set_next_iteration_id(next_iteration_id_);
   snapshot.set_next_task_id(next_task_id_);
   snapshot.set_next_iteration_client_id(next_iteration_client_id_);
-  return snapshot;
 }
 
 absl::StatusOr<DispatcherState> DispatcherState::FromSnapshot(const proto::StateSnapshot& snapshot) {
