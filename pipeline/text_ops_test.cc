@@ -401,7 +401,7 @@ TEST_CASE("pack_sequences: a restore at every position goes on with the same row
           "[ops][text][pack_sequences]") {
   std::vector<std::vector<int32_t>> rows;
   for (int32_t i = 0; i < 40; ++i) rows.push_back(std::vector<int32_t>(1 + (i * 7) % 13, i));
-  for (const std::string& method : {"first_fit", "best_fit"}) {
+  for (const std::string method : {"first_fit", "best_fit"}) {
     INFO(method);
     const DatasetPtr packed = Packed(rows, 16, method, 3);
     const Lines expected = Rows(packed);
