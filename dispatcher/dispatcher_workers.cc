@@ -159,7 +159,13 @@ absl::Status WorkerRpcs::WorkerUpdates(const proto::WorkerUpdatesRequest& reques
   // iteration fails with the worker's words instead of moving on.
   for (const proto::TaskFailure& failure : request.failed_tasks()) {
     const auto* task = core_.state_.FindTask(failure.task_id());
-    if (task == nullptr || task->worker_address != request.worker_address()) continue;
+    if (task == nullptr) {
+      // Its iteration was collected first; an operator still hears of it.
+      spdlog::warn("task {} on worker {} failed after its iteration was collected: {}", failure.task_id(),
+                   request.worker_address(), failure.message().substr(0, 4096));
+      continue;
+    }
+    if (task->worker_address != request.worker_address()) continue;
     const auto* iteration = core_.state_.FindIteration(task->iteration_id);
     if (iteration->error_code != 0 || iteration->collected) {
       // Said all the same: its reader may have seen the error and let the

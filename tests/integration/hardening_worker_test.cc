@@ -71,7 +71,14 @@ TEST_CASE("hardening worker: a pipeline past max_memory_bytes fails its iteratio
   CHECK(values == std::vector<int64_t>{0, 1, 2, 3, 4});
   CHECK(cluster.RegisteredWorkers() == 1);
   // The dispatcher heard of the failure: as the iteration's, or, when the
-  // reader let the iteration go before the worker's report came in, after.
+  // reader let the iteration go before the worker's report came in, after
+  // (with the worker's next update, which may come after the reads).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (testing::ReadFileOrEmpty(cluster.dispatcher().log_path()).find("task 1 on worker ") ==
+             std::string::npos &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
   CHECK_THAT(testing::ReadFileOrEmpty(cluster.dispatcher().log_path()), Contains("task 1 on worker "));
 }
 
