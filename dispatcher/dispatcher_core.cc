@@ -231,14 +231,13 @@ absl::Status DispatcherCore::StartSnapshot() {
   auto held = std::make_shared<ArenaSnapshot>();
   held->snapshot = google::protobuf::Arena::CreateMessage<proto::StateSnapshot>(&held->arena);
   state_.FillSnapshot(held->snapshot);
-  const proto::StateSnapshot* snapshot = held->snapshot;
   if (snapshot_writer_.joinable()) snapshot_writer_.join();  // it has let mu_ go for good
   snapshot_writing_ = true;
   const auto locked = Clock::now();
-  snapshot_writer_ = std::thread([this, held, snapshot, began, moved_on, locked, sequence = *sequence,
+  snapshot_writer_ = std::thread([this, held, began, moved_on, locked, sequence = *sequence,
                                   dir = journal_->dir(), limits = journal_->limits()] {
-    const absl::Status status = Journal::WriteSnapshotFile(dir, sequence, *snapshot, limits);
-    const auto bytes = static_cast<int64_t>(snapshot->ByteSizeLong());
+    const absl::Status status = Journal::WriteSnapshotFile(dir, sequence, *held->snapshot, limits);
+    const auto bytes = static_cast<int64_t>(held->snapshot->ByteSizeLong());
     if (status.ok()) {
       // What a snapshot costs the requests (the part under the lock) and
       // the disk, for operators sizing snapshot_interval.
