@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <utility>
+#include <vector>
 
 #include "absl/synchronization/notification.h"
 #include "service/grpc_util.h"
@@ -16,15 +17,16 @@ std::chrono::system_clock::time_point DeadlineIn(std::chrono::seconds timeout) {
   return std::chrono::system_clock::now() + timeout;
 }
 
-// One ProcessTask call's state, alive until its callback runs.
-struct ProcessTaskCall {
+}  // namespace
+
+// One ProcessTask call's state, alive until its callback has run and the
+// destructor no longer cancels it.
+struct WorkerClient::ProcessTaskCall {
   grpc::ClientContext context;
   proto::ProcessTaskRequest request;
   proto::ProcessTaskResponse response;
   std::function<void(absl::Status)> done;
 };
-
-}  // namespace
 
 WorkerClient::WorkerClient(std::string address, int connections, ChannelOptions options)
     : address_(std::move(address)) {
@@ -65,15 +67,46 @@ absl::Status WorkerClient::OpenSharedMemory(const proto::OpenSharedMemoryRequest
   return FromGrpcStatus(stub_->OpenSharedMemory(&context, versioned, response));
 }
 
+WorkerClient::~WorkerClient() {
+  // Cancelled outside the lock: gRPC may run a callback inline in TryCancel.
+  std::vector<std::shared_ptr<ProcessTaskCall>> in_flight;
+  {
+    absl::MutexLock lock(&calls_mu_);
+    for (const auto& [raw, call] : calls_) {
+      if (call != nullptr) in_flight.push_back(call);
+    }
+  }
+  for (const std::shared_ptr<ProcessTaskCall>& call : in_flight) call->context.TryCancel();
+  in_flight.clear();
+  absl::MutexLock lock(&calls_mu_);
+  calls_mu_.Await(absl::Condition(
+      +[](std::map<ProcessTaskCall*, std::shared_ptr<ProcessTaskCall>>* calls) { return calls->empty(); },
+      &calls_));
+}
+
 void WorkerClient::ProcessTask(const proto::TaskDef& task, std::function<void(absl::Status)> done) {
-  auto* call = new ProcessTaskCall;
+  auto call = std::make_shared<ProcessTaskCall>();
   call->context.set_deadline(DeadlineIn(kProcessTaskTimeout));
   *call->request.mutable_version() = CurrentVersion();
   *call->request.mutable_task() = task;
   call->done = std::move(done);
-  stub_->async()->ProcessTask(&call->context, &call->request, &call->response, [call](grpc::Status status) {
-    call->done(FromGrpcStatus(status));
-    delete call;
+  ProcessTaskCall* raw = call.get();
+  {
+    absl::MutexLock lock(&calls_mu_);
+    calls_.emplace(raw, std::move(call));
+  }
+  stub_->async()->ProcessTask(&raw->context, &raw->request, &raw->response, [this, raw](grpc::Status status) {
+    raw->done(FromGrpcStatus(status));
+    std::shared_ptr<ProcessTaskCall> last;
+    {
+      absl::MutexLock lock(&calls_mu_);
+      last = std::move(calls_[raw]);
+    }
+    // Frees the call's gRPC state here, before the destructor may return,
+    // unless the destructor holds it while cancelling (it lets go first).
+    last.reset();
+    absl::MutexLock lock(&calls_mu_);
+    calls_.erase(raw);
   });
 }
 

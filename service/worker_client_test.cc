@@ -106,11 +106,12 @@ TEST_CASE(
   VersionRecordingWorker worker(/*hold_from=*/100);
   int port = 0;
   std::unique_ptr<grpc::Server> server = testing::ServeOnLoopback(&worker, &port);
+  // Declared before the client, which outlives no callback of its calls.
+  absl::Notification done;
+  absl::Status status;
   WorkerClient client("127.0.0.1:" + std::to_string(port));
   proto::TaskDef task;
   task.set_task_id(100);
-  absl::Notification done;
-  absl::Status status;
   const auto start = std::chrono::steady_clock::now();
   client.ProcessTask(task, [&](absl::Status s) {
     status = s;
@@ -122,6 +123,41 @@ TEST_CASE(
   CHECK(absl::IsDeadlineExceeded(status));
   CHECK(waited >= kProcessTaskTimeout - std::chrono::milliseconds(100));
   CHECK(waited < kProcessTaskTimeout + std::chrono::seconds(3));
+}
+
+TEST_CASE("destroying a WorkerClient cancels its ProcessTask calls in flight and waits for their callbacks",
+          "[service][worker_client]") {
+  VersionRecordingWorker worker(/*hold_from=*/100);
+  int port = 0;
+  std::unique_ptr<grpc::Server> server = testing::ServeOnLoopback(&worker, &port);
+  absl::Notification answered, held;
+  absl::Status answered_status = absl::UnknownError("not called"),
+               held_status = absl::UnknownError("not called");
+  auto client = std::make_unique<WorkerClient>("127.0.0.1:" + std::to_string(port));
+  proto::TaskDef task;
+  task.set_task_id(1);
+  client->ProcessTask(task, [&](absl::Status s) {
+    answered_status = s;
+    answered.Notify();
+  });
+  REQUIRE(answered.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  task.set_task_id(100);
+  client->ProcessTask(task, [&](absl::Status s) {
+    held_status = s;
+    held.Notify();
+  });
+  // The held call reached the worker, which now waits for its deadline.
+  for (int i = 0; i < 500 && worker.calls().size() < 2; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  REQUIRE(worker.calls().size() == 2);
+  const auto start = std::chrono::steady_clock::now();
+  client.reset();
+  const auto took = std::chrono::steady_clock::now() - start;
+  CHECK(held.HasBeenNotified());
+  CHECK(absl::IsCancelled(held_status));
+  CHECK(answered_status.ok());
+  // Cancelled, not waited out: the deadline is 2 s away.
+  CHECK(took < kProcessTaskTimeout / 2);
 }
 
 TEST_CASE("WorkerClient's calls to an address where nothing listens are Unavailable",

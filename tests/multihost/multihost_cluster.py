@@ -24,9 +24,10 @@ def wait_for(path, process, what, timeout=30):
 
 class Cluster:
     """Host 0: the dispatcher; hosts 1..workers (or `worker_hosts`): a
-    worker each; the rest: readers."""
+    worker each, started with `worker_flags` too; the rest: readers."""
 
-    def __init__(self, hosts, tmp_path, workers=0, worker_link=None, worker_timeout_ms=1500, worker_hosts=None):
+    def __init__(self, hosts, tmp_path, workers=0, worker_link=None, worker_timeout_ms=1500, worker_hosts=None,
+                 worker_flags=()):
         self.hosts, self.tmp = hosts, tmp_path
         self.service = f"grpc://{hosts.address(0)}:{DISPATCHER_PORT}"
         self.worker_hosts = list(worker_hosts) if worker_hosts is not None else list(range(1, workers + 1))
@@ -41,7 +42,8 @@ class Cluster:
             log = open(tmp_path / f"worker{i}.log", "w")
             worker = hosts.popen(i, [WORKERD, "--dispatcher", f"{hosts.address(0)}:{DISPATCHER_PORT}", "--port",
                                      str(WORKER_PORT), "--bind-address", hosts.address(i), "--insecure",
-                                     "--heartbeat-interval-ms", "200", "--port-file", str(tmp_path / f"worker{i}.port")],
+                                     "--heartbeat-interval-ms", "200", "--port-file", str(tmp_path / f"worker{i}.port"),
+                                     *worker_flags],
                                  stdout=log, stderr=subprocess.STDOUT)
             wait_for(tmp_path / f"worker{i}.port", worker, f"workerd on host {i}")
 

@@ -130,7 +130,13 @@ def test_the_dispatcher_cut_off_from_the_workers_in_parallel_epochs_counts_only_
 
 def test_a_reader_cut_off_from_one_worker_reads_every_element_once(tmp_path):
     with Hosts(4) as hosts:
-        cluster = Cluster(hosts, tmp_path, workers=2, worker_link="8mbit")
+        # Workers that buffer 16 batches lease splits only as the reader
+        # takes them, so worker 2 has the rest of the epoch to serve during
+        # the cut. With the default buffer (about 2,000 batches here) each
+        # worker leases what it can as fast as it can, and worker 1 could
+        # hold every split left when the cut began: then nothing came until
+        # the mend (CI, 2026-11-29: 324 of 1,000 batches, none in 15 s).
+        cluster = Cluster(hosts, tmp_path, workers=2, worker_link="8mbit", worker_flags=["--buffer-elements", "16"])
         n = N // 2
         pipeline = cluster.pipeline("exact", [f"range: {n}", f"batch: {BATCH}",
                                               "distribute: {processing_mode: distributed_epoch, exactly_once: true}"])
