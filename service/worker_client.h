@@ -46,9 +46,12 @@ class WorkerClient {
   // `options.own_connection` is set when connections > 1.
   explicit WorkerClient(std::string address, int connections = 1, ChannelOptions options = {});
   // Cancels the ProcessTask calls in flight and returns once their
-  // callbacks have run and their gRPC state is freed. A client destroyed
-  // while a callback still freed its call aborted in gRPC's reference count
-  // check ("prior > 0"): 3 of 180 test runs under load, none of 360 since.
+  // callbacks have run and freed their ClientContext, so that the channel's
+  // last reference drops here. Dropped on gRPC's callback thread (a call's
+  // context outliving the client), ~Channel shuts down and deletes the
+  // callback queue that very thread polls (gRPC 1.51), which then aborts in
+  // grpc_cq_internal_unref ("prior > 0"; core dump of 2026-11-29): 3 of 180
+  // test runs under load, none of 360 since.
   ~WorkerClient();
   WorkerClient(const WorkerClient&) = delete;
   WorkerClient& operator=(const WorkerClient&) = delete;
