@@ -50,6 +50,12 @@ void TaskReader::FetchLoop(int64_t task_id, const std::string& address, const st
   while (true) {
     int want = 0;
     int64_t stamp = 0;
+    // An empty answer means the task is over only if the iteration had
+    // finished when it was asked for. A worker also answers empty while
+    // the task has not reached it (its push failed; its heartbeat brings
+    // it): over a slow link that answer can land after the worker made
+    // every element and the iteration finished.
+    bool finished_when_asked = false;
     {
       absl::MutexLock lock(&state_.mu);
       state_.mu.Await(absl::Condition(&slot, &Slot::MayAsk));
@@ -58,6 +64,7 @@ void TaskReader::FetchLoop(int64_t task_id, const std::string& address, const st
       want = static_cast<int>(sizing_.ElementsToAsk(RoomFor(task)));
       state_.outstanding += want;
       stamp = task.order.Send();
+      finished_when_asked = state_.iteration_finished;
     }
     proto::GetElementsRequest request;
     request.set_task_id(task_id);
@@ -90,7 +97,7 @@ void TaskReader::FetchLoop(int64_t task_id, const std::string& address, const st
       backoff = std::chrono::milliseconds(10);
       // A finished iteration whose worker no longer knows the task has
       // nothing more to give.
-      if (end_of_sequence || (empty && state_.iteration_finished)) {
+      if (end_of_sequence || (empty && finished_when_asked)) {
         const bool first_end = !task.ended;
         task.ended = true;
         task.read_whole = task.read_whole || end_of_sequence;

@@ -1,7 +1,9 @@
 #include "client/read/task_reader.h"
 
 #include <algorithm>
+#include <atomic>
 #include <catch2/catch.hpp>
+#include <functional>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -52,8 +54,10 @@ struct Read {
 };
 
 // Reads task 7 of `transport` to its end with a budget of 4 elements, so
-// that each call asks for at most 4.
-Read ReadTask(std::shared_ptr<ElementTransport> transport, bool sole_reader) {
+// that each call asks for at most 4. `started` runs once the fetch threads
+// have started, as the heartbeat would beside them.
+Read ReadTask(std::shared_ptr<ElementTransport> transport, bool sole_reader,
+              const std::function<void(ReadState&)>& started = {}) {
   ReadState state(/*max_outstanding_in=*/4, sole_reader, std::nullopt);
   TaskReader reader(state, proto::COMPRESSION_NONE);
   Read read;
@@ -64,6 +68,7 @@ Read ReadTask(std::shared_ptr<ElementTransport> transport, bool sole_reader) {
     task.transport = std::move(transport);
     reader.Start(7, task);
   }
+  if (started) started(state);
   while (true) {
     absl::MutexLock lock(&state.mu);
     state.mu.Await(absl::Condition(
@@ -179,6 +184,108 @@ TEST_CASE("task_reader: a worker that hands out indices again fails the read nam
   CHECK(read.status == absl::DataLossError("reading from worker 127.0.0.1:5000: a response of the task's "
                                            "elements [0, 3) came after elements up to index 3 were "
                                            "received: a worker hands out each index once"));
+}
+
+// A worker that gets its task after the reader's first request: it answers
+// that request empty (the task is not there yet, worker_impl.cc), and the
+// answer lands late, over a slow link. Meanwhile the worker got the task
+// by heartbeat and made every element, so the reader heard that the
+// iteration finished before the empty answer came. Then the task's
+// `total` elements, and the end.
+class TaskArrivesLateTransport : public ElementTransport {
+ public:
+  explicit TaskArrivesLateTransport(int64_t total) : total_(total) {}
+
+  absl::Status GetElements(const proto::GetElementsRequest& request, ElementsResponse* response) override {
+    absl::MutexLock lock(&mu_);
+    if (!has_task_) {
+      ++early_requests_;
+      mu_.Await(absl::Condition(&has_task_));
+      return absl::OkStatus();  // empty, not the end: the task was not here
+    }
+    response->first_index = handed_out_;
+    while (handed_out_ < total_ && static_cast<int>(response->elements.size()) < request.max_elements()) {
+      response->elements.push_back(Element::Of(Tensor::Scalar<int64_t>(handed_out_++)));
+    }
+    response->end_of_sequence = response->elements.empty();
+    return absl::OkStatus();
+  }
+  void WaitForEarlyRequest() {
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(
+        +[](int* early) { return *early > 0; }, &early_requests_));
+  }
+  void GiveTask() {
+    absl::MutexLock lock(&mu_);
+    has_task_ = true;
+  }
+
+ private:
+  absl::Mutex mu_;
+  const int64_t total_;
+  bool has_task_ ABSL_GUARDED_BY(mu_) = false;
+  int early_requests_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t handed_out_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+// An empty answer says the task is over only when the iteration had
+// finished before it was asked for: the reader ended such a read whole with
+// no element (exit 0; a worker behind a 150 ms link, 2026-11-29).
+TEST_CASE(
+    "task_reader: an empty answer to a request sent before the iteration finished does not end the task",
+    "[client][task_reader]") {
+  auto transport = std::make_shared<TaskArrivesLateTransport>(10);
+  const Read read = ReadTask(transport, true, [&](ReadState& state) {
+    transport->WaitForEarlyRequest();
+    {
+      absl::MutexLock lock(&state.mu);
+      state.iteration_finished = true;
+    }
+    transport->GiveTask();
+  });
+  CHECK(read.values == Iota(0, 10));
+  CHECK(read.end.ok());
+  CHECK(read.status.ok());
+}
+
+// The case the rule keeps: a worker that no longer has the task (it was
+// restarted) answers empty to a request sent after the iteration finished,
+// and the task ends there.
+class ForgotTaskTransport : public ElementTransport {
+ public:
+  absl::Status GetElements(const proto::GetElementsRequest&, ElementsResponse*) override {
+    calls_.fetch_add(1);
+    return absl::OkStatus();
+  }
+  int calls() const { return calls_.load(); }
+
+ private:
+  std::atomic<int> calls_{0};
+};
+
+TEST_CASE("task_reader: an empty answer to a request sent after the iteration finished ends the task",
+          "[client][task_reader]") {
+  auto transport = std::make_shared<ForgotTaskTransport>();
+  ReadState state(/*max_outstanding_in=*/4, true, std::nullopt);
+  TaskReader reader(state, proto::COMPRESSION_NONE);
+  std::vector<std::thread> threads;
+  {
+    absl::MutexLock lock(&state.mu);
+    state.iteration_finished = true;
+    TaskState& task = state.tasks[7];
+    task.worker_address = "127.0.0.1:5000";
+    task.transport = transport;
+    reader.Start(7, task);
+    REQUIRE(state.mu.AwaitWithTimeout(absl::Condition(
+                                          +[](ReadState* s) { return s->tasks.at(7).ended; }, &state),
+                                      absl::Seconds(10)));
+    CHECK_FALSE(state.tasks.at(7).read_whole);
+    CHECK(state.buffer.empty());
+    CHECK(state.completed_tasks.empty());  // not read to its end: nothing to report
+    threads = std::move(state.tasks.at(7).threads);
+  }
+  for (std::thread& thread : threads) thread.join();
+  CHECK(transport->calls() >= 1);
 }
 
 TEST_CASE("transit_losses: holes add up per task, and allow_partial turns the error into OK",
