@@ -68,11 +68,11 @@ absl::Status WorkerClient::OpenSharedMemory(const proto::OpenSharedMemoryRequest
 }
 
 WorkerClient::~WorkerClient() {
-  // Cancelled outside the lock: gRPC may run a callback inline in TryCancel.
+  // Cancelled outside the lock, in case gRPC runs a callback inline.
   std::vector<std::shared_ptr<ProcessTaskCall>> in_flight;
   {
     absl::MutexLock lock(&calls_mu_);
-    for (const auto& [raw, call] : calls_) {
+    for (const auto& [id, call] : calls_) {
       if (call != nullptr) in_flight.push_back(call);
     }
   }
@@ -80,8 +80,7 @@ WorkerClient::~WorkerClient() {
   in_flight.clear();
   absl::MutexLock lock(&calls_mu_);
   calls_mu_.Await(absl::Condition(
-      +[](std::map<ProcessTaskCall*, std::shared_ptr<ProcessTaskCall>>* calls) { return calls->empty(); },
-      &calls_));
+      +[](std::map<uint64_t, std::shared_ptr<ProcessTaskCall>>* calls) { return calls->empty(); }, &calls_));
 }
 
 void WorkerClient::ProcessTask(const proto::TaskDef& task, std::function<void(absl::Status)> done) {
@@ -91,23 +90,26 @@ void WorkerClient::ProcessTask(const proto::TaskDef& task, std::function<void(ab
   *call->request.mutable_task() = task;
   call->done = std::move(done);
   ProcessTaskCall* raw = call.get();
+  uint64_t id = 0;
   {
     absl::MutexLock lock(&calls_mu_);
-    calls_.emplace(raw, std::move(call));
+    id = next_call_++;
+    calls_.emplace(id, std::move(call));
   }
-  stub_->async()->ProcessTask(&raw->context, &raw->request, &raw->response, [this, raw](grpc::Status status) {
-    raw->done(FromGrpcStatus(status));
-    std::shared_ptr<ProcessTaskCall> last;
-    {
-      absl::MutexLock lock(&calls_mu_);
-      last = std::move(calls_[raw]);
-    }
-    // Frees the call's gRPC state here, before the destructor may return,
-    // unless the destructor holds it while cancelling (it lets go first).
-    last.reset();
-    absl::MutexLock lock(&calls_mu_);
-    calls_.erase(raw);
-  });
+  stub_->async()->ProcessTask(&raw->context, &raw->request, &raw->response,
+                              [this, raw, id](grpc::Status status) {
+                                raw->done(FromGrpcStatus(status));
+                                std::shared_ptr<ProcessTaskCall> last;
+                                {
+                                  absl::MutexLock lock(&calls_mu_);
+                                  last = std::move(calls_[id]);
+                                }
+                                // Frees the call's gRPC state here, before the destructor may return,
+                                // unless the destructor holds it while cancelling (it lets go first).
+                                last.reset();
+                                absl::MutexLock lock(&calls_mu_);
+                                calls_.erase(id);
+                              });
 }
 
 }  // namespace sluice

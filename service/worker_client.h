@@ -17,6 +17,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
@@ -68,7 +69,8 @@ class WorkerClient {
 
   // Starts ProcessTask for `task` and returns at once, never blocking on the
   // network; `done` runs on a gRPC thread with the outcome (Cancelled when
-  // the client is destroyed first).
+  // the client is destroyed first). `done` must not destroy the client, nor
+  // wait for a thread that does: the destructor waits for `done`.
   void ProcessTask(const proto::TaskDef& task, std::function<void(absl::Status)> done);
 
  private:
@@ -80,9 +82,11 @@ class WorkerClient {
   // On the first channel: the calls whose answers are small protos.
   std::unique_ptr<proto::WorkerService::Stub> stub_;
   absl::Mutex calls_mu_;
-  // ProcessTask calls whose callbacks have not finished; an entry's pointer
-  // is null once its callback has let the call's state go.
-  std::map<ProcessTaskCall*, std::shared_ptr<ProcessTaskCall>> calls_ ABSL_GUARDED_BY(calls_mu_);
+  // ProcessTask calls whose callbacks have not finished, by a number of
+  // their own (a freed call's address may be the next call's); an entry's
+  // pointer is null once its callback has let the call's state go.
+  uint64_t next_call_ ABSL_GUARDED_BY(calls_mu_) = 0;
+  std::map<uint64_t, std::shared_ptr<ProcessTaskCall>> calls_ ABSL_GUARDED_BY(calls_mu_);
 };
 
 }  // namespace sluice

@@ -200,7 +200,7 @@ class TaskArrivesLateTransport : public ElementTransport {
     absl::MutexLock lock(&mu_);
     if (!has_task_) {
       ++early_requests_;
-      mu_.Await(absl::Condition(&has_task_));
+      mu_.Await(absl::Condition(&early_answers_land_));
       return absl::OkStatus();  // empty, not the end: the task was not here
     }
     response->first_index = handed_out_;
@@ -215,15 +215,22 @@ class TaskArrivesLateTransport : public ElementTransport {
     mu_.Await(absl::Condition(
         +[](int* early) { return *early > 0; }, &early_requests_));
   }
+  // Requests from now on find the task.
   void GiveTask() {
     absl::MutexLock lock(&mu_);
     has_task_ = true;
+  }
+  // The empty answers to the requests that came before land.
+  void LandEarlyAnswers() {
+    absl::MutexLock lock(&mu_);
+    early_answers_land_ = true;
   }
 
  private:
   absl::Mutex mu_;
   const int64_t total_;
   bool has_task_ ABSL_GUARDED_BY(mu_) = false;
+  bool early_answers_land_ ABSL_GUARDED_BY(mu_) = false;
   int early_requests_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t handed_out_ ABSL_GUARDED_BY(mu_) = 0;
 };
@@ -235,13 +242,16 @@ TEST_CASE(
     "task_reader: an empty answer to a request sent before the iteration finished does not end the task",
     "[client][task_reader]") {
   auto transport = std::make_shared<TaskArrivesLateTransport>(10);
+  // In this order, so that every request sent once the iteration finished
+  // finds the task: only the early answers are empty.
   const Read read = ReadTask(transport, true, [&](ReadState& state) {
     transport->WaitForEarlyRequest();
+    transport->GiveTask();
     {
       absl::MutexLock lock(&state.mu);
       state.iteration_finished = true;
     }
-    transport->GiveTask();
+    transport->LandEarlyAnswers();
   });
   CHECK(read.values == Iota(0, 10));
   CHECK(read.end.ok());
