@@ -14,6 +14,12 @@
 
 namespace sluice::reader {
 
+// A worker that knows the task waits up to 50 ms for a round before it
+// answers empty; one the task has not reached yet (its heartbeat brings
+// it) answers empty at once. An empty answer sooner than this is waited
+// for as an error is, or the loop would ask again without pause.
+constexpr std::chrono::milliseconds kEmptyAnswerAtOnce(20);
+
 int64_t TaskForRound(const std::map<int64_t, TaskState>& tasks, int64_t round) {
   std::vector<int64_t> serving;
   for (const auto& [id, task] : tasks) {
@@ -75,7 +81,9 @@ void CoordinatedReader::RoundLoop() {
     request.set_round(round);
     request.set_others_past_round(others_past_round);
     ElementsResponse response;
+    const auto asked = std::chrono::steady_clock::now();
     absl::Status status = transport->GetElements(request, &response);
+    const bool answered_at_once = std::chrono::steady_clock::now() - asked < kEmptyAnswerAtOnce;
     absl::MutexLock lock(&state_.mu);
     TaskState& task = state_.tasks[task_id];
     task.NoteReachability(status);
@@ -96,7 +104,7 @@ void CoordinatedReader::RoundLoop() {
                                                                address, ": ", status.message()));
       return;
     }
-    if (status.ok()) continue;  // the worker waited 50 ms already
+    if (status.ok() && !answered_at_once) continue;  // the worker waited already
     state_.mu.AwaitWithTimeout(absl::Condition(&state_.cancelled), absl::FromChrono(backoff));
     backoff = std::min(backoff * 2, std::chrono::milliseconds(200));
   }

@@ -1,7 +1,11 @@
 #include "client/read/coordinated_reader.h"
 
+#include <atomic>
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <map>
+#include <memory>
+#include <thread>
 
 namespace sluice::reader {
 namespace {
@@ -43,6 +47,50 @@ TEST_CASE("coordinated_reader: a task serves from its starting round, and not on
   tasks.at(1).removed = true;
   CHECK(TaskForRound(tasks, 5) == 0);
   CHECK(TaskForRound(tasks, 10) == 3);
+}
+
+// A worker the task has not reached yet: every round is answered empty at
+// once.
+class TaskNotHereTransport : public ElementTransport {
+ public:
+  absl::Status GetElements(const proto::GetElementsRequest&, ElementsResponse*) override {
+    calls_.fetch_add(1);
+    return absl::OkStatus();
+  }
+  int calls() const { return calls_.load(); }
+
+ private:
+  std::atomic<int> calls_{0};
+};
+
+// It used to ask again at once, as if the worker had waited its 50 ms: a
+// few thousand calls in 300 ms, until the task reached the worker.
+TEST_CASE("coordinated_reader: empty answers that come at once are asked again after a pause",
+          "[client][coordinated]") {
+  auto transport = std::make_shared<TaskNotHereTransport>();
+  ReadState state(/*max_outstanding_in=*/4, /*sole_reader_in=*/false, std::nullopt);
+  {
+    absl::MutexLock lock(&state.mu);
+    state.round_horizon = 100;
+    TaskState& task = state.tasks[1];
+    task.worker_address = "127.0.0.1:5000";
+    task.transport = transport;
+  }
+  CoordinatedReader reader(state, proto::COMPRESSION_NONE, /*consumer_index=*/0);
+  std::thread loop([&] { reader.RoundLoop(); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  {
+    absl::MutexLock lock(&state.mu);
+    state.cancelled = true;
+  }
+  loop.join();
+  // Pauses of 10, 20, 40, 80 and 160 ms fit in 300 ms: 5 or 6 calls.
+  CHECK(transport->calls() >= 2);
+  CHECK(transport->calls() <= 8);
+  absl::MutexLock lock(&state.mu);
+  CHECK(state.buffer.empty());
+  CHECK(state.current_round == 0);
+  CHECK(state.status.ok());
 }
 
 }  // namespace
