@@ -1,13 +1,13 @@
 #include "client/read/task_reader.h"
 
 #include <algorithm>
-#include <atomic>
 #include <catch2/catch.hpp>
 #include <functional>
 #include <memory>
 #include <thread>
 #include <vector>
 
+#include "client/read/empty_answer_transport.h"
 #include "client/read/transit_losses.h"
 
 namespace sluice::reader {
@@ -261,21 +261,9 @@ TEST_CASE(
 // The case the rule keeps: a worker that no longer has the task (it was
 // restarted) answers empty to a request sent after the iteration finished,
 // and the task ends there.
-class ForgotTaskTransport : public ElementTransport {
- public:
-  absl::Status GetElements(const proto::GetElementsRequest&, ElementsResponse*) override {
-    calls_.fetch_add(1);
-    return absl::OkStatus();
-  }
-  int calls() const { return calls_.load(); }
-
- private:
-  std::atomic<int> calls_{0};
-};
-
 TEST_CASE("task_reader: an empty answer to a request sent after the iteration finished ends the task",
           "[client][task_reader]") {
-  auto transport = std::make_shared<ForgotTaskTransport>();
+  auto transport = std::make_shared<EmptyAnswerTransport>();
   ReadState state(/*max_outstanding_in=*/4, true, std::nullopt);
   TaskReader reader(state, proto::COMPRESSION_NONE);
   std::vector<std::thread> threads;
