@@ -242,9 +242,9 @@ absl::Status DispatcherCore::StartSnapshot() {
       // What a snapshot costs the requests (the part under the lock) and
       // the disk, for operators sizing snapshot_interval.
       spdlog::info(
-          "journal: snapshot {} of {} bytes: {:.1f} ms under the lock ({:.1f} ms to sync the journal file "
-          "and "
-          "start the next, {:.1f} ms to copy the state), written in {:.1f} ms",
+          "journal: snapshot {} of {} bytes: {:.1f} ms under the lock "
+          "({:.1f} ms to sync the journal file and start the next, {:.1f} ms to copy the state), "
+          "written in {:.1f} ms",
           sequence, bytes, Millis(locked - began), Millis(moved_on - began), Millis(locked - moved_on),
           Millis(Clock::now() - locked));
     } else {
