@@ -3,11 +3,17 @@ latency does: `SlowLink(target_port_file, one_way_ms)` listens on a free
 port of 127.0.0.1 and relays each connection to the port written in
 `target_port_file` (read when the connection comes, so the relay can be
 advertised before the daemon behind it starts). The kernel offers no
-netem here, so latency is made in user space; bytes keep their order."""
+netem here, so latency is made in user space; bytes keep their order.
+SlowWorkerCluster: a dispatcher and workers on 127.0.0.1, each worker
+advertised behind a SlowLink (tests/multihost/test_slow_links.py,
+bench/slow_link_read.py)."""
 
 import asyncio
+import subprocess
 import threading
 import time
+
+from multihost_cluster import DISPATCHERD, SLUICE, WORKERD, wait_for
 
 
 class SlowLink:
@@ -71,3 +77,49 @@ class SlowLink:
         self._loop.call_soon_threadsafe(self._stop.set)
         self._thread.join(timeout=5)
         self._loop.close()
+
+
+class SlowWorkerCluster:
+    """A dispatcher and `workers` workers on 127.0.0.1, each worker
+    advertised behind a SlowLink of `one_way_ms`."""
+
+    def __init__(self, tmp_path, workers, one_way_ms):
+        self.tmp, self.processes, self.links = tmp_path, [], []
+        self._start(["dispatcherd", DISPATCHERD, "--port", "0", "--insecure", "--port-file",
+                     str(tmp_path / "dispatcher.port")], tmp_path / "dispatcher.port")
+        self.service = f"grpc://127.0.0.1:{(tmp_path / 'dispatcher.port').read_text().strip()}"
+        for i in range(workers):
+            port_file = tmp_path / f"worker{i}.port"
+            link = SlowLink(str(port_file), one_way_ms)
+            self.links.append(link)
+            self._start([f"worker{i}", WORKERD, "--dispatcher", self.service[len("grpc://"):], "--port", "0",
+                         "--insecure", "--drain-timeout-ms", "0", "--advertised-address", f"127.0.0.1:{link.port}",
+                         "--port-file",
+                         str(port_file)], port_file)
+
+    def _start(self, argv, port_file):
+        name, argv = argv[0], argv[1:]
+        log = open(self.tmp / f"{name}.log", "w")
+        process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
+        self.processes.append(process)
+        wait_for(port_file, process, name)
+
+    def read(self, steps, timeout=60):
+        path = self.tmp / "p.yaml"
+        path.write_text("pipeline:\n" + "".join(f"  - {step}\n" for step in steps))
+        start = time.monotonic()
+        done = subprocess.run([SLUICE, "read", str(path), "--service", self.service], capture_output=True,
+                              timeout=timeout)
+        return done.returncode, done.stdout.decode().split(), done.stderr.decode(), time.monotonic() - start
+
+    def close(self):
+        for process in self.processes:
+            process.terminate()
+        for process in self.processes:
+            try:
+                process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        for link in self.links:
+            link.close()
