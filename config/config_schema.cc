@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <fstream>
 #include <regex>
+#include <sstream>
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/numbers.h"
@@ -13,7 +14,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "common/strings.h"
-#include "pipeline/yaml_keys.h"
+#include "pipeline/yaml_document.h"
 
 namespace sluice {
 
@@ -83,13 +84,11 @@ absl::StatusOr<ConfigSchema::Record> ConfigSchema::ParseRecordFlag(const Entry& 
 absl::Status ConfigSchema::LoadYamlFile(const std::string& path) {
   std::ifstream file(path);
   if (!file) return absl::InvalidArgumentError(absl::StrCat("cannot read config file '", path, "'"));
-  YAML::Node root;
-  try {
-    root = YAML::Load(file);
-  } catch (const YAML::Exception& e) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ":", e.mark.line + 1, ":", e.mark.column + 1, ": invalid YAML: ", e.msg));
-  }
+  std::stringstream text;
+  text << file.rdbuf();
+  absl::StatusOr<YAML::Node> loaded = LoadYamlDocument(text.str(), path);
+  if (!loaded.ok()) return loaded.status();
+  const YAML::Node& root = *loaded;
   if (root.IsNull()) return absl::OkStatus();  // an empty file sets nothing
   if (!root.IsMap()) {
     return absl::InvalidArgumentError(absl::StrCat(path, ":", root.Mark().line + 1, ":",
@@ -107,7 +106,6 @@ absl::Status ConfigSchema::LoadMap(const YAML::Node& map, const std::string& pre
   };
   std::vector<std::string> keys;
   for (const Entry& e : entries_) keys.push_back(e.key);
-  if (absl::Status status = CheckUniqueKeys(map, path); !status.ok()) return status;
   for (const auto& item : map) {
     const std::string key = prefix + item.first.Scalar();
     const YAML::Node& value = item.second;

@@ -257,6 +257,24 @@ TEST_CASE("config: a file that is not a map", "[config]") {
   CHECK(std::string(scalar.message()) == path + ":2:3: a dispatcher config is a map of settings");
 }
 
+TEST_CASE("config: an alias that loops is refused with its place, aliases that do not load", "[config]") {
+  TempDir dir;
+  Settings s;
+  std::string path;
+  absl::Status loop = Load(dir, "port: 7000\ntags: &t [a, *t]\n", &s, &path);
+  CHECK(loop.code() == absl::StatusCode::kInvalidArgument);
+  CHECK(std::string(loop.message()) == path + ":2:14: the alias *t is inside the node '&t' names (" + path +
+                                           ":2:7), so that node would hold itself: a YAML alias may not loop");
+  CHECK(s.port == 5000);  // nothing was set
+
+  // An aliased value is the anchored node: its errors name where it is written.
+  CHECK(Load(dir, "port: &p 7001\nnum_workers: *p\ntags: [*p]\n", &s).message() ==
+        path + ":1:7: 'num_workers' must be in [1, 64], got 7001");
+  CHECK(Load(dir, "port: &p 7001\ntags: [*p]\n", &s).ok());
+  CHECK(s.port == 7001);
+  CHECK(s.tags == std::vector<std::string>{"7001"});
+}
+
 TEST_CASE("config: an empty file sets nothing", "[config]") {
   TempDir dir;
   Settings s;

@@ -1,6 +1,5 @@
 #include "pipeline/yaml_loader.h"
 
-#include <yaml-cpp/depthguard.h>
 #include <yaml-cpp/yaml.h>
 
 #include <filesystem>
@@ -16,6 +15,7 @@
 #include "pipeline/builder.h"
 #include "pipeline/data_paths.h"
 #include "pipeline/function.h"
+#include "pipeline/yaml_document.h"
 #include "pipeline/yaml_keys.h"
 #include "pipeline/yaml_tensors.h"
 
@@ -478,22 +478,11 @@ static absl::StatusOr<LoadedPipeline> Validated(LoadedPipeline loaded) {
 absl::StatusOr<LoadedPipeline> ParsePipelineYaml(std::string_view text, const std::string& source_name,
                                                  const std::string& base_dir,
                                                  const YamlLoadOptions& options) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(std::string(text));
-  } catch (const YAML::DeepRecursion& e) {
-    // yaml-cpp's own message for this is "bad file".
-    return absl::InvalidArgumentError(absl::StrCat(source_name, ":", e.mark.line + 1, ":", e.mark.column + 1,
-                                                   ": the YAML nests ", e.depth(),
-                                                   " levels deep, its parser's limit: nest fewer pipelines"));
-  } catch (const YAML::Exception& e) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(source_name, ":", e.mark.line + 1, ":", e.mark.column + 1, ": invalid YAML: ", e.msg));
-  }
-  if (absl::Status status = CheckUniqueKeys(root, source_name); !status.ok()) return status;
+  absl::StatusOr<YAML::Node> root = LoadYamlDocument(text, source_name, "nest fewer pipelines");
+  if (!root.ok()) return root.status();
   absl::StatusOr<LoadedPipeline> loaded;
   try {
-    loaded = Loader(source_name, base_dir).Load(root);
+    loaded = Loader(source_name, base_dir).Load(*root);
   } catch (const YAML::Exception& e) {
     return absl::InvalidArgumentError(
         absl::StrCat(source_name, ":", e.mark.line + 1, ":", e.mark.column + 1, ": ", e.msg));
