@@ -263,8 +263,9 @@ TEST_CASE("config: an alias that loops is refused with its place, aliases that d
   std::string path;
   absl::Status loop = Load(dir, "port: 7000\ntags: &t [a, *t]\n", &s, &path);
   CHECK(loop.code() == absl::StatusCode::kInvalidArgument);
-  CHECK(std::string(loop.message()) == path + ":2:14: the alias *t is inside the node '&t' names (" + path +
-                                           ":2:7), so that node would hold itself: a YAML alias may not loop");
+  CHECK(std::string(loop.message()) ==
+        path + ":2:14: the alias *t is inside the node '&t' names (" + path +
+            ":2:7), so that node would hold itself: a YAML alias may not loop");
   CHECK(s.port == 5000);  // nothing was set
 
   // An aliased value is the anchored node: its errors name where it is written.

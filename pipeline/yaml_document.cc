@@ -15,10 +15,6 @@
 namespace sluice {
 namespace {
 
-std::string Where(const std::string& source, const YAML::Mark& mark) {
-  return absl::StrCat(source, ":", mark.line + 1, ":", mark.column + 1);
-}
-
 // Follows the events of one document and keeps, for every anchored node, how
 // many nodes it holds and how deep it nests once its aliases are expanded:
 // what an alias to it adds where it appears. The first problem found is kept
@@ -55,19 +51,28 @@ class AliasChecker : public YAML::EventHandler {
     if (found == anchors_.end()) return;  // the parser refuses an unknown anchor itself
     Anchored& anchored = found->second;
     if (anchored.open) {
-      Fail(absl::StrCat(Where(source_, mark), ": the alias *", anchored.name, " is inside the node '&",
-                        anchored.name, "' names (", Where(source_, anchored.mark),
+      Fail(absl::StrCat(YamlLocation(mark, source_), ": the alias *", anchored.name, " is inside the node '&",
+                        anchored.name, "' names (", YamlLocation(anchored.mark, source_),
                         "), so that node would hold itself: a YAML alias may not loop"));
       return;
     }
     aliased_nodes_ += anchored.nodes;
     if (aliased_nodes_ > kMaxYamlAliasedNodes) {
-      Fail(absl::StrCat(Where(source_, mark), ": the aliases of this document repeat more than ",
+      Fail(absl::StrCat(YamlLocation(mark, source_), ": the aliases of this document repeat more than ",
                         kMaxYamlAliasedNodes, " nodes (the alias *", anchored.name, " alone repeats ",
                         anchored.nodes, "): write the repeated part out, or repeat less"));
       return;
     }
-    Add(mark, anchored.nodes, anchored.nesting);
+    // The parser bounds the nesting it reads; an alias can add many levels
+    // at once.
+    const std::uint64_t depth = open_.size() + static_cast<std::uint64_t>(anchored.nesting);
+    if (depth > static_cast<std::uint64_t>(kMaxYamlNesting)) {
+      Fail(absl::StrCat(YamlLocation(mark, source_), ": through its aliases the YAML nests ", depth,
+                        " levels deep, past its parser's limit of ", kMaxYamlNesting,
+                        nesting_hint_.empty() ? "" : ": ", nesting_hint_));
+      return;
+    }
+    Add(anchored.nodes, anchored.nesting);
   }
 
  private:
@@ -87,7 +92,7 @@ class AliasChecker : public YAML::EventHandler {
   void Leaf(const YAML::Mark& mark, YAML::anchor_t anchor) {
     if (!status_.ok()) return;
     if (anchor != 0) anchors_[anchor] = Anchored{TakeAnchorName(), mark, 1, 1, false};
-    Add(mark, 1, 1);
+    Add(1, 1);
   }
 
   void Open(const YAML::Mark& mark, YAML::anchor_t anchor) {
@@ -106,25 +111,15 @@ class AliasChecker : public YAML::EventHandler {
       anchored.nesting = closed.nesting;
       anchored.open = false;
     }
-    if (!open_.empty()) {
-      open_.back().nodes += closed.nodes;
-      open_.back().nesting = std::max(open_.back().nesting, closed.nesting + 1);
-    }
+    Add(closed.nodes, closed.nesting);
   }
 
-  // Counts a child of `nodes` nodes and `nesting` levels into the open
-  // collection; the nesting check is here because an alias can add many
-  // levels at once.
-  void Add(const YAML::Mark& mark, std::uint64_t nodes, int nesting) {
+  // Counts a child of `nodes` nodes, `nesting` levels deep, into the open
+  // collection.
+  void Add(std::uint64_t nodes, int nesting) {
     if (open_.empty()) return;
     open_.back().nodes += nodes;
     open_.back().nesting = std::max(open_.back().nesting, nesting + 1);
-    const std::uint64_t depth = open_.size() + static_cast<std::uint64_t>(nesting);
-    if (depth > static_cast<std::uint64_t>(kMaxYamlNesting)) {
-      Fail(absl::StrCat(Where(source_, mark), ": through its aliases the YAML nests ", depth,
-                        " levels deep, past its parser's limit of ", kMaxYamlNesting,
-                        nesting_hint_.empty() ? "" : ": ", nesting_hint_));
-    }
   }
 
   std::string TakeAnchorName() {
@@ -160,11 +155,11 @@ absl::StatusOr<YAML::Node> LoadYamlDocument(std::string_view text, const std::st
     root = YAML::Load(std::string(text));
   } catch (const YAML::DeepRecursion& e) {
     // yaml-cpp's own message for this is "bad file".
-    return absl::InvalidArgumentError(absl::StrCat(Where(source, e.mark), ": the YAML nests ", e.depth(),
-                                                   " levels deep, its parser's limit",
-                                                   nesting_hint.empty() ? "" : ": ", std::string(nesting_hint)));
+    return absl::InvalidArgumentError(absl::StrCat(
+        YamlLocation(e.mark, source), ": the YAML nests ", e.depth(), " levels deep, its parser's limit",
+        nesting_hint.empty() ? "" : ": ", std::string(nesting_hint)));
   } catch (const YAML::Exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat(Where(source, e.mark), ": invalid YAML: ", e.msg));
+    return absl::InvalidArgumentError(absl::StrCat(YamlLocation(e.mark, source), ": invalid YAML: ", e.msg));
   }
   if (absl::Status status = CheckUniqueKeys(root, source); !status.ok()) return status;
   return root;

@@ -7,10 +7,13 @@
 
 namespace sluice {
 
-std::string YamlLocation(const YAML::Node& node, const std::string& source) {
-  const YAML::Mark mark = node.Mark();
+std::string YamlLocation(const YAML::Mark& mark, const std::string& source) {
   if (mark.line < 0) return source;
   return absl::StrCat(source, ":", mark.line + 1, ":", mark.column + 1);
+}
+
+std::string YamlLocation(const YAML::Node& node, const std::string& source) {
+  return YamlLocation(node.Mark(), source);
 }
 
 bool LooksNumeric(const std::string& s) {
@@ -31,7 +34,7 @@ absl::Status CheckUniqueKeys(const YAML::Node& node, const std::string& source) 
         auto [first, inserted] = first_line.emplace(item.first.Scalar(), mark.line + 1);
         if (!inserted) {
           return absl::InvalidArgumentError(
-              absl::StrCat(source, ":", mark.line + 1, ":", mark.column + 1, ": '", item.first.Scalar(),
+              absl::StrCat(YamlLocation(mark, source), ": '", item.first.Scalar(),
                            "' is set twice (first at line ", first->second, "); a key may appear once"));
         }
       }

@@ -15,9 +15,10 @@
 
 namespace sluice {
 
-// Where `node` is, as errors name it: "SOURCE:LINE:COLUMN", or SOURCE for a
+// Where `node` (or a mark) is, as errors name it: "SOURCE:LINE:COLUMN", or SOURCE for a
 // node without a mark.
 std::string YamlLocation(const YAML::Node& node, const std::string& source);
+std::string YamlLocation(const YAML::Mark& mark, const std::string& source);
 
 // True for a scalar that starts as a number does (a digit, a sign, a dot)
 // or is inf or nan: the scalars a loader reads as a float when SimpleAtod
