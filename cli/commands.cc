@@ -13,6 +13,7 @@
 #include "google/protobuf/text_format.h"
 #include "pipeline/builder.h"
 #include "pipeline/function.h"
+#include "pipeline/io/source_objects.h"
 #include "pipeline/pipeline_restore.h"
 #include "pipeline/split_provider.h"
 #include "pipeline/yaml_loader.h"
@@ -134,6 +135,13 @@ void PrintDatasetFacts(const proto::DatasetDef& def, const DatasetBase& dataset,
   out << indent
       << "splittable:   " << (splits.ok() ? "yes" : absl::StrCat("no (", splits.status().message(), ")"))
       << "\n";
+  absl::StatusOr<io::SourceObjects> objects = io::CountSourceObjects(def);
+  if (!objects.ok()) {
+    out << indent << "objects:      not known (" << objects.status().message() << ")\n";
+  } else if (objects->urls > 0) {
+    out << indent << "objects:      " << objects->objects << " (" << objects->bytes << " bytes) from "
+        << objects->urls << (objects->urls == 1 ? " URL" : " URLs") << "\n";
+  }
 }
 
 // `inspect` of a pipeline with a distribute step: the workers' half, which

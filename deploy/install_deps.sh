@@ -37,6 +37,10 @@ packages=(
   # and the deploy manifests' validators.
   libcpp-httplib-dev openssl prometheus chromium python3-grpcio
   yamllint python3-yaml python3-kubernetes systemd
+  # Object storage (pipeline/io): libcurl for HTTP(S) and SigV4'd S3
+  # requests, pugixml for S3's XML listings; nginx serves the HTTPS tests'
+  # folder; npm (below) installs their S3 server.
+  libcurl4-openssl-dev libpugixml-dev nginx-light
   # The fuzz targets (tests/fuzz/): clang, its sanitizer and libFuzzer
   # runtimes (libclang_rt.fuzzer), and lld.
   clang-14 libclang-rt-14-dev lld-14
@@ -53,14 +57,27 @@ for pkg in "${packages[@]}"; do
   fi
 done
 
-if [ ${#missing[@]} -eq 0 ]; then
-  echo "install_deps: all ${#packages[@]} packages already installed"
-  exit 0
-fi
-
-echo "install_deps: installing ${missing[*]}"
 sudo_cmd=()
 if [ "$(id -u)" -ne 0 ]; then sudo_cmd=(sudo); fi
-export DEBIAN_FRONTEND=noninteractive
-"${sudo_cmd[@]}" apt-get update -qq
-"${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install_deps: all ${#packages[@]} packages already installed"
+else
+  echo "install_deps: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  "${sudo_cmd[@]}" apt-get update -qq
+  "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# The object-storage tests' S3 server: Debian packages none, so s3rver 3
+# comes from npm into its own prefix (tests/python/object_storage_servers.py
+# finds it there, or at $SLUICE_S3RVER).
+s3rver_prefix=/opt/sluice-npm
+if [ ! -x "$s3rver_prefix/node_modules/.bin/s3rver" ]; then
+  if ! command -v npm >/dev/null; then
+    # Debian's npm, unless a Node.js that ships its own is installed.
+    "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends npm
+  fi
+  echo "install_deps: installing s3rver@3 (npm) into $s3rver_prefix"
+  "${sudo_cmd[@]}" mkdir -p "$s3rver_prefix"
+  "${sudo_cmd[@]}" npm install --prefix "$s3rver_prefix" --no-audit --no-fund --loglevel=error s3rver@3
+fi

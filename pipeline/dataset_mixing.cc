@@ -26,6 +26,7 @@
 #include "pipeline/iterator_state.h"
 #include "pipeline/ops.h"
 #include "pipeline/random.h"
+#include "pipeline/io/readable_file.h"
 #include "pipeline/sandbox.h"
 #include "spdlog/spdlog.h"
 
@@ -70,17 +71,10 @@ absl::Status CheckWeights(const std::vector<double>& weights, size_t count, cons
 // The weights in `path`: numbers separated by spaces, commas or new lines.
 absl::StatusOr<std::vector<double>> ReadWeightsFile(const std::string& path, size_t count) {
   const std::string what = absl::StrCat("weights_file '", path, "'");
-  absl::StatusOr<int> fd = OpenDataFile(path, kSample);
-  if (!fd.ok()) return fd.status();
-  std::string text;
-  const int error = ReadToEnd(*fd, kMaxWeightsFileBytes, &text);
-  close(*fd);
-  if (error != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        kSample, ": cannot read ", what, ": ", error == EFBIG ? "larger than 1 MiB" : std::strerror(error)));
-  }
+  absl::StatusOr<std::string> text = io::ReadWholeFile(path, kSample, kMaxWeightsFileBytes);
+  if (!text.ok()) return text.status();
   std::vector<double> weights;
-  for (absl::string_view token : absl::StrSplit(text, absl::ByAnyChar(" ,\t\r\n"), absl::SkipEmpty())) {
+  for (absl::string_view token : absl::StrSplit(*text, absl::ByAnyChar(" ,\t\r\n"), absl::SkipEmpty())) {
     double value = 0;
     if (!absl::SimpleAtod(token, &value)) {
       return absl::InvalidArgumentError(

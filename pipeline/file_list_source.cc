@@ -1,8 +1,13 @@
 #include "pipeline/file_list_source.h"
 
+#include <map>
+#include <memory>
 #include <utility>
 #include <vector>
 
+#include "absl/synchronization/mutex.h"
+#include "common/exceptions.h"
+#include "pipeline/io/remote_file.h"
 #include "pipeline/iterator_state.h"
 #include "pipeline/random.h"
 #include "pipeline/split_provider.h"
@@ -26,13 +31,61 @@ class FileListDataset::Iterator : public IteratorBase {
     return SaveFileOrder(order_, dataset_->iterations_.load(), positions_, state);
   }
   absl::Status Restore(const proto::IteratorState& state) override {
+    DropReadAhead();
     return RestoreFileOrder(state, &order_, &dataset_->iterations_, &positions_);
   }
 
  private:
+  // One file read ahead: its element once `done`.
+  struct Ahead {
+    absl::Mutex mu;
+    bool done ABSL_GUARDED_BY(mu) = false;
+    absl::StatusOr<Element> element ABSL_GUARDED_BY(mu);
+  };
+
+  // Starts the files of the positions already held, up to the dataset's
+  // read-ahead, that are not started yet.
+  void StartReadAhead() {
+    const int64_t depth = dataset_->ReadAheadFiles();
+    if (depth <= 0) return;
+    const auto [first, limit] = positions_.KnownAhead();
+    for (int64_t position = first; position < limit && position < first + depth; ++position) {
+      if (ahead_.contains(position)) continue;
+      auto pending = std::make_shared<Ahead>();
+      ahead_.emplace(position, pending);
+      io::RunOnFetchThreads([dataset = dataset_, index = order_[position], pending] {
+        absl::StatusOr<Element> element =
+            CallContained("reading a file ahead", [&] { return dataset->FileElement(index); });
+        absl::MutexLock lock(&pending->mu);
+        pending->element = std::move(element);
+        pending->done = true;
+      });
+    }
+  }
+
+  absl::StatusOr<Element> Take(int64_t position) {
+    auto it = ahead_.find(position);
+    if (it == ahead_.end()) return dataset_->FileElement(order_[position]);
+    std::shared_ptr<Ahead> pending = std::move(it->second);
+    ahead_.erase(it);
+    absl::MutexLock lock(&pending->mu);
+    pending->mu.Await(absl::Condition(&pending->done));
+    return std::move(pending->element);
+  }
+
+  void DropReadAhead() {
+    for (auto& [position, pending] : ahead_) {
+      absl::MutexLock lock(&pending->mu);
+      pending->mu.Await(absl::Condition(&pending->done));
+    }
+    ahead_.clear();
+  }
+
   const FileListDataset* const dataset_;
   std::vector<int64_t> order_;
   SourcePositions positions_;
+  // Files being read ahead, by position.
+  std::map<int64_t, std::shared_ptr<Ahead>> ahead_;
 };
 
 FileListDataset::FileListDataset(int64_t count, bool shuffle, std::optional<int64_t> seed, ElementSpec spec)

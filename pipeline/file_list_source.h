@@ -28,7 +28,13 @@ class FileListDataset : public DatasetBase {
 
  protected:
   // The element of the file at `index` of the list (not of the order).
+  // May be called from several threads at once.
   virtual absl::StatusOr<Element> FileElement(int64_t index) const = 0;
+  // How many files past the current one an iterator reads at once, on the
+  // fetch threads (pipeline/io/remote_file.h), within the positions it
+  // already holds: objects fetched concurrently instead of one round trip
+  // each. 0: one at a time, on the iterator's thread (local files).
+  virtual int64_t ReadAheadFiles() const { return 0; }
 
  private:
   class Iterator;

@@ -5,6 +5,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "pipeline/io/object_url.h"
+#include "pipeline/io/readable_file.h"
 #include "pipeline/iterator_state.h"
 #include "pipeline/json_lines.h"
 #include "pipeline/ops.h"
@@ -145,7 +147,7 @@ class FileSourceDataset : public DatasetBase {
       file_index_ = file_index;
       records_read_ = 0;
       lookahead_.clear();
-      absl::StatusOr<std::unique_ptr<InputStream>> stream = InputStream::Open(path, dataset_->compression_);
+      absl::StatusOr<std::unique_ptr<InputStream>> stream = OpenStream(file_index);
       if (!stream.ok()) return stream.status();
       const FileSourceConfig& config = dataset_->config_;
       if (config.format == RecordFormat::kTFRecord) {
@@ -164,6 +166,30 @@ class FileSourceDataset : public DatasetBase {
         }
       }
       return absl::OkStatus();
+    }
+
+    // The file at `file_index`: the one opened ahead when it is that one.
+    // Then the next file the positions already name is opened ahead, when
+    // it is an object (its HEAD and first parts under way while this one
+    // is read).
+    absl::StatusOr<std::unique_ptr<InputStream>> OpenStream(int64_t file_index) {
+      const std::string& path = dataset_->config_.files[file_index];
+      absl::StatusOr<std::unique_ptr<InputStream>> stream;
+      if (opened_ahead_ != nullptr && opened_ahead_index_ == file_index) {
+        absl::StatusOr<std::unique_ptr<io::ReadableFile>> file = opened_ahead_->Take();
+        opened_ahead_.reset();
+        if (!file.ok()) return file.status();
+        stream = InputStream::Open(path, dataset_->compression_, *std::move(file));
+      } else {
+        opened_ahead_.reset();
+        stream = InputStream::Open(path, dataset_->compression_);
+      }
+      const auto [next, limit] = files_.KnownAhead();
+      if (next < limit && io::HasUrlScheme(dataset_->config_.files[next])) {
+        opened_ahead_index_ = next;
+        opened_ahead_ = io::FileOpenedAhead::Start(dataset_->config_.files[next]);
+      }
+      return stream;
     }
 
     // One record from the open file; false at its end.
@@ -217,6 +243,8 @@ class FileSourceDataset : public DatasetBase {
     std::unique_ptr<TFRecordReader> tfrecord_;  // TFRecord files
     std::string lookahead_;
     std::unique_ptr<JsonLineParser> json_;  // json_lines only
+    std::shared_ptr<io::FileOpenedAhead> opened_ahead_;  // the next object, opening
+    int64_t opened_ahead_index_ = -1;
   };
 
   const FileSourceConfig config_;

@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -20,10 +21,15 @@
 #include <vector>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/file_io.h"
 #include "pipeline/file_list_source.h"
+#include "pipeline/io/object_client.h"
+#include "pipeline/io/object_storage_settings.h"
+#include "pipeline/io/object_url.h"
+#include "pipeline/io/readable_file.h"
 #include "pipeline/ops.h"
 #include "pipeline/sandbox.h"
 
@@ -39,6 +45,9 @@ constexpr int64_t kMaxImageFileBytes = int64_t{1} << 30;
 struct ImageFile {
   std::string path;
   int64_t label = 0;
+  // An object's size and ETag from the listing (path is then its URL): it
+  // is read with no HEAD.
+  std::optional<io::ObjectInfo> object;
 };
 
 absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
@@ -69,11 +78,14 @@ absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
 
 class ImageFolderDataset : public FileListDataset {
  public:
-  ImageFolderDataset(std::vector<ImageFile> files, bool shuffle, std::optional<int64_t> seed)
+  ImageFolderDataset(std::vector<ImageFile> files, bool shuffle, std::optional<int64_t> seed,
+                     int64_t read_ahead)
       : FileListDataset(static_cast<int64_t>(files.size()), shuffle, seed, Spec()),
         files_(std::move(files)),
-        names_(std::make_shared<const std::vector<std::string>>(element_spec().names)) {}
+        names_(std::make_shared<const std::vector<std::string>>(element_spec().names)),
+        read_ahead_(read_ahead) {}
   std::string DebugName() const override { return "image_folder"; }
+  int64_t ReadAheadFiles() const override { return read_ahead_; }
 
  private:
   static ElementSpec Spec() {
@@ -87,7 +99,9 @@ class ImageFolderDataset : public FileListDataset {
 
   absl::StatusOr<Element> FileElement(int64_t index) const override {
     const ImageFile& file = files_[index];
-    absl::StatusOr<std::string> bytes = ReadWholeFile(file.path);
+    absl::StatusOr<std::string> bytes = file.object.has_value()
+                                            ? io::ReadWholeObject(*file.object, "image_folder", kMaxImageFileBytes)
+                                            : ReadWholeFile(file.path);
     if (!bytes.ok()) return bytes.status();
     return Element({Tensor::StringScalar(*std::move(bytes)), Tensor::Scalar<int64_t>(file.label),
                     Tensor::StringScalar(file.path)},
@@ -96,6 +110,8 @@ class ImageFolderDataset : public FileListDataset {
 
   const std::vector<ImageFile> files_;
   const ComponentNames names_;
+  // Objects fetched at once (object_storage.objects_in_flight); 0 for files.
+  const int64_t read_ahead_;
 };
 
 // Lower-case extensions without their dot.
@@ -109,10 +125,47 @@ std::set<std::string> Extensions(const proto::ImageFolderOp& op) {
   return extensions;
 }
 
+// root/CLASS/.../FILE under an s3:// root, from one listing: the classes
+// are the first folders under the root, sorted; objects directly under the
+// root belong to no class and are left out, as ImageFolder leaves files.
+absl::Status ListImageObjects(const std::string& root, const std::set<std::string>& extensions,
+                              std::vector<std::string>* classes, std::vector<ImageFile>* files) {
+  const std::string prefix = absl::EndsWith(root, "/") ? root : root + "/";
+  absl::StatusOr<std::vector<io::ObjectInfo>> objects = io::ListObjects(prefix);
+  if (!objects.ok()) return absl::Status(objects.status().code(), absl::StrCat("image_folder: ", objects.status().message()));
+  std::map<std::string, std::vector<io::ObjectInfo>> by_class;
+  for (io::ObjectInfo& object : *objects) {
+    const std::string relative = object.url.substr(prefix.size());
+    const size_t slash = relative.find('/');
+    if (slash == std::string::npos || slash == 0) continue;
+    std::vector<io::ObjectInfo>& in_class = by_class[relative.substr(0, slash)];
+    std::string extension = fs::path(relative).extension().string();
+    if (!extension.empty()) extension.erase(0, 1);
+    if (extensions.contains(absl::AsciiStrToLower(extension))) in_class.push_back(std::move(object));
+  }
+  for (auto& [name, objects_of_class] : by_class) {
+    const auto label = static_cast<int64_t>(classes->size());
+    classes->push_back(name);
+    for (io::ObjectInfo& object : objects_of_class) {
+      std::string url = object.url;
+      files->push_back({std::move(url), label, std::move(object)});
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<std::vector<std::string>> ImageFolderClasses(const std::string& root) {
   if (absl::Status allowed = CheckReadablePath(root); !allowed.ok()) return allowed;
+  if (io::HasUrlScheme(root)) {
+    std::vector<std::string> classes;
+    std::vector<ImageFile> files;
+    if (absl::Status listed = ListImageObjects(root, {"jpeg", "jpg", "png"}, &classes, &files); !listed.ok()) {
+      return listed;
+    }
+    return classes;
+  }
   std::error_code error;
   if (!fs::is_directory(root, error)) {
     return absl::NotFoundError(absl::StrCat("image_folder: root '", root, "' is not a directory",
@@ -137,15 +190,22 @@ absl::StatusOr<DatasetPtr> MakeImageFolderDataset(const proto::ImageFolderOp& op
     return absl::InvalidArgumentError(absl::StrCat("image_folder: shard_index ", op.shard_index(),
                                                    " is outside [0, ", op.num_shards(), ")"));
   }
-  absl::StatusOr<std::vector<std::string>> classes = ImageFolderClasses(op.root());
+  const std::set<std::string> extensions = Extensions(op);
+  std::vector<ImageFile> files;
+  absl::StatusOr<std::vector<std::string>> classes;
+  if (io::HasUrlScheme(op.root())) {
+    if (absl::Status allowed = CheckReadablePath(op.root()); !allowed.ok()) return allowed;
+    classes.emplace();
+    if (absl::Status listed = ListImageObjects(op.root(), extensions, &*classes, &files); !listed.ok()) return listed;
+  } else {
+    classes = ImageFolderClasses(op.root());
+  }
   if (!classes.ok()) return classes.status();
   if (classes->empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat("image_folder: '", op.root(), "' has no class folders (expected root/CLASS/FILE)"));
   }
-  const std::set<std::string> extensions = Extensions(op);
-  std::vector<ImageFile> files;
-  for (size_t label = 0; label < classes->size(); ++label) {
+  for (size_t label = 0; label < classes->size() && !io::HasUrlScheme(op.root()); ++label) {
     const fs::path folder = fs::path(op.root()) / (*classes)[label];
     std::vector<std::string> names;
     std::error_code error;
@@ -162,7 +222,7 @@ absl::StatusOr<DatasetPtr> MakeImageFolderDataset(const proto::ImageFolderOp& op
           absl::StrCat("image_folder: cannot list '", folder.string(), "': ", error.message()));
     }
     std::sort(names.begin(), names.end());
-    for (std::string& name : names) files.push_back({std::move(name), static_cast<int64_t>(label)});
+    for (std::string& name : names) files.push_back({std::move(name), static_cast<int64_t>(label), std::nullopt});
   }
   if (files.empty()) {
     return absl::InvalidArgumentError(absl::StrCat("image_folder: no files with extension ",
@@ -177,7 +237,13 @@ absl::StatusOr<DatasetPtr> MakeImageFolderDataset(const proto::ImageFolderOp& op
   }
   std::optional<int64_t> seed;
   if (op.has_seed()) seed = op.seed();
-  return std::make_shared<ImageFolderDataset>(std::move(files), op.shuffle(), seed);
+  int64_t read_ahead = 0;
+  if (io::HasUrlScheme(op.root())) {
+    absl::StatusOr<std::shared_ptr<const io::ObjectStorageContext>> context = io::CurrentObjectStorage();
+    if (!context.ok()) return context.status();
+    read_ahead = (*context)->objects_in_flight;
+  }
+  return std::make_shared<ImageFolderDataset>(std::move(files), op.shuffle(), seed, read_ahead);
 }
 
 }  // namespace sluice

@@ -7,7 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/crc32c.h"
-#include "pipeline/sandbox.h"
+#include "pipeline/io/readable_file.h"
 
 namespace sluice {
 namespace {
@@ -38,16 +38,15 @@ absl::StatusOr<Compression> ParseCompression(const std::string& name) {
 absl::StatusOr<std::unique_ptr<InputStream>> InputStream::Open(const std::string& path,
                                                                Compression compression) {
   // Only a regular file under the data roots, opened without blocking
-  // (a FIFO would hold the task for ever).
-  absl::StatusOr<int> fd = OpenDataFile(path);
-  if (!fd.ok()) return fd.status();
-  FILE* file = fdopen(*fd, "rb");
-  if (file == nullptr) {
-    const int error = errno;
-    close(*fd);
-    return absl::ResourceExhaustedError(absl::StrCat("cannot open '", path, "': ", std::strerror(error)));
-  }
-  std::unique_ptr<InputStream> stream(new InputStream(path, file, compression));
+  // (a FIFO would hold the task for ever), or an object under them.
+  absl::StatusOr<std::unique_ptr<io::ReadableFile>> file = io::OpenReadableFile(path);
+  if (!file.ok()) return file.status();
+  return Open(path, compression, *std::move(file));
+}
+
+absl::StatusOr<std::unique_ptr<InputStream>> InputStream::Open(const std::string& path, Compression compression,
+                                                               std::unique_ptr<io::ReadableFile> file) {
+  std::unique_ptr<InputStream> stream(new InputStream(path, std::move(file), compression));
   if (compression != Compression::kNone) {
     // 16+ selects the gzip wrapper; plain MAX_WBITS the zlib one.
     const int window_bits = compression == Compression::kGzip ? 16 + MAX_WBITS : MAX_WBITS;
@@ -59,12 +58,24 @@ absl::StatusOr<std::unique_ptr<InputStream>> InputStream::Open(const std::string
   return stream;
 }
 
-InputStream::InputStream(std::string path, FILE* file, Compression compression)
-    : path_(std::move(path)), file_(file), compression_(compression), raw_(kReadChunk) {}
+InputStream::InputStream(std::string path, std::unique_ptr<io::ReadableFile> file, Compression compression)
+    : path_(std::move(path)), file_(std::move(file)), compression_(compression), raw_(kReadChunk) {}
 
 InputStream::~InputStream() {
   if (zstream_ready_) inflateEnd(&zstream_);
-  std::fclose(file_);
+}
+
+absl::StatusOr<size_t> InputStream::ReadRaw(char* into, size_t n) {
+  // Fills as much of `into` as the file gives: a remote part may hand
+  // over fewer bytes than asked.
+  size_t filled = 0;
+  while (filled < n) {
+    absl::StatusOr<size_t> got = file_->Read(into + filled, n - filled);
+    if (!got.ok()) return got.status();
+    if (*got == 0) break;
+    filled += *got;
+  }
+  return filled;
 }
 
 absl::Status InputStream::Fill() {
@@ -75,18 +86,17 @@ absl::Status InputStream::Fill() {
   while (buffer_.empty() && !stream_end_) {
     if (compression_ == Compression::kNone) {
       buffer_.resize(kReadChunk);
-      const size_t got = std::fread(buffer_.data(), 1, kReadChunk, file_);
-      buffer_.resize(got);
-      if (got == 0) {
-        if (std::ferror(file_)) return absl::DataLossError(absl::StrCat("read error in '", path_, "'"));
-        stream_end_ = true;
-      }
+      absl::StatusOr<size_t> got = ReadRaw(buffer_.data(), kReadChunk);
+      if (!got.ok()) return got.status();
+      buffer_.resize(*got);
+      if (*got == 0) stream_end_ = true;
       continue;
     }
     if (zstream_.avail_in == 0) {
-      const size_t got = std::fread(raw_.data(), 1, raw_.size(), file_);
+      absl::StatusOr<size_t> read = ReadRaw(raw_.data(), raw_.size());
+      if (!read.ok()) return read.status();
+      const size_t got = *read;
       if (got == 0) {
-        if (std::ferror(file_)) return absl::DataLossError(absl::StrCat("read error in '", path_, "'"));
         return absl::DataLossError(
             absl::StrCat("'", path_, "': compressed stream ends early at offset ", offset_));
       }

@@ -18,6 +18,9 @@
 #include "absl/status/statusor.h"
 
 namespace sluice {
+namespace io {
+class ReadableFile;
+}
 
 enum class Compression { kNone, kGzip, kZlib };
 
@@ -27,10 +30,14 @@ absl::StatusOr<Compression> ParseCompression(const std::string& name);
 // The longest line text_line reads: 64 MiB.
 inline constexpr size_t kMaxLineBytes = size_t{64} << 20;
 
-// A buffered, possibly decompressing, reader of one file.
+// A buffered, possibly decompressing, reader of one file: a local path or
+// an s3:// or http(s):// URL (pipeline/io/readable_file.h).
 class InputStream {
  public:
   static absl::StatusOr<std::unique_ptr<InputStream>> Open(const std::string& path, Compression compression);
+  // Over a file already opened (pipeline/io's FileOpenedAhead).
+  static absl::StatusOr<std::unique_ptr<InputStream>> Open(const std::string& path, Compression compression,
+                                                           std::unique_ptr<io::ReadableFile> file);
   ~InputStream();
 
   // Reads up to `n` bytes into `out` (replacing it). Fewer bytes means the
@@ -46,12 +53,14 @@ class InputStream {
   const std::string& path() const { return path_; }
 
  private:
-  InputStream(std::string path, FILE* file, Compression compression);
+  InputStream(std::string path, std::unique_ptr<io::ReadableFile> file, Compression compression);
+  // Up to raw_.size() bytes of the file into `into`; 0 at its end.
+  absl::StatusOr<size_t> ReadRaw(char* into, size_t n);
   // Makes at least one byte available in buffer_, unless at end.
   absl::Status Fill();
 
   const std::string path_;
-  FILE* const file_;
+  const std::unique_ptr<io::ReadableFile> file_;
   const Compression compression_;
   z_stream zstream_{};
   bool zstream_ready_ = false;

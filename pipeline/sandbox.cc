@@ -10,10 +10,12 @@
 #include <cstring>
 #include <filesystem>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "pipeline/builder.h"
+#include "pipeline/io/object_url.h"
 
 namespace sluice {
 namespace {
@@ -102,6 +104,14 @@ PipelineSandbox CurrentPipelineSandbox() {
 absl::StatusOr<std::vector<std::string>> CanonicalDataRoots(const std::vector<std::string>& roots) {
   std::vector<std::string> canonical;
   for (const std::string& root : roots) {
+    if (io::HasUrlScheme(root)) {
+      absl::StatusOr<io::ObjectUrl> url = io::ParseObjectUrl(root);
+      if (!url.ok()) return absl::InvalidArgumentError(absl::StrCat("data_roots: ", url.status().message()));
+      // A root is a prefix of whole path segments: s3://b/train/ must not
+      // admit s3://b/train-private/.
+      canonical.push_back(absl::EndsWith(root, "/") ? root : absl::StrCat(root, "/"));
+      continue;
+    }
     absl::StatusOr<std::string> directory = CanonicalDirectory("data_roots", root);
     if (!directory.ok()) return directory.status();
     canonical.push_back(*std::move(directory));
@@ -148,7 +158,25 @@ absl::StatusOr<std::string> CacheFilePath(const std::string& filename) {
   return (std::filesystem::path(directory) / name.filename()).string();
 }
 
+absl::Status CheckReadableUrl(const std::string& url) {
+  const PipelineSandbox sandbox = CurrentPipelineSandbox();
+  if (!sandbox.enabled || sandbox.data_roots.empty()) return absl::OkStatus();
+  for (const std::string& root : sandbox.data_roots) {
+    // The root's own folder ("s3://b/images" for the root s3://b/images/)
+    // lists what is under it.
+    if (io::HasUrlScheme(root) && (absl::StartsWith(url, root) || url + "/" == root)) {
+      // ".." segments could climb out of the prefix on the server's side.
+      if (absl::StrContains(url, "/../") || absl::EndsWith(url, "/..") || absl::StrContains(url, "/./")) break;
+      return absl::OkStatus();
+    }
+  }
+  return absl::PermissionDeniedError(absl::StrCat("'", url, "' is outside the data roots of ", OwnerOf(sandbox), " (",
+                                                  absl::StrJoin(sandbox.data_roots, ", "),
+                                                  "): file sources read only under data_roots"));
+}
+
 absl::Status CheckReadablePath(const std::string& path) {
+  if (io::HasUrlScheme(path)) return CheckReadableUrl(path);
   const PipelineSandbox sandbox = CurrentPipelineSandbox();
   if (!sandbox.enabled || sandbox.data_roots.empty()) return absl::OkStatus();
   return CheckResolved(sandbox, Resolve(path), path);

@@ -27,7 +27,8 @@ namespace sluice {
 
 struct PipelineSandbox {
   bool enabled = false;
-  // Canonical directories (CanonicalDataRoots); empty: any path.
+  // Canonical directories and URL prefixes (CanonicalDataRoots); empty:
+  // any path or URL.
   std::vector<std::string> data_roots;
   // Canonical directory (CanonicalCacheDir) file caches are written under;
   // empty: pipelines cannot write file caches.
@@ -43,8 +44,10 @@ PipelineSandbox CurrentPipelineSandbox();
 // Names the daemon in refusals, once it knows its address.
 void SetPipelineSandboxOwner(std::string owner);
 
-// The roots as canonical absolute paths; InvalidArgument naming a root
-// that does not exist or is not a directory.
+// The roots as canonical absolute paths, and URL roots ("s3://b/p/",
+// "https://host/sets/") as prefixes ending with '/'; InvalidArgument
+// naming a root that does not exist, is not a directory, or is not a
+// valid URL.
 absl::StatusOr<std::vector<std::string>> CanonicalDataRoots(const std::vector<std::string>& roots);
 
 // cache_dir as a canonical absolute path; InvalidArgument naming it when
@@ -63,7 +66,13 @@ absl::StatusOr<std::string> CacheFilePath(const std::string& filename);
 // PermissionDenied naming `path` and the roots when `path`, resolved,
 // is not under a data root. OK when the sandbox is off or has no roots.
 // A path that does not exist is checked as far as it resolves.
+// A URL ("s3://...", "https://...") is checked by CheckReadableUrl.
 absl::Status CheckReadablePath(const std::string& path);
+// PermissionDenied naming `url` and the roots unless a URL root
+// ("s3://corp-data/imagenet/") is a prefix of it (a root is taken to end
+// with '/'); a URL with "." or ".." segments is refused. OK when the
+// sandbox is off or has no roots.
+absl::Status CheckReadableUrl(const std::string& url);
 // The same for a file already opened as `fd` (the check that counts: it
 // sees where the open really led).
 absl::Status CheckOpenedFile(int fd, const std::string& path);

@@ -1,5 +1,6 @@
 // Sources that need no files: range, from_tensors, from_tensor_slices,
 // list_files (which only lists names) and zip.
+#include <fnmatch.h>
 #include <glob.h>
 
 #include <algorithm>
@@ -13,6 +14,8 @@
 #include "pipeline/iterator_state.h"
 #include "pipeline/ops.h"
 #include "pipeline/random.h"
+#include "pipeline/io/object_client.h"
+#include "pipeline/io/object_url.h"
 #include "pipeline/sandbox.h"
 #include "pipeline/split_provider.h"
 
@@ -365,6 +368,18 @@ absl::StatusOr<DatasetPtr> MakeListFilesDataset(const proto::ListFilesOp& op) {
     const size_t slash = literal.rfind('/');
     const std::string listed = slash == std::string::npos ? "." : literal.substr(0, slash + 1);
     if (absl::Status allowed = CheckReadablePath(listed); !allowed.ok()) return allowed;
+    if (io::HasUrlScheme(pattern)) {
+      // A glob over the listing of the prefix before the first wildcard;
+      // '*' and '?' stop at '/', as a local glob's do.
+      absl::StatusOr<std::vector<io::ObjectInfo>> objects = io::ListObjects(literal);
+      if (!objects.ok()) {
+        return absl::Status(objects.status().code(), absl::StrCat("list_files: ", objects.status().message()));
+      }
+      for (const io::ObjectInfo& object : *objects) {
+        if (fnmatch(pattern.c_str(), object.url.c_str(), FNM_PATHNAME) == 0) matched.insert(object.url);
+      }
+      continue;
+    }
     glob_t result{};
     const int rc = glob(pattern.c_str(), GLOB_ERR, nullptr, &result);
     if (rc == 0) {

@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "pipeline/builder.h"  // SourceSplitInfo
 #include "pipeline/dataset.h"
@@ -103,6 +104,9 @@ class SourcePositions {
   absl::Status Next(int64_t* position, bool* end);
   // The next run of consecutive positions, at most `max` long.
   absl::Status NextRun(int64_t max, int64_t* begin, int64_t* count, bool* end);
+  // The positions Next() will hand out before it asks the provider for
+  // another split: [first, second). Sources read ahead within them.
+  std::pair<int64_t, int64_t> KnownAhead() const { return {next_, limit_}; }
   // The next position, in a local pipeline; under a split provider the
   // dispatcher's splits are the position, which a service job's checkpoint
   // keeps (not yet: CannotSave).

@@ -20,6 +20,7 @@
 #include "common/file_io.h"
 #include "pipeline/function.h"
 #include "pipeline/ops.h"
+#include "pipeline/io/readable_file.h"
 #include "pipeline/sandbox.h"
 #include "pipeline/sentencepiece_model.h"
 
@@ -32,17 +33,11 @@ using Processor = SentencePieceModel;
 constexpr size_t kMaxModelBytes = size_t{1} << 30;
 
 absl::StatusOr<std::shared_ptr<const Processor>> ReadModel(const std::string& path) {
-  absl::StatusOr<int> fd = OpenDataFile(path, "tokenize");
-  if (!fd.ok()) return fd.status();
-  std::string bytes;
-  const int error = ReadToEnd(*fd, kMaxModelBytes, &bytes);
-  close(*fd);
-  if (error != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("tokenize: cannot read model '", path, "': ",
-                                                   error == EFBIG ? "larger than 1 GiB" : strerror(error)));
-  }
+  // A local path or an object URL, under the data roots.
+  absl::StatusOr<std::string> bytes = io::ReadWholeFile(path, "tokenize", kMaxModelBytes);
+  if (!bytes.ok()) return bytes.status();
   std::string why;
-  std::unique_ptr<Processor> processor = Processor::FromBytes(bytes, &why);
+  std::unique_ptr<Processor> processor = Processor::FromBytes(*bytes, &why);
   if (processor == nullptr) {
     return absl::InvalidArgumentError(
         absl::StrCat("tokenize: '", path, "' is not a SentencePiece model: ", why));

@@ -16,6 +16,7 @@
 #include "pipeline/builder.h"
 #include "pipeline/sandbox.h"
 #include "service/grpc_util.h"
+#include "service/object_storage_config.h"
 #include "service/metrics.h"
 
 namespace sluice {
@@ -212,8 +213,10 @@ int SetUpDaemon(int argc, char** argv, const std::string& program, const std::st
   BlockShutdownSignals();
   DescribeSecuritySettings(&common->security, &schema);
   DescribeHttpSettings(&common->http, &schema);
+  AddObjectStorageSettings(&schema, &common->object_storage);
   if (int code = ParseDaemonConfig(argc, argv, program + ": " + description, schema); code >= 0) return code;
-  for (const absl::Status& status : {SetLogLevel(log_level), SetLogFormat(common->http.log_format)}) {
+  for (const absl::Status& status : {SetLogLevel(log_level), SetLogFormat(common->http.log_format),
+                                     SetUpObjectStorage(common->object_storage)}) {
     if (!status.ok()) {
       std::cerr << program << ": " << status.message() << "\n";
       return kConfigErrorExitCode;

@@ -16,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "config/command_line.h"  // ParseDaemonConfig, kConfigErrorExitCode
 #include "config/config_schema.h"
+#include "pipeline/io/object_storage_settings.h"
 #include "service/http_server.h"
 #include "service/rpc_auth.h"
 #include "service/server_security.h"
@@ -65,6 +66,7 @@ absl::Status SetLogFormat(const std::string& format);
 struct DaemonSettings {
   SecuritySettings security;
   HttpSettings http;
+  io::ObjectStorageSettings object_storage;  // object_storage.*: s3:// and https:// sources
 };
 
 // What both daemons' mains do first: turn off mutex deadlock detection,

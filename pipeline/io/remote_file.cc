@@ -1,0 +1,105 @@
+#include "pipeline/io/remote_file.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/synchronization/mutex.h"
+#include "common/exceptions.h"
+#include "common/thread_pool.h"
+
+namespace sluice::io {
+namespace {
+
+// Enough for several files' parts at once; the parts in flight per file
+// bound what each reader asks of them.
+constexpr int kFetchThreads = 32;
+
+}  // namespace
+
+void RunOnFetchThreads(std::function<void()> task) {
+  static absl::Mutex mu(absl::kConstInit);
+  static ThreadPool* pool ABSL_GUARDED_BY(mu) = nullptr;
+  static pid_t owner ABSL_GUARDED_BY(mu) = 0;
+  ThreadPool* current = nullptr;
+  {
+    absl::MutexLock lock(&mu);
+    // Never destroyed: a pool joined at exit could wait on a stalled
+    // server. In a forked child the old pool's threads do not exist; it is
+    // left as it is and a new one started.
+    if (pool == nullptr || owner != getpid()) {
+      pool = new ThreadPool(kFetchThreads);
+      owner = getpid();
+    }
+    current = pool;
+  }
+  current->Schedule(std::move(task));
+}
+
+struct RemoteFile::Part {
+  uint64_t offset = 0;
+  uint64_t length = 0;
+  absl::Mutex mu;
+  bool done ABSL_GUARDED_BY(mu) = false;
+  absl::Status status ABSL_GUARDED_BY(mu);
+  std::string bytes;  // written before done, read after
+};
+
+RemoteFile::RemoteFile(ObjectInfo info, uint64_t part_bytes, int parts_in_flight)
+    : info_(std::move(info)), part_bytes_(std::max<uint64_t>(part_bytes, 1)), parts_in_flight_(std::max(parts_in_flight, 1)) {}
+
+RemoteFile::~RemoteFile() = default;  // parts still in flight finish on their own
+
+void RemoteFile::ScheduleParts() {
+  while (static_cast<int>(parts_.size()) < parts_in_flight_ && next_offset_ < info_.size) {
+    auto part = std::make_shared<Part>();
+    part->offset = next_offset_;
+    part->length = std::min(part_bytes_, info_.size - next_offset_);
+    next_offset_ += part->length;
+    parts_.push_back(part);
+    if (part->offset == 0 && next_offset_ >= info_.size) {
+      // The whole object in one part: fetched here, no thread hop.
+      absl::Status status = ReadObjectRange(info_, part->offset, part->length, &part->bytes);
+      absl::MutexLock lock(&part->mu);
+      part->status = std::move(status);
+      part->done = true;
+      continue;
+    }
+    RunOnFetchThreads([info = info_, part] {
+      absl::Status status = CallContained(
+          "fetching a part", [&] { return ReadObjectRange(info, part->offset, part->length, &part->bytes); });
+      absl::MutexLock lock(&part->mu);
+      part->status = std::move(status);
+      part->done = true;
+    });
+  }
+}
+
+absl::StatusOr<size_t> RemoteFile::Read(char* buffer, size_t n) {
+  size_t copied = 0;
+  while (copied < n) {
+    if (parts_.empty()) ScheduleParts();
+    if (parts_.empty()) break;  // the end
+    Part& part = *parts_.front();
+    {
+      absl::MutexLock lock(&part.mu);
+      part.mu.Await(absl::Condition(&part.done));
+      if (!part.status.ok()) return part.status;
+    }
+    const size_t take = std::min(n - copied, part.bytes.size() - position_);
+    std::memcpy(buffer + copied, part.bytes.data() + position_, take);
+    copied += take;
+    position_ += take;
+    if (position_ == part.bytes.size()) {
+      parts_.pop_front();
+      position_ = 0;
+      ScheduleParts();
+    }
+    // One part's bytes at a time: the caller asked for a buffer's worth.
+    if (copied > 0) break;
+  }
+  return copied;
+}
+
+}  // namespace sluice::io
