@@ -11,7 +11,10 @@ loopback (s3rver), and through a relay that adds latency each way
 Each variant runs in a child process of its own (the object-storage settings
 are read once per process, from AWS_ENDPOINT_URL and the keys). The baseline
 is (a) local disk, the page cache warm (each file read once before), in the
-same run. s3rver is Node.js: the S3 server's own cost is part of (b) and (c).
+same run. s3rver is Node.js on the same 2 cores: its own cost is part of (b)
+and (c), so each of those rows also gives the server's ceiling through the same
+link, the curl command fetching the same ranges and images to /dev/null (no
+parsing, no decoding), as a second baseline.
 
     /usr/bin/python3 bench/object_storage.py [--shards 16] [--shard-mib 64]
         [--images 2000] [--delays-ms 20,50]
@@ -67,6 +70,32 @@ def run_child(kind, target, env, seconds):
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
+def curl_ceiling(endpoint, shard_keys, shard_bytes, image_keys):
+    """The server's own ceiling through the same link: the curl command
+    fetching the same byte ranges (8 MiB, 8 in flight) and the same images
+    (16 in flight) to /dev/null, with no parsing or decoding."""
+    part = 8 << 20
+    ranges = []
+    for key in shard_keys:
+        for start in range(0, shard_bytes, part):
+            end = min(start + part, shard_bytes) - 1
+            # "-:" (--next): each transfer its own range; without it the
+            # last -r would apply to all.
+            ranges += ["-:", "--fail", "-r", f"{start}-{end}", "-o", "/dev/null", f"{endpoint}/{BUCKET}/{key}"]
+    started = time.monotonic()
+    subprocess.run(["curl", "-sS", "--parallel", "--parallel-max", "8"] + ranges[1:], check=True, timeout=900,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    large = len(shard_keys) * shard_bytes / (time.monotonic() - started) / 1e6
+    gets = []
+    for key in image_keys:
+        gets += ["-:", "--fail", "-o", "/dev/null", f"{endpoint}/{BUCKET}/{key}"]
+    started = time.monotonic()
+    subprocess.run(["curl", "-sS", "--parallel", "--parallel-max", "16"] + gets[1:], check=True, timeout=900,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    small = len(image_keys) / (time.monotonic() - started)
+    return large, small
+
+
 def write_shards(folder, shards, shard_mib):
     # One record repeated per shard: its frame (pure-Python CRC-32C) is
     # computed once.
@@ -116,7 +145,7 @@ def main():
         for path in shards:
             with open(path, "rb") as f:
                 s3.put(BUCKET, "shards/" + os.path.basename(path), f.read())
-        image_keys = []
+        image_keys = []  # uploaded below
         for folder, _, names in os.walk(images_dir):
             for name in sorted(names):
                 if name.endswith(".jpg"):
@@ -137,6 +166,8 @@ def main():
             with open(path, "rb") as f:
                 while f.read(1 << 24):
                     pass
+        shard_keys = ["shards/" + os.path.basename(p) for p in shards]
+        shard_bytes = os.path.getsize(shards[0])
         variants = [("local disk", None, json.dumps(shards), images_dir)]
         variants.append(("s3rver, loopback", s3.endpoint, urls, f"s3://{BUCKET}/images"))
         links = []
@@ -151,24 +182,28 @@ def main():
                 env["AWS_ENDPOINT_URL"] = endpoint
             large = run_child("tfrecord", shard_target, env, args.seconds)
             small = run_child("images", image_target, env, args.seconds)
-            rows.append((name, large, small))
-            print(name, large, small, flush=True)
+            ceiling = curl_ceiling(endpoint, shard_keys, shard_bytes, image_keys) if endpoint else None
+            rows.append((name, large, small, ceiling))
+            print(name, large, small, ceiling, flush=True)
         for link in links:
             link.close()
     base_large = rows[0][1].get("rate")
     base_small = rows[0][2].get("rate")
     print(f"\n{args.shards} x {args.shard_mib} MiB TFRecord shards; {args.images} JPEGs; default object "
           f"settings (8 MiB parts, 8 in flight, 16 objects in flight); {os.cpu_count()} cores")
-    print("| source | shards MB/s | x local | images/s | x local |")
-    print("| --- | --- | --- | --- | --- |")
-    for name, large, small in rows:
+    print("| source | shards MB/s | x local | curl MB/s | x curl | images/s | x local | curl objects/s | x curl |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for name, large, small, ceiling in rows:
         def cell(result, base):
             if "rate" not in result:
                 return f"FAILED ({result.get('error')})", "-"
             return f"{result['rate']:.1f}", f"{result['rate'] / base:.2f}" if base else "-"
         l_rate, l_ratio = cell(large, base_large)
         s_rate, s_ratio = cell(small, base_small)
-        print(f"| {name} | {l_rate} | {l_ratio} | {s_rate} | {s_ratio} |")
+        c_large, c_small = ceiling if ceiling else (None, None)
+        l_curl = f"{c_large:.1f} | {large['rate'] / c_large:.2f}" if c_large and "rate" in large else "- | -"
+        s_curl = f"{c_small:.1f} | {small['rate'] / c_small:.2f}" if c_small and "rate" in small else "- | -"
+        print(f"| {name} | {l_rate} | {l_ratio} | {l_curl} | {s_rate} | {s_ratio} | {s_curl} |")
 
 
 if __name__ == "__main__":

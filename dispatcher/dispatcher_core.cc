@@ -287,14 +287,21 @@ SplitOptions DispatcherCore::SplitOptionsFor(const proto::JobParams& params) con
 std::string DispatcherCore::SplitLayout(const proto::JobParams& params) {
   std::string layout = absl::StrCat("elements_per_split=", config_.elements_per_split);
   const DispatcherState::Dataset* dataset = state_.FindDataset(params.dataset_id());
-  if (dataset == nullptr || !params.exactly_once()) return layout;
+  if (dataset == nullptr) return layout;
+  // A listing of objects names which objects the split numbers mean: the
+  // same count of other objects (or sizes) is another layout.
+  const bool lists_objects = !dataset->def.steps().empty() && SourceListsObjects(dataset->def.steps(0));
+  if (!params.exactly_once() && !lists_objects) return layout;
   const absl::StatusOr<SourceSplitInfo>& info = SourceSplits(dataset->id, dataset->def);
   if (!info.ok()) return layout;
-  const int64_t per_split = PositionsPerSplit(dataset->def, info->per_file, SplitOptionsFor(params));
-  if (per_split !=
-      PositionsPerSplit(dataset->def, info->per_file, SplitOptions{config_.elements_per_split})) {
-    absl::StrAppend(&layout, ",batch_aligned=", per_split, ",positions=", info->num_positions);
+  if (params.exactly_once()) {
+    const int64_t per_split = PositionsPerSplit(dataset->def, info->per_file, SplitOptionsFor(params));
+    if (per_split !=
+        PositionsPerSplit(dataset->def, info->per_file, SplitOptions{config_.elements_per_split})) {
+      absl::StrAppend(&layout, ",batch_aligned=", per_split, ",positions=", info->num_positions);
+    }
   }
+  if (!info->object_listing.empty()) absl::StrAppend(&layout, ",objects=", info->object_listing);
   return layout;
 }
 

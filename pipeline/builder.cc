@@ -10,7 +10,9 @@
 #include "common/strings.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
+#include "pipeline/file_list_source.h"
 #include "pipeline/function.h"
+#include "pipeline/io/object_url.h"
 #include "pipeline/ops.h"
 #include "pipeline/random.h"
 #include "pipeline/sandbox.h"
@@ -447,6 +449,7 @@ absl::StatusOr<SourceSplitInfo> DescribeSourceSplits(const proto::Step& source) 
       if (!dataset.ok()) return dataset.status();
       info.num_positions = (*dataset)->Cardinality();
       info.per_file = true;
+      info.object_listing = static_cast<const FileListDataset&>(**dataset).ObjectListingDigest();
       if (source.list_files().shuffle()) {
         info.shuffle_seed =
             source.list_files().has_seed() ? static_cast<uint64_t>(source.list_files().seed()) : RandomSeed();
@@ -458,6 +461,7 @@ absl::StatusOr<SourceSplitInfo> DescribeSourceSplits(const proto::Step& source) 
       if (!dataset.ok()) return dataset.status();
       info.num_positions = (*dataset)->Cardinality();
       info.per_file = true;
+      info.object_listing = static_cast<const FileListDataset&>(**dataset).ObjectListingDigest();
       if (source.image_folder().shuffle()) {
         info.shuffle_seed = source.image_folder().has_seed()
                                 ? static_cast<uint64_t>(source.image_folder().seed())
@@ -491,6 +495,16 @@ absl::StatusOr<SourceSplitInfo> DescribeSourceSplits(const proto::Step& source) 
           "' cannot be split for distributed_epoch; start it with range, from_tensor_slices, list_files, "
           "image_folder, webdataset, text_line, json_lines, tfrecord or fixed_length_record"));
   }
+}
+
+bool SourceListsObjects(const proto::Step& source) {
+  if (source.has_image_folder()) return io::HasUrlScheme(source.image_folder().root());
+  if (source.has_list_files()) {
+    for (const std::string& pattern : source.list_files().pattern()) {
+      if (io::HasUrlScheme(pattern)) return true;
+    }
+  }
+  return false;
 }
 
 namespace {

@@ -79,9 +79,13 @@ struct SourceSplitInfo {
   int64_t num_positions = 0;
   bool per_file = false;  // positions are files: one per split
   std::optional<uint64_t> shuffle_seed;
+  // list_files or image_folder over objects: their keys' and sizes' digest.
+  std::string object_listing;
 };
 // FailedPrecondition when the source cannot be split.
 absl::StatusOr<SourceSplitInfo> DescribeSourceSplits(const proto::Step& source);
+// Whether the source lists objects (list_files or image_folder over URLs).
+bool SourceListsObjects(const proto::Step& source);
 
 // Loads a plugin library once per process; its static initializers
 // register its element functions. Errors name the path.

@@ -18,11 +18,14 @@ class FileListDataset::Iterator : public IteratorBase {
  public:
   Iterator(const FileListDataset* dataset, std::vector<int64_t> order, SplitProvider* provider)
       : dataset_(dataset), order_(std::move(order)), positions_(dataset->count_, provider) {}
+  // Reads ahead hold the dataset: they end before the iterator does.
+  ~Iterator() override { DropReadAhead(); }
 
   absl::Status GetNext(Element* element, bool* end) override {
     int64_t position = 0;
     if (absl::Status status = positions_.Next(&position, end); !status.ok() || *end) return status;
-    absl::StatusOr<Element> next = dataset_->FileElement(order_[position]);
+    StartReadAhead();
+    absl::StatusOr<Element> next = Take(position);
     if (!next.ok()) return next.status();
     *element = *std::move(next);
     return absl::OkStatus();

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 
 #include "absl/status/statusor.h"
 #include "pipeline/dataset.h"
@@ -24,6 +25,11 @@ class FileListDataset : public DatasetBase {
 
   const ElementSpec& element_spec() const final { return spec_; }
   int64_t Cardinality() const final { return count_; }
+  // For a list of objects (an s3:// listing): a digest of their keys and
+  // sizes, which a restore's split layout compares, so that split numbers
+  // saved over one listing never name the objects of another of the same
+  // count. Empty for local files.
+  virtual std::string ObjectListingDigest() const { return ""; }
   absl::StatusOr<std::unique_ptr<IteratorBase>> MakeIterator(const IteratorContext& context) const final;
 
  protected:

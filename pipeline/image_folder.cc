@@ -86,6 +86,13 @@ class ImageFolderDataset : public FileListDataset {
         read_ahead_(read_ahead) {}
   std::string DebugName() const override { return "image_folder"; }
   int64_t ReadAheadFiles() const override { return read_ahead_; }
+  std::string ObjectListingDigest() const override {
+    std::vector<io::ObjectInfo> objects;
+    for (const ImageFile& file : files_) {
+      if (file.object.has_value()) objects.push_back(*file.object);
+    }
+    return io::ListingDigest(objects);
+  }
 
  private:
   static ElementSpec Spec() {

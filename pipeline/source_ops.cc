@@ -3,6 +3,8 @@
 #include <fnmatch.h>
 #include <glob.h>
 
+#include <map>
+
 #include <algorithm>
 #include <numeric>
 #include <set>
@@ -231,10 +233,13 @@ class FromTensorSlicesDataset : public DatasetBase {
 
 class ListFilesDataset : public FileListDataset {
  public:
-  ListFilesDataset(std::vector<std::string> files, bool shuffle, std::optional<int64_t> seed)
+  ListFilesDataset(std::vector<std::string> files, bool shuffle, std::optional<int64_t> seed,
+                   std::string object_listing)
       : FileListDataset(static_cast<int64_t>(files.size()), shuffle, seed, Spec()),
-        files_(std::move(files)) {}
+        files_(std::move(files)),
+        object_listing_(std::move(object_listing)) {}
   std::string DebugName() const override { return "list_files"; }
+  std::string ObjectListingDigest() const override { return object_listing_; }
 
  private:
   static ElementSpec Spec() {
@@ -247,6 +252,7 @@ class ListFilesDataset : public FileListDataset {
   }
 
   const std::vector<std::string> files_;
+  const std::string object_listing_;
 };
 
 class ZipDataset : public DatasetBase {
@@ -361,6 +367,7 @@ absl::StatusOr<DatasetPtr> MakeFromTensorSlicesDataset(const proto::FromTensorSl
 absl::StatusOr<DatasetPtr> MakeListFilesDataset(const proto::ListFilesOp& op) {
   if (op.pattern().empty()) return absl::InvalidArgumentError("list_files: missing 'pattern'");
   std::set<std::string> matched;  // sorted and deduplicated, as tf's
+  std::map<std::string, uint64_t> object_sizes;  // the matched objects' sizes
   for (const std::string& pattern : op.pattern()) {
     // The directory before the first wildcard must be readable before
     // anything under it is listed.
@@ -376,7 +383,10 @@ absl::StatusOr<DatasetPtr> MakeListFilesDataset(const proto::ListFilesOp& op) {
         return absl::Status(objects.status().code(), absl::StrCat("list_files: ", objects.status().message()));
       }
       for (const io::ObjectInfo& object : *objects) {
-        if (fnmatch(pattern.c_str(), object.url.c_str(), FNM_PATHNAME) == 0) matched.insert(object.url);
+        if (fnmatch(pattern.c_str(), object.url.c_str(), FNM_PATHNAME) == 0) {
+          matched.insert(object.url);
+          object_sizes[object.url] = object.size;
+        }
       }
       continue;
     }
@@ -400,8 +410,10 @@ absl::StatusOr<DatasetPtr> MakeListFilesDataset(const proto::ListFilesOp& op) {
   }
   std::optional<int64_t> seed;
   if (op.has_seed()) seed = op.seed();
+  std::vector<io::ObjectInfo> objects;
+  for (const auto& [url, size] : object_sizes) objects.push_back({url, size, ""});
   return std::make_shared<ListFilesDataset>(std::vector<std::string>(matched.begin(), matched.end()),
-                                            op.shuffle(), seed);
+                                            op.shuffle(), seed, io::ListingDigest(objects));
 }
 
 absl::StatusOr<DatasetPtr> MakeZipDataset(std::vector<DatasetPtr> inputs) {

@@ -173,6 +173,13 @@ absl::StatusOr<Context> ContextFor(const ObjectUrl& url) {
 
 }  // namespace
 
+std::string ListingDigest(const std::vector<ObjectInfo>& objects) {
+  if (objects.empty()) return "";
+  std::string listed;
+  for (const ObjectInfo& object : objects) absl::StrAppend(&listed, object.url, "\t", object.size, "\n");
+  return Sha256Hex(listed).substr(0, 16);
+}
+
 std::string SiblingUrl(const ObjectUrl& url, const std::string& key) {
   return absl::StrCat(url.is_s3() ? "s3" : url.scheme == UrlScheme::kHttps ? "https" : "http", "://", url.authority, "/",
                       key);

@@ -39,6 +39,10 @@ absl::Status ReadObjectRange(const ObjectInfo& info, uint64_t offset, uint64_t l
 // an http(s) URL: a web server has no listing.
 absl::StatusOr<std::vector<ObjectInfo>> ListObjects(const std::string& prefix_url);
 
+// A short digest (16 hex digits) of the objects' URLs and sizes, in their
+// order: what a restore's split layout compares. Empty for no objects.
+std::string ListingDigest(const std::vector<ObjectInfo>& objects);
+
 // The URL of `key` in the bucket of `url` (s3) or on its host (http).
 std::string SiblingUrl(const ObjectUrl& url, const std::string& key);
 

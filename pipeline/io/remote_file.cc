@@ -14,7 +14,7 @@ namespace {
 
 // Enough for several files' parts at once; the parts in flight per file
 // bound what each reader asks of them.
-constexpr int kFetchThreads = 32;
+constexpr int kFetchThreads = 16;
 
 }  // namespace
 
@@ -29,10 +29,20 @@ void RunOnFetchThreads(std::function<void()> task) {
     // server. In a forked child the old pool's threads do not exist; it is
     // left as it is and a new one started.
     if (pool == nullptr || owner != getpid()) {
-      pool = new ThreadPool(kFetchThreads);
-      owner = getpid();
+      try {
+        pool = new ThreadPool(kFetchThreads);
+        owner = getpid();
+      } catch (const std::exception&) {
+        // No threads to be had (a worker at its address-space limit): the
+        // caller's thread fetches, one part at a time.
+        pool = nullptr;
+      }
     }
     current = pool;
+  }
+  if (current == nullptr) {
+    task();
+    return;
   }
   current->Schedule(std::move(task));
 }

@@ -36,7 +36,8 @@ class RemoteFile : public ReadableFile {
 };
 
 // Runs `task` on the process's fetch threads (started on first use, and
-// anew in a forked child: the parent's threads are not there).
+// anew in a forked child: the parent's threads are not there); on this
+// thread when no thread can be started.
 void RunOnFetchThreads(std::function<void()> task);
 
 }  // namespace sluice::io

@@ -90,10 +90,10 @@ class _ChildServer:
     def _log(self):
         return _read_text(self._path(self._log_name))
 
-    def _spawn_process(self, command):
+    def _spawn_process(self, command, env=None):
         with open(self._path(self._log_name), "ab") as log:
             self._process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                             start_new_session=True)
+                                             start_new_session=True, env=env)
 
     def _wait_for_port(self, deadline):
         while time.monotonic() < deadline:
@@ -138,7 +138,13 @@ class S3Server(_ChildServer):
         command = [self._s3rver, "-d", self._path("data"), "-a", "127.0.0.1", "-p", "0", "--silent"]
         for bucket in self.buckets:
             command += ["--configure-bucket", bucket]
-        self._spawn_process(command)
+        # s3rver 3 makes a listing's continuation token with a cipher that
+        # OpenSSL 3 (Node 17 and later) keeps in its legacy provider: without
+        # it every listing past 1,000 keys answers 500 InternalError
+        # (ERR_OSSL_EVP_UNSUPPORTED in its log).
+        env = dict(os.environ)
+        env["NODE_OPTIONS"] = (env.get("NODE_OPTIONS", "") + " --openssl-legacy-provider").strip()
+        self._spawn_process(command, env=env)
         while self.port is None:
             found = re.search(r"listening on 127\.0\.0\.1:(\d+)", self._log())
             if found:

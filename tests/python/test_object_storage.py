@@ -152,6 +152,18 @@ def test_list_files_globs_a_listing(cluster):
     assert strings(ds) == sorted(SHARDS["shards/part-1.tfrecord"] + SHARDS["shards/part-2.tfrecord"])
 
 
+def test_listings_past_one_page_follow_their_continuation_tokens(cluster, s3):
+    # 1,100 keys: S3 (and s3rver) answer at most 1,000 a page.
+    for i in range(1100):
+        s3.put(BUCKET, f"many/{'ab'[i % 2]}/{i:05d}.png", str(i).encode())
+    elements = list(sluice.Dataset.image_folder(f"s3://{BUCKET}/many").distribute("distributed_epoch",
+                                                                                    cluster.service))
+    got = sorted((int(bytes(e["image"])), int(e["label"])) for e in elements)
+    assert got == [(i, i % 2) for i in range(1100)]
+    files = sluice.Dataset.list_files([f"s3://{BUCKET}/many/b/*.png"], shuffle=False)
+    assert [bytes(f).decode() for f in files] == [f"s3://{BUCKET}/many/b/{i:05d}.png" for i in range(1, 1100, 2)]
+
+
 def test_a_url_outside_the_roots_is_refused_naming_the_roots(cluster):
     ds = sluice.Dataset.tfrecord(["s3://other/secret.tfrecord"]).distribute("distributed_epoch", cluster.service)
     with pytest.raises(sluice.Error) as error:
@@ -319,3 +331,21 @@ def test_sluice_inspect_and_read_take_the_same_urls(s3, tmp_path):
     refused = subprocess.run([cli, "run", str(pipeline)], env=wrong, capture_output=True, text=True, timeout=60)
     assert refused.returncode != 0
     assert f"HEAD {SHARD_URLS[0]}: HTTP 403" in refused.stderr
+
+
+def test_a_restore_over_changed_objects_is_refused_naming_both_layouts(cluster, s3):
+    for i in range(6):
+        s3.put(BUCKET, f"layout/c/{i}.jpg", f"first {i}".encode())
+    ds = sluice.Dataset.image_folder(f"s3://{BUCKET}/layout").distribute("distributed_epoch", cluster.service,
+                                                                         exactly_once=True)
+    it = iter(ds)
+    first = bytes(next(it)["image"])
+    state = it.save()
+    rest = [bytes(e["image"]) for e in ds.iterator(restore_from=state)]
+    assert sorted([first] + rest) == sorted(f"first {i}".encode() for i in range(6))
+    # The same count of objects, one of another size: split numbers would
+    # name other bytes.
+    s3.put(BUCKET, "layout/c/3.jpg", b"a second, longer version")
+    with pytest.raises(Exception, match=r"saved under split layout '[^']*,objects=[0-9a-f]{16}' and this "
+                                        r"dispatcher cuts '[^']*,objects=[0-9a-f]{16}'"):
+        list(ds.iterator(restore_from=state))
