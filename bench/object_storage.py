@@ -14,7 +14,9 @@ is (a) local disk, the page cache warm (each file read once before), in the
 same run. s3rver is Node.js on the same 2 cores: its own cost is part of (b)
 and (c), so each of those rows also gives the server's ceiling through the same
 link, the curl command fetching the same ranges and images to /dev/null (no
-parsing, no decoding), as a second baseline.
+parsing, no decoding), as a second baseline. Where s3fs and FUSE work, the
+same pipelines also read the bucket through an s3fs mount (its defaults),
+the way to read a bucket without native support.
 
     /usr/bin/python3 bench/object_storage.py [--shards 16] [--shard-mib 64]
         [--images 2000] [--delays-ms 20,50]
@@ -23,6 +25,7 @@ parsing, no decoding), as a second baseline.
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -94,6 +97,32 @@ def curl_ceiling(endpoint, shard_keys, shard_bytes, image_keys):
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     small = len(image_keys) / (time.monotonic() - started)
     return large, small
+
+
+class S3fsMount:
+    """The bucket mounted with s3fs (FUSE), its default options: the way to
+    read a bucket without native support. None where s3fs or FUSE is not
+    there."""
+
+    def __init__(self, endpoint, work_dir):
+        self.path = os.path.join(work_dir, "s3fs-mount")
+        self._password = os.path.join(work_dir, "s3fs-password")
+        self.mounted = False
+        if not shutil.which("s3fs") or not os.path.exists("/dev/fuse"):
+            return
+        os.makedirs(self.path, exist_ok=True)
+        with open(self._password, "w") as f:
+            f.write("S3RVER:S3RVER\n")
+        os.chmod(self._password, 0o600)
+        result = subprocess.run(["s3fs", BUCKET, self.path, "-o", f"url={endpoint}", "-o", "use_path_request_style",
+                                 "-o", f"passwd_file={self._password}"], capture_output=True, text=True, timeout=60)
+        self.mounted = result.returncode == 0 and os.path.isdir(os.path.join(self.path, "shards"))
+        if not self.mounted:
+            print(f"s3fs: no mount ({result.stderr.strip()[-200:]})", flush=True)
+
+    def close(self):
+        if self.mounted:
+            subprocess.run(["fusermount", "-u", self.path], timeout=60)
 
 
 def write_shards(folder, shards, shard_mib):
@@ -187,6 +216,16 @@ def main():
             print(name, large, small, ceiling, flush=True)
         for link in links:
             link.close()
+        mount = S3fsMount(s3.endpoint, args.work_dir)
+        try:
+            if mount.mounted:
+                mounted = json.dumps([os.path.join(mount.path, key) for key in shard_keys])
+                large = run_child("tfrecord", mounted, base_env, args.seconds)
+                small = run_child("images", os.path.join(mount.path, "images"), base_env, args.seconds)
+                rows.append(("s3fs mount of s3rver, loopback", large, small, None))
+                print(rows[-1], flush=True)
+        finally:
+            mount.close()
     base_large = rows[0][1].get("rate")
     base_small = rows[0][2].get("rate")
     print(f"\n{args.shards} x {args.shard_mib} MiB TFRecord shards; {args.images} JPEGs; default object "

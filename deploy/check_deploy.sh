@@ -142,11 +142,26 @@ if all(os.access(b, os.X_OK) for b in binaries):
     for line in out.splitlines():
         pkg, _, path = line.partition(": ")
         owners[path] = pkg.split(":")[0]
+    # apt installs what the listed packages depend on (libcurl4's TLS and
+    # Kerberos libraries, say): their closure, from the installed packages'
+    # Depends and Pre-Depends, counts as installed.
+    installed = set(final_packages)
+    frontier = list(final_packages)
+    while frontier:
+        pkg = frontier.pop()
+        out = subprocess.run(["dpkg-query", "-W", "-f=${Depends}, ${Pre-Depends}", pkg],
+                             capture_output=True, text=True).stdout
+        for alternative in out.split(","):
+            for dep in alternative.split("|")[:1]:
+                name = dep.strip().split(" ")[0].split(":")[0]
+                if name and name not in installed:
+                    installed.add(name)
+                    frontier.append(name)
     for lib in sorted(libs):
         pkg = owners.get(lib) or owners.get(os.path.realpath(lib))
         if pkg is None:
             continue  # Sluice's own libraries (copied from the build stage), CUDA (off in the image)
-        if pkg not in final_packages and pkg not in base:
+        if pkg not in installed and pkg not in base:
             errors.append(f"{lib} (package {pkg}) is loaded by the daemons but not installed in the runtime stage")
     print(f"runtime packages cover the {len(libs)} libraries {build}'s binaries load")
 else:

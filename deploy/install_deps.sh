@@ -46,8 +46,9 @@ packages=(
   clang-14 libclang-rt-14-dev lld-14
 )
 if $bench; then
-  # bench/soak.sh plots its samples.
-  packages+=(python3-matplotlib)
+  # bench/soak.sh plots its samples; bench/object_storage.py compares with
+  # a bucket mounted by s3fs (FUSE).
+  packages+=(python3-matplotlib s3fs)
 fi
 
 missing=()

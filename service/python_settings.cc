@@ -32,7 +32,8 @@ absl::Status SetUpPythonFunctions(const PythonSettings& settings, const std::str
   if (settings.allow_client_functions && !clients_authenticated) {
     return absl::FailedPreconditionError(
         "python.allow_client_functions runs the Python code any client sends: it needs client "
-        "authentication (auth.client_token_file or auth.clients), so that only holders of a token can");
+        "authentication (auth.client_token_file or auth.clients), so that only holders of a token can send "
+        "code to run here");
   }
   if (settings.allow_client_functions) {
     spdlog::warn("python.allow_client_functions: every holder of a client token can run Python code here");

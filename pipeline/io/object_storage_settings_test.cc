@@ -59,7 +59,7 @@ TEST_CASE("object storage settings: the environment, as AWS's tools read it", "[
   CHECK(context->region == "us-west-2");
 }
 
-TEST_CASE("object storage settings: no endpoint is AWS's, virtual-hosted; no credentials is anonymous",
+TEST_CASE("object storage settings: no endpoint means AWS's, virtual-hosted, and no credentials anonymous requests",
           "[io][settings]") {
   ScopedEnv env({{"AWS_REGION", "ap-south-1"}});
   absl::StatusOr<ObjectStorageContext> context = ResolveObjectStorage({});

@@ -189,6 +189,21 @@ def write(target, seeds):
             f.write(data)
 
 
+def s3_listing_seeds():
+    # A truncated ListObjectsV2 page (quotes as entities and as text, a
+    # common prefix, a continuation token) and an error document.
+    page = (
+        '<?xml version="1.0" encoding="UTF-8"?>\n<ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">'
+        "<Name>b</Name><Prefix>p/</Prefix><KeyCount>2</KeyCount><MaxKeys>1000</MaxKeys><IsTruncated>true</IsTruncated>"
+        "<Contents><Key>p/a.jpg</Key><LastModified>2024-01-01T00:00:00.000Z</LastModified><ETag>&quot;abc&quot;</ETag>"
+        '<Size>12</Size></Contents><Contents><Key>p/b c.jpg</Key><ETag>"d-2"</ETag><Size>0</Size></Contents>'
+        "<CommonPrefixes><Prefix>p/x/</Prefix></CommonPrefixes><NextContinuationToken>tok==</NextContinuationToken>"
+        "</ListBucketResult>\n")
+    error = ('<?xml version="1.0"?><Error><Code>NoSuchKey</Code><Message>The specified key does not exist.</Message>'
+             "</Error>")
+    return {"page.xml": page.encode(), "error.xml": error.encode()}
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--build-dir", default=os.path.join(ROOT, "build-fuzz"))
@@ -200,6 +215,7 @@ def main():
     write("webdataset", webdataset_seeds())
     write("jpeg_decode", jpeg)
     write("png_decode", png)
+    write("s3_listing", s3_listing_seeds())
     for target in SELF_SEEDED:
         binary = os.path.join(args.build_dir, "tests", "fuzz", target + "_fuzzer")
         if not os.path.exists(binary):
