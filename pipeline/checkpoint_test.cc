@@ -7,11 +7,13 @@
 #include <fstream>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/json.h"
 #include "pipeline/dataset.h"
+#include "pipeline/record_io.h"
 #include "sluice/dataset.h"
 #include "sluice/iterator.h"
 #include "sluice/proto/checkpoint.pb.h"
@@ -128,9 +130,11 @@ TEST_CASE("checkpoint: file sources resume in the same shuffled order in every e
     std::filesystem::rename(dir.File("short.txt"), dir.File("a.txt"));
     absl::StatusOr<Iterator> restored = lines.MakeIterator(*state);
     CHECK(restored.status().code() == absl::StatusCode::kDataLoss);
+    // The saved state holds where the 5th line starts (byte 19), past the
+    // end of the 8 bytes there now.
     CHECK(restored.status().message() ==
           absl::StrCat("'", dir.File("a.txt"),
-                       "' has 2 records now; the saved state had read 4 (the file changed since the save)"));
+                       "' is 8 bytes now; the saved state reads on at byte 19 (the file changed since the save)"));
   }
   std::ofstream(dir.File("fixed.bin")) << "HHaaaabbbbccccddddFF";
   CheckResumesEverywhere(Dataset::FixedLengthRecord({dir.File("fixed.bin")}, 4, 2, 2).Repeat(2));
@@ -138,6 +142,49 @@ TEST_CASE("checkpoint: file sources resume in the same shuffled order in every e
 }
 
 // Random pipelines from the ops that save, saved at random points.
+// Overwrites the first `bytes` of `path` with 'X', keeping its size.
+void Scribble(const std::string& path, size_t bytes) {
+  std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
+  file.write(std::string(bytes, 'X').data(), static_cast<std::streamsize>(bytes));
+}
+
+TEST_CASE("checkpoint: an uncompressed file resumes at its saved byte offset, not by reading what came before",
+          "[checkpoint]") {
+  testing::TempDir dir;
+  const std::string text = dir.File("lines.txt");
+  {
+    std::ofstream out(text);
+    for (int i = 0; i < 10; ++i) out << "line-" << i << "\n";
+  }
+  const std::string records = dir.File("records.tfrecord");
+  {
+    absl::StatusOr<std::unique_ptr<TFRecordWriter>> writer = TFRecordWriter::Create(records);
+    REQUIRE(writer.ok());
+    for (int i = 0; i < 10; ++i) REQUIRE((*writer)->Write(absl::StrCat("record-", i)).ok());
+    REQUIRE((*writer)->Close().ok());
+  }
+  // The first 4 lines are 28 bytes; the first 4 records 4 * (12 + 8 + 4).
+  for (const auto& [dataset, path, before_bytes] :
+       {std::tuple{Dataset::TextLine({text}), text, size_t{28}},
+        std::tuple{Dataset::TFRecord({records}), records, size_t{4 * 24}}}) {
+    INFO(path);
+    const std::vector<std::string> expected = Uninterrupted(dataset);
+    REQUIRE(expected.size() == 10);
+    absl::StatusOr<Iterator> first = dataset.MakeIterator();
+    REQUIRE(first.ok());
+    CHECK(testing::Read(*first, 4) == std::vector<std::string>(expected.begin(), expected.begin() + 4));
+    absl::StatusOr<std::string> state = first->Save();
+    REQUIRE(state.ok());
+    // What came before the offset is unreadable now: a restore that read
+    // it again would give 'XXX' lines or a corrupt record.
+    Scribble(path, before_bytes);
+    absl::StatusOr<Iterator> restored = dataset.MakeIterator(*state);
+    INFO(restored.status().ToString());
+    REQUIRE(restored.ok());
+    CHECK(testing::Read(*restored, 10) == std::vector<std::string>(expected.begin() + 4, expected.end()));
+  }
+}
+
 TEST_CASE("checkpoint: random pipelines resume exactly at random points", "[checkpoint]") {
   std::mt19937_64 rng(20261125);
   auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<uint64_t>(n)); };

@@ -16,6 +16,9 @@
 namespace sluice {
 namespace {
 
+// The saved state's key for the next record's byte offset in its file.
+constexpr char kByteOffsetKey[] = "byte_offset";
+
 // The largest record, header or footer fixed_length_record reads.
 constexpr int64_t kMaxFixedRecordBytes = int64_t{1} << 30;
 
@@ -122,13 +125,34 @@ class FileSourceDataset : public DatasetBase {
     // read: a restore opens that file again and reads past them (exact for
     // compressed files too, at the cost of reading them again).
     absl::Status Save(proto::IteratorState* state) override {
-      return SaveOpenFile({.open = file_open_, .file = file_index_, .items = records_read_}, files_, state);
+      if (absl::Status saved =
+              SaveOpenFile({.open = file_open_, .file = file_index_, .items = records_read_}, files_, state);
+          !saved.ok()) {
+        return saved;
+      }
+      // Where the next record starts in an uncompressed file: a restore
+      // reads on from there (an object by Range) instead of reading past
+      // the records before it.
+      if (file_open_ && dataset_->compression_ == Compression::kNone &&
+          dataset_->config_.format != RecordFormat::kFixedLength) {
+        (*state->mutable_ints())[kByteOffsetKey] = static_cast<int64_t>(NextRecordOffset());
+      }
+      return absl::OkStatus();
     }
     absl::Status Restore(const proto::IteratorState& state) override {
       absl::StatusOr<OpenFileState> open_file =
           RestoreOpenFile(state, static_cast<int64_t>(dataset_->config_.files.size()), &files_);
       if (!open_file.ok()) return open_file.status();
       if (!open_file->open) return absl::OkStatus();
+      const auto byte_offset = state.ints().find(kByteOffsetKey);
+      if (byte_offset != state.ints().end() && dataset_->compression_ == Compression::kNone &&
+          dataset_->config_.format != RecordFormat::kFixedLength) {
+        if (absl::Status s = OpenFileAt(open_file->file, static_cast<uint64_t>(byte_offset->second)); !s.ok()) {
+          return s;
+        }
+        records_read_ = open_file->items;
+        return absl::OkStatus();
+      }
       if (absl::Status s = OpenFile(open_file->file); !s.ok()) return s;
       std::string skipped;
       if (absl::Status s = SkipItems(
@@ -165,6 +189,30 @@ class FileSourceDataset : public DatasetBase {
               absl::StrCat("'", path, "' is shorter than its ", config.header_bytes, "-byte header"));
         }
       }
+      return absl::OkStatus();
+    }
+
+    // Where the next record starts in the open, uncompressed file.
+    uint64_t NextRecordOffset() const {
+      const InputStream& stream = tfrecord_ != nullptr ? tfrecord_->stream() : *owned_;
+      return stream.offset() - lookahead_.size();
+    }
+
+    // The file at `file_index` from byte `offset` on (a restore).
+    absl::Status OpenFileAt(int64_t file_index, uint64_t offset) {
+      const std::string& path = dataset_->config_.files[file_index];
+      file_index_ = file_index;
+      records_read_ = 0;
+      lookahead_.clear();
+      opened_ahead_.reset();
+      absl::StatusOr<std::unique_ptr<InputStream>> stream = InputStream::OpenAt(path, offset);
+      if (!stream.ok()) return stream.status();
+      if (dataset_->config_.format == RecordFormat::kTFRecord) {
+        tfrecord_ = std::make_unique<TFRecordReader>(*std::move(stream));
+      } else {
+        owned_ = *std::move(stream);
+      }
+      file_open_ = true;
       return absl::OkStatus();
     }
 

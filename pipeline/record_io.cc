@@ -44,6 +44,15 @@ absl::StatusOr<std::unique_ptr<InputStream>> InputStream::Open(const std::string
   return Open(path, compression, *std::move(file));
 }
 
+absl::StatusOr<std::unique_ptr<InputStream>> InputStream::OpenAt(const std::string& path, uint64_t offset) {
+  absl::StatusOr<std::unique_ptr<io::ReadableFile>> file = io::OpenReadableFile(path);
+  if (!file.ok()) return file.status();
+  if (absl::Status moved = (*file)->SeekBeforeReading(offset); !moved.ok()) return moved;
+  absl::StatusOr<std::unique_ptr<InputStream>> stream = Open(path, Compression::kNone, *std::move(file));
+  if (stream.ok()) (*stream)->offset_ = offset;
+  return stream;
+}
+
 absl::StatusOr<std::unique_ptr<InputStream>> InputStream::Open(const std::string& path, Compression compression,
                                                                std::unique_ptr<io::ReadableFile> file) {
   std::unique_ptr<InputStream> stream(new InputStream(path, std::move(file), compression));

@@ -35,6 +35,9 @@ inline constexpr size_t kMaxLineBytes = size_t{64} << 20;
 class InputStream {
  public:
   static absl::StatusOr<std::unique_ptr<InputStream>> Open(const std::string& path, Compression compression);
+  // An uncompressed file from byte `offset` on (a restore inside it):
+  // offset() starts there.
+  static absl::StatusOr<std::unique_ptr<InputStream>> OpenAt(const std::string& path, uint64_t offset);
   // Over a file already opened (pipeline/io's FileOpenedAhead).
   static absl::StatusOr<std::unique_ptr<InputStream>> Open(const std::string& path, Compression compression,
                                                            std::unique_ptr<io::ReadableFile> file);
@@ -75,6 +78,7 @@ class InputStream {
 class TFRecordReader {
  public:
   explicit TFRecordReader(std::unique_ptr<InputStream> stream) : stream_(std::move(stream)) {}
+  const InputStream& stream() const { return *stream_; }
   // The next record, or false at a clean end of file. A truncated or
   // corrupt record is DataLoss naming the file and the record's offset.
   absl::StatusOr<bool> ReadRecord(std::string* record);

@@ -1,5 +1,9 @@
 #include "service/grpc_util.h"
 
+#include <grpc/grpc.h>
+#include <pthread.h>
+
+#include <atomic>
 #include <thread>
 
 #include "absl/strings/match.h"
@@ -7,6 +11,34 @@
 #include "service/channel_security.h"
 
 namespace sluice {
+namespace {
+
+// Whether gRPC was running at the last fork, and whether this process is a
+// child (or grandchild) of a fork made while it was. Set by fork handlers:
+// atomics only, no locks.
+std::atomic<bool> grpc_live_at_fork{false};
+std::atomic<bool> forked_while_grpc_live{false};
+
+// Registered when the library loads, before any fork that matters.
+const bool fork_handlers_registered = [] {
+  pthread_atfork([] { grpc_live_at_fork.store(grpc_is_initialized() != 0); }, nullptr,
+                 [] {
+                   if (grpc_live_at_fork.load()) forked_while_grpc_live.store(true);
+                 });
+  return true;
+}();
+
+}  // namespace
+
+absl::Status CheckGrpcUsableAfterFork() {
+  (void)fork_handlers_registered;
+  if (!forked_while_grpc_live.load()) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      "this process was forked while its parent had a Sluice read or service call in progress, whose gRPC "
+      "state a child cannot use: let the parent's iterators end (or del them) before the DataLoader starts "
+      "its workers (persistent_workers=True keeps them), or use multiprocessing_context='spawn'");
+}
+
 
 absl::Status FromGrpcStatus(const grpc::Status& status) {
   if (status.ok()) return absl::OkStatus();

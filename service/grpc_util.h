@@ -46,6 +46,13 @@ struct ChannelOptions {
   int idle_timeout_ms = 0;
 };
 
+// OK, unless this process was forked while gRPC was running in its parent
+// (a read or call in progress there): then FailedPrecondition saying so.
+// gRPC 1.51's poller, locks and threads in such a child are the parent's,
+// and a call hangs or crashes; a child forked while gRPC was shut down
+// (between reads, which hold no channel) starts it afresh and reads.
+absl::Status CheckGrpcUsableAfterFork();
+
 // A channel with DefaultChannelSecurity() (service/channel_security.h): the
 // process's token and TLS settings.
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address, const ChannelOptions& options = {});

@@ -37,7 +37,10 @@ constexpr std::chrono::milliseconds kDefaultDispatcherDeadline(60000);
 
 // What every iterator of one `distribute` step reads with.
 struct ReadConfig {
-  std::shared_ptr<DispatcherClient> service;
+  // The dispatcher's HOST:PORT. Each read makes its own client, so that a
+  // built pipeline holds no gRPC channel: gRPC shut down between reads is
+  // what lets a process fork (a DataLoader's workers) and the child read.
+  std::string dispatcher_address;
   proto::JobParams params;
   int64_t cardinality = 0;
   int64_t max_outstanding = 0;
@@ -141,6 +144,8 @@ absl::StatusOr<std::unique_ptr<ServiceRead>> StartRead(const ReadConfig& config,
   }
   // Elements arrive as a steady stream of large messages (service/malloc_tuning.h).
   TuneMallocForLargeMessages();
+  if (absl::Status usable = CheckGrpcUsableAfterFork(); !usable.ok()) return usable;
+  auto service = std::make_shared<DispatcherClient>(config.dispatcher_address);
   proto::GetOrCreateJobRequest job_request;
   *job_request.mutable_params() = config.params;
   if (resume != nullptr) {
@@ -158,9 +163,9 @@ absl::StatusOr<std::unique_ptr<ServiceRead>> StartRead(const ReadConfig& config,
                                                     "): ", status.message()));
   };
   proto::GetOrCreateJobResponse job;
-  absl::Status status = config.service->GetOrCreateJob(
+  absl::Status status = service->GetOrCreateJob(
       job_request, &job,
-      {.retry_for = config.deadline, .what = absl::StrCat("creating a job at ", config.service->address())});
+      {.retry_for = config.deadline, .what = absl::StrCat("creating a job at ", service->address())});
   if (!status.ok()) return in_context(status);
   proto::GetOrCreateIterationRequest iteration_request;
   iteration_request.set_job_id(job.job_id());
@@ -178,10 +183,9 @@ absl::StatusOr<std::unique_ptr<ServiceRead>> StartRead(const ReadConfig& config,
   proto::GetOrCreateIterationResponse iteration;
   for (;;) {
     iteration_request.set_repetition(repetition);
-    status = config.service->GetOrCreateIteration(
+    status = service->GetOrCreateIteration(
         iteration_request, &iteration,
-        {.retry_for = config.deadline,
-         .what = absl::StrCat("starting an iteration at ", config.service->address())});
+        {.retry_for = config.deadline, .what = absl::StrCat("starting an iteration at ", service->address())});
     if (!status.ok()) return in_context(status);
     // A finished repetition that this reader's peers started was theirs
     // to read; one started by others is stale, and the next is this
@@ -190,7 +194,7 @@ absl::StatusOr<std::unique_ptr<ServiceRead>> StartRead(const ReadConfig& config,
     const bool others = !iteration.epoch_key().empty() && iteration.epoch_key() != config.peer_epoch_key;
     const bool stale = others && (iteration.already_finished() || config.peer_job_private);
     if (config.peer_epoch_key.empty() || resume != nullptr || !stale) break;
-    ReleaseIterationClient(*config.service, iteration.iteration_client_id(), iteration.client_secret());
+    ReleaseIterationClient(*service, iteration.iteration_client_id(), iteration.client_secret());
     ++repetition;
     int64_t next = repetitions.load();
     while (next <= repetition && !repetitions.compare_exchange_weak(next, repetition + 1)) {
@@ -215,7 +219,7 @@ absl::StatusOr<std::unique_ptr<ServiceRead>> StartRead(const ReadConfig& config,
   // from, for a restore there later.
   if (restored.restore_key().empty()) restored.set_restore_key(iteration.restore_key());
   return std::make_unique<ServiceRead>(
-      config.service,
+      std::move(service),
       ServiceReadOptions{.iteration_client_id = iteration.iteration_client_id(),
                          .client_secret = iteration.client_secret(),
                          .max_outstanding = config.max_outstanding,
@@ -428,7 +432,8 @@ absl::StatusOr<DatasetPtr> MakeDataServiceDataset(const proto::DatasetDef& worke
   }
   const std::chrono::milliseconds deadline =
       op.timeout_ms() > 0 ? std::chrono::milliseconds(op.timeout_ms()) : kDefaultDispatcherDeadline;
-  auto service = std::make_shared<DispatcherClient>(*address);
+  if (absl::Status usable = CheckGrpcUsableAfterFork(); !usable.ok()) return usable;
+  auto service = std::make_unique<DispatcherClient>(*address);
 
   proto::GetOrRegisterDatasetRequest register_request;
   *register_request.mutable_dataset() = worker_part;
@@ -470,7 +475,7 @@ absl::StatusOr<DatasetPtr> MakeDataServiceDataset(const proto::DatasetDef& worke
   const int64_t max_outstanding = op.max_outstanding_requests();
   const int64_t consumer_index = op.num_consumers() > 0 ? op.consumer_index() : -1;
   return std::make_shared<DataServiceDataset>(
-      ReadConfig{.service = std::move(service),
+      ReadConfig{.dispatcher_address = *address,
                  .params = std::move(params),
                  .cardinality = info.cardinality(),
                  .max_outstanding = max_outstanding,

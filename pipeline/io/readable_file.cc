@@ -1,5 +1,6 @@
 #include "pipeline/io/readable_file.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -22,6 +23,17 @@ class LocalFile : public ReadableFile {
  public:
   LocalFile(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
   ~LocalFile() override { close(fd_); }
+  absl::Status SeekBeforeReading(uint64_t offset) override {
+    struct stat info {};
+    if (fstat(fd_, &info) != 0) {
+      return absl::DataLossError(absl::StrCat("cannot stat '", path_, "': ", std::strerror(errno)));
+    }
+    if (static_cast<uint64_t>(info.st_size) < offset) return ChangedSinceSave(path_, info.st_size, offset);
+    if (lseek(fd_, static_cast<off_t>(offset), SEEK_SET) < 0) {
+      return absl::DataLossError(absl::StrCat("cannot seek in '", path_, "': ", std::strerror(errno)));
+    }
+    return absl::OkStatus();
+  }
   absl::StatusOr<size_t> Read(char* buffer, size_t n) override {
     while (true) {
       const ssize_t got = read(fd_, buffer, n);
@@ -38,6 +50,11 @@ class LocalFile : public ReadableFile {
 };
 
 }  // namespace
+
+absl::Status ChangedSinceSave(const std::string& path, uint64_t size, uint64_t offset) {
+  return absl::DataLossError(absl::StrCat("'", path, "' is ", size, " bytes now; the saved state reads on at byte ",
+                                          offset, " (the file changed since the save)"));
+}
 
 absl::StatusOr<std::unique_ptr<ReadableFile>> OpenObject(const ObjectInfo& info) {
   if (absl::Status allowed = CheckReadableUrl(info.url); !allowed.ok()) return allowed;

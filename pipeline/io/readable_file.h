@@ -25,7 +25,14 @@ class ReadableFile {
   // Starts fetching the first bytes now, before the first Read (an object's
   // first parts); nothing for a local file.
   virtual void StartReading() {}
+  // Moves to byte `offset` before the first Read: a restore goes on inside
+  // a file without reading what came before (an object's ranged GETs start
+  // there). DataLoss (ChangedSinceSave) when the file is shorter.
+  virtual absl::Status SeekBeforeReading(uint64_t offset) = 0;
 };
+
+// DataLoss: `path` is `size` bytes, short of a saved `offset`.
+absl::Status ChangedSinceSave(const std::string& path, uint64_t size, uint64_t offset);
 
 // A local path (pipeline/sandbox.h's OpenDataFile) or an s3:// or
 // http(s):// URL (a HEAD for its size and ETag; then ranged GETs in

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/exceptions.h"
 #include "common/thread_pool.h"
@@ -68,7 +69,8 @@ void RemoteFile::ScheduleParts() {
     part->length = std::min(part_bytes_, info_.size - next_offset_);
     next_offset_ += part->length;
     parts_.push_back(part);
-    if (part->offset == 0 && next_offset_ >= info_.size) {
+    if (parts_.size() == 1 && position_ == 0 && part->offset + part->length >= info_.size &&
+        !started_fetching_) {
       // The whole object in one part: fetched here, no thread hop.
       absl::Status status = ReadObjectRange(info_, part->offset, part->length, &part->bytes);
       absl::MutexLock lock(&part->mu);
@@ -76,6 +78,7 @@ void RemoteFile::ScheduleParts() {
       part->done = true;
       continue;
     }
+    started_fetching_ = true;
     RunOnFetchThreads([info = info_, part] {
       absl::Status status = CallContained(
           "fetching a part", [&] { return ReadObjectRange(info, part->offset, part->length, &part->bytes); });
@@ -84,6 +87,15 @@ void RemoteFile::ScheduleParts() {
       part->done = true;
     });
   }
+}
+
+absl::Status RemoteFile::SeekBeforeReading(uint64_t offset) {
+  if (offset > info_.size) return ChangedSinceSave(info_.url, info_.size, offset);
+  if (!parts_.empty() || next_offset_ != 0) {
+    return absl::FailedPreconditionError(absl::StrCat("'", info_.url, "': a seek after reading began"));
+  }
+  next_offset_ = offset;
+  return absl::OkStatus();
 }
 
 absl::StatusOr<size_t> RemoteFile::Read(char* buffer, size_t n) {

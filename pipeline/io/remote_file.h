@@ -22,6 +22,7 @@ class RemoteFile : public ReadableFile {
   ~RemoteFile() override;
   absl::StatusOr<size_t> Read(char* buffer, size_t n) override;
   void StartReading() override { ScheduleParts(); }
+  absl::Status SeekBeforeReading(uint64_t offset) override;
 
  private:
   struct Part;
@@ -33,6 +34,7 @@ class RemoteFile : public ReadableFile {
   uint64_t next_offset_ = 0;  // the first byte of the next part to schedule
   std::deque<std::shared_ptr<Part>> parts_;  // scheduled, in order
   size_t position_ = 0;  // bytes of parts_.front() already read
+  bool started_fetching_ = false;  // a part went to the fetch threads
 };
 
 // Runs `task` on the process's fetch threads (started on first use, and

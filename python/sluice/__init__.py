@@ -14,6 +14,7 @@ data service, and read their elements as NumPy arrays.
 The data path is the C++ SDK's: arrays share the C++ tensors' buffers.
 """
 
+from . import _grpc_env  # noqa: F401  (before the native module: gRPC's poller for forks)
 from ._sluice import (
     INFINITE,
     UNKNOWN,

@@ -15,6 +15,8 @@ import threading
 import time
 import weakref
 
+from . import _grpc_env
+
 try:
     from . import _paths
 except ImportError:  # a package without a build's or an install's daemons
@@ -277,6 +279,7 @@ class LocalCluster:
             stdout=log,
             stderr=subprocess.STDOUT,
             preexec_fn=_die_with_parent,
+            env=_grpc_env.daemon_environment(),
         )
         log.close()
         deadline = time.monotonic() + self._start_timeout

@@ -139,6 +139,42 @@ print(json.dumps(epochs))
     assert "warning" not in done.stderr, done.stderr
 
 
+@pytest.mark.parametrize("touch", ["element_spec", "cardinality", "next", "epoch"])
+def test_dataloader_workers_forked_after_the_parent_used_the_service(images, cluster, tmp_path, touch):
+    # Issue 49, part 1: the default (fork) context, after each call that
+    # reaches the dispatcher in the parent. Workers segfaulted in gRPC or
+    # hung for 60 s. Token or none changes nothing here: the open cluster.
+    if os.environ.get("SLUICE_TOKEN_FILE"):
+        pytest.skip("run on the open cluster only (the fork does not depend on the token)")
+    root, expected = images
+    done = run_trainer(
+        tmp_path,
+        f"""
+import json, torch
+from sluice.torch import IterableDataset
+ds = pipeline({root!r}, {cluster.service!r})
+touch = {touch!r}
+if touch == "element_spec":
+    ds.element_spec
+elif touch == "cardinality":
+    ds.cardinality()
+elif touch == "next":
+    next(iter(ds))
+else:
+    assert sorted(p for batch in ds for p in paths(batch)) == {expected!r}
+loader = torch.utils.data.DataLoader(IterableDataset(ds), batch_size=None, num_workers=2)
+assert loader.multiprocessing_context is None and torch.multiprocessing.get_start_method() == "fork"
+epochs = [[p for batch in loader for p in paths(batch)] for _ in range(3)]
+print(json.dumps(epochs))
+""",
+        timeout=120,
+    )
+    epochs = json.loads(done.stdout)
+    assert len(epochs) == 3
+    for seen in epochs:
+        assert sorted(seen) == expected
+
+
 def test_an_epoch_left_early_does_not_eat_into_the_next(images, cluster, tmp_path):
     # Fresh DataLoader workers count from the parent's epoch each time; the
     # repetition the first epoch left unfinished is stale for the second.
