@@ -72,7 +72,30 @@ class TokenInterceptorFactory final : public grpc::experimental::ClientIntercept
 };
 
 absl::Mutex default_mu(absl::kConstInit);
+// What SetDefaultChannelSecurity set (a daemon's settings, the CLI's flags).
 absl::StatusOr<ChannelSecurity>* default_security ABSL_GUARDED_BY(default_mu) = nullptr;
+
+// The environment's settings as last loaded, and what they named: the
+// variables and each file's size and modification time. A change to any
+// loads them again, so a token set (or rotated) after a process's first
+// call counts at its next connection, and an unchanged one is not re-read.
+struct EnvironmentSecurity {
+  std::vector<std::string> key;
+  absl::StatusOr<ChannelSecurity> loaded;
+};
+EnvironmentSecurity* environment_security ABSL_GUARDED_BY(default_mu) = nullptr;
+
+std::vector<std::string> EnvironmentKey(const ChannelSecurityFiles& files) {
+  std::vector<std::string> key = {files.token_file, files.tls_ca_file, files.tls_cert_file, files.tls_key_file,
+                                  files.tls_server_name};
+  for (const std::string* path : {&files.token_file, &files.tls_ca_file, &files.tls_cert_file, &files.tls_key_file}) {
+    struct stat info {};
+    key.push_back(!path->empty() && stat(path->c_str(), &info) == 0
+                      ? absl::StrCat(info.st_size, "@", info.st_mtim.tv_sec, ".", info.st_mtim.tv_nsec)
+                      : "-");
+  }
+  return key;
+}
 
 }  // namespace
 
@@ -136,16 +159,20 @@ ChannelSecurityFiles ChannelSecurityFilesFromEnvironment() {
 }
 
 absl::StatusOr<ChannelSecurity> DefaultChannelSecurity() {
+  const ChannelSecurityFiles files = ChannelSecurityFilesFromEnvironment();
+  std::vector<std::string> key = EnvironmentKey(files);
   absl::MutexLock lock(&default_mu);
-  if (default_security == nullptr) {
-    absl::StatusOr<ChannelSecurity> loaded = LoadChannelSecurity(ChannelSecurityFilesFromEnvironment());
+  if (default_security != nullptr) return *default_security;
+  if (environment_security == nullptr || environment_security->key != key) {
+    absl::StatusOr<ChannelSecurity> loaded = LoadChannelSecurity(files);
     if (!loaded.ok()) {
       loaded = absl::Status(loaded.status().code(),
                             absl::StrCat("SLUICE_TOKEN_FILE/SLUICE_TLS_*: ", loaded.status().message()));
     }
-    default_security = new absl::StatusOr<ChannelSecurity>(std::move(loaded));
+    delete environment_security;
+    environment_security = new EnvironmentSecurity{std::move(key), std::move(loaded)};
   }
-  return *default_security;
+  return environment_security->loaded;
 }
 
 void SetDefaultChannelSecurity(ChannelSecurity security) {

@@ -57,8 +57,10 @@ absl::StatusOr<std::string> ReadSecretFile(const std::string& what, const std::s
 absl::StatusOr<std::string> ReadPemFile(const std::string& what, const std::string& path);
 
 // What MakeChannel(address) uses: what SetDefaultChannelSecurity set, else
-// the environment's, read once. An error reading the environment's files
-// is kept and returned here, so that a client's first call can report it.
+// the environment's, read again whenever a SLUICE_* variable or one of its
+// files changed (a notebook that sets SLUICE_TOKEN_FILE after a first call,
+// a rotated token). An error reading the environment's files is returned
+// here, so that a client's call can report it.
 absl::StatusOr<ChannelSecurity> DefaultChannelSecurity();
 void SetDefaultChannelSecurity(ChannelSecurity security);
 

@@ -9,6 +9,7 @@
 #include <thread>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "client/read/definition_checks.h"
 #include "client/read/element_transport.h"
@@ -34,6 +35,15 @@ namespace {
 
 // How long a client waits for a dispatcher that is not up yet, by default.
 constexpr std::chrono::milliseconds kDefaultDispatcherDeadline(60000);
+// ... and for one whose address refuses connections, or does not resolve.
+constexpr std::chrono::milliseconds kRefusedAddressDeadline(10000);
+
+// Whether gRPC's reason says that nothing listens at the address (or it
+// does not resolve), as opposed to a peer that answers slowly.
+bool NothingListens(absl::string_view reason) {
+  return absl::StrContains(reason, "Connection refused") || absl::StrContains(reason, "failed to connect") ||
+         absl::StrContains(reason, "DNS resolution failed") || absl::StrContains(reason, "Name or service not known");
+}
 
 // What every iterator of one `distribute` step reads with.
 struct ReadConfig {
@@ -443,14 +453,31 @@ absl::StatusOr<DatasetPtr> MakeDataServiceDataset(const proto::DatasetDef& worke
   auto still_retrying = [&](const std::string& reason) {
     Warn(absl::StrCat(
         "the dispatcher at ", *address, " does not answer yet (", reason, "); retrying for up to ",
-        deadline.count(),
+        (op.timeout_ms() <= 0 ? kRefusedAddressDeadline : deadline).count(),
         " ms (distribute(timeout_ms=...) in Python, timeout_ms in YAML, sluice read --timeout-ms)"));
   };
+  // With the default deadline, an address where nothing listens (a typo,
+  // a dispatcher not started) fails after 10 s naming it, not after 60:
+  // only a dispatcher that answers slowly gets the rest of the minute. A
+  // read already going keeps the long retry for one that went away.
+  const bool default_deadline = op.timeout_ms() <= 0;
+  const std::chrono::milliseconds first_window = default_deadline ? kRefusedAddressDeadline : deadline;
   absl::Status status =
       service->GetOrRegisterDataset(register_request, &registered,
-                                    {.retry_for = deadline,
+                                    {.retry_for = first_window,
                                      .what = absl::StrCat("registering the dataset at ", *address),
                                      .still_retrying = still_retrying});
+  if (default_deadline && absl::IsUnavailable(status)) {
+    if (NothingListens(status.message())) {
+      return absl::UnavailableError(absl::StrCat(
+          "the dispatcher at ", *address, " refuses connections: nothing listens there (", status.message(),
+          "); check the address and that dispatcherd runs, or give a dispatcher that is starting longer with "
+          "distribute(timeout_ms=...)"));
+    }
+    status = service->GetOrRegisterDataset(register_request, &registered,
+                                           {.retry_for = deadline - first_window,
+                                            .what = absl::StrCat("registering the dataset at ", *address)});
+  }
   if (absl::IsUnimplemented(status)) {
     return absl::UnimplementedError(absl::StrCat("the dispatcher at ", *address, ": ", status.message()));
   }

@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 
@@ -85,6 +86,7 @@ absl::StatusOr<std::unique_ptr<ReadableFile>> OpenReadableFile(const std::string
 }
 
 struct FileOpenedAhead::State {
+  std::atomic<bool> abandoned{false};
   absl::Mutex mu;
   bool done ABSL_GUARDED_BY(mu) = false;
   absl::StatusOr<std::unique_ptr<ReadableFile>> file ABSL_GUARDED_BY(mu);
@@ -94,13 +96,25 @@ std::shared_ptr<FileOpenedAhead> FileOpenedAhead::Start(std::string path) {
   auto state = std::make_shared<State>();
   RunOnFetchThreads([path, state] {
     absl::StatusOr<std::unique_ptr<ReadableFile>> file =
-        CallContained("opening a file ahead", [&] { return OpenReadableFile(path); });
-    if (file.ok()) (*file)->StartReading();
+        state->abandoned.load() ? absl::CancelledError("not needed any more")
+                                : CallContained("opening a file ahead", [&] { return OpenReadableFile(path); });
+    if (file.ok() && !state->abandoned.load()) (*file)->StartReading();
     absl::MutexLock lock(&state->mu);
     state->file = std::move(file);
     state->done = true;
   });
   return std::shared_ptr<FileOpenedAhead>(new FileOpenedAhead(std::move(path), std::move(state)));
+}
+
+FileOpenedAhead::~FileOpenedAhead() {
+  state_->abandoned.store(true);
+  absl::StatusOr<std::unique_ptr<ReadableFile>> file;
+  {
+    absl::MutexLock lock(&state_->mu);
+    state_->mu.Await(absl::Condition(&state_->done));
+    file = std::move(state_->file);
+  }
+  // Destroyed here, outside the lock: a remote file waits for its parts.
 }
 
 absl::StatusOr<std::unique_ptr<ReadableFile>> FileOpenedAhead::Take() {

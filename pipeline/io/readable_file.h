@@ -53,6 +53,9 @@ class FileOpenedAhead {
   const std::string& path() const { return path_; }
   // The opened file, or why it could not be opened; waits for the open.
   absl::StatusOr<std::unique_ptr<ReadableFile>> Take();
+  // Waits for an open still under way (one not started is skipped), so that
+  // no fetch outlives the source that asked for it.
+  ~FileOpenedAhead();
 
  private:
   struct State;

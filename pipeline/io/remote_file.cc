@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -51,6 +52,8 @@ void RunOnFetchThreads(std::function<void()> task) {
 struct RemoteFile::Part {
   uint64_t offset = 0;
   uint64_t length = 0;
+  // Set when the file is closed: a part not yet started is not fetched.
+  std::atomic<bool> abandoned{false};
   absl::Mutex mu;
   bool done ABSL_GUARDED_BY(mu) = false;
   absl::Status status ABSL_GUARDED_BY(mu);
@@ -60,7 +63,16 @@ struct RemoteFile::Part {
 RemoteFile::RemoteFile(ObjectInfo info, uint64_t part_bytes, int parts_in_flight)
     : info_(std::move(info)), part_bytes_(std::max<uint64_t>(part_bytes, 1)), parts_in_flight_(std::max(parts_in_flight, 1)) {}
 
-RemoteFile::~RemoteFile() = default;  // parts still in flight finish on their own
+// Parts in flight end before the file does: none outlives its reader (a
+// process exiting while a fetch thread is inside libcurl and OpenSSL would
+// crash in their teardown). Parts not yet started are skipped.
+RemoteFile::~RemoteFile() {
+  for (const std::shared_ptr<Part>& part : parts_) part->abandoned.store(true);
+  for (const std::shared_ptr<Part>& part : parts_) {
+    absl::MutexLock lock(&part->mu);
+    part->mu.Await(absl::Condition(&part->done));
+  }
+}
 
 void RemoteFile::ScheduleParts() {
   while (static_cast<int>(parts_.size()) < parts_in_flight_ && next_offset_ < info_.size) {
@@ -80,8 +92,11 @@ void RemoteFile::ScheduleParts() {
     }
     started_fetching_ = true;
     RunOnFetchThreads([info = info_, part] {
-      absl::Status status = CallContained(
-          "fetching a part", [&] { return ReadObjectRange(info, part->offset, part->length, &part->bytes); });
+      absl::Status status =
+          part->abandoned.load() ? absl::CancelledError("the file was closed")
+                                 : CallContained("fetching a part", [&] {
+                                     return ReadObjectRange(info, part->offset, part->length, &part->bytes);
+                                   });
       absl::MutexLock lock(&part->mu);
       part->status = std::move(status);
       part->done = true;

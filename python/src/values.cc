@@ -2,6 +2,7 @@
 
 #include <pybind11/numpy.h>
 
+#include <cstdint>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -153,7 +154,70 @@ py::object ElementToPython(const Element& element) {
   return out;
 }
 
+namespace {
+
+// What a nested Python list holds, found before NumPy sees it: NumPy turns
+// [1, "a"] into strings without a word, and a ragged list into its bare
+// "inhomogeneous shape" error.
+struct ListShape {
+  std::vector<int64_t> lengths;  // of the lists at each depth
+  size_t leaf_depth = SIZE_MAX;  // where the scalars are
+  std::string kind;              // "number" or "string" of the first scalar
+  std::string first;             // that scalar's item and type, for messages
+};
+
+std::string ItemName(const std::vector<size_t>& path) {
+  std::string name = "item ";
+  for (size_t i : path) absl::StrAppend(&name, "[", i, "]");
+  return path.empty() ? "the value" : name;
+}
+
+void WalkList(py::handle value, std::vector<size_t>& path, ListShape& shape) {
+  const size_t depth = path.size();
+  if (py::isinstance<py::list>(value) || py::isinstance<py::tuple>(value)) {
+    const auto length = static_cast<int64_t>(py::len(value));
+    if (shape.leaf_depth <= depth || (depth < shape.lengths.size() && shape.lengths[depth] != length)) {
+      const std::string other = shape.leaf_depth <= depth ? "a scalar" : absl::StrCat(shape.lengths[depth], " items");
+      ThrowStatus(absl::InvalidArgumentError(absl::StrCat(
+          "a ragged list: ", ItemName(path), " has ", length, " items where another at its depth has ", other,
+          "; a component is a rectangular array (pad the rows to one length, or make one element of each)")));
+    }
+    if (depth == shape.lengths.size()) shape.lengths.push_back(length);
+    path.push_back(0);
+    for (py::handle item : value) {
+      WalkList(item, path, shape);
+      ++path.back();
+    }
+    path.pop_back();
+    return;
+  }
+  if (depth < shape.lengths.size() || (shape.leaf_depth != SIZE_MAX && shape.leaf_depth != depth)) {
+    ThrowStatus(absl::InvalidArgumentError(absl::StrCat(
+        "a ragged list: ", ItemName(path), " is a scalar where another at its depth is a list; a component is a "
+        "rectangular array (pad the rows to one length, or make one element of each)")));
+  }
+  shape.leaf_depth = depth;
+  const bool text = py::isinstance<py::str>(value) || py::isinstance<py::bytes>(value);
+  const std::string kind = text ? "string" : "number";
+  const std::string described = absl::StrCat(ItemName(path), " is ", std::string(py::str(py::type::of(value).attr("__name__"))));
+  if (shape.kind.empty()) {
+    shape.kind = kind;
+    shape.first = described;
+  } else if (shape.kind != kind) {
+    ThrowStatus(absl::InvalidArgumentError(absl::StrCat("a list that mixes numbers and strings (", shape.first, ", ",
+                                                        described, "): a component holds one dtype; make its items "
+                                                        "all numbers or all strings")));
+  }
+}
+
+}  // namespace
+
 Tensor TensorFromPython(py::handle value) {
+  if (py::isinstance<py::list>(value) || py::isinstance<py::tuple>(value)) {
+    std::vector<size_t> path;
+    ListShape shape;
+    WalkList(value, path, shape);
+  }
   py::array array = py::module_::import("numpy").attr("asarray")(value);
   const DType dtype = DTypeOfArray(array);
   if (dtype == DType::kInvalid) {

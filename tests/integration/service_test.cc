@@ -372,6 +372,24 @@ TEST_CASE("service: an unreachable dispatcher is a clear error within the timeou
   CHECK_THAT(std::string(result.status().message()), Catch::Matchers::Contains("Connection refused"));
 }
 
+TEST_CASE("service: by default an address where nothing listens fails within about 10 s, naming it",
+          "[service]") {
+  const int port = testing::PickFreePort();  // nothing listens there
+  const auto start = std::chrono::steady_clock::now();
+  absl::StatusOr<std::vector<Element>> result =
+      Dataset::Range(3).ReadFromService({.service = absl::StrCat("grpc://127.0.0.1:", port)}).Collect();
+  const auto took = std::chrono::steady_clock::now() - start;
+  CHECK(took >= std::chrono::seconds(9));
+  CHECK(took < std::chrono::seconds(20));  // not the minute a dispatcher that answers slowly gets
+  CHECK(result.status().code() == absl::StatusCode::kUnavailable);
+  CHECK_THAT(std::string(result.status().message()),
+             Catch::Matchers::StartsWith(absl::StrCat("step 2 (distribute): the dispatcher at 127.0.0.1:", port,
+                                                      " refuses connections: nothing listens there (")));
+  CHECK_THAT(std::string(result.status().message()),
+             Catch::Matchers::EndsWith("check the address and that dispatcherd runs, or give a dispatcher that is "
+                                       "starting longer with distribute(timeout_ms=...)"));
+}
+
 TEST_CASE("service: SIGTERM shuts the daemons down cleanly", "[service]") {
   TestCluster cluster({.num_workers = 1});
   CHECK(CollectInts(Dataset::Range(3).ReadFromService({.service = cluster.ServiceUrl()})) == Iota(3));
