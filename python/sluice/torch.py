@@ -102,17 +102,23 @@ class IterableDataset(torch.utils.data.IterableDataset):
         goes whole to one rank. "global" (tf.data's convention): the
         pipeline's last batch is the global batch, and each rank gets its
         1/world_size slice of it (distribute_dataset's rebatching).
-    even_batches: under DDP, every rank yields the same number of batches
-        per epoch, so that collective calls always match. The ranks agree
-        before each batch (a one-integer all-reduce on a gloo group of this
-        dataset's own); when one runs out, the batches the others still
-        hold are spread evenly and the remainder (fewer than world_size
-        batches, so at most one global batch) is dropped, counted in
-        `dropped_batches` and sluice.metrics()'s
-        sluice_torch_dropped_batches_total, and named in one line on stderr. Each element is
-        read at most once per epoch across ranks. A reading error on one
-        rank stops every rank, each raising. False gives each rank what it
-        reads, unequal counts included: unsafe with collectives.
+    even_batches: under DDP, how ranks that read different numbers of
+        batches in an epoch are made equal, so that collective calls always
+        match. The ranks agree before each batch (a one-integer all-reduce
+        on a gloo group of this dataset's own); when one runs out, the
+        batches the others still hold are pooled and spread in whole rounds
+        of one per rank.
+        "pad" (or True, the default), as DistributedSampler(drop_last=False)
+        and Accelerate's even_batches do: the last round is filled with
+        batches repeated from the pool's start, so every element is read at
+        least once; the repeats are counted in `repeated_batches` and
+        sluice.metrics()'s sluice_torch_repeated_batches_total.
+        "drop": the remainder (fewer than world_size batches) is dropped,
+        counted in `dropped_batches` and sluice_torch_dropped_batches_total,
+        and named on stderr; each element is read at most once.
+        "uneven" (or False): each rank yields what it reads, unequal counts
+        included: unsafe with collectives.
+        A reading error on one rank stops every rank, each raising.
     auto_shard_policy: with batch="global", how distribute_dataset shards
         a local pipeline across ranks ("AUTO", "FILE", "DATA" or "OFF").
     """
@@ -124,7 +130,7 @@ class IterableDataset(torch.utils.data.IterableDataset):
         *,
         prefetch_buffer_size=2,
         batch="per_rank",
-        even_batches=True,
+        even_batches="pad",
         auto_shard_policy="AUTO",
     ):
         super().__init__()
@@ -138,6 +144,13 @@ class IterableDataset(torch.utils.data.IterableDataset):
             raise ValueError(f"IterableDataset(batch={batch!r}): 'per_rank' or 'global'")
         self.prefetch_buffer_size = prefetch_buffer_size
         self.batch = batch
+        if even_batches is True:
+            even_batches = "pad"
+        elif even_batches is False:
+            even_batches = "uneven"
+        if even_batches not in ("pad", "drop", "uneven"):
+            raise ValueError(f"IterableDataset(even_batches={even_batches!r}): 'pad' (or True), 'drop' or 'uneven' "
+                             "(or False)")
         self.even_batches = even_batches
         self.auto_shard_policy = auto_shard_policy
         # The job every reader of this dataset shares when `distribute`
@@ -147,6 +160,7 @@ class IterableDataset(torch.utils.data.IterableDataset):
         self._token = secrets.token_hex(8)
         self.job_name = f"sluice-torch-{self._token}"
         self.dropped_batches = 0
+        self.repeated_batches = 0
         self._epochs = 0
         self._rank_group = None
         self._live = None  # the epoch's sluice iterator, for state_dict
@@ -192,6 +206,7 @@ class IterableDataset(torch.utils.data.IterableDataset):
             "iterator": None if self._live is None else self._live.save(),
             "next_read_repetition": self.dataset.next_read_repetition,
             "dropped_batches": self.dropped_batches,
+            "repeated_batches": self.repeated_batches,
             # Readers that shared the job with this one: its state alone
             # misses what they took.
             "readers": ranks * (info.num_workers if info is not None else 1),
@@ -227,6 +242,7 @@ class IterableDataset(torch.utils.data.IterableDataset):
             )
         self.dataset.next_read_repetition = max(self.dataset.next_read_repetition, state["next_read_repetition"])
         self.dropped_batches = state["dropped_batches"]
+        self.repeated_batches = state.get("repeated_batches", 0)
         self._restore = state
 
     def _replica(self):
@@ -291,15 +307,12 @@ class IterableDataset(torch.utils.data.IterableDataset):
         restore, self._restore = self._restore, None
         self._live, self._pending = None, []
         if restore is not None and restore.get("pending"):
-            # A restored tail first, in equal shares (the rest dropped).
-            pending = restore["pending"]
-            rounds = len(pending) // ranks
-            self.dropped_batches += len(pending) - rounds * ranks
-            _sluice._count_dropped_batches(len(pending) - rounds * ranks)
-            self._pending = list(pending[rank * rounds : (rank + 1) * rounds])
+            # A restored tail first, in equal shares, evened as the epoch's
+            # end is.
+            self._pending = self._shares(list(restore["pending"]), ranks, rank)
             yield from self._yield_pending()
         source = self._elements(dataset, ranks, rank, restore)
-        if ranks > 1 and self.even_batches:
+        if ranks > 1 and self.even_batches != "uneven":
             source = self._even(source, ranks, rank)
         yield from source
         # Between epochs a state starts the next one.
@@ -372,24 +385,36 @@ class IterableDataset(torch.utils.data.IterableDataset):
             torch.distributed.all_gather_object(counts, -1 if error is not None else len(left), group=group)
             if min(counts) < 0:
                 _raise_with_ranks(error)
-            rounds = sum(counts) // ranks
-            dropped = sum(counts) - rounds * ranks
+            if sum(counts) == 0:
+                return
+            pooled = [None] * ranks
+            torch.distributed.all_gather_object(pooled, left, group=group)
+            self._pending = self._shares([b for held in pooled for b in held], ranks, rank)
+            yield from self._yield_pending()
+            return
+
+    def _shares(self, everything, ranks, rank):
+        """This rank's share of the pooled batches, in whole rounds of one per
+        rank: the last round filled with repeats ("pad") or left out ("drop")."""
+        if self.even_batches == "pad":
+            rounds = -(-len(everything) // ranks)
+            repeated = rounds * ranks - len(everything)
+            # Repeats from the pool's start, round and round if it is short.
+            everything = everything + [everything[i % len(everything)] for i in range(repeated)]
+            self.repeated_batches += repeated
+            _sluice._count_repeated_batches(repeated)
+        else:
+            rounds = len(everything) // ranks
+            dropped = len(everything) - rounds * ranks
             self.dropped_batches += dropped
             _sluice._count_dropped_batches(dropped)
             if dropped and rank == 0:
                 print(
-                    f"sluice: warning: IterableDataset(even_batches=True): {dropped} batch(es) dropped at the "
+                    f"sluice: warning: IterableDataset(even_batches='drop'): {dropped} batch(es) dropped at the "
                     f"end of the epoch so that {ranks} ranks take equal steps",
                     file=sys.stderr,
                 )
-            if rounds == 0:
-                return
-            pooled = [None] * ranks
-            torch.distributed.all_gather_object(pooled, left, group=group)
-            everything = [b for held in pooled for b in held]
-            self._pending = everything[rank * rounds : (rank + 1) * rounds]
-            yield from self._yield_pending()
-            return
+        return everything[rank * rounds : (rank + 1) * rounds]
 
 
 def _raise_with_ranks(error):
@@ -418,5 +443,6 @@ def merge_state_dicts(states):
         "iterator": None,
         "next_read_repetition": max(s["next_read_repetition"] for s in states),
         "dropped_batches": max(s["dropped_batches"] for s in states),
+        "repeated_batches": max(s.get("repeated_batches", 0) for s in states),
         "pending": [batch for s in states for batch in s.get("pending", [])],
     }

@@ -25,10 +25,21 @@ PYBIND11_MODULE(_sluice, module) {
       [](int64_t batches) {
         sluice::IncrementCounter(
             "sluice_torch_dropped_batches_total",
-            "Batches sluice.torch.IterableDataset(even_batches=True) dropped at an epoch's "
+            "Batches sluice.torch.IterableDataset(even_batches='drop') dropped at an epoch's "
             "end so that DDP ranks take equal steps",
             static_cast<double>(batches));
       },
       pybind11::arg("batches"),
-      "Counts batches IterableDataset(even_batches=True) dropped (sluice.metrics()).");
+      "Counts batches IterableDataset(even_batches='drop') dropped (sluice.metrics()).");
+  module.def(
+      "_count_repeated_batches",
+      [](int64_t batches) {
+        sluice::IncrementCounter(
+            "sluice_torch_repeated_batches_total",
+            "Batches sluice.torch.IterableDataset(even_batches='pad') repeated at an epoch's end so that DDP "
+            "ranks take equal steps, every element read at least once",
+            static_cast<double>(batches));
+      },
+      pybind11::arg("batches"),
+      "Counts batches IterableDataset(even_batches='pad') repeated (sluice.metrics()).");
 }

@@ -349,3 +349,17 @@ def test_a_restore_over_changed_objects_is_refused_naming_both_layouts(cluster, 
     with pytest.raises(Exception, match=r"saved under split layout '[^']*,objects=[0-9a-f]{16}' and this "
                                         r"dispatcher cuts '[^']*,objects=[0-9a-f]{16}'"):
         list(ds.iterator(restore_from=state))
+
+
+def test_a_weights_file_in_the_bucket_is_read_by_the_workers(cluster, s3):
+    # All the weight on the second input: every element is 100 + i.
+    s3.put(BUCKET, "mix/weights.txt", b"0, 1\n")
+    ds = sluice.Dataset.sample_from_datasets(
+        [sluice.Dataset.range(5), sluice.Dataset.range(100, 110)], seed=3, stop_on_empty_dataset=True,
+        weights_file=f"s3://{BUCKET}/mix/weights.txt").distribute("parallel_epochs", cluster.service)
+    assert sorted(int(x) for x in ds) == sorted(list(range(100, 110)) * 2)
+    missing = sluice.Dataset.sample_from_datasets(
+        [sluice.Dataset.range(5), sluice.Dataset.range(100, 110)], seed=3,
+        weights_file=f"s3://{BUCKET}/mix/none.txt").distribute("parallel_epochs", cluster.service)
+    with pytest.raises(FileNotFoundError, match=f"HEAD s3://{BUCKET}/mix/none.txt: HTTP 404"):
+        list(missing)

@@ -124,11 +124,16 @@ def read(ds, batch):
     return [b.tolist() for b in torch.utils.data.DataLoader(IterableDataset(ds, batch=batch), batch_size=None)]
 out = {"local": read(local, "per_rank"), "shared": read(shared("ddp_job"), "per_rank"),
        "local_global": read(local, "global"), "shared_global": read(shared("ddp_global"), "global")}
-# 11 batches of one for 2 ranks: shards of 6 and 5, and the 6th is dropped.
+# 11 batches of one for 2 ranks: shards of 6 and 5. By default ("pad") the
+# rank with 5 repeats a batch; with "drop" the 6th is dropped.
 odd = IterableDataset(sluice.Dataset.range(11).batch(1))
 out["odd"] = [b.tolist() for b in torch.utils.data.DataLoader(odd, batch_size=None)]
-out["odd_dropped"] = odd.dropped_batches
-out["metric"] = [l for l in sluice.metrics().splitlines() if l.startswith("sluice_torch_dropped_batches_total")]
+out["odd_repeated"] = odd.repeated_batches
+odd_drop = IterableDataset(sluice.Dataset.range(11).batch(1), even_batches="drop")
+out["odd_drop"] = [b.tolist() for b in torch.utils.data.DataLoader(odd_drop, batch_size=None)]
+out["odd_dropped"] = odd_drop.dropped_batches
+out["metric"] = sorted(l for l in sluice.metrics().splitlines()
+                       if l.startswith(("sluice_torch_dropped_batches_total", "sluice_torch_repeated_batches_total")))
 dist.barrier()
 print(json.dumps(out))
 dist.destroy_process_group()
@@ -170,13 +175,19 @@ def test_ddp_ranks_per_rank_and_global_batches(cluster):
         assert all(len(b) == rows for out in outputs for b in out[name])
         assert sorted(x for out in outputs for b in out[name] for x in b) == list(range(total))
         assert len(outputs[0][name]) == len(outputs[1][name])
-    # even_batches: equal steps, the one batch that cannot be spread dropped
-    # and counted on both ranks.
-    assert [len(out["odd"]) for out in outputs] == [5, 5]
+    # even_batches: equal steps. "pad" (the default): every element, one
+    # batch repeated and counted on both ranks; "drop": the one batch that
+    # cannot be spread dropped and counted.
+    assert [len(out["odd"]) for out in outputs] == [6, 6]
     odd = sorted(x for out in outputs for b in out["odd"] for x in b)
+    assert len(odd) == 12 and set(odd) == set(range(11))
+    assert [out["odd_repeated"] for out in outputs] == [1, 1]
+    assert [len(out["odd_drop"]) for out in outputs] == [5, 5]
+    odd = sorted(x for out in outputs for b in out["odd_drop"] for x in b)
     assert len(odd) == 10 and len(set(odd)) == 10 and set(odd) <= set(range(11))
     assert [out["odd_dropped"] for out in outputs] == [1, 1]
-    assert [out["metric"] for out in outputs] == [["sluice_torch_dropped_batches_total 1"]] * 2
+    assert [out["metric"] for out in outputs] == [
+        ["sluice_torch_dropped_batches_total 1", "sluice_torch_repeated_batches_total 1"]] * 2
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU visible to PyTorch on this machine")
