@@ -3,17 +3,20 @@
 # Idempotent: packages that are already installed are skipped, and apt-get
 # is not called at all when nothing is missing.
 #
-#   deploy/install_deps.sh [--bench]
+#   deploy/install_deps.sh [--bench] [--no-test-servers]
 #
 # --bench also installs what only the benchmarks need (matplotlib, for
-# bench/soak.sh's plot), which CI does not.
+# bench/soak.sh's plot; s3fs), which CI does not. --no-test-servers leaves
+# out the tests' S3 server from npm (an image's build stage needs none).
 set -euo pipefail
 
 bench=false
+test_servers=true
 for arg in "$@"; do
   case "$arg" in
     --bench) bench=true ;;
-    *) echo "install_deps: unknown argument '$arg' (usage: install_deps.sh [--bench])" >&2; exit 2 ;;
+    --no-test-servers) test_servers=false ;;
+    *) echo "install_deps: unknown argument '$arg' (usage: install_deps.sh [--bench] [--no-test-servers])" >&2; exit 2 ;;
   esac
 done
 
@@ -73,7 +76,7 @@ fi
 # comes from npm into its own prefix (tests/python/object_storage_servers.py
 # finds it there, or at $SLUICE_S3RVER).
 s3rver_prefix=/opt/sluice-npm
-if [ ! -x "$s3rver_prefix/node_modules/.bin/s3rver" ]; then
+if $test_servers && [ ! -x "$s3rver_prefix/node_modules/.bin/s3rver" ]; then
   if ! command -v npm >/dev/null; then
     # Debian's npm, unless a Node.js that ships its own is installed.
     "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends npm
