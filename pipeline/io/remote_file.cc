@@ -10,13 +10,23 @@
 #include "absl/synchronization/mutex.h"
 #include "common/exceptions.h"
 #include "common/thread_pool.h"
+#include "pipeline/io/object_storage_settings.h"
 
 namespace sluice::io {
 namespace {
 
-// Enough for several files' parts at once; the parts in flight per file
-// bound what each reader asks of them.
-constexpr int kFetchThreads = 16;
+// At least enough for several files' parts at once, and as many as the
+// settings let one source keep in flight (objects_in_flight, for many small
+// objects over a slow link), within a bound.
+constexpr int64_t kMinFetchThreads = 16;
+constexpr int64_t kMaxFetchThreads = 256;
+
+int FetchThreadsWanted() {
+  int64_t wanted = kMinFetchThreads;
+  absl::StatusOr<std::shared_ptr<const ObjectStorageContext>> context = CurrentObjectStorage();
+  if (context.ok()) wanted = std::max(wanted, int64_t{(*context)->objects_in_flight} + (*context)->parts_in_flight);
+  return static_cast<int>(std::min(wanted, kMaxFetchThreads));
+}
 
 }  // namespace
 
@@ -32,7 +42,7 @@ void RunOnFetchThreads(std::function<void()> task) {
     // left as it is and a new one started.
     if (pool == nullptr || owner != getpid()) {
       try {
-        pool = new ThreadPool(kFetchThreads);
+        pool = new ThreadPool(FetchThreadsWanted());
         owner = getpid();
       } catch (const std::exception&) {
         // No threads to be had (a worker at its address-space limit): the
