@@ -27,7 +27,13 @@ using testing::TestCluster;
 TEST_CASE(
     "worker attacks: prefetch, shuffle or batch of 2^24 at max_memory_bytes fail their task, not the worker",
     "[service][hardening][worker][tenants]") {
-  TestCluster cluster({.num_workers = 1, .worker_args = {"--max-memory-bytes", "3221225472"}});
+  // A worker filling 3 GiB on a loaded machine (CI runs two tests at once)
+  // has missed its heartbeats for 10 s and been declared lost, which ended
+  // the read with DataLoss instead: the dispatcher waits a minute here, as
+  // this test is about memory, not liveness.
+  TestCluster cluster({.num_workers = 1,
+                       .dispatcher_args = {"--worker-timeout-ms", "60000"},
+                       .worker_args = {"--max-memory-bytes", "3221225472"}});
   const Dataset source = Dataset::FromTensors({Tensor(DType::kUInt8, {int64_t{1} << 20})}).Repeat();
   const std::vector<std::pair<std::string, Dataset>> cases = {
       {"prefetch", source.Prefetch(int64_t{1} << 24)},
