@@ -133,8 +133,9 @@ TEST_CASE("checkpoint: file sources resume in the same shuffled order in every e
     // The saved state holds where the 5th line starts (byte 19), past the
     // end of the 8 bytes there now.
     CHECK(restored.status().message() ==
-          absl::StrCat("'", dir.File("a.txt"),
-                       "' is 8 bytes now; the saved state reads on at byte 19 (the file changed since the save)"));
+          absl::StrCat(
+              "'", dir.File("a.txt"),
+              "' is 8 bytes now; the saved state reads on at byte 19 (the file changed since the save)"));
   }
   std::ofstream(dir.File("fixed.bin")) << "HHaaaabbbbccccddddFF";
   CheckResumesEverywhere(Dataset::FixedLengthRecord({dir.File("fixed.bin")}, 4, 2, 2).Repeat(2));
@@ -148,8 +149,9 @@ void Scribble(const std::string& path, size_t bytes) {
   file.write(std::string(bytes, 'X').data(), static_cast<std::streamsize>(bytes));
 }
 
-TEST_CASE("checkpoint: an uncompressed file resumes at its saved byte offset, not by reading what came before",
-          "[checkpoint]") {
+TEST_CASE(
+    "checkpoint: an uncompressed file resumes at its saved byte offset, not by reading what came before",
+    "[checkpoint]") {
   testing::TempDir dir;
   const std::string text = dir.File("lines.txt");
   {

@@ -23,10 +23,10 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/file_io.h"
+#include "pipeline/io/readable_file.h"
 #include "pipeline/iterator_state.h"
 #include "pipeline/ops.h"
 #include "pipeline/random.h"
-#include "pipeline/io/readable_file.h"
 #include "pipeline/sandbox.h"
 #include "spdlog/spdlog.h"
 

@@ -147,7 +147,8 @@ class FileSourceDataset : public DatasetBase {
       const auto byte_offset = state.ints().find(kByteOffsetKey);
       if (byte_offset != state.ints().end() && dataset_->compression_ == Compression::kNone &&
           dataset_->config_.format != RecordFormat::kFixedLength) {
-        if (absl::Status s = OpenFileAt(open_file->file, static_cast<uint64_t>(byte_offset->second)); !s.ok()) {
+        if (absl::Status s = OpenFileAt(open_file->file, static_cast<uint64_t>(byte_offset->second));
+            !s.ok()) {
           return s;
         }
         records_read_ = open_file->items;
@@ -290,7 +291,7 @@ class FileSourceDataset : public DatasetBase {
     std::unique_ptr<InputStream> owned_;        // text and fixed-length files
     std::unique_ptr<TFRecordReader> tfrecord_;  // TFRecord files
     std::string lookahead_;
-    std::unique_ptr<JsonLineParser> json_;  // json_lines only
+    std::unique_ptr<JsonLineParser> json_;               // json_lines only
     std::shared_ptr<io::FileOpenedAhead> opened_ahead_;  // the next object, opening
     int64_t opened_ahead_index_ = -1;
   };

@@ -106,9 +106,9 @@ class ImageFolderDataset : public FileListDataset {
 
   absl::StatusOr<Element> FileElement(int64_t index) const override {
     const ImageFile& file = files_[index];
-    absl::StatusOr<std::string> bytes = file.object.has_value()
-                                            ? io::ReadWholeObject(*file.object, "image_folder", kMaxImageFileBytes)
-                                            : ReadWholeFile(file.path);
+    absl::StatusOr<std::string> bytes =
+        file.object.has_value() ? io::ReadWholeObject(*file.object, "image_folder", kMaxImageFileBytes)
+                                : ReadWholeFile(file.path);
     if (!bytes.ok()) return bytes.status();
     return Element({Tensor::StringScalar(*std::move(bytes)), Tensor::Scalar<int64_t>(file.label),
                     Tensor::StringScalar(file.path)},
@@ -139,7 +139,8 @@ absl::Status ListImageObjects(const std::string& root, const std::set<std::strin
                               std::vector<std::string>* classes, std::vector<ImageFile>* files) {
   const std::string prefix = absl::EndsWith(root, "/") ? root : root + "/";
   absl::StatusOr<std::vector<io::ObjectInfo>> objects = io::ListObjects(prefix);
-  if (!objects.ok()) return absl::Status(objects.status().code(), absl::StrCat("image_folder: ", objects.status().message()));
+  if (!objects.ok())
+    return absl::Status(objects.status().code(), absl::StrCat("image_folder: ", objects.status().message()));
   std::map<std::string, std::vector<io::ObjectInfo>> by_class;
   for (io::ObjectInfo& object : *objects) {
     const std::string relative = object.url.substr(prefix.size());
@@ -168,7 +169,8 @@ absl::StatusOr<std::vector<std::string>> ImageFolderClasses(const std::string& r
   if (io::HasUrlScheme(root)) {
     std::vector<std::string> classes;
     std::vector<ImageFile> files;
-    if (absl::Status listed = ListImageObjects(root, {"jpeg", "jpg", "png"}, &classes, &files); !listed.ok()) {
+    if (absl::Status listed = ListImageObjects(root, {"jpeg", "jpg", "png"}, &classes, &files);
+        !listed.ok()) {
       return listed;
     }
     return classes;
@@ -203,7 +205,8 @@ absl::StatusOr<DatasetPtr> MakeImageFolderDataset(const proto::ImageFolderOp& op
   if (io::HasUrlScheme(op.root())) {
     if (absl::Status allowed = CheckReadablePath(op.root()); !allowed.ok()) return allowed;
     classes.emplace();
-    if (absl::Status listed = ListImageObjects(op.root(), extensions, &*classes, &files); !listed.ok()) return listed;
+    if (absl::Status listed = ListImageObjects(op.root(), extensions, &*classes, &files); !listed.ok())
+      return listed;
   } else {
     classes = ImageFolderClasses(op.root());
   }
@@ -229,7 +232,8 @@ absl::StatusOr<DatasetPtr> MakeImageFolderDataset(const proto::ImageFolderOp& op
           absl::StrCat("image_folder: cannot list '", folder.string(), "': ", error.message()));
     }
     std::sort(names.begin(), names.end());
-    for (std::string& name : names) files.push_back({std::move(name), static_cast<int64_t>(label), std::nullopt});
+    for (std::string& name : names)
+      files.push_back({std::move(name), static_cast<int64_t>(label), std::nullopt});
   }
   if (files.empty()) {
     return absl::InvalidArgumentError(absl::StrCat("image_folder: no files with extension ",

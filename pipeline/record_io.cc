@@ -53,7 +53,8 @@ absl::StatusOr<std::unique_ptr<InputStream>> InputStream::OpenAt(const std::stri
   return stream;
 }
 
-absl::StatusOr<std::unique_ptr<InputStream>> InputStream::Open(const std::string& path, Compression compression,
+absl::StatusOr<std::unique_ptr<InputStream>> InputStream::Open(const std::string& path,
+                                                               Compression compression,
                                                                std::unique_ptr<io::ReadableFile> file) {
   std::unique_ptr<InputStream> stream(new InputStream(path, std::move(file), compression));
   if (compression != Compression::kNone) {

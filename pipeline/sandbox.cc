@@ -166,13 +166,14 @@ absl::Status CheckReadableUrl(const std::string& url) {
     // lists what is under it.
     if (io::HasUrlScheme(root) && (absl::StartsWith(url, root) || url + "/" == root)) {
       // ".." segments could climb out of the prefix on the server's side.
-      if (absl::StrContains(url, "/../") || absl::EndsWith(url, "/..") || absl::StrContains(url, "/./")) break;
+      if (absl::StrContains(url, "/../") || absl::EndsWith(url, "/..") || absl::StrContains(url, "/./"))
+        break;
       return absl::OkStatus();
     }
   }
-  return absl::PermissionDeniedError(absl::StrCat("'", url, "' is outside the data roots of ", OwnerOf(sandbox), " (",
-                                                  absl::StrJoin(sandbox.data_roots, ", "),
-                                                  "): file sources read only under data_roots"));
+  return absl::PermissionDeniedError(
+      absl::StrCat("'", url, "' is outside the data roots of ", OwnerOf(sandbox), " (",
+                   absl::StrJoin(sandbox.data_roots, ", "), "): file sources read only under data_roots"));
 }
 
 absl::Status CheckReadablePath(const std::string& path) {

@@ -3,9 +3,8 @@
 #include <fnmatch.h>
 #include <glob.h>
 
-#include <map>
-
 #include <algorithm>
+#include <map>
 #include <numeric>
 #include <set>
 
@@ -13,11 +12,11 @@
 #include "common/proto_convert.h"
 #include "pipeline/batch_util.h"
 #include "pipeline/file_list_source.h"
+#include "pipeline/io/object_client.h"
+#include "pipeline/io/object_url.h"
 #include "pipeline/iterator_state.h"
 #include "pipeline/ops.h"
 #include "pipeline/random.h"
-#include "pipeline/io/object_client.h"
-#include "pipeline/io/object_url.h"
 #include "pipeline/sandbox.h"
 #include "pipeline/split_provider.h"
 
@@ -366,7 +365,7 @@ absl::StatusOr<DatasetPtr> MakeFromTensorSlicesDataset(const proto::FromTensorSl
 
 absl::StatusOr<DatasetPtr> MakeListFilesDataset(const proto::ListFilesOp& op) {
   if (op.pattern().empty()) return absl::InvalidArgumentError("list_files: missing 'pattern'");
-  std::set<std::string> matched;  // sorted and deduplicated, as tf's
+  std::set<std::string> matched;                 // sorted and deduplicated, as tf's
   std::map<std::string, uint64_t> object_sizes;  // the matched objects' sizes
   for (const std::string& pattern : op.pattern()) {
     // The directory before the first wildcard must be readable before
@@ -380,7 +379,8 @@ absl::StatusOr<DatasetPtr> MakeListFilesDataset(const proto::ListFilesOp& op) {
       // '*' and '?' stop at '/', as a local glob's do.
       absl::StatusOr<std::vector<io::ObjectInfo>> objects = io::ListObjects(literal);
       if (!objects.ok()) {
-        return absl::Status(objects.status().code(), absl::StrCat("list_files: ", objects.status().message()));
+        return absl::Status(objects.status().code(),
+                            absl::StrCat("list_files: ", objects.status().message()));
       }
       for (const io::ObjectInfo& object : *objects) {
         if (fnmatch(pattern.c_str(), object.url.c_str(), FNM_PATHNAME) == 0) {

@@ -19,8 +19,8 @@
 #include "absl/synchronization/mutex.h"
 #include "common/file_io.h"
 #include "pipeline/function.h"
-#include "pipeline/ops.h"
 #include "pipeline/io/readable_file.h"
+#include "pipeline/ops.h"
 #include "pipeline/sandbox.h"
 #include "pipeline/sentencepiece_model.h"
 

@@ -86,9 +86,10 @@ struct EnvironmentSecurity {
 EnvironmentSecurity* environment_security ABSL_GUARDED_BY(default_mu) = nullptr;
 
 std::vector<std::string> EnvironmentKey(const ChannelSecurityFiles& files) {
-  std::vector<std::string> key = {files.token_file, files.tls_ca_file, files.tls_cert_file, files.tls_key_file,
-                                  files.tls_server_name};
-  for (const std::string* path : {&files.token_file, &files.tls_ca_file, &files.tls_cert_file, &files.tls_key_file}) {
+  std::vector<std::string> key = {files.token_file, files.tls_ca_file, files.tls_cert_file,
+                                  files.tls_key_file, files.tls_server_name};
+  for (const std::string* path :
+       {&files.token_file, &files.tls_ca_file, &files.tls_cert_file, &files.tls_key_file}) {
     struct stat info {};
     key.push_back(!path->empty() && stat(path->c_str(), &info) == 0
                       ? absl::StrCat(info.st_size, "@", info.st_mtim.tv_sec, ".", info.st_mtim.tv_nsec)

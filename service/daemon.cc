@@ -16,8 +16,8 @@
 #include "pipeline/builder.h"
 #include "pipeline/sandbox.h"
 #include "service/grpc_util.h"
-#include "service/object_storage_config.h"
 #include "service/metrics.h"
+#include "service/object_storage_config.h"
 
 namespace sluice {
 

@@ -39,7 +39,6 @@ absl::Status CheckGrpcUsableAfterFork() {
       "its workers (persistent_workers=True keeps them), or use multiprocessing_context='spawn'");
 }
 
-
 absl::Status FromGrpcStatus(const grpc::Status& status) {
   if (status.ok()) return absl::OkStatus();
   // The numeric codes of the two are the same, by design of both.

@@ -7,8 +7,9 @@
 namespace sluice {
 
 void AddObjectStorageSettings(ConfigSchema* schema, io::ObjectStorageSettings* settings) {
-  schema->AddString("object_storage.endpoint", &settings->endpoint,
-                    "S3 endpoint, http(s)://HOST[:PORT]; unset: AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, or AWS's");
+  schema->AddString(
+      "object_storage.endpoint", &settings->endpoint,
+      "S3 endpoint, http(s)://HOST[:PORT]; unset: AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, or AWS's");
   schema->AddString("object_storage.region", &settings->region,
                     "S3 region; unset: AWS_REGION, AWS_DEFAULT_REGION, us-east-1");
   schema->AddString("object_storage.addressing_style", &settings->addressing_style,
@@ -28,7 +29,8 @@ void AddObjectStorageSettings(ConfigSchema* schema, io::ObjectStorageSettings* s
                  "tries per request on 5xx, 429, timeouts and resets, the first included");
   schema->AddInt("object_storage.initial_backoff_ms", &settings->initial_backoff_ms, 1, 600000,
                  "the first retry's backoff; it doubles per retry, with jitter");
-  schema->AddInt("object_storage.max_backoff_ms", &settings->max_backoff_ms, 1, 3600000, "the longest backoff");
+  schema->AddInt("object_storage.max_backoff_ms", &settings->max_backoff_ms, 1, 3600000,
+                 "the longest backoff");
   schema->AddInt("object_storage.connect_timeout_ms", &settings->connect_timeout_ms, 1, 600000,
                  "the longest wait for a connection");
   schema->AddInt("object_storage.stall_timeout_ms", &settings->stall_timeout_ms, 1000, 3600000,

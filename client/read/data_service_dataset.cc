@@ -42,7 +42,8 @@ constexpr std::chrono::milliseconds kRefusedAddressDeadline(10000);
 // does not resolve), as opposed to a peer that answers slowly.
 bool NothingListens(absl::string_view reason) {
   return absl::StrContains(reason, "Connection refused") || absl::StrContains(reason, "failed to connect") ||
-         absl::StrContains(reason, "DNS resolution failed") || absl::StrContains(reason, "Name or service not known");
+         absl::StrContains(reason, "DNS resolution failed") ||
+         absl::StrContains(reason, "Name or service not known");
 }
 
 // What every iterator of one `distribute` step reads with.
@@ -195,7 +196,8 @@ absl::StatusOr<std::unique_ptr<ServiceRead>> StartRead(const ReadConfig& config,
     iteration_request.set_repetition(repetition);
     status = service->GetOrCreateIteration(
         iteration_request, &iteration,
-        {.retry_for = config.deadline, .what = absl::StrCat("starting an iteration at ", service->address())});
+        {.retry_for = config.deadline,
+         .what = absl::StrCat("starting an iteration at ", service->address())});
     if (!status.ok()) return in_context(status);
     // A finished repetition that this reader's peers started was theirs
     // to read; one started by others is stale, and the next is this

@@ -121,7 +121,8 @@ absl::Status HttpPerform(const HttpRequest& request, const HttpOptions& options,
   curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(options.connect_timeout_ms));
   curl_easy_setopt(curl, CURLOPT_LOW_SPEED_LIMIT, 1L);
-  curl_easy_setopt(curl, CURLOPT_LOW_SPEED_TIME, std::max<long>(1, static_cast<long>(options.stall_timeout_ms / 1000)));
+  curl_easy_setopt(curl, CURLOPT_LOW_SPEED_TIME,
+                   std::max<long>(1, static_cast<long>(options.stall_timeout_ms / 1000)));
   curl_easy_setopt(curl, CURLOPT_TCP_NODELAY, 1L);
   curl_easy_setopt(curl, CURLOPT_BUFFERSIZE, 512L * 1024);
   if (!options.ca_file.empty()) curl_easy_setopt(curl, CURLOPT_CAINFO, options.ca_file.c_str());
@@ -145,10 +146,11 @@ absl::Status HttpPerform(const HttpRequest& request, const HttpOptions& options,
         response->transport_error,
         " (cloud metadata services answer there); a data root must name it for Sluice to fetch from it"));
   }
-  response->transport_error = transfer.too_large
-                                  ? absl::StrCat("the answer's body is larger than ", options.max_body_bytes, " bytes")
-                                  : (error_text[0] != '\0' ? error_text : curl_easy_strerror(code));
-  return absl::UnavailableError(absl::StrCat(request.method, " ", request.url, ": ", response->transport_error));
+  response->transport_error =
+      transfer.too_large ? absl::StrCat("the answer's body is larger than ", options.max_body_bytes, " bytes")
+                         : (error_text[0] != '\0' ? error_text : curl_easy_strerror(code));
+  return absl::UnavailableError(
+      absl::StrCat(request.method, " ", request.url, ": ", response->transport_error));
 }
 
 }  // namespace sluice::io

@@ -22,7 +22,8 @@ namespace sluice::io {
 namespace fs = std::filesystem;
 
 std::string CachedObjectPath(const std::string& cache_dir, const ObjectInfo& info) {
-  return absl::StrCat(cache_dir, "/", Sha256Hex(absl::StrCat(info.url, "\n", info.etag, "\n", info.size)), ".object");
+  return absl::StrCat(cache_dir, "/", Sha256Hex(absl::StrCat(info.url, "\n", info.etag, "\n", info.size)),
+                      ".object");
 }
 
 void EvictObjects(const std::string& cache_dir, int64_t max_bytes, int64_t incoming) {

@@ -24,9 +24,9 @@ constexpr int kMaxListPages = 100000;
 using Context = std::shared_ptr<const ObjectStorageContext>;
 
 struct Target {
-  std::string url;       // what is sent
-  std::string host;      // the Host header that is signed
-  std::string path;      // encoded path, for signing
+  std::string url;   // what is sent
+  std::string host;  // the Host header that is signed
+  std::string path;  // encoded path, for signing
   std::vector<std::pair<std::string, std::string>> query;
 };
 
@@ -132,19 +132,21 @@ absl::Status PerformWithRetries(const Context& context, HttpRequest request, con
       absl::Status sent = HttpPerform(request, options, response);
       if (absl::IsPermissionDenied(sent)) return {sent, false};
       if (!sent.ok()) {
-        return {absl::UnavailableError(absl::StrCat(request.method, " ", shown_url, ": ", response->transport_error)),
+        return {absl::UnavailableError(
+                    absl::StrCat(request.method, " ", shown_url, ": ", response->transport_error)),
                 true};
       }
       if (response->status >= 300 && response->status < 400 && response->status != 304) {
         const std::string location = response->Header("location");
         if (location.empty() || redirects >= kMaxRedirects || !HasUrlScheme(location)) {
-          return {absl::InvalidArgumentError(absl::StrCat(request.method, " ", first_url, ": HTTP ", response->status,
-                                                          " redirect to '", location, "' cannot be followed")),
+          return {absl::InvalidArgumentError(absl::StrCat(request.method, " ", first_url, ": HTTP ",
+                                                          response->status, " redirect to '", location,
+                                                          "' cannot be followed")),
                   false};
         }
         if (absl::Status allowed = CheckReadableUrl(location); !allowed.ok()) {
-          return {absl::PermissionDeniedError(absl::StrCat(request.method, " ", first_url, " redirects to '", location,
-                                                           "': ", allowed.message())),
+          return {absl::PermissionDeniedError(absl::StrCat(request.method, " ", first_url, " redirects to '",
+                                                           location, "': ", allowed.message())),
                   false};
         }
         request.url = location;
@@ -164,9 +166,10 @@ absl::StatusOr<Context> ContextFor(const ObjectUrl& url) {
   absl::StatusOr<Context> context = CurrentObjectStorage();
   if (!context.ok()) return context.status();
   if (!url.is_s3() && absl::StartsWith(url.host(), "169.254.") && !LinkLocalAllowed(*context)) {
-    return absl::PermissionDeniedError(absl::StrCat(
-        "'", url.text, "' is on a link-local address (cloud metadata services answer there); a data root must "
-        "name it for Sluice to fetch from it"));
+    return absl::PermissionDeniedError(
+        absl::StrCat("'", url.text,
+                     "' is on a link-local address (cloud metadata services answer there); a data root must "
+                     "name it for Sluice to fetch from it"));
   }
   return context;
 }
@@ -181,8 +184,10 @@ std::string ListingDigest(const std::vector<ObjectInfo>& objects) {
 }
 
 std::string SiblingUrl(const ObjectUrl& url, const std::string& key) {
-  return absl::StrCat(url.is_s3() ? "s3" : url.scheme == UrlScheme::kHttps ? "https" : "http", "://", url.authority, "/",
-                      key);
+  return absl::StrCat(url.is_s3()                       ? "s3"
+                      : url.scheme == UrlScheme::kHttps ? "https"
+                                                        : "http",
+                      "://", url.authority, "/", key);
 }
 
 absl::StatusOr<ObjectInfo> StatObject(const std::string& url_text) {
@@ -195,14 +200,15 @@ absl::StatusOr<ObjectInfo> StatObject(const std::string& url_text) {
   }
   HttpResponse response;
   HttpOptions options = OptionsFor(*context);
-  if (absl::Status status = PerformWithRetries(*context, BuildRequest(*context, *url, "HEAD"), options, &response, url_text);
+  if (absl::Status status =
+          PerformWithRetries(*context, BuildRequest(*context, *url, "HEAD"), options, &response, url_text);
       !status.ok()) {
     return status;
   }
   ObjectInfo info{.url = url_text, .etag = UnquoteEtag(response.Header("etag"))};
   if (!absl::SimpleAtoi(response.Header("content-length"), &info.size)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("HEAD ", url_text, ": the answer gives no Content-Length, so the object cannot be read by ranges"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "HEAD ", url_text, ": the answer gives no Content-Length, so the object cannot be read by ranges"));
   }
   return info;
 }
@@ -236,27 +242,27 @@ absl::Status ReadObjectRange(const ObjectInfo& info, uint64_t offset, uint64_t l
       return FailedAnswer("GET", info.url, response);
     }
     if (response.status == 200 && (from != 0 || length != info.size)) {
-      return {absl::FailedPreconditionError(absl::StrCat("GET ", info.url,
-                                                         ": the server ignores Range (HTTP 200 for bytes=", from, "-",
-                                                         offset + length - 1, "), so it cannot be read in parts")),
+      return {absl::FailedPreconditionError(
+                  absl::StrCat("GET ", info.url, ": the server ignores Range (HTTP 200 for bytes=", from, "-",
+                               offset + length - 1, "), so it cannot be read in parts")),
               false};
     }
     const std::string etag = UnquoteEtag(response.Header("etag"));
     if (!info.etag.empty() && !etag.empty() && etag != info.etag) {
-      return {absl::DataLossError(absl::StrCat("'", info.url, "' changed during the read: its ETag was ", info.etag,
-                                               " and is now ", etag, " (at byte ", from, ")")),
+      return {absl::DataLossError(absl::StrCat("'", info.url, "' changed during the read: its ETag was ",
+                                               info.etag, " and is now ", etag, " (at byte ", from, ")")),
               false};
     }
     out->append(response.body);
     if (!sent.ok()) {
       // A cut body: resumed from what arrived.
-      return {absl::UnavailableError(absl::StrCat("GET ", info.url, ": ", response.transport_error, " at byte ",
-                                                  offset + out->size())),
+      return {absl::UnavailableError(absl::StrCat("GET ", info.url, ": ", response.transport_error,
+                                                  " at byte ", offset + out->size())),
               true};
     }
     if (out->size() < length) {
-      return {absl::UnavailableError(absl::StrCat("GET ", info.url, ": the answer ended at byte ", offset + out->size(),
-                                                  " of ", offset + length)),
+      return {absl::UnavailableError(absl::StrCat("GET ", info.url, ": the answer ended at byte ",
+                                                  offset + out->size(), " of ", offset + length)),
               true};
     }
     return {absl::OkStatus(), false};
@@ -282,24 +288,28 @@ absl::StatusOr<std::vector<ObjectInfo>> ListObjects(const std::string& prefix_ur
     HttpResponse response;
     HttpOptions options = OptionsFor(*context);
     if (absl::Status status =
-            PerformWithRetries(*context, BuildRequest(*context, bucket, "GET", std::move(query)), options, &response,
-                               prefix_url);
+            PerformWithRetries(*context, BuildRequest(*context, bucket, "GET", std::move(query)), options,
+                               &response, prefix_url);
         !status.ok()) {
       return status;
     }
     absl::StatusOr<ListPage> page = ParseListObjectsV2(response.body);
-    if (!page.ok()) return absl::InvalidArgumentError(absl::StrCat("listing '", prefix_url, "': ", page.status().message()));
+    if (!page.ok())
+      return absl::InvalidArgumentError(
+          absl::StrCat("listing '", prefix_url, "': ", page.status().message()));
     for (ListedObject& object : page->objects) {
       if (absl::EndsWith(object.key, "/")) continue;
       objects.push_back({SiblingUrl(*url, object.key), object.size, std::move(object.etag)});
     }
     if (!page->truncated) {
-      std::sort(objects.begin(), objects.end(), [](const ObjectInfo& a, const ObjectInfo& b) { return a.url < b.url; });
+      std::sort(objects.begin(), objects.end(),
+                [](const ObjectInfo& a, const ObjectInfo& b) { return a.url < b.url; });
       return objects;
     }
     token = page->next_continuation_token;
   }
-  return absl::ResourceExhaustedError(absl::StrCat("listing '", prefix_url, "' has more than ", kMaxListPages, " pages"));
+  return absl::ResourceExhaustedError(
+      absl::StrCat("listing '", prefix_url, "' has more than ", kMaxListPages, " pages"));
 }
 
 }  // namespace sluice::io

@@ -41,8 +41,9 @@ absl::StatusOr<std::string> ReadSmallFile(const std::string& path, const std::st
   const int error = ReadToEnd(fd, size_t{1} << 20, &text);
   close(fd);
   if (error != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(setting, ": cannot read '", path,
-                                                   "': ", error == EFBIG ? "larger than 1 MiB" : std::strerror(error)));
+    return absl::InvalidArgumentError(
+        absl::StrCat(setting, ": cannot read '", path,
+                     "': ", error == EFBIG ? "larger than 1 MiB" : std::strerror(error)));
   }
   return text;
 }
@@ -52,7 +53,8 @@ absl::StatusOr<AwsCredentials> CredentialsFromFile(const std::string& path, cons
   absl::StatusOr<std::string> text = ReadSmallFile(path, setting);
   if (!text.ok()) return text.status();
   absl::StatusOr<AwsCredentials> credentials = CredentialsFromIni(*text, profile, path);
-  if (!credentials.ok()) return absl::InvalidArgumentError(absl::StrCat(setting, ": ", credentials.status().message()));
+  if (!credentials.ok())
+    return absl::InvalidArgumentError(absl::StrCat(setting, ": ", credentials.status().message()));
   return credentials;
 }
 
@@ -69,7 +71,8 @@ absl::StatusOr<AwsCredentials> CredentialsFromIni(const std::string& text, const
     if (line.front() == '[' && line.back() == ']') {
       section = std::string(absl::StripAsciiWhitespace(line.substr(1, line.size() - 2)));
       // The config file's form ("[profile NAME]") names the same profile.
-      if (absl::StartsWith(section, "profile ")) section = std::string(absl::StripAsciiWhitespace(section.substr(8)));
+      if (absl::StartsWith(section, "profile "))
+        section = std::string(absl::StripAsciiWhitespace(section.substr(8)));
       found = found || section == profile;
       continue;
     }
@@ -83,11 +86,13 @@ absl::StatusOr<AwsCredentials> CredentialsFromIni(const std::string& text, const
     if (key == "aws_session_token") credentials.session_token = value;
   }
   if (!found) {
-    return absl::NotFoundError(absl::StrCat("the credentials file '", file_name, "' has no profile [", profile, "]"));
+    return absl::NotFoundError(
+        absl::StrCat("the credentials file '", file_name, "' has no profile [", profile, "]"));
   }
   if (credentials.access_key_id.empty() != credentials.secret_access_key.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat("profile [", profile, "] of '", file_name,
-                                                   "' sets only one of aws_access_key_id and aws_secret_access_key"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("profile [", profile, "] of '", file_name,
+                     "' sets only one of aws_access_key_id and aws_secret_access_key"));
   }
   return credentials;
 }
@@ -98,19 +103,20 @@ absl::StatusOr<ObjectStorageContext> ResolveObjectStorage(const ObjectStorageSet
   const std::string endpoint =
       FirstSet({settings.endpoint, Env("AWS_ENDPOINT_URL_S3"), Env("AWS_ENDPOINT_URL")});
   context.custom_endpoint = !endpoint.empty();
-  context.endpoint = endpoint.empty() ? absl::StrCat("https://s3.", context.region, ".amazonaws.com") : endpoint;
+  context.endpoint =
+      endpoint.empty() ? absl::StrCat("https://s3.", context.region, ".amazonaws.com") : endpoint;
   while (absl::EndsWith(context.endpoint, "/")) context.endpoint.pop_back();
   if (!absl::StartsWith(context.endpoint, "http://") && !absl::StartsWith(context.endpoint, "https://")) {
-    return absl::InvalidArgumentError(absl::StrCat("object_storage.endpoint: '", endpoint,
-                                                   "' is not an http:// or https:// URL"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("object_storage.endpoint: '", endpoint, "' is not an http:// or https:// URL"));
   }
   if (settings.addressing_style.empty()) {
     context.path_style = context.custom_endpoint;
   } else if (settings.addressing_style == "path" || settings.addressing_style == "virtual") {
     context.path_style = settings.addressing_style == "path";
   } else {
-    return absl::InvalidArgumentError(absl::StrCat("object_storage.addressing_style: '", settings.addressing_style,
-                                                   "' is neither path nor virtual"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "object_storage.addressing_style: '", settings.addressing_style, "' is neither path nor virtual"));
   }
   // Credentials: the environment's keys, else the shared file's profile,
   // else none (anonymous requests, as for public buckets).

@@ -44,7 +44,7 @@ struct ObjectStorageContext {
   bool custom_endpoint = false;
   bool path_style = false;
   std::string region;
-  AwsCredentials credentials;  // empty: anonymous requests
+  AwsCredentials credentials;      // empty: anonymous requests
   std::string credentials_source;  // for logs: "environment", "file /x (profile p)", "none"
   std::string ca_file;
   RetryPolicy retry;

@@ -51,16 +51,17 @@ TEST_CASE("object storage settings: the environment, as AWS's tools read it", "[
   CHECK(context->credentials.access_key_id == "S3RVER");
   CHECK(context->credentials_source == "environment");
   // The config section wins over the environment.
-  context = ResolveObjectStorage({.endpoint = "https://minio.local:9000", .region = "us-west-2",
-                                  .addressing_style = "virtual"});
+  context = ResolveObjectStorage(
+      {.endpoint = "https://minio.local:9000", .region = "us-west-2", .addressing_style = "virtual"});
   REQUIRE(context.ok());
   CHECK(context->endpoint == "https://minio.local:9000");
   CHECK_FALSE(context->path_style);
   CHECK(context->region == "us-west-2");
 }
 
-TEST_CASE("object storage settings: no endpoint means AWS's, virtual-hosted, and no credentials anonymous requests",
-          "[io][settings]") {
+TEST_CASE(
+    "object storage settings: no endpoint means AWS's, virtual-hosted, and no credentials anonymous requests",
+    "[io][settings]") {
   ScopedEnv env({{"AWS_REGION", "ap-south-1"}});
   absl::StatusOr<ObjectStorageContext> context = ResolveObjectStorage({});
   REQUIRE(context.ok());
@@ -99,7 +100,8 @@ TEST_CASE("object storage settings: wrong settings are refused naming them", "[i
   CHECK(ResolveObjectStorage({.credentials_file = "/nonexistent/creds"}).status().message() ==
         "object_storage.credentials_file: cannot open '/nonexistent/creds': No such file or directory");
   ScopedEnv half({{"AWS_ACCESS_KEY_ID", "AK"}});
-  CHECK(ResolveObjectStorage({}).status().message() == "AWS_ACCESS_KEY_ID is set but AWS_SECRET_ACCESS_KEY is not");
+  CHECK(ResolveObjectStorage({}).status().message() ==
+        "AWS_ACCESS_KEY_ID is set but AWS_SECRET_ACCESS_KEY is not");
 }
 
 }  // namespace

@@ -74,13 +74,15 @@ absl::StatusOr<ObjectUrl> ParseObjectUrl(absl::string_view url) {
   if (const size_t question = parsed.key.find('?'); question != std::string::npos && !parsed.is_s3()) {
     // A presigned URL is a credential: it has no place in a pipeline that
     // travels to the dispatcher, the workers and checkpoints.
-    for (absl::string_view parameter : absl::StrSplit(absl::string_view(parsed.key).substr(question + 1), '&')) {
+    for (absl::string_view parameter :
+         absl::StrSplit(absl::string_view(parsed.key).substr(question + 1), '&')) {
       const absl::string_view name = parameter.substr(0, parameter.find('='));
       const std::string lower = absl::AsciiStrToLower(name);
       if (lower == "x-amz-credential" || lower == "x-amz-signature" || lower == "x-amz-security-token" ||
           lower == "awsaccesskeyid" || lower == "signature") {
-        return invalid(absl::StrCat("it carries a credential (", name,
-                                    "); credentials come from the daemon's environment, never from a pipeline"));
+        return invalid(
+            absl::StrCat("it carries a credential (", name,
+                         "); credentials come from the daemon's environment, never from a pipeline"));
       }
     }
   }

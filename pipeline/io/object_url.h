@@ -6,9 +6,9 @@
 #define SLUICE_PIPELINE_IO_OBJECT_URL_H_
 
 #include <string>
-#include "absl/strings/string_view.h"
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace sluice::io {
 

@@ -26,21 +26,25 @@ TEST_CASE("object URLs: s3 and http(s) parse into their parts", "[io][url]") {
 }
 
 TEST_CASE("object URLs: what is refused, and why", "[io][url]") {
-  CHECK(ParseObjectUrl("gs://b/k").status().message() ==
-        "'gs://b/k' is not a valid object URL: gs:// is read through Google Cloud Storage's S3-compatible API: "
-        "write s3://BUCKET/KEY and set object_storage.endpoint (or AWS_ENDPOINT_URL) to "
-        "https://storage.googleapis.com");
+  CHECK(
+      ParseObjectUrl("gs://b/k").status().message() ==
+      "'gs://b/k' is not a valid object URL: gs:// is read through Google Cloud Storage's S3-compatible API: "
+      "write s3://BUCKET/KEY and set object_storage.endpoint (or AWS_ENDPOINT_URL) to "
+      "https://storage.googleapis.com");
   CHECK(ParseObjectUrl("ftp://h/k").status().message() ==
         "'ftp://h/k' is not a valid object URL: unknown scheme 'ftp' (valid: s3, http, https)");
   CHECK(ParseObjectUrl("s3:///key").status().message() == "'s3:///key' is not a valid object URL: no bucket");
-  CHECK(ParseObjectUrl("s3://Bad_Bucket/k").status().message() ==
-        "'s3://Bad_Bucket/k' is not a valid object URL: 'Bad_Bucket' is not a bucket name (3 to 63 lower-case "
-        "letters, digits, '.', '-')");
+  CHECK(
+      ParseObjectUrl("s3://Bad_Bucket/k").status().message() ==
+      "'s3://Bad_Bucket/k' is not a valid object URL: 'Bad_Bucket' is not a bucket name (3 to 63 lower-case "
+      "letters, digits, '.', '-')");
   CHECK(ParseObjectUrl("https://AKIA:secret@host/k").status().message() ==
-        "'https://AKIA:secret@host/k' is not a valid object URL: user info in a URL is refused (credentials come "
+        "'https://AKIA:secret@host/k' is not a valid object URL: user info in a URL is refused (credentials "
+        "come "
         "from the daemon's environment)");
   CHECK(ParseObjectUrl("https://h/a?X-Amz-Signature=abc").status().message() ==
-        "'https://h/a?X-Amz-Signature=abc' is not a valid object URL: it carries a credential (X-Amz-Signature); "
+        "'https://h/a?X-Amz-Signature=abc' is not a valid object URL: it carries a credential "
+        "(X-Amz-Signature); "
         "credentials come from the daemon's environment, never from a pipeline");
   CHECK(ParseObjectUrl("https://h/a#frag").status().code() == absl::StatusCode::kInvalidArgument);
   CHECK(ParseObjectUrl("s3://bucket/a\nb").status().message() ==
@@ -82,9 +86,12 @@ TEST_CASE("object URLs: data roots are URL prefixes of whole segments", "[io][ur
   CHECK(outside.message() ==
         "'s3://corp-data/imagenet-private/0.tfrecord' is outside the data roots of worker w:1 "
         "(s3://corp-data/imagenet/, https://cdn.example.com/sets/): file sources read only under data_roots");
-  CHECK(CheckReadableUrl("s3://corp-data/imagenet/../secret/k").code() == absl::StatusCode::kPermissionDenied);
-  CHECK(CheckReadableUrl("https://cdn.example.com.evil.org/sets/a").code() == absl::StatusCode::kPermissionDenied);
-  CHECK(CheckReadableUrl("http://169.254.169.254/latest/meta-data/").code() == absl::StatusCode::kPermissionDenied);
+  CHECK(CheckReadableUrl("s3://corp-data/imagenet/../secret/k").code() ==
+        absl::StatusCode::kPermissionDenied);
+  CHECK(CheckReadableUrl("https://cdn.example.com.evil.org/sets/a").code() ==
+        absl::StatusCode::kPermissionDenied);
+  CHECK(CheckReadableUrl("http://169.254.169.254/latest/meta-data/").code() ==
+        absl::StatusCode::kPermissionDenied);
   // A local path is judged against the local roots: none here.
   CHECK(CheckReadablePath("/etc/passwd").code() == absl::StatusCode::kPermissionDenied);
 }

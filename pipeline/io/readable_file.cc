@@ -53,8 +53,9 @@ class LocalFile : public ReadableFile {
 }  // namespace
 
 absl::Status ChangedSinceSave(const std::string& path, uint64_t size, uint64_t offset) {
-  return absl::DataLossError(absl::StrCat("'", path, "' is ", size, " bytes now; the saved state reads on at byte ",
-                                          offset, " (the file changed since the save)"));
+  return absl::DataLossError(absl::StrCat("'", path, "' is ", size,
+                                          " bytes now; the saved state reads on at byte ", offset,
+                                          " (the file changed since the save)"));
 }
 
 absl::StatusOr<std::unique_ptr<ReadableFile>> OpenObject(const ObjectInfo& info) {
@@ -63,8 +64,8 @@ absl::StatusOr<std::unique_ptr<ReadableFile>> OpenObject(const ObjectInfo& info)
   if (!context.ok()) return context.status();
   const ObjectStorageContext& settings = **context;
   if (!settings.cache_dir.empty() && static_cast<int64_t>(info.size) <= settings.cache_max_bytes) {
-    absl::StatusOr<int> fd = OpenCachedObject(settings.cache_dir, settings.cache_max_bytes, info, settings.part_bytes,
-                                              settings.parts_in_flight);
+    absl::StatusOr<int> fd = OpenCachedObject(settings.cache_dir, settings.cache_max_bytes, info,
+                                              settings.part_bytes, settings.parts_in_flight);
     if (fd.ok()) return std::make_unique<LocalFile>(*fd, info.url);
     if (!absl::IsResourceExhausted(fd.status()) && !absl::IsPermissionDenied(fd.status())) return fd.status();
     // A full or unwritable cache disk: the object is streamed instead.
@@ -72,11 +73,13 @@ absl::StatusOr<std::unique_ptr<ReadableFile>> OpenObject(const ObjectInfo& info)
   return std::make_unique<RemoteFile>(info, settings.part_bytes, settings.parts_in_flight);
 }
 
-absl::StatusOr<std::unique_ptr<ReadableFile>> OpenReadableFile(const std::string& path, const std::string& op) {
+absl::StatusOr<std::unique_ptr<ReadableFile>> OpenReadableFile(const std::string& path,
+                                                               const std::string& op) {
   if (HasUrlScheme(path)) {
     absl::StatusOr<ObjectInfo> info = StatObject(path);
     if (!info.ok()) {
-      return absl::Status(info.status().code(), absl::StrCat(op.empty() ? "" : op + ": ", info.status().message()));
+      return absl::Status(info.status().code(),
+                          absl::StrCat(op.empty() ? "" : op + ": ", info.status().message()));
     }
     return OpenObject(*info);
   }
@@ -96,8 +99,9 @@ std::shared_ptr<FileOpenedAhead> FileOpenedAhead::Start(std::string path) {
   auto state = std::make_shared<State>();
   RunOnFetchThreads([path, state] {
     absl::StatusOr<std::unique_ptr<ReadableFile>> file =
-        state->abandoned.load() ? absl::CancelledError("not needed any more")
-                                : CallContained("opening a file ahead", [&] { return OpenReadableFile(path); });
+        state->abandoned.load()
+            ? absl::CancelledError("not needed any more")
+            : CallContained("opening a file ahead", [&] { return OpenReadableFile(path); });
     if (file.ok() && !state->abandoned.load()) (*file)->StartReading();
     absl::MutexLock lock(&state->mu);
     state->file = std::move(file);
@@ -151,8 +155,8 @@ absl::StatusOr<std::string> ReadWholeFile(const std::string& path, const std::st
 
 absl::StatusOr<std::string> ReadWholeObject(const ObjectInfo& info, const std::string& op, size_t max_bytes) {
   if (info.size > max_bytes) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(op, ": '", info.url, "' is ", info.size, " bytes, more than the ", max_bytes, "-byte limit"));
+    return absl::InvalidArgumentError(absl::StrCat(op, ": '", info.url, "' is ", info.size,
+                                                   " bytes, more than the ", max_bytes, "-byte limit"));
   }
   absl::StatusOr<std::unique_ptr<ReadableFile>> file = OpenObject(info);
   if (!file.ok()) return file.status();

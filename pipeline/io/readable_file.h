@@ -38,7 +38,8 @@ absl::Status ChangedSinceSave(const std::string& path, uint64_t size, uint64_t o
 // http(s):// URL (a HEAD for its size and ETag; then ranged GETs in
 // parallel, or the worker's local cache). `op` ("image_folder") starts the
 // local open's messages.
-absl::StatusOr<std::unique_ptr<ReadableFile>> OpenReadableFile(const std::string& path, const std::string& op = "");
+absl::StatusOr<std::unique_ptr<ReadableFile>> OpenReadableFile(const std::string& path,
+                                                               const std::string& op = "");
 
 // An object whose size and ETag are known (from a listing): no HEAD.
 absl::StatusOr<std::unique_ptr<ReadableFile>> OpenObject(const ObjectInfo& info);

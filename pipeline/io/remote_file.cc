@@ -24,7 +24,8 @@ constexpr int64_t kMaxFetchThreads = 256;
 int FetchThreadsWanted() {
   int64_t wanted = kMinFetchThreads;
   absl::StatusOr<std::shared_ptr<const ObjectStorageContext>> context = CurrentObjectStorage();
-  if (context.ok()) wanted = std::max(wanted, int64_t{(*context)->objects_in_flight} + (*context)->parts_in_flight);
+  if (context.ok())
+    wanted = std::max(wanted, int64_t{(*context)->objects_in_flight} + (*context)->parts_in_flight);
   return static_cast<int>(std::min(wanted, kMaxFetchThreads));
 }
 
@@ -71,7 +72,9 @@ struct RemoteFile::Part {
 };
 
 RemoteFile::RemoteFile(ObjectInfo info, uint64_t part_bytes, int parts_in_flight)
-    : info_(std::move(info)), part_bytes_(std::max<uint64_t>(part_bytes, 1)), parts_in_flight_(std::max(parts_in_flight, 1)) {}
+    : info_(std::move(info)),
+      part_bytes_(std::max<uint64_t>(part_bytes, 1)),
+      parts_in_flight_(std::max(parts_in_flight, 1)) {}
 
 // Parts in flight end before the file does: none outlives its reader (a
 // process exiting while a fetch thread is inside libcurl and OpenSSL would
@@ -102,11 +105,11 @@ void RemoteFile::ScheduleParts() {
     }
     started_fetching_ = true;
     RunOnFetchThreads([info = info_, part] {
-      absl::Status status =
-          part->abandoned.load() ? absl::CancelledError("the file was closed")
-                                 : CallContained("fetching a part", [&] {
-                                     return ReadObjectRange(info, part->offset, part->length, &part->bytes);
-                                   });
+      absl::Status status = part->abandoned.load()
+                                ? absl::CancelledError("the file was closed")
+                                : CallContained("fetching a part", [&] {
+                                    return ReadObjectRange(info, part->offset, part->length, &part->bytes);
+                                  });
       absl::MutexLock lock(&part->mu);
       part->status = std::move(status);
       part->done = true;

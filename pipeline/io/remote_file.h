@@ -31,10 +31,10 @@ class RemoteFile : public ReadableFile {
   const ObjectInfo info_;
   const uint64_t part_bytes_;
   const int parts_in_flight_;
-  uint64_t next_offset_ = 0;  // the first byte of the next part to schedule
+  uint64_t next_offset_ = 0;                 // the first byte of the next part to schedule
   std::deque<std::shared_ptr<Part>> parts_;  // scheduled, in order
-  size_t position_ = 0;  // bytes of parts_.front() already read
-  bool started_fetching_ = false;  // a part went to the fetch threads
+  size_t position_ = 0;                      // bytes of parts_.front() already read
+  bool started_fetching_ = false;            // a part went to the fetch threads
 };
 
 // Runs `task` on the process's fetch threads (started on first use, and

@@ -11,7 +11,8 @@ struct FakeEnvironment {
   std::vector<absl::Duration> waits;
   double draw = 0.5;
   RetryEnvironment Get() {
-    return {.sleep = [this](absl::Duration wait) { waits.push_back(wait); }, .unit_random = [this] { return draw; }};
+    return {.sleep = [this](absl::Duration wait) { waits.push_back(wait); },
+            .unit_random = [this] { return draw; }};
   }
 };
 
@@ -21,7 +22,8 @@ TEST_CASE("retry policy: which HTTP statuses are tried again", "[io][retry]") {
 }
 
 TEST_CASE("retry policy: backoff doubles with equal jitter up to its ceiling", "[io][retry]") {
-  const RetryPolicy policy{.max_attempts = 10, .initial_backoff = absl::Milliseconds(100),
+  const RetryPolicy policy{.max_attempts = 10,
+                           .initial_backoff = absl::Milliseconds(100),
                            .max_backoff = absl::Milliseconds(1000)};
   CHECK(BackoffBefore(policy, 1, 0.0) == absl::Milliseconds(50));
   CHECK(BackoffBefore(policy, 1, 1.0) == absl::Milliseconds(100));
@@ -33,8 +35,8 @@ TEST_CASE("retry policy: backoff doubles with equal jitter up to its ceiling", "
 }
 
 TEST_CASE("retry policy: the loop retries what may pass, stops at once on what cannot", "[io][retry]") {
-  const RetryPolicy policy{.max_attempts = 4, .initial_backoff = absl::Milliseconds(10),
-                           .max_backoff = absl::Milliseconds(1000)};
+  const RetryPolicy policy{
+      .max_attempts = 4, .initial_backoff = absl::Milliseconds(10), .max_backoff = absl::Milliseconds(1000)};
   FakeEnvironment fake;
   std::vector<int> attempts;
   absl::Status status = RetryLoop(policy, fake.Get(), [&](int attempt) -> AttemptResult {

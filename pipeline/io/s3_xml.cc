@@ -18,8 +18,8 @@ absl::StatusOr<ListPage> ParseListObjectsV2(const std::string& xml) {
   pugi::xml_document document;
   const pugi::xml_parse_result parsed = document.load_buffer(xml.data(), xml.size());
   if (!parsed) {
-    return absl::InvalidArgumentError(absl::StrCat("the listing is not XML: ", parsed.description(), " at byte ",
-                                                   parsed.offset));
+    return absl::InvalidArgumentError(
+        absl::StrCat("the listing is not XML: ", parsed.description(), " at byte ", parsed.offset));
   }
   const pugi::xml_node result = document.child("ListBucketResult");
   if (!result) return absl::InvalidArgumentError("the listing is not a ListBucketResult");
@@ -28,8 +28,8 @@ absl::StatusOr<ListPage> ParseListObjectsV2(const std::string& xml) {
     ListedObject object;
     object.key = contents.child_value("Key");
     if (!absl::SimpleAtoi(contents.child_value("Size"), &object.size)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("the listing gives key '", object.key, "' no valid Size ('", contents.child_value("Size"), "')"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the listing gives key '", object.key, "' no valid Size ('", contents.child_value("Size"), "')"));
     }
     object.etag = UnquoteEtag(contents.child_value("ETag"));
     page.objects.push_back(std::move(object));

@@ -43,7 +43,8 @@ TEST_CASE("S3 XML: listings that cannot be trusted are refused", "[io][s3xml]") 
             .message() == "the listing is truncated but gives no NextContinuationToken");
   CHECK(ParseListObjectsV2("<Error><Code>AccessDenied</Code></Error>").status().message() ==
         "the listing is not a ListBucketResult");
-  CHECK(ParseListObjectsV2("<ListBucketResult><Contents><Key>k</Key><Size>-1</Size></Contents></ListBucketResult>")
+  CHECK(ParseListObjectsV2(
+            "<ListBucketResult><Contents><Key>k</Key><Size>-1</Size></Contents></ListBucketResult>")
             .status()
             .message() == "the listing gives key 'k' no valid Size ('-1')");
   CHECK(ParseListObjectsV2("not xml <").status().code() == absl::StatusCode::kInvalidArgument);
@@ -51,7 +52,8 @@ TEST_CASE("S3 XML: listings that cannot be trusted are refused", "[io][s3xml]") 
 
 TEST_CASE("S3 XML: error documents and ETags", "[io][s3xml]") {
   const S3Error error = ParseS3Error(
-      "<?xml version=\"1.0\"?><Error><Code>NoSuchKey</Code><Message>The specified key does not exist.</Message>"
+      "<?xml version=\"1.0\"?><Error><Code>NoSuchKey</Code><Message>The specified key does not "
+      "exist.</Message>"
       "<Key>a/b</Key></Error>");
   CHECK(error.code == "NoSuchKey");
   CHECK(error.message == "The specified key does not exist.");

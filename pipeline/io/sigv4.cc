@@ -29,8 +29,8 @@ std::string Hex(const unsigned char* bytes, size_t size) {
 std::string Hmac(absl::string_view key, absl::string_view data) {
   unsigned char out[EVP_MAX_MD_SIZE];
   unsigned int size = 0;
-  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()), reinterpret_cast<const unsigned char*>(data.data()),
-       data.size(), out, &size);
+  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
+       reinterpret_cast<const unsigned char*>(data.data()), data.size(), out, &size);
   return std::string(reinterpret_cast<const char*>(out), size);
 }
 
@@ -75,7 +75,8 @@ std::string Sha256Hex(absl::string_view bytes) {
 
 std::string CanonicalQuery(const std::vector<std::pair<std::string, std::string>>& query) {
   std::vector<std::pair<std::string, std::string>> encoded;
-  for (const auto& [name, value] : query) encoded.emplace_back(UriEncode(name, false), UriEncode(value, false));
+  for (const auto& [name, value] : query)
+    encoded.emplace_back(UriEncode(name, false), UriEncode(value, false));
   std::sort(encoded.begin(), encoded.end());
   std::vector<std::string> parts;
   for (const auto& [name, value] : encoded) parts.push_back(absl::StrCat(name, "=", value));
@@ -100,14 +101,16 @@ std::string SignV4(SigV4Request* request, const AwsCredentials& credentials, abs
                    absl::string_view region, absl::string_view service) {
   request->headers["x-amz-date"] = std::string(amz_date);
   request->headers["x-amz-content-sha256"] = request->payload_sha256;
-  if (!credentials.session_token.empty()) request->headers["x-amz-security-token"] = credentials.session_token;
-  const std::string date_key = Hmac(absl::StrCat("AWS4", credentials.secret_access_key), amz_date.substr(0, 8));
+  if (!credentials.session_token.empty())
+    request->headers["x-amz-security-token"] = credentials.session_token;
+  const std::string date_key =
+      Hmac(absl::StrCat("AWS4", credentials.secret_access_key), amz_date.substr(0, 8));
   const std::string signing_key = Hmac(Hmac(Hmac(date_key, region), service), "aws4_request");
   const std::string signature = Hmac(signing_key, StringToSign(*request, amz_date, region, service));
-  return absl::StrCat("AWS4-HMAC-SHA256 Credential=", credentials.access_key_id, "/",
-                      Scope(amz_date, region, service),
-                      ",SignedHeaders=", SignedHeaderNames(CanonicalHeaders(request->headers)),
-                      ",Signature=", Hex(reinterpret_cast<const unsigned char*>(signature.data()), signature.size()));
+  return absl::StrCat(
+      "AWS4-HMAC-SHA256 Credential=", credentials.access_key_id, "/", Scope(amz_date, region, service),
+      ",SignedHeaders=", SignedHeaderNames(CanonicalHeaders(request->headers)),
+      ",Signature=", Hex(reinterpret_cast<const unsigned char*>(signature.data()), signature.size()));
 }
 
 std::string AmzDateNow() {

@@ -8,9 +8,10 @@
 
 #include <map>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <utility>
 #include <vector>
+
+#include "absl/strings/string_view.h"
 
 namespace sluice::io {
 

@@ -13,7 +13,8 @@ namespace sluice::io {
 namespace {
 
 // The string fields of the source op that name data, by their YAML names.
-void CollectUrls(const google::protobuf::Message& op, std::vector<std::pair<std::string, std::string>>* urls) {
+void CollectUrls(const google::protobuf::Message& op,
+                 std::vector<std::pair<std::string, std::string>>* urls) {
   const google::protobuf::Reflection* reflection = op.GetReflection();
   const google::protobuf::Descriptor* descriptor = op.GetDescriptor();
   for (const char* name : {"files", "root", "pattern"}) {
@@ -36,7 +37,8 @@ absl::StatusOr<SourceObjects> CountSourceObjects(const proto::DatasetDef& def) {
   if (def.steps_size() == 0) return counted;
   const proto::Step& source = def.steps(0);
   const google::protobuf::OneofDescriptor* oneof = source.GetDescriptor()->FindOneofByName("op");
-  const google::protobuf::FieldDescriptor* set = source.GetReflection()->GetOneofFieldDescriptor(source, oneof);
+  const google::protobuf::FieldDescriptor* set =
+      source.GetReflection()->GetOneofFieldDescriptor(source, oneof);
   if (set == nullptr || set->type() != google::protobuf::FieldDescriptor::TYPE_MESSAGE) return counted;
   std::vector<std::pair<std::string, std::string>> urls;
   CollectUrls(source.GetReflection()->GetMessage(source, set), &urls);

@@ -177,7 +177,8 @@ void WalkList(py::handle value, std::vector<size_t>& path, ListShape& shape) {
   if (py::isinstance<py::list>(value) || py::isinstance<py::tuple>(value)) {
     const auto length = static_cast<int64_t>(py::len(value));
     if (shape.leaf_depth <= depth || (depth < shape.lengths.size() && shape.lengths[depth] != length)) {
-      const std::string other = shape.leaf_depth <= depth ? "a scalar" : absl::StrCat(shape.lengths[depth], " items");
+      const std::string other =
+          shape.leaf_depth <= depth ? "a scalar" : absl::StrCat(shape.lengths[depth], " items");
       ThrowStatus(absl::InvalidArgumentError(absl::StrCat(
           "a ragged list: ", ItemName(path), " has ", length, " items where another at its depth has ", other,
           "; a component is a rectangular array (pad the rows to one length, or make one element of each)")));
@@ -192,20 +193,23 @@ void WalkList(py::handle value, std::vector<size_t>& path, ListShape& shape) {
     return;
   }
   if (depth < shape.lengths.size() || (shape.leaf_depth != SIZE_MAX && shape.leaf_depth != depth)) {
-    ThrowStatus(absl::InvalidArgumentError(absl::StrCat(
-        "a ragged list: ", ItemName(path), " is a scalar where another at its depth is a list; a component is a "
-        "rectangular array (pad the rows to one length, or make one element of each)")));
+    ThrowStatus(absl::InvalidArgumentError(
+        absl::StrCat("a ragged list: ", ItemName(path),
+                     " is a scalar where another at its depth is a list; a component is a "
+                     "rectangular array (pad the rows to one length, or make one element of each)")));
   }
   shape.leaf_depth = depth;
   const bool text = py::isinstance<py::str>(value) || py::isinstance<py::bytes>(value);
   const std::string kind = text ? "string" : "number";
-  const std::string described = absl::StrCat(ItemName(path), " is ", std::string(py::str(py::type::of(value).attr("__name__"))));
+  const std::string described =
+      absl::StrCat(ItemName(path), " is ", std::string(py::str(py::type::of(value).attr("__name__"))));
   if (shape.kind.empty()) {
     shape.kind = kind;
     shape.first = described;
   } else if (shape.kind != kind) {
-    ThrowStatus(absl::InvalidArgumentError(absl::StrCat("a list that mixes numbers and strings (", shape.first, ", ",
-                                                        described, "): a component holds one dtype; make its items "
+    ThrowStatus(absl::InvalidArgumentError(absl::StrCat("a list that mixes numbers and strings (",
+                                                        shape.first, ", ", described,
+                                                        "): a component holds one dtype; make its items "
                                                         "all numbers or all strings")));
   }
 }

@@ -382,12 +382,14 @@ TEST_CASE("service: by default an address where nothing listens fails within abo
   CHECK(took >= std::chrono::seconds(9));
   CHECK(took < std::chrono::seconds(20));  // not the minute a dispatcher that answers slowly gets
   CHECK(result.status().code() == absl::StatusCode::kUnavailable);
-  CHECK_THAT(std::string(result.status().message()),
-             Catch::Matchers::StartsWith(absl::StrCat("step 2 (distribute): the dispatcher at 127.0.0.1:", port,
-                                                      " refuses connections: nothing listens there (")));
-  CHECK_THAT(std::string(result.status().message()),
-             Catch::Matchers::EndsWith("check the address and that dispatcherd runs, or give a dispatcher that is "
-                                       "starting longer with distribute(timeout_ms=...)"));
+  CHECK_THAT(
+      std::string(result.status().message()),
+      Catch::Matchers::StartsWith(absl::StrCat("step 2 (distribute): the dispatcher at 127.0.0.1:", port,
+                                               " refuses connections: nothing listens there (")));
+  CHECK_THAT(
+      std::string(result.status().message()),
+      Catch::Matchers::EndsWith("check the address and that dispatcherd runs, or give a dispatcher that is "
+                                "starting longer with distribute(timeout_ms=...)"));
 }
 
 TEST_CASE("service: SIGTERM shuts the daemons down cleanly", "[service]") {
