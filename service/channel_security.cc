@@ -160,6 +160,11 @@ ChannelSecurityFiles ChannelSecurityFilesFromEnvironment() {
 }
 
 absl::StatusOr<ChannelSecurity> DefaultChannelSecurity() {
+  {
+    absl::MutexLock lock(&default_mu);
+    if (default_security != nullptr) return *default_security;
+  }
+  // A client process: the environment's, its files stat'ed outside the lock.
   const ChannelSecurityFiles files = ChannelSecurityFilesFromEnvironment();
   std::vector<std::string> key = EnvironmentKey(files);
   absl::MutexLock lock(&default_mu);

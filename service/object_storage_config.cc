@@ -37,6 +37,8 @@ void AddObjectStorageSettings(ConfigSchema* schema, io::ObjectStorageSettings* s
                  "a transfer with no byte for this long is cut and resumed");
   schema->AddInt("object_storage.objects_in_flight", &settings->objects_in_flight, 1, 1024,
                  "small objects fetched at once by one source");
+  schema->AddInt("object_storage.max_listed_objects", &settings->max_listed_objects, 1, 100000000,
+                 "the most objects one listing (list_files, image_folder) may hold");
   schema->AddString("object_storage.cache.dir", &settings->cache_dir,
                     "keep whole objects on local disk here (LRU, checked by ETag); unset: no cache");
   schema->AddInt("object_storage.cache.max_bytes", &settings->cache_max_bytes, 1, int64_t{1} << 50,

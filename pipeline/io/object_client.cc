@@ -18,8 +18,9 @@ namespace {
 
 constexpr char kEmptyPayloadSha256[] = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
 constexpr int kMaxRedirects = 5;
-// Listings end: 100,000 pages of up to 1,000 keys.
-constexpr int kMaxListPages = 100000;
+// The most bytes one listing page may hold (S3's pages of 1,000 keys are
+// about 300 KB).
+constexpr size_t kMaxListPageBytes = size_t{16} << 20;
 
 using Context = std::shared_ptr<const ObjectStorageContext>;
 
@@ -282,11 +283,15 @@ absl::StatusOr<std::vector<ObjectInfo>> ListObjects(const std::string& prefix_ur
   std::string token;
   ObjectUrl bucket = *url;
   bucket.key.clear();
-  for (int page_number = 0; page_number < kMaxListPages; ++page_number) {
+  // A listing is held whole (a pipeline's files): bounded, so that a prefix
+  // of many millions of keys cannot take a daemon's memory.
+  const int64_t max_objects = (*context)->max_listed_objects;
+  while (true) {
     std::vector<std::pair<std::string, std::string>> query = {{"list-type", "2"}, {"prefix", url->key}};
     if (!token.empty()) query.emplace_back("continuation-token", token);
     HttpResponse response;
     HttpOptions options = OptionsFor(*context);
+    options.max_body_bytes = kMaxListPageBytes;
     if (absl::Status status =
             PerformWithRetries(*context, BuildRequest(*context, bucket, "GET", std::move(query)), options,
                                &response, prefix_url);
@@ -299,6 +304,12 @@ absl::StatusOr<std::vector<ObjectInfo>> ListObjects(const std::string& prefix_ur
           absl::StrCat("listing '", prefix_url, "': ", page.status().message()));
     for (ListedObject& object : page->objects) {
       if (absl::EndsWith(object.key, "/")) continue;
+      if (static_cast<int64_t>(objects.size()) >= max_objects) {
+        return absl::ResourceExhaustedError(absl::StrCat(
+            "listing '", prefix_url, "' holds more than ", max_objects,
+            " objects (object_storage.max_listed_objects): list a narrower prefix, or pack the objects into "
+            "shards (tfrecord, webdataset)"));
+      }
       objects.push_back({SiblingUrl(*url, object.key), object.size, std::move(object.etag)});
     }
     if (!page->truncated) {
@@ -308,8 +319,6 @@ absl::StatusOr<std::vector<ObjectInfo>> ListObjects(const std::string& prefix_ur
     }
     token = page->next_continuation_token;
   }
-  return absl::ResourceExhaustedError(
-      absl::StrCat("listing '", prefix_url, "' has more than ", kMaxListPages, " pages"));
 }
 
 }  // namespace sluice::io

@@ -149,6 +149,7 @@ absl::StatusOr<ObjectStorageContext> ResolveObjectStorage(const ObjectStorageSet
   context.part_bytes = settings.part_bytes;
   context.parts_in_flight = static_cast<int>(settings.parts_in_flight);
   context.objects_in_flight = static_cast<int>(settings.objects_in_flight);
+  context.max_listed_objects = settings.max_listed_objects;
   context.connect_timeout_ms = settings.connect_timeout_ms;
   context.stall_timeout_ms = settings.stall_timeout_ms;
   if (!settings.cache_dir.empty()) {

@@ -34,6 +34,7 @@ struct ObjectStorageSettings {
   int64_t connect_timeout_ms = 10000;
   int64_t stall_timeout_ms = 30000;
   int64_t objects_in_flight = 16;
+  int64_t max_listed_objects = 2000000;
   std::string cache_dir;  // unset: no local cache
   int64_t cache_max_bytes = int64_t{10} << 30;
 };
@@ -51,6 +52,7 @@ struct ObjectStorageContext {
   int64_t part_bytes = 0;
   int parts_in_flight = 0;
   int objects_in_flight = 0;
+  int64_t max_listed_objects = 0;
   int64_t connect_timeout_ms = 0;
   int64_t stall_timeout_ms = 0;
   std::string cache_dir;  // canonical; empty: none

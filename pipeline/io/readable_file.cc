@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -129,20 +130,27 @@ absl::StatusOr<std::unique_ptr<ReadableFile>> FileOpenedAhead::Take() {
 
 namespace {
 
+// Reads into the string itself, grown as bytes come (`expected`: the size
+// known ahead, an object's): no bounce buffer, one allocation for an image.
 absl::StatusOr<std::string> ReadAll(ReadableFile& file, const std::string& path, const std::string& op,
-                                    size_t max_bytes) {
+                                    size_t max_bytes, size_t expected = 0) {
   std::string bytes;
-  std::string chunk(size_t{1} << 20, '\0');
+  size_t filled = 0;
+  bytes.resize(std::min(max_bytes, expected) + 1);
   while (true) {
-    absl::StatusOr<size_t> got = file.Read(chunk.data(), chunk.size());
+    if (filled == bytes.size())
+      bytes.resize(std::min(max_bytes + 1, std::max<size_t>(2 * bytes.size(), 64 << 10)));
+    absl::StatusOr<size_t> got = file.Read(bytes.data() + filled, bytes.size() - filled);
     if (!got.ok()) return got.status();
-    if (*got == 0) return bytes;
-    if (bytes.size() + *got > max_bytes) {
+    if (*got == 0) break;
+    filled += *got;
+    if (filled > max_bytes) {
       return absl::InvalidArgumentError(
           absl::StrCat(op, ": '", path, "' is larger than ", max_bytes, " bytes, the most ", op, " reads"));
     }
-    bytes.append(chunk.data(), *got);
   }
+  bytes.resize(filled);
+  return bytes;
 }
 
 }  // namespace
@@ -160,7 +168,7 @@ absl::StatusOr<std::string> ReadWholeObject(const ObjectInfo& info, const std::s
   }
   absl::StatusOr<std::unique_ptr<ReadableFile>> file = OpenObject(info);
   if (!file.ok()) return file.status();
-  return ReadAll(**file, info.url, op, max_bytes);
+  return ReadAll(**file, info.url, op, max_bytes, info.size);
 }
 
 }  // namespace sluice::io

@@ -20,26 +20,19 @@ PYBIND11_MODULE(_sluice, module) {
   module.def("metrics", &sluice::MetricsText,
              "This process's metrics in Prometheus text format: the client's wait time and bytes received, "
              "and the process's CPU and memory.");
-  module.def(
-      "_count_dropped_batches",
-      [](int64_t batches) {
-        sluice::IncrementCounter(
-            "sluice_torch_dropped_batches_total",
-            "Batches sluice.torch.IterableDataset(even_batches='drop') dropped at an epoch's "
-            "end so that DDP ranks take equal steps",
-            static_cast<double>(batches));
-      },
-      pybind11::arg("batches"),
-      "Counts batches IterableDataset(even_batches='drop') dropped (sluice.metrics()).");
-  module.def(
-      "_count_repeated_batches",
-      [](int64_t batches) {
-        sluice::IncrementCounter(
-            "sluice_torch_repeated_batches_total",
-            "Batches sluice.torch.IterableDataset(even_batches='pad') repeated at an epoch's end so that DDP "
-            "ranks take equal steps, every element read at least once",
-            static_cast<double>(batches));
-      },
-      pybind11::arg("batches"),
-      "Counts batches IterableDataset(even_batches='pad') repeated (sluice.metrics()).");
+  // sluice.torch's counters of what even_batches did (sluice.metrics()).
+  const auto bind_batch_counter = [&module](const char* function, const char* metric, const char* help) {
+    module.def(
+        function,
+        [metric, help](int64_t batches) {
+          sluice::IncrementCounter(metric, help, static_cast<double>(batches));
+        },
+        pybind11::arg("batches"), help);
+  };
+  bind_batch_counter("_count_dropped_batches", "sluice_torch_dropped_batches_total",
+                     "Batches sluice.torch.IterableDataset(even_batches='drop') dropped at an epoch's end so "
+                     "that DDP ranks take equal steps");
+  bind_batch_counter("_count_repeated_batches", "sluice_torch_repeated_batches_total",
+                     "Batches sluice.torch.IterableDataset(even_batches='pad') repeated at an epoch's end so "
+                     "that DDP ranks take equal steps, every element read at least once");
 }

@@ -164,6 +164,22 @@ def test_listings_past_one_page_follow_their_continuation_tokens(cluster, s3):
     assert [bytes(f).decode() for f in files] == [f"s3://{BUCKET}/many/b/{i:05d}.png" for i in range(1, 1100, 2)]
 
 
+def test_a_listing_past_max_listed_objects_is_refused_naming_the_prefix(cluster, s3):
+    # The 1,100 keys of the test above, against a dispatcher that holds at
+    # most 1,000 listed objects: a tenant's pattern cannot make it hold
+    # millions.
+    for i in range(1100):
+        s3.put(BUCKET, f"bounded/c/{i:05d}.png", b"x")
+    config = {"data_roots": [f"s3://{BUCKET}/"], "object_storage": {"max_listed_objects": 1000}}
+    with Environment(s3.env()), sluice.LocalCluster(workers=1, dispatcher_config=config,
+                                                    worker_config=config) as bounded:
+        ds = sluice.Dataset.image_folder(f"s3://{BUCKET}/bounded").distribute("distributed_epoch", bounded.service)
+        with pytest.raises(sluice.Error) as refused:
+            list(ds)
+    assert (f"listing 's3://{BUCKET}/bounded/' holds more than 1000 objects (object_storage.max_listed_objects): "
+            "list a narrower prefix, or pack the objects into shards (tfrecord, webdataset)") in str(refused.value)
+
+
 def test_a_url_outside_the_roots_is_refused_naming_the_roots(cluster):
     ds = sluice.Dataset.tfrecord(["s3://other/secret.tfrecord"]).distribute("distributed_epoch", cluster.service)
     with pytest.raises(sluice.Error) as error:
