@@ -38,8 +38,9 @@ def webdataset_tar(samples):
     return out.getvalue()
 
 
-# Four shards of 500 records of about 300 bytes: 150 KB each, so with the
-# workers' 64 KiB parts every shard is read as three ranged GETs at once.
+# Four shards of 500 records of 252 bytes: 134,000 bytes each, so with the
+# workers' 64 KiB parts every shard is read as three ranged GETs at once,
+# the last of 2,928 bytes.
 SHARDS = {
     f"shards/part-{s}.tfrecord": [(f"shard{s}-record{r:04d}-".encode() * 14)[:300] for r in range(500)]
     for s in range(4)
@@ -248,7 +249,9 @@ def test_reads_stay_exact_through_503_429_cut_bodies_and_stalls(relayed_cluster,
     relay.clear()
     relay.fail_next(2, status=503, method="GET", path_contains="part-0")
     relay.fail_next(1, status=429, method="HEAD")
-    relay.cut_next(1, after_bytes=20000, method="GET", path_contains="part-1")
+    # Under 2,928 bytes, so that each fault cuts whichever of the shard's
+    # three parts it meets first.
+    relay.cut_next(1, after_bytes=2000, method="GET", path_contains="part-1")
     relay.stall_next(1, seconds=4, after_bytes=1000, method="GET", path_contains="part-2")
     ds = sluice.Dataset.tfrecord(SHARD_URLS).distribute("distributed_epoch", relayed_cluster.service)
     assert strings(ds) == ALL_RECORDS
@@ -256,11 +259,11 @@ def test_reads_stay_exact_through_503_429_cut_bodies_and_stalls(relayed_cluster,
     # 4 shards of 3 parts each, plus each fault's one retry; a HEAD per
     # shard plus the 429's retry.
     assert counts == {"GET": 12 + 2 + 1 + 1, "HEAD": 4 + 1}
-    # The cut body was resumed from its 20,000th byte, not fetched again.
+    # The cut body was resumed from its 2,000th byte, not fetched again.
     part1 = [r for method, path, r in relay.requests() if method == "GET" and "part-1" in path]
     starts = sorted(int(r.split("=")[1].split("-")[0]) for r in part1)
     assert len(starts) == 4
-    assert any(start % 65536 == 20000 for start in starts)
+    assert any(start % 65536 == 2000 for start in starts)
 
 
 def test_403_fails_at_once_naming_the_url_status_and_code(relayed_cluster, relay):
