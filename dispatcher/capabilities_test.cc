@@ -240,9 +240,11 @@ TEST_CASE("tenants: quotas bound each tenant and the whole, naming the quota", "
   *third.mutable_params() = NamedJob(b_data, "two");
   const absl::Status total_full = Call(d, &DispatcherImpl::GetOrCreateJob, third, &response, b);
   CHECK(total_full.code() == absl::StatusCode::kResourceExhausted);
-  CHECK(std::string(total_full.message()) ==
-        "GetOrCreateJob: the dispatcher holds 3 jobs, past its quota max_jobs = 3 (finished jobs and the "
-        "datasets they used are forgotten after job_retention_ms; an operator may raise the quota)");
+  CHECK(
+      std::string(total_full.message()) ==
+      "GetOrCreateJob: tenant 'b' holds 1 jobs; that would pass the dispatcher's quota max_jobs = 3 for all "
+      "tenants together (finished jobs and the datasets they used are forgotten after job_retention_ms; an "
+      "operator may raise the quota)");
   // A definition past the tenant's bytes: refused, and nothing registered.
   const proto::DatasetDef large =
       internal::DefinitionOf(Dataset::FromTensors({Tensor(DType::kUInt8, {8192})}));

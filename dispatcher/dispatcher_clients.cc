@@ -77,10 +77,17 @@ absl::Status ClientRpcs::ClientHeartbeat(const proto::ClientHeartbeatRequest& re
       if (absl::Status s = core_.Apply(update); !s.ok()) return s;
     }
     if (!request.completed_splits().empty()) {
+      // Only splits still out are journaled: a forged heartbeat naming
+      // splits never handed out leaves no trace in the journal.
       proto::Update update;
       update.mutable_complete_splits()->set_iteration_id(*iteration_id);
-      *update.mutable_complete_splits()->mutable_seqs() = request.completed_splits();
-      if (absl::Status s = core_.Apply(update); !s.ok()) return s;
+      const auto* iteration = core_.state_.FindIteration(*iteration_id);
+      for (int64_t seq : request.completed_splits()) {
+        if (core_.state_.IsSplitOutstanding(*iteration, seq)) update.mutable_complete_splits()->add_seqs(seq);
+      }
+      if (!update.complete_splits().seqs().empty()) {
+        if (absl::Status s = core_.Apply(update); !s.ok()) return s;
+      }
     }
     for (const std::string& address : request.unreachable_workers()) {
       liveness_.NoteUnreachable(*iteration_id, address, &new_tasks);

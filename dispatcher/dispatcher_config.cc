@@ -1,5 +1,8 @@
 #include "dispatcher/dispatcher_config.h"
 
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
 #include "service/daemon.h"
 #include "service/python_settings.h"
 
@@ -51,18 +54,36 @@ void DescribeDispatcherConfig(DispatcherConfig* config, ConfigSchema* schema) {
                  "quota: bytes of all registered definitions together (inline data included)");
   schema->AddInt("max_jobs", &config->max_jobs, 1, int64_t{1} << 30, "quota: jobs at once");
   schema->AddInt("max_iterations", &config->max_iterations, 1, int64_t{1} << 30, "quota: iterations at once");
-  schema->AddInt("tenant_max_datasets", &config->tenant_max_datasets, 1, int64_t{1} << 30,
-                 "quota per tenant: registered datasets at once");
-  schema->AddInt("tenant_max_definition_bytes", &config->tenant_max_definition_bytes, 1, int64_t{1} << 31,
-                 "quota per tenant: bytes of its registered definitions together");
-  schema->AddInt("tenant_max_jobs", &config->tenant_max_jobs, 1, int64_t{1} << 30,
-                 "quota per tenant: jobs at once");
-  schema->AddInt("tenant_max_iterations", &config->tenant_max_iterations, 1, int64_t{1} << 30,
-                 "quota per tenant: iterations at once");
+  schema->AddInt("max_restore_numbers", &config->max_restore_numbers, 1, int64_t{1} << 40,
+                 "quota: numbers in restored reads' skip lists held at once");
+  const auto share = [](const std::string& what) {
+    return absl::StrCat("quota per tenant: ", what, "; 0: the total divided by the number of tenants");
+  };
+  schema->AddInt("tenant_max_datasets", &config->tenant_max_datasets, 0, int64_t{1} << 30,
+                 share("registered datasets at once"));
+  schema->AddInt("tenant_max_definition_bytes", &config->tenant_max_definition_bytes, 0, int64_t{1} << 31,
+                 share("bytes of its registered definitions together"));
+  schema->AddInt("tenant_max_jobs", &config->tenant_max_jobs, 0, int64_t{1} << 30, share("jobs at once"));
+  schema->AddInt("tenant_max_iterations", &config->tenant_max_iterations, 0, int64_t{1} << 30,
+                 share("iterations at once"));
+  schema->AddInt("tenant_max_restore_numbers", &config->tenant_max_restore_numbers, 0, int64_t{1} << 40,
+                 share("numbers in its restored reads' skip lists"));
   schema->AddInt("max_cross_trainer_cache_bytes", &config->max_cross_trainer_cache_bytes, 1, int64_t{1} << 40,
                  "the most bytes a cross-trainer job may ask each worker to keep for its trainers");
   schema->AddString("log_level", &config->log_level, "trace, debug, info, warn, error or off", CheckLogLevel);
   schema->AddString("port_file", &config->port_file, "write the bound port to this file");
+}
+
+void ApplyTenantShares(int64_t tenants, DispatcherConfig* config) {
+  tenants = std::max<int64_t>(1, tenants);
+  const auto share = [tenants](int64_t total, int64_t* tenant_max) {
+    if (*tenant_max == 0) *tenant_max = std::max<int64_t>(1, total / tenants);
+  };
+  share(config->max_datasets, &config->tenant_max_datasets);
+  share(config->max_definition_bytes, &config->tenant_max_definition_bytes);
+  share(config->max_jobs, &config->tenant_max_jobs);
+  share(config->max_iterations, &config->tenant_max_iterations);
+  share(config->max_restore_numbers, &config->tenant_max_restore_numbers);
 }
 
 }  // namespace sluice::dispatcher

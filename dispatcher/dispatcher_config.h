@@ -64,12 +64,19 @@ struct DispatcherConfig {
   int64_t max_definition_bytes = int64_t{256} << 20;
   int64_t max_jobs = 10000;
   int64_t max_iterations = 100000;
+  // Numbers of restored reads' skip lists (skip_splits, skip_positions)
+  // held in the state: each is a few ranges for an honest restore, and up
+  // to 2^21 numbers for a forged one.
+  int64_t max_restore_numbers = int64_t{1} << 23;
   // The same for each tenant (auth.clients; the single client token is
-  // the tenant ""): lower them to keep one tenant from taking the rest.
-  int64_t tenant_max_datasets = 10000;
-  int64_t tenant_max_definition_bytes = int64_t{256} << 20;
-  int64_t tenant_max_jobs = 10000;
-  int64_t tenant_max_iterations = 100000;
+  // the tenant ""). 0, the default: a fair share, the total divided by the
+  // number of tenants (ApplyTenantShares), so that no tenant can take the
+  // rest; an operator may set any share.
+  int64_t tenant_max_datasets = 0;
+  int64_t tenant_max_definition_bytes = 0;
+  int64_t tenant_max_jobs = 0;
+  int64_t tenant_max_iterations = 0;
+  int64_t tenant_max_restore_numbers = 0;
   // The most bytes a cross-trainer job may ask each worker to keep for its
   // trainers (DistributeOp.cross_trainer_cache.max_bytes), per task.
   int64_t max_cross_trainer_cache_bytes = int64_t{1} << 30;
@@ -93,6 +100,10 @@ struct DispatcherConfig {
 
 // Registers every setting of `config` with `schema`.
 void DescribeDispatcherConfig(DispatcherConfig* config, ConfigSchema* schema);
+
+// Sets each tenant_max_* left 0 to its total divided by `tenants` (at
+// least 1 each); `tenants` is at least 1.
+void ApplyTenantShares(int64_t tenants, DispatcherConfig* config);
 
 }  // namespace sluice::dispatcher
 

@@ -362,7 +362,10 @@ TEST_CASE("dispatcher hardening: request fields are checked at the RPC edge, nam
     absl::Status status = Beat(d, address, &beat);
     INFO(address);
     CHECK(absl::IsInvalidArgument(status));
-    CHECK(status.message() == "worker heartbeat: worker_address '" + address + "' is not HOST:PORT");
+    // Control characters are shown escaped, so that the message cannot
+    // forge a log line.
+    const std::string shown = address == std::string("w\x01:1") ? "w\\x01:1" : address;
+    CHECK(status.message() == "worker heartbeat: worker_address '" + shown + "' is not HOST:PORT");
   }
 
   // GetSplits with max_splits -5 handed out a split.
@@ -438,6 +441,16 @@ TEST_CASE("dispatcher hardening: every RPC's fields are range-checked before the
   iteration.set_consumer_index(-7);
   check(d.GetOrCreateIteration(iteration, &created),
         "GetOrCreateIteration: consumer_index must be in [0, 65536), got -7");
+  iteration.set_consumer_index(0);
+  // A skip list's worker address is checked as a worker's own is: no
+  // newline to forge a log line, no megabyte of text.
+  proto::WorkerPositions* positions = iteration.add_skip_positions();
+  positions->set_worker_address("w:1\n[error] forged");
+  positions->add_positions(0);
+  positions->add_positions(5);
+  check(d.GetOrCreateIteration(iteration, &created),
+        "GetOrCreateIteration: skip_positions.worker_address 'w:1\\n[error] forged' is not HOST:PORT");
+  iteration.clear_skip_positions();
 
   proto::ClientHeartbeatRequest client;
   *client.mutable_version() = CurrentVersion();
@@ -452,6 +465,20 @@ TEST_CASE("dispatcher hardening: every RPC's fields are range-checked before the
   check(d.ClientHeartbeat(client, &heard),
         "ClientHeartbeat: completed_splits must be > 0, got -9223372036854775808");
   client.clear_completed_splits();
+  // Bounds checked before anything else: a heartbeat of millions of ids
+  // is refused whole.
+  for (int64_t seq = 1; seq <= 65537; ++seq) client.add_completed_splits(seq);
+  check(d.ClientHeartbeat(client, &heard),
+        "ClientHeartbeat: completed_splits must be at most 65536 entries, got 65537");
+  client.clear_completed_splits();
+  for (int64_t id = 1; id <= 70000; ++id) client.add_completed_tasks(id);
+  check(d.ClientHeartbeat(client, &heard),
+        "ClientHeartbeat: completed_tasks must be at most 65536 entries, got 70000");
+  client.clear_completed_tasks();
+  for (int i = 0; i < 4097; ++i) client.add_unreachable_workers("w:1");
+  check(d.ClientHeartbeat(client, &heard),
+        "ClientHeartbeat: unreachable_workers must be at most 4096 entries, got 4097");
+  client.clear_unreachable_workers();
   client.set_current_round(-2);
   check(d.ClientHeartbeat(client, &heard), "ClientHeartbeat: current_round must be >= 0, got -2");
   client.set_current_round(0);

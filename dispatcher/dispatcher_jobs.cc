@@ -248,6 +248,11 @@ absl::Status JobRpcs::GetOrCreateIteration(const proto::GetOrCreateIterationRequ
       if (absl::Status s = CheckIterationQuota(core_.state_, core_.config_, job->params.tenant()); !s.ok())
         return s;
       if (absl::Status s = CheckRestoreKey(*job, request); !s.ok()) return s;
+      if (absl::Status s =
+              CheckRestoreQuota(core_.state_, core_.config_, job->params.tenant(), RestoreNumbers(request));
+          !s.ok()) {
+        return s;
+      }
       const auto* dataset = core_.state_.FindDataset(job->params.dataset_id());
       bool infinite = false;
       if (job->params.processing_mode() == proto::DISTRIBUTED_EPOCH) {

@@ -30,6 +30,13 @@ bool RemoveSplits(SplitRuns* runs, int64_t seq, int64_t count) {
   return true;
 }
 
+bool HoldsSplit(const SplitRuns& runs, int64_t seq) {
+  auto holder = runs.upper_bound(seq);
+  if (holder == runs.begin()) return false;
+  --holder;
+  return seq - holder->second.seq < holder->second.count;
+}
+
 namespace {
 
 // Ids are positive, and below the largest int64 so that the next id
@@ -464,6 +471,15 @@ void DispatcherState::ReturnLeases(Task& task) {
 void DispatcherState::AddLease(Iteration& iteration, Task& task, const Split& run) {
   task.leases[run.seq] = run;
   iteration.lease_holders[run.seq] = task.id;
+}
+
+bool DispatcherState::IsSplitOutstanding(const Iteration& iteration, int64_t seq) const {
+  if (HoldsSplit(iteration.returned_splits, seq)) return true;
+  auto holder = iteration.lease_holders.upper_bound(seq);
+  if (holder == iteration.lease_holders.begin()) return false;
+  --holder;
+  const auto task = tasks_.find(holder->second);
+  return task != tasks_.end() && HoldsSplit(task->second.leases, seq);
 }
 
 void DispatcherState::DeliverSplit(Iteration& iteration, int64_t seq) {

@@ -43,6 +43,8 @@ int64_t CountSplits(const SplitRuns& runs);
 // Removes splits [seq, seq + count) when one run holds them all, splitting
 // that run; false, changing nothing, otherwise.
 bool RemoveSplits(SplitRuns* runs, int64_t seq, int64_t count);
+// Whether one of `runs` holds split `seq`.
+bool HoldsSplit(const SplitRuns& runs, int64_t seq);
 
 class DispatcherState {
  public:
@@ -158,6 +160,9 @@ class DispatcherState {
   const Job* FindJobByName(const std::string& name, const std::string& tenant = "") const;
   const Iteration* FindIteration(int64_t id) const;
   const Iteration* FindIterationForRepetition(int64_t job_id, int64_t repetition) const;
+  // Whether split `seq` of `iteration` is out: leased to a task, or returned
+  // and waiting for one. Completing any other split changes nothing.
+  bool IsSplitOutstanding(const Iteration& iteration, int64_t seq) const;
   std::optional<int64_t> IterationOfClient(int64_t iteration_client_id) const;
   const Task* FindTask(int64_t id) const;
   const Worker* FindWorker(const std::string& address) const;

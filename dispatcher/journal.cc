@@ -322,7 +322,7 @@ namespace {
 // with the process, so a dispatcher killed with -9 leaves none behind.
 absl::StatusOr<int> LockWorkDir(const std::string& dir) {
   const std::string path = (fs::path(dir) / "LOCK").string();
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   if (fd < 0) return absl::InvalidArgumentError(Errno("work dir: cannot open", path));
   if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
     const int lock_errno = errno;

@@ -2,18 +2,23 @@
 
 #include <algorithm>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "pipeline/definition_limits.h"
 #include "service/grpc_util.h"
+#include "service/heartbeat_bounds.h"
 #include "service/int_ranges.h"
 #include "service/worker_positions.h"
 
 namespace sluice::dispatcher {
 namespace {
 
-// A value as a message shows it: cut to 100 bytes.
+// A value as a message shows it: cut to 100 bytes, control characters
+// escaped (a newline in it would forge a line of the log that quotes it).
 std::string Shown(const std::string& value) {
-  return value.size() <= 100 ? value : absl::StrCat(value.substr(0, 100), "... (", value.size(), " bytes)");
+  return value.size() <= 100
+             ? absl::CHexEscape(value)
+             : absl::StrCat(absl::CHexEscape(value.substr(0, 100)), "... (", value.size(), " bytes)");
 }
 
 absl::Status Refuse(const std::string& rpc, const std::string& field, const std::string& rule,
@@ -149,6 +154,12 @@ absl::Status CheckRequest(const proto::GetOrCreateIterationRequest& request) {
         absl::StrCat("at most ", kMaxSkipWorkers, " workers and ", kMaxSkipSplitNumbers, " numbers"),
         absl::StrCat(request.skip_positions_size(), " workers and ", position_numbers, " numbers"));
   }
+  for (const proto::WorkerPositions& worker : request.skip_positions()) {
+    if (absl::Status s = CheckWorkerAddress(rpc + ": skip_positions.worker_address", worker.worker_address());
+        !s.ok()) {
+      return s;
+    }
+  }
   if (absl::StatusOr<WorkerRanges> positions =
           WorkerRangesFromProto(request.skip_positions(), rpc + ": skip_positions");
       !positions.ok()) {
@@ -160,6 +171,24 @@ absl::Status CheckRequest(const proto::GetOrCreateIterationRequest& request) {
 absl::Status CheckRequest(const proto::ClientHeartbeatRequest& request) {
   const std::string rpc = "ClientHeartbeat";
   if (absl::Status s = CheckId(rpc, "iteration_client_id", request.iteration_client_id()); !s.ok()) return s;
+  const auto bounded = [&](const std::string& field, int size, int most) {
+    return size <= most ? absl::OkStatus()
+                        : Refuse(rpc, field, absl::StrCat("at most ", most, " entries"), absl::StrCat(size));
+  };
+  if (absl::Status s = bounded("completed_tasks", request.completed_tasks_size(), kMaxCompletedPerHeartbeat);
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s =
+          bounded("completed_splits", request.completed_splits_size(), kMaxCompletedPerHeartbeat);
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s =
+          bounded("unreachable_workers", request.unreachable_workers_size(), kMaxUnreachablePerHeartbeat);
+      !s.ok()) {
+    return s;
+  }
   if (absl::Status s = CheckIds(rpc, "completed_tasks", request.completed_tasks()); !s.ok()) return s;
   if (absl::Status s = CheckIds(rpc, "completed_splits", request.completed_splits()); !s.ok()) return s;
   if (request.current_round() < 0) {

@@ -13,6 +13,7 @@
 #include "dispatcher/dispatcher_config.h"
 #include "dispatcher/dispatcher_state.h"
 #include "sluice/proto/dataset.pb.h"
+#include "sluice/proto/service.pb.h"
 
 namespace sluice::dispatcher {
 
@@ -27,6 +28,15 @@ absl::Status CheckJobQuota(const DispatcherState& state, const DispatcherConfig&
 // tenant_max_iterations).
 absl::Status CheckIterationQuota(const DispatcherState& state, const DispatcherConfig& config,
                                  const std::string& tenant);
+
+// A restored read's skip lists for `tenant` holding `adding` more numbers
+// (max_restore_numbers, tenant_max_restore_numbers).
+absl::Status CheckRestoreQuota(const DispatcherState& state, const DispatcherConfig& config,
+                               const std::string& tenant, int64_t adding);
+// The numbers an iteration's skip lists hold (each range two), and those a
+// request's would.
+int64_t RestoreNumbers(const DispatcherState::Iteration& iteration);
+int64_t RestoreNumbers(const proto::GetOrCreateIterationRequest& request);
 
 }  // namespace sluice::dispatcher
 

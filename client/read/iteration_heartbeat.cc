@@ -11,6 +11,7 @@
 #include "absl/synchronization/mutex.h"
 #include "client/read/element_transport.h"
 #include "client/read/warnings.h"
+#include "service/heartbeat_bounds.h"
 
 namespace sluice::reader {
 namespace {
@@ -46,8 +47,14 @@ void IterationHeartbeat::HeartbeatLoop() {
     {
       absl::MutexLock lock(&state_.mu);
       request.set_known_task_list(known_task_list_);
-      reported = state_.completed_tasks;
-      reported_splits = state_.completed_splits;
+      // The dispatcher takes at most kMaxCompletedPerHeartbeat of each; the
+      // rest (kept while it was unreachable) go with the next heartbeats.
+      reported.assign(state_.completed_tasks.begin(),
+                      state_.completed_tasks.begin() +
+                          std::min<size_t>(state_.completed_tasks.size(), kMaxCompletedPerHeartbeat));
+      reported_splits.assign(state_.completed_splits.begin(),
+                             state_.completed_splits.begin() +
+                                 std::min<size_t>(state_.completed_splits.size(), kMaxCompletedPerHeartbeat));
       std::set<std::string> unreachable;
       for (auto& [id, task] : state_.tasks) {
         if (!task.removed && task.unreachable_since.has_value() &&
@@ -61,7 +68,10 @@ void IterationHeartbeat::HeartbeatLoop() {
           }
         }
       }
-      for (const std::string& address : unreachable) request.add_unreachable_workers(address);
+      for (const std::string& address : unreachable) {
+        if (request.unreachable_workers_size() == kMaxUnreachablePerHeartbeat) break;
+        request.add_unreachable_workers(address);
+      }
       request.set_current_round(state_.current_round);
       const auto now = std::chrono::steady_clock::now();
       request.set_wait_seconds(state_.ReportedWait(now));
@@ -82,6 +92,12 @@ void IterationHeartbeat::HeartbeatLoop() {
                                    state_.completed_tasks.begin() + reported.size());
       state_.completed_splits.erase(state_.completed_splits.begin(),
                                     state_.completed_splits.begin() + reported_splits.size());
+      // A backlog past one heartbeat's bound goes at once, not a beat later.
+      if (state_.completed_tasks.size() + state_.completed_splits.size() > 0 &&
+          (reported.size() == kMaxCompletedPerHeartbeat ||
+           reported_splits.size() == kMaxCompletedPerHeartbeat)) {
+        state_.heartbeat_now = true;
+      }
       ApplyReply(response);
     } else if (!IsTransientReadError(status)) {
       state_.status = status;  // the dispatcher refused us: nothing to wait for

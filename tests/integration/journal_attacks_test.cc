@@ -64,9 +64,10 @@ TEST_CASE("journal attacks: definitions past the quota are refused, the dispatch
   }
   CHECK(registered == 2);
   CHECK(refused.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED);
-  CHECK_THAT(refused.error_message(), Contains("GetOrRegisterDataset: the dispatcher holds ") &&
-                                          Contains(" bytes of definitions and this adds ") &&
-                                          Contains(", past its quota max_definition_bytes = 3000000"));
+  CHECK_THAT(refused.error_message(),
+             Contains("GetOrRegisterDataset: the clients hold ") &&
+                 Contains(" bytes of definitions and this adds ") &&
+                 Contains("; that would pass the dispatcher's quota max_definition_bytes = 3000000 for all"));
   // It restarts with what it held, and serves.
   cluster.RestartDispatcher();
   std::vector<int64_t> values;

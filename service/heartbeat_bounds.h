@@ -1,0 +1,18 @@
+// Bounds on a ClientHeartbeat's repeated fields that both sides know: a
+// client sends at most this many per heartbeat (the rest go with the next),
+// and the dispatcher refuses more before it takes its lock, so a forged
+// heartbeat of millions of ids cannot make it hold gigabytes or stall every
+// other RPC while it applies them.
+#ifndef SLUICE_SERVICE_HEARTBEAT_BOUNDS_H_
+#define SLUICE_SERVICE_HEARTBEAT_BOUNDS_H_
+
+namespace sluice {
+
+// completed_tasks and completed_splits, each.
+inline constexpr int kMaxCompletedPerHeartbeat = 1 << 16;
+// unreachable_workers.
+inline constexpr int kMaxUnreachablePerHeartbeat = 1 << 12;
+
+}  // namespace sluice
+
+#endif  // SLUICE_SERVICE_HEARTBEAT_BOUNDS_H_

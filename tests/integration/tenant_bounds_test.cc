@@ -1,0 +1,195 @@
+// Issue 50's bounds, each attack against real daemons with two tenants
+// (alice attacks, bob reads honestly and must get every element exactly
+// once): quotas that default to a fair share and show a tenant only its
+// own usage (finding 6), a heartbeat of millions of completed splits
+// refused before the lock (5), and restored reads' skip lists counted
+// toward the tenant's quota (4).
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "client/dataset_internal.h"
+#include "service/channel_security.h"
+#include "service/grpc_util.h"
+#include "sluice/dataset.h"
+#include "sluice/proto/service.grpc.pb.h"
+#include "tests/integration/read_helpers.h"
+#include "tests/integration/security_helpers.h"
+#include "tests/integration/test_cluster.h"
+
+namespace sluice {
+namespace {
+
+using testing::ScopedClientSecurity;
+using testing::TestCluster;
+
+const ChannelSecurity kAlice{.token = "token-of-alice-0123456789"};
+const ChannelSecurity kBob{.token = "token-of-bob-0123456789"};
+const char kQuotaTail[] =
+    " (finished jobs and the datasets they used are forgotten after job_retention_ms; an operator may raise "
+    "the quota)";
+
+std::vector<int64_t> Iota(int64_t n) {
+  std::vector<int64_t> values(n);
+  for (int64_t i = 0; i < n; ++i) values[i] = i;
+  return values;
+}
+
+// A cluster of tenants alice and bob, started under the cluster token.
+TestCluster StartTenants(const testing::TempDir& dir, std::vector<std::string> dispatcher_flags) {
+  const std::vector<std::string> flags = testing::TenantFlags(dir, {"alice", "bob"});
+  dispatcher_flags.insert(dispatcher_flags.begin(), flags.begin(), flags.end());
+  ScopedClientSecurity as_cluster({.token = testing::kClusterToken});
+  return TestCluster({.num_workers = 1, .dispatcher_args = dispatcher_flags, .worker_args = flags});
+}
+
+class Tenant {
+ public:
+  Tenant(const TestCluster& cluster, const ChannelSecurity& security)
+      : stub_(proto::DispatcherService::NewStub(MakeSecureChannel(cluster.DispatcherAddress(), security))) {}
+
+  template <typename Request, typename Response>
+  grpc::Status Call(grpc::Status (proto::DispatcherService::Stub::*rpc)(grpc::ClientContext*, const Request&,
+                                                                        Response*),
+                    Request request, Response* response) {
+    *request.mutable_version() = CurrentVersion();
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+    return (stub_.get()->*rpc)(&context, request, response);
+  }
+
+  grpc::Status Register(const Dataset& dataset, std::string* id) {
+    proto::GetOrRegisterDatasetRequest request;
+    *request.mutable_dataset() = internal::DefinitionOf(dataset);
+    proto::GetOrRegisterDatasetResponse response;
+    const grpc::Status status =
+        Call(&proto::DispatcherService::Stub::GetOrRegisterDataset, request, &response);
+    if (id != nullptr) *id = response.dataset_id();
+    return status;
+  }
+
+  // A new anonymous distributed_epoch exactly_once job over `dataset_id`.
+  int64_t AnonymousJob(const std::string& dataset_id) {
+    proto::GetOrCreateJobRequest request;
+    request.mutable_params()->set_dataset_id(dataset_id);
+    request.mutable_params()->set_processing_mode(proto::DISTRIBUTED_EPOCH);
+    request.mutable_params()->set_exactly_once(true);
+    proto::GetOrCreateJobResponse response;
+    REQUIRE(Call(&proto::DispatcherService::Stub::GetOrCreateJob, request, &response).ok());
+    return response.job_id();
+  }
+
+ private:
+  std::unique_ptr<proto::DispatcherService::Stub> stub_;
+};
+
+TEST_CASE(
+    "tenants round two: quotas default to a fair share, a refusal shows the tenant its own usage, and a "
+    "heartbeat past its bound is refused whole",
+    "[service][security][tenants]") {
+  testing::TempDir dir;
+  TestCluster cluster = StartTenants(dir, {"--max-datasets", "4"});
+  Tenant alice(cluster, kAlice);
+  // Alice's share of 4 is 2: her third dataset is refused, naming her
+  // own usage and quota, not the dispatcher's.
+  REQUIRE(alice.Register(Dataset::Range(1), nullptr).ok());
+  REQUIRE(alice.Register(Dataset::Range(2), nullptr).ok());
+  const grpc::Status third = alice.Register(Dataset::Range(3), nullptr);
+  CHECK(third.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED);
+  CHECK(third.error_message() ==
+        absl::StrCat("GetOrRegisterDataset: tenant 'alice' holds 2 datasets, past its quota "
+                     "tenant_max_datasets = 2",
+                     kQuotaTail));
+
+  // A heartbeat naming 70,000 completed splits: refused before anything
+  // is looked up (the id and secret are not even checked).
+  proto::ClientHeartbeatRequest forged;
+  forged.set_iteration_client_id(1);
+  for (int64_t seq = 1; seq <= 70000; ++seq) forged.add_completed_splits(seq);
+  proto::ClientHeartbeatResponse heard;
+  const grpc::Status refused = alice.Call(&proto::DispatcherService::Stub::ClientHeartbeat, forged, &heard);
+  CHECK(refused.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+  CHECK(refused.error_message() ==
+        "ClientHeartbeat: completed_splits must be at most 65536 entries, got 70000");
+
+  // Bob still has his share, and reads exactly.
+  ScopedClientSecurity as_bob(kBob);
+  std::vector<int64_t> values;
+  REQUIRE(testing::ReadToEnd(
+              Dataset::Range(3000).ReadFromService({.service = cluster.ServiceUrl(),
+                                                    .processing_mode = ProcessingMode::kDistributedEpoch,
+                                                    .exactly_once = true}),
+              &values)
+              .ok());
+  std::sort(values.begin(), values.end());
+  CHECK(values == Iota(3000));
+}
+
+TEST_CASE(
+    "tenants round two: restored reads' skip lists count toward the tenant's quota, and an honest restore "
+    "still works",
+    "[service][security][tenants]") {
+  testing::TempDir dir;
+  TestCluster cluster = StartTenants(dir, {"--max-restore-numbers", "1000", "--elements-per-split", "10"});
+  Tenant alice(cluster, kAlice);
+  std::string dataset_id;
+  REQUIRE(alice.Register(Dataset::Range(100000), &dataset_id).ok());
+  // Her own restore key, from a read she started: good for any anonymous
+  // job over the dataset, so each restore must count.
+  proto::GetOrCreateIterationRequest start;
+  start.set_job_id(alice.AnonymousJob(dataset_id));
+  proto::GetOrCreateIterationResponse started;
+  REQUIRE(alice.Call(&proto::DispatcherService::Stub::GetOrCreateIteration, start, &started).ok());
+  REQUIRE(started.restore_key().size() == 32);
+  auto restore = [&](int ranges) {
+    proto::GetOrCreateIterationRequest request;
+    request.set_job_id(alice.AnonymousJob(dataset_id));
+    for (int i = 0; i < ranges; ++i) {
+      request.add_skip_splits(1 + 3 * i);
+      request.add_skip_splits(2 + 3 * i);
+    }
+    request.set_split_layout(started.split_layout());
+    request.set_restore_key(started.restore_key());
+    proto::GetOrCreateIterationResponse response;
+    return alice.Call(&proto::DispatcherService::Stub::GetOrCreateIteration, request, &response);
+  };
+  // Her share of 1000 numbers is 500: one restore of 400, not two.
+  const grpc::Status first = restore(200);
+  INFO(first.error_message());
+  REQUIRE(first.ok());
+  const grpc::Status second = restore(200);
+  CHECK(second.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED);
+  CHECK(
+      second.error_message() ==
+      absl::StrCat("GetOrCreateIteration: tenant 'alice' holds 400 numbers of restored reads' skip lists and "
+                   "this adds 400, past its quota tenant_max_restore_numbers = 500",
+                   kQuotaTail));
+
+  // Bob saves midway through an epoch and restores it, exactly.
+  ScopedClientSecurity as_bob(kBob);
+  const Dataset read =
+      Dataset::Range(4000).ReadFromService({.service = cluster.ServiceUrl(),
+                                            .processing_mode = ProcessingMode::kDistributedEpoch,
+                                            .job_name = "bob",
+                                            .exactly_once = true});
+  std::vector<int64_t> values;
+  std::string state;
+  {
+    Iterator iterator = testing::MakeOrFail(read);
+    testing::Take(iterator, 1500, &values);
+    state = testing::SaveOrFail(iterator);
+  }
+  Iterator restored = testing::RestoreOrFail(read, state);
+  testing::Take(restored, -1, &values);
+  std::sort(values.begin(), values.end());
+  CHECK(values == Iota(4000));
+}
+
+}  // namespace
+}  // namespace sluice
