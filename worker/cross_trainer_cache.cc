@@ -2,6 +2,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/element_cost.h"
 #include "service/metrics.h"
 
 namespace sluice::worker {
@@ -24,7 +25,9 @@ absl::StatusOr<CrossTrainerCache::Cursor*> CrossTrainerCache::Find(const std::st
 }
 
 void CrossTrainerCache::Append(const Element& element) {
-  const int64_t bytes = element.ByteSize();
+  // Weighed by what it really holds: an element of empty strings weighs
+  // about 150 bytes, not 0, so max_bytes bounds it too.
+  const int64_t bytes = ElementCost(element);
   elements_.push_back({element, bytes});
   bytes_ += bytes;
   ++end_;

@@ -3,6 +3,7 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "common/element_cost.h"
 #include "service/element_wire.h"
 #include "worker/request_checks.h"
 
@@ -28,7 +29,7 @@ RoundAssembler::Taken RoundAssembler::Assemble(std::deque<Element>* buffer, bool
   for (auto& [index, round] : rounds_) {
     if (!round.assembled && (round.others_past || AllWaiting(round)) && buffer->size() >= n) {
       for (size_t i = 0; i < n; ++i) {
-        taken.bytes += buffer->front().ByteSize();
+        taken.bytes += ElementCost(buffer->front());
         round.elements.push_back(std::move(buffer->front()));
         buffer->pop_front();
       }

@@ -15,6 +15,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "client/dataset_internal.h"
+#include "common/element_cost.h"
 #include "service/grpc_util.h"
 #include "sluice/dataset.h"
 #include "sluice/proto/service.grpc.pb.h"
@@ -298,7 +299,8 @@ TEST_CASE("worker_impl: a cross-trainer task sends every trainer the whole strea
           "[worker][cross_trainer]") {
   FakeDispatcher dispatcher;
   proto::TaskDef task = TaskOf(9, Dataset::Range(0, 100000), "secret", "incarnation-a");
-  task.set_cross_trainer_cache_bytes(8 * 10);  // ten int64 scalars
+  // Ten int64 scalars, as Range makes them.
+  task.set_cross_trainer_cache_bytes(10 * ElementCost(Element::Of(Tensor::Scalar<int64_t>(0))));
   dispatcher.Answer(HeartbeatAnswer("incarnation-a", {task}));
   WorkerImpl worker(FastConfig(dispatcher.address()));
   REQUIRE(worker.Start(kWorkerAddress).ok());

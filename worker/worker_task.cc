@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "common/element_cost.h"
 #include "common/exceptions.h"
 #include "common/host_buffer_cache.h"
 #include "common/large_buffer_allocator.h"
@@ -267,7 +268,7 @@ WorkerImpl::ElementsReply WorkerImpl::Task::TakeLocked(int max_elements, proto::
     }
     reply_bytes += encoded_bytes;
     reply_counted += counted;
-    bytes_ -= buffer_.front().ByteSize();
+    bytes_ -= ElementCost(buffer_.front());
     reply.elements.push_back(std::move(buffer_.front()));
     buffer_.pop_front();
     if (!tags_.empty()) {
@@ -332,7 +333,7 @@ WorkerImpl::ElementsReply WorkerImpl::Task::TakeShared(const std::string& traine
       // The trainer at the head takes the stream's next element, which is
       // kept for those behind.
       shared_->Append(buffer_.front());
-      bytes_ -= buffer_.front().ByteSize();
+      bytes_ -= ElementCost(buffer_.front());
       reply.elements.push_back(std::move(buffer_.front()));
       buffer_.pop_front();
       ++handed_out_;
@@ -483,9 +484,11 @@ void WorkerImpl::Task::Push(Element element, std::optional<std::pair<int64_t, in
       ProcessMetrics()
           .AddCounter("sluice_worker_bytes_produced_total", "bytes of the elements its pipelines produced")
           .Get();
-  const int64_t bytes = element.ByteSize();
+  bytes_produced.Increment(static_cast<double>(element.ByteSize()));
+  // The buffer counts what an element really holds, so that elements of
+  // no data (empty strings) still fill it.
+  const int64_t cost = ElementCost(element);
   elements_produced.Increment();
-  bytes_produced.Increment(static_cast<double>(bytes));
   bool serve = false;
   {
     absl::MutexLock lock(&mu_);
@@ -500,7 +503,7 @@ void WorkerImpl::Task::Push(Element element, std::optional<std::pair<int64_t, in
         throw;
       }
     }
-    bytes_ += bytes;
+    bytes_ += cost;
     ++produced_;
     serve = !waiters_.empty() || rounds_.has_rounds();
   }
