@@ -1,6 +1,7 @@
 #include "common/atomic_file.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -22,8 +23,16 @@ absl::Status Failed(const std::string& what, const std::string& path, int error)
 
 absl::Status WriteFileAtomically(const std::string& path, absl::string_view bytes) {
   const std::string temporary = absl::StrCat(path, ".tmp.", getpid());
-  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  // Owner-only: saved states hold their read's restore key, and lock and
+  // cache files a tenant's names.
+  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) return Failed("create", temporary, errno);
+  if (::fchmod(fd, 0600) != 0) {
+    const int error = errno;
+    ::close(fd);
+    ::unlink(temporary.c_str());
+    return Failed("chmod", temporary, error);
+  }
   if (const int error = WriteFully(fd, std::string_view(bytes.data(), bytes.size())); error != 0) {
     ::close(fd);
     ::unlink(temporary.c_str());

@@ -134,7 +134,7 @@ absl::Status LockHeld(const std::string& filename, const LockInfo& lock) {
 // Creates the lock with O_EXCL: false when one exists.
 absl::StatusOr<bool> CreateLock(const std::string& filename, const std::string& writer_id) {
   const std::string path = LockPath(filename);
-  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) {
     if (errno == EEXIST) return false;
     return absl::PermissionDeniedError(

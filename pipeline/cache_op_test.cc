@@ -121,6 +121,12 @@ TEST_CASE("cache: a new build reads the files without running the input", "[ops]
   CHECK(Files(dir) == kComplete);
   CHECK(Contents(dir.File("c.index")) == absl::StrCat("sluice-cache 1 elements=6 data_bytes=",
                                                       std::filesystem::file_size(dir.File("c.data")), "\n"));
+  // Owner-only, whatever the umask: a cache holds a tenant's data.
+  for (const char* file : {"c.index", "c.data"}) {
+    INFO(file);
+    CHECK((std::filesystem::status(dir.File(file)).permissions() & std::filesystem::perms::all) ==
+          (std::filesystem::perms::owner_read | std::filesystem::perms::owner_write));
+  }
   // Another Dataset::MakeIterator: another build, the same files.
   absl::StatusOr<Iterator> again = cached.MakeIterator();
   REQUIRE(again.ok());

@@ -1,5 +1,7 @@
 #include "pipeline/record_io.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -200,14 +202,27 @@ absl::StatusOr<std::unique_ptr<TFRecordWriter>> TFRecordWriter::Create(const std
   if (compression == Compression::kZlib) {
     return absl::UnimplementedError("TFRecordWriter writes uncompressed or GZIP files only");
   }
+  // Owner-only, whatever the umask: what Sluice writes (caches, saved
+  // data) may hold a tenant's data.
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0 || ::fchmod(fd, 0600) != 0) {
+    const int error = errno;
+    if (fd >= 0) ::close(fd);
+    return absl::PermissionDeniedError(absl::StrCat("cannot create '", path, "': ", std::strerror(error)));
+  }
   if (compression == Compression::kGzip) {
-    gzFile gz = gzopen(path.c_str(), "wb");
-    if (gz == nullptr) return absl::PermissionDeniedError(absl::StrCat("cannot create '", path, "'"));
+    gzFile gz = gzdopen(fd, "wb");
+    if (gz == nullptr) {
+      ::close(fd);
+      return absl::PermissionDeniedError(absl::StrCat("cannot create '", path, "'"));
+    }
     return std::unique_ptr<TFRecordWriter>(new TFRecordWriter(path, nullptr, gz));
   }
-  FILE* file = std::fopen(path.c_str(), "wb");
+  FILE* file = ::fdopen(fd, "wb");
   if (file == nullptr) {
-    return absl::PermissionDeniedError(absl::StrCat("cannot create '", path, "': ", std::strerror(errno)));
+    const int error = errno;
+    ::close(fd);
+    return absl::PermissionDeniedError(absl::StrCat("cannot create '", path, "': ", std::strerror(error)));
   }
   return std::unique_ptr<TFRecordWriter>(new TFRecordWriter(path, file, nullptr));
 }
