@@ -32,16 +32,14 @@ int main(int argc, char** argv) {
     return sluice::kConfigErrorExitCode;
   }
   if (absl::Status status =
-          sluice::SetUpPythonFunctions(config.python, "the dispatcher", false,
-                                       !security->client_token.empty() || !security->tenants.empty());
+          sluice::SetUpPythonFunctions(config.python, "the dispatcher", false, security->NumTenants());
       !status.ok()) {
     std::cerr << "dispatcherd: " << status.message() << "\n";
     return sluice::kConfigErrorExitCode;
   }
   // Each tenant's quotas default to a fair share: the single client token
   // is one tenant, each of auth.clients another.
-  sluice::dispatcher::ApplyTenantShares(
-      static_cast<int64_t>(security->tenants.size()) + (security->client_token.empty() ? 0 : 1), &config);
+  sluice::dispatcher::ApplyTenantShares(security->NumTenants(), &config);
   const sluice::RpcAuthenticator auth(security->cluster_token, security->client_token, security->tenants);
   config.restore_key_secret = security->cluster_token;
   // Before any thread logs: the page's recent errors include recovery's.

@@ -36,6 +36,10 @@ struct PythonSettings {
   // Run the callables clients ship (py:__client__.call, cloudpickled):
   // remote code execution for every holder of the client token.
   bool allow_client_functions = false;
+  // Accept allow_client_functions on a daemon of several tenants, whose
+  // isolation it ends: a client's function runs beside every tenant's and
+  // the operator's modules, reads what the daemon can, and can change them.
+  bool allow_client_functions_with_tenants = false;
   // Local use only (no daemon): import a module when a call first names it.
   bool import_on_call = false;
 };

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "pipeline/python_function.h"
 
@@ -25,15 +26,27 @@ void AddPythonSettings(ConfigSchema* schema, PythonSettings* settings) {
   schema->AddBool("python.allow_client_functions", &settings->allow_client_functions,
                   "run the Python callables clients ship (cloudpickled) in the processes: remote code "
                   "execution for every holder of a client token; needs auth");
+  schema->AddBool(
+      "python.allow_client_functions_with_tenants", &settings->allow_client_functions_with_tenants,
+      "accept python.allow_client_functions with several tenants (auth.clients), though it ends the "
+      "isolation between them");
 }
 
 absl::Status SetUpPythonFunctions(const PythonSettings& settings, const std::string& owner,
-                                  bool start_processes, bool clients_authenticated) {
-  if (settings.allow_client_functions && !clients_authenticated) {
+                                  bool start_processes, int64_t tenants) {
+  if (settings.allow_client_functions && tenants == 0) {
     return absl::FailedPreconditionError(
         "python.allow_client_functions runs the Python code any client sends: it needs client "
         "authentication (auth.client_token_file or auth.clients), so that only holders of a token can send "
         "code to run here");
+  }
+  if (settings.allow_client_functions && tenants > 1 && !settings.allow_client_functions_with_tenants) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "python.allow_client_functions ends the isolation between tenants, and this daemon has ", tenants,
+        ": a client's function runs in the same processes as every tenant's functions and the operator's "
+        "modules, so it can read whatever files the daemon can and change what their functions return. Give "
+        "each tenant a cluster of its own, or set python.allow_client_functions_with_tenants: true to accept "
+        "that"));
   }
   if (settings.allow_client_functions) {
     spdlog::warn("python.allow_client_functions: every holder of a client token can run Python code here");

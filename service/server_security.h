@@ -6,6 +6,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -59,6 +60,10 @@ struct ServerSecurity {
   bool require_client_cert = false;
   std::string server_name;
   bool insecure = false;
+
+  // Who may act as a client: the single client token is one tenant, each
+  // of auth.clients another; 0 without client auth.
+  int64_t NumTenants() const { return static_cast<int64_t>(tenants.size()) + (client_token.empty() ? 0 : 1); }
 };
 // Reads the files; errors name the setting and the path.
 absl::StatusOr<ServerSecurity> LoadServerSecurity(const SecuritySettings& settings);

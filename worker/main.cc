@@ -48,8 +48,8 @@ int main(int argc, char** argv) {
     std::cerr << "workerd: " << security.status().message() << "\n";
     return sluice::kConfigErrorExitCode;
   }
-  if (absl::Status status = sluice::SetUpPythonFunctions(
-          config.python, "worker", true, !security->client_token.empty() || !security->tenants.empty());
+  if (absl::Status status =
+          sluice::SetUpPythonFunctions(config.python, "worker", true, security->NumTenants());
       !status.ok()) {
     std::cerr << "workerd: " << status.message() << "\n";
     return sluice::kConfigErrorExitCode;
