@@ -133,7 +133,7 @@ TEST_CASE("Restored reads' skip lists count toward the tenant's quota and the to
   CHECK(RestoreNumbers(request) == 3);
 }
 
-TEST_CASE("Tenant quotas left 0 are the totals divided among the tenants; set ones stay",
+TEST_CASE("Tenant quotas left 0 are the totals divided among the tenants, and set ones stay",
           "[dispatcher][quotas]") {
   DispatcherConfig config;
   config.max_datasets = 10;

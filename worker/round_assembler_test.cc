@@ -5,6 +5,7 @@
 #include <optional>
 #include <vector>
 
+#include "common/element_cost.h"
 #include "sluice/tensor.h"
 
 namespace sluice::worker {
@@ -92,7 +93,8 @@ TEST_CASE("a round waits for every consumer, then gives consumer c the c-th elem
   Ask(rounds, 0, 1, replies, 1);
   taken = AssembleRunning(rounds, &buffer, replies);
   CHECK(taken.elements == 3);
-  CHECK(taken.bytes == 3 * 8);  // three int64 scalars
+  // Three int64 scalars, weighed as the task's buffer weighs them.
+  CHECK(taken.bytes == 3 * ElementCost(Element::Of(Tensor::Scalar<int64_t>(0))));
   CHECK(rounds.assembled_rounds() == 1);
   CHECK(replies.Values(3) == std::vector<int64_t>{0, 1, 2});
   CHECK(replies.at(2)->compression == proto::COMPRESSION_SNAPPY);
