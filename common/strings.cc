@@ -40,6 +40,29 @@ std::string DidYouMean(std::string_view name, const std::vector<std::string>& ca
   return "; did you mean '" + *best + "'?";
 }
 
+std::string EscapeControlCharacters(std::string_view text) {
+  std::string escaped;
+  escaped.reserve(text.size());
+  for (const char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte >= 0x20 && byte != 0x7f) {
+      escaped.push_back(c);
+    } else if (c == '\n') {
+      escaped += "\\n";
+    } else if (c == '\r') {
+      escaped += "\\r";
+    } else if (c == '\t') {
+      escaped += "\\t";
+    } else {
+      static constexpr char kHex[] = "0123456789abcdef";
+      escaped += "\\x";
+      escaped.push_back(kHex[byte >> 4]);
+      escaped.push_back(kHex[byte & 15]);
+    }
+  }
+  return escaped;
+}
+
 bool IsValidUtf8(std::string_view bytes) {
   size_t i = 0;
   while (i < bytes.size()) {

@@ -18,6 +18,11 @@ std::string DidYouMean(std::string_view name, const std::vector<std::string>& ca
 // True when `bytes` is well-formed UTF-8.
 bool IsValidUtf8(std::string_view bytes);
 
+// `text` with its control characters escaped ("\n", "\r", "\t", "\x1b"),
+// the rest unchanged: a log line quoting a file name or a request's field
+// stays one line, so that a newline in it cannot forge another.
+std::string EscapeControlCharacters(std::string_view text);
+
 // The first `digest_bytes` bytes (at most 32) of SHA-256 over `bytes`, in
 // lowercase hex: fingerprints and names derived from content.
 std::string Sha256Hex(std::string_view bytes, size_t digest_bytes);

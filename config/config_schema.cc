@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "CLI/CLI.hpp"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -53,12 +54,39 @@ void ConfigSchema::AddStringList(const std::string& key, std::vector<std::string
 }
 
 void ConfigSchema::AddRecordList(const std::string& key, std::vector<std::string> fields,
-                                 std::vector<Record>* values, const std::string& help) {
+                                 std::vector<Record>* values, const std::string& help,
+                                 std::vector<std::string> optional, std::vector<std::string> lists) {
   Entry entry{key, absl::StrCat("list of {", absl::StrJoin(fields, ", "), "}"), help};
   entry.record_value = values;
   entry.fields = std::move(fields);
+  entry.optional_fields = std::move(optional);
+  entry.list_fields = std::move(lists);
   entries_.push_back(entry);
 }
+
+std::vector<std::string> ConfigSchema::RecordItems(const std::string& value) {
+  if (value.empty()) return {};
+  return absl::StrSplit(value, ';');
+}
+
+namespace {
+
+bool Contains(const std::vector<std::string>& names, const std::string& name) {
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
+// The required fields `record` lacks, in `fields`' order.
+std::vector<std::string> Missing(const std::vector<std::string>& fields,
+                                 const std::vector<std::string>& optional,
+                                 const ConfigSchema::Record& record) {
+  std::vector<std::string> missing;
+  for (const std::string& name : fields) {
+    if (!record.contains(name) && !Contains(optional, name)) missing.push_back(name);
+  }
+  return missing;
+}
+
+}  // namespace
 
 absl::StatusOr<ConfigSchema::Record> ConfigSchema::ParseRecordFlag(const Entry& entry,
                                                                    const std::string& text) {
@@ -74,7 +102,7 @@ absl::StatusOr<ConfigSchema::Record> ConfigSchema::ParseRecordFlag(const Entry& 
     }
     record[field] = std::string(part.substr(equals + 1));
   }
-  if (record.size() != entry.fields.size()) {
+  if (!Missing(entry.fields, entry.optional_fields, record).empty()) {
     return absl::InvalidArgumentError(absl::StrCat(FlagName(entry.key), " '", text, "': expected ",
                                                    absl::StrJoin(entry.fields, "=...,"), "=..."));
   }
@@ -167,14 +195,27 @@ absl::Status ConfigSchema::LoadMap(const YAML::Node& map, const std::string& pre
             return error(field.first, absl::StrCat("unknown field '", name, "' in '", key,
                                                    "' (fields: ", absl::StrJoin(entry->fields, ", "), ")"));
           }
+          if (Contains(entry->list_fields, name) && (field.second.IsSequence() || field.second.IsNull())) {
+            std::vector<std::string> items;
+            for (const auto& one : field.second) {
+              if (!one.IsScalar() || one.Scalar().empty() || absl::StrContains(one.Scalar(), ';')) {
+                return error(one,
+                             absl::StrCat("'", key, "': '", name,
+                                          "' must be a list of strings, each non-empty and without ';'"));
+              }
+              items.push_back(one.Scalar());
+            }
+            record[name] = absl::StrJoin(items, ";");
+            continue;
+          }
           if (!field.second.IsScalar()) {
             return error(field.second, absl::StrCat("'", key, "': '", name, "' must be a string"));
           }
           record[name] = field.second.Scalar();
         }
-        for (const std::string& name : entry->fields) {
-          if (!record.contains(name))
-            return error(item, absl::StrCat("'", key, "': an entry lacks '", name, "'"));
+        if (const std::vector<std::string> missing = Missing(entry->fields, entry->optional_fields, record);
+            !missing.empty()) {
+          return error(item, absl::StrCat("'", key, "': an entry lacks '", missing.front(), "'"));
         }
         entry->record_value->push_back(std::move(record));
       }

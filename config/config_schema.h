@@ -41,12 +41,18 @@ class ConfigSchema {
   void AddString(const std::string& key, std::string* value, const std::string& help,
                  StringCheck check = nullptr);
   void AddStringList(const std::string& key, std::vector<std::string>* values, const std::string& help);
-  // A list of records, each a map of exactly `fields` (strings) in the
-  // file ("clients: [{name: a, token_file: /x}]"), and on the command line
-  // a repeatable --flag "field=value,field=value".
+  // A list of records, each a map of `fields` (strings) in the file
+  // ("clients: [{name: a, token_file: /x}]"), and on the command line a
+  // repeatable --flag "field=value,field=value". Every field is required
+  // but the `optional` ones. A list field (in `lists`) takes a list in the
+  // file and "a;b" on the command line; its record value is the items
+  // joined by ';' (RecordItems splits it).
   using Record = std::map<std::string, std::string>;
   void AddRecordList(const std::string& key, std::vector<std::string> fields, std::vector<Record>* values,
-                     const std::string& help);
+                     const std::string& help, std::vector<std::string> optional = {},
+                     std::vector<std::string> lists = {});
+  // The items of a list field's value: "a;b" -> {"a", "b"}; "" -> {}.
+  static std::vector<std::string> RecordItems(const std::string& value);
   // true/false in the file; a bare --flag on the command line.
   void AddBool(const std::string& key, bool* value, const std::string& help);
   // A key "section.name" is `name` in the map under `section:` in the file
@@ -78,6 +84,8 @@ class ConfigSchema {
     bool* bool_value = nullptr;
     std::vector<Record>* record_value = nullptr;
     std::vector<std::string> fields;
+    std::vector<std::string> optional_fields;
+    std::vector<std::string> list_fields;
   };
   // One record of `entry` from a flag's "field=value,..." text.
   static absl::StatusOr<Record> ParseRecordFlag(const Entry& entry, const std::string& text);

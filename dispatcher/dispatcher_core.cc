@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/proto_convert.h"
 #include "pipeline/builder.h"
+#include "pipeline/sandbox.h"
 #include "pipeline/sharding.h"
 #include "service/grpc_util.h"
 
@@ -269,6 +270,9 @@ const absl::StatusOr<SourceSplitInfo>& DispatcherCore::SourceSplits(const std::s
                                                                     const proto::DatasetDef& def) {
   auto known = source_splits_.find(dataset_id);
   if (known != source_splits_.end()) return known->second;
+  // Listed for the dataset's tenant, under its data roots.
+  const DispatcherState::Dataset* dataset = state_.FindDataset(dataset_id);
+  ScopedPipelineSandbox sandbox(TenantPipelineSandbox(dataset == nullptr ? "" : dataset->tenant));
   absl::StatusOr<SourceSplitInfo> info = def.steps().empty()
                                              ? absl::InvalidArgumentError("the pipeline has no steps")
                                              : DescribeSourceSplits(def.steps(0));
@@ -311,6 +315,7 @@ absl::StatusOr<std::unique_ptr<SplitProvider>> DispatcherCore::NewSplitProvider(
   // no file I/O under the lock, and a restore's split layout is checked
   // against the folder as it is now.
   if (def.steps().empty()) return absl::InvalidArgumentError("the pipeline has no steps");
+  ScopedPipelineSandbox sandbox(TenantPipelineSandbox(params.tenant()));
   absl::StatusOr<SourceSplitInfo> info = DescribeSourceSplits(def.steps(0));
   source_splits_.insert_or_assign(params.dataset_id(), info);
   if (!info.ok()) return info.status();
@@ -331,6 +336,7 @@ absl::StatusOr<DatasetPtr> DispatcherCore::Built(const std::string& dataset_id) 
   if (cached != built_datasets_.end()) return cached->second;
   const DispatcherState::Dataset* dataset = state_.FindDataset(dataset_id);
   if (dataset == nullptr) return absl::NotFoundError(absl::StrCat("unknown dataset id '", dataset_id, "'"));
+  ScopedPipelineSandbox sandbox(TenantPipelineSandbox(dataset->tenant));
   absl::StatusOr<DatasetPtr> built = BuildDataset(dataset->def);
   if (built.ok()) built_datasets_[dataset_id] = *built;
   return built;
@@ -368,6 +374,7 @@ void DispatcherCore::FillTaskDef(const DispatcherState::Task& task, proto::TaskD
   def->set_exactly_once(job->params.exactly_once());
   def->set_num_consumers(job->params.num_consumers());
   def->set_cross_trainer_cache_bytes(job->params.cross_trainer_cache_bytes());
+  def->set_tenant(job->params.tenant());
   def->set_repetition(iteration->repetition);
   if (auto skip = iteration->skip_positions.find(task.worker_address);
       skip != iteration->skip_positions.end()) {

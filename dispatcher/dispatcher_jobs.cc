@@ -15,6 +15,7 @@
 #include "dispatcher/shared_exactly_once.h"
 #include "dispatcher/tenant_quotas.h"
 #include "pipeline/builder.h"
+#include "pipeline/sandbox.h"
 #include "pipeline/sharding.h"
 #include "pipeline/split_provider.h"
 #include "service/grpc_util.h"
@@ -73,7 +74,10 @@ absl::Status JobRpcs::GetOrRegisterDataset(const proto::GetOrRegisterDatasetRequ
     return s;
   // Built before registering, so a definition that cannot run is refused
   // with its reason rather than failing later on every worker.
-  absl::StatusOr<DatasetPtr> built = BuildDataset(request.dataset());
+  absl::StatusOr<DatasetPtr> built = [&] {
+    ScopedPipelineSandbox sandbox(TenantPipelineSandbox(tenant));
+    return BuildDataset(request.dataset());
+  }();
   if (!built.ok()) return built.status();
   proto::Update update;
   auto* u = update.mutable_register_dataset();

@@ -21,6 +21,7 @@
 #include "pipeline/definition_limits.h"
 #include "pipeline/iterator_state.h"
 #include "pipeline/ops.h"
+#include "pipeline/sandbox.h"
 
 namespace sluice {
 namespace {
@@ -183,7 +184,10 @@ class ParallelIterator : public IteratorBase {
       try {
         unassigned_.push_back(slot);
         try {
-          pool_->Schedule([this] { Run(); });
+          pool_->Schedule([this] {
+            ScopedPipelineSandbox scope(sandbox_);
+            Run();
+          });
         } catch (...) {
           unassigned_.pop_back();
           throw;
@@ -293,6 +297,9 @@ class ParallelIterator : public IteratorBase {
 
   // Last, so that it is destroyed (and its threads joined) first.
   std::unique_ptr<ThreadPool> pool_;
+  // The tenant's sandbox of the thread that made the iterator: the pool's
+  // threads run the input under it.
+  const std::shared_ptr<const PipelineSandbox> sandbox_ = ThreadPipelineSandbox();
 };
 
 // A dataset whose iterator is a Sequential- or ParallelIterator.

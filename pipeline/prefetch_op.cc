@@ -10,6 +10,7 @@
 #include "common/large_buffer_allocator.h"
 #include "pipeline/iterator_state.h"
 #include "pipeline/ops.h"
+#include "pipeline/sandbox.h"
 #include "pipeline/unary_dataset.h"
 
 namespace sluice {
@@ -23,7 +24,7 @@ class BackgroundIterator : public UnaryIterator {
  public:
   BackgroundIterator(std::unique_ptr<IteratorBase> input, int64_t capacity, bool start_at_first_read)
       : UnaryIterator(std::move(input)), capacity_(capacity) {
-    if (!start_at_first_read) producer_ = ThreadInAllocatorScope([this] { Produce(); });
+    if (!start_at_first_read) producer_ = ThreadInAllocatorScope([this] { ProduceForTenant(); });
   }
   ~BackgroundIterator() override {
     {
@@ -71,7 +72,7 @@ class BackgroundIterator : public UnaryIterator {
     absl::MutexLock lock(&mu_);
     // Started by the first read unless at construction, so that Restore
     // comes first.
-    if (!producer_.joinable() && !done_) producer_ = ThreadInAllocatorScope([this] { Produce(); });
+    if (!producer_.joinable() && !done_) producer_ = ThreadInAllocatorScope([this] { ProduceForTenant(); });
     mu_.Await(absl::Condition(this, &BackgroundIterator::ReadyForConsumer));
     if (!buffer_.empty()) {
       *element = std::move(buffer_.front());
@@ -131,6 +132,14 @@ class BackgroundIterator : public UnaryIterator {
   bool paused_ ABSL_GUARDED_BY(mu_) = false;     // Save is running
   bool producing_ ABSL_GUARDED_BY(mu_) = false;  // the producer is reading the input
   std::thread producer_;                         // started by the first GetNext
+  // The tenant's sandbox of the thread that made the iterator: the
+  // producer reads its input under it.
+  const std::shared_ptr<const PipelineSandbox> sandbox_ = ThreadPipelineSandbox();
+
+  void ProduceForTenant() {
+    ScopedPipelineSandbox scope(sandbox_);
+    Produce();
+  }
 };
 
 // Runs the input on a background thread, `buffer_size` elements ahead.

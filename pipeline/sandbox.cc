@@ -22,6 +22,9 @@ namespace {
 
 absl::Mutex sandbox_mu(absl::kConstInit);
 PipelineSandbox* current_sandbox ABSL_GUARDED_BY(sandbox_mu) = nullptr;
+std::map<std::string, std::shared_ptr<const PipelineSandbox>>* tenant_sandboxes ABSL_GUARDED_BY(sandbox_mu) =
+    nullptr;
+thread_local std::shared_ptr<const PipelineSandbox> thread_sandbox;
 
 bool IsUnder(const std::string& path, const std::string& root) {
   if (root == "/") return true;
@@ -30,7 +33,16 @@ bool IsUnder(const std::string& path, const std::string& root) {
 }
 
 std::string OwnerOf(const PipelineSandbox& sandbox) {
-  return sandbox.owner.empty() ? "this daemon" : sandbox.owner;
+  const std::string owner = sandbox.owner.empty() ? "this daemon" : sandbox.owner;
+  return sandbox.tenant.empty() ? owner : absl::StrCat(owner, " for tenant '", sandbox.tenant, "'");
+}
+
+// A read on a daemon of tenants that runs under no tenant's sandbox.
+absl::Status NoTenant(const PipelineSandbox& sandbox, const std::string& path) {
+  return absl::PermissionDeniedError(absl::StrCat(
+      "'", path, "': ", OwnerOf(sandbox),
+      " reads files only for a tenant, under that tenant's data roots, and this read runs for none (a bug in "
+      "Sluice: please report it with the pipeline)"));
 }
 
 absl::Status CheckResolved(const PipelineSandbox& sandbox, const std::string& resolved,
@@ -93,13 +105,47 @@ void SetPipelineSandbox(PipelineSandbox sandbox) {
 void SetPipelineSandboxOwner(std::string owner) {
   absl::MutexLock lock(&sandbox_mu);
   if (current_sandbox == nullptr) current_sandbox = new PipelineSandbox();
-  current_sandbox->owner = std::move(owner);
+  current_sandbox->owner = owner;
+  if (tenant_sandboxes == nullptr) return;
+  for (auto& [tenant, sandbox] : *tenant_sandboxes) {
+    auto renamed = std::make_shared<PipelineSandbox>(*sandbox);
+    renamed->owner = owner;
+    sandbox = std::move(renamed);
+  }
 }
 
 PipelineSandbox CurrentPipelineSandbox() {
+  if (thread_sandbox != nullptr) return *thread_sandbox;
   absl::MutexLock lock(&sandbox_mu);
   return current_sandbox == nullptr ? PipelineSandbox{} : *current_sandbox;
 }
+
+void SetTenantSandboxes(std::map<std::string, PipelineSandbox> sandboxes) {
+  auto made = std::make_unique<std::map<std::string, std::shared_ptr<const PipelineSandbox>>>();
+  for (auto& [tenant, sandbox] : sandboxes) {
+    sandbox.tenant = tenant;
+    (*made)[tenant] = std::make_shared<const PipelineSandbox>(std::move(sandbox));
+  }
+  absl::MutexLock lock(&sandbox_mu);
+  delete tenant_sandboxes;
+  tenant_sandboxes = made.release();
+}
+
+std::shared_ptr<const PipelineSandbox> TenantPipelineSandbox(const std::string& tenant) {
+  absl::MutexLock lock(&sandbox_mu);
+  if (tenant_sandboxes == nullptr) return nullptr;
+  const auto found = tenant_sandboxes->find(tenant);
+  return found == tenant_sandboxes->end() ? nullptr : found->second;
+}
+
+ScopedPipelineSandbox::ScopedPipelineSandbox(std::shared_ptr<const PipelineSandbox> sandbox)
+    : previous_(std::move(thread_sandbox)) {
+  thread_sandbox = std::move(sandbox);
+}
+
+ScopedPipelineSandbox::~ScopedPipelineSandbox() { thread_sandbox = std::move(previous_); }
+
+std::shared_ptr<const PipelineSandbox> ThreadPipelineSandbox() { return thread_sandbox; }
 
 absl::StatusOr<std::vector<std::string>> CanonicalDataRoots(const std::vector<std::string>& roots) {
   std::vector<std::string> canonical;
@@ -137,6 +183,7 @@ absl::StatusOr<std::string> CacheFilePath(const std::string& filename) {
   }
   const PipelineSandbox sandbox = CurrentPipelineSandbox();
   if (!sandbox.enabled) return filename;
+  if (sandbox.needs_tenant) return NoTenant(sandbox, filename);
   if (sandbox.cache_dir.empty()) {
     return absl::PermissionDeniedError(
         absl::StrCat("cache: ", OwnerOf(sandbox),
@@ -160,6 +207,7 @@ absl::StatusOr<std::string> CacheFilePath(const std::string& filename) {
 
 absl::Status CheckReadableUrl(const std::string& url) {
   const PipelineSandbox sandbox = CurrentPipelineSandbox();
+  if (sandbox.enabled && sandbox.needs_tenant) return NoTenant(sandbox, url);
   if (!sandbox.enabled || sandbox.data_roots.empty()) return absl::OkStatus();
   for (const std::string& root : sandbox.data_roots) {
     // The root's own folder ("s3://b/images" for the root s3://b/images/)
@@ -179,12 +227,14 @@ absl::Status CheckReadableUrl(const std::string& url) {
 absl::Status CheckReadablePath(const std::string& path) {
   if (io::HasUrlScheme(path)) return CheckReadableUrl(path);
   const PipelineSandbox sandbox = CurrentPipelineSandbox();
+  if (sandbox.enabled && sandbox.needs_tenant) return NoTenant(sandbox, path);
   if (!sandbox.enabled || sandbox.data_roots.empty()) return absl::OkStatus();
   return CheckResolved(sandbox, Resolve(path), path);
 }
 
 absl::Status CheckOpenedFile(int fd, const std::string& path) {
   const PipelineSandbox sandbox = CurrentPipelineSandbox();
+  if (sandbox.enabled && sandbox.needs_tenant) return NoTenant(sandbox, path);
   if (!sandbox.enabled || sandbox.data_roots.empty()) return absl::OkStatus();
   char resolved[PATH_MAX];
   const std::string link = absl::StrCat("/proc/self/fd/", fd);

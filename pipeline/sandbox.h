@@ -17,6 +17,8 @@
 #ifndef SLUICE_PIPELINE_SANDBOX_H_
 #define SLUICE_PIPELINE_SANDBOX_H_
 
+#include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -35,14 +37,48 @@ struct PipelineSandbox {
   std::string cache_dir;
   // Who refuses, for messages: "worker 10.0.0.5:6000".
   std::string owner;
+  // The tenant (auth.clients) whose sandbox this is; messages name it.
+  std::string tenant;
+  // The process's sandbox on a daemon of tenants: file sources read
+  // nothing under it, since each tenant's pipeline runs under the tenant's
+  // own (ScopedPipelineSandbox). A thread that lacks its tenant's scope
+  // fails closed rather than reading under every tenant's roots.
+  bool needs_tenant = false;
 };
 
 // Process-wide: a daemon sets it once before serving (and again when it
 // knows its own address).
 void SetPipelineSandbox(PipelineSandbox sandbox);
+// This thread's sandbox while a ScopedPipelineSandbox is installed on it,
+// the process's otherwise.
 PipelineSandbox CurrentPipelineSandbox();
 // Names the daemon in refusals, once it knows its address.
 void SetPipelineSandboxOwner(std::string owner);
+
+// A daemon of tenants sets each one's sandbox once, before serving: its
+// data roots (the shared ones and its own) and its cache_dir.
+void SetTenantSandboxes(std::map<std::string, PipelineSandbox> sandboxes);
+// `tenant`'s sandbox; null on a daemon without tenant sandboxes, and for a
+// tenant it does not know (whose reads then meet the process's sandbox).
+std::shared_ptr<const PipelineSandbox> TenantPipelineSandbox(const std::string& tenant);
+
+// Installs `sandbox` as this thread's while it lives (null: none, the
+// process's applies), restoring the one before. A daemon installs a
+// tenant's around building and running that tenant's pipeline; an op that
+// starts threads takes ThreadPipelineSandbox() where it starts them and
+// installs it in each, so that what they open is checked for the tenant.
+class ScopedPipelineSandbox {
+ public:
+  explicit ScopedPipelineSandbox(std::shared_ptr<const PipelineSandbox> sandbox);
+  ~ScopedPipelineSandbox();
+  ScopedPipelineSandbox(const ScopedPipelineSandbox&) = delete;
+  ScopedPipelineSandbox& operator=(const ScopedPipelineSandbox&) = delete;
+
+ private:
+  std::shared_ptr<const PipelineSandbox> previous_;
+};
+// The sandbox installed on this thread; null when none is.
+std::shared_ptr<const PipelineSandbox> ThreadPipelineSandbox();
 
 // The roots as canonical absolute paths, and URL roots ("s3://b/p/",
 // "https://host/sets/") as prefixes ending with '/'; InvalidArgument

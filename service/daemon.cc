@@ -12,12 +12,14 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "common/json.h"
+#include "common/strings.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "pipeline/builder.h"
 #include "pipeline/sandbox.h"
 #include "service/grpc_util.h"
 #include "service/metrics.h"
 #include "service/object_storage_config.h"
+#include "service/tenant_sandboxes.h"
 
 namespace sluice {
 
@@ -86,10 +88,30 @@ class JsonMessageFlag final : public spdlog::custom_flag_formatter {
   }
 };
 
+// %* in the text pattern: the message with its control characters
+// escaped, so that a file name or a request's field it quotes cannot
+// start a forged line.
+class EscapedMessageFlag final : public spdlog::custom_flag_formatter {
+ public:
+  void format(const spdlog::details::log_msg& msg, const std::tm&, spdlog::memory_buf_t& dest) override {
+    const std::string escaped =
+        EscapeControlCharacters(std::string_view(msg.payload.data(), msg.payload.size()));
+    dest.append(escaped.data(), escaped.data() + escaped.size());
+  }
+  std::unique_ptr<custom_flag_formatter> clone() const override {
+    return std::make_unique<EscapedMessageFlag>();
+  }
+};
+
 }  // namespace
 
 absl::Status SetLogFormat(const std::string& format) {
-  if (format == "text") return absl::OkStatus();
+  if (format == "text") {
+    auto formatter = std::make_unique<spdlog::pattern_formatter>();
+    formatter->add_flag<EscapedMessageFlag>('*').set_pattern("[%Y-%m-%d %H:%M:%S.%e] [%^%l%$] %*");
+    spdlog::set_formatter(std::move(formatter));
+    return absl::OkStatus();
+  }
   if (format != "json") {
     return absl::InvalidArgumentError(absl::StrCat("unknown log format '", format, "' (valid: text, json)"));
   }
@@ -233,6 +255,9 @@ absl::StatusOr<ServerSecurity> SecureDaemon(const std::string& program, const st
   absl::StatusOr<ServerSecurity> security = PrepareServerSecurity(program, bind_address, settings);
   if (!security.ok()) return security.status();
   if (absl::Status status = SetUpPipelineSandbox(owner, plugins, data_roots, cache_dir); !status.ok()) {
+    return status;
+  }
+  if (absl::Status status = SetUpTenantSandboxes(*security, CurrentPipelineSandbox()); !status.ok()) {
     return status;
   }
   return security;

@@ -30,8 +30,11 @@ void DescribeSecuritySettings(SecuritySettings* settings, ConfigSchema* schema) 
   schema->AddString(
       "tls.server_name", &settings->tls_server_name,
       "name in the daemons' certificates to verify instead of the address (workers at pod IPs)");
-  schema->AddRecordList("auth.clients", {"name", "token_file"}, &settings->clients,
-                        "tenants: each client token's name, whose datasets and jobs only its holders see");
+  schema->AddRecordList(
+      "auth.clients", {"name", "token_file", "data_roots", "cache_dir"}, &settings->clients,
+      "tenants: each client token's name, whose datasets and jobs only its holders see; its "
+      "own data_roots (besides the daemon's, which all share) and cache_dir",
+      /*optional=*/{"data_roots", "cache_dir"}, /*lists=*/{"data_roots"});
   schema->AddBool("insecure", &settings->insecure,
                   "allow listening beyond loopback with neither auth nor TLS");
 }
@@ -74,7 +77,14 @@ absl::StatusOr<ServerSecurity> LoadServerSecurity(const SecuritySettings& settin
     const std::string what = absl::StrCat("auth.clients '", name, "' token_file");
     absl::StatusOr<std::string> token = ReadSecretFile(what, client.at("token_file"));
     if (!token.ok()) return token.status();
-    security.tenants.push_back({name, *std::move(token)});
+    const auto field = [&](const std::string& key) {
+      const auto found = client.find(key);
+      return found == client.end() ? std::string() : found->second;
+    };
+    security.tenants.push_back({.name = name,
+                                .token = *std::move(token),
+                                .data_roots = ConfigSchema::RecordItems(field("data_roots")),
+                                .cache_dir = field("cache_dir")});
   }
   if (!security.tenants.empty() && security.cluster_token.empty()) {
     return absl::InvalidArgumentError(

@@ -46,6 +46,11 @@ void DescribeSecuritySettings(SecuritySettings* settings, ConfigSchema* schema);
 struct TenantToken {
   std::string name;
   std::string token;
+  // Where this tenant's pipelines may read besides the daemon's data_roots
+  // (the shared ones), and where they write file caches (default: a
+  // directory of its own under the daemon's cache_dir).
+  std::vector<std::string> data_roots;
+  std::string cache_dir;
 };
 
 struct ServerSecurity {

@@ -49,6 +49,27 @@ TEST_CASE("tenant settings: auth.clients loads from YAML and from flags", "[conf
                      &from_flags) == -1);
   CHECK(from_flags.clients == std::vector<ConfigSchema::Record>{{{"name", "a"}, {"token_file", "/a"}},
                                                                 {{"name", "b"}, {"token_file", "/b"}}});
+  // A tenant's own data roots (a list) and cache_dir, both optional.
+  SecuritySettings with_roots;
+  REQUIRE(
+      LoadInto(
+          dir,
+          "auth:\n  clients:\n    - {name: vision, token_file: /v.token, data_roots: [/data/v, "
+          "'s3://b/v/'], cache_dir: /cache/v}\n    - {name: speech, token_file: /s.token, data_roots: /s}\n",
+          &with_roots)
+          .ok());
+  CHECK(with_roots.clients == std::vector<ConfigSchema::Record>{
+                                  {{"name", "vision"},
+                                   {"token_file", "/v.token"},
+                                   {"data_roots", "/data/v;s3://b/v/"},
+                                   {"cache_dir", "/cache/v"}},
+                                  {{"name", "speech"}, {"token_file", "/s.token"}, {"data_roots", "/s"}}});
+  CHECK(ConfigSchema::RecordItems("/data/v;s3://b/v/") == std::vector<std::string>{"/data/v", "s3://b/v/"});
+  CHECK(ConfigSchema::RecordItems("").empty());
+  SecuritySettings roots_by_flag;
+  REQUIRE(ParseFlags({"--auth-clients", "name=a,token_file=/a,data_roots=/x;/y"}, &roots_by_flag) == -1);
+  CHECK(roots_by_flag.clients ==
+        std::vector<ConfigSchema::Record>{{{"name", "a"}, {"token_file", "/a"}, {"data_roots", "/x;/y"}}});
 }
 
 TEST_CASE("tenant settings: a malformed auth.clients names the file, line and what is wrong",
@@ -61,11 +82,17 @@ TEST_CASE("tenant settings: a malformed auth.clients names the file, line and wh
   };
   const std::vector<Case> cases = {
       {"auth: {clients: vision}\n",
-       file + ":1:17: 'auth.clients' must be a list of maps of name, token_file"},
+       file + ":1:17: 'auth.clients' must be a list of maps of name, token_file, data_roots, cache_dir"},
       {"auth:\n  clients:\n    - {name: vision}\n",
        file + ":3:7: 'auth.clients': an entry lacks 'token_file'"},
       {"auth:\n  clients:\n    - {name: a, token_file: /a, role: admin}\n",
-       file + ":3:33: unknown field 'role' in 'auth.clients' (fields: name, token_file)"},
+       file +
+           ":3:33: unknown field 'role' in 'auth.clients' (fields: name, token_file, data_roots, cache_dir)"},
+      {"auth:\n  clients:\n    - {name: a, token_file: /a, data_roots: [/x, [y]]}\n",
+       file +
+           ":3:50: 'auth.clients': 'data_roots' must be a list of strings, each non-empty and without ';'"},
+      {"auth:\n  clients:\n    - {name: a, token_file: /a, cache_dir: [/c]}\n",
+       file + ":3:44: 'auth.clients': 'cache_dir' must be a string"},
       {"auth:\n  clients:\n    - {name: [a], token_file: /a}\n",
        file + ":3:14: 'auth.clients': 'name' must be a string"},
   };

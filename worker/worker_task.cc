@@ -12,6 +12,7 @@
 #include "common/host_buffer_cache.h"
 #include "common/large_buffer_allocator.h"
 #include "pipeline/builder.h"
+#include "pipeline/sandbox.h"
 #include "pipeline/sharding.h"
 #include "service/element_wire.h"
 #include "service/metrics.h"
@@ -410,6 +411,9 @@ void WorkerImpl::Task::Run() {
     // Every step of the pipeline allocates its large tensors in the task's
     // heap (threads it starts inherit the scope).
     LargeBufferAllocatorScope scope(heap_);
+    // Files are read for the job's tenant, under its data roots and
+    // cache_dir (threads the pipeline starts take it too).
+    ScopedPipelineSandbox sandbox(TenantPipelineSandbox(def_.tenant()));
     status = ProduceContained();
   }
   // No more buffers to reuse: keep only those still in use (buffered

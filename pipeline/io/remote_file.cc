@@ -11,6 +11,7 @@
 #include "common/exceptions.h"
 #include "common/thread_pool.h"
 #include "pipeline/io/object_storage_settings.h"
+#include "pipeline/sandbox.h"
 
 namespace sluice::io {
 namespace {
@@ -57,7 +58,13 @@ void RunOnFetchThreads(std::function<void()> task) {
     task();
     return;
   }
-  current->Schedule(std::move(task));
+  // The pool serves every tenant: each task runs under the sandbox of the
+  // thread that asked for it, so that what it opens is checked for the
+  // tenant whose read it is.
+  current->Schedule([sandbox = ThreadPipelineSandbox(), task = std::move(task)] {
+    ScopedPipelineSandbox scope(sandbox);
+    task();
+  });
 }
 
 struct RemoteFile::Part {

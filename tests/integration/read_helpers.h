@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "client/dataset_internal.h"
 #include "sluice/dataset.h"
 #include "sluice/iterator.h"
 #include "tests/testing/test_util.h"
@@ -31,6 +32,21 @@ inline void Take(Iterator& iterator, int64_t count, std::vector<int64_t>* values
     if (!element->has_value()) return;
     values->push_back((*element)->components.at(0).data<int64_t>()[0]);
   }
+}
+
+// The lines a text_line read returns (at most 1000), or its error.
+inline absl::Status ReadLines(const Dataset& dataset, std::vector<std::string>* lines) {
+  absl::StatusOr<DatasetPtr> built = internal::BuildPipeline(dataset);
+  if (!built.ok()) return built.status();
+  absl::StatusOr<std::unique_ptr<IteratorBase>> iterator = (*built)->MakeIterator(IteratorContext{});
+  if (!iterator.ok()) return iterator.status();
+  for (int i = 0; i < 1000; ++i) {
+    Element element;
+    bool end = false;
+    if (absl::Status status = (*iterator)->GetNext(&element, &end); !status.ok() || end) return status;
+    lines->push_back(element.components.at(0).data<std::string>()[0]);
+  }
+  return absl::OutOfRangeError("more than 1000 lines");
 }
 
 // Each value of 0..epoch-1 exactly `times` times, and nothing else.

@@ -15,6 +15,7 @@
 #include "service/grpc_util.h"
 #include "sluice/dataset.h"
 #include "sluice/proto/service.grpc.pb.h"
+#include "tests/integration/read_helpers.h"
 #include "tests/integration/security_helpers.h"
 #include "tests/integration/test_cluster.h"
 
@@ -306,21 +307,6 @@ TEST_CASE("security: listening beyond loopback needs auth or TLS, or an explicit
   }
 }
 
-// The lines a text_line read returns, or its error.
-absl::Status ReadLines(const Dataset& dataset, std::vector<std::string>* lines) {
-  absl::StatusOr<DatasetPtr> built = internal::BuildPipeline(dataset);
-  if (!built.ok()) return built.status();
-  absl::StatusOr<std::unique_ptr<IteratorBase>> iterator = (*built)->MakeIterator(IteratorContext{});
-  if (!iterator.ok()) return iterator.status();
-  for (int i = 0; i < 1000; ++i) {
-    Element element;
-    bool end = false;
-    if (absl::Status status = (*iterator)->GetNext(&element, &end); !status.ok() || end) return status;
-    lines->push_back(element.components.at(0).data<std::string>()[0]);
-  }
-  return absl::OutOfRangeError("more than 1000 lines");
-}
-
 TEST_CASE("security: TLS alone beyond loopback is refused, mutual TLS starts", "[service][security]") {
   testing::TempDir dir;
   const Certificates certs = MakeCertificates(dir);
@@ -371,7 +357,7 @@ TEST_CASE("security: workers read files only under their data_roots, after symli
   const std::string roots = std::filesystem::canonical(dir.File("data")).string();
   std::vector<std::string> lines;
   REQUIRE(
-      ReadLines(
+      testing::ReadLines(
           Dataset::TextLine({dir.File("data/lines.txt")}).ReadFromService({.service = cluster.ServiceUrl()}),
           &lines)
           .ok());
@@ -379,8 +365,8 @@ TEST_CASE("security: workers read files only under their data_roots, after symli
   for (const std::string& path : {dir.File("secret.txt"), dir.File("data/link.txt"),
                                   dir.File("data/../secret.txt"), std::string("/etc/passwd")}) {
     lines.clear();
-    absl::Status refused =
-        ReadLines(Dataset::TextLine({path}).ReadFromService({.service = cluster.ServiceUrl()}), &lines);
+    absl::Status refused = testing::ReadLines(
+        Dataset::TextLine({path}).ReadFromService({.service = cluster.ServiceUrl()}), &lines);
     INFO(path);
     CHECK_FALSE(refused.ok());
     CHECK_THAT(std::string(refused.message()), Contains("'" + path + "'"));

@@ -1,6 +1,7 @@
-"""Issue 50 from a daemon's command line: python.allow_client_functions ends
-the isolation between tenants, so a daemon of several tenants refuses it
-unless the operator accepts that in so many words."""
+"""Issue 50 from a daemon's command line and logs: python.allow_client_functions
+ends the isolation between tenants, so a daemon of several tenants refuses it
+unless the operator accepts that in so many words; and a file name a tenant
+gives cannot forge a line of a daemon's log."""
 
 import os
 import subprocess
@@ -8,6 +9,7 @@ import time
 
 import pytest
 
+import sluice
 from sluice import local_cluster
 
 
@@ -60,3 +62,20 @@ def test_an_operator_may_accept_client_functions_with_tenants(tmp_path):
             daemon.terminate()
             log, _ = daemon.communicate(timeout=30)
     assert "python.allow_client_functions: every holder of a client token can run Python code here" in log
+
+
+def test_a_newline_in_a_file_name_cannot_forge_a_log_line():
+    """Issue 50, finding 8: a worker logs a failed task's error, which quotes
+    the file name a pipeline gave; its control characters are escaped."""
+    forged = "[2026-12-07 00:00:00.000] [error] worker 10.0.0.9:7000 lost: forged by a tenant"
+    path = f"/nonexistent-{os.getpid()}\n{forged}"
+    with sluice.LocalCluster(workers=1) as cluster:
+        ds = sluice.Dataset.text_line([path]).distribute("parallel_epochs", cluster.service)
+        with pytest.raises(FileNotFoundError, match="cannot open"):
+            list(ds)
+        deadline = time.monotonic() + 10
+        while "forged by a tenant" not in cluster.log("worker0") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        log = cluster.log("worker0")
+    assert f"/nonexistent-{os.getpid()}\\n{forged}" in log, log
+    assert not any(line.startswith("[2026-12-07 00:00:00.000]") for line in log.splitlines()), log
