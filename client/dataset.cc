@@ -156,11 +156,12 @@ Dataset Dataset::TextLine(std::vector<std::string> files, std::string compressio
 }
 
 Dataset Dataset::JsonLines(std::vector<std::string> files, std::vector<std::string> fields,
-                           std::string compression_type) {
+                           std::string compression_type, std::vector<std::string> field_types) {
   return Source("json_lines", [&](proto::Step& s) {
     AddStrings(files, s.mutable_json_lines()->mutable_files());
     AddStrings(fields, s.mutable_json_lines()->mutable_fields());
     s.mutable_json_lines()->set_compression_type(compression_type);
+    AddStrings(field_types, s.mutable_json_lines()->mutable_field_types());
   });
 }
 

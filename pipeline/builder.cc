@@ -46,6 +46,8 @@ absl::StatusOr<FileSourceConfig> FileConfig(const proto::Step& step, const Eleme
       files = &step.json_lines().files();
       config.compression_type = step.json_lines().compression_type();
       config.fields.assign(step.json_lines().fields().begin(), step.json_lines().fields().end());
+      config.field_types.assign(step.json_lines().field_types().begin(),
+                                step.json_lines().field_types().end());
       break;
     case proto::Step::kTfrecord:
       config.format = RecordFormat::kTFRecord;

@@ -41,7 +41,7 @@ class FileSourceDataset : public DatasetBase {
   FileSourceDataset(FileSourceConfig config, Compression compression)
       : config_(std::move(config)), compression_(compression) {
     if (config_.format == RecordFormat::kJsonLines) {
-      spec_ = JsonLinesSpec(config_.fields);
+      spec_ = JsonLinesSpec(config_.fields, config_.field_types);
     } else {
       spec_.components.push_back({PartialShape::Known({}), DType::kString});
     }
@@ -60,7 +60,7 @@ class FileSourceDataset : public DatasetBase {
     Iterator(const FileSourceDataset* dataset, SplitProvider* provider)
         : dataset_(dataset), files_(static_cast<int64_t>(dataset->config_.files.size()), provider) {
       if (dataset->config_.format == RecordFormat::kJsonLines) {
-        json_ = std::make_unique<JsonLineParser>(dataset->config_.fields);
+        json_ = std::make_unique<JsonLineParser>(dataset->config_.fields, dataset->config_.field_types);
       }
     }
 
@@ -310,7 +310,7 @@ absl::StatusOr<DatasetPtr> MakeFileSourceDataset(FileSourceConfig config) {
     return absl::InvalidArgumentError(absl::StrCat(op, ": ", compression.status().message()));
   if (config.files.empty()) return absl::InvalidArgumentError(absl::StrCat(op, ": missing 'files'"));
   if (config.format == RecordFormat::kJsonLines) {
-    if (absl::Status s = CheckJsonFields(config.fields); !s.ok()) return s;
+    if (absl::Status s = CheckJsonFields(config.fields, config.field_types); !s.ok()) return s;
   }
   if (config.format == RecordFormat::kFixedLength) {
     if (config.record_bytes <= 0) {

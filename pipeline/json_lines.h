@@ -14,14 +14,19 @@
 
 namespace sluice {
 
-// The element of one line: a string scalar per field in `fields`, named
-// after it. A field holding a JSON string gives its text; any other value
-// (number, bool, null, array, object) gives its JSON, minified. A line that
-// is not a JSON object, or lacks a field, is DataLoss naming `path`, the
-// 1-based `line_number` and what is wrong (ignore_errors drops it).
+// The element of one line: a component per field in `fields`, named after
+// it, of the field's type in `types` (one per field; none: all strings).
+// A "string" field holding a JSON string gives its text, and any other
+// value (number, bool, null, array, object) its JSON, minified. A numeric
+// type ("int32", "int64", "float32", "float64") or "bool" takes a JSON
+// value of that kind as a scalar; with "[]" ("int32[]") a JSON array of
+// them as a vector. A line that is not a JSON object, or lacks a field, is
+// DataLoss naming `path`, the 1-based `line_number` and what is wrong
+// (ignore_errors drops it); a value of the wrong kind, or out of its
+// type's range, is InvalidArgument naming the file, line and field.
 class JsonLineParser {
  public:
-  explicit JsonLineParser(std::vector<std::string> fields);
+  JsonLineParser(std::vector<std::string> fields, std::vector<std::string> types = {});
   ~JsonLineParser();
   JsonLineParser(const JsonLineParser&) = delete;
   JsonLineParser& operator=(const JsonLineParser&) = delete;
@@ -35,10 +40,13 @@ class JsonLineParser {
   std::unique_ptr<Impl> impl_;
 };
 
-// json_lines' spec: one string scalar per field, named after it.
-ElementSpec JsonLinesSpec(const std::vector<std::string>& fields);
-// InvalidArgument unless `fields` is non-empty with distinct, non-empty names.
-absl::Status CheckJsonFields(const std::vector<std::string>& fields);
+// json_lines' spec: a component per field, named after it: a string scalar,
+// or a scalar or vector (unknown length) of the field's type.
+ElementSpec JsonLinesSpec(const std::vector<std::string>& fields, const std::vector<std::string>& types = {});
+// InvalidArgument unless `fields` is non-empty with distinct, non-empty
+// names, and `types` is empty or one known type per field.
+absl::Status CheckJsonFields(const std::vector<std::string>& fields,
+                             const std::vector<std::string>& types = {});
 
 }  // namespace sluice
 

@@ -45,7 +45,8 @@ struct FileSourceConfig {
   int64_t record_bytes = 0;  // fixed length only
   int64_t header_bytes = 0;
   int64_t footer_bytes = 0;
-  std::vector<std::string> fields;  // json_lines only
+  std::vector<std::string> fields;       // json_lines only
+  std::vector<std::string> field_types;  // json_lines only: one per field, or none
 };
 absl::StatusOr<DatasetPtr> MakeFileSourceDataset(FileSourceConfig config);
 

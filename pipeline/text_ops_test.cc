@@ -176,6 +176,75 @@ TEST_CASE("json_lines: its arguments are checked when the pipeline is built", "[
         absl::StatusCode::kInvalidArgument);
 }
 
+TEST_CASE("json_lines: typed fields give numbers, bools and number arrays as tensors",
+          "[ops][text][json_lines]") {
+  TempDir dir;
+  WriteFile(dir.File("t.jsonl"),
+            "{\"id\": 3, \"text\": \"a b\", \"score\": 0.5, \"ids\": [1, 2, 3], \"ok\": true, \"big\": 1e3}\n"
+            "{\"id\": -9000000000, \"text\": 7, \"score\": 2, \"ids\": [], \"ok\": false, \"big\": -2.25}\n");
+  const std::vector<std::string> fields = {"id", "text", "score", "ids", "ok", "big"};
+  const std::vector<std::string> types = {"int64", "string", "float32", "int32[]", "bool", "float64"};
+  const Dataset typed = Dataset::JsonLines({dir.File("t.jsonl")}, fields, "", types);
+  CHECK(MustBuild(typed)->element_spec().DebugString() ==
+        "{id: TensorSpec(shape=[], dtype=int64), text: TensorSpec(shape=[], dtype=string), score: "
+        "TensorSpec(shape=[], dtype=float32), ids: TensorSpec(shape=[?], dtype=int32), ok: "
+        "TensorSpec(shape=[], dtype=bool), big: TensorSpec(shape=[], dtype=float64)}");
+  const Lines expected = {
+      "{\"id\": 3, \"text\": \"a b\", \"score\": 0.5, \"ids\": [1, 2, 3], \"ok\": true, \"big\": 1000}",
+      "{\"id\": -9000000000, \"text\": \"7\", \"score\": 2, \"ids\": [], \"ok\": false, \"big\": -2.25}"};
+  CHECK(JsonOf(typed) == expected);
+  // The same from YAML: fields as a map of name to type, in its order.
+  WriteFile(
+      dir.File("p.yaml"),
+      "pipeline:\n  - json_lines:\n      files: [t.jsonl]\n      fields: {id: int64, text: string, score: "
+      "float32, ids: \"int32[]\", ok: bool, big: float64}\n");
+  absl::StatusOr<Dataset> from_yaml = Dataset::FromYamlFile(dir.File("p.yaml"));
+  REQUIRE(from_yaml.ok());
+  CHECK(JsonOf(*from_yaml) == expected);
+}
+
+TEST_CASE("json_lines: a value of the wrong type is InvalidArgument naming the file, line and field",
+          "[ops][text][json_lines]") {
+  TempDir dir;
+  const std::string path = dir.File("w.jsonl");
+  WriteFile(path,
+            "{\"id\": \"3\", \"ids\": [1]}\n"
+            "{\"id\": 2.5, \"ids\": [1]}\n"
+            "{\"id\": 3000000000, \"ids\": [1]}\n"
+            "{\"id\": 1, \"ids\": [1, \"x\"]}\n"
+            "{\"id\": 1, \"ids\": 4}\n"
+            "{\"id\": 4, \"ids\": [5, 6]}\n");
+  DatasetPtr built = MustBuild(Dataset::JsonLines({path}, {"id", "ids"}, "", {"int32", "int64[]"}));
+  std::unique_ptr<IteratorBase> it = testing::MustIterate(built);
+  const std::string at = "json_lines: '" + path + "' line ";
+  for (const std::string& message :
+       {at + "1: field 'id' is a string where int32 is declared",
+        at + "2: field 'id' is a fraction where int32 is declared",
+        at + "3: field 'id' is 3000000000, past int32's range where int32 is declared",
+        at + "4: field 'ids' is an array whose item 1 is a string where int64[] is "
+             "declared",
+        at + "5: field 'ids' is an integer where int64[] is declared"}) {
+    Element element;
+    bool end = false;
+    const absl::Status status = it->GetNext(&element, &end);
+    CHECK(status.code() == absl::StatusCode::kInvalidArgument);
+    CHECK(status.message() == message);
+  }
+  Element element;
+  bool end = false;
+  REQUIRE(it->GetNext(&element, &end).ok());
+  CHECK(ElementToJson(element) == "{\"id\": 4, \"ids\": [5, 6]}");
+  // Types are checked when the pipeline is built.
+  CHECK(
+      BuildError(Dataset::JsonLines({path}, {"id"}, "", {"uint8"})).message() ==
+      "step 1 (json_lines): field 'id' has type 'uint8'; the types are string, bool, int32, int64, float32, "
+      "float64, or a numeric type with [] for an array");
+  CHECK(BuildError(Dataset::JsonLines({path}, {"id", "ids"}, "", {"int32"})).message() ==
+        "step 1 (json_lines): 1 field_types for 2 fields; give one type per field");
+  CHECK(BuildError(Dataset::JsonLines({path}, {"id"}, "", {"string[]"})).code() ==
+        absl::StatusCode::kInvalidArgument);
+}
+
 TEST_CASE("json_lines: each file is a split", "[ops][text][json_lines]") {
   proto::Step source;
   source.mutable_json_lines()->add_files("a.jsonl");

@@ -168,11 +168,29 @@ class Loader {
       return ParseFunctionOp(op, function->second, args, message);
     }
     if (op == "from_tensors" || op == "from_tensor_slices") return ParseTensorsOp(op, args, message);
+    if (op == "json_lines" && args.IsMap() && args["fields"] && args["fields"].IsMap()) {
+      return ParseTypedJsonFields(args, static_cast<proto::JsonLinesOp*>(message));
+    }
     if (args.IsMap()) return SetFields(message, args, op, {});
     auto shorthand = kShorthand.find(op);
     if (shorthand == kShorthand.end())
       return Error(args, absl::StrCat("'", op, "' takes a map of arguments"));
     return SetField(message, message->GetDescriptor()->FindFieldByName(shorthand->second), args, op);
+  }
+
+  // json_lines with `fields: {id: int64, text: string}`: the names in the
+  // map's order, each with its type; the other arguments as usual.
+  absl::Status ParseTypedJsonFields(const YAML::Node& args, proto::JsonLinesOp* op) {
+    for (const auto& entry : args["fields"]) {
+      if (!entry.second.IsScalar()) {
+        return Error(entry.second, absl::StrCat("json_lines: field '", entry.first.Scalar(),
+                                                "' needs a type name (string, bool, int32, int64, float32, "
+                                                "float64, or a numeric type with [])"));
+      }
+      op->add_fields(entry.first.Scalar());
+      op->add_field_types(entry.second.Scalar());
+    }
+    return SetFields(op, args, "json_lines", {"fields"});
   }
 
   // Sets each key of `args` on `message`; keys in `skip` are handled by the

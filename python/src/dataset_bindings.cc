@@ -292,12 +292,31 @@ void BindDataset(py::module_& module) {
           "The lines of text files, one bytes element each; compression_type '' , 'GZIP' or 'ZLIB'.")
       .def_static(
           "json_lines",
-          [](std::vector<std::string> files, std::vector<std::string> fields, std::string compression_type) {
-            return Dataset::JsonLines(std::move(files), std::move(fields), std::move(compression_type));
+          [](std::vector<std::string> files, const py::object& fields, std::string compression_type) {
+            // A dict {name: type} declares each field's type, in its order;
+            // a list of names reads them all as bytes.
+            std::vector<std::string> names;
+            std::vector<std::string> types;
+            if (py::isinstance<py::dict>(fields)) {
+              for (const auto& [name, type] : fields.cast<py::dict>()) {
+                names.push_back(py::cast<std::string>(name));
+                types.push_back(py::cast<std::string>(type));
+              }
+            } else {
+              names = fields.cast<std::vector<std::string>>();
+            }
+            return Dataset::JsonLines(std::move(files), std::move(names), std::move(compression_type),
+                                      std::move(types));
           },
           py::arg("files"), py::arg("fields"), py::arg("compression_type") = "",
-          "JSON-lines files: one element per line, one bytes component per field, named after it (a JSON "
-          "string as its text, any other value as its JSON). A malformed line is DataLoss naming the file "
+          "JSON-lines files: one element per line, one component per field, named after it. `fields` is a "
+          "list "
+          "of names (each a bytes scalar: a JSON string as its text, any other value as its JSON) or a dict "
+          "{name: type} with types string, bool, int32, int64, float32, float64, or a numeric type with [] "
+          "for "
+          "an array of numbers. A value of the wrong type is InvalidArgument naming the file, line and "
+          "field. "
+          "A malformed line is DataLoss naming the file "
           "and "
           "line. Each file is a split.")
       .def_static(

@@ -34,6 +34,29 @@ def test_json_lines_gives_named_fields(corpus):
     assert rows == [{"id": b"0", "text": corpus["lines"][0].encode()}, {"id": b"1", "text": corpus["lines"][1].encode()}]
 
 
+def test_json_lines_typed_fields_give_numbers_through_the_service(tmp_path):
+    """Issue 49: `{"id": 3}` was b"3"; declared types give tensors, and a
+    value of another type names the file, line and field."""
+    path = tmp_path / "rows.jsonl"
+    path.write_text('{"id": 3, "text": "a", "score": 0.5, "ids": [1, 2]}\n'
+                    '{"id": 4, "text": "b", "score": 1.5, "ids": []}\n')
+    fields = {"id": "int64", "text": "string", "score": "float32", "ids": "int32[]"}
+    ds = sluice.Dataset.json_lines([str(path)], fields)
+    with sluice.LocalCluster(workers=1) as cluster:
+        rows = list(ds.distribute("parallel_epochs", cluster.service))
+        assert [list(row) for row in rows] == [["id", "text", "score", "ids"]] * 2
+        assert [int(row["id"]) for row in rows] == [3, 4]
+        assert rows[0]["id"].dtype == np.int64 and rows[0]["score"].dtype == np.float32
+        assert [float(row["score"]) for row in rows] == [0.5, 1.5]
+        assert [row["text"] for row in rows] == [b"a", b"b"]
+        assert rows[0]["ids"].dtype == np.int32
+        assert [row["ids"].tolist() for row in rows] == [[1, 2], []]
+        path.write_text('{"id": "3", "text": "a", "score": 0.5, "ids": [1]}\n')
+        with pytest.raises(ValueError) as wrong:
+            list(ds.distribute("parallel_epochs", cluster.service))
+        assert str(wrong.value).endswith(f"json_lines: '{path}' line 1: field 'id' is a string where int64 is declared")
+
+
 def test_tokenize_matches_sentencepiece(corpus):
     processor = sentencepiece.SentencePieceProcessor(model_file=corpus["model"])
     ids = list(sluice.Dataset.json_lines(corpus["files"], ["text"]).tokenize(corpus["model"], add_eos=True))

@@ -131,11 +131,15 @@ class Dataset {
                                    int64_t header_bytes = 0, int64_t footer_bytes = 0,
                                    std::string compression_type = "");
   static Dataset Zip(const std::vector<Dataset>& datasets);
-  // JSON-lines files: one element per line, one string component per
-  // field, named after it (a JSON string as its text, any other value as
-  // its JSON). A malformed line is DataLoss naming the file and line.
+  // JSON-lines files: one element per line, one component per field,
+  // named after it. Without `field_types` each is a string (a JSON string
+  // as its text, any other value as its JSON); with one type per field,
+  // "string", "bool", "int32", "int64", "float32", "float64", or a numeric
+  // type with "[]" for an array of numbers. A malformed line is DataLoss
+  // naming the file and line; a value of the wrong type InvalidArgument
+  // naming the file, line and field.
   static Dataset JsonLines(std::vector<std::string> files, std::vector<std::string> fields,
-                           std::string compression_type = "");
+                           std::string compression_type = "", std::vector<std::string> field_types = {});
   // tf.data's sample_from_datasets: each element from one of `datasets`,
   // picked at random with `weights` (normalised; empty: equal). When one
   // ends, the result ends if `stop_on_empty_dataset`, else the others go on
