@@ -37,12 +37,13 @@ std::string OwnerOf(const PipelineSandbox& sandbox) {
   return sandbox.tenant.empty() ? owner : absl::StrCat(owner, " for tenant '", sandbox.tenant, "'");
 }
 
-// A read on a daemon of tenants that runs under no tenant's sandbox.
+// A read on a daemon of tenants that runs under no tenant's sandbox: one
+// made with the cluster token, which is no tenant's.
 absl::Status NoTenant(const PipelineSandbox& sandbox, const std::string& path) {
   return absl::PermissionDeniedError(absl::StrCat(
       "'", path, "': ", OwnerOf(sandbox),
-      " reads files only for a tenant, under that tenant's data roots, and this read runs for none (a bug in "
-      "Sluice: please report it with the pipeline)"));
+      " reads files only for a tenant (auth.clients), under that tenant's data roots, and this read is for "
+      "none: run the pipeline with a tenant's token (the cluster token is no tenant's)"));
 }
 
 absl::Status CheckResolved(const PipelineSandbox& sandbox, const std::string& resolved,

@@ -119,7 +119,18 @@ TEST_CASE("tenants round two: a tenant reads its own roots and the shared ones, 
     CHECK(std::find(lines.begin(), lines.end(), "bob-secret-1") == lines.end());
   }
 
-  // Bob reads his own, and the listing alice could not.
+  // The cluster token is no tenant's: its file reads are refused, saying
+  // whose token to use.
+  lines.clear();
+  const absl::Status as_cluster = ReadAs({.token = testing::kClusterToken},
+                                         Dataset::TextLine({files.File("shared/s.txt")}), cluster, &lines);
+  CHECK(as_cluster.code() == absl::StatusCode::kPermissionDenied);
+  CHECK_THAT(
+      std::string(as_cluster.message()),
+      Contains("reads files only for a tenant (auth.clients), under that tenant's data roots, and this "
+               "read is for none: run the pipeline with a tenant's token"));
+
+  // Bob reads his own; alice's are refused to him.
   lines.clear();
   REQUIRE(ReadAs(kBob, Dataset::TextLine({files.File("bob/b.txt")}), cluster, &lines).ok());
   CHECK(lines == std::vector<std::string>{"bob-secret-1"});
