@@ -4,6 +4,7 @@
 #include <pthread.h>
 
 #include <atomic>
+#include <chrono>
 #include <thread>
 
 #include "absl/strings/match.h"
@@ -19,9 +20,22 @@ namespace {
 std::atomic<bool> grpc_live_at_fork{false};
 std::atomic<bool> forked_while_grpc_live{false};
 
+// Whether gRPC is still running, given up to 1 s to finish shutting down:
+// the last channel of a call that just returned may be released on one of
+// gRPC's own threads, which shuts gRPC down asynchronously, so a fork right
+// after a finished call could otherwise see it live (once in CI, 3 of 4
+// children forked right after `element_spec` were refused).
+bool GrpcLiveAfterShutdownGrace() {
+  for (int waited_ms = 0; grpc_is_initialized() != 0; waited_ms += 5) {
+    if (waited_ms >= 1000) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return false;
+}
+
 // Registered when the library loads, before any fork that matters.
 const bool fork_handlers_registered = [] {
-  pthread_atfork([] { grpc_live_at_fork.store(grpc_is_initialized() != 0); }, nullptr,
+  pthread_atfork([] { grpc_live_at_fork.store(GrpcLiveAfterShutdownGrace()); }, nullptr,
                  [] {
                    if (grpc_live_at_fork.load()) forked_while_grpc_live.store(true);
                  });
