@@ -9,6 +9,7 @@ nothing between calls, so a child forked between reads starts gRPC afresh
 unless the user chose a poller; the daemons a LocalCluster starts are
 servers that never fork, and keep gRPC's default."""
 
+import gc
 import os
 
 SET_BY_SLUICE = "GRPC_POLL_STRATEGY" not in os.environ
@@ -23,3 +24,11 @@ def daemon_environment():
     if SET_BY_SLUICE:
         env.pop("GRPC_POLL_STRATEGY", None)
     return env
+
+
+# An iterator or dataset of a finished read that sits in a reference cycle
+# keeps its gRPC channel, and so gRPC, alive until the next collection; a
+# child forked then would be refused as if forked mid-read (seen after the
+# trainer tests ran in one process). Collecting just before each fork
+# releases them; a read really in progress stays live, and is refused.
+os.register_at_fork(before=gc.collect)
