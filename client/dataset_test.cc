@@ -78,5 +78,49 @@ TEST_CASE("distribute's sharding and coordinated-read options are checked before
   }
 }
 
+TEST_CASE("CheckSavable names the step that prevents a save, before anything is read", "[client]") {
+  // No dispatcher listens here: the check reads the definition alone.
+  const std::string service = "grpc://127.0.0.1:1";
+  auto epoch = [&](bool exactly_once) {
+    return ServiceOptions{.service = service,
+                          .processing_mode = ProcessingMode::kDistributedEpoch,
+                          .exactly_once = exactly_once};
+  };
+  CHECK(Dataset::Range(10).Shuffle(4).Batch(2).CheckSavable().ok());  // local: every op saves
+  CHECK(Dataset::Range(10).Map("square").Batch(2).ReadFromService(epoch(true)).Batch(3).CheckSavable().ok());
+  const Dataset lm = Dataset::JsonLines({"a.jsonl", "b.jsonl"}, {"text"})
+                         .Tokenize("m.model", 0, false, true)
+                         .PackSequences(16, "best_fit");
+  CHECK(lm.ReadFromService(epoch(true)).Batch(8).CheckSavable().ok());
+
+  auto refusal = [](const Dataset& dataset) { return std::string(dataset.CheckSavable().message()); };
+  CHECK(refusal(Dataset::Range(10).ReadFromService(epoch(false))) ==
+        "step 2 (distribute): saving a distributed_epoch read needs exactly_once: true, which tags each "
+        "element with its split and position so that a restore knows what was delivered");
+  CHECK(absl::IsFailedPrecondition(Dataset::Range(10).ReadFromService(epoch(false)).CheckSavable()));
+  CHECK(refusal(lm.Batch(8).ReadFromService(epoch(true))) ==
+        "step 5 (distribute): exactly_once runs the worker side once per split, so that every element comes "
+        "from one split and is the same on every run; it takes a splittable source, then map, filter, "
+        "tokenize, pack_sequences, prefetch and at most one batch or padded_batch (docs/pipeline.md): step 4 "
+        "is a batch after pack_sequences, whose rows per split vary, so that every split would end in a "
+        "short batch: batch after distribute");
+  CHECK_THAT(refusal(Dataset::Range(10).Shuffle(4).ReadFromService(epoch(true))),
+             Catch::Matchers::EndsWith("step 2 is shuffle, whose output depends on more than one split "
+                                       "(shuffle the source with a seed instead)"));
+  ServiceOptions parallel{.service = service};
+  CHECK(Dataset::Range(10).Shuffle(4, 7).ReadFromService(parallel).CheckSavable().ok());
+  CHECK(refusal(Dataset::Range(10).Shuffle(4).ReadFromService(parallel)) ==
+        "step 3 (distribute): a parallel_epochs read restores only when its workers' pipeline gives the "
+        "same elements in the same order on every run, so that each worker can pass over what was "
+        "delivered; step 2 is a shuffle without a seed (seed it or make it deterministic: true, or "
+        "use distributed_epoch with exactly_once: true)");
+  ServiceOptions coordinated{.service = service, .job_name = "j", .num_consumers = 2, .consumer_index = 1};
+  CHECK(refusal(Dataset::Range(10).Repeat().ReadFromService(coordinated)) ==
+        "step 3 (distribute): a coordinated read (num_consumers) cannot be saved or restored yet");
+  ServiceOptions sharded{.service = service, .sharding_policy = ShardingPolicy::kData};
+  CHECK_THAT(refusal(Dataset::Range(10).ReadFromService(sharded)),
+             Catch::Matchers::StartsWith("step 2 (distribute): a statically sharded read cannot be saved"));
+}
+
 }  // namespace
 }  // namespace sluice

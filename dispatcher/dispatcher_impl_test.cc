@@ -685,7 +685,8 @@ TEST_CASE("dispatcher_impl: exactly_once takes distributed_epoch pipelines that 
   const std::string prefix =
       "exactly_once"
       " runs the worker side once per split, so that every element comes from one split and is the same on "
-      "every run; it takes a splittable source, then map, filter, tokenize, prefetch and at most one batch "
+      "every run; it takes a splittable source, then map, filter, tokenize, pack_sequences, prefetch and at "
+      "most one batch "
       "or "
       "padded_batch (docs/pipeline.md): step ";
   CHECK(TryExactlyOnceJob(d, internal::DefinitionOf(Dataset::Range(10).Batch(2)), proto::DISTRIBUTED_EPOCH)

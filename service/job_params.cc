@@ -211,8 +211,9 @@ absl::Status CheckExactlyOnce(const proto::JobParams& params, const proto::Datas
     return absl::FailedPreconditionError(absl::StrCat(
         option,
         " runs the worker side once per split, so that every element comes from one split and is the same on "
-        "every run; it takes a splittable source, then map, filter, tokenize, prefetch and at most one batch "
-        "or padded_batch (docs/pipeline.md): step ",
+        "every run; it takes a splittable source, then map, filter, tokenize, pack_sequences, prefetch and "
+        "at "
+        "most one batch or padded_batch (docs/pipeline.md): step ",
         index + 1, " ", why));
   };
   if (def.steps_size() == 0) return refuse(0, "is missing");
@@ -237,13 +238,27 @@ absl::Status CheckExactlyOnce(const proto::JobParams& params, const proto::Datas
     return (parallel_calls > 1 || parallel_calls == -1) && !deterministic;
   };
   bool batched = false;
+  bool packed = false;
   for (int i = 1; i < def.steps_size(); ++i) {
     const proto::Step& step = def.steps(i);
+    // Each split is a run of its own, whose end flushes the open rows: every
+    // row holds one split's sequences, at the cost of up to num_bins part
+    // rows a split (bench/README.md, "Packing per split").
+    if (step.has_pack_sequences()) {
+      if (batched) return refuse(i, "is pack_sequences after a batch: pack first, then batch");
+      packed = true;
+      continue;
+    }
     if (step.has_map() && unordered(step.map().num_parallel_calls(), step.map().deterministic())) {
       return refuse(i, "is a map with deterministic: false, whose order changes from run to run");
     }
     if (step.has_batch() || step.has_padded_batch()) {
       if (batched) return refuse(i, "is a second batch: batch again after distribute");
+      if (packed) {
+        return refuse(i,
+                      "is a batch after pack_sequences, whose rows per split vary, so that every split would "
+                      "end in a short batch: batch after distribute");
+      }
       if (record_files) {
         return refuse(i,
                       absl::StrCat("is a batch over ", StepName(source),

@@ -1,6 +1,7 @@
 #include "service/job_params.h"
 
 #include <catch2/catch.hpp>
+#include <utility>
 
 #include "pipeline/yaml_loader.h"
 #include "sluice/cardinality.h"
@@ -66,7 +67,8 @@ TEST_CASE("job_params: exactly_once needs distributed_epoch and a worker side th
   const std::string prefix =
       "exactly_once"
       " runs the worker side once per split, so that every element comes from one split and is the same on "
-      "every run; it takes a splittable source, then map, filter, tokenize, prefetch and at most one batch "
+      "every run; it takes a splittable source, then map, filter, tokenize, pack_sequences, prefetch and at "
+      "most one batch "
       "or "
       "padded_batch (docs/pipeline.md): step ";
   proto::DatasetDef def;
@@ -118,7 +120,8 @@ TEST_CASE("job_params: exactly_once needs distributed_epoch and a worker side th
         "exactly_once needs distributed_epoch; the job is parallel_epochs");
 }
 
-TEST_CASE("job_params: exactly_once takes json_lines then tokenize, but not pack_sequences", "[service]") {
+TEST_CASE("job_params: exactly_once takes json_lines, tokenize and pack_sequences, batched after distribute",
+          "[service]") {
   proto::JobParams params;
   params.set_processing_mode(proto::DISTRIBUTED_EPOCH);
   proto::DatasetDef def;
@@ -127,10 +130,24 @@ TEST_CASE("job_params: exactly_once takes json_lines then tokenize, but not pack
   def.add_steps()->mutable_tokenize()->set_model("m.model");
   CHECK(CheckExactlyOnce(params, def).ok());
   def.add_steps()->mutable_pack_sequences()->set_length(16);
+  CHECK(CheckExactlyOnce(params, def).ok());
+  def.add_steps()->mutable_batch()->set_batch_size(8);
   CHECK_THAT(
       std::string(CheckExactlyOnce(params, def).message()),
-      Catch::Matchers::EndsWith("step 3 is pack_sequences, whose output depends on more than one split "
-                                "(shuffle the source with a seed instead)"));
+      Catch::Matchers::EndsWith("step 4 is a batch after pack_sequences, whose rows per split vary, so "
+                                "that every split would end in a short batch: batch after distribute"));
+  // The same over range, whose splits are batch-aligned for a batch alone.
+  proto::DatasetDef ranged;
+  ranged.add_steps()->mutable_range()->set_stop(100);
+  ranged.add_steps()->mutable_pack_sequences()->set_length(16);
+  ranged.add_steps()->mutable_batch()->set_batch_size(8);
+  CHECK_THAT(
+      std::string(CheckExactlyOnce(params, ranged).message()),
+      Catch::Matchers::EndsWith("step 3 is a batch after pack_sequences, whose rows per split vary, so "
+                                "that every split would end in a short batch: batch after distribute"));
+  std::swap(*ranged.mutable_steps(1), *ranged.mutable_steps(2));
+  CHECK_THAT(std::string(CheckExactlyOnce(params, ranged).message()),
+             Catch::Matchers::EndsWith("step 3 is pack_sequences after a batch: pack first, then batch"));
 }
 
 TEST_CASE("job_params: deterministic implies exactly_once and says so in its refusals", "[service]") {
@@ -146,7 +163,8 @@ TEST_CASE("job_params: deterministic implies exactly_once and says so in its ref
   CHECK(CheckExactlyOnce(params, def).message() ==
         "deterministic"
         " runs the worker side once per split, so that every element comes from one split and is the same on "
-        "every run; it takes a splittable source, then map, filter, tokenize, prefetch and at most one batch "
+        "every run; it takes a splittable source, then map, filter, tokenize, pack_sequences, prefetch and "
+        "at most one batch "
         "or "
         "padded_batch (docs/pipeline.md): step "
         "2 is shuffle, whose output depends on more than one split (shuffle the source with a seed instead)");

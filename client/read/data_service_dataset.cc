@@ -14,6 +14,7 @@
 #include "client/read/definition_checks.h"
 #include "client/read/element_transport.h"
 #include "client/read/epoch_losses.h"
+#include "client/read/savability.h"
 #include "client/read/service_read.h"
 #include "client/read/split_deliveries.h"
 #include "client/read/warnings.h"
@@ -72,13 +73,12 @@ struct ReadConfig {
   absl::Status worker_side_determinism;
 };
 
-// A parallel_epochs read, neither static nor coordinated, whose worker side
-// repeats exactly: it records each element's (worker, position), and a
-// restore has each worker pass over what was delivered from it.
-bool SavesWorkerPositions(const ReadConfig& config) {
-  return config.params.processing_mode() == proto::PARALLEL_EPOCHS &&
-         !IsStaticPolicy(config.params.sharding_policy()) && config.consumer_index < 0 &&
-         config.worker_side_determinism.ok() && config.trainer_id.empty();
+// What of the read decides whether it can be saved (savability.h).
+ReadSavability SavabilityOf(const ReadConfig& config) {
+  return ReadSavability{.params = config.params,
+                        .consumer_index = config.consumer_index,
+                        .trainer_id = config.trainer_id,
+                        .worker_side_determinism = config.worker_side_determinism};
 }
 
 // Where a restored read resumes: what was delivered before the save, and
@@ -91,40 +91,6 @@ struct ResumePoint {
   int64_t repetition = 0;
   std::string job_name;
 };
-
-// Why this read cannot be saved or restored; OK when it can.
-absl::Status CheckSavable(const ReadConfig& config) {
-  if (!config.trainer_id.empty()) {
-    return absl::FailedPreconditionError(
-        "distribute: a cross_trainer_cache read cannot be saved or restored: it reads one stream from where "
-        "its "
-        "trainer is, shared with other trainers, not an epoch whose position could be kept");
-  }
-  if (config.consumer_index >= 0) {
-    return absl::FailedPreconditionError(
-        "distribute: a coordinated read (num_consumers) cannot be saved or restored yet");
-  }
-  if (IsStaticPolicy(config.params.sharding_policy())) {
-    return absl::FailedPreconditionError(
-        "distribute: a statically sharded read cannot be saved or restored: each worker runs its shard on "
-        "its own, and workers do not save their pipelines' positions (use distributed_epoch with "
-        "exactly_once: true)");
-  }
-  if (config.params.processing_mode() != proto::DISTRIBUTED_EPOCH) {
-    if (SavesWorkerPositions(config)) return absl::OkStatus();
-    return absl::FailedPreconditionError(absl::StrCat(
-        "distribute: a parallel_epochs read restores only when its workers' pipeline gives the same "
-        "elements in the same order on every run, so that each worker can pass over what was delivered; ",
-        config.worker_side_determinism.message(),
-        " (seed it or make it deterministic: true, or use distributed_epoch with exactly_once: true)"));
-  }
-  if (!config.params.exactly_once()) {
-    return absl::FailedPreconditionError(
-        "distribute: saving a distributed_epoch read needs exactly_once: true, which tags each element with "
-        "its split and position so that a restore knows what was delivered");
-  }
-  return absl::OkStatus();
-}
 
 // The job a restored read makes: a new anonymous one for one consumer;
 // for several restoring one job checkpoint, one named after it (its
@@ -247,7 +213,7 @@ absl::StatusOr<std::unique_ptr<ServiceRead>> StartRead(const ReadConfig& config,
                          .transport = config.transport,
                          .restored = std::move(restored),
                          .deterministic = config.params.deterministic(),
-                         .track_worker_positions = SavesWorkerPositions(config),
+                         .track_worker_positions = SavesWorkerPositions(SavabilityOf(config)),
                          .lost_splits_repeat = config.params.processing_mode() == proto::DISTRIBUTED_EPOCH &&
                                                !config.params.exactly_once(),
                          .trainer_id = config.trainer_id});
@@ -303,7 +269,7 @@ class DataServiceDataset::Iterator : public IteratorBase {
   }
   // A job checkpoint's deliveries, before Start.
   absl::Status ResumeFrom(const ServiceResume& resume) {
-    if (absl::Status s = CheckSavable(*config_); !s.ok()) return s;
+    if (absl::Status s = CheckSavable(SavabilityOf(*config_)); !s.ok()) return s;
     from_job_checkpoint_ = true;
     return SetResume(resume.state, resume.num_consumers);
   }
@@ -322,7 +288,7 @@ class DataServiceDataset::Iterator : public IteratorBase {
     return status;
   }
   absl::Status Save(proto::IteratorState* state) override {
-    if (absl::Status s = CheckSavable(*config_); !s.ok()) return s;
+    if (absl::Status s = CheckSavable(SavabilityOf(*config_)); !s.ok()) return s;
     const SplitDeliveries delivered = read_ != nullptr
                                           ? read_->Delivered()
                                           : (resume_.has_value() ? resume_->delivered : SplitDeliveries());
@@ -334,7 +300,7 @@ class DataServiceDataset::Iterator : public IteratorBase {
     return absl::OkStatus();
   }
   absl::Status Restore(const proto::IteratorState& state) override {
-    if (absl::Status s = CheckSavable(*config_); !s.ok()) return s;
+    if (absl::Status s = CheckSavable(SavabilityOf(*config_)); !s.ok()) return s;
     if (read_ != nullptr) return absl::FailedPreconditionError("distribute: restored after its first read");
     // The consumer's local steps come back with it, but what the service
     // delivered is the job checkpoint's union.

@@ -121,6 +121,10 @@ class IterableDataset(torch.utils.data.IterableDataset):
         A reading error on one rank stops every rank, each raising.
     auto_shard_policy: with batch="global", how distribute_dataset shards
         a local pipeline across ranks ("AUTO", "FILE", "DATA" or "OFF").
+    checkpointable: True when the trainer will call state_dict(): the
+        pipeline and the layout are checked now, and one that could not be
+        saved or restored exactly raises ValueError naming the step and a
+        fix, rather than at the first state_dict(), hours into training.
     """
 
     def __init__(
@@ -132,6 +136,7 @@ class IterableDataset(torch.utils.data.IterableDataset):
         batch="per_rank",
         even_batches="pad",
         auto_shard_policy="AUTO",
+        checkpointable=False,
     ):
         super().__init__()
         if not isinstance(dataset, _sluice.Dataset):
@@ -153,6 +158,8 @@ class IterableDataset(torch.utils.data.IterableDataset):
                              "(or False)")
         self.even_batches = even_batches
         self.auto_shard_policy = auto_shard_policy
+        if checkpointable:
+            self._check_checkpointable()
         # The job every reader of this dataset shares when `distribute`
         # names none: made once here, it reaches DataLoader workers by fork
         # or pickling (DDP ranks take rank 0's). The token also tells this
@@ -170,6 +177,18 @@ class IterableDataset(torch.utils.data.IterableDataset):
         # (world size, rank) of the process that pickled this dataset: a
         # DataLoader worker started with spawn has no torch.distributed.
         self._pickled_ranks = (1, 0)
+
+    def _check_checkpointable(self):
+        if self.device.type != "cpu" or self.batch != "per_rank":
+            raise ValueError(
+                f"IterableDataset(checkpointable=True): device={str(self.device)!r} with batch={self.batch!r} "
+                "reads through distribute_dataset, which does not save its position; saving and restoring are "
+                "built for device='cpu' with batch='per_rank' (move each batch to the GPU in the training loop)"
+            )
+        try:
+            self.dataset.check_savable()
+        except (_sluice.Error, ValueError) as error:
+            raise ValueError(f"IterableDataset(checkpointable=True): {error}") from None
 
     def __getstate__(self):
         state = self.__dict__.copy()

@@ -504,6 +504,10 @@ void BindDataset(py::module_& module) {
           "check_repeatable_order", [](const Dataset& self) { ThrowIfError(self.CheckRepeatableOrder()); },
           "Raises (naming the step) unless the pipeline gives its elements in the same order on every run, "
           "as sharding it by element across processes needs.")
+      .def(
+          "check_savable", [](const Dataset& self) { ThrowIfError(self.CheckSavable()); },
+          "Raises (naming the step and a fix) unless an iterator of this pipeline can be saved and restored "
+          "exactly; from the definition alone, before anything is read.")
       .def("reads_from_service", &Dataset::ReadsFromService,
            "True when the pipeline has a distribute step: the steps before it run on the service.")
       .def_property("next_read_repetition", &Dataset::NextReadRepetition, &Dataset::SetNextReadRepetition,

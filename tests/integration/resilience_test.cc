@@ -273,7 +273,8 @@ TEST_CASE("resilience: exactly_once on a pipeline it cannot serve is FailedPreco
   CHECK(status.message() ==
         "exactly_once"
         " runs the worker side once per split, so that every element comes from one split and is the same on "
-        "every run; it takes a splittable source, then map, filter, tokenize, prefetch and at most one batch "
+        "every run; it takes a splittable source, then map, filter, tokenize, pack_sequences, prefetch and "
+        "at most one batch "
         "or "
         "padded_batch (docs/pipeline.md): step "
         "3 is a second batch: batch again after distribute");

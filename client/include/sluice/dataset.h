@@ -299,6 +299,12 @@ class Dataset {
   // dispatcher.
   absl::StatusOr<ElementSpec> Spec() const;
   absl::StatusOr<int64_t> Cardinality() const;
+  // OK when an iterator of this dataset can be saved and restored exactly
+  // (Iterator::Save); otherwise FailedPrecondition naming the step that
+  // prevents it and what would. From the definition alone, without
+  // contacting the service, so that a trainer hears it before it trains
+  // rather than at its first save. A plugin's op is known only at the save.
+  absl::Status CheckSavable() const;
 
   // Builds the pipeline and starts reading it (for a pipeline that reads
   // from the service, a new iteration of its job).
