@@ -8,6 +8,7 @@
 #include "client/read/definition_checks.h"
 #include "common/proto_convert.h"
 #include "pipeline/builder.h"
+#include "pipeline/declared_spec.h"
 #include "pipeline/iterator_state.h"
 #include "pipeline/pipeline_restore.h"
 #include "pipeline/yaml_loader.h"
@@ -270,8 +271,14 @@ Dataset Dataset::TakeWhile(const std::string& predicate, const FunctionArgMap& a
 
 Dataset Dataset::MapLocal(LocalMapFunction fn, std::optional<ElementSpec> output_spec,
                           MapOptions options) const {
-  const std::string name = internal::RegisterLocalMap(std::move(fn), std::move(output_spec));
-  return Map(name, {}, options);
+  const Dataset made = Map(internal::RegisterLocalMap(std::move(fn)), {}, options);
+  if (!output_spec.has_value()) return made;
+  // Declared in the definition, as for any function (declared_spec.h).
+  internal::DatasetDefinition next = DatasetAccess::State(made);
+  proto::FunctionDef* declared =
+      next.def.mutable_steps(next.def.steps_size() - 1)->mutable_map()->mutable_fn();
+  (*declared->mutable_args())[kOutputSpecArg] = DeclaredSpecToAttr(*output_spec);
+  return DatasetAccess::FromState(std::move(next));
 }
 
 Dataset Dataset::FilterLocal(LocalPredicate predicate) const {

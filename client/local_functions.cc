@@ -8,42 +8,25 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "client/dataset_internal.h"
 #include "client/read/definition_checks.h"
+#include "pipeline/declared_spec.h"
 #include "pipeline/function.h"
 
 namespace sluice::internal {
 namespace {
 
+// What it returns is known when it runs; an output_spec declared with it
+// (FunctionRegistry::Create) tells the steps after it before.
 class LocalMap : public ElementFunction {
  public:
-  LocalMap(std::string name, std::shared_ptr<const LocalMapFunction> fn,
-           std::optional<ElementSpec> output_spec)
-      : name_(std::move(name)), fn_(std::move(fn)), output_spec_(std::move(output_spec)) {}
+  explicit LocalMap(std::shared_ptr<const LocalMapFunction> fn) : fn_(std::move(fn)) {}
 
-  absl::StatusOr<ElementSpec> OutputSpec(const ElementSpec&) const override {
-    return output_spec_.value_or(ElementSpec{});
-  }
-
-  absl::StatusOr<Element> Call(const Element& input) const override {
-    absl::StatusOr<Element> output = (*fn_)(input);
-    if (!output.ok() || !output_spec_.has_value()) return output;
-    // Steps after this one trust the declared spec; an element that breaks
-    // it is this function's error, not theirs.
-    const std::vector<TensorSpec>& declared = output_spec_->components;
-    bool matches = declared.size() == output->components.size();
-    for (size_t i = 0; matches && i < declared.size(); ++i) {
-      matches = declared[i].dtype == output->components[i].dtype();
-    }
-    if (matches) return output;
-    return absl::InvalidArgumentError(
-        absl::StrCat(name_, " returned ", ElementSpec::Of(*output).DebugString(),
-                     ", not its declared output_spec ", output_spec_->DebugString()));
-  }
+  absl::StatusOr<ElementSpec> OutputSpec(const ElementSpec&) const override { return ElementSpec{}; }
+  absl::StatusOr<Element> Call(const Element& input) const override { return (*fn_)(input); }
 
  private:
-  const std::string name_;
   const std::shared_ptr<const LocalMapFunction> fn_;
-  const std::optional<ElementSpec> output_spec_;
 };
 
 class LocalFilter : public ElementFunction {
@@ -78,15 +61,13 @@ std::string RegisterUnderFreshName(const char* description,
 
 }  // namespace
 
-std::string RegisterLocalMap(LocalMapFunction fn, std::optional<ElementSpec> output_spec) {
+std::string RegisterLocalMap(LocalMapFunction fn) {
   auto shared_fn = std::make_shared<const LocalMapFunction>(std::move(fn));
-  return RegisterUnderFreshName(
-      "a map function of this process", [&](const std::string& name) -> FunctionFactory {
-        return [name, shared_fn,
-                output_spec](FunctionArgs&) -> absl::StatusOr<std::unique_ptr<ElementFunction>> {
-          return std::make_unique<LocalMap>(absl::StrCat("map(", name, ")"), shared_fn, output_spec);
-        };
-      });
+  return RegisterUnderFreshName("a map function of this process", [&](const std::string&) -> FunctionFactory {
+    return [shared_fn](FunctionArgs&) -> absl::StatusOr<std::unique_ptr<ElementFunction>> {
+      return std::make_unique<LocalMap>(shared_fn);
+    };
+  });
 }
 
 std::string RegisterLocalPredicate(LocalPredicate predicate) {
@@ -100,3 +81,11 @@ std::string RegisterLocalPredicate(LocalPredicate predicate) {
 }
 
 }  // namespace sluice::internal
+
+namespace sluice {
+
+absl::StatusOr<ElementSpec> ParseOutputSpec(const FunctionArg& declared) {
+  return ParseDeclaredSpec(internal::DatasetAccess::Proto(declared), "");
+}
+
+}  // namespace sluice

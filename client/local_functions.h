@@ -17,7 +17,7 @@ namespace sluice::internal {
 
 // Registers `fn` and returns its name. Registrations last as long as the
 // process, since a serialized definition may name them again.
-std::string RegisterLocalMap(LocalMapFunction fn, std::optional<ElementSpec> output_spec);
+std::string RegisterLocalMap(LocalMapFunction fn);
 std::string RegisterLocalPredicate(LocalPredicate predicate);
 
 }  // namespace sluice::internal

@@ -59,6 +59,55 @@ TEST_CASE("A local function's error and a broken output_spec end the read with t
                              "(TensorSpec(shape=[], dtype=float32), TensorSpec(shape=[], dtype=float32))"));
 }
 
+absl::StatusOr<Element> SmallImage(const Element& element) {
+  Tensor image(DType::kUInt8, {1, 2, 3});
+  for (int i = 0; i < 6; ++i) image.mutable_data<uint8_t>()[i] = static_cast<uint8_t>(i * 50);
+  return Element({std::move(image), element.components[0]}, MakeNames({"image", "label"}));
+}
+
+TEST_CASE("A declared output_spec lets the steps after a function of unknown output find its components",
+          "[client]") {
+  const FunctionArgMap normalize{{"mean", FunctionArg(std::vector<FunctionArg>{0.0, 0.0, 0.0})},
+                                 {"std", FunctionArg(std::vector<FunctionArg>{50.0, 50.0, 50.0})}};
+  // Undeclared: normalize sees no components, and the error says what to do.
+  absl::StatusOr<std::vector<Element>> undeclared =
+      Dataset::Range(2).MapLocal(SmallImage).Map("normalize", normalize).Collect();
+  REQUIRE(undeclared.status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK(
+      undeclared.status().message() ==
+      "step 3 (map): normalize: the element has 0 components and none named 'image'; say which with "
+      "component: INDEX or component: NAME; the components of step 2's output (map a function of this "
+      "process) are known only when it runs, so the steps after it see none: declare them with output_spec, "
+      "for example output_spec: {image: \"float32[?,?,3]\", label: int64} (docs/pipeline.md, \"Python "
+      "functions on the workers\")");
+  // Declared (the advice followed): names in sorted order, values normalized.
+  absl::StatusOr<ElementSpec> declared = ParseOutputSpec(
+      FunctionArg(std::map<std::string, FunctionArg>{{"label", "int64"}, {"image", "uint8[?,?,3]"}}));
+  REQUIRE(declared.ok());
+  const Dataset images = Dataset::Range(2).MapLocal(SmallImage, *declared).Map("normalize", normalize);
+  absl::StatusOr<std::vector<Element>> normalized = images.Collect();
+  REQUIRE(normalized.ok());
+  REQUIRE(normalized->size() == 2);
+  CHECK(*(*normalized)[1].names == std::vector<std::string>{"image", "label"});
+  const Tensor& image = (*normalized)[1].components[0];
+  CHECK(image.dtype() == DType::kFloat32);
+  // normalize scales uint8 to [0, 1] first: (i * 50 / 255 - 0) / 50.
+  for (int i = 0; i < 6; ++i) CHECK(image.data<float>()[i] == Approx(i / 255.0));
+  CHECK((*normalized)[1].components[1].data<int64_t>()[0] == 1);
+  CHECK(images.Spec()->names == std::vector<std::string>{"image", "label"});
+  // Any function declares its output with the argument; a broken
+  // declaration is the function's error, and a bad one is refused.
+  CHECK(Dataset::Range(2).Map("add", {{"value", 1}, {"output_spec", "int64"}}).Spec()->components ==
+        std::vector<TensorSpec>{{PartialShape::Known({}), DType::kInt64}});
+  absl::StatusOr<std::vector<Element>> wrong =
+      Dataset::Range(2).Map("add", {{"value", 1}, {"output_spec", "float32"}}).Collect();
+  CHECK(wrong.status().message() ==
+        "add returned TensorSpec(shape=[], dtype=int64), not its declared output_spec TensorSpec(shape=[], "
+        "dtype=float32)");
+  CHECK_THAT(std::string(ParseOutputSpec(FunctionArg("int64[x]")).status().message()),
+             Catch::StartsWith("output_spec: 'int64[x]' is not a type"));
+}
+
 TEST_CASE("A local function before ReadFromService is refused, naming the step", "[client]") {
   Dataset local_first = Dataset::Range(4).MapLocal(TimesTen).ReadFromService(
       {.service = "grpc://127.0.0.1:1", .processing_mode = ProcessingMode::kParallelEpochs});

@@ -4,6 +4,7 @@
 
 #include <set>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
@@ -359,6 +360,22 @@ std::string StepLocation(const BuildOptions& options, int i) {
 
 }  // namespace
 
+namespace {
+
+// What a step after a map whose output is unknown at build time needs.
+std::string UndeclaredOutputAdvice(const proto::DatasetDef& def, int map_step) {
+  const std::string& fn = def.steps(map_step).map().fn().name();
+  const std::string what = fn == "py:__client__.call"       ? "a shipped Python callable"
+                           : absl::StartsWith(fn, "local:") ? "a function of this process"
+                                                            : fn;
+  return absl::StrCat("; the components of step ", map_step + 1, "'s output (map ", what,
+                      ") are known only when it runs, so the steps after it see none: declare them with "
+                      "output_spec, for example output_spec: {image: \"float32[?,?,3]\", label: int64} "
+                      "(docs/pipeline.md, \"Python functions on the workers\")");
+}
+
+}  // namespace
+
 absl::StatusOr<DatasetPtr> BuildDataset(const proto::DatasetDef& def, const BuildOptions& options) {
   for (const std::string& plugin : def.plugins()) {
     if (absl::Status status = RequirePlugin(plugin); !status.ok()) return status;
@@ -374,6 +391,7 @@ absl::StatusOr<DatasetPtr> BuildDataset(const proto::DatasetDef& def, const Buil
     first = i;
   }
   DatasetPtr dataset;
+  int undeclared_map = -1;  // the map whose output's components are unknown from here on
   for (int i = first; i < def.steps_size(); ++i) {
     const proto::Step& step = def.steps(i);
     const std::string op = StepOpName(step);
@@ -416,11 +434,22 @@ absl::StatusOr<DatasetPtr> BuildDataset(const proto::DatasetDef& def, const Buil
       // step prefix already gives.
       absl::string_view message = next.status().message();
       absl::ConsumePrefix(&message, absl::StrCat(op, ": "));
-      return absl::Status(next.status().code(), absl::StrCat(where, ": ", message));
+      std::string advice;
+      if (undeclared_map >= 0 && dataset->element_spec().components.empty()) {
+        advice = UndeclaredOutputAdvice(def, undeclared_map);
+      }
+      return absl::Status(next.status().code(), absl::StrCat(where, ": ", message, advice));
     }
     // What a step's iterator throws (a failed allocation, a plugin's
     // exception) becomes its error, naming the step.
     dataset = ContainExceptions(*std::move(next), where);
+    // No built-in function gives an element of no components: a function
+    // whose output is known only when it runs (py:, a callable) did.
+    if (dataset->element_spec().components.empty()) {
+      if (step.has_map()) undeclared_map = i;
+    } else {
+      undeclared_map = -1;
+    }
   }
   return dataset;
 }

@@ -4,6 +4,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/strings.h"
+#include "pipeline/declared_spec.h"
 #include "pipeline/python_function.h"
 
 namespace sluice {
@@ -114,6 +115,17 @@ absl::Status FunctionRegistry::Register(const std::string& name, const std::stri
 
 absl::StatusOr<std::unique_ptr<ElementFunction>> FunctionRegistry::Create(
     const proto::FunctionDef& def) const {
+  // Any function may declare its output; the function itself never sees
+  // the declaration (a py: function would get it as a keyword).
+  if (auto declared = def.args().find(kOutputSpecArg); declared != def.args().end()) {
+    absl::StatusOr<ElementSpec> spec = ParseDeclaredSpec(declared->second, def.name());
+    if (!spec.ok()) return spec.status();
+    proto::FunctionDef undeclared = def;
+    undeclared.mutable_args()->erase(kOutputSpecArg);
+    absl::StatusOr<std::unique_ptr<ElementFunction>> function = Create(undeclared);
+    if (!function.ok()) return function.status();
+    return WithDeclaredSpec(*std::move(function), *std::move(spec), def.name());
+  }
   if (absl::StartsWith(def.name(), kPythonFunctionPrefix)) return MakePythonFunction(def);
   FunctionFactory factory;
   {

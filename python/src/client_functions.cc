@@ -1,5 +1,6 @@
 #include "python/src/client_functions.h"
 
+#include <iterator>
 #include <map>
 #include <string>
 
@@ -46,7 +47,10 @@ bool Ship(google::protobuf::Message* message) {
     const std::string text =
         py::str(py::module_::import("base64").attr("b64encode")(pickled).attr("decode")());
     fn->set_name(kClientFunction);
-    fn->clear_args();
+    // Its declared output (declared_spec.h) goes with it; nothing else.
+    for (auto arg = fn->mutable_args()->begin(); arg != fn->mutable_args()->end();) {
+      arg = arg->first == "output_spec" ? std::next(arg) : fn->mutable_args()->erase(arg);
+    }
     (*fn->mutable_args())["pickled"].set_s(text);
     return true;
   }

@@ -373,9 +373,21 @@ void BindDataset(py::module_& module) {
             const MapOptions options{num_parallel_calls, deterministic};
             if (py::isinstance<py::str>(fn))
               return self.Map(fn.cast<std::string>(), ArgsFromKwargs(args), options);
-            RequireCallable(fn, "map", args);
+            // A callable's only keyword: what it returns (output_spec).
+            std::optional<ElementSpec> output_spec;
+            py::kwargs rest;
+            for (auto [key, value] : args) {
+              if (py::str(key).cast<std::string>() == "output_spec") {
+                py::kwargs declared;
+                declared[key] = value;
+                output_spec = ValueOrThrow(ParseOutputSpec(ArgsFromKwargs(declared).at("output_spec")));
+              } else {
+                rest[key] = value;
+              }
+            }
+            RequireCallable(fn, "map", rest);
             const auto callable = py::reinterpret_borrow<py::function>(fn);
-            Dataset made = self.MapLocal(MapFunctionFromPython(callable), std::nullopt, options);
+            Dataset made = self.MapLocal(MapFunctionFromPython(callable), output_spec, options);
             RememberCallable(made, callable);
             return made;
           },
@@ -383,7 +395,10 @@ void BindDataset(py::module_& module) {
           "map(fn, *, num_parallel_calls=0, deterministic=True, **args)\n\n"
           "fn is a registered element function's name (`sluice functions` lists them), with its arguments as "
           "keywords, or a Python callable that takes an element and returns the new one (arrays, scalars, a "
-          "tuple or a dict). A callable runs in this process: in a local pipeline or after `distribute`; "
+          "tuple or a dict). output_spec=... declares what a py: function or a callable returns, so that the "
+          "steps after it find its components: {\"image\": \"float32[?,?,3]\", \"label\": \"int64\"}, a list "
+          "of types, or one type. A callable runs in this process: in a local pipeline or after "
+          "`distribute`; "
           "num_parallel_calls > 1 runs it on that many threads, each taking the GIL per call. "
           "num_parallel_calls=-1: one per core.")
       .def(

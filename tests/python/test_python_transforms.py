@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 import sluice
+from conftest import write_tokens  # pytest puts this folder on sys.path
 from test_service import alive  # pytest puts this folder on sys.path
 
 Dataset = sluice.Dataset
@@ -203,12 +204,7 @@ with sluice.LocalCluster(workers=1, dispatcher_args=flags, worker_args=flags,
 
 
 def test_a_client_callable_runs_on_workers_that_allow_them(tmp_path):
-    for name, token in (("cluster", "cluster-0123456789abcdef"), ("client", "client-fedcba9876543210")):
-        (tmp_path / f"{name}.token").write_text(token + "\n")
-        os.chmod(tmp_path / f"{name}.token", 0o400)
-    flags = ["--auth-cluster-token-file", str(tmp_path / "cluster.token")]
-    flags += ["--auth-client-token-file", str(tmp_path / "client.token")]
-    env = dict(os.environ, SLUICE_TOKEN_FILE=str(tmp_path / "client.token"))
+    flags, env = write_tokens(tmp_path)
     done = subprocess.run(
         [sys.executable, "-c", CLIENT_SCRIPT] + flags, capture_output=True, text=True, env=env, timeout=100
     )

@@ -64,6 +64,12 @@ class FunctionArg {
 };
 using FunctionArgMap = std::map<std::string, FunctionArg>;
 
+// The spec that a function's "output_spec" argument declares: a type
+// ("float32[?,?,3]": a dtype, with [d, ...] for a shape, ? for an unknown
+// size, [] for a vector, [...] for any rank), a list of types, or a map of
+// component names to types. InvalidArgument says what does not parse.
+absl::StatusOr<ElementSpec> ParseOutputSpec(const FunctionArg& declared);
+
 struct MapOptions {
   int64_t num_parallel_calls = 0;  // 0 or 1: sequential; -1: one per core
   bool deterministic = true;
@@ -178,7 +184,10 @@ class Dataset {
   // `output_spec` declares what `fn` returns (Spec(), and the steps after
   // it that check their input when the pipeline is built); without it the
   // spec is unknown: no components. Elements that break a declared spec
-  // are an error. `fn` must be thread-safe when num_parallel_calls > 1.
+  // are an error; named components come in the names' sorted order. Any
+  // function declares its output with an "output_spec" argument
+  // (ParseOutputSpec's forms): a py: function's, whose output is known only
+  // when it runs. `fn` must be thread-safe when num_parallel_calls > 1.
   Dataset MapLocal(LocalMapFunction fn, std::optional<ElementSpec> output_spec = std::nullopt,
                    MapOptions options = {}) const;
   Dataset FilterLocal(LocalPredicate predicate) const;
