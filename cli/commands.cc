@@ -92,7 +92,8 @@ int PrintSteps(InputReader& reader, int64_t limit, bool summary, std::ostream& o
     }
   }
   LineWriter writer(out);
-  for (int64_t count = 0; (limit < 0 || count < limit) && g_stop_signal.load() == 0; ++count) {
+  for (int64_t count = 0; (limit < 0 || count < limit) && g_stop_signal.load() == 0 && !writer.ReaderGone();
+       ++count) {
     absl::StatusOr<bool> more = reader.Next();
     if (more.ok() && !*more) break;
     absl::StatusOr<std::string> line =
@@ -104,6 +105,9 @@ int PrintSteps(InputReader& reader, int64_t limit, bool summary, std::ostream& o
         return Fail(status, err, false);
     }
   }
+  // A reader of the output that left (`| head`) ends the read quietly;
+  // what it took is unknown, so no state is saved past the last one.
+  if (writer.ReaderGone()) return 0;
   if (!saving.path.empty()) {
     if (absl::Status status = SaveState(reader, writer, saving); !status.ok())
       return Fail(status, err, false);

@@ -1,5 +1,7 @@
 #include "cli/line_writer.h"
 
+#include <cerrno>
+
 namespace sluice::cli {
 
 LineWriter::LineWriter(std::ostream& out, absl::Duration delay)
@@ -27,11 +29,20 @@ void LineWriter::Flush() {
   FlushLocked();
 }
 
+bool LineWriter::ReaderGone() {
+  absl::MutexLock lock(&mu_);
+  return reader_gone_;
+}
+
 void LineWriter::FlushLocked() {
-  if (pending_.empty()) return;
+  if (pending_.empty() || reader_gone_) return;
+  errno = 0;
   out_.write(pending_.data(), static_cast<std::streamsize>(pending_.size()));
   out_.flush();
   pending_.clear();
+  // With SIGPIPE ignored (main.cc), a pipe whose reader left fails the
+  // write with EPIPE instead of killing the process.
+  if (!out_.good() && errno == EPIPE) reader_gone_ = true;
 }
 
 void LineWriter::FlushLoop() {

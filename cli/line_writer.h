@@ -33,6 +33,10 @@ class LineWriter {
   void Write(const std::string& line);
   // Hands every line written so far to the stream, flushed.
   void Flush();
+  // True once a write found the stream's reader gone (EPIPE: `sluice read
+  // | head` after head exited): the caller stops reading, so that its read
+  // is released at once rather than when the dispatcher times it out.
+  bool ReaderGone();
 
   // Gathered lines go out in one write once they pass this size.
   static constexpr size_t kFlushBytes = size_t{64} << 10;
@@ -45,6 +49,7 @@ class LineWriter {
   absl::Mutex mu_;
   std::ostream& out_ ABSL_GUARDED_BY(mu_);
   std::string pending_ ABSL_GUARDED_BY(mu_);  // whole lines, each with its newline
+  bool reader_gone_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread flusher_;
 };

@@ -1,6 +1,11 @@
 #include "cli/line_writer.h"
 
+#include <ext/stdio_filebuf.h>
+#include <signal.h>
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
+#include <sstream>
 #include <chrono>
 #include <streambuf>
 #include <string>
@@ -97,6 +102,36 @@ TEST_CASE("line_writer: the stream is only ever handed whole lines", "[cli][hard
   CHECK(pieces[1].size() == 4 * 1001);
   for (const std::string& piece : pieces) CHECK(piece.back() == '\n');
   CHECK(buffer.flushed() == expected);
+}
+
+TEST_CASE("line_writer: a pipe whose reader left is noticed, and nothing more is written", "[cli][hardening]") {
+  int fds[2];
+  REQUIRE(pipe(fds) == 0);
+  close(fds[0]);  // the reader (head) has left
+  struct sigaction ignore {}, previous{};
+  ignore.sa_handler = SIG_IGN;
+  sigemptyset(&ignore.sa_mask);
+  sigaction(SIGPIPE, &ignore, &previous);  // as the CLI's main does
+  {
+    __gnu_cxx::stdio_filebuf<char> buffer(fds[1], std::ios::out);
+    std::ostream out(&buffer);
+    LineWriter writer(out, absl::Hours(1));
+    writer.Write("{\"x\": 1}");
+    CHECK_FALSE(writer.ReaderGone());
+    writer.Flush();
+    CHECK(writer.ReaderGone());
+    writer.Write("{\"x\": 2}");  // kept from the stream, which stays failed
+    writer.Flush();
+    CHECK(writer.ReaderGone());
+  }
+  sigaction(SIGPIPE, &previous, nullptr);
+  // Any other stream failure is not a reader gone.
+  std::ostringstream unused;
+  unused.setstate(std::ios::badbit);
+  LineWriter writer(unused, absl::Hours(1));
+  writer.Write("x");
+  writer.Flush();
+  CHECK_FALSE(writer.ReaderGone());
 }
 
 }  // namespace

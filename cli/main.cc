@@ -2,6 +2,7 @@
 // show a dispatcher's status.
 #include <unistd.h>
 
+#include <csignal>
 #include <fstream>
 #include <iostream>
 
@@ -14,6 +15,10 @@
 int main(int argc, char** argv) {
   std::ios::sync_with_stdio(false);
   sluice::TurnOffMutexDeadlockDetection();
+  // `sluice read ... | head`: a write to a pipe whose reader left fails with
+  // EPIPE, and the read ends cleanly, releasing its job at the dispatcher,
+  // rather than the process dying mid-read (cli/line_writer.h).
+  std::signal(SIGPIPE, SIG_IGN);
   CLI::App app{"sluice: the Sluice input-data service command line"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "sluice 0.1.0");

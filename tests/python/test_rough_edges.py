@@ -1,8 +1,11 @@
 """Issue 49's rough edges, as a notebook user meets them: a token file set
-after the first call, and a daemon's refusal told in a whole sentence."""
+after the first call, a daemon's refusal told in a whole sentence, lists
+from_tensor_slices cannot take, and a drain after `sluice read | head`."""
 
 import os
+import signal
 import subprocess
+import time
 
 import pytest
 
@@ -65,3 +68,26 @@ def test_mixed_and_ragged_lists_are_refused_with_sluices_own_message():
     assert [int(x) for x in sluice.Dataset.from_tensor_slices([3, 1, 2])] == [3, 1, 2]
     assert [bytes(x) for x in sluice.Dataset.from_tensor_slices(["a", "bc"])] == [b"a", b"bc"]
     assert [list(x) for x in sluice.Dataset.from_tensor_slices([[1.5, 2.0], [3.0, 4.5]])] == [[1.5, 2.0], [3.0, 4.5]]
+
+
+def test_a_drain_does_not_wait_for_a_reader_that_left(tmp_path):
+    """`sluice read ... | head`, then SIGTERM to the worker: the read ended
+    when head left (its job released at once), so the drain has nothing to
+    wait for, far within drain_timeout_ms."""
+    cli = os.environ.get("SLUICE_CLI")
+    if not cli:
+        pytest.skip("SLUICE_CLI names the sluice binary (ctest sets it)")
+    pipeline = tmp_path / "endless.yaml"
+    pipeline.write_text("pipeline:\n  - range: {stop: 1000000000}\n  - distribute: {processing_mode: parallel_epochs}\n")
+    with sluice.LocalCluster(workers=1, worker_config={"drain_timeout_ms": 60000}) as cluster:
+        piped = subprocess.run(
+            ["bash", "-c", f'"{cli}" read "{pipeline}" --service {cluster.service} | head -n 3; '
+                           'echo "exit ${PIPESTATUS[0]}"'],
+            capture_output=True, text=True, timeout=60)
+        assert piped.stdout.splitlines() == ["0", "1", "2", "exit 0"], piped.stderr
+        worker = cluster.workers[0]
+        started = time.monotonic()
+        worker.send_signal(signal.SIGTERM)
+        assert worker.wait(timeout=30) == 0
+        assert time.monotonic() - started < 10  # the drain found no reader to wait for
+        assert "drained: every task was read to its end; leaving" in cluster.log("worker0")
