@@ -263,8 +263,8 @@ absl::StatusOr<DatasetPtr> BuildTransform(DatasetPtr input, const proto::Step& s
       return MakeScanDataset(std::move(input), step.scan());
     case proto::Step::kWindow:
       return MakeWindowDataset(std::move(input), step.window());
-    case proto::Step::kCache:
-      return MakeCacheDataset(std::move(input), step.cache());
+    case proto::Step::kCache:  // BuildDataset's, which knows the steps before it
+      return absl::InternalError("cache is built with the fingerprint of the steps before it");
     case proto::Step::kGroupByWindow:
       return MakeGroupByWindowDataset(std::move(input), step.group_by_window());
     case proto::Step::kBucketBySequenceLength:
@@ -362,6 +362,14 @@ std::string StepLocation(const BuildOptions& options, int i) {
 
 namespace {
 
+// The fingerprint of `def`'s steps before step `end`, with its plugins.
+std::string StepsFingerprint(const proto::DatasetDef& def, int end) {
+  proto::DatasetDef steps;
+  *steps.mutable_plugins() = def.plugins();
+  for (int i = 0; i < end; ++i) *steps.add_steps() = def.steps(i);
+  return DatasetFingerprint(steps);
+}
+
 // What a step after a map whose output is unknown at build time needs.
 std::string UndeclaredOutputAdvice(const proto::DatasetDef& def, int map_step) {
   const std::string& fn = def.steps(map_step).map().fn().name();
@@ -402,6 +410,8 @@ absl::StatusOr<DatasetPtr> BuildDataset(const proto::DatasetDef& def, const Buil
       next = BuildDistribute(def, i, options);
     } else if (i == 0) {
       next = BuildSource(step, options);
+    } else if (step.has_cache()) {
+      next = MakeCacheDataset(dataset, step.cache(), StepsFingerprint(def, i));
     } else if (i + 1 < def.steps_size() && MapCanFollowBatch(step, def.steps(i + 1))) {
       // map(f) -> batch == batch -> map(f) for an elementwise f, and the
       // second runs f once per batch. Errors still name the map's step.

@@ -25,6 +25,7 @@
 #include "common/atomic_file.h"
 #include "common/file_io.h"
 #include "common/proto_convert.h"
+#include "common/strings.h"
 #include "pipeline/iterator_state.h"
 
 namespace sluice {
@@ -32,7 +33,9 @@ namespace {
 
 // A TFRecord's framing around its data: length, its CRC, the data's CRC.
 constexpr int64_t kRecordOverhead = 16;
-constexpr char kIndexVersion[] = "sluice-cache 1";
+constexpr char kIndexVersion[] = "sluice-cache 2";
+// Indexes of the first release name no pipeline.
+constexpr char kUnfingerprintedVersion[] = "sluice-cache 1";
 // Lock and index files are one short line.
 constexpr size_t kMaxSmallFile = 4096;
 
@@ -194,7 +197,8 @@ bool CacheFilesComplete(const std::string& filename) {
   return std::filesystem::exists(IndexPath(filename), error);
 }
 
-absl::StatusOr<std::unique_ptr<CacheFileReader>> CacheFileReader::Open(const std::string& filename) {
+absl::StatusOr<std::unique_ptr<CacheFileReader>> CacheFileReader::Open(const std::string& filename,
+                                                                       const std::string& fingerprint) {
   const std::string index_path = IndexPath(filename);
   const std::string data_path = DataPath(filename);
   absl::StatusOr<std::optional<std::string>> index = ReadSmallFile(index_path);
@@ -204,14 +208,30 @@ absl::StatusOr<std::unique_ptr<CacheFileReader>> CacheFileReader::Open(const std
   }
   const std::string line(absl::StripTrailingAsciiWhitespace(**index));
   std::vector<absl::string_view> fields = absl::StrSplit(line, ' ');
+  const bool unfingerprinted =
+      fields.size() == 4 && absl::StrCat(fields[0], " ", fields[1]) == kUnfingerprintedVersion;
   int64_t elements = -1;
   int64_t data_bytes = -1;
-  if (fields.size() != 4 || absl::StrCat(fields[0], " ", fields[1]) != kIndexVersion ||
+  absl::string_view written_by;
+  if (!(unfingerprinted || (fields.size() == 5 && absl::StrCat(fields[0], " ", fields[1]) == kIndexVersion &&
+                            absl::ConsumePrefix(&fields[4], "fingerprint=") && !fields[4].empty())) ||
       !absl::ConsumePrefix(&fields[2], "elements=") || !absl::SimpleAtoi(fields[2], &elements) ||
       !absl::ConsumePrefix(&fields[3], "data_bytes=") || !absl::SimpleAtoi(fields[3], &data_bytes) ||
       elements < 0 || data_bytes < elements * kRecordOverhead) {
-    return Damaged(filename,
-                   absl::StrCat("the index '", index_path, "' does not parse ('", line.substr(0, 100), "')"));
+    return Damaged(filename, absl::StrCat("the index '", index_path, "' does not parse ('",
+                                          EscapeControlCharacters(line.substr(0, 100)), "')"));
+  }
+  if (!unfingerprinted) written_by = fields[4];
+  // A cache holds the elements of the steps before it: another pipeline's
+  // (another tenant's, or this one's changed) is never read as this one's.
+  if (written_by != fingerprint) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "cache: '", filename, "' holds the elements of another pipeline (",
+        unfingerprinted ? "written without a fingerprint, by an earlier release"
+                        : absl::StrCat("fingerprint ", EscapeControlCharacters(std::string(written_by.substr(0, 64)))),
+        "; the steps before this cache have fingerprint ", fingerprint,
+        "): give this cache a filename of its own, or delete '", index_path, "' and '", data_path,
+        "' to write it again"));
   }
   std::error_code error;
   const uintmax_t size = std::filesystem::file_size(data_path, error);
@@ -264,8 +284,9 @@ absl::Status CacheFileReader::Skip(int64_t count) {
       count, [&] { return Next(&skipped); }, data_path_, "elements"));
 }
 
-CacheFileWriter::CacheFileWriter(std::string filename, std::string writer_id)
+CacheFileWriter::CacheFileWriter(std::string filename, std::string fingerprint, std::string writer_id)
     : filename_(std::move(filename)),
+      fingerprint_(std::move(fingerprint)),
       writer_id_(std::move(writer_id)),
       temp_path_(TempPath(filename_, writer_id_)) {}
 
@@ -287,7 +308,8 @@ absl::Status CacheFileWriter::Open() {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<CacheFileWriter>> CacheFileWriter::Start(const std::string& filename) {
+absl::StatusOr<std::unique_ptr<CacheFileWriter>> CacheFileWriter::Start(const std::string& filename,
+                                                                        const std::string& fingerprint) {
   const std::filesystem::path directory = std::filesystem::path(filename).parent_path();
   std::error_code error;
   if (!directory.empty()) std::filesystem::create_directories(directory, error);
@@ -296,7 +318,7 @@ absl::StatusOr<std::unique_ptr<CacheFileWriter>> CacheFileWriter::Start(const st
                                                     directory.string(), "' for '", filename,
                                                     "': ", error.message()));
   }
-  std::unique_ptr<CacheFileWriter> writer(new CacheFileWriter(filename, NewWriterId()));
+  std::unique_ptr<CacheFileWriter> writer(new CacheFileWriter(filename, fingerprint, NewWriterId()));
   // Twice: a lock removed between our create and our read is gone, not held.
   for (int attempt = 0; attempt < 2 && !writer->holds_lock_; ++attempt) {
     absl::StatusOr<bool> created = CreateLock(filename, writer->writer_id_);
@@ -324,7 +346,8 @@ absl::StatusOr<std::unique_ptr<CacheFileWriter>> CacheFileWriter::Start(const st
 }
 
 absl::StatusOr<std::unique_ptr<CacheFileWriter>> CacheFileWriter::Resume(const std::string& filename,
-                                                                         const CacheWriterCheckpoint& saved) {
+                                                                         const CacheWriterCheckpoint& saved,
+                                                                         const std::string& fingerprint) {
   if (CacheFilesComplete(filename)) return std::unique_ptr<CacheFileWriter>();
   auto cannot = [&](const std::string& why) {
     spdlog::warn(
@@ -342,7 +365,7 @@ absl::StatusOr<std::unique_ptr<CacheFileWriter>> CacheFileWriter::Resume(const s
                         : absl::StrCat("its temp file '", saved_temp, "' has ", size,
                                        " bytes, fewer than the ", saved.bytes, " at the save"));
   }
-  std::unique_ptr<CacheFileWriter> writer(new CacheFileWriter(filename, NewWriterId()));
+  std::unique_ptr<CacheFileWriter> writer(new CacheFileWriter(filename, fingerprint, NewWriterId()));
   absl::StatusOr<std::optional<LockInfo>> lock = ReadLock(filename);
   if (!lock.ok()) return lock.status();
   const bool stale = lock->has_value() && IsStale(**lock);
@@ -422,8 +445,8 @@ absl::Status CacheFileWriter::Finish() {
     }
     // The index last, atomically (fsyncing the directory after both).
     return Prefixed(WriteFileAtomically(
-        IndexPath(filename_),
-        absl::StrCat(kIndexVersion, " elements=", elements_, " data_bytes=", bytes_, "\n")));
+        IndexPath(filename_), absl::StrCat(kIndexVersion, " elements=", elements_, " data_bytes=", bytes_,
+                                           " fingerprint=", fingerprint_, "\n")));
   };
   const absl::Status status = publish();
   Abandon();  // the temp file if still there, and the lock

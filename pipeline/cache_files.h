@@ -3,9 +3,11 @@
 //
 //   FILENAME.data      the elements, each a TFRecord (record_io.h) holding
 //                      a serialized ElementProto, in the pass's order
-//   FILENAME.index     one line, "sluice-cache 1 elements=N data_bytes=S",
-//                      written last and atomically: the cache is complete
-//                      exactly when it exists
+//   FILENAME.index     one line, "sluice-cache 2 elements=N data_bytes=S
+//                      fingerprint=F", written last and atomically: the
+//                      cache is complete exactly when it exists. F is the
+//                      fingerprint of the steps before the cache, and a
+//                      reader of other steps is refused, naming both
 //   FILENAME.lockfile  while a pass writes: "pid=P host=H writer=W
 //                      time=T"; a second writer is refused while P lives
 //
@@ -15,10 +17,10 @@
 // destroyed before that removes its temp file and its lock, so that a
 // partial pass never looks whole.
 //
-//   absl::StatusOr<std::unique_ptr<CacheFileWriter>> writer = CacheFileWriter::Start(path);
+//   absl::StatusOr<std::unique_ptr<CacheFileWriter>> writer = CacheFileWriter::Start(path, fingerprint);
 //   for (each element) (*writer)->Add(element);
 //   (*writer)->Finish();
-//   absl::StatusOr<std::unique_ptr<CacheFileReader>> reader = CacheFileReader::Open(path);
+//   absl::StatusOr<std::unique_ptr<CacheFileReader>> reader = CacheFileReader::Open(path, fingerprint);
 #ifndef SLUICE_PIPELINE_CACHE_FILES_H_
 #define SLUICE_PIPELINE_CACHE_FILES_H_
 
@@ -41,8 +43,11 @@ bool CacheFilesComplete(const std::string& filename);
 class CacheFileReader {
  public:
   // DataLoss naming the file when the index does not parse or disagrees
-  // with the data file's size; NotFound when there is no index.
-  static absl::StatusOr<std::unique_ptr<CacheFileReader>> Open(const std::string& filename);
+  // with the data file's size; NotFound when there is no index;
+  // FailedPrecondition naming both fingerprints when another pipeline's
+  // steps (or an earlier release, which recorded none) wrote it.
+  static absl::StatusOr<std::unique_ptr<CacheFileReader>> Open(const std::string& filename,
+                                                               const std::string& fingerprint);
 
   // The next element, or false after the index's count. DataLoss naming
   // the data file when it ends early or a record is damaged.
@@ -87,7 +92,8 @@ class CacheFileWriter {
   // Takes FILENAME.lockfile, replacing a stale one (a dead process on this
   // host) with a warning; FailedPrecondition quoting the lock when a live
   // writer holds it. Creates the directory when it is missing.
-  static absl::StatusOr<std::unique_ptr<CacheFileWriter>> Start(const std::string& filename);
+  static absl::StatusOr<std::unique_ptr<CacheFileWriter>> Start(const std::string& filename,
+                                                                const std::string& fingerprint);
   // A writer that goes on from `saved` with a temp file of its own holding
   // the saved prefix, taking over the lock when it names the saved writer
   // (or is stale) or is gone. nullptr, with a warning naming the file, when
@@ -96,7 +102,8 @@ class CacheFileWriter {
   // later one writes the cache. Also nullptr, silently, when the cache is
   // complete by now.
   static absl::StatusOr<std::unique_ptr<CacheFileWriter>> Resume(const std::string& filename,
-                                                                 const CacheWriterCheckpoint& saved);
+                                                                 const CacheWriterCheckpoint& saved,
+                                                                 const std::string& fingerprint);
   // Unless finished: removes the temp file, and the lock if still ours.
   ~CacheFileWriter();
   CacheFileWriter(const CacheFileWriter&) = delete;
@@ -111,7 +118,7 @@ class CacheFileWriter {
   absl::Status Finish();
 
  private:
-  CacheFileWriter(std::string filename, std::string writer_id);
+  CacheFileWriter(std::string filename, std::string fingerprint, std::string writer_id);
   absl::Status Open();
   // Copies the saved prefix from `saved`'s temp file; false when it is not
   // all there.
@@ -119,6 +126,7 @@ class CacheFileWriter {
   void Abandon();
 
   const std::string filename_;
+  const std::string fingerprint_;  // of the steps before the cache, for the index
   const std::string writer_id_;
   const std::string temp_path_;
   std::unique_ptr<TFRecordWriter> records_;

@@ -72,9 +72,10 @@ enum class Sink : int64_t { kNone = 0, kMemory = 1, kFile = 2 };
 
 class CacheDataset : public UnaryDataset {
  public:
-  CacheDataset(DatasetPtr input, std::string filename, int64_t max_bytes)
+  CacheDataset(DatasetPtr input, std::string filename, int64_t max_bytes, std::string input_fingerprint)
       : UnaryDataset(input, input->element_spec(), "cache"),
         filename_(std::move(filename)),
+        input_fingerprint_(std::move(input_fingerprint)),
         max_bytes_(max_bytes > 0 ? max_bytes : kDefaultMaxBytes) {}
 
   int64_t Cardinality() const override { return input()->Cardinality(); }
@@ -161,7 +162,8 @@ class CacheDataset : public UnaryDataset {
         return absl::OkStatus();
       }
       if (CacheFilesComplete(path_)) {
-        absl::StatusOr<std::unique_ptr<CacheFileReader>> reader = CacheFileReader::Open(path_);
+        absl::StatusOr<std::unique_ptr<CacheFileReader>> reader =
+            CacheFileReader::Open(path_, dataset_->input_fingerprint_);
         if (!reader.ok()) return reader.status();
         if (absl::Status s = (*reader)->Skip(position); !s.ok()) return s;
         if (saved_offset.has_value() && *saved_offset != (*reader)->offset()) {
@@ -174,7 +176,8 @@ class CacheDataset : public UnaryDataset {
         mode_ = Mode::kReading;
         return absl::OkStatus();
       }
-      absl::StatusOr<std::unique_ptr<CacheFileWriter>> writer = CacheFileWriter::Start(path_);
+      absl::StatusOr<std::unique_ptr<CacheFileWriter>> writer =
+          CacheFileWriter::Start(path_, dataset_->input_fingerprint_);
       if (writer.ok()) {
         writer_ = *std::move(writer);
         return StartWriting(Sink::kFile, position);
@@ -299,7 +302,8 @@ class CacheDataset : public UnaryDataset {
         if (!bytes.ok()) return bytes.status();
         if (writer_id == state.blobs().end()) return MalformedState("the cache's writer is missing");
         absl::StatusOr<std::unique_ptr<CacheFileWriter>> writer = CacheFileWriter::Resume(
-            path_, {.writer_id = writer_id->second, .elements = *elements, .bytes = *bytes});
+            path_, {.writer_id = writer_id->second, .elements = *elements, .bytes = *bytes},
+            dataset_->input_fingerprint_);
         if (!writer.ok()) return writer.status();
         writer_ = *std::move(writer);
         if (writer_ == nullptr) sink_ = Sink::kNone;
@@ -326,18 +330,21 @@ class CacheDataset : public UnaryDataset {
   };
 
   const std::string filename_;
+  const std::string input_fingerprint_;  // the steps before the cache's (cache_files.h)
   const int64_t max_bytes_;
   mutable MemoryCache memory_;
 };
 
 }  // namespace
 
-absl::StatusOr<DatasetPtr> MakeCacheDataset(DatasetPtr input, const proto::CacheOp& op) {
+absl::StatusOr<DatasetPtr> MakeCacheDataset(DatasetPtr input, const proto::CacheOp& op,
+                                            std::string input_fingerprint) {
   if (op.max_bytes() < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("cache: max_bytes must be >= 0 (0: 1 GiB), got ", op.max_bytes()));
   }
-  return std::make_shared<CacheDataset>(std::move(input), op.filename(), op.max_bytes());
+  return std::make_shared<CacheDataset>(std::move(input), op.filename(), op.max_bytes(),
+                                        std::move(input_fingerprint));
 }
 
 }  // namespace sluice

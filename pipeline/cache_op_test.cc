@@ -19,6 +19,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "client/dataset_internal.h"
+#include "pipeline/builder.h"
 #include "pipeline/dataset.h"
 #include "sluice/dataset.h"
 #include "sluice/iterator.h"
@@ -119,8 +121,10 @@ TEST_CASE("cache: a new build reads the files without running the input", "[ops]
   CHECK(IntsOf(cached) == Ints{0, 1, 4, 9, 16, 25});
   CHECK(*calls == 6);
   CHECK(Files(dir) == kComplete);
-  CHECK(Contents(dir.File("c.index")) == absl::StrCat("sluice-cache 1 elements=6 data_bytes=",
-                                                      std::filesystem::file_size(dir.File("c.data")), "\n"));
+  CHECK_THAT(Contents(dir.File("c.index")),
+             Catch::Matchers::Matches(absl::StrCat(
+                 "sluice-cache 2 elements=6 data_bytes=", std::filesystem::file_size(dir.File("c.data")),
+                 " fingerprint=[0-9a-f]{32}\n")));
   // Owner-only, whatever the umask: a cache holds a tenant's data.
   for (const char* file : {"c.index", "c.data"}) {
     INFO(file);
@@ -217,10 +221,11 @@ TEST_CASE("cache: damaged files are DataLoss naming them", "[ops][cache]") {
   CHECK(read_error() == "cache: the index '" + filename + ".index' does not parse ('" + index.substr(0, 20) +
                             "'): " + advice);
   const std::string size = std::to_string(data.size());
-  testing::WriteFile(filename + ".index", "sluice-cache 1 elements=6 data_bytes=" + size + "\n");
+  const std::string fingerprint = index.substr(index.find(" fingerprint="));  // with its newline
+  testing::WriteFile(filename + ".index", "sluice-cache 2 elements=6 data_bytes=" + size + fingerprint);
   CHECK(read_error() ==
         "cache: '" + filename + ".data' ends after 5 elements where its index says 6: " + advice);
-  testing::WriteFile(filename + ".index", "sluice-cache 1 elements=4 data_bytes=" + size + "\n");
+  testing::WriteFile(filename + ".index", "sluice-cache 2 elements=4 data_bytes=" + size + fingerprint);
   CHECK(read_error() ==
         "cache: '" + filename + ".data' holds more than the 4 elements its index says: " + advice);
   testing::WriteFile(filename + ".index", index);
@@ -233,6 +238,45 @@ TEST_CASE("cache: damaged files are DataLoss naming them", "[ops][cache]") {
   CHECK_THAT(read_error(), Catch::Matchers::StartsWith("cache: corrupt TFRecord in '" + filename + ".data'"));
   std::filesystem::remove(filename + ".data");
   CHECK_THAT(read_error(), Catch::Matchers::StartsWith("cache: '" + filename + ".data' cannot be read"));
+}
+
+TEST_CASE("cache: files that other steps wrote are refused, naming both fingerprints", "[ops][cache]") {
+  TempDir dir;
+  const std::string filename = dir.File("train");
+  // Issue 50: another pipeline's cache of the same name read as this one's.
+  REQUIRE(IntsOf(Dataset::Range(4).Map("add", {{"value", 1000000}}).Cache(filename)) ==
+          Ints{1000000, 1000001, 1000002, 1000003});
+  const std::string theirs =
+      DatasetFingerprint(internal::DefinitionOf(Dataset::Range(4).Map("add", {{"value", 1000000}})));
+  const std::string ours = DatasetFingerprint(internal::DefinitionOf(Dataset::Range(4)));
+  REQUIRE(theirs != ours);
+  const std::string index = Contents(filename + ".index");
+  CHECK(absl::EndsWith(index, " fingerprint=" + theirs + "\n"));
+  auto refusal = [&] {
+    absl::StatusOr<std::vector<Element>> read = Dataset::Range(4).Cache(filename).Collect();
+    REQUIRE_FALSE(read.ok());
+    CHECK(read.status().code() == absl::StatusCode::kFailedPrecondition);
+    return std::string(read.status().message());
+  };
+  const std::string fix = "): give this cache a filename of its own, or delete '" + filename +
+                          ".index' and '" + filename + ".data' to write it again";
+  CHECK(refusal() == "cache: '" + filename + "' holds the elements of another pipeline (fingerprint " +
+                         theirs + "; the steps before this cache have fingerprint " + ours + fix);
+  // An index of the first release names no pipeline: refused the same way.
+  testing::WriteFile(filename + ".index", "sluice-cache 1 elements=4 data_bytes=" +
+                                              std::to_string(std::filesystem::file_size(filename + ".data")) +
+                                              "\n");
+  CHECK(refusal() ==
+        "cache: '" + filename +
+            "' holds the elements of another pipeline (written without a fingerprint, by an earlier "
+            "release; the steps before this cache have fingerprint " +
+            ours + fix);
+  // The advice followed: deleted, the files are written again, as ours.
+  std::filesystem::remove(filename + ".index");
+  std::filesystem::remove(filename + ".data");
+  CHECK(IntsOf(Dataset::Range(4).Cache(filename)) == Ints{0, 1, 2, 3});
+  CHECK(absl::EndsWith(Contents(filename + ".index"), " fingerprint=" + ours + "\n"));
+  CHECK(IntsOf(Dataset::Range(4).Cache(filename).Repeat(2)) == Ints{0, 1, 2, 3, 0, 1, 2, 3});
 }
 
 TEST_CASE("cache: a memory pass past max_bytes fails", "[ops][cache]") {

@@ -101,8 +101,10 @@ absl::StatusOr<DatasetPtr> MakeScanDataset(DatasetPtr input, const proto::ScanOp
 // element with its components stacked (window_op.cc).
 absl::StatusOr<DatasetPtr> MakeWindowDataset(DatasetPtr input, const proto::WindowOp& op);
 // The first complete pass kept in memory or in files, later passes read
-// from it (cache_op.cc).
-absl::StatusOr<DatasetPtr> MakeCacheDataset(DatasetPtr input, const proto::CacheOp& op);
+// from it (cache_op.cc). `input_fingerprint` is the steps' before it: the
+// files are read only by the steps that wrote them.
+absl::StatusOr<DatasetPtr> MakeCacheDataset(DatasetPtr input, const proto::CacheOp& op,
+                                            std::string input_fingerprint);
 // Windows of elements grouped by key_fn's key, stacked as window's
 // (group_by_window_op.cc).
 absl::StatusOr<DatasetPtr> MakeGroupByWindowDataset(DatasetPtr input, const proto::GroupByWindowOp& op);
