@@ -336,13 +336,19 @@ void WorkerImpl::GetElements(const proto::GetElementsRequest& request, ElementsC
   }
   // A dispatcher of this release always sets the secret: ids are
   // sequential, so the id alone would let any client read or drain any
-  // task, another tenant's included.
+  // task, another tenant's included. Answered as a task not here is, so
+  // that probing ids does not tell where another's task runs; the
+  // operator hears of it here.
   if (!SameSecret(request.task_secret(), task->read_secret())) {
-    reply.compression = proto::COMPRESSION_NONE;
-    reply.status = absl::PermissionDeniedError(
-        absl::StrCat("GetElements: task ", request.task_id(), " on worker ", address_, ": task_secret is ",
-                     request.task_secret().empty() ? "missing" : "wrong",
-                     " (a reader gets it from the dispatcher with the task)"));
+    const int64_t now = absl::ToUnixNanos(absl::Now());
+    int64_t last = last_secret_warning_ns_.load(std::memory_order_relaxed);
+    if (now - last > absl::ToInt64Nanoseconds(absl::Seconds(10)) &&
+        last_secret_warning_ns_.compare_exchange_strong(last, now)) {
+      spdlog::warn(
+          "GetElements for task {} with a {} task_secret: answered as for a task not here (at most one "
+          "such line every 10 s)",
+          request.task_id(), request.task_secret().empty() ? "missing" : "wrong");
+    }
     return done(std::move(reply));
   }
   if (task->coordinated()) {

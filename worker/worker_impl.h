@@ -120,6 +120,8 @@ class WorkerImpl {
 
   std::atomic<int64_t> elements_sent_{0};
   std::atomic<int64_t> bytes_sent_{0};
+  // When a GetElements with a wrong task_secret was last logged (Unix ns).
+  std::atomic<int64_t> last_secret_warning_ns_{0};
   class Task;
 
   // Who this worker is: its address, incarnation and tags (the first
