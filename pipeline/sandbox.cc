@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -44,6 +45,22 @@ absl::Status NoTenant(const PipelineSandbox& sandbox, const std::string& path) {
       "'", path, "': ", OwnerOf(sandbox),
       " reads files only for a tenant (auth.clients), under that tenant's data roots, and this read is for "
       "none: run the pipeline with a tenant's token (the cluster token is no tenant's)"));
+}
+
+absl::Status NoRoots(const PipelineSandbox& sandbox, const std::string& path) {
+  return absl::PermissionDeniedError(absl::StrCat(
+      "'", path, "': ", OwnerOf(sandbox),
+      " has no data roots, so file sources read nothing (on a daemon of several tenants no roots means "
+      "none, not every path): give the tenant data_roots in its auth.clients entry, or the daemon "
+      "data_roots that every tenant shares"));
+}
+
+// The refusal that comes before the data roots are looked at, if any.
+std::optional<absl::Status> RefusedForAnyPath(const PipelineSandbox& sandbox, const std::string& path) {
+  if (!sandbox.enabled) return std::nullopt;
+  if (sandbox.needs_tenant) return NoTenant(sandbox, path);
+  if (sandbox.reads_no_files) return NoRoots(sandbox, path);
+  return std::nullopt;
 }
 
 absl::Status CheckResolved(const PipelineSandbox& sandbox, const std::string& resolved,
@@ -208,7 +225,7 @@ absl::StatusOr<std::string> CacheFilePath(const std::string& filename) {
 
 absl::Status CheckReadableUrl(const std::string& url) {
   const PipelineSandbox sandbox = CurrentPipelineSandbox();
-  if (sandbox.enabled && sandbox.needs_tenant) return NoTenant(sandbox, url);
+  if (std::optional<absl::Status> refused = RefusedForAnyPath(sandbox, url)) return *refused;
   if (!sandbox.enabled || sandbox.data_roots.empty()) return absl::OkStatus();
   for (const std::string& root : sandbox.data_roots) {
     // The root's own folder ("s3://b/images" for the root s3://b/images/)
@@ -228,14 +245,14 @@ absl::Status CheckReadableUrl(const std::string& url) {
 absl::Status CheckReadablePath(const std::string& path) {
   if (io::HasUrlScheme(path)) return CheckReadableUrl(path);
   const PipelineSandbox sandbox = CurrentPipelineSandbox();
-  if (sandbox.enabled && sandbox.needs_tenant) return NoTenant(sandbox, path);
+  if (std::optional<absl::Status> refused = RefusedForAnyPath(sandbox, path)) return *refused;
   if (!sandbox.enabled || sandbox.data_roots.empty()) return absl::OkStatus();
   return CheckResolved(sandbox, Resolve(path), path);
 }
 
 absl::Status CheckOpenedFile(int fd, const std::string& path) {
   const PipelineSandbox sandbox = CurrentPipelineSandbox();
-  if (sandbox.enabled && sandbox.needs_tenant) return NoTenant(sandbox, path);
+  if (std::optional<absl::Status> refused = RefusedForAnyPath(sandbox, path)) return *refused;
   if (!sandbox.enabled || sandbox.data_roots.empty()) return absl::OkStatus();
   char resolved[PATH_MAX];
   const std::string link = absl::StrCat("/proc/self/fd/", fd);

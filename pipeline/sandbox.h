@@ -44,6 +44,10 @@ struct PipelineSandbox {
   // own (ScopedPipelineSandbox). A thread that lacks its tenant's scope
   // fails closed rather than reading under every tenant's roots.
   bool needs_tenant = false;
+  // A tenant of a daemon of several whose sandbox has no data roots (none
+  // of its own, none shared): it reads no files, since "no roots" meaning
+  // "every path" would let it read the other tenants'.
+  bool reads_no_files = false;
 };
 
 // Process-wide: a daemon sets it once before serving (and again when it

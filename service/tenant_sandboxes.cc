@@ -53,19 +53,26 @@ absl::StatusOr<PipelineSandbox> SandboxOf(const PipelineSandbox& shared, const s
 
 absl::Status SetUpTenantSandboxes(const ServerSecurity& security, const PipelineSandbox& shared) {
   if (security.tenants.empty()) return absl::OkStatus();
+  // With several principals, no roots must mean no files: "any path" would
+  // be every other tenant's roots too.
+  const bool several = security.tenants.size() + (security.client_token.empty() ? 0 : 1) > 1;
   std::map<std::string, PipelineSandbox> sandboxes;
   if (!security.client_token.empty()) {
     absl::StatusOr<PipelineSandbox> sandbox = SandboxOf(shared, "", {}, "");
     if (!sandbox.ok()) return sandbox.status();
+    sandbox->reads_no_files = several && sandbox->data_roots.empty();
     sandboxes[""] = *std::move(sandbox);
   }
   for (const TenantToken& tenant : security.tenants) {
     absl::StatusOr<PipelineSandbox> sandbox =
         SandboxOf(shared, tenant.name, tenant.data_roots, tenant.cache_dir);
     if (!sandbox.ok()) return sandbox.status();
-    spdlog::info("tenant '{}': file sources read only under {}; file caches go to {}", tenant.name,
-                 sandbox->data_roots.empty() ? std::string("any path (no data_roots)")
-                                             : absl::StrJoin(sandbox->data_roots, ", "),
+    sandbox->reads_no_files = several && sandbox->data_roots.empty();
+    spdlog::info("tenant '{}': file sources read {}; file caches go to {}", tenant.name,
+                 sandbox->reads_no_files ? std::string("nothing (no data_roots of its own or shared)")
+                 : sandbox->data_roots.empty()
+                     ? std::string("any path (no data_roots)")
+                     : absl::StrCat("only under ", absl::StrJoin(sandbox->data_roots, ", ")),
                  sandbox->cache_dir.empty() ? std::string("nowhere (no cache_dir)") : sandbox->cache_dir);
     sandboxes[tenant.name] = *std::move(sandbox);
   }

@@ -46,18 +46,21 @@ class TenantFiles {
   }
 
   // Tenants alice and bob, each with its own root; both daemons share
-  // dir/shared and the workers write caches under dir/cache.
-  TestCluster Start() const {
+  // dir/shared and the workers write caches under dir/cache. Without
+  // `roots`, only alice has a root, and nothing is shared.
+  TestCluster Start(bool roots = true) const {
     std::vector<std::string> flags = testing::TokenFlags(dir_);
     flags.resize(2);  // the cluster token; no single client token
     for (const std::string tenant : {"alice", "bob"}) {
       const std::string file = dir_.File(tenant + ".token");
       testing::WriteFile(file, "token-of-" + tenant + "-0123456789\n");
       std::filesystem::permissions(file, std::filesystem::perms::owner_read);
-      flags.insert(flags.end(), {"--auth-clients", absl::StrCat("name=", tenant, ",token_file=", file,
-                                                                ",data_roots=", dir_.File(tenant))});
+      const bool rooted = roots || tenant == "alice";
+      flags.insert(flags.end(),
+                   {"--auth-clients", absl::StrCat("name=", tenant, ",token_file=", file,
+                                                   rooted ? ",data_roots=" + dir_.File(tenant) : "")});
     }
-    flags.insert(flags.end(), {"--data-roots", dir_.File("shared")});
+    if (roots) flags.insert(flags.end(), {"--data-roots", dir_.File("shared")});
     std::vector<std::string> worker_flags = flags;
     worker_flags.insert(worker_flags.end(), {"--cache-dir", dir_.File("cache")});
     ScopedClientSecurity as_cluster({.token = testing::kClusterToken});
@@ -184,6 +187,38 @@ TEST_CASE("tenants round two: file caches are per tenant: the same name is two c
                                                   Contains("for tenant 'alice'") &&
                                                   Contains(files.Canonical("cache/tenants/alice")));
   CHECK_FALSE(std::filesystem::exists(files.File("cache/tenants/bob/poison.data")));
+}
+
+TEST_CASE("tenants round two: a tenant without data roots on a daemon of several reads no files",
+          "[service][security][tenants]") {
+  TenantFiles files;
+  TestCluster cluster = files.Start(/*roots=*/false);
+  std::vector<std::string> lines;
+  REQUIRE(ReadAs(kAlice, Dataset::TextLine({files.File("alice/a.txt")}), cluster, &lines).ok());
+  CHECK(lines == std::vector<std::string>{"alice-1", "alice-2"});
+  // No roots is no files, not every path: alice's file, and bob's own.
+  for (const std::string& path : {files.File("alice/a.txt"), files.File("bob/b.txt")}) {
+    lines.clear();
+    const absl::Status refused = ReadAs(kBob, Dataset::TextLine({path}), cluster, &lines);
+    INFO(refused.ToString());
+    CHECK(refused.code() == absl::StatusCode::kPermissionDenied);
+    CHECK_THAT(
+        std::string(refused.message()),
+        Contains("'" + path + "': ") &&
+            Contains(" for tenant 'bob' has no data roots, so file sources read nothing (on a daemon of "
+                     "several tenants no roots means none, not every path): give the tenant data_roots "
+                     "in its auth.clients entry, or the daemon data_roots that every tenant shares"));
+    CHECK_THAT(std::string(refused.message()), !Contains("alice-1") && !Contains("bob-secret"));
+    CHECK(lines.empty());
+  }
+  // What reads no file still runs for bob.
+  ScopedClientSecurity as_bob(kBob);
+  std::vector<int64_t> values;
+  absl::StatusOr<Iterator> range =
+      Dataset::Range(4).ReadFromService({.service = cluster.ServiceUrl()}).MakeIterator();
+  REQUIRE(range.ok());
+  testing::Take(*range, -1, &values);
+  CHECK(values == std::vector<int64_t>{0, 1, 2, 3});
 }
 
 }  // namespace
