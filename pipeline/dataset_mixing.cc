@@ -76,9 +76,11 @@ absl::StatusOr<std::vector<double>> ReadWeightsFile(const std::string& path, siz
   std::vector<double> weights;
   for (absl::string_view token : absl::StrSplit(*text, absl::ByAnyChar(" ,\t\r\n"), absl::SkipEmpty())) {
     double value = 0;
+    // Which value, never its text: an error quotes nothing of a file.
     if (!absl::SimpleAtod(token, &value)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(kSample, ": ", what, ": '", std::string(token), "' is not a number"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          kSample, ": ", what, ": value ", weights.size() + 1,
+          " is not a number (a weights file holds numbers separated by spaces, commas or new lines)"));
     }
     weights.push_back(value);
   }

@@ -196,7 +196,9 @@ TEST_CASE("sample_from_datasets: weights from a file, read again at each restore
         "step 1 (sample_from_datasets): weights_file '" + weights + "' has 3 values for 2 datasets");
   testing::WriteFile(weights, "1 heavy");
   CHECK(BuildError(from_file).message() ==
-        "step 1 (sample_from_datasets): weights_file '" + weights + "': 'heavy' is not a number");
+        "step 1 (sample_from_datasets): weights_file '" + weights +
+            "': value 2 is not a number (a weights file holds numbers separated by spaces, commas or new "
+            "lines)");
   testing::WriteFile(weights, "0 0");
   CHECK(BuildError(from_file).message() ==
         "step 1 (sample_from_datasets): weights_file '" + weights + "': the weights sum to 0");
