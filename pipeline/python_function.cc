@@ -23,7 +23,11 @@ struct PythonState {
   bool configured ABSL_GUARDED_BY(mu) = false;  // by a daemon
   std::optional<PythonSettings> settings ABSL_GUARDED_BY(mu);
   std::string owner ABSL_GUARDED_BY(mu);
+  // The operator's modules' processes; and the clients' callables' own, so
+  // that a client's code cannot change what the operator's functions
+  // return (issue 50). Locally, one pool runs both.
   std::shared_ptr<PythonPool> pool ABSL_GUARDED_BY(mu);
+  std::shared_ptr<PythonPool> client_pool ABSL_GUARDED_BY(mu);
 };
 
 PythonState& State() {
@@ -68,17 +72,29 @@ absl::Status ConfigurePythonFunctions(std::optional<PythonSettings> settings, co
     state.configured = false;
     state.settings.reset();
     state.pool.reset();
+    state.client_pool.reset();
     return absl::OkStatus();
   }
+  if ((!settings->modules.empty() || settings->allow_client_functions) && settings->processes < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("python.processes must be at least 1, got ", settings->processes));
+  }
   std::shared_ptr<PythonPool> pool;
-  if (!settings->modules.empty() || settings->allow_client_functions) {
-    if (settings->processes < 1) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("python.processes must be at least 1, got ", settings->processes));
-    }
-    pool = std::make_shared<PythonPool>(*settings, owner);
-    if (start_processes) {
-      if (absl::Status s = pool->StartAll(); !s.ok()) return s;
+  std::shared_ptr<PythonPool> client_pool;
+  if (!settings->modules.empty()) {
+    PythonSettings operators = *settings;
+    operators.allow_client_functions = false;
+    pool = std::make_shared<PythonPool>(std::move(operators), owner);
+  }
+  if (settings->allow_client_functions) {
+    PythonSettings clients = *settings;
+    clients.modules.clear();
+    client_pool = std::make_shared<PythonPool>(std::move(clients), owner);
+  }
+  if (start_processes) {
+    for (const auto& started : {pool, client_pool}) {
+      if (started == nullptr) continue;
+      if (absl::Status s = started->StartAll(); !s.ok()) return s;
     }
   }
   PythonState& state = State();
@@ -87,6 +103,7 @@ absl::Status ConfigurePythonFunctions(std::optional<PythonSettings> settings, co
   state.settings = std::move(settings);
   state.owner = owner;
   state.pool = std::move(pool);
+  state.client_pool = std::move(client_pool);
   return absl::OkStatus();
 }
 
@@ -150,7 +167,9 @@ absl::StatusOr<std::unique_ptr<ElementFunction>> MakePythonFunction(const proto:
                        "]); pipelines may name functions of the modules its operator loads"));
     }
   }
-  return std::make_unique<PythonFunction>(name, FunctionArgsToJson(args), seed, state_components, state.pool);
+  const std::shared_ptr<PythonPool>& pool =
+      module == kClientModule && !local ? state.client_pool : state.pool;
+  return std::make_unique<PythonFunction>(name, FunctionArgsToJson(args), seed, state_components, pool);
 }
 
 }  // namespace sluice

@@ -43,13 +43,16 @@ absl::Status SetUpPythonFunctions(const PythonSettings& settings, const std::str
   if (settings.allow_client_functions && tenants > 1 && !settings.allow_client_functions_with_tenants) {
     return absl::FailedPreconditionError(absl::StrCat(
         "python.allow_client_functions ends the isolation between tenants, and this daemon has ", tenants,
-        ": a client's function runs in the same processes as every tenant's functions and the operator's "
-        "modules, so it can read whatever files the daemon can and change what their functions return. Give "
-        "each tenant a cluster of its own, or set python.allow_client_functions_with_tenants: true to accept "
-        "that"));
+        ": a client's function runs in the same processes as every tenant's client functions, so it can "
+        "read whatever files the daemon can and change what their functions return (the operator's modules "
+        "run in processes of their own). Give each tenant a cluster of its own, or set "
+        "python.allow_client_functions_with_tenants: true to accept that"));
   }
   if (settings.allow_client_functions) {
-    spdlog::warn("python.allow_client_functions: every holder of a client token can run Python code here");
+    spdlog::warn(
+        "python.allow_client_functions: every holder of a client token can run Python code here (in {} "
+        "processes of their own, apart from the operator's modules)",
+        settings.processes);
   }
   if (!settings.modules.empty()) {
     spdlog::info("Python functions of [{}] run in {} processes of {}", absl::StrJoin(settings.modules, ", "),

@@ -213,3 +213,38 @@ def test_a_client_callable_runs_on_workers_that_allow_them(tmp_path):
     assert squares == [100, 101, 104, 109, 116]
     assert evens == [0, 2, 4, 6, 8]
     assert seeded == again and len(set(seeded)) == 4
+
+
+ATTACK_SCRIPT = '''
+import json, sys
+import sluice
+folder, flags = sys.argv[1], sys.argv[2:]
+python = {"path": [folder], "modules": ["augment"], "allow_client_functions": True, "processes": 2}
+with sluice.LocalCluster(workers=1, dispatcher_args=flags, worker_args=flags,
+                         worker_config={"python": python}, dispatcher_config={"python": python}) as c:
+    def poison(x):
+        # Issue 50, finding 7: a client's callable rewrites the operator's function.
+        import augment
+        augment.double = lambda value: 666
+        return x + 1000
+    poisoned = [int(v) for v in sluice.Dataset.range(40).map(poison, num_parallel_calls=2)
+                .distribute("parallel_epochs", c.service)]
+    doubled = [int(v) for v in sluice.Dataset.range(40).map("py:augment.double", num_parallel_calls=2)
+               .distribute("parallel_epochs", c.service)]
+    print(json.dumps([poisoned, doubled]))
+'''
+
+
+def test_a_client_callable_cannot_change_the_operators_functions(tmp_path):
+    """The callables clients ship run in processes of their own: one that
+    rewrites an operator module's function changes only its own copy."""
+    folder = tmp_path / "modules"
+    folder.mkdir()
+    (folder / "augment.py").write_text(MODULE)
+    flags, env = write_tokens(tmp_path)
+    done = subprocess.run([sys.executable, "-c", ATTACK_SCRIPT, str(folder)] + flags, capture_output=True,
+                          text=True, env=env, timeout=100)
+    assert done.returncode == 0, done.stderr
+    poisoned, doubled = json.loads(done.stdout.strip().splitlines()[-1])
+    assert poisoned == [x + 1000 for x in range(40)]
+    assert doubled == [2 * x for x in range(40)]

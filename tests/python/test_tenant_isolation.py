@@ -41,9 +41,10 @@ def test_client_functions_are_refused_on_a_daemon_of_several_tenants(tmp_path, d
     assert done.returncode != 0
     assert done.stderr.strip().endswith(
         "python.allow_client_functions ends the isolation between tenants, and this daemon has 2: a client's "
-        "function runs in the same processes as every tenant's functions and the operator's modules, so it can "
-        "read whatever files the daemon can and change what their functions return. Give each tenant a cluster "
-        "of its own, or set python.allow_client_functions_with_tenants: true to accept that"), done.stderr
+        "function runs in the same processes as every tenant's client functions, so it can read whatever files "
+        "the daemon can and change what their functions return (the operator's modules run in processes of "
+        "their own). Give each tenant a cluster of its own, or set python.allow_client_functions_with_tenants: "
+        "true to accept that"), done.stderr
 
 
 def test_an_operator_may_accept_client_functions_with_tenants(tmp_path):
@@ -61,7 +62,8 @@ def test_an_operator_may_accept_client_functions_with_tenants(tmp_path):
         finally:
             daemon.terminate()
             log, _ = daemon.communicate(timeout=30)
-    assert "python.allow_client_functions: every holder of a client token can run Python code here" in log
+    assert ("python.allow_client_functions: every holder of a client token can run Python code here (in 2 "
+            "processes of their own, apart from the operator's modules)") in log
 
 
 def test_a_newline_in_a_file_name_cannot_forge_a_log_line():
