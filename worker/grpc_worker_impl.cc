@@ -28,9 +28,10 @@ grpc::ServerUnaryReactor* AnswerAtOnce(grpc::CallbackServerContext* context, con
   const auto start = std::chrono::steady_clock::now();
   Request parsed;
   Response answer;
-  absl::Status status = auth.Check(*context, rpc, role);
+  Caller caller;
+  absl::Status status = auth.Check(*context, rpc, role, &caller);
   if (status.ok()) status = ParseRequest(*request, rpc, &parsed);
-  if (status.ok()) status = call(parsed, &answer);
+  if (status.ok()) status = call(parsed, &answer, caller);
   RecordRpc(rpc, status, start);
   if (status.ok()) {
     Finish(reactor, SerializeToByteBuffer(answer), response);
@@ -68,7 +69,9 @@ grpc::ServerUnaryReactor* GrpcWorkerImpl::ProcessTask(grpc::CallbackServerContex
                                                       grpc::ByteBuffer* response) {
   return AnswerAtOnce<proto::ProcessTaskRequest, proto::ProcessTaskResponse>(
       context, request, response, "ProcessTask", *auth_, RpcRole::kCluster,
-      [this](const auto& parsed, proto::ProcessTaskResponse*) { return impl_->ProcessTask(parsed); });
+      [this](const auto& parsed, proto::ProcessTaskResponse*, const Caller&) {
+        return impl_->ProcessTask(parsed);
+      });
 }
 
 grpc::ServerUnaryReactor* GrpcWorkerImpl::GetStatus(grpc::CallbackServerContext* context,
@@ -77,7 +80,7 @@ grpc::ServerUnaryReactor* GrpcWorkerImpl::GetStatus(grpc::CallbackServerContext*
   // The cluster's only: it lists every tenant's tasks on this worker.
   return AnswerAtOnce<proto::WorkerStatusRequest, proto::WorkerStatusResponse>(
       context, request, response, "GetStatus", *auth_, RpcRole::kCluster,
-      [this](const auto& parsed, auto* answer) { return impl_->GetStatus(parsed, answer); });
+      [this](const auto& parsed, auto* answer, const Caller&) { return impl_->GetStatus(parsed, answer); });
 }
 
 grpc::ServerUnaryReactor* GrpcWorkerImpl::OpenSharedMemory(grpc::CallbackServerContext* context,
@@ -85,7 +88,9 @@ grpc::ServerUnaryReactor* GrpcWorkerImpl::OpenSharedMemory(grpc::CallbackServerC
                                                            grpc::ByteBuffer* response) {
   return AnswerAtOnce<proto::OpenSharedMemoryRequest, proto::OpenSharedMemoryResponse>(
       context, request, response, "OpenSharedMemory", *auth_, RpcRole::kClient,
-      [this](const auto& parsed, auto* answer) { return impl_->OpenSharedMemory(parsed, answer); });
+      [this](const auto& parsed, auto* answer, const Caller& caller) {
+        return impl_->OpenSharedMemory(parsed, answer, caller.Owner());
+      });
 }
 
 }  // namespace sluice::worker

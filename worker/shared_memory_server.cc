@@ -88,7 +88,8 @@ SharedMemoryServer::~SharedMemoryServer() {
   thread_.join();
 }
 
-absl::StatusOr<proto::OpenSharedMemoryResponse> SharedMemoryServer::Offer(const std::string& host_id) {
+absl::StatusOr<proto::OpenSharedMemoryResponse> SharedMemoryServer::Offer(const std::string& host_id,
+                                                                          const std::string& client) {
   if (host_id_.empty() || host_id != host_id_) {
     return absl::FailedPreconditionError(
         "the reader is on another host than this worker, or in another network namespace");
@@ -99,6 +100,16 @@ absl::StatusOr<proto::OpenSharedMemoryResponse> SharedMemoryServer::Offer(const 
     return absl::ResourceExhaustedError(
         absl::StrCat("this worker has ", kMaxSharedMemorySessions, " shared-memory sessions open, its most"));
   }
+  int pending = 0;
+  for (const auto& [id, session] : sessions_)
+    pending += session.region == nullptr && session.client == client;
+  if (pending >= kMaxPendingSharedMemoryOffersPerClient) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "this worker holds ", kMaxPendingSharedMemoryOffersPerClient,
+        " shared-memory offers of this client that no reader has taken up, its most per client (each "
+        "lapses ",
+        absl::FormatDuration(kSharedMemoryOfferLifetime), " after it was made): this reader reads over TCP"));
+  }
   uint64_t id = 0;
   do {
     const std::string bytes = RandomBytes(sizeof(id));
@@ -106,6 +117,7 @@ absl::StatusOr<proto::OpenSharedMemoryResponse> SharedMemoryServer::Offer(const 
   } while (id == 0 || sessions_.contains(id));
   Session& session = sessions_[id];
   session.secret = RandomBytes(kSharedMemorySecretBytes);
+  session.client = client;
   session.offered = absl::Now();
   proto::OpenSharedMemoryResponse response;
   response.set_socket_name(name_);

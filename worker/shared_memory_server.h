@@ -39,6 +39,9 @@ namespace sluice::worker {
 inline constexpr int kMaxSharedMemorySessions = 256;
 // How long an offer waits for its reader to connect.
 inline constexpr absl::Duration kSharedMemoryOfferLifetime = absl::Seconds(30);
+// Offers not yet taken up, per client (tenant): a reader connects at once,
+// so more are calls that would only crowd the others out of the sessions.
+inline constexpr int kMaxPendingSharedMemoryOffersPerClient = 16;
 
 class SharedMemoryServer {
  public:
@@ -52,9 +55,12 @@ class SharedMemoryServer {
   SharedMemoryServer(const SharedMemoryServer&) = delete;
   SharedMemoryServer& operator=(const SharedMemoryServer&) = delete;
 
-  // A session for a reader on `host_id`: FailedPrecondition when that is
-  // another host, ResourceExhausted past kMaxSharedMemorySessions.
-  absl::StatusOr<proto::OpenSharedMemoryResponse> Offer(const std::string& host_id);
+  // A session for a reader on `host_id` of `client` (its tenant; "" for
+  // the single client token): FailedPrecondition when that is another
+  // host, ResourceExhausted past kMaxSharedMemorySessions or the client's
+  // kMaxPendingSharedMemoryOffersPerClient.
+  absl::StatusOr<proto::OpenSharedMemoryResponse> Offer(const std::string& host_id,
+                                                        const std::string& client = "");
 
   // The memory of a connected session, which stays mapped while the
   // pointer is held; nullptr when the session is unknown, has ended, or
@@ -89,6 +95,7 @@ class SharedMemoryServer {
  private:
   struct Session {
     std::string secret;
+    std::string client;
     absl::Time offered;
     UniqueFd socket;                       // once connected
     std::shared_ptr<SharedRegion> region;  // once connected

@@ -160,6 +160,28 @@ TEST_CASE("shared memory: a connection that never says hello holds up no other r
   CHECK(server->connected_sessions() == 1);
 }
 
+TEST_CASE("shared memory: one client's offers that nobody takes up cannot crowd out another's",
+          "[worker][shared_memory]") {
+  // Issue 50, finding 8: 256 OpenSharedMemory calls pushed other readers to TCP.
+  std::unique_ptr<SharedMemoryServer> server = StartServer();
+  for (int i = 0; i < kMaxPendingSharedMemoryOffersPerClient; ++i) {
+    REQUIRE(server->Offer(HostId(), "mallory").ok());
+  }
+  const absl::StatusOr<proto::OpenSharedMemoryResponse> refused = server->Offer(HostId(), "mallory");
+  CHECK(refused.status().code() == absl::StatusCode::kResourceExhausted);
+  CHECK(refused.status().message() ==
+        "this worker holds 16 shared-memory offers of this client that no reader has taken up, its most per "
+        "client (each lapses 30s after it was made): this reader reads over TCP");
+  // Another tenant's reader still opens a session, and it works.
+  absl::StatusOr<proto::OpenSharedMemoryResponse> offer = server->Offer(HostId(), "alice");
+  REQUIRE(offer.ok());
+  absl::StatusOr<UniqueFd> memfd = CreateSealedMemfd(4096);
+  REQUIRE(memfd.ok());
+  Connected reader = Connect(*offer, memfd->get(), 4096, offer->secret());
+  CHECK(reader.verdict.ok());
+  CHECK(server->connected_sessions() == 1);
+}
+
 TEST_CASE("shared memory: sessions together map no more than the worker's budget",
           "[worker][shared_memory]") {
   absl::StatusOr<std::unique_ptr<SharedMemoryServer>> server = SharedMemoryServer::Start(1 << 20);

@@ -185,7 +185,8 @@ void WorkerImpl::ServeElements(const proto::GetElementsRequest& request, Respons
 }
 
 absl::Status WorkerImpl::OpenSharedMemory(const proto::OpenSharedMemoryRequest& request,
-                                          proto::OpenSharedMemoryResponse* response) {
+                                          proto::OpenSharedMemoryResponse* response,
+                                          const std::string& client) {
   if (shared_memory_ == nullptr) {
     // Only a reader on this host hears why.
     if (request.host_id().empty() || request.host_id() != HostId()) {
@@ -195,7 +196,7 @@ absl::Status WorkerImpl::OpenSharedMemory(const proto::OpenSharedMemoryRequest& 
     response->set_unavailable(std::string(shared_memory_error_.message()));
     return absl::OkStatus();
   }
-  absl::StatusOr<proto::OpenSharedMemoryResponse> offer = shared_memory_->Offer(request.host_id());
+  absl::StatusOr<proto::OpenSharedMemoryResponse> offer = shared_memory_->Offer(request.host_id(), client);
   if (!offer.ok()) return offer.status();
   *response = *std::move(offer);
   return absl::OkStatus();

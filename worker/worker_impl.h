@@ -107,8 +107,10 @@ class WorkerImpl {
   // The shared-memory offer for a reader on this host; FailedPrecondition
   // for a reader on another host, and the reason shared memory is off for
   // one on this host.
+  // `client`: the caller's tenant ("" for the single client token), whose
+  // offers not yet taken up are bounded.
   absl::Status OpenSharedMemory(const proto::OpenSharedMemoryRequest& request,
-                                proto::OpenSharedMemoryResponse* response);
+                                proto::OpenSharedMemoryResponse* response, const std::string& client = "");
   absl::Status GetStatus(const proto::WorkerStatusRequest& request, proto::WorkerStatusResponse* response);
   // Starts a task the dispatcher pushed (or does nothing if it runs).
   absl::Status ProcessTask(const proto::ProcessTaskRequest& request);
