@@ -11,6 +11,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -42,11 +44,30 @@ std::vector<int64_t> Iota(int64_t n) {
 }
 
 // A cluster of tenants alice and bob, started under the cluster token.
-TestCluster StartTenants(const testing::TempDir& dir, std::vector<std::string> dispatcher_flags) {
+TestCluster StartTenants(const testing::TempDir& dir, std::vector<std::string> dispatcher_flags,
+                         std::vector<std::string> dispatcher_launcher = {}) {
   const std::vector<std::string> flags = testing::TenantFlags(dir, {"alice", "bob"});
   dispatcher_flags.insert(dispatcher_flags.begin(), flags.begin(), flags.end());
   ScopedClientSecurity as_cluster({.token = testing::kClusterToken});
-  return TestCluster({.num_workers = 1, .dispatcher_args = dispatcher_flags, .worker_args = flags});
+  return TestCluster({.num_workers = 1,
+                      .dispatcher_args = dispatcher_flags,
+                      .worker_args = flags,
+                      .dispatcher_launcher = std::move(dispatcher_launcher)});
+}
+
+// Bob's exactly_once read of range(3000) through the cluster: every
+// element once.
+void BobReadsExactly(const TestCluster& cluster) {
+  ScopedClientSecurity as_bob(kBob);
+  std::vector<int64_t> values;
+  REQUIRE(testing::ReadToEnd(
+              Dataset::Range(3000).ReadFromService({.service = cluster.ServiceUrl(),
+                                                    .processing_mode = ProcessingMode::kDistributedEpoch,
+                                                    .exactly_once = true}),
+              &values)
+              .ok());
+  std::sort(values.begin(), values.end());
+  CHECK(values == Iota(3000));
 }
 
 class Tenant {
@@ -119,16 +140,7 @@ TEST_CASE(
         "ClientHeartbeat: completed_splits must be at most 65536 entries, got 70000");
 
   // Bob still has his share, and reads exactly.
-  ScopedClientSecurity as_bob(kBob);
-  std::vector<int64_t> values;
-  REQUIRE(testing::ReadToEnd(
-              Dataset::Range(3000).ReadFromService({.service = cluster.ServiceUrl(),
-                                                    .processing_mode = ProcessingMode::kDistributedEpoch,
-                                                    .exactly_once = true}),
-              &values)
-              .ok());
-  std::sort(values.begin(), values.end());
-  CHECK(values == Iota(3000));
+  BobReadsExactly(cluster);
 }
 
 TEST_CASE(
@@ -189,6 +201,77 @@ TEST_CASE(
   testing::Take(restored, -1, &values);
   std::sort(values.begin(), values.end());
   CHECK(values == Iota(4000));
+}
+
+TEST_CASE(
+    "tenants round two: under a 3 GiB address-space limit the dispatcher outlives the restore and heartbeat "
+    "attacks, and an honest tenant reads exactly",
+    "[service][security][tenants]") {
+  // Finding 4 aborted a dispatcher under this limit after 4-5 restores of
+  // 2^21 skipped splits each; finding 5's heartbeats held gigabytes.
+  testing::TempDir dir;
+  TestCluster cluster =
+      StartTenants(dir, {"--elements-per-split", "10"}, {"/usr/bin/prlimit", "--as=3221225472", "--"});
+  Tenant alice(cluster, kAlice);
+  std::string dataset_id;
+  REQUIRE(alice.Register(Dataset::Range(int64_t{100000000}), &dataset_id).ok());
+  proto::GetOrCreateIterationRequest start;
+  start.set_job_id(alice.AnonymousJob(dataset_id));
+  proto::GetOrCreateIterationResponse started;
+  REQUIRE(alice.Call(&proto::DispatcherService::Stub::GetOrCreateIteration, start, &started).ok());
+  proto::GetOrCreateIterationRequest restore;
+  for (int i = 0; i < (1 << 20); ++i) {  // 2^21 numbers: the most one request may carry
+    restore.add_skip_splits(1 + 3 * i);
+    restore.add_skip_splits(2 + 3 * i);
+  }
+  restore.set_split_layout(started.split_layout());
+  restore.set_restore_key(started.restore_key());
+  int accepted = 0;
+  std::vector<grpc::Status> refused;
+  for (int attempt = 0; attempt < 10; ++attempt) {
+    restore.set_job_id(alice.AnonymousJob(dataset_id));
+    proto::GetOrCreateIterationResponse response;
+    const grpc::Status status =
+        alice.Call(&proto::DispatcherService::Stub::GetOrCreateIteration, restore, &response);
+    if (status.ok()) {
+      ++accepted;
+    } else {
+      refused.push_back(status);
+    }
+  }
+  // Her share of the default 2^23 numbers is 2^22: two restores of 2^21.
+  CHECK(accepted == 2);
+  REQUIRE(refused.size() == 8);
+  for (const grpc::Status& status : refused) {
+    CHECK(status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED);
+    CHECK(status.error_message() ==
+          absl::StrCat("GetOrCreateIteration: tenant 'alice' holds 4194304 numbers of restored reads' skip "
+                       "lists and this adds 2097152, past its quota tenant_max_restore_numbers = 4194304",
+                       kQuotaTail));
+  }
+  // Four heartbeats of 2^21 completed splits at once: refused before the lock.
+  std::vector<std::thread> senders;
+  std::vector<grpc::Status> heard(4);
+  for (int i = 0; i < 4; ++i) {
+    senders.emplace_back([&, i] {
+      Tenant sender(cluster, kAlice);
+      proto::ClientHeartbeatRequest forged;
+      forged.set_iteration_client_id(started.iteration_client_id());
+      for (int64_t seq = 0; seq < (int64_t{1} << 21); ++seq) forged.add_completed_splits(seq);
+      proto::ClientHeartbeatResponse response;
+      heard[i] = sender.Call(&proto::DispatcherService::Stub::ClientHeartbeat, forged, &response);
+    });
+  }
+  for (std::thread& sender : senders) sender.join();
+  for (const grpc::Status& status : heard) {
+    CHECK(status.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+    CHECK(status.error_message() ==
+          "ClientHeartbeat: completed_splits must be at most 65536 entries, got 2097152");
+  }
+  // The dispatcher lives, and bob reads every element exactly once.
+  CHECK(cluster.dispatcher().Wait(std::chrono::milliseconds(0)) == -1);
+  BobReadsExactly(cluster);
+  CHECK(cluster.dispatcher().Wait(std::chrono::milliseconds(0)) == -1);
 }
 
 }  // namespace

@@ -157,6 +157,7 @@ void TestCluster::StartDispatcher(int port) {
                                    "--bind-address",   "127.0.0.1",   "--port-file",
                                    port_file,          "--log-level", "warn"};
   argv.insert(argv.end(), options_.dispatcher_args.begin(), options_.dispatcher_args.end());
+  argv.insert(argv.begin(), options_.dispatcher_launcher.begin(), options_.dispatcher_launcher.end());
   // Each run logs to its own file: dispatcher.log, then dispatcher.1.log...
   const std::string log = dir_.File(
       dispatcher_starts_ == 0 ? "dispatcher.log" : absl::StrCat("dispatcher.", dispatcher_starts_, ".log"));
