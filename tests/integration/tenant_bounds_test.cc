@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstdint>
+#include <fstream>
 #include <memory>
 #include <optional>
 #include <string>
@@ -45,14 +46,15 @@ std::vector<int64_t> Iota(int64_t n) {
 
 // A cluster of tenants alice and bob, started under the cluster token.
 TestCluster StartTenants(const testing::TempDir& dir, std::vector<std::string> dispatcher_flags,
-                         std::vector<std::string> dispatcher_launcher = {}) {
+                         std::vector<std::string> launcher = {}) {
   const std::vector<std::string> flags = testing::TenantFlags(dir, {"alice", "bob"});
   dispatcher_flags.insert(dispatcher_flags.begin(), flags.begin(), flags.end());
   ScopedClientSecurity as_cluster({.token = testing::kClusterToken});
   return TestCluster({.num_workers = 1,
                       .dispatcher_args = dispatcher_flags,
                       .worker_args = flags,
-                      .dispatcher_launcher = std::move(dispatcher_launcher)});
+                      .dispatcher_launcher = launcher,
+                      .worker_launcher = launcher});
 }
 
 // Bob's exactly_once read of range(3000) through the cluster: every
@@ -272,6 +274,44 @@ TEST_CASE(
   CHECK(cluster.dispatcher().Wait(std::chrono::milliseconds(0)) == -1);
   BobReadsExactly(cluster);
   CHECK(cluster.dispatcher().Wait(std::chrono::milliseconds(0)) == -1);
+}
+
+// The worker's resident memory, from /proc.
+int64_t ResidentBytes(pid_t pid) {
+  std::ifstream status(absl::StrCat("/proc/", pid, "/status"));
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stoll(line.substr(6)) * 1024;
+  }
+  return -1;
+}
+
+TEST_CASE(
+    "tenants round two: a cross-trainer cache of zero-byte elements stays within max_bytes on a worker under "
+    "a 3 GiB address-space limit",
+    "[service][security][tenants]") {
+  // Finding 3: weighed by tensor bytes, "" elements were never evicted, and
+  // each worker grew by about 2 GB a minute until it aborted.
+  testing::TempDir dir;
+  TestCluster cluster = StartTenants(dir, {}, {"/usr/bin/prlimit", "--as=3221225472", "--"});
+  const pid_t worker = cluster.worker(0).pid();
+  {
+    ScopedClientSecurity as_alice(kAlice);
+    ServiceOptions options{.service = cluster.ServiceUrl(), .job_name = "zeros"};
+    options.cross_trainer_cache = ServiceOptions::CrossTrainerCache{.trainer_id = "t1", .max_bytes = 1};
+    Iterator zeros = testing::MakeOrFail(
+        Dataset::FromTensors({Tensor::StringScalar("")}).Repeat().ReadFromService(options));
+    for (int i = 0; i < 20000; ++i) REQUIRE(zeros.GetNext().ok());  // warm up
+    const int64_t before = ResidentBytes(worker);
+    for (int i = 0; i < 1000000; ++i) REQUIRE(zeros.GetNext().ok());
+    const int64_t grown = ResidentBytes(worker) - before;
+    INFO("the worker grew by " << grown << " bytes over 1,000,000 elements");
+    // Kept, they would weigh about 130 MB; the cache holds none of them.
+    CHECK(grown < (int64_t{48} << 20));
+  }
+  CHECK(cluster.worker(0).Wait(std::chrono::milliseconds(0)) == -1);
+  BobReadsExactly(cluster);
+  CHECK(cluster.worker(0).Wait(std::chrono::milliseconds(0)) == -1);
 }
 
 }  // namespace

@@ -233,6 +233,7 @@ void TestCluster::StartWorker(int index, int port) {
   if (std::find(argv.begin(), argv.end(), "--heartbeat-interval-ms") == argv.end()) {
     argv.insert(argv.end(), {"--heartbeat-interval-ms", "100"});
   }
+  argv.insert(argv.begin(), options_.worker_launcher.begin(), options_.worker_launcher.end());
   if (index >= static_cast<int>(worker_starts_.size())) worker_starts_.resize(index + 1, 0);
   const int start = worker_starts_[index]++;
   const std::string log = dir_.File(start == 0 ? absl::StrCat("worker", index, ".log")

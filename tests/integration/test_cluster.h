@@ -72,8 +72,10 @@ class TestCluster {
     // Worker i listens on worker_ports[i] when given (for a dispatcher's
     // worker_addresses); otherwise on a free port.
     std::vector<int> worker_ports;
-    // Runs dispatcherd through this command ({"prlimit", "--as=N", "--"}).
+    // Runs dispatcherd, workerd through these commands ({"prlimit",
+    // "--as=N", "--"}).
     std::vector<std::string> dispatcher_launcher;
+    std::vector<std::string> worker_launcher;
   };
   explicit TestCluster(Options options);
   ~TestCluster();
