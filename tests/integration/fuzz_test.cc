@@ -518,7 +518,14 @@ TEST_CASE("fuzz: under the client token, random requests to every RPC leave an h
   testing::TempDir dir;
   const std::vector<std::string> tokens = testing::TokenFlags(dir);
   testing::ScopedClientSecurity honest({.token = testing::kClientToken});
-  TestCluster cluster({.num_workers = 2, .dispatcher_args = tokens, .worker_args = tokens});
+  // Both daemons under an address-space limit (issue 50): an allocation a
+  // request provokes past it would abort them.
+  const std::vector<std::string> limited = {"/usr/bin/prlimit", "--as=3221225472", "--"};
+  TestCluster cluster({.num_workers = 2,
+                       .dispatcher_args = tokens,
+                       .worker_args = tokens,
+                       .dispatcher_launcher = limited,
+                       .worker_launcher = limited});
   std::set<std::string> real;
   for (int i = 0; i < cluster.num_workers(); ++i)
     real.insert(absl::StrCat("127.0.0.1:", cluster.WorkerPort(i)));
@@ -560,8 +567,11 @@ TEST_CASE("fuzz: under the client token, random requests to every RPC leave an h
   std::vector<int64_t> expected(kElements);
   for (int64_t i = 0; i < kElements; ++i) expected[i] = i;
   CHECK(values == expected);
-  // Both workers still serve.
+  // Both workers still serve, and no daemon exited.
   CHECK(cluster.RegisteredWorkers() == 2);
+  CHECK(cluster.dispatcher().Wait(std::chrono::milliseconds(0)) == -1);
+  for (int i = 0; i < cluster.num_workers(); ++i)
+    CHECK(cluster.worker(i).Wait(std::chrono::milliseconds(0)) == -1);
 }
 
 }  // namespace
