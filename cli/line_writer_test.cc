@@ -1,12 +1,12 @@
 #include "cli/line_writer.h"
 
-#include <ext/stdio_filebuf.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
-#include <sstream>
 #include <chrono>
+#include <ext/stdio_filebuf.h>
+#include <sstream>
 #include <streambuf>
 #include <string>
 #include <thread>
@@ -104,11 +104,13 @@ TEST_CASE("line_writer: the stream is only ever handed whole lines", "[cli][hard
   CHECK(buffer.flushed() == expected);
 }
 
-TEST_CASE("line_writer: a pipe whose reader left is noticed, and nothing more is written", "[cli][hardening]") {
+TEST_CASE("line_writer: a pipe whose reader left is noticed, and nothing more is written",
+          "[cli][hardening]") {
   int fds[2];
   REQUIRE(pipe(fds) == 0);
   close(fds[0]);  // the reader (head) has left
-  struct sigaction ignore {}, previous{};
+  struct sigaction ignore {
+  }, previous{};
   ignore.sa_handler = SIG_IGN;
   sigemptyset(&ignore.sa_mask);
   sigaction(SIGPIPE, &ignore, &previous);  // as the CLI's main does

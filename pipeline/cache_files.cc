@@ -227,8 +227,9 @@ absl::StatusOr<std::unique_ptr<CacheFileReader>> CacheFileReader::Open(const std
   if (written_by != fingerprint) {
     return absl::FailedPreconditionError(absl::StrCat(
         "cache: '", filename, "' holds the elements of another pipeline (",
-        unfingerprinted ? "written without a fingerprint, by an earlier release"
-                        : absl::StrCat("fingerprint ", EscapeControlCharacters(std::string(written_by.substr(0, 64)))),
+        unfingerprinted
+            ? "written without a fingerprint, by an earlier release"
+            : absl::StrCat("fingerprint ", EscapeControlCharacters(std::string(written_by.substr(0, 64)))),
         "; the steps before this cache have fingerprint ", fingerprint,
         "): give this cache a filename of its own, or delete '", index_path, "' and '", data_path,
         "' to write it again"));
