@@ -15,6 +15,7 @@
 #include "pipeline/function.h"
 #include "pipeline/io/object_url.h"
 #include "pipeline/ops.h"
+#include "pipeline/python_function.h"
 #include "pipeline/random.h"
 #include "pipeline/sandbox.h"
 
@@ -358,10 +359,6 @@ std::string StepLocation(const BuildOptions& options, int i) {
   return absl::StrCat((*options.step_locations)[i], ": ");
 }
 
-}  // namespace
-
-namespace {
-
 // The fingerprint of `def`'s steps before step `end`, with its plugins.
 std::string StepsFingerprint(const proto::DatasetDef& def, int end) {
   proto::DatasetDef steps;
@@ -373,7 +370,7 @@ std::string StepsFingerprint(const proto::DatasetDef& def, int end) {
 // What a step after a map whose output is unknown at build time needs.
 std::string UndeclaredOutputAdvice(const proto::DatasetDef& def, int map_step) {
   const std::string& fn = def.steps(map_step).map().fn().name();
-  const std::string what = fn == "py:__client__.call"       ? "a shipped Python callable"
+  const std::string what = fn == kClientFunctionName        ? "a shipped Python callable"
                            : absl::StartsWith(fn, "local:") ? "a function of this process"
                                                             : fn;
   return absl::StrCat("; the components of step ", map_step + 1, "'s output (map ", what,

@@ -18,6 +18,9 @@
 namespace sluice {
 
 inline constexpr char kPythonFunctionPrefix[] = "py:";
+// What a Python callable a client ships is called once shipped (client
+// functions in the Python package): its pickle is an argument.
+inline constexpr char kClientFunctionName[] = "py:__client__.call";
 // The argument scan adds: the first N components of each call are the
 // state, and the function is called as fn(state, element).
 inline constexpr char kPythonStateComponents[] = "__state_components";
