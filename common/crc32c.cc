@@ -1,6 +1,11 @@
 #include "common/crc32c.h"
 
 #include <array>
+#include <cstring>
+
+#if defined(__x86_64__)
+#include <nmmintrin.h>
+#endif
 
 namespace sluice::crc32c {
 namespace {
@@ -22,9 +27,7 @@ struct Tables {
 
 constexpr Tables kTables;
 
-}  // namespace
-
-uint32_t Extend(uint32_t crc, const void* data, size_t size) {
+uint32_t ExtendPortable(uint32_t crc, const void* data, size_t size) {
   const auto* p = static_cast<const uint8_t*>(data);
   uint32_t c = ~crc;
   while (size >= 4) {
@@ -38,5 +41,53 @@ uint32_t Extend(uint32_t crc, const void* data, size_t size) {
   while (size-- > 0) c = (c >> 8) ^ kTables.t[0][(c ^ *p++) & 0xff];
   return ~c;
 }
+
+#if defined(__x86_64__)
+// SSE 4.2's crc32 instruction computes exactly this polynomial, 8 bytes per
+// instruction: about 5x the tables (bench/README.md, object_storage), where
+// the tables were a quarter of a TFRecord reader's time.
+__attribute__((target("sse4.2"))) uint32_t ExtendSse42(uint32_t crc, const void* data, size_t size) {
+  const auto* p = static_cast<const uint8_t*>(data);
+  uint64_t c = ~crc;
+  while (size > 0 && (reinterpret_cast<uintptr_t>(p) & 7) != 0) {
+    c = _mm_crc32_u8(static_cast<uint32_t>(c), *p++);
+    --size;
+  }
+  while (size >= 8) {
+    uint64_t word;
+    std::memcpy(&word, p, 8);
+    c = _mm_crc32_u64(c, word);
+    p += 8;
+    size -= 8;
+  }
+  while (size-- > 0) c = _mm_crc32_u8(static_cast<uint32_t>(c), *p++);
+  return ~static_cast<uint32_t>(c);
+}
+
+#endif
+
+using ExtendFunction = uint32_t (*)(uint32_t, const void*, size_t);
+
+ExtendFunction ChooseExtend() {
+#if defined(__x86_64__)
+  __builtin_cpu_init();  // may run before libgcc's own initialiser
+  if (__builtin_cpu_supports("sse4.2")) return ExtendSse42;
+#endif
+  return ExtendPortable;
+}
+
+}  // namespace
+
+uint32_t Extend(uint32_t crc, const void* data, size_t size) {
+  // Chosen on first use: a static initialiser elsewhere may call it first.
+  static const ExtendFunction extend = ChooseExtend();
+  return extend(crc, data, size);
+}
+
+namespace internal {
+uint32_t ExtendWithTables(uint32_t crc, const void* data, size_t size) {
+  return ExtendPortable(crc, data, size);
+}
+}  // namespace internal
 
 }  // namespace sluice::crc32c
