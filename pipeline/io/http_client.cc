@@ -44,18 +44,36 @@ struct Transfer {
   HttpResponse* response;
   const HttpOptions* options;
   bool too_large = false;
+  // The status of the answer whose body is arriving (its status line).
+  long status = 0;
+  size_t body_bytes = 0;  // of this transfer, wherever they went
 };
 
 size_t OnBody(char* data, size_t size, size_t count, void* user) {
   auto* transfer = static_cast<Transfer*>(user);
   const size_t bytes = size * count;
-  std::string& body = transfer->response->body;
-  if (body.size() + bytes > transfer->options->max_body_bytes) {
+  if (transfer->body_bytes + bytes > transfer->options->max_body_bytes) {
     transfer->too_large = true;
     return 0;  // aborts the transfer
   }
+  transfer->body_bytes += bytes;
+  const bool success = transfer->status >= 200 && transfer->status < 300;
+  std::string& body = success && transfer->options->success_body != nullptr ? *transfer->options->success_body
+                                                                            : transfer->response->body;
   body.append(data, bytes);
   return bytes;
+}
+
+// "HTTP/1.1 206 Partial Content" -> 206; 0 when it is not a status line.
+long StatusOf(absl::string_view status_line) {
+  const size_t space = status_line.find(' ');
+  long status = 0;
+  if (space == absl::string_view::npos || status_line.size() < space + 4) return 0;
+  for (char digit : status_line.substr(space + 1, 3)) {
+    if (digit < '0' || digit > '9') return 0;
+    status = status * 10 + (digit - '0');
+  }
+  return status;
 }
 
 size_t OnHeader(char* data, size_t size, size_t count, void* user) {
@@ -65,6 +83,7 @@ size_t OnHeader(char* data, size_t size, size_t count, void* user) {
   if (absl::StartsWith(line, "HTTP/")) {
     // A new answer (after a 100 Continue): its headers start afresh.
     transfer->response->headers.clear();
+    transfer->status = StatusOf(line);
     return bytes;
   }
   const size_t colon = line.find(':');
@@ -101,7 +120,8 @@ int64_t HttpRequestsSent() { return requests_sent.load(std::memory_order_relaxed
 
 absl::Status HttpPerform(const HttpRequest& request, const HttpOptions& options, HttpResponse* response) {
   *response = HttpResponse{};
-  if (options.expected_body_bytes > 0) response->body.reserve(options.expected_body_bytes);
+  if (options.expected_body_bytes > 0 && options.success_body == nullptr)
+    response->body.reserve(options.expected_body_bytes);
   CURL* curl = HandleForThisThread();
   if (curl == nullptr) return absl::ResourceExhaustedError("curl_easy_init failed");
   Transfer transfer{response, &options};

@@ -228,10 +228,14 @@ absl::Status ReadObjectRange(const ObjectInfo& info, uint64_t offset, uint64_t l
     request.headers.push_back(absl::StrCat("Range: bytes=", from, "-", offset + length - 1));
     HttpOptions options = OptionsFor(*context);
     options.max_body_bytes = length - out->size();
+    // The body lands in *out itself: the one copy from curl's buffer.
+    options.success_body = out;
+    const size_t had = out->size();
     HttpResponse response;
     const absl::Status sent = HttpPerform(request, options, &response);
     if (absl::IsPermissionDenied(sent)) return {sent, false};
     if (response.status != 206 && response.status != 200) {
+      out->resize(had);  // a 204's or another 2xx's body, if any
       if (!sent.ok()) {
         return {absl::UnavailableError(absl::StrCat("GET ", info.url, ": ", response.transport_error)), true};
       }
@@ -243,6 +247,7 @@ absl::Status ReadObjectRange(const ObjectInfo& info, uint64_t offset, uint64_t l
       return FailedAnswer("GET", info.url, response);
     }
     if (response.status == 200 && (from != 0 || length != info.size)) {
+      out->resize(had);
       return {absl::FailedPreconditionError(
                   absl::StrCat("GET ", info.url, ": the server ignores Range (HTTP 200 for bytes=", from, "-",
                                offset + length - 1, "), so it cannot be read in parts")),
@@ -250,11 +255,11 @@ absl::Status ReadObjectRange(const ObjectInfo& info, uint64_t offset, uint64_t l
     }
     const std::string etag = UnquoteEtag(response.Header("etag"));
     if (!info.etag.empty() && !etag.empty() && etag != info.etag) {
+      out->resize(had);
       return {absl::DataLossError(absl::StrCat("'", info.url, "' changed during the read: its ETag was ",
                                                info.etag, " and is now ", etag, " (at byte ", from, ")")),
               false};
     }
-    out->append(response.body);
     if (!sent.ok()) {
       // A cut body: resumed from what arrived.
       return {absl::UnavailableError(absl::StrCat("GET ", info.url, ": ", response.transport_error,
