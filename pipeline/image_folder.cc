@@ -117,7 +117,7 @@ class ImageFolderDataset : public FileListDataset {
 
   const std::vector<ImageFile> files_;
   const ComponentNames names_;
-  // Objects fetched at once (object_storage.objects_in_flight); 0 for files.
+  // Objects fetched at once (io::ObjectsAhead); 0 for files.
   const int64_t read_ahead_;
 };
 
@@ -252,7 +252,9 @@ absl::StatusOr<DatasetPtr> MakeImageFolderDataset(const proto::ImageFolderOp& op
   if (io::HasUrlScheme(op.root())) {
     absl::StatusOr<std::shared_ptr<const io::ObjectStorageContext>> context = io::CurrentObjectStorage();
     if (!context.ok()) return context.status();
-    read_ahead = (*context)->objects_in_flight;
+    uint64_t bytes = 0;
+    for (const ImageFile& file : files) bytes += file.object.has_value() ? file.object->size : 0;
+    read_ahead = io::ObjectsAhead(**context, bytes / files.size());
   }
   return std::make_shared<ImageFolderDataset>(std::move(files), op.shuffle(), seed, read_ahead);
 }
