@@ -37,6 +37,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "python"))
 sys.path.insert(0, os.path.join(ROOT, "tests", "multihost"))
 BUCKET = "bench"
 RECORD_BYTES = 256 << 10
+OBJECTS_IN_FLIGHT = 128  # object_storage.objects_in_flight's default
 
 
 def measure(kind, target, seconds):
@@ -73,28 +74,35 @@ def run_child(kind, target, env, seconds):
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
-def curl_ceiling(endpoint, shard_keys, shard_bytes, image_keys):
-    """The server's own ceiling through the same link: the curl command
-    fetching the same byte ranges (8 MiB, 8 in flight) and the same images
-    (16 in flight) to /dev/null, with no parsing or decoding."""
+def curl_ranges(urls, size, curl_args=()):
+    """MB/s of the curl command fetching `urls` (each `size` bytes) as the
+    reader does, in 8 MiB ranges with 8 in flight, to /dev/null."""
     part = 8 << 20
     ranges = []
-    for key in shard_keys:
-        for start in range(0, shard_bytes, part):
-            end = min(start + part, shard_bytes) - 1
+    for url in urls:
+        for start in range(0, size, part):
+            end = min(start + part, size) - 1
             # "-:" (--next): each transfer its own range; without it the
             # last -r would apply to all.
-            ranges += ["-:", "--fail", "-r", f"{start}-{end}", "-o", "/dev/null", f"{endpoint}/{BUCKET}/{key}"]
+            ranges += ["-:", "--fail", *curl_args, "-r", f"{start}-{end}", "-o", "/dev/null", url]
     started = time.monotonic()
     subprocess.run(["curl", "-sS", "--parallel", "--parallel-max", "8"] + ranges[1:], check=True, timeout=900,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    large = len(shard_keys) * shard_bytes / (time.monotonic() - started) / 1e6
+    return len(urls) * size / (time.monotonic() - started) / 1e6
+
+
+def curl_ceiling(endpoint, shard_keys, shard_bytes, image_keys, objects_in_flight):
+    """The server's own ceiling through the same link: the curl command
+    fetching the same byte ranges (8 MiB, 8 in flight) and the same images
+    (as many in flight as the reader) to /dev/null, with no parsing or
+    decoding."""
+    large = curl_ranges([f"{endpoint}/{BUCKET}/{key}" for key in shard_keys], shard_bytes)
     gets = []
     for key in image_keys:
         gets += ["-:", "--fail", "-o", "/dev/null", f"{endpoint}/{BUCKET}/{key}"]
     started = time.monotonic()
-    subprocess.run(["curl", "-sS", "--parallel", "--parallel-max", "16"] + gets[1:], check=True, timeout=900,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run(["curl", "-sS", "--parallel", "--parallel-max", str(objects_in_flight)] + gets[1:], check=True,
+                   timeout=900, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     small = len(image_keys) / (time.monotonic() - started)
     return large, small
 
@@ -160,7 +168,7 @@ def main():
         measure(args.measure, args.target, args.seconds)
         return
 
-    from object_storage_servers import S3Server
+    from object_storage_servers import HttpsFolderServer, S3Server
     from slow_link import SlowLink
 
     shards = write_shards(os.path.join(args.work_dir, "shards"), args.shards, args.shard_mib)
@@ -211,11 +219,22 @@ def main():
                 env["AWS_ENDPOINT_URL"] = endpoint
             large = run_child("tfrecord", shard_target, env, args.seconds)
             small = run_child("images", image_target, env, args.seconds)
-            ceiling = curl_ceiling(endpoint, shard_keys, shard_bytes, image_keys) if endpoint else None
+            ceiling = (curl_ceiling(endpoint, shard_keys, shard_bytes, image_keys, OBJECTS_IN_FLIGHT)
+                       if endpoint else None)
             rows.append((name, large, small, ceiling))
             print(name, large, small, ceiling, flush=True)
         for link in links:
             link.close()
+        # A server that is not the limit: nginx (C, several requests at
+        # once) over HTTPS, for the shards (a web server has no listing, so
+        # no image_folder).
+        with HttpsFolderServer(os.path.dirname(shards[0])) as web:
+            env = dict(base_env, AWS_CA_BUNDLE=web.ca_file)
+            web_urls = [web.url + os.path.basename(p) for p in shards]
+            large = run_child("tfrecord", json.dumps(web_urls), env, args.seconds)
+            ceiling = (curl_ranges(web_urls, shard_bytes, ("--cacert", web.ca_file)), None)
+            rows.append(("nginx https, loopback", large, {}, ceiling))
+            print(rows[-1], flush=True)
         mount = S3fsMount(s3.endpoint, args.work_dir)
         try:
             if mount.mounted:
@@ -229,11 +248,13 @@ def main():
     base_large = rows[0][1].get("rate")
     base_small = rows[0][2].get("rate")
     print(f"\n{args.shards} x {args.shard_mib} MiB TFRecord shards; {args.images} JPEGs; default object "
-          f"settings (8 MiB parts, 8 in flight, 16 objects in flight); {os.cpu_count()} cores")
+          f"settings (8 MiB parts, 8 in flight, {OBJECTS_IN_FLIGHT} objects in flight); {os.cpu_count()} cores")
     print("| source | shards MB/s | x local | curl MB/s | x curl | images/s | x local | curl objects/s | x curl |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for name, large, small, ceiling in rows:
         def cell(result, base):
+            if not result:
+                return "-", "-"
             if "rate" not in result:
                 return f"FAILED ({result.get('error')})", "-"
             return f"{result['rate']:.1f}", f"{result['rate'] / base:.2f}" if base else "-"
