@@ -18,6 +18,9 @@ void DescribeDispatcherConfig(DispatcherConfig* config, ConfigSchema* schema) {
   AddPythonSettings(schema, &config->python);
   schema->AddInt("worker_timeout_ms", &config->worker_timeout_ms, 100, 86400000,
                  "a worker silent this long is lost and its tasks end");
+  schema->AddInt("silent_majority_timeout_ms", &config->silent_majority_timeout_ms, 100, 86400000,
+                 "when most workers are silent at once (this dispatcher may be cut off), they are lost only "
+                 "after this long, or when their readers cannot reach them");
   schema->AddInt("client_timeout_ms", &config->client_timeout_ms, 100, 86400000,
                  "a client silent this long is released");
   schema->AddInt("job_gc_timeout_ms", &config->job_gc_timeout_ms, 10, 86400000 * 30LL,

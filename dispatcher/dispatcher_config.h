@@ -17,6 +17,11 @@ struct DispatcherConfig {
   std::string bind_address = "127.0.0.1";
   // A worker without a heartbeat for this long is lost; its tasks end.
   int64_t worker_timeout_ms = 10000;
+  // When more than half of the workers are silent past worker_timeout_ms at
+  // once, this dispatcher suspects itself (dispatcher/silent_workers.h):
+  // they are removed only after this long, or when their readers report
+  // them unreachable.
+  int64_t silent_majority_timeout_ms = 60000;
   // A client without a heartbeat for this long is released.
   int64_t client_timeout_ms = 60000;
   // An iteration without clients for this long is collected: its workers

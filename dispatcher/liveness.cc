@@ -86,15 +86,19 @@ void Liveness::RunMonitor() {
       const auto now = Clock::now();
       CollectAbandonedIterations(now);
       CollectFinishedJobs(now);
-      std::vector<std::string> lost;
-      for (const auto& [address, last] : core_.worker_activity_.last_heard()) {
-        if (now - last > timeout) lost.push_back(address);
-      }
-      for (const std::string& address : lost) {
+      const auto find_silent = [&] {
+        return FindSilentWorkers(core_.worker_activity_.last_heard(), now, timeout,
+                                 std::chrono::milliseconds(core_.config_.silent_majority_timeout_ms),
+                                 excused_workers_);
+      };
+      SilentWorkers silent = find_silent();
+      // Most just came back: the rest keep the longer timeout until heard.
+      if (NoteSilentMajority(silent)) silent = find_silent();
+      for (const auto& [address, silent_for] : silent.to_remove) {
         spdlog::warn("worker {} missed heartbeats for {} ms; removed, its tasks end", address,
-                     core_.config_.worker_timeout_ms);
-        RemoveWorker(address, absl::StrCat("no heartbeat for ", core_.config_.worker_timeout_ms, " ms"),
-                     &new_tasks);
+                     silent_for.count());
+        excused_workers_.erase(address);
+        RemoveWorker(address, absl::StrCat("no heartbeat for ", silent_for.count(), " ms"), &new_tasks);
       }
       ReleaseSilentClients(now);
       // Here, not per heartbeat: heartbeats only store their figures.
@@ -105,6 +109,25 @@ void Liveness::RunMonitor() {
     (void)core_.WaitForJournal();
     core_.PushTasks(new_tasks);
   }
+}
+
+bool Liveness::NoteSilentMajority(const SilentWorkers& silent) {
+  if (silent.majority_silent == suspecting_isolation_) return false;
+  suspecting_isolation_ = silent.majority_silent;
+  if (suspecting_isolation_) {
+    spdlog::warn(
+        "{} of {} workers went silent at once (worker_timeout_ms {}): this dispatcher may be cut off from "
+        "them, so they stay until silent for {} ms (silent_majority_timeout_ms) or their readers cannot "
+        "reach "
+        "them",
+        silent.silent, silent.known, core_.config_.worker_timeout_ms,
+        std::max(core_.config_.worker_timeout_ms, core_.config_.silent_majority_timeout_ms));
+    return false;
+  }
+  excused_workers_ = silent.silent_workers;
+  spdlog::info("most workers are heard again ({} of {} silent; they stay until heard, or silent for {} ms)",
+               silent.silent, silent.known, core_.config_.silent_majority_timeout_ms);
+  return true;
 }
 
 void Liveness::RemoveWorker(const std::string& address, const std::string& reason, NewTasks* new_tasks) {

@@ -18,6 +18,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "dispatcher/dispatcher_core.h"
+#include "dispatcher/silent_workers.h"
 
 namespace sluice::dispatcher {
 
@@ -82,6 +83,9 @@ class Liveness {
   // Drops what this process keeps about an iteration that reads no more
   // (collected, failed or removed): its split provider and timers.
   void ForgetIteration(int64_t iteration_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu_);
+  // Logs when most workers go silent at once, and when they are heard
+  // again; true when they just were (excused_workers_ then holds the rest).
+  bool NoteSilentMajority(const SilentWorkers& silent) ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu_);
   // Clients silent for client_timeout_ms are released (and remembered).
   void ReleaseSilentClients(Clock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu_);
   void CollectAbandonedIterations(Clock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu_);
@@ -102,6 +106,11 @@ class Liveness {
   // Since when each uncollected iteration has had no client.
   std::map<int64_t, Clock::time_point> iteration_idle_since_ ABSL_GUARDED_BY(core_.mu_);
   bool stopping_ ABSL_GUARDED_BY(core_.mu_) = false;
+  // Most workers are silent at once (logged when it starts and ends).
+  bool suspecting_isolation_ ABSL_GUARDED_BY(core_.mu_) = false;
+  // Workers still silent when the last such silence ended, with when they
+  // were last heard (FindSilentWorkers' `excused`).
+  WorkerHeardTimes excused_workers_ ABSL_GUARDED_BY(core_.mu_);
   std::thread monitor_;
 };
 

@@ -62,11 +62,15 @@ TEST_CASE("dispatcher_impl: the monitor removes workers that stop heartbeating",
   DispatcherConfig config = TestConfig();
   config.worker_timeout_ms = 200;
   config.client_timeout_ms = 200;
+  // The only worker silent is a silent majority: the dispatcher suspects
+  // itself and waits this long.
+  config.silent_majority_timeout_ms = 1500;
   DispatcherImpl d(config);
   REQUIRE(d.Start().ok());
   // The iteration first: the worker gets its task when it registers, so a
   // slow machine cannot lose the worker before the task exists.
   const auto it = Iteration(d, Job(d, Register(d, SquaresDef())));
+  const auto last_heartbeat = std::chrono::steady_clock::now();
   REQUIRE(NewTaskIds(Heartbeat(d, "w1:1")) == std::vector<int64_t>{1});
 
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
@@ -80,6 +84,8 @@ TEST_CASE("dispatcher_impl: the monitor removes workers that stop heartbeating",
   }
   CHECK(removed);
   CHECK(released);
+  // Not after worker_timeout_ms (200): after silent_majority_timeout_ms.
+  CHECK(std::chrono::steady_clock::now() - last_heartbeat >= std::chrono::milliseconds(1500));
   proto::StatusSnapshot s = Snapshot(d);
   REQUIRE(s.iterations_size() == 1);
   // The lost worker's task ended, so the iteration did.

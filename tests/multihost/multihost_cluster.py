@@ -23,18 +23,20 @@ def wait_for(path, process, what, timeout=30):
 
 
 class Cluster:
-    """Host 0: the dispatcher; hosts 1..workers (or `worker_hosts`): a
-    worker each, started with `worker_flags` too; the rest: readers."""
+    """Host 0: the dispatcher (started with `dispatcher_flags` too); hosts
+    1..workers (or `worker_hosts`): a worker each, started with
+    `worker_flags` too; the rest: readers."""
 
     def __init__(self, hosts, tmp_path, workers=0, worker_link=None, worker_timeout_ms=1500, worker_hosts=None,
-                 worker_flags=()):
+                 worker_flags=(), dispatcher_flags=()):
         self.hosts, self.tmp = hosts, tmp_path
         self.service = f"grpc://{hosts.address(0)}:{DISPATCHER_PORT}"
         self.worker_hosts = list(worker_hosts) if worker_hosts is not None else list(range(1, workers + 1))
         log = open(tmp_path / "dispatcher.log", "w")
         dispatcher = hosts.popen(0, [DISPATCHERD, "--port", str(DISPATCHER_PORT), "--bind-address", hosts.address(0),
                                      "--insecure", "--worker-timeout-ms", str(worker_timeout_ms), "--port-file",
-                                     str(tmp_path / "dispatcher.port")], stdout=log, stderr=subprocess.STDOUT)
+                                     str(tmp_path / "dispatcher.port"), *dispatcher_flags],
+                                stdout=log, stderr=subprocess.STDOUT)
         wait_for(tmp_path / "dispatcher.port", dispatcher, "dispatcherd")
         for i in self.worker_hosts:
             if worker_link:

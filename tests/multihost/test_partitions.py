@@ -1,6 +1,7 @@
-"""Partial partitions across hosts (issue 36, part 1): the dispatcher cut
-off from every worker while the reader still reaches both, and a reader cut
-off from one worker while both still reach the dispatcher. A cut drops
+"""Partial partitions across hosts (issue 36, part 1; issue 50, finding 9):
+the dispatcher cut off from every worker (or from everyone) while the reader
+still reaches the workers, and a reader cut off from one worker while both
+still reach the dispatcher. A cut drops
 packets silently (netns_hosts.Hosts.cut), as a broken path does. Every
 read is checked exactly: the multiset of its elements, or an error that
 names what was lost; none may outlive its bound."""
@@ -85,6 +86,15 @@ def wait_in_log(cluster, name, text, count, timeout=20):
         time.sleep(0.1)
 
 
+def suspected_itself(cluster, workers):
+    """The dispatcher logged that `workers` workers went silent at once and
+    kept them (it suspects itself), and removed none."""
+    log = cluster.log("dispatcher")
+    assert (f"{workers} of {workers} workers went silent at once (worker_timeout_ms 1500): this dispatcher may be "
+            f"cut off from them, so they stay until silent for 60000 ms (silent_majority_timeout_ms)") in log, log
+    assert "removed" not in log, log
+
+
 def test_the_dispatcher_cut_off_from_the_workers_past_their_timeout_loses_nothing_with_exactly_once(tmp_path):
     with Hosts(4) as hosts:
         # 8 Mbit/s links: the 8 MB epoch takes seconds, so the 3 s cut (past
@@ -97,14 +107,11 @@ def test_the_dispatcher_cut_off_from_the_workers_past_their_timeout_loses_nothin
         assert code == 0, err
         counts = batch_counts(lines)
         assert sorted(counts) == list(range(0, n, BATCH)) and set(counts.values()) == {1}
-        # Reads in flight kept coming from the workers, which the reader
-        # still reached, until the dispatcher gave their tasks up.
+        # The workers, which the reader still reached, went on serving.
         assert at_mend > at_cut
-        log = cluster.log("dispatcher")
-        for i in (1, 2):
-            assert f"worker {cluster.worker(i)} missed heartbeats for 1500 ms; removed" in log, log
-            # Back after the cut: registered again.
-            wait_in_log(cluster, "dispatcher", f"worker {cluster.worker(i)} registered", 2)
+        # Both silent at once: the dispatcher suspected itself and kept them
+        # (issue 50, finding 9).
+        suspected_itself(cluster, 2)
         # And the healed cluster serves a new job.
         squares = cluster.pipeline("squares", ["range: 1000", "map: square",
                                                "distribute: {processing_mode: distributed_epoch}"])
@@ -113,9 +120,52 @@ def test_the_dispatcher_cut_off_from_the_workers_past_their_timeout_loses_nothin
         assert sorted(int(v) for v in lines) == sorted(i * i for i in range(1000))
 
 
-def test_the_dispatcher_cut_off_from_the_workers_in_parallel_epochs_counts_only_what_was_lost(tmp_path):
+def test_the_dispatcher_cut_off_from_the_workers_in_parallel_epochs_loses_nothing(tmp_path):
     with Hosts(4) as hosts:
         cluster = Cluster(hosts, tmp_path, workers=2, worker_link="8mbit")
+        batches = N // 2 // BATCH
+        pipeline = cluster.pipeline("parallel", [f"range: {N // 2}", f"batch: {BATCH}",
+                                                 "distribute: {processing_mode: parallel_epochs}"])
+        code, lines, err, at_cut, at_mend = cut_during_read(cluster, 3, pipeline, [(0, 1), (0, 2)], 3)
+        assert at_mend > at_cut
+        assert code == 0, err
+        assert len(lines) == 2 * batches
+        assert_epochs_whole_or_loss_counted(code, lines, err, 2, batches, [])
+        suspected_itself(cluster, 2)
+
+
+def test_the_dispatcher_cut_off_from_everyone_past_the_worker_timeout_loses_nothing(tmp_path):
+    """Issue 50, finding 9: the dispatcher's host drops off (from the workers
+    and the reader) for longer than the worker timeout while the reader and
+    the workers still reach each other. Every element comes, once per worker
+    in parallel_epochs and once in all with exactly_once."""
+    with Hosts(4) as hosts:
+        cluster = Cluster(hosts, tmp_path, workers=2, worker_link="8mbit")
+        batches = N // 2 // BATCH
+        pipeline = cluster.pipeline("parallel", [f"range: {N // 2}", f"batch: {BATCH}",
+                                                 "distribute: {processing_mode: parallel_epochs}"])
+        code, lines, err, at_cut, at_mend = cut_during_read(cluster, 3, pipeline, [(0, 1), (0, 2), (0, 3)], 4)
+        assert at_mend > at_cut
+        assert code == 0, err
+        assert len(lines) == 2 * batches
+        assert_epochs_whole_or_loss_counted(code, lines, err, 2, batches, [])
+        suspected_itself(cluster, 2)
+        exact = cluster.pipeline("exact", [f"range: {N // 2}", f"batch: {BATCH}",
+                                           "distribute: {processing_mode: distributed_epoch, exactly_once: true}"])
+        code, lines, err, at_cut, at_mend = cut_during_read(cluster, 3, exact, [(0, 1), (0, 2), (0, 3)], 4)
+        assert code == 0, err
+        counts = batch_counts(lines)
+        assert sorted(counts) == list(range(0, N // 2, BATCH)) and set(counts.values()) == {1}
+        assert "removed" not in cluster.log("dispatcher"), cluster.log("dispatcher")
+
+
+def test_a_dispatcher_told_not_to_wait_counts_only_what_was_lost_in_parallel_epochs(tmp_path):
+    """With silent_majority_timeout_ms at the worker timeout, the dispatcher
+    gives silent workers up as before: the read counts exactly what did not
+    come, and never a loss for what came."""
+    with Hosts(4) as hosts:
+        cluster = Cluster(hosts, tmp_path, workers=2, worker_link="8mbit",
+                          dispatcher_flags=["--silent-majority-timeout-ms", "1500"])
         batches = N // 2 // BATCH
         pipeline = cluster.pipeline("parallel", [f"range: {N // 2}", f"batch: {BATCH}",
                                                  "distribute: {processing_mode: parallel_epochs}"])
@@ -126,6 +176,9 @@ def test_the_dispatcher_cut_off_from_the_workers_in_parallel_epochs_counts_only_
         # The dispatcher gave both tasks up, yet the requests the reader had
         # out still came back from the workers: what they brought counts.
         assert_epochs_whole_or_loss_counted(code, lines, err, 2, batches, [cluster.worker(1), cluster.worker(2)])
+        # Back after the cut: registered again.
+        for i in (1, 2):
+            wait_in_log(cluster, "dispatcher", f"worker {cluster.worker(i)} registered", 2)
 
 
 def test_a_reader_cut_off_from_one_worker_reads_every_element_once(tmp_path):
