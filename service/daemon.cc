@@ -154,6 +154,11 @@ absl::StatusOr<std::unique_ptr<grpc::Server>> StartServer(const ServerOptions& o
   builder.AddListeningPort(address, MakeServerCredentials(options.security), bound_port);
   builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
   builder.SetMaxSendMessageSize(kMaxMessageBytes);
+  // Past the quota gRPC shrinks its flow-control windows, so senders wait,
+  // and then closes connections, rather than buffer without bound.
+  grpc::ResourceQuota transport_memory("sluice-server");
+  transport_memory.Resize(kServerTransportMemoryBytes);
+  builder.SetResourceQuota(transport_memory);
   // gRPC sets SO_REUSEPORT by default, so a second daemon on a port in use
   // would start and take half the calls: two dispatchers answering in
   // turn, or a doubled worker. A port in use must be a startup error.

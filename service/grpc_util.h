@@ -7,6 +7,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include <chrono>
+#include <cstddef>
 #include <functional>
 #include <memory>
 #include <string>
@@ -57,6 +58,12 @@ absl::Status CheckGrpcUsableAfterFork();
 // process's token and TLS settings.
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address, const ChannelOptions& options = {});
 inline constexpr int kMaxMessageBytes = 256 * 1024 * 1024;
+// The memory a daemon's gRPC server may hold for all its connections'
+// incoming bytes together (its ResourceQuota): room for one message of the
+// largest size and as much again. gRPC reads a request's whole body before
+// any handler, and so any token check, runs; without this bound thirty
+// unauthenticated peers sending 200 MiB each grew a worker to 3 GB.
+inline constexpr size_t kServerTransportMemoryBytes = size_t{2} * kMaxMessageBytes;
 
 // Calls `call` with a fresh context whose deadline is `timeout` away, and
 // retries UNAVAILABLE with exponential backoff (10 ms doubling to 1 s) until

@@ -168,16 +168,6 @@ TEST_CASE(
   CHECK(values == std::vector<int64_t>{0, 1, 2});
 }
 
-// A field of /proc/PID/status, in kB ("VmSize", "Threads"), or -1.
-int64_t ProcStatus(pid_t pid, const std::string& field) {
-  std::istringstream status(testing::ReadFileOrEmpty(absl::StrCat("/proc/", pid, "/status")));
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind(field + ":", 0) == 0) return std::stoll(line.substr(field.size() + 1));
-  }
-  return -1;
-}
-
 TEST_CASE("hardening worker: many short reads do not pile up task threads", "[service][hardening][worker]") {
   TestCluster cluster({.num_workers = 1});
   const pid_t worker = cluster.worker(0).pid();
@@ -191,10 +181,10 @@ TEST_CASE("hardening worker: many short reads do not pile up task threads", "[se
     REQUIRE(values.size() == 3);
   };
   for (int i = 0; i < 10; ++i) read_once();
-  const int64_t size_before = ProcStatus(worker, "VmSize");
+  const int64_t size_before = testing::ProcStatus(worker, "VmSize");
   for (int i = 0; i < 100; ++i) read_once();
-  const int64_t size_after = ProcStatus(worker, "VmSize");
-  const int64_t threads_after = ProcStatus(worker, "Threads");
+  const int64_t size_after = testing::ProcStatus(worker, "VmSize");
+  const int64_t threads_after = testing::ProcStatus(worker, "Threads");
   CAPTURE(size_before, size_after, threads_after);
   // Each task's thread kept its 8 MiB stack until job GC (5 minutes): 100
   // reads grew the worker by 800 MB.

@@ -83,6 +83,15 @@ std::string ReadFileOrEmpty(const std::string& path) {
   return text.str();
 }
 
+int64_t ProcStatus(pid_t pid, const std::string& field) {
+  std::istringstream status(ReadFileOrEmpty(absl::StrCat("/proc/", pid, "/status")));
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind(field + ":", 0) == 0) return std::stoll(line.substr(field.size() + 1));
+  }
+  return -1;
+}
+
 CommandResult RunCommand(const std::string& command) {
   CommandResult result;
   FILE* pipe = popen(command.c_str(), "r");

@@ -47,6 +47,10 @@ class Process {
 // Reads a file's contents (for logs), "" when missing.
 std::string ReadFileOrEmpty(const std::string& path);
 
+// A field of /proc/PID/status, in kB for sizes ("VmRSS", "VmHWM", "VmSize")
+// or a count ("Threads"); -1 when absent.
+int64_t ProcStatus(pid_t pid, const std::string& field);
+
 // Runs a command line through the shell; its exit code and stdout.
 struct CommandResult {
   int exit_code = -1;
