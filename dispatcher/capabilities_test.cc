@@ -5,7 +5,7 @@
 #include <catch2/catch.hpp>
 #include <string>
 
-#include "dispatcher/dispatcher_test_util.h"
+#include "tests/testing/dispatcher_test_util.h"
 
 namespace sluice::dispatcher {
 namespace {

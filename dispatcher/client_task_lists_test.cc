@@ -4,7 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include "dispatcher/dispatcher_impl.h"
-#include "dispatcher/dispatcher_test_util.h"
+#include "tests/testing/dispatcher_test_util.h"
 
 namespace sluice::dispatcher {
 namespace {

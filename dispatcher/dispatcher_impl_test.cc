@@ -7,8 +7,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/dataset_internal.h"
-#include "dispatcher/dispatcher_test_util.h"
 #include "pipeline/builder.h"
+#include "tests/testing/dispatcher_test_util.h"
 
 namespace sluice::dispatcher {
 namespace {

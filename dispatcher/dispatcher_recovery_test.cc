@@ -14,7 +14,7 @@
 #include "absl/strings/str_format.h"
 #include "client/dataset_internal.h"
 #include "dispatcher/dispatcher_impl.h"
-#include "dispatcher/dispatcher_test_util.h"
+#include "tests/testing/dispatcher_test_util.h"
 #include "tests/testing/test_util.h"
 
 namespace sluice::dispatcher {

@@ -8,7 +8,7 @@
 #include "client/dataset_internal.h"
 #include "dispatcher/dispatcher_impl.h"
 #include "dispatcher/dispatcher_state.h"
-#include "dispatcher/dispatcher_test_util.h"
+#include "tests/testing/dispatcher_test_util.h"
 #include "tests/testing/test_util.h"
 
 namespace sluice::dispatcher {

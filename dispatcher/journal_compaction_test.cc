@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "dispatcher/journal.h"
-#include "dispatcher/journal_test_util.h"
+#include "tests/testing/journal_test_util.h"
 #include "tests/testing/test_util.h"
 
 namespace sluice::dispatcher {

@@ -11,7 +11,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "dispatcher/journal.h"
-#include "dispatcher/journal_test_util.h"
+#include "tests/testing/journal_test_util.h"
 #include "tests/testing/test_util.h"
 
 namespace sluice::dispatcher {

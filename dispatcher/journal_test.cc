@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "common/crc32c.h"
-#include "dispatcher/journal_test_util.h"
+#include "tests/testing/journal_test_util.h"
 #include "tests/testing/test_util.h"
 
 namespace sluice::dispatcher {

@@ -11,7 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/dataset_internal.h"
 #include "dispatcher/dispatcher_impl.h"
-#include "dispatcher/dispatcher_test_util.h"
+#include "tests/testing/dispatcher_test_util.h"
 
 namespace sluice::dispatcher {
 namespace {

@@ -9,7 +9,7 @@
 #include "absl/strings/match.h"
 #include "client/dataset_internal.h"
 #include "dispatcher/dispatcher_impl.h"
-#include "dispatcher/dispatcher_test_util.h"
+#include "tests/testing/dispatcher_test_util.h"
 
 namespace sluice::dispatcher {
 namespace {

@@ -61,7 +61,6 @@ struct SubPipeline {
 std::vector<SubPipeline> SubPipelines(const proto::Step& step);
 // Every op name, sources first.
 std::vector<std::string> AllOpNames();
-bool IsSourceOp(std::string_view op);
 
 // A step of `op` with tf.data's defaults filled in (range step 1, repeat
 // count -1, shuffle reshuffle_each_iteration, map deterministic, ...), so

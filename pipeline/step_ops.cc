@@ -1,7 +1,6 @@
 // What each op of a pipeline is, from the Step message alone: its name,
-// whether it is a source, its sub-pipelines, and a new step with its
-// defaults (declared in builder.h).
-#include <set>
+// its sub-pipelines, and a new step with its defaults (declared in
+// builder.h).
 #include <string>
 #include <string_view>
 #include <vector>
@@ -54,23 +53,6 @@ std::vector<std::string> AllOpNames() {
   const auto* oneof = OpOneof();
   for (int i = 0; i < oneof->field_count(); ++i) names.push_back(oneof->field(i)->name());
   return names;
-}
-
-bool IsSourceOp(std::string_view op) {
-  static const std::set<std::string, std::less<>> kSources = {"range",
-                                                              "from_tensors",
-                                                              "from_tensor_slices",
-                                                              "list_files",
-                                                              "image_folder",
-                                                              "webdataset",
-                                                              "text_line",
-                                                              "tfrecord",
-                                                              "fixed_length_record",
-                                                              "zip",
-                                                              "json_lines",
-                                                              "sample_from_datasets",
-                                                              "choose_from_datasets"};
-  return kSources.contains(op);
 }
 
 absl::StatusOr<proto::Step> NewStep(std::string_view op) {

@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/proto_convert.h"
 #include "service/element_wire.h"
-#include "service/wire_test_helpers.h"
+#include "tests/testing/wire_test_helpers.h"
 
 namespace sluice {
 namespace {

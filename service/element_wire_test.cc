@@ -9,7 +9,7 @@
 #include "service/compression.h"
 #include "service/element_frame.h"
 #include "service/message_bytes.h"
-#include "service/wire_test_helpers.h"
+#include "tests/testing/wire_test_helpers.h"
 
 namespace sluice {
 namespace {

@@ -28,7 +28,7 @@ Each row is `| folder | files | what they do |`:
     tests (a bare word)       the folder's tests: every test file below the
                               folder (see below) is mapped; backticked file
                               names in the third cell are test helpers in
-                              the folder (`dispatcher_test_util.h`);
+                              the folder (`drain_test.cc`);
     (empty)                   the first cell's folders are described as a
                               whole (`cmake/`, `deploy/`): nothing below
                               them is checked file by file; not allowed

@@ -1,7 +1,7 @@
 // Helpers the wire format's tests share: responses as bytes, cut into
 // slices as gRPC hands them over, and sample elements.
-#ifndef SLUICE_SERVICE_WIRE_TEST_HELPERS_H_
-#define SLUICE_SERVICE_WIRE_TEST_HELPERS_H_
+#ifndef SLUICE_TESTS_TESTING_WIRE_TEST_HELPERS_H_
+#define SLUICE_TESTS_TESTING_WIRE_TEST_HELPERS_H_
 
 #include <grpcpp/support/byte_buffer.h>
 
@@ -50,4 +50,4 @@ inline std::vector<Element> SampleElements() {
 
 }  // namespace sluice
 
-#endif  // SLUICE_SERVICE_WIRE_TEST_HELPERS_H_
+#endif  // SLUICE_TESTS_TESTING_WIRE_TEST_HELPERS_H_

@@ -2,8 +2,8 @@
 // dispatcher_splits_test.cc, liveness_test.cc,
 // dispatcher_recovery_test.cc): a small config, a dataset, and one wrapper
 // per RPC that fills `version` and REQUIREs success.
-#ifndef SLUICE_DISPATCHER_DISPATCHER_TEST_UTIL_H_
-#define SLUICE_DISPATCHER_DISPATCHER_TEST_UTIL_H_
+#ifndef SLUICE_TESTS_TESTING_DISPATCHER_TEST_UTIL_H_
+#define SLUICE_TESTS_TESTING_DISPATCHER_TEST_UTIL_H_
 
 #include <catch2/catch.hpp>
 #include <chrono>
@@ -237,4 +237,4 @@ inline proto::ClientHeartbeatResponse BeatWhileHeld(DispatcherImpl& d, int64_t c
 
 }  // namespace sluice::dispatcher
 
-#endif  // SLUICE_DISPATCHER_DISPATCHER_TEST_UTIL_H_
+#endif  // SLUICE_TESTS_TESTING_DISPATCHER_TEST_UTIL_H_

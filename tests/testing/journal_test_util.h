@@ -1,8 +1,8 @@
 // Helpers shared by the journal's tests (journal_test.cc,
 // journal_sync_test.cc, journal_compaction_test.cc): updates that name a
 // worker, the addresses a recovery read back, and a work dir's files.
-#ifndef SLUICE_DISPATCHER_JOURNAL_TEST_UTIL_H_
-#define SLUICE_DISPATCHER_JOURNAL_TEST_UTIL_H_
+#ifndef SLUICE_TESTS_TESTING_JOURNAL_TEST_UTIL_H_
+#define SLUICE_TESTS_TESTING_JOURNAL_TEST_UTIL_H_
 
 #include <filesystem>
 #include <set>
@@ -35,4 +35,4 @@ inline std::set<std::string> Files(const std::string& dir) {
 
 }  // namespace sluice::dispatcher
 
-#endif  // SLUICE_DISPATCHER_JOURNAL_TEST_UTIL_H_
+#endif  // SLUICE_TESTS_TESTING_JOURNAL_TEST_UTIL_H_
