@@ -126,7 +126,8 @@ bool Liveness::NoteSilentMajority(const SilentWorkers& silent) {
   }
   excused_workers_ = silent.silent_workers;
   spdlog::info("most workers are heard again ({} of {} silent; they stay until heard, or silent for {} ms)",
-               silent.silent, silent.known, core_.config_.silent_majority_timeout_ms);
+               silent.silent, silent.known,
+               std::max(core_.config_.worker_timeout_ms, core_.config_.silent_majority_timeout_ms));
   return true;
 }
 

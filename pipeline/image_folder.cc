@@ -254,7 +254,8 @@ absl::StatusOr<DatasetPtr> MakeImageFolderDataset(const proto::ImageFolderOp& op
     if (!context.ok()) return context.status();
     uint64_t bytes = 0;
     for (const ImageFile& file : files) bytes += file.object.has_value() ? file.object->size : 0;
-    read_ahead = io::ObjectsAhead(**context, bytes / files.size());
+    // A shard may hold no object at all (more shards than objects).
+    read_ahead = io::ObjectsAhead(**context, files.empty() ? 0 : bytes / files.size());
   }
   return std::make_shared<ImageFolderDataset>(std::move(files), op.shuffle(), seed, read_ahead);
 }

@@ -349,7 +349,8 @@ TEST_CASE(
       CHECK((status.error_code() == grpc::StatusCode::UNAUTHENTICATED ||
              status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED ||
              status.error_code() == grpc::StatusCode::UNAVAILABLE ||
-             status.error_code() == grpc::StatusCode::CANCELLED));
+             status.error_code() == grpc::StatusCode::CANCELLED ||
+             status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED));
     }
   };
   attack(absl::StrCat("127.0.0.1:", cluster.WorkerPort(0)), "/sluice.proto.WorkerService/GetElements");

@@ -352,6 +352,26 @@ def test_sluice_inspect_and_read_take_the_same_urls(s3, tmp_path):
     assert f"HEAD {SHARD_URLS[0]}: HTTP 403" in refused.stderr
 
 
+def test_an_image_folder_shard_that_gets_no_object_is_empty_not_a_crash(s3, tmp_path):
+    # FILE sharding (or num_shards) over fewer objects than shards leaves
+    # some shards none: their mean object size once divided by zero
+    # (SIGFPE), which the dispatcher's check of a pipeline would hit too.
+    cli = os.environ.get("SLUICE_CLI") or os.path.join(os.path.dirname(sluice.__file__), "..", "..", "cli", "sluice")
+    if not os.path.exists(cli):
+        pytest.skip("SLUICE_CLI (the sluice command) is not set: run through ctest")
+    s3.put(BUCKET, "lone/ant/0.jpg", b"only one")
+    env = dict(os.environ, **s3.env())
+    lines = {}
+    for index in range(3):
+        pipeline = tmp_path / f"shard{index}.yaml"
+        pipeline.write_text(f"pipeline:\n  - image_folder: {{root: s3://{BUCKET}/lone, num_shards: 3, "
+                            f"shard_index: {index}}}\n  - map: {{fn: select, components: [label]}}\n")
+        read = subprocess.run([cli, "run", str(pipeline)], env=env, capture_output=True, text=True, timeout=60)
+        assert read.returncode == 0, read.stderr
+        lines[index] = read.stdout.splitlines()
+    assert lines == {0: ['{"label": 0}'], 1: [], 2: []}
+
+
 def test_a_restore_over_changed_objects_is_refused_naming_both_layouts(cluster, s3):
     for i in range(6):
         s3.put(BUCKET, f"layout/c/{i}.jpg", f"first {i}".encode())
