@@ -118,8 +118,7 @@ bool Liveness::NoteSilentMajority(const SilentWorkers& silent) {
     spdlog::warn(
         "{} of {} workers went silent at once (worker_timeout_ms {}): this dispatcher may be cut off from "
         "them, so they stay until silent for {} ms (silent_majority_timeout_ms) or their readers cannot "
-        "reach "
-        "them",
+        "reach them",
         silent.silent, silent.known, core_.config_.worker_timeout_ms,
         std::max(core_.config_.worker_timeout_ms, core_.config_.silent_majority_timeout_ms));
     return false;

@@ -41,20 +41,26 @@ class FileListDataset::Iterator : public IteratorBase {
  private:
   // One file read ahead: its element once `done`.
   struct Ahead {
+    uint64_t bytes = 0;  // FileBytes: what it counts toward kReadAheadBytes
     absl::Mutex mu;
     bool done ABSL_GUARDED_BY(mu) = false;
     absl::StatusOr<Element> element ABSL_GUARDED_BY(mu);
   };
 
   // Starts the files of the positions already held, up to the dataset's
-  // read-ahead, that are not started yet.
+  // read-ahead and kReadAheadBytes, that are not started yet.
   void StartReadAhead() {
     const int64_t depth = dataset_->ReadAheadFiles();
     if (depth <= 0) return;
     const auto [first, limit] = positions_.KnownAhead();
     for (int64_t position = first; position < limit && position < first + depth; ++position) {
       if (ahead_.contains(position)) continue;
+      const uint64_t bytes = dataset_->FileBytes(order_[position]);
+      // In order: a large file waits for room rather than be passed.
+      if (!ahead_.empty() && ahead_bytes_ + bytes > kReadAheadBytes) return;
       auto pending = std::make_shared<Ahead>();
+      pending->bytes = bytes;
+      ahead_bytes_ += bytes;
       ahead_.emplace(position, pending);
       io::RunOnFetchThreads([dataset = dataset_, index = order_[position], pending] {
         absl::StatusOr<Element> element =
@@ -71,6 +77,7 @@ class FileListDataset::Iterator : public IteratorBase {
     if (it == ahead_.end()) return dataset_->FileElement(order_[position]);
     std::shared_ptr<Ahead> pending = std::move(it->second);
     ahead_.erase(it);
+    ahead_bytes_ -= pending->bytes;
     absl::MutexLock lock(&pending->mu);
     pending->mu.Await(absl::Condition(&pending->done));
     return std::move(pending->element);
@@ -82,6 +89,7 @@ class FileListDataset::Iterator : public IteratorBase {
       pending->mu.Await(absl::Condition(&pending->done));
     }
     ahead_.clear();
+    ahead_bytes_ = 0;
   }
 
   const FileListDataset* const dataset_;
@@ -89,6 +97,7 @@ class FileListDataset::Iterator : public IteratorBase {
   SourcePositions positions_;
   // Files being read ahead, by position.
   std::map<int64_t, std::shared_ptr<Ahead>> ahead_;
+  uint64_t ahead_bytes_ = 0;  // their FileBytes, together
 };
 
 FileListDataset::FileListDataset(int64_t count, bool shuffle, std::optional<int64_t> seed, ElementSpec spec)

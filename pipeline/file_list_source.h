@@ -18,6 +18,10 @@
 
 namespace sluice {
 
+// What one iterator's files read ahead may hold at once: 128 photos of
+// 100 KB are 13 MB, where a tenant's 128 objects of 1 GiB would be 128 GiB.
+inline constexpr uint64_t kReadAheadBytes = uint64_t{64} << 20;
+
 class FileListDataset : public DatasetBase {
  public:
   // `count` files, whose elements have `spec`.
@@ -41,6 +45,10 @@ class FileListDataset : public DatasetBase {
   // already holds: objects fetched concurrently instead of one round trip
   // each. 0: one at a time, on the iterator's thread (local files).
   virtual int64_t ReadAheadFiles() const { return 0; }
+  // The bytes of the file at `index` of the list, where known before it is
+  // read (an object's size from its listing); 0 where not. The files read
+  // ahead hold at most kReadAheadBytes of them, and always the next one.
+  virtual uint64_t FileBytes(int64_t index) const { return 0; }
 
  private:
   class Iterator;

@@ -86,6 +86,9 @@ class ImageFolderDataset : public FileListDataset {
         read_ahead_(read_ahead) {}
   std::string DebugName() const override { return "image_folder"; }
   int64_t ReadAheadFiles() const override { return read_ahead_; }
+  uint64_t FileBytes(int64_t index) const override {
+    return files_[index].object.has_value() ? files_[index].object->size : 0;
+  }
   std::string ObjectListingDigest() const override {
     std::vector<io::ObjectInfo> objects;
     for (const ImageFile& file : files_) {
@@ -117,7 +120,8 @@ class ImageFolderDataset : public FileListDataset {
 
   const std::vector<ImageFile> files_;
   const ComponentNames names_;
-  // Objects fetched at once (io::ObjectsAhead); 0 for files.
+  // Objects fetched at once (object_storage.objects_in_flight, within
+  // kReadAheadBytes); 0 for files.
   const int64_t read_ahead_;
 };
 
@@ -252,10 +256,7 @@ absl::StatusOr<DatasetPtr> MakeImageFolderDataset(const proto::ImageFolderOp& op
   if (io::HasUrlScheme(op.root())) {
     absl::StatusOr<std::shared_ptr<const io::ObjectStorageContext>> context = io::CurrentObjectStorage();
     if (!context.ok()) return context.status();
-    uint64_t bytes = 0;
-    for (const ImageFile& file : files) bytes += file.object.has_value() ? file.object->size : 0;
-    // A shard may hold no object at all (more shards than objects).
-    read_ahead = io::ObjectsAhead(**context, files.empty() ? 0 : bytes / files.size());
+    read_ahead = (*context)->objects_in_flight;
   }
   return std::make_shared<ImageFolderDataset>(std::move(files), op.shuffle(), seed, read_ahead);
 }

@@ -120,8 +120,6 @@ int64_t HttpRequestsSent() { return requests_sent.load(std::memory_order_relaxed
 
 absl::Status HttpPerform(const HttpRequest& request, const HttpOptions& options, HttpResponse* response) {
   *response = HttpResponse{};
-  if (options.expected_body_bytes > 0 && options.success_body == nullptr)
-    response->body.reserve(options.expected_body_bytes);
   CURL* curl = HandleForThisThread();
   if (curl == nullptr) return absl::ResourceExhaustedError("curl_easy_init failed");
   Transfer transfer{response, &options};

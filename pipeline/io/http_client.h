@@ -30,8 +30,6 @@ struct HttpOptions {
   bool allow_link_local = false;
   // The most body bytes kept; more is a transport error ("body larger").
   size_t max_body_bytes = size_t{64} << 20;
-  // Bytes to reserve for the body (a ranged part's size): one allocation.
-  size_t expected_body_bytes = 0;
   // When set, a 2xx answer's body is appended here (a part's own buffer:
   // no copy between the transfer and its reader), not to response->body;
   // other answers' bodies (S3's error XML) still go to response->body.

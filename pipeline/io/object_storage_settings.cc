@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -187,12 +186,6 @@ absl::StatusOr<std::shared_ptr<const ObjectStorageContext>> CurrentObjectStorage
   if (current_context == nullptr) current_context = new std::shared_ptr<const ObjectStorageContext>();
   *current_context = context;
   return context;
-}
-
-int64_t ObjectsAhead(const ObjectStorageContext& context, uint64_t mean_object_bytes) {
-  const uint64_t by_bytes = kObjectReadAheadBytes / std::max<uint64_t>(mean_object_bytes, 1);
-  return std::max<int64_t>(1, std::min<int64_t>(context.objects_in_flight,
-                                                static_cast<int64_t>(std::min<uint64_t>(by_bytes, 1 << 20))));
 }
 
 }  // namespace sluice::io

@@ -70,17 +70,6 @@ void SetObjectStorage(std::shared_ptr<const ObjectStorageContext> context);
 // What requests use: what was set, or the environment resolved once.
 absl::StatusOr<std::shared_ptr<const ObjectStorageContext>> CurrentObjectStorage();
 
-// The bytes one source reads ahead in small objects, at their mean size,
-// whatever objects_in_flight says: 128 photos of 100 KB are 13 MB, 128
-// scans of 50 MB would be 6.4 GB. A listing of mixed sizes can hold more
-// at a time (a run of its largest objects), bounded by the count.
-inline constexpr uint64_t kObjectReadAheadBytes = uint64_t{64} << 20;
-
-// How many objects of `mean_object_bytes` one source fetches ahead of its
-// reader: objects_in_flight, fewer where that many of the mean size would
-// hold more than kObjectReadAheadBytes, and at least one.
-int64_t ObjectsAhead(const ObjectStorageContext& context, uint64_t mean_object_bytes);
-
 // Parses an AWS credentials file (INI); the profile's keys, or NotFound
 // naming the profile and the file. Exposed for the tests.
 absl::StatusOr<AwsCredentials> CredentialsFromIni(const std::string& text, const std::string& profile,

@@ -104,20 +104,5 @@ TEST_CASE("object storage settings: wrong settings are refused naming them", "[i
         "AWS_ACCESS_KEY_ID is set but AWS_SECRET_ACCESS_KEY is not");
 }
 
-TEST_CASE("object storage settings: small objects read ahead, bounded by bytes", "[io][settings]") {
-  ObjectStorageContext context;
-  context.objects_in_flight = 128;
-  // ImageNet's photos (about 110 KB): the count is the bound.
-  CHECK(ObjectsAhead(context, 110000) == 128);
-  // 1 MiB objects: 64 of them make the 64 MiB bound.
-  CHECK(ObjectsAhead(context, uint64_t{1} << 20) == 64);
-  // Objects larger than the bound: one at a time, never none.
-  CHECK(ObjectsAhead(context, uint64_t{200} << 20) == 1);
-  // Empty objects (a mean of 0 bytes): the count.
-  CHECK(ObjectsAhead(context, 0) == 128);
-  context.objects_in_flight = 4;
-  CHECK(ObjectsAhead(context, 1000) == 4);
-}
-
 }  // namespace
 }  // namespace sluice::io
