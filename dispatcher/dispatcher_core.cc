@@ -390,9 +390,7 @@ void DispatcherCore::FillTaskDef(const DispatcherState::Task& task, proto::TaskD
 
 bool DispatcherCore::MayRunIn(const DispatcherState::Iteration& iteration, const std::string& address) const {
   if (iteration.error_code != 0 || state_.IsDraining(address)) return false;
-  const proto::JobParams& params = state_.FindJob(iteration.job_id)->params;
-  const bool whole_epoch_per_worker =
-      params.processing_mode() == proto::PARALLEL_EPOCHS && !IsStaticSharding(params);
+  const bool whole_epoch_per_worker = WholeEpochPerWorker(state_.FindJob(iteration.job_id)->params);
   return std::none_of(iteration.tasks.begin(), iteration.tasks.end(), [&](int64_t id) {
     const auto* task = state_.FindTask(id);
     return task->worker_address == address && task->lost &&

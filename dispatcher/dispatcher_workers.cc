@@ -108,10 +108,15 @@ absl::Status WorkerRpcs::WorkerHeartbeat(const proto::WorkerHeartbeatRequest& re
     }
     for (int64_t id : current) {
       const auto* task = core_.state_.FindTask(id);
-      // A worker that was declared lost but lives on drops what it ran then;
-      // every worker drops the tasks of collected iterations, and a
-      // draining one those it is done with.
-      if (task == nullptr || task->worker_address != address || task->lost ||
+      // A worker that was declared lost but lives on drops what it ran then,
+      // unless each worker runs the whole epoch: its readers read such a
+      // task on (client/read/read_state.h, StillReading), and nobody else
+      // runs it. Every worker drops the tasks of collected iterations, and
+      // a draining one those it is done with.
+      if (task == nullptr || task->worker_address != address ||
+          (task->lost &&
+           !WholeEpochPerWorker(
+               core_.state_.FindJob(core_.state_.FindIteration(task->iteration_id)->job_id)->params)) ||
           core_.state_.FindIteration(task->iteration_id)->collected ||
           core_.state_.FindIteration(task->iteration_id)->error_code != 0 ||
           (draining && DrainedTaskDone(core_.state_, *task))) {

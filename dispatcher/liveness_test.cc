@@ -187,6 +187,63 @@ TEST_CASE("dispatcher_impl: a removed worker's old tasks stay gone after it re-r
   CHECK(Listed(ClientBeat(d, next.iteration_client_id())) == Listing{{3, "w1:1"}, {4, "w2:2"}});
 }
 
+std::vector<int64_t> Deleted(const proto::WorkerHeartbeatResponse& response) {
+  return {response.tasks_to_delete().begin(), response.tasks_to_delete().end()};
+}
+
+// Issue 50, finding 9: a worker the dispatcher gave up (here by its
+// shutdown; in the field by silence while only the dispatcher was cut off)
+// may still serve. Where each worker runs the whole epoch nobody else runs
+// its task, and its readers read it on (client/read/read_state.h,
+// StillReading): it keeps the task until the iteration is collected. A
+// distributed_epoch task's splits went to other tasks: it drops that one.
+TEST_CASE(
+    "dispatcher_impl: a worker back after it was given up keeps its whole-epoch tasks, and drops the rest",
+    "[dispatcher][liveness]") {
+  DispatcherConfig config = TestConfig();
+  config.job_gc_timeout_ms = 100;
+  DispatcherImpl d(config);
+  REQUIRE(d.Start().ok());
+  Heartbeat(d, "w1:1");
+  const auto whole = Iteration(d, Job(d, Register(d, SquaresDef())));
+  const auto split =
+      Iteration(d, Job(d, Register(d, internal::DefinitionOf(Dataset::Range(30))), proto::DISTRIBUTED_EPOCH));
+  CHECK(Listed(ClientBeat(d, whole.iteration_client_id())) == Listing{{1, "w1:1"}});
+  CHECK(Listed(ClientBeat(d, split.iteration_client_id())) == Listing{{2, "w1:1"}});
+  Shutdown(d, "w1:1");
+  const proto::ClientHeartbeatResponse unlisted = ClientBeat(d, whole.iteration_client_id());
+  CHECK(unlisted.tasks_size() == 0);
+  REQUIRE(unlisted.lost_tasks_size() == 1);
+  CHECK(unlisted.lost_tasks(0).task_id() == 1);
+
+  // Back with both: it keeps task 1, drops task 2, and gets no new task
+  // of either iteration (task 1's epoch would repeat; task 2's splits wait
+  // for the next task, which is this worker's only as a new one).
+  const proto::WorkerHeartbeatResponse back = Heartbeat(d, "w1:1", {1, 2});
+  CHECK(Deleted(back) == std::vector<int64_t>{2});
+  CHECK(NewTaskIds(back) == std::vector<int64_t>{3});
+  CHECK(Listed(ClientBeat(d, split.iteration_client_id())) == Listing{{3, "w1:1"}});
+  CHECK(Deleted(Heartbeat(d, "w1:1", {1, 3})).empty());
+  // The dispatcher does not list task 1 again: the reader already counts
+  // it as one to read on.
+  CHECK(ClientBeat(d, whole.iteration_client_id()).tasks_size() == 0);
+
+  // Once its reader leaves and the iteration is collected, it goes.
+  proto::ReleaseIterationClientRequest release;
+  *release.mutable_version() = CurrentVersion();
+  release.set_iteration_client_id(whole.iteration_client_id());
+  release.set_client_secret(whole.client_secret());
+  proto::ReleaseIterationClientResponse released;
+  REQUIRE(d.ReleaseIterationClient(release, &released).ok());
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  std::vector<int64_t> deleted;
+  while (std::chrono::steady_clock::now() < deadline && deleted.empty()) {
+    deleted = Deleted(Heartbeat(d, "w1:1", {1, 3}));
+    if (deleted.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  CHECK(deleted == std::vector<int64_t>{1});
+}
+
 TEST_CASE("dispatcher_impl: a worker restarted at the same address loses its old tasks", "[dispatcher]") {
   DispatcherImpl d(TestConfig());
   auto beat = [&](const std::string& incarnation, const std::vector<int64_t>& current) {
@@ -237,10 +294,6 @@ proto::GetOrCreateIterationResponse TenantIteration(DispatcherImpl& d, const std
   proto::GetOrCreateIterationRequest iteration;
   iteration.set_job_id(CallOk(d, &DispatcherImpl::GetOrCreateJob, job, caller).job_id());
   return CallOk(d, &DispatcherImpl::GetOrCreateIteration, iteration, caller);
-}
-
-std::vector<int64_t> Deleted(const proto::WorkerHeartbeatResponse& response) {
-  return {response.tasks_to_delete().begin(), response.tasks_to_delete().end()};
 }
 
 // Workers serve every tenant, and any client may report: a reader that

@@ -41,6 +41,7 @@ constexpr uint32_t kResponseSharedMemoryNeeded = Tag(12, kVarint);
 constexpr uint32_t kResponseFrame = Tag(11, kLengthDelimited);
 constexpr uint32_t kResponseLentTensor = Tag(13, kLengthDelimited);
 constexpr uint32_t kResponseTrainerSkipped = Tag(14, kVarint);
+constexpr uint32_t kResponseTaskNotHere = Tag(15, kVarint);
 constexpr uint32_t kElementComponent = Tag(1, kLengthDelimited);
 constexpr uint32_t kElementName = Tag(2, kLengthDelimited);
 constexpr uint32_t kTensorDType = Tag(1, kVarint);
@@ -533,6 +534,9 @@ absl::Status DecodeResponse(grpc::ByteBuffer* buffer, ElementsResponse* response
       if (absl::Status s = ReadString(in, "a lent tensor", &bytes); !s.ok()) return s;
       if (!response->lent_tensors.emplace_back().ParseFromString(bytes))
         return Malformed(in, "a lent tensor");
+    } else if (tag == kResponseTaskNotHere) {
+      if (!in.ReadVarint64(&value)) return Malformed(in, "task_not_here is truncated");
+      response->task_not_here = value != 0;
     } else if (tag == kResponseSharedMemoryNeeded) {
       if (!in.ReadVarint64(&value)) return Malformed(in, "shared_memory_needed is truncated");
       response->shared_memory_needed = static_cast<int64_t>(value);

@@ -64,6 +64,8 @@ struct ElementsResponse {
   // A cross-trainer cache task: elements the trainer skipped just before
   // these (GetElementsResponse.trainer_skipped).
   int64_t trainer_skipped = 0;
+  // Set alone: the worker has no such task (GetElementsResponse.task_not_here).
+  bool task_not_here = false;
 };
 
 // What the request said of frames: whether the reader decodes them, and

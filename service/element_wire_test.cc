@@ -158,6 +158,24 @@ TEST_CASE("element_wire: decodes what protobuf writes, in any field order", "[wi
   CHECK(decoded[0].components[0] == *Tensor::FromVector<int64_t>({value}, {1, 1}));
 }
 
+TEST_CASE("element_wire: a worker's task_not_here travels alone", "[wire]") {
+  proto::GetElementsResponse not_here;
+  not_here.set_task_not_here(true);
+  grpc::ByteBuffer bytes = SerializeToByteBuffer(not_here);
+  ElementsResponse decoded;
+  REQUIRE(DecodeElementsResponse(&bytes, &decoded).ok());
+  CHECK(decoded.task_not_here);
+  CHECK(decoded.elements.empty());
+  CHECK_FALSE(decoded.end_of_sequence);
+  // An encoder's answer with elements never says it.
+  absl::StatusOr<grpc::ByteBuffer> encoded =
+      EncodeElementsResponse(SampleElements(), false, 0, proto::COMPRESSION_NONE);
+  REQUIRE(encoded.ok());
+  ElementsResponse with_elements;
+  REQUIRE(DecodeElementsResponse(&*encoded, &with_elements).ok());
+  CHECK_FALSE(with_elements.task_not_here);
+}
+
 TEST_CASE("element_wire: first_index travels, in both encodings", "[wire]") {
   for (auto compression : {proto::COMPRESSION_NONE, proto::COMPRESSION_ZSTD}) {
     absl::StatusOr<grpc::ByteBuffer> encoded =

@@ -23,7 +23,10 @@ namespace sluice {
 // worker would read as single splits.
 // 3: capabilities: ClientHeartbeat needs the client's secret and
 // GetElements the task's read secret (issue 32).
-inline constexpr int kProtocolVersion = 3;
+// 4: parallel_epochs readers read a task its dispatcher unlisted until its
+// worker answers task_not_here, which a version 3 worker never says (it
+// answers empty), and workers given up keep such tasks (issue 50).
+inline constexpr int kProtocolVersion = 4;
 inline constexpr char kServerVersion[] = "sluice 0.1.0";
 
 absl::Status FromGrpcStatus(const grpc::Status& status);

@@ -90,6 +90,10 @@ absl::Status ResolveShardingPolicy(proto::JobParams* params) {
 
 bool IsStaticSharding(const proto::JobParams& params) { return IsStaticPolicy(params.sharding_policy()); }
 
+bool WholeEpochPerWorker(const proto::JobParams& params) {
+  return params.processing_mode() == proto::PARALLEL_EPOCHS && !IsStaticSharding(params);
+}
+
 absl::Status CheckCrossTrainerCache(const proto::JobParams& params, int64_t max_bytes) {
   const int64_t bytes = params.cross_trainer_cache_bytes();
   if (bytes == 0) return absl::OkStatus();

@@ -46,6 +46,9 @@ absl::Status CheckCrossTrainerCardinality(int64_t cardinality);
 
 // FILE, DATA, FILE_OR_DATA or HINT: each listed worker runs its own shard.
 bool IsStaticSharding(const proto::JobParams& params);
+// parallel_epochs without static sharding: each worker runs the whole
+// epoch, which no other worker's task can stand in for.
+bool WholeEpochPerWorker(const proto::JobParams& params);
 
 // exactly_once needs distributed_epoch and a worker side whose output
 // positions within a split are the same on every run: range or

@@ -21,6 +21,11 @@ absl::StatusOr<grpc::ByteBuffer> Encode(const WorkerImpl::ElementsReply& reply, 
     needed.set_shared_memory_needed(reply.shared_memory_needed);
     return SerializeToByteBuffer(needed);
   }
+  if (reply.task_not_here) {
+    proto::GetElementsResponse not_here;
+    not_here.set_task_not_here(true);
+    return SerializeToByteBuffer(not_here);
+  }
   absl::StatusOr<grpc::ByteBuffer> bytes =
       EncodeElementsResponse(reply.elements, reply.end_of_sequence, reply.first_index, reply.compression,
                              reply.tags, frame, reply.trainer_skipped);
@@ -43,7 +48,7 @@ absl::StatusOr<grpc::ByteBuffer> EncodeElementsReply(SharedMemoryServer* shared_
                                                      const proto::GetElementsRequest& request,
                                                      WorkerImpl::ElementsReply reply, SentCounts* sent) {
   const FrameRequest frame{.frame = request.frame(), .reader_spec = request.frame_spec()};
-  const bool with_elements = reply.status.ok() && reply.shared_memory_needed == 0;
+  const bool with_elements = reply.status.ok() && reply.shared_memory_needed == 0 && !reply.task_not_here;
   // A reader on this host that takes lent tensors maps the task's large
   // ones where they are, instead of having them copied into its region.
   std::vector<proto::LentTensor> lent;

@@ -332,7 +332,10 @@ void WorkerImpl::GetElements(const proto::GetElementsRequest& request, ElementsC
     }
     auto it = tasks_.find(request.task_id());
     // Not here yet: the push (ProcessTask) or the next heartbeat brings it.
-    if (it == tasks_.end()) return done(std::move(reply));
+    if (it == tasks_.end()) {
+      reply.task_not_here = true;
+      return done(std::move(reply));
+    }
     task = it->second;
   }
   // A dispatcher of this release always sets the secret: ids are
@@ -350,6 +353,7 @@ void WorkerImpl::GetElements(const proto::GetElementsRequest& request, ElementsC
           "such line every 10 s)",
           request.task_id(), request.task_secret().empty() ? "missing" : "wrong");
     }
+    reply.task_not_here = true;
     return done(std::move(reply));
   }
   if (task->coordinated()) {

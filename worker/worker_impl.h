@@ -87,6 +87,9 @@ class WorkerImpl {
     // A cross-trainer task: elements the trainer skipped just before these
     // (GetElementsResponse.trainer_skipped).
     int64_t trainer_skipped = 0;
+    // No elements: the worker has no such task, or not with the request's
+    // secret (GetElementsResponse.task_not_here).
+    bool task_not_here = false;
     // Where the task allocates its large tensors, which a shared-memory
     // reader may map (null: the process's heap, nothing to lend).
     std::shared_ptr<SharedBufferHeap> heap;

@@ -215,7 +215,10 @@ TEST_CASE("worker_impl: a task of another dispatcher incarnation is dropped befo
     CHECK(reply->status.ok());
     CHECK(reply->elements.empty());
     CHECK_FALSE(reply->end_of_sequence);
+    // A reader of a task the dispatcher no longer lists stops there.
+    CHECK(reply->task_not_here);
   }
+  CHECK_FALSE(Get(worker, 7, "secret-of-new-7", 100).task_not_here);
 }
 
 TEST_CASE("worker_impl: heartbeats of the same dispatcher incarnation keep its tasks",

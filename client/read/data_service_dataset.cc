@@ -186,8 +186,7 @@ absl::StatusOr<std::unique_ptr<ServiceRead>> StartRead(const ReadConfig& config,
   // it short; in distributed_epoch its splits are read again, and static
   // shards are run again when their worker returns.
   std::optional<EpochLosses> losses;
-  if (config.params.processing_mode() == proto::PARALLEL_EPOCHS &&
-      !IsStaticPolicy(config.params.sharding_policy()) && config.consumer_index < 0) {
+  if (WholeEpochPerWorker(config.params) && config.consumer_index < 0) {
     // A restored task gives what the save left, not the whole epoch.
     losses.emplace(resume != nullptr ? -1 : config.cardinality, !job_name.empty(), config.allow_partial);
   }

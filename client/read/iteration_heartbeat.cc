@@ -158,10 +158,11 @@ void IterationHeartbeat::ApplyReply(const proto::ClientHeartbeatResponse& respon
     task.removed = true;
     // After lost_tasks, whose reasons are the precise ones.
     // parallel_epochs: the dispatcher unlists a task only when its worker
-    // was removed. One not read to its end lost the rest of its epoch, which
-    // lost_tasks does not say once the iteration finished (its tasks had
-    // made every element): a worker partitioned past its timeout, then
-    // healed (issue 36).
+    // was removed. One not read to its end may have lost the rest of its
+    // epoch, which lost_tasks does not say once the iteration finished (its
+    // tasks had made every element): a worker partitioned past its timeout,
+    // then healed (issue 36). The task is read on (StillReading), and the
+    // read's end takes the loss back if its end came (EpochLosses::Settle).
     if (state_.losses.has_value() && !task.read_whole) {
       state_.losses->TaskLost(id, task.worker_address,
                               "removed by the dispatcher before this reader had read its task to the end",

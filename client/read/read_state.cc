@@ -23,7 +23,7 @@ bool ReadState::Finished() const {
   // another still carries the last elements: wait for every response.
   if (!iteration_finished || outstanding > 0 || held_elements > 0) return false;
   for (const auto& [id, task] : tasks) {
-    if (!task.ended && !task.removed) return false;
+    if (StillReading(task)) return false;
   }
   return true;
 }

@@ -147,6 +147,15 @@ struct ReadState {
   bool CanReturn() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   // Every task ended or was removed, and every response is in.
   bool Finished() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // Whether `task` is still read. parallel_epochs (losses): a task the
+  // dispatcher stopped listing is read on until it ends, its worker no
+  // longer has it, or its worker is unreachable: the dispatcher may only
+  // have lost sight of a worker that still serves (issue 50, finding 9).
+  // Other modes give an unlisted task's splits to other tasks, so reading
+  // it on would repeat them.
+  bool StillReading(const TaskState& task) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    return !task.ended && (!task.removed || losses.has_value());
+  }
   // What tasks read to their end lost in transit; complete once Finished.
   TransitLosses TransitLossesOfEndedTasks() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
 

@@ -13,6 +13,20 @@
 #include "service/metrics.h"
 
 namespace sluice::reader {
+namespace {
+
+// Whether a task read on though unlisted is over, given its latest answer:
+// its worker no longer has it, or cannot be reached.
+bool UnlistedTaskGone(const TaskState& task, const absl::Status& status, const ElementsResponse& response) {
+  if (status.ok()) return response.task_not_here;
+  // A request unanswered for its whole deadline: the path to the worker is
+  // cut, which the reader cannot tell from a dead host.
+  if (absl::IsDeadlineExceeded(status)) return true;
+  return task.unreachable_since.has_value() &&
+         absl::Now() - *task.unreachable_since >= kUnlistedUnreachableGrace;
+}
+
+}  // namespace
 
 TaskReader::TaskReader(ReadState& state, proto::WireCompression compression)
     : state_(state), compression_(compression), sizing_(state.initial_max_outstanding) {}
@@ -60,7 +74,7 @@ void TaskReader::FetchLoop(int64_t task_id, const std::string& address, const st
       absl::MutexLock lock(&state_.mu);
       state_.mu.Await(absl::Condition(&slot, &Slot::MayAsk));
       TaskState& task = state_.tasks[task_id];
-      if (state_.cancelled || task.removed || task.ended || !state_.status.ok()) return;
+      if (state_.cancelled || !state_.StillReading(task) || !state_.status.ok()) return;
       want = static_cast<int>(sizing_.ElementsToAsk(RoomFor(task)));
       state_.outstanding += want;
       stamp = task.order.Send();
@@ -93,11 +107,23 @@ void TaskReader::FetchLoop(int64_t task_id, const std::string& address, const st
     }
     ReleaseInOrder(task_id, task);
     task.NoteReachability(status);
+    // Read on after the dispatcher stopped listing it (StillReading).
+    const bool unlisted = task.removed;
+    if (unlisted && !end_of_sequence && UnlistedTaskGone(task, status, response)) {
+      task.ended = true;
+      // ApplyReply counted the loss when the task was unlisted; the read's
+      // end settles it with what came (EpochLosses::Settle).
+      state_.heartbeat_now = true;
+      return;
+    }
     if (status.ok()) {
       backoff = std::chrono::milliseconds(10);
       // A finished iteration whose worker no longer knows the task has
       // nothing more to give.
-      if (end_of_sequence || (empty && finished_when_asked)) {
+      // An unlisted task's worker may still be making elements though the
+      // iteration finished (its task counted lost): only its end, or its
+      // worker's not having it, ends it.
+      if (end_of_sequence || (empty && finished_when_asked && !unlisted)) {
         const bool first_end = !task.ended;
         task.ended = true;
         task.read_whole = task.read_whole || end_of_sequence;

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/time/time.h"
 #include "client/read/element_transport.h"
 #include "client/read/read_state.h"
 #include "client/read/request_sizing.h"
@@ -22,6 +23,10 @@ namespace sluice::reader {
 // Requests in flight per task: the worker encodes while the previous
 // response travels.
 inline constexpr int kRequestsInFlightPerTask = 4;
+// A task the dispatcher stopped listing is read on (ReadState::StillReading)
+// until its worker has refused connections this long: a restarting worker
+// answers task_not_here sooner, so this is a worker that is gone.
+inline constexpr absl::Duration kUnlistedUnreachableGrace = absl::Seconds(2);
 
 class TaskReader {
  public:
@@ -30,7 +35,8 @@ class TaskReader {
 
   // Starts the fetch threads of `task`, just listed as `task_id`, into
   // task.threads; the owner of `state` joins them. They end when the task
-  // ends or is no longer listed, or the read fails or is cancelled. Call
+  // ends or is no longer read (ReadState::StillReading), or the read fails
+  // or is cancelled. Call
   // with state.mu held (not annotated: the heartbeat holds it through its
   // own reference to the state, which the analysis cannot match).
   void Start(int64_t task_id, TaskState& task);

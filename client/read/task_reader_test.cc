@@ -4,10 +4,12 @@
 #include <catch2/catch.hpp>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <thread>
 #include <vector>
 
 #include "client/read/empty_answer_transport.h"
+#include "client/read/epoch_losses.h"
 #include "client/read/transit_losses.h"
 
 namespace sluice::reader {
@@ -284,6 +286,203 @@ TEST_CASE("task_reader: an empty answer to a request sent after the iteration fi
   }
   for (std::thread& thread : threads) thread.join();
   CHECK(transport->calls() >= 1);
+}
+
+// A worker's task of `total` elements that makes the first `pause_at` and
+// then waits for Resume, as a slow pipeline does: meanwhile its answers are
+// empty (OK, no element). It can also forget the task (a restarted worker:
+// task_not_here) or refuse connections (a dead one: UNAVAILABLE).
+class WorkerOfOneTask : public ElementTransport {
+ public:
+  WorkerOfOneTask(int64_t total, int64_t pause_at) : total_(total), pause_at_(pause_at) {}
+
+  absl::Status GetElements(const proto::GetElementsRequest& request, ElementsResponse* response) override {
+    absl::MutexLock lock(&mu_);
+    ++calls_;
+    if (refusing_) return absl::UnavailableError("connection refused");
+    if (forgotten_) {
+      response->task_not_here = true;
+      return absl::OkStatus();
+    }
+    response->first_index = handed_out_;
+    const int64_t until = resumed_ ? total_ : pause_at_;
+    while (handed_out_ < until &&
+           static_cast<int>(response->elements.size()) < std::min(request.max_elements(), 2)) {
+      response->elements.push_back(Element::Of(Tensor::Scalar<int64_t>(handed_out_++)));
+    }
+    if (response->elements.empty() && !resumed_) {
+      mu_.AwaitWithTimeout(absl::Condition(&resumed_), absl::Milliseconds(5));
+    }
+    response->end_of_sequence = response->elements.empty() && handed_out_ == total_;
+    return absl::OkStatus();
+  }
+  void Resume() {
+    absl::MutexLock lock(&mu_);
+    resumed_ = true;
+  }
+  void Forget() {
+    absl::MutexLock lock(&mu_);
+    forgotten_ = true;
+  }
+  void Refuse() {
+    absl::MutexLock lock(&mu_);
+    refusing_ = true;
+  }
+  int64_t handed_out() {
+    absl::MutexLock lock(&mu_);
+    return handed_out_;
+  }
+  int calls() {
+    absl::MutexLock lock(&mu_);
+    return calls_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  const int64_t total_;
+  const int64_t pause_at_;
+  int64_t handed_out_ ABSL_GUARDED_BY(mu_) = 0;
+  int calls_ ABSL_GUARDED_BY(mu_) = 0;
+  bool resumed_ ABSL_GUARDED_BY(mu_) = false;
+  bool forgotten_ ABSL_GUARDED_BY(mu_) = false;
+  bool refusing_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+// A parallel_epochs read of task 7 (epochs of 20 elements) that the
+// dispatcher unlists as lost, as its heartbeat (ApplyReply) does, while its
+// worker holds the rest: what `after` does to the worker decides the end.
+struct UnlistedRead {
+  std::vector<int64_t> values;
+  bool read_whole = false;
+  absl::Status end;                      // what EpochLosses says, once settled
+  int64_t handed_out_when_unlisted = 0;  // once every request was back
+};
+
+UnlistedRead ReadUnlisted(const std::shared_ptr<WorkerOfOneTask>& worker, const std::function<void()>& after,
+                          bool whole_epoch = true) {
+  std::optional<EpochLosses> losses;
+  if (whole_epoch) losses.emplace(/*elements_per_task=*/20, /*shared_job=*/false, /*allow_partial=*/false);
+  // Room for the whole epoch: the helper takes elements out only at the end.
+  ReadState state(/*max_outstanding_in=*/64, true, std::move(losses));
+  TaskReader reader(state, proto::COMPRESSION_NONE);
+  UnlistedRead read;
+  {
+    absl::MutexLock lock(&state.mu);
+    TaskState& task = state.tasks[7];
+    task.worker_address = "127.0.0.1:5000";
+    task.transport = worker;
+    reader.Start(7, task);
+  }
+  while (worker->handed_out() < 6) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  {
+    absl::MutexLock lock(&state.mu);
+    TaskState& task = state.tasks.at(7);
+    task.removed = true;
+    state.iteration_finished = true;  // its only task was lost
+    if (state.losses.has_value()) {
+      state.losses->TaskLost(7, task.worker_address, "no heartbeat for 1500 ms", task.elements);
+    }
+    state.mu.Await(absl::Condition(
+        +[](ReadState* s) ABSL_NO_THREAD_SAFETY_ANALYSIS { return s->outstanding == 0; }, &state));
+    read.handed_out_when_unlisted = worker->handed_out();
+  }
+  // Empty answers after the iteration finished, from a worker still
+  // making elements, must not end the task.
+  if (whole_epoch) {
+    const int calls = worker->calls();
+    while (worker->calls() < calls + 8) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  after();
+  {
+    absl::MutexLock lock(&state.mu);
+    const absl::Time deadline = absl::Now() + absl::Seconds(20);
+    while (true) {
+      while (!state.buffer.empty()) {
+        read.values.push_back(state.buffer.front().components[0].data<int64_t>()[0]);
+        state.buffer.pop_front();
+      }
+      if (state.Finished() || absl::Now() > deadline) break;
+      state.mu.AwaitWithTimeout(absl::Condition(
+                                    +[](ReadState* s) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+                                      return !s->buffer.empty() || s->Finished();
+                                    },
+                                    &state),
+                                absl::Milliseconds(100));
+    }
+    REQUIRE(state.Finished());
+    read.read_whole = state.tasks.at(7).read_whole;
+    if (state.losses.has_value()) {
+      state.losses->Settle(7, read.read_whole, state.tasks.at(7).elements);
+      read.end = state.losses->Finish(1);
+    }
+  }
+  std::vector<std::thread> threads;
+  {
+    absl::MutexLock lock(&state.mu);
+    state.cancelled = true;
+    threads = std::move(state.tasks.at(7).threads);
+  }
+  for (std::thread& thread : threads) thread.join();
+  return read;
+}
+
+TEST_CASE(
+    "task_reader: a parallel_epochs task the dispatcher unlisted is read on to its end while its worker "
+    "serves",
+    "[client][task_reader]") {
+  auto worker = std::make_shared<WorkerOfOneTask>(20, 6);
+  const UnlistedRead read = ReadUnlisted(worker, [&] { worker->Resume(); });
+  CHECK(read.values == Iota(0, 20));
+  CHECK(read.read_whole);
+  CHECK(read.end.ok());  // the loss the dispatcher's word counted is taken back
+}
+
+TEST_CASE("task_reader: an unlisted task ends when its worker no longer has it, its loss counted",
+          "[client][task_reader]") {
+  auto worker = std::make_shared<WorkerOfOneTask>(20, 6);
+  const UnlistedRead read = ReadUnlisted(worker, [&] { worker->Forget(); });
+  REQUIRE(read.values.size() >= 6);
+  CHECK(read.values == Iota(0, static_cast<int64_t>(read.values.size())));
+  CHECK_FALSE(read.read_whole);
+  CHECK(read.end.code() == absl::StatusCode::kDataLoss);
+  CHECK(std::string(read.end.message()) ==
+        "parallel_epochs: the epoch of 1 of 1 worker ended early: worker 127.0.0.1:5000 (task 7, no "
+        "heartbeat for "
+        "1500 ms) after " +
+            std::to_string(read.values.size()) + " of 20 elements; " +
+            std::to_string(20 - read.values.size()) +
+            " elements lost. Set allow_partial to accept a partial epoch (distribute(allow_partial=True) in "
+            "Python, allow_partial: true in YAML, sluice read --allow-partial)");
+}
+
+TEST_CASE("task_reader: an unlisted task ends once its worker has refused connections for the grace",
+          "[client][task_reader]") {
+  auto worker = std::make_shared<WorkerOfOneTask>(20, 6);
+  absl::Time refused_at;
+  const UnlistedRead read = ReadUnlisted(worker, [&] {
+    refused_at = absl::Now();
+    worker->Refuse();
+  });
+  CHECK(absl::Now() - refused_at >= kUnlistedUnreachableGrace);
+  CHECK(absl::Now() - refused_at < kUnlistedUnreachableGrace + absl::Seconds(5));
+  CHECK_FALSE(read.read_whole);
+  CHECK(read.end.code() == absl::StatusCode::kDataLoss);
+}
+
+TEST_CASE("task_reader: outside parallel_epochs an unlisted task is not read on (its splits went elsewhere)",
+          "[client][task_reader]") {
+  auto worker = std::make_shared<WorkerOfOneTask>(20, 6);
+  const UnlistedRead read = ReadUnlisted(
+      worker,
+      [&] {
+        worker->Resume();
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      },
+      /*whole_epoch=*/false);
+  // Nothing asked for after the task was unlisted and its requests were back.
+  CHECK(worker->handed_out() == read.handed_out_when_unlisted);
+  CHECK(read.values == Iota(0, read.handed_out_when_unlisted));
+  CHECK_FALSE(read.read_whole);
 }
 
 TEST_CASE("transit_losses: holes add up per task, and allow_partial turns the error into OK",
