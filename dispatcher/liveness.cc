@@ -92,7 +92,7 @@ void Liveness::RunMonitor() {
                                  excused_workers_);
       };
       SilentWorkers silent = find_silent();
-      // Most just came back: the rest keep the longer timeout until heard.
+      // Most just came back: the rest keep the longer timeout a while.
       if (NoteSilentMajority(silent)) silent = find_silent();
       for (const auto& [address, silent_for] : silent.to_remove) {
         spdlog::warn("worker {} missed heartbeats for {} ms; removed, its tasks end", address,
@@ -123,10 +123,14 @@ bool Liveness::NoteSilentMajority(const SilentWorkers& silent) {
         std::max(core_.config_.worker_timeout_ms, core_.config_.silent_majority_timeout_ms));
     return false;
   }
-  excused_workers_ = silent.silent_workers;
-  spdlog::info("most workers are heard again ({} of {} silent; they stay until heard, or silent for {} ms)",
-               silent.silent, silent.known,
-               std::max(core_.config_.worker_timeout_ms, core_.config_.silent_majority_timeout_ms));
+  excused_workers_.clear();
+  const auto now = Clock::now();
+  for (const auto& [address, last] : silent.silent_workers) excused_workers_.emplace(address, now);
+  spdlog::info(
+      "most workers are heard again ({} of {} silent; for the next {} ms those keep that timeout, heard or "
+      "not)",
+      silent.silent, silent.known,
+      std::max(core_.config_.worker_timeout_ms, core_.config_.silent_majority_timeout_ms));
   return true;
 }
 

@@ -108,8 +108,8 @@ class Liveness {
   bool stopping_ ABSL_GUARDED_BY(core_.mu_) = false;
   // Most workers are silent at once (logged when it starts and ends).
   bool suspecting_isolation_ ABSL_GUARDED_BY(core_.mu_) = false;
-  // Workers still silent when the last such silence ended, with when they
-  // were last heard (FindSilentWorkers' `excused`).
+  // Workers still silent when the last such silence ended, with when it
+  // ended (FindSilentWorkers' `excused`).
   WorkerHeardTimes excused_workers_ ABSL_GUARDED_BY(core_.mu_);
   std::thread monitor_;
 };

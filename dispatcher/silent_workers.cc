@@ -20,7 +20,7 @@ SilentWorkers FindSilentWorkers(const WorkerHeardTimes& last_heard, std::chrono:
   const std::chrono::milliseconds longer = std::max(worker_timeout, silent_majority_timeout);
   for (const auto& [address, last] : last_heard) {  // a map: sorted by address
     const auto excuse = excused.find(address);
-    const bool is_excused = excuse != excused.end() && excuse->second == last;  // not heard since
+    const bool is_excused = excuse != excused.end() && now - excuse->second < longer;
     const std::chrono::milliseconds timeout = result.majority_silent || is_excused ? longer : worker_timeout;
     if (now - last > timeout) result.to_remove.emplace_back(address, timeout);
   }

@@ -36,11 +36,13 @@ struct SilentWorkers {
 };
 
 // `excused`: workers that were silent when the last silent majority ended
-// (the dispatcher heard most of them again), with when they were last
-// heard then. Until heard again they keep silent_majority_timeout_ms: the
-// silence that began while the dispatcher was cut off is more likely its
-// than theirs, and a connection attempt made during the cut may take
-// seconds of SYN retries to succeed after it.
+// (the dispatcher heard most of them again), with when it ended. For
+// silent_majority_timeout_ms from then they keep that timeout, heard or
+// not: the silence that began while the dispatcher was cut off is more
+// likely its than theirs, a connection attempt made during the cut may
+// take seconds of SYN retries to succeed after it, and a connection that
+// lived through it may wait out TCP's backed-off retransmission timer
+// (seconds after a cut of seconds) even after one heartbeat got through.
 SilentWorkers FindSilentWorkers(const WorkerHeardTimes& last_heard, std::chrono::steady_clock::time_point now,
                                 std::chrono::milliseconds worker_timeout,
                                 std::chrono::milliseconds silent_majority_timeout,
