@@ -92,6 +92,12 @@ std::string ClientSecrets::ForRestore(const std::string& tenant, const std::stri
                           fingerprint.size(), ":", fingerprint, repetition));
 }
 
+std::string ClientSecrets::ForAnonymousRestore(const std::string& tenant, int64_t job_id,
+                                               const std::string& fingerprint, int64_t repetition) const {
+  return Mac(absl::StrCat("restore-anonymous:", tenant.size(), ":", tenant, job_id, ":", fingerprint.size(),
+                          ":", fingerprint, repetition));
+}
+
 std::string ClientSecrets::Mac(absl::string_view message) const {
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int length = 0;

@@ -37,6 +37,10 @@ class ClientSecrets {
   // across jobs and dispatchers: its tenant, name and dataset fingerprint.
   std::string ForRestore(const std::string& tenant, const std::string& job_name,
                          const std::string& fingerprint, int64_t repetition) const;
+  // The same for an anonymous job, which its id names: the job its read
+  // was first saved from (GetOrCreateIterationRequest.restore_job_id).
+  std::string ForAnonymousRestore(const std::string& tenant, int64_t job_id, const std::string& fingerprint,
+                                  int64_t repetition) const;
   // Secrets under `key` (the cluster token, for restore proofs that every
   // dispatcher of the cluster gives alike).
   static ClientSecrets WithKey(std::string key) { return ClientSecrets(std::move(key)); }

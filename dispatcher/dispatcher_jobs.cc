@@ -252,8 +252,12 @@ absl::Status JobRpcs::GetOrCreateIteration(const proto::GetOrCreateIterationRequ
       if (absl::Status s = CheckIterationQuota(core_.state_, core_.config_, job->params.tenant()); !s.ok())
         return s;
       if (absl::Status s = CheckRestoreKey(*job, request); !s.ok()) return s;
-      if (absl::Status s =
-              CheckRestoreQuota(core_.state_, core_.config_, job->params.tenant(), RestoreNumbers(request));
+      // What the restores this one supersedes hold is freed with it.
+      const std::vector<int64_t> superseded = SupersededRestores(*job, request);
+      int64_t freed = 0;
+      for (int64_t id : superseded) freed += RestoreNumbers(*core_.state_.FindIteration(id));
+      if (absl::Status s = CheckRestoreQuota(core_.state_, core_.config_, job->params.tenant(),
+                                             std::max<int64_t>(0, RestoreNumbers(request) - freed));
           !s.ok()) {
         return s;
       }
@@ -302,6 +306,20 @@ absl::Status JobRpcs::GetOrCreateIteration(const proto::GetOrCreateIterationRequ
         }
         *u->mutable_skip_positions() = request.skip_positions();
       }
+      if (IsAnonymousRestore(*job, request)) u->set_restored_from_job(request.restore_job_id());
+      for (int64_t id : superseded) {
+        proto::Update fail;
+        fail.mutable_fail_iteration()->set_iteration_id(id);
+        fail.mutable_fail_iteration()->set_code(static_cast<int>(absl::StatusCode::kAborted));
+        fail.mutable_fail_iteration()->set_message(absl::StrCat(
+            "a newer restore of the same saved read (anonymous job ", request.restore_job_id(),
+            ", repetition ", request.repetition(),
+            ") started, and one saved state restores into one running read at a time; this read was "
+            "superseded"));
+        if (absl::Status s = core_.Apply(fail); !s.ok()) return s;
+        spdlog::info("iteration {} superseded by a newer restore of anonymous job {}", id,
+                     request.restore_job_id());
+      }
       if (absl::Status s = core_.Apply(update); !s.ok()) return s;
       for (const auto& [address, worker] : core_.state_.workers()) {
         // A draining worker is leaving: it takes no new task.
@@ -349,9 +367,41 @@ absl::Status JobRpcs::GetOrCreateIteration(const proto::GetOrCreateIterationRequ
 
 std::string JobRpcs::RestoreKey(const DispatcherState::Job& job, int64_t repetition) const {
   if (!core_.restore_keys_.has_value()) return "";
-  return core_.restore_keys_->ForRestore(job.params.tenant(), BaseJobName(job.params.job_name()),
-                                         core_.state_.FindDataset(job.params.dataset_id())->fingerprint,
+  const std::string& fingerprint = core_.state_.FindDataset(job.params.dataset_id())->fingerprint;
+  // An anonymous job has no name to be found by again: its id names it,
+  // so that its key restores it and nothing else (issue 50, finding 4).
+  if (job.params.job_name().empty()) {
+    return core_.restore_keys_->ForAnonymousRestore(job.params.tenant(), job.id, fingerprint, repetition);
+  }
+  return core_.restore_keys_->ForRestore(job.params.tenant(), BaseJobName(job.params.job_name()), fingerprint,
                                          repetition);
+}
+
+bool JobRpcs::IsAnonymousRestore(const DispatcherState::Job& job,
+                                 const proto::GetOrCreateIterationRequest& request) {
+  return job.params.job_name().empty() && request.restore_job_name().empty() &&
+         request.restore_job_id() > 0 &&
+         (!request.skip_splits().empty() || !request.skip_positions().empty());
+}
+
+std::vector<int64_t> JobRpcs::SupersededRestores(const DispatcherState::Job& job,
+                                                 const proto::GetOrCreateIterationRequest& request) const {
+  std::vector<int64_t> superseded;
+  if (!IsAnonymousRestore(job, request)) return superseded;
+  const std::string& fingerprint = core_.state_.FindDataset(job.params.dataset_id())->fingerprint;
+  // What the key names: tenant, dataset, saved job and repetition.
+  for (const auto& [id, iteration] : core_.state_.iterations()) {
+    if (iteration.restored_from_job != request.restore_job_id() ||
+        iteration.repetition != request.repetition() || iteration.finished) {
+      continue;
+    }
+    const proto::JobParams& params = core_.state_.FindJob(iteration.job_id)->params;
+    if (params.tenant() == job.params.tenant() &&
+        core_.state_.FindDataset(params.dataset_id())->fingerprint == fingerprint) {
+      superseded.push_back(id);
+    }
+  }
+  return superseded;
 }
 
 absl::Status JobRpcs::CheckRestoreKey(const DispatcherState::Job& job,
@@ -371,6 +421,15 @@ absl::Status JobRpcs::CheckRestoreKey(const DispatcherState::Job& job,
   // so whoever has it could not have squatted it: it existed already.
   DispatcherState::Job saved_job = job;
   saved_job.params.set_job_name(saved);
+  if (saved.empty()) {
+    if (request.restore_job_id() <= 0) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          "GetOrCreateIteration: a restored read of an anonymous job into job ", job.id,
+          " names no restore_job_id, which its restore_key is bound to (a state saved by a Sluice release "
+          "before restore keys were bound to anonymous jobs cannot be restored where auth is on)"));
+    }
+    saved_job.id = request.restore_job_id();
+  }
   if (SameSecret(request.restore_key(), RestoreKey(saved_job, request.repetition()))) return absl::OkStatus();
   // Anyone who may name a job could otherwise create its repetition with
   // most of it skipped, and its readers would end at once, "whole".

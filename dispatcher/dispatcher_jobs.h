@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -41,6 +42,17 @@ class JobRpcs {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu_);
   absl::Status CheckRestoreKey(const DispatcherState::Job& job,
                                const proto::GetOrCreateIterationRequest& request) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu_);
+  // A restore of an anonymous job's saved read (restore_job_id), into an
+  // anonymous job.
+  static bool IsAnonymousRestore(const DispatcherState::Job& job,
+                                 const proto::GetOrCreateIterationRequest& request);
+  // The running restores of the same saved read (tenant, dataset, saved
+  // job and repetition) that this one supersedes: one key holds at most
+  // one restored repetition at a time, so restores cannot pile up skip
+  // lists, yet a trainer that crashed restores again at once.
+  std::vector<int64_t> SupersededRestores(const DispatcherState::Job& job,
+                                          const proto::GetOrCreateIterationRequest& request) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu_);
 
   DispatcherCore& core_;

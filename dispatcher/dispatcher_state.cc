@@ -109,6 +109,7 @@ absl::Status DispatcherState::Apply(const proto::Update& update) {
       iteration.job_id = u.job_id();
       iteration.repetition = u.repetition();
       iteration.epoch_key = u.epoch_key();
+      iteration.restored_from_job = u.restored_from_job();
       iteration.infinite = u.infinite();
       absl::StatusOr<IntRanges> skip = RangesFromPairs(u.skip_splits(), 1, "skip_splits");
       if (!skip.ok()) return absl::FailedPreconditionError(skip.status().message());
@@ -458,6 +459,10 @@ void DispatcherState::DropSplits(Iteration& iteration) {
     task.last_end_of_splits = true;
   }
   iteration.lease_holders.clear();
+  // Nothing is handed out again, so a restore's skip lists are dead
+  // weight: a superseded restore's client may heartbeat on for long.
+  iteration.skip_splits = IntRanges();
+  iteration.skip_positions.clear();
 }
 
 void DispatcherState::ReturnLeases(Task& task) {

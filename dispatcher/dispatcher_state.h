@@ -100,6 +100,9 @@ class DispatcherState {
     int64_t repetition = 0;
     // CreateIteration.epoch_key: which peer readers started it.
     std::string epoch_key;
+    // A restore of an anonymous job's read: the job it was saved from
+    // (CreateIteration.restored_from_job), 0 otherwise.
+    int64_t restored_from_job = 0;
     std::vector<int64_t> tasks;
     std::set<int64_t> clients;
     // The first client it ever had, and whether another (not that one

@@ -61,6 +61,7 @@ void DispatcherState::FillSnapshot(proto::StateSnapshot* out) const {
     i->set_job_id(iteration.job_id);
     i->set_repetition(iteration.repetition);
     i->set_epoch_key(iteration.epoch_key);
+    i->set_restored_from_job(iteration.restored_from_job);
     for (int64_t task : iteration.tasks) i->add_tasks(task);
     for (int64_t client : iteration.clients) i->add_clients(client);
     i->set_first_client(iteration.first_client);
@@ -143,6 +144,7 @@ absl::StatusOr<DispatcherState> DispatcherState::FromSnapshot(const proto::State
     iteration.job_id = i.job_id();
     iteration.repetition = i.repetition();
     iteration.epoch_key = i.epoch_key();
+    iteration.restored_from_job = i.restored_from_job();
     for (int64_t task : i.tasks()) {
       if (!state.tasks_.contains(task)) {
         return absl::DataLossError(absl::StrCat("snapshot: iteration ", iteration.id, " has no task ", task));

@@ -1001,6 +1001,9 @@ TEST_CASE("dispatcher_state: a snapshot restores the same state", "[dispatcher]"
   ApplyAll(state, {Lease(1, 1, {{1, 0, 10}, {2, 10, 20}}), Lease(2, 1, {{3, 20, 30}}), Acquire(7, 1),
                    RemoveWorker("w1"), FinishTask(2), RegisterDataset("e", "g", 5),
                    CreateJob(2, "e", "named"), CreateIteration(2, 2, 0), CreateTask(3, 2, "w2")});
+  proto::Update restore = CreateIteration(3, 2, 1);
+  restore.mutable_create_iteration()->set_restored_from_job(41);
+  ApplyAll(state, {restore});
   proto::Update collect;
   collect.mutable_garbage_collect_iteration()->set_iteration_id(2);
   ApplyAll(state, {collect});
@@ -1012,6 +1015,8 @@ TEST_CASE("dispatcher_state: a snapshot restores the same state", "[dispatcher]"
   CHECK_FALSE(restored->FindIteration(1)->finished);
   CHECK(restored->FindIteration(2)->finished);
   CHECK(restored->FindIteration(2)->collected);
+  CHECK(restored->FindIteration(3)->restored_from_job == 41);
+  CHECK(restored->FindIteration(2)->restored_from_job == 0);
   CHECK(restored->FindJobByName("named")->id == 2);
   CHECK(restored->FindDatasetByFingerprint("g")->id == "e");
   CHECK(restored->IterationOfClient(7) == std::optional<int64_t>(1));

@@ -156,6 +156,7 @@ absl::StatusOr<std::unique_ptr<ServiceRead>> StartRead(const ReadConfig& config,
     AppendWorkerRanges(resume->delivered.worker_positions(), iteration_request.mutable_skip_positions());
     iteration_request.set_restore_key(resume->delivered.restore_key());
     iteration_request.set_restore_job_name(resume->job_name);
+    iteration_request.set_restore_job_id(resume->delivered.restore_job_id());
   }
   proto::GetOrCreateIterationResponse iteration;
   for (;;) {
@@ -195,6 +196,8 @@ absl::StatusOr<std::unique_ptr<ServiceRead>> StartRead(const ReadConfig& config,
   // A restore into a job of its own keeps the key of the job it was saved
   // from, for a restore there later.
   if (restored.restore_key().empty()) restored.set_restore_key(iteration.restore_key());
+  // An anonymous job's key names the job: the first one saved from.
+  if (restored.restore_job_id() == 0 && job_name.empty()) restored.set_restore_job_id(job.job_id());
   return std::make_unique<ServiceRead>(
       std::move(service),
       ServiceReadOptions{.iteration_client_id = iteration.iteration_client_id(),

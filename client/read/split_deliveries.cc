@@ -16,6 +16,7 @@ absl::StatusOr<SplitDeliveries> SplitDeliveries::FromProto(const proto::ServiceR
   deliveries.done_ = *std::move(done);
   deliveries.split_layout_ = state.split_layout();
   deliveries.restore_key_ = state.restore_key();
+  deliveries.restore_job_id_ = state.restore_job_id();
   absl::StatusOr<WorkerRanges> workers =
       WorkerRangesFromProto(state.worker_positions(), "service read state: worker_positions");
   if (!workers.ok()) return workers.status();
@@ -50,6 +51,7 @@ proto::ServiceReadState SplitDeliveries::ToProto() const {
   AppendPairs(done_, state.mutable_done_splits());
   state.set_split_layout(split_layout_);
   state.set_restore_key(restore_key_);
+  state.set_restore_job_id(restore_job_id_);
   AppendWorkerRanges(worker_positions_, state.mutable_worker_positions());
   for (const auto& [seq, partial] : partial_) {
     proto::SplitDelivery* split = state.add_partial_splits();
@@ -103,6 +105,7 @@ void SplitDeliveries::SetSize(int64_t seq, int64_t size) {
 void SplitDeliveries::Merge(const SplitDeliveries& other) {
   if (split_layout_.empty()) split_layout_ = other.split_layout_;
   if (restore_key_.empty()) restore_key_ = other.restore_key_;
+  if (restore_job_id_ == 0) restore_job_id_ = other.restore_job_id_;
   for (const auto& [address, theirs] : other.worker_positions_) {
     IntRanges& ours = worker_positions_[address];
     for (const auto& [begin, end] : theirs) InsertRange(&ours, begin, end);

@@ -35,12 +35,14 @@ class SplitDeliveries {
         partial_(other.partial_),
         split_layout_(other.split_layout_),
         restore_key_(other.restore_key_),
+        restore_job_id_(other.restore_job_id_),
         worker_positions_(other.worker_positions_) {}
   SplitDeliveries(SplitDeliveries&& other) noexcept
       : done_(std::move(other.done_)),
         partial_(std::move(other.partial_)),
         split_layout_(std::move(other.split_layout_)),
         restore_key_(std::move(other.restore_key_)),
+        restore_job_id_(other.restore_job_id_),
         worker_positions_(std::move(other.worker_positions_)) {
     other.last_ = other.partial_.end();
     other.last_worker_ = other.worker_positions_.end();
@@ -54,6 +56,7 @@ class SplitDeliveries {
     partial_ = std::move(other.partial_);
     split_layout_ = std::move(other.split_layout_);
     restore_key_ = std::move(other.restore_key_);
+    restore_job_id_ = other.restore_job_id_;
     worker_positions_ = std::move(other.worker_positions_);
     last_ = partial_.end();
     last_worker_ = worker_positions_.end();
@@ -97,6 +100,10 @@ class SplitDeliveries {
   // The dispatcher's proof for a restore of this read ("" without auth).
   const std::string& restore_key() const { return restore_key_; }
   void set_restore_key(std::string key) { restore_key_ = std::move(key); }
+  // An anonymous job's id, which its restore_key names (0: a named job, or
+  // not known).
+  int64_t restore_job_id() const { return restore_job_id_; }
+  void set_restore_job_id(int64_t id) { restore_job_id_ = id; }
 
   // How many splits are done, and how many delivered in part.
   int64_t CountDoneSplits() const;
@@ -118,6 +125,7 @@ class SplitDeliveries {
   std::map<int64_t, Partial>::iterator last_ = partial_.end();
   std::string split_layout_;
   std::string restore_key_;
+  int64_t restore_job_id_ = 0;
   WorkerRanges worker_positions_;
   // The worker AddWorkerPosition extended last (worker_positions_.end() if
   // none): a reader takes runs of elements from one task.

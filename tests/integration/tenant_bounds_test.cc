@@ -99,6 +99,17 @@ class Tenant {
     return status;
   }
 
+  // A read of a new anonymous job over `dataset_id`, as one that a state
+  // is saved from: its job id and the dispatcher's answer (restore_key).
+  std::pair<int64_t, proto::GetOrCreateIterationResponse> StartRead(const std::string& dataset_id) {
+    proto::GetOrCreateIterationRequest start;
+    start.set_job_id(AnonymousJob(dataset_id));
+    proto::GetOrCreateIterationResponse started;
+    REQUIRE(Call(&proto::DispatcherService::Stub::GetOrCreateIteration, start, &started).ok());
+    REQUIRE(started.restore_key().size() == 32);
+    return {start.job_id(), started};
+  }
+
   // A new anonymous distributed_epoch exactly_once job over `dataset_id`.
   int64_t AnonymousJob(const std::string& dataset_id) {
     proto::GetOrCreateJobRequest request;
@@ -156,36 +167,74 @@ TEST_CASE(
   Tenant alice(cluster, kAlice);
   std::string dataset_id;
   REQUIRE(alice.Register(Dataset::Range(100000), &dataset_id).ok());
-  // Her own restore key, from a read she started: good for any anonymous
-  // job over the dataset, so each restore must count.
-  proto::GetOrCreateIterationRequest start;
-  start.set_job_id(alice.AnonymousJob(dataset_id));
-  proto::GetOrCreateIterationResponse started;
-  REQUIRE(alice.Call(&proto::DispatcherService::Stub::GetOrCreateIteration, start, &started).ok());
-  REQUIRE(started.restore_key().size() == 32);
-  auto restore = [&](int ranges) {
+  // Her own restore keys, from reads she started: each is bound to its job
+  // (restore_job_id) and repetition.
+  const auto [first_job, first] = alice.StartRead(dataset_id);
+  const auto [second_job, second] = alice.StartRead(dataset_id);
+  auto restore = [&](const proto::GetOrCreateIterationResponse& saved, int64_t saved_job, int ranges,
+                     proto::GetOrCreateIterationResponse* response) {
     proto::GetOrCreateIterationRequest request;
     request.set_job_id(alice.AnonymousJob(dataset_id));
     for (int i = 0; i < ranges; ++i) {
       request.add_skip_splits(1 + 3 * i);
       request.add_skip_splits(2 + 3 * i);
     }
-    request.set_split_layout(started.split_layout());
-    request.set_restore_key(started.restore_key());
-    proto::GetOrCreateIterationResponse response;
-    return alice.Call(&proto::DispatcherService::Stub::GetOrCreateIteration, request, &response);
+    request.set_split_layout(saved.split_layout());
+    request.set_restore_key(saved.restore_key());
+    request.set_restore_job_id(saved_job);
+    return std::pair(request.job_id(),
+                     alice.Call(&proto::DispatcherService::Stub::GetOrCreateIteration, request, response));
   };
+  proto::GetOrCreateIterationResponse response;
+  // A key without the job it names, or with another job, restores nothing.
+  const auto [unnamed_job, unnamed] = restore(first, 0, 1, &response);
+  CHECK(unnamed.error_code() == grpc::StatusCode::PERMISSION_DENIED);
+  CHECK(unnamed.error_message() ==
+        absl::StrCat(
+            "GetOrCreateIteration: a restored read of an anonymous job into job ", unnamed_job,
+            " names no restore_job_id, which its restore_key is bound to (a state saved by a Sluice "
+            "release before restore keys were bound to anonymous jobs cannot be restored where auth is "
+            "on)"));
+  const auto [misnamed_job, misnamed] = restore(first, second_job, 1, &response);
+  CHECK(misnamed.error_code() == grpc::StatusCode::PERMISSION_DENIED);
+  CHECK(misnamed.error_message() ==
+        absl::StrCat(
+            "GetOrCreateIteration: skip_splits or skip_positions (a restored read) for job ", misnamed_job,
+            " need the restore_key of a state saved from repetition 0 of this job on this cluster, and "
+            "this one is not (a state saved by a Sluice release before restore keys, or on another "
+            "cluster, cannot be restored where auth is on)"));
   // Her share of 1000 numbers is 500: one restore of 400, not two.
-  const grpc::Status first = restore(200);
-  INFO(first.error_message());
-  REQUIRE(first.ok());
-  const grpc::Status second = restore(200);
-  CHECK(second.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED);
+  proto::GetOrCreateIterationResponse restored_once;
+  const grpc::Status accepted = restore(first, first_job, 200, &restored_once).second;
+  INFO(accepted.error_message());
+  REQUIRE(accepted.ok());
+  const grpc::Status refused = restore(second, second_job, 200, &response).second;
+  CHECK(refused.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED);
   CHECK(
-      second.error_message() ==
+      refused.error_message() ==
       absl::StrCat("GetOrCreateIteration: tenant 'alice' holds 400 numbers of restored reads' skip lists and "
                    "this adds 400, past its quota tenant_max_restore_numbers = 500",
                    kQuotaTail));
+  // The same saved read restored again (a trainer that crashed after its
+  // restore) supersedes the running restore, whose numbers go with it:
+  // one key never holds two restored repetitions.
+  proto::GetOrCreateIterationResponse again;
+  REQUIRE(restore(first, first_job, 200, &again).second.ok());
+  proto::ClientHeartbeatRequest beat;
+  beat.set_iteration_client_id(restored_once.iteration_client_id());
+  beat.set_client_secret(restored_once.client_secret());
+  proto::ClientHeartbeatResponse heard;
+  REQUIRE(alice.Call(&proto::DispatcherService::Stub::ClientHeartbeat, beat, &heard).ok());
+  CHECK(heard.error_code() == static_cast<int>(absl::StatusCode::kAborted));
+  CHECK(heard.error_message() ==
+        absl::StrCat("a newer restore of the same saved read (anonymous job ", first_job,
+                     ", repetition 0) started, and one saved state restores into one running read at a time; "
+                     "this read was superseded"));
+  CHECK(heard.iteration_finished());
+  // The new restore holds the 400 the superseded one did: the other saved
+  // read's is still refused.
+  CHECK(restore(second, second_job, 200, &response).second.error_code() ==
+        grpc::StatusCode::RESOURCE_EXHAUSTED);
 
   // Bob saves midway through an epoch and restores it, exactly.
   ScopedClientSecurity as_bob(kBob);
@@ -219,20 +268,32 @@ TEST_CASE(
   Tenant alice(cluster, kAlice);
   std::string dataset_id;
   REQUIRE(alice.Register(Dataset::Range(int64_t{100000000}), &dataset_id).ok());
-  proto::GetOrCreateIterationRequest start;
-  start.set_job_id(alice.AnonymousJob(dataset_id));
-  proto::GetOrCreateIterationResponse started;
-  REQUIRE(alice.Call(&proto::DispatcherService::Stub::GetOrCreateIteration, start, &started).ok());
+  const auto [started_job, started] = alice.StartRead(dataset_id);
   proto::GetOrCreateIterationRequest restore;
   for (int i = 0; i < (1 << 20); ++i) {  // 2^21 numbers: the most one request may carry
     restore.add_skip_splits(1 + 3 * i);
     restore.add_skip_splits(2 + 3 * i);
   }
   restore.set_split_layout(started.split_layout());
+  // One saved read restored 10 times: each restore supersedes the last,
+  // so they hold one skip list in all.
   restore.set_restore_key(started.restore_key());
+  restore.set_restore_job_id(started_job);
+  for (int attempt = 0; attempt < 10; ++attempt) {
+    restore.set_job_id(alice.AnonymousJob(dataset_id));
+    proto::GetOrCreateIterationResponse response;
+    const grpc::Status status =
+        alice.Call(&proto::DispatcherService::Stub::GetOrCreateIteration, restore, &response);
+    INFO(status.error_message());
+    CHECK(status.ok());
+  }
+  // Ten saved reads restored once each: the quota stops them.
   int accepted = 0;
   std::vector<grpc::Status> refused;
   for (int attempt = 0; attempt < 10; ++attempt) {
+    const auto [saved_job, saved] = alice.StartRead(dataset_id);
+    restore.set_restore_key(saved.restore_key());
+    restore.set_restore_job_id(saved_job);
     restore.set_job_id(alice.AnonymousJob(dataset_id));
     proto::GetOrCreateIterationResponse response;
     const grpc::Status status =
@@ -243,9 +304,10 @@ TEST_CASE(
       refused.push_back(status);
     }
   }
-  // Her share of the default 2^23 numbers is 2^22: two restores of 2^21.
-  CHECK(accepted == 2);
-  REQUIRE(refused.size() == 8);
+  // Her share of the default 2^23 numbers is 2^22: the restore above and
+  // one more of 2^21.
+  CHECK(accepted == 1);
+  REQUIRE(refused.size() == 9);
   for (const grpc::Status& status : refused) {
     CHECK(status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED);
     CHECK(status.error_message() ==
