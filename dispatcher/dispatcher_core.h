@@ -3,10 +3,10 @@
 // the split providers and the making of tasks.
 //
 // The parts are classes of their own, each holding the core and named as
-// friends below: JobRpcs (dispatcher_jobs.h: datasets, jobs, iterations),
-// ClientRpcs (dispatcher_clients.h: a client's heartbeats and release),
-// WorkerRpcs (dispatcher_workers.h), Liveness (liveness.h: the monitor
-// thread, losses and collection) and StatusRpcs (dispatcher_status.h).
+// friends below: JobRpcs (job_rpcs.h: datasets, jobs, iterations),
+// ClientRpcs (client_rpcs.h: a client's heartbeats and release),
+// WorkerRpcs (worker_rpcs.h), Liveness (liveness.h: the monitor
+// thread, losses and collection) and StatusRpcs (status_rpcs.h).
 // DispatcherImpl (dispatcher_impl.h) owns the core and the parts and is
 // what the gRPC adapter calls. A part takes mu_ for a whole request, so a
 // request is atomic whichever parts it runs through.

@@ -43,13 +43,13 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "dispatcher/dispatcher_clients.h"
+#include "dispatcher/client_rpcs.h"
 #include "dispatcher/dispatcher_config.h"
 #include "dispatcher/dispatcher_core.h"
-#include "dispatcher/dispatcher_jobs.h"
-#include "dispatcher/dispatcher_status.h"
-#include "dispatcher/dispatcher_workers.h"
+#include "dispatcher/job_rpcs.h"
 #include "dispatcher/liveness.h"
+#include "dispatcher/status_rpcs.h"
+#include "dispatcher/worker_rpcs.h"
 #include "service/metrics.h"
 #include "service/rpc_auth.h"
 #include "sluice/proto/service.pb.h"
@@ -153,7 +153,7 @@ class DispatcherImpl {
   void WaitForSnapshot() { core_.WaitForSnapshot(); }
 
   // The status page's data (docs/operations.md), and the state's gauges
-  // in `registry` (dispatcher_status.h).
+  // in `registry` (status_rpcs.h).
   std::string StatusJson(const Caller& caller = {}) { return status_.StatusJson(caller); }
   void ExportMetrics(MetricsRegistry& registry) { status_.ExportMetrics(registry); }
 

@@ -4,8 +4,8 @@
 // report tasks finished or failed; GetSplits leases distributed_epoch
 // splits (a retry gets the same lease); DrainWorker marks a worker
 // draining, as its own heartbeat does after SIGTERM.
-#ifndef SLUICE_DISPATCHER_DISPATCHER_WORKERS_H_
-#define SLUICE_DISPATCHER_DISPATCHER_WORKERS_H_
+#ifndef SLUICE_DISPATCHER_WORKER_RPCS_H_
+#define SLUICE_DISPATCHER_WORKER_RPCS_H_
 
 #include "absl/status/status.h"
 #include "dispatcher/dispatcher_core.h"
@@ -51,4 +51,4 @@ class WorkerRpcs {
 
 }  // namespace sluice::dispatcher
 
-#endif  // SLUICE_DISPATCHER_DISPATCHER_WORKERS_H_
+#endif  // SLUICE_DISPATCHER_WORKER_RPCS_H_

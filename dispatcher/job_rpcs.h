@@ -2,8 +2,8 @@
 // its dataset (deduplicated by fingerprint), gets or creates a job, then
 // an iteration for its next repetition, which makes one task per live
 // worker, and gets an iteration-client id and secret.
-#ifndef SLUICE_DISPATCHER_DISPATCHER_JOBS_H_
-#define SLUICE_DISPATCHER_DISPATCHER_JOBS_H_
+#ifndef SLUICE_DISPATCHER_JOB_RPCS_H_
+#define SLUICE_DISPATCHER_JOB_RPCS_H_
 
 #include <cstdint>
 #include <string>
@@ -60,4 +60,4 @@ class JobRpcs {
 
 }  // namespace sluice::dispatcher
 
-#endif  // SLUICE_DISPATCHER_DISPATCHER_JOBS_H_
+#endif  // SLUICE_DISPATCHER_JOB_RPCS_H_

@@ -1,7 +1,7 @@
 // StatusRpcs: the status RPCs, its status page and its gauges: each takes
 // the lock and hands the state to dispatcher/status_views.h or
 // dispatcher/state_metrics.h, which do the work.
-#include "dispatcher/dispatcher_status.h"
+#include "dispatcher/status_rpcs.h"
 
 #include <chrono>
 #include <string>

@@ -3,7 +3,7 @@
 // are sequential, so without it anyone holding the client token could
 // complete another reader's tasks or splits (and lose its data) or steer
 // its coordinated rounds.
-#include "dispatcher/dispatcher_clients.h"
+#include "dispatcher/client_rpcs.h"
 
 #include <spdlog/spdlog.h>
 

@@ -1,7 +1,7 @@
 // JobRpcs: the requests that make what clients read: datasets (registered
 // once per definition and tenant), jobs, and iterations with their tasks
 // and iteration clients, including a restored read's (its restore key).
-#include "dispatcher/dispatcher_jobs.h"
+#include "dispatcher/job_rpcs.h"
 
 #include <spdlog/spdlog.h>
 

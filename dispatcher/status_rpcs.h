@@ -4,8 +4,8 @@
 // work. A tenant's status shows every worker but only its own datasets,
 // jobs, iterations and tasks, and neither the workers' throughput nor the
 // recent errors, which belong to every tenant.
-#ifndef SLUICE_DISPATCHER_DISPATCHER_STATUS_H_
-#define SLUICE_DISPATCHER_DISPATCHER_STATUS_H_
+#ifndef SLUICE_DISPATCHER_STATUS_RPCS_H_
+#define SLUICE_DISPATCHER_STATUS_RPCS_H_
 
 #include <cstdint>
 #include <string>
@@ -51,4 +51,4 @@ class StatusRpcs {
 
 }  // namespace sluice::dispatcher
 
-#endif  // SLUICE_DISPATCHER_DISPATCHER_STATUS_H_
+#endif  // SLUICE_DISPATCHER_STATUS_RPCS_H_

@@ -1,7 +1,7 @@
 // WorkerRpcs: the workers' requests: heartbeats (registration, and the
 // tasks to run and to drop), updates (tasks finished or failed), shutdowns
 // and split requests.
-#include "dispatcher/dispatcher_workers.h"
+#include "dispatcher/worker_rpcs.h"
 
 #include <spdlog/spdlog.h>
 

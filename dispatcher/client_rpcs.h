@@ -3,8 +3,8 @@
 // its iteration's tasks (with their read secrets), lost tasks, errors and
 // end; a release lets the iteration go. Each call presents the client's
 // secret.
-#ifndef SLUICE_DISPATCHER_DISPATCHER_CLIENTS_H_
-#define SLUICE_DISPATCHER_DISPATCHER_CLIENTS_H_
+#ifndef SLUICE_DISPATCHER_CLIENT_RPCS_H_
+#define SLUICE_DISPATCHER_CLIENT_RPCS_H_
 
 #include <cstdint>
 #include <string>
@@ -54,4 +54,4 @@ class ClientRpcs {
 
 }  // namespace sluice::dispatcher
 
-#endif  // SLUICE_DISPATCHER_DISPATCHER_CLIENTS_H_
+#endif  // SLUICE_DISPATCHER_CLIENT_RPCS_H_
