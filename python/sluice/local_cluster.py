@@ -2,6 +2,8 @@
 child processes on free ports of 127.0.0.1, for tests, examples and
 single-host training."""
 
+from __future__ import annotations
+
 import atexit
 import ctypes
 import json
@@ -14,18 +16,26 @@ import tempfile
 import threading
 import time
 import weakref
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 from . import _grpc_env
 
+if TYPE_CHECKING:
+    import types
+
+    # A request to the launcher: Popen's arguments, and where to answer.
+    _Request = tuple[tuple[Any, ...], dict[str, Any], queue.SimpleQueue[tuple[bool, Any]]]
+
 try:
-    from . import _paths
+    from . import _paths  # type: ignore[attr-defined]  # made by CMake in the build tree
 except ImportError:  # a package without a build's or an install's daemons
-    _paths = None
+    _paths = None  # type: ignore[assignment]  # the source tree, where CMake made no _paths
 
 _PR_SET_PDEATHSIG = 1
 
 
-def _die_with_parent():
+def _die_with_parent() -> None:
     # In the child, before exec: the kernel kills it when the process that
     # started it dies, however that happens.
     libc = ctypes.CDLL(None, use_errno=True)
@@ -39,15 +49,15 @@ class _Launcher:
     server's) would lose its daemons the moment that thread ended."""
 
     _lock = threading.Lock()
-    _requests = None
+    _requests: queue.SimpleQueue[_Request] | None = None
 
     @classmethod
-    def popen(cls, *args, **kwargs):
+    def popen(cls, *args: Any, **kwargs: Any) -> subprocess.Popen[bytes]:
         with cls._lock:
             if cls._requests is None:
                 cls._requests = queue.SimpleQueue()
                 threading.Thread(target=cls._serve, name="sluice-launcher", daemon=True).start()
-        answer = queue.SimpleQueue()
+        answer: queue.SimpleQueue[tuple[bool, Any]] = queue.SimpleQueue()
         cls._requests.put((args, kwargs, answer))
         try:
             ok, result = answer.get()
@@ -64,15 +74,15 @@ class _Launcher:
         return result
 
     @classmethod
-    def forget(cls):
+    def forget(cls) -> None:
         # In a forked child: the launcher thread was not forked with it.
         cls._lock = threading.Lock()
         cls._requests = None
 
     @classmethod
-    def _serve(cls):
+    def _serve(cls) -> NoReturn:
         while True:
-            args, kwargs, answer = cls._requests.get()
+            args, kwargs, answer = cast("queue.SimpleQueue[_Request]", cls._requests).get()  # popen made it first
             try:
                 answer.put((True, subprocess.Popen(*args, **kwargs)))
             except BaseException as error:  # handed to the caller
@@ -80,10 +90,10 @@ class _Launcher:
 
 
 # Clusters still running, stopped when the process ends by SIGTERM or exit.
-_running = weakref.WeakSet()
+_running: weakref.WeakSet[LocalCluster] = weakref.WeakSet()
 
 
-def _stop_all():
+def _stop_all() -> None:
     # Only this process's clusters: a forked child (a DataLoader worker, a
     # Pool) shares the parent's memory, not its daemons.
     for cluster in list(_running):
@@ -91,7 +101,7 @@ def _stop_all():
             cluster.stop()
 
 
-def _on_sigterm(signum, frame):
+def _on_sigterm(signum: int, frame: types.FrameType | None) -> None:
     # A trainer stopped with SIGTERM (a scheduler, `kill`) removes its
     # daemons and their temporary directory, then dies of the signal.
     try:
@@ -101,13 +111,13 @@ def _on_sigterm(signum, frame):
         os.kill(os.getpid(), signal.SIGTERM)
 
 
-def _watch_sigterm():
+def _watch_sigterm() -> None:
     # Only a handler nobody set, and only where Python lets one be set.
     if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
         signal.signal(signal.SIGTERM, _on_sigterm)
 
 
-def _unwatch_sigterm():
+def _unwatch_sigterm() -> None:
     # With no cluster left, SIGTERM kills at once again (also a process
     # stuck in C++, which a Python handler would wait for).
     if not _running and threading.current_thread() is threading.main_thread():
@@ -115,7 +125,7 @@ def _unwatch_sigterm():
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
-def _after_fork_in_child():
+def _after_fork_in_child() -> None:
     _running.clear()
     _Launcher.forget()
     if signal.getsignal(signal.SIGTERM) is _on_sigterm:
@@ -126,7 +136,7 @@ atexit.register(_stop_all)
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-def _daemon(name, variable):
+def _daemon(name: str, variable: str) -> str:
     path = os.environ.get(variable) or (getattr(_paths, name.upper(), None) if _paths else None)
     if not path or not os.path.exists(path):
         raise FileNotFoundError(
@@ -154,48 +164,48 @@ class LocalCluster:
 
     def __init__(
         self,
-        workers=2,
-        work_dir=None,
-        dispatcher_args=(),
-        worker_args=(),
-        start_timeout=30.0,
-        dispatcher_config=None,
-        worker_config=None,
-    ):
+        workers: int = 2,
+        work_dir: str | os.PathLike[str] | None = None,
+        dispatcher_args: Iterable[str] = (),
+        worker_args: Iterable[str] = (),
+        start_timeout: float = 30.0,
+        dispatcher_config: dict[str, Any] | str | os.PathLike[str] | None = None,
+        worker_config: dict[str, Any] | str | os.PathLike[str] | None = None,
+    ) -> None:
         self._workers_wanted = workers
         self._work_dir = work_dir
         self._configs = {"dispatcher": dispatcher_config, "worker": worker_config}
         self._dispatcher_args = list(dispatcher_args)
         self._worker_args = list(worker_args)
         self._start_timeout = start_timeout
-        self._dir = None
-        self._dispatcher = None
-        self._workers = []
-        self._port = None
+        self._dir: Any = None  # the temporary directory (a str) while started
+        self._dispatcher: subprocess.Popen[bytes] | None = None
+        self._workers: list[subprocess.Popen[bytes]] = []
+        self._port: int | None = None
         self._owner_pid = os.getpid()
 
-    def __enter__(self):
+    def __enter__(self) -> LocalCluster:
         self.start()
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
     @property
-    def service(self):
+    def service(self) -> str:
         """grpc://127.0.0.1:PORT of the dispatcher."""
         return f"grpc://127.0.0.1:{self._port}"
 
     @property
-    def dispatcher_address(self):
+    def dispatcher_address(self) -> str:
         return f"127.0.0.1:{self._port}"
 
     @property
-    def workers(self):
+    def workers(self) -> list[subprocess.Popen[bytes]]:
         """The worker processes (subprocess.Popen), in the order started."""
         return list(self._workers)
 
-    def start(self):
+    def start(self) -> LocalCluster:
         self._dir = tempfile.mkdtemp(prefix="sluice-cluster-")
         self._owner_pid = os.getpid()
         _running.add(self)
@@ -212,7 +222,7 @@ class LocalCluster:
             raise
         return self
 
-    def add_worker(self):
+    def add_worker(self) -> int:
         """Starts one more worker; returns its index once the worker has
         registered with the dispatcher (its port file is written then)."""
         index = len(self._workers)
@@ -222,13 +232,13 @@ class LocalCluster:
         self._workers.append(process)
         return index
 
-    def kill_worker(self, index):
+    def kill_worker(self, index: int) -> None:
         """Kills worker `index` with SIGKILL, as a machine failure would."""
         process = self._workers[index]
         process.kill()
         process.wait()
 
-    def stop(self):
+    def stop(self) -> None:
         """Stops every process (SIGINT for the workers, which would drain
         on SIGTERM, and SIGTERM for the dispatcher; SIGKILL after 5 s)."""
         processes = [p for p in self._workers + [self._dispatcher] if p is not None]
@@ -252,12 +262,12 @@ class LocalCluster:
             shutil.rmtree(self._dir, ignore_errors=True)
             self._dir = None
 
-    def log(self, name):
+    def log(self, name: str) -> str:
         """What process `name` ("dispatcher", "worker0", ...) logged so far."""
         with open(os.path.join(self._dir, name + ".log"), errors="replace") as f:
             return f.read()
 
-    def _config_args(self, daemon):
+    def _config_args(self, daemon: str) -> list[str]:
         config = self._configs[daemon]
         if config is None:
             return []
@@ -270,7 +280,7 @@ class LocalCluster:
             json.dump(config, f)  # JSON is YAML
         return ["--config", path]
 
-    def _launch(self, program, name, args):
+    def _launch(self, program: str, name: str, args: list[str]) -> tuple[subprocess.Popen[bytes], int]:
         port_file = os.path.join(self._dir, name + ".port")
         log = open(os.path.join(self._dir, name + ".log"), "wb")
         process = _Launcher.popen(

@@ -29,9 +29,13 @@ Who reads what (every element once per epoch, whatever the layout):
     IterableDataset.
 """
 
+from __future__ import annotations
+
 import os
 import secrets
 import sys
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import torch
 import torch.utils.data
@@ -39,12 +43,16 @@ from torch.utils.dlpack import from_dlpack
 
 from . import _sluice
 
+if TYPE_CHECKING:
+    # What an epoch reads from: a local pipeline's iterator or distribute_dataset's.
+    _EpochIterator = _sluice.Iterator | _sluice.DistributedIterator
+
 __all__ = ["IterableDataset", "merge_state_dicts", "to_torch"]
 
 _STATE_VERSION = 1
 
 
-def to_torch(value):
+def to_torch(value: Any) -> Any:
     """A value as sluice yields it (arrays, DeviceArrays, scalars, bytes,
     tuples, dicts), with every array made a torch.Tensor without a copy.
     NumPy scalars become 0-d tensors; bytes stay bytes."""
@@ -61,7 +69,7 @@ def to_torch(value):
     return torch.as_tensor(value)
 
 
-def _map_tensors(fn, value):
+def _map_tensors(fn: Callable[[torch.Tensor], Any], value: Any) -> Any:
     if isinstance(value, dict):
         return {key: _map_tensors(fn, item) for key, item in value.items()}
     if isinstance(value, (tuple, list)):
@@ -69,14 +77,14 @@ def _map_tensors(fn, value):
     return fn(value) if isinstance(value, torch.Tensor) else value
 
 
-def _ranks():
+def _ranks() -> tuple[int, int]:
     """(world size, rank) of torch.distributed in this process, or (1, 0)."""
     if torch.distributed.is_available() and torch.distributed.is_initialized():
         return torch.distributed.get_world_size(), torch.distributed.get_rank()
     return 1, 0
 
 
-def _loader_key(token, info, epoch):
+def _loader_key(token: str, info: Any, epoch: int) -> str:
     """A key the worker processes of one DataLoader iterator share, and no
     other: the dataset's random token (another trainer's differs), the pid
     of the process that started them, the multiprocessing identity of its
@@ -129,15 +137,15 @@ class IterableDataset(torch.utils.data.IterableDataset):
 
     def __init__(
         self,
-        dataset,
-        device="cpu",
+        dataset: _sluice.Dataset,
+        device: str | torch.device = "cpu",
         *,
-        prefetch_buffer_size=2,
-        batch="per_rank",
-        even_batches="pad",
-        auto_shard_policy="AUTO",
-        checkpointable=False,
-    ):
+        prefetch_buffer_size: int = 2,
+        batch: str = "per_rank",
+        even_batches: str | bool = "pad",
+        auto_shard_policy: str = "AUTO",
+        checkpointable: bool = False,
+    ) -> None:
         super().__init__()
         if not isinstance(dataset, _sluice.Dataset):
             raise TypeError(f"IterableDataset takes a sluice.Dataset, not {type(dataset).__name__}")
@@ -169,16 +177,16 @@ class IterableDataset(torch.utils.data.IterableDataset):
         self.dropped_batches = 0
         self.repeated_batches = 0
         self._epochs = 0
-        self._rank_group = None
-        self._live = None  # the epoch's sluice iterator, for state_dict
-        self._restore = None  # a state from load_state_dict, for the next epoch
-        self._pending = []  # pooled batches of the epoch's tail not yet yielded
-        self._run_token = None  # DDP: this run's, agreed at the first epoch
+        self._rank_group: torch.distributed.ProcessGroup | None = None
+        self._live: _EpochIterator | None = None  # the epoch's sluice iterator, for state_dict
+        self._restore: dict[str, Any] | None = None  # a state from load_state_dict, for the next epoch
+        self._pending: list[Any] = []  # pooled batches of the epoch's tail not yet yielded
+        self._run_token: str | None = None  # DDP: this run's, agreed at the first epoch
         # (world size, rank) of the process that pickled this dataset: a
         # DataLoader worker started with spawn has no torch.distributed.
         self._pickled_ranks = (1, 0)
 
-    def _check_checkpointable(self):
+    def _check_checkpointable(self) -> None:
         if self.device.type != "cpu" or self.batch != "per_rank":
             raise ValueError(
                 f"IterableDataset(checkpointable=True): device={str(self.device)!r} with batch={self.batch!r} "
@@ -190,14 +198,14 @@ class IterableDataset(torch.utils.data.IterableDataset):
         except (_sluice.Error, ValueError) as error:
             raise ValueError(f"IterableDataset(checkpointable=True): {error}") from None
 
-    def __getstate__(self):
+    def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         state["_rank_group"] = None  # a process group belongs to its process
         state["_live"] = None
         state["_pickled_ranks"] = _ranks()
         return state
 
-    def _layout(self):
+    def _layout(self) -> tuple[int, int, Any]:
         """(ranks, rank, worker_info): this process's place among the
         trainer's readers; worker_info is None in the trainer process."""
         info = torch.utils.data.get_worker_info()
@@ -206,7 +214,7 @@ class IterableDataset(torch.utils.data.IterableDataset):
             ranks, rank = self._pickled_ranks
         return ranks, rank, info
 
-    def state_dict(self):
+    def state_dict(self) -> dict[str, Any]:
         """Where this process's reading stands, as of the last batch it
         yielded: PyTorch's convention (torchdata's StatefulDataLoader and
         Lightning call it). Under DDP each rank saves its own; restore them
@@ -235,7 +243,7 @@ class IterableDataset(torch.utils.data.IterableDataset):
             "pending": list(self._pending),
         }
 
-    def load_state_dict(self, state):
+    def load_state_dict(self, state: dict[str, Any]) -> None:
         """Resumes the next epoch from a state_dict() (one process's), or
         from merge_state_dicts([...]) of all ranks' states (needed when the
         ranks read a shared job, as a service read under DDP does: each
@@ -264,20 +272,20 @@ class IterableDataset(torch.utils.data.IterableDataset):
         self.repeated_batches = state.get("repeated_batches", 0)
         self._restore = state
 
-    def _replica(self):
+    def _replica(self) -> str:
         if self.device.type == "cpu":
             return "CPU:0"
         index = self.device.index if self.device.index is not None else torch.cuda.current_device()
         return f"GPU:{index}"
 
-    def _group(self):
+    def _group(self) -> torch.distributed.ProcessGroup:
         # A gloo group of its own, so that these small CPU collectives never
         # interleave with the trainer's (NCCL or not) on the default group.
         if self._rank_group is None:
             self._rank_group = torch.distributed.new_group(backend="gloo")
         return self._rank_group
 
-    def _readers_dataset(self, ranks, rank, info):
+    def _readers_dataset(self, ranks: int, rank: int, info: Any) -> _sluice.Dataset:
         """This reader's dataset for the epoch starting now."""
         dataset = self.dataset
         epoch = self._epochs
@@ -304,7 +312,7 @@ class IterableDataset(torch.utils.data.IterableDataset):
         dataset.check_repeatable_order()  # each reader keeps its share of one order
         return dataset.shard(readers, reader)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Any]:
         ranks, rank, info = self._layout()
         if info is not None and self.device.type == "cuda":
             raise ValueError(
@@ -337,12 +345,14 @@ class IterableDataset(torch.utils.data.IterableDataset):
         # Between epochs a state starts the next one.
         self._live, self._pending = None, []
 
-    def _yield_pending(self):
+    def _yield_pending(self) -> Iterator[Any]:
         while self._pending:
             batch = self._pending.pop(0)
             yield _map_tensors(lambda t: t.to(self.device), batch)
 
-    def _elements(self, dataset, ranks, rank, restore):
+    def _elements(
+        self, dataset: _sluice.Dataset, ranks: int, rank: int, restore: dict[str, Any] | None
+    ) -> Iterator[Any]:
         global_batch = self.batch == "global" and ranks > 1
         if not global_batch and self.device.type == "cpu":
             if restore is None or (restore.get("iterator") is None and restore.get("merged") is None):
@@ -372,7 +382,7 @@ class IterableDataset(torch.utils.data.IterableDataset):
         for step in self._live:
             yield to_torch(step[replica])
 
-    def _even(self, source, ranks, rank):
+    def _even(self, source: Iterator[Any], ranks: int, rank: int) -> Iterator[Any]:
         group = self._group()
         flag = torch.zeros(1, dtype=torch.int64)
         while True:
@@ -400,19 +410,19 @@ class IterableDataset(torch.utils.data.IterableDataset):
                     batch = next(source, None)
             except Exception as failed:
                 error = failed
-            counts = [None] * ranks
+            counts: list[Any] = [None] * ranks
             torch.distributed.all_gather_object(counts, -1 if error is not None else len(left), group=group)
             if min(counts) < 0:
                 _raise_with_ranks(error)
             if sum(counts) == 0:
                 return
-            pooled = [None] * ranks
+            pooled: list[Any] = [None] * ranks
             torch.distributed.all_gather_object(pooled, left, group=group)
             self._pending = self._shares([b for held in pooled for b in held], ranks, rank)
             yield from self._yield_pending()
             return
 
-    def _shares(self, everything, ranks, rank):
+    def _shares(self, everything: list[Any], ranks: int, rank: int) -> list[Any]:
         """This rank's share of the pooled batches, in whole rounds of one per
         rank: the last round filled with repeats ("pad") or left out ("drop")."""
         if self.even_batches == "pad":
@@ -436,7 +446,7 @@ class IterableDataset(torch.utils.data.IterableDataset):
         return everything[rank * rounds : (rank + 1) * rounds]
 
 
-def _raise_with_ranks(error):
+def _raise_with_ranks(error: BaseException | None) -> NoReturn:
     """Raises this rank's reading error, or says another rank's failed."""
     if error is not None:
         raise error
@@ -445,7 +455,7 @@ def _raise_with_ranks(error):
         "rank stops too rather than wait for it at the next batch"
     )
 
-def merge_state_dicts(states):
+def merge_state_dicts(states: Iterable[dict[str, Any]]) -> dict[str, Any]:
     """One state from the IterableDataset.state_dict() of every rank (or
     reader) of a shared job, saved at the same step, that
     IterableDataset.load_state_dict resumes on any number of ranks: the

@@ -14,9 +14,11 @@ and after a restore. A function with a `seed` parameter gets it as that
 argument too.
 """
 
-_seed = None
+from __future__ import annotations
+
+_seed: int | None = None
 
 
-def seed():
+def seed() -> int | None:
     """The current element's seed, or None outside a worker's call."""
     return _seed
