@@ -227,6 +227,17 @@ TEST_CASE(
   // The dispatcher does not list task 1 again: the reader already counts
   // it as one to read on.
   CHECK(ClientBeat(d, whole.iteration_client_id()).tasks_size() == 0);
+  // Its pipeline failing there fails no iteration: its loss is counted
+  // already, and a reader that reads it on hears the error from the worker.
+  proto::WorkerUpdatesRequest failed;
+  *failed.mutable_version() = CurrentVersion();
+  failed.set_worker_address("w1:1");
+  failed.add_failed_tasks()->set_task_id(1);
+  failed.mutable_failed_tasks(0)->set_code(static_cast<int>(absl::StatusCode::kInternal));
+  failed.mutable_failed_tasks(0)->set_message("boom");
+  proto::WorkerUpdatesResponse updated;
+  REQUIRE(d.WorkerUpdates(failed, &updated).ok());
+  CHECK(ClientBeat(d, whole.iteration_client_id()).error_code() == 0);
 
   // Once its reader leaves and the iteration is collected, it goes.
   proto::ReleaseIterationClientRequest release;

@@ -172,6 +172,14 @@ absl::Status WorkerRpcs::WorkerUpdates(const proto::WorkerUpdatesRequest& reques
     }
     if (task->worker_address != request.worker_address()) continue;
     const auto* iteration = core_.state_.FindIteration(task->iteration_id);
+    if (task->lost) {
+      // A whole-epoch task its worker kept after the dispatcher gave it up:
+      // its loss is counted already, and readers that read it on get the
+      // error from the worker.
+      spdlog::warn("task {} on worker {} failed after it was counted lost: {}", task->id,
+                   request.worker_address(), failure.message().substr(0, 4096));
+      continue;
+    }
     if (iteration->error_code != 0 || iteration->collected) {
       // Said all the same: its reader may have seen the error and let the
       // iteration go before the worker's report came in.

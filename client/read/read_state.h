@@ -57,6 +57,9 @@ struct TaskState {
   // iteration finished) may have been cut short by the worker's loss.
   bool read_whole = false;
   bool removed = false;  // no longer listed by the dispatcher
+  // Ended though unlisted without its end (TaskReader: the worker no longer
+  // had it, or could not be reached): never read whole after that.
+  bool given_up = false;
   ResponseOrder order;
   // Since when requests fail as unreachable; the heartbeat reports the
   // worker to the dispatcher after a while.

@@ -111,6 +111,7 @@ void TaskReader::FetchLoop(int64_t task_id, const std::string& address, const st
     const bool unlisted = task.removed;
     if (unlisted && !end_of_sequence && UnlistedTaskGone(task, status, response)) {
       task.ended = true;
+      task.given_up = true;
       // ApplyReply counted the loss when the task was unlisted; the read's
       // end settles it with what came (EpochLosses::Settle).
       state_.heartbeat_now = true;
@@ -126,7 +127,9 @@ void TaskReader::FetchLoop(int64_t task_id, const std::string& address, const st
       if (end_of_sequence || (empty && finished_when_asked && !unlisted)) {
         const bool first_end = !task.ended;
         task.ended = true;
-        task.read_whole = task.read_whole || end_of_sequence;
+        // Not after the task was given up: a response lost to the deadline
+        // that gave it up left a hole that nothing after the end tracks.
+        task.read_whole = task.read_whole || (end_of_sequence && !task.given_up);
         // parallel_epochs: a worker forgets a task before its reader saw the
         // end only when the dispatcher took it away (the worker was
         // removed, then came back): the rest of its epoch is lost, and the
