@@ -120,10 +120,9 @@ void TaskReader::FetchLoop(int64_t task_id, const std::string& address, const st
     if (status.ok()) {
       backoff = std::chrono::milliseconds(10);
       // A finished iteration whose worker no longer knows the task has
-      // nothing more to give.
-      // An unlisted task's worker may still be making elements though the
-      // iteration finished (its task counted lost): only its end, or its
-      // worker's not having it, ends it.
+      // nothing more to give; but an unlisted task's worker may still be
+      // making elements though the iteration finished (its task counted
+      // lost), so only its end (or UnlistedTaskGone above) ends that one.
       if (end_of_sequence || (empty && finished_when_asked && !unlisted)) {
         const bool first_end = !task.ended;
         task.ended = true;

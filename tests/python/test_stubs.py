@@ -18,19 +18,23 @@ STUB = os.path.join(os.path.dirname(sluice.__file__), "_sluice.pyi")
 REQUIRED = "<required>"  # a parameter's default when it has none
 
 
-def test_stubtest_finds_no_difference(tmp_path):
-    pytest.importorskip("mypy.stubtest", reason="mypy.stubtest is not importable: Debian's mypy is not installed")
-    # In tmp_path, where stubtest leaves its .mypy_cache; so PYTHONPATH's
-    # entries are made absolute.
+def _run_mypy_module(module, args, tmp_path, timeout):
+    """`python -m module args` in tmp_path, where mypy leaves its .mypy_cache
+    (so PYTHONPATH's entries are made absolute)."""
+    pytest.importorskip(module, reason=f"{module} is not importable: Debian's mypy is not installed")
     path = os.pathsep.join(os.path.abspath(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p)
-    done = subprocess.run(
-        [sys.executable, "-m", "mypy.stubtest", "sluice._sluice", "--allowlist", ALLOWLIST],
+    return subprocess.run(
+        [sys.executable, "-m", module, *args],
         capture_output=True,
         text=True,
         env={**os.environ, "PYTHONPATH": path},
         cwd=tmp_path,
-        timeout=120,
+        timeout=timeout,
     )
+
+
+def test_stubtest_finds_no_difference(tmp_path):
+    done = _run_mypy_module("mypy.stubtest", ["sluice._sluice", "--allowlist", ALLOWLIST], tmp_path, 120)
     assert done.returncode == 0, f"stubtest failed ({done.returncode}):\n{done.stdout}\n{done.stderr}"
 
 
@@ -186,17 +190,12 @@ def test_the_pure_python_modules_annotate_every_function():
 
 
 def test_mypy_finds_no_error_in_the_pure_python_modules(tmp_path):
-    pytest.importorskip("mypy", reason="mypy is not importable: Debian's mypy is not installed")
     package = os.path.dirname(sluice.__file__)
-    path = os.pathsep.join(os.path.abspath(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p)
-    done = subprocess.run(
-        [sys.executable, "-m", "mypy", "--ignore-missing-imports", "--follow-imports=silent"]
-        + [os.path.join(package, name) for name in TYPED_MODULES],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONPATH": path},
-        cwd=tmp_path,
-        timeout=300,
+    done = _run_mypy_module(
+        "mypy",
+        ["--ignore-missing-imports", "--follow-imports=silent"] + [os.path.join(package, n) for n in TYPED_MODULES],
+        tmp_path,
+        300,
     )
     assert done.returncode == 0, f"mypy failed ({done.returncode}):\n{done.stdout}\n{done.stderr}"
     assert done.stdout.startswith("Success: no issues found in 3 source files"), done.stdout
