@@ -42,28 +42,19 @@ def check(soak, job):
         # A consumer that came after the other had read the job to its end.
         late = {role: r for role, r in errors.items()
                 if r["code"] == "FAILED_PRECONDITION" and "already read to its end" in r["message"]}
-        # Several consumers cannot keep exactly_once through a lost
-        # worker: the dispatcher stops the read (docs/design.md, "What a
-        # read promises"). Expected when a worker was killed, as long as
-        # nothing already delivered came twice.
-        stopped = {role: r for role, r in errors.items()
-                   if (r["code"] == "ABORTED" and "read exactly_once by several consumers" in r["message"])
-                   or (r["code"] == "FAILED_PRECONDITION" and "another consumer joining now" in r["message"])}
-        bad = {role: r for role, r in errors.items() if role not in late and role not in stopped}
-        if stopped and not bad and worker_kills and not repeated:
-            verdict, why = "expected-failure", "exactly_once by several consumers stopped after a worker kill"
-        elif stopped and not bad:
-            verdict, why = fail(("values repeated before the stop: " + str(repeated[:5])) if repeated
-                                else "stopped as several exactly_once consumers with no worker kill")
-        elif bad:
+        # Several consumers keep exactly_once through a lost worker: the
+        # dispatcher holds its splits until both say what they took
+        # (docs/design.md, "Shared exactly_once reads after a lost worker").
+        bad = {role: r for role, r in errors.items() if role not in late}
+        if bad:
             role, r = next(iter(bad.items()))
             verdict, why = fail(f"{role}: {r['code']}: {r['message'][:300]}")
         elif missing:
             verdict, why = fail(f"{len(missing)} values lost (first {missing[:5]})")
         elif repeated:
-            # A shared reader drops only its own repeats (docs/design.md,
-            # "Exactly once"): a rerun split can give one consumer what the
-            # other had. Listed apart when a worker was killed in the read.
+            # Trees before the held splits reran a lost task's splits whole,
+            # giving one consumer what the other had: --allow-shared-repeats
+            # lists those apart, to soak such a tree.
             if worker_kills and soak.args.allow_shared_repeats:
                 verdict, why = "dup-shared", f"{len(repeated)} values twice across consumers, worker killed"
             elif worker_kills:

@@ -28,12 +28,12 @@ std::vector<int64_t> ClientActivity::Silent(Clock::time_point now, Clock::durati
   return silent;
 }
 
-void ClientActivity::Release(int64_t client, std::optional<int64_t> iteration_id) {
+void ClientActivity::Release(int64_t client, std::optional<int64_t> iteration_id, int64_t hold) {
   last_heard_.erase(client);
   const bool took_tasks = told_tasks_.erase(client) > 0;
   if (!iteration_id.has_value()) return;
   auto index = consumer_index_.find(client);
-  released_[client] = {*iteration_id, index == consumer_index_.end() ? -1 : index->second, took_tasks};
+  released_[client] = {*iteration_id, index == consumer_index_.end() ? -1 : index->second, took_tasks, hold};
   if (released_.size() > max_released_) released_.erase(released_.begin());
 }
 

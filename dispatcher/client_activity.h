@@ -31,6 +31,11 @@ class ClientActivity {
     int64_t iteration_id = 0;
     int64_t consumer_index = -1;
     bool took_tasks = false;
+    // The last hold (DispatcherState::Iteration::hold) of its iteration it
+    // had answered, or that began before it joined: a shared exactly_once
+    // read that held splits since reran them without this client's report,
+    // so it may not come back.
+    int64_t hold = 0;
   };
 
   // At most this many released clients are kept; the oldest go first (a
@@ -50,7 +55,7 @@ class ClientActivity {
 
   // `client` is no longer heard or told its tasks; with an iteration, it
   // is kept as released from it.
-  void Release(int64_t client, std::optional<int64_t> iteration_id);
+  void Release(int64_t client, std::optional<int64_t> iteration_id, int64_t hold = 0);
   const std::map<int64_t, Released>& released() const { return released_; }
   const Released* FindReleased(int64_t client) const;
   // A released client is back: told its tasks again if it was before.

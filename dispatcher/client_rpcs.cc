@@ -12,7 +12,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "dispatcher/request_checks.h"
+#include "dispatcher/tenant_quotas.h"
 #include "service/grpc_util.h"
+#include "service/heartbeat_bounds.h"
 
 namespace sluice::dispatcher {
 
@@ -89,10 +91,28 @@ absl::Status ClientRpcs::ClientHeartbeat(const proto::ClientHeartbeatRequest& re
         if (absl::Status s = core_.Apply(update); !s.ok()) return s;
       }
     }
+    if (request.answered_hold() != 0) {
+      if (absl::Status s = TakePositions("ClientHeartbeat", *iteration_id, request.iteration_client_id(),
+                                         request.answered_hold(), request.taken_positions_cut(),
+                                         request.taken_positions(), &new_tasks);
+          !s.ok()) {
+        return s;
+      }
+    }
     for (const std::string& address : request.unreachable_workers()) {
       liveness_.NoteUnreachable(*iteration_id, address, &new_tasks);
     }
     const auto* iteration = core_.state_.FindIteration(*iteration_id);
+    if (core_.state_.HoldsLostSplits(*iteration)) {
+      response->set_lowest_outstanding_split(core_.state_.LowestOutstandingSplit(*iteration));
+    }
+    if (iteration->awaiting_reports.contains(request.iteration_client_id())) {
+      response->set_report_hold(iteration->hold);
+      for (const auto& [seq, split] : iteration->held_splits) {
+        response->add_report_splits(seq);
+        response->add_report_splits(seq + std::max<int64_t>(split.count, 1));
+      }
+    }
     response->set_task_list(core_.task_lists_version_);
     if (request.known_task_list() == core_.task_lists_version_) {
       response->set_task_list_unchanged(true);
@@ -190,13 +210,107 @@ absl::Status ClientRpcs::ReleaseIterationClient(const proto::ReleaseIterationCli
       !s.ok()) {
     return s;
   }
-  absl::MutexLock lock(&core_.mu_);
-  core_.client_activity_.Forget(request.iteration_client_id());
-  // Releasing twice (a retry) is not an error for the caller.
-  if (!core_.state_.IterationOfClient(request.iteration_client_id()).has_value()) return absl::OkStatus();
+  NewTasks new_tasks;
+  {
+    absl::MutexLock lock(&core_.mu_);
+    core_.client_activity_.Forget(request.iteration_client_id());
+    // Releasing twice (a retry) is not an error for the caller.
+    const std::optional<int64_t> iteration_id = core_.state_.IterationOfClient(request.iteration_client_id());
+    if (!iteration_id.has_value()) return absl::OkStatus();
+    // The last client's report protects no one: no consumer reads on.
+    const bool others_read_on = core_.state_.FindIteration(*iteration_id)->clients.size() > 1;
+    if (others_read_on && (!request.taken_positions().empty() || request.taken_positions_cut())) {
+      // The release goes ahead whatever becomes of its report.
+      if (absl::Status s =
+              TakePositions("ReleaseIterationClient", *iteration_id, request.iteration_client_id(),
+                            /*hold=*/0, request.taken_positions_cut(), request.taken_positions(), &new_tasks);
+          !s.ok()) {
+        spdlog::error("releasing client {}: its report of taken positions: {}", request.iteration_client_id(),
+                      std::string(s.message()));
+      }
+    }
+    proto::Update update;
+    update.mutable_release_iteration_client()->set_iteration_client_id(request.iteration_client_id());
+    if (absl::Status s = core_.Apply(update); !s.ok()) return s;
+    // Its release may have been the answer held splits waited for.
+    liveness_.AssignReturnedSplits(&new_tasks);
+  }
+  core_.PushTasks(new_tasks);
+  return absl::OkStatus();
+}
+
+absl::Status ClientRpcs::TakePositions(
+    absl::string_view rpc, int64_t iteration_id, int64_t client_id, int64_t hold, bool cut,
+    const google::protobuf::RepeatedPtrField<proto::SplitDelivery>& positions, NewTasks* new_tasks) {
+  const auto* iteration = core_.state_.FindIteration(iteration_id);
+  if (iteration == nullptr || !core_.state_.HoldsLostSplits(*iteration) || iteration->collected ||
+      iteration->error_code != 0) {
+    return absl::OkStatus();
+  }
+  // Only an awaited client's answer to the current hold counts: the answer
+  // to a later hold covers an earlier one's splits too.
+  if (hold != 0 && (hold != iteration->hold || !iteration->awaiting_reports.contains(client_id))) {
+    return absl::OkStatus();
+  }
+  const std::string what = absl::StrCat(rpc, ": iteration ", iteration_id, " (a shared exactly_once read) ");
+  if (cut) {
+    liveness_.FailIteration(
+        iteration_id, absl::StatusCode::kResourceExhausted,
+        absl::StrCat(what, "lost a task, and its client ", client_id,
+                     " took positions of more splits than one report carries (", kMaxTakenPositionNumbers,
+                     " numbers): a rerun could repeat those left out, so the read stops"));
+    return absl::OkStatus();
+  }
+  // Only splits still out are journaled: the others are delivered, or
+  // never handed out.
   proto::Update update;
-  update.mutable_release_iteration_client()->set_iteration_client_id(request.iteration_client_id());
-  return core_.Apply(update);
+  auto* report = update.mutable_report_taken_positions();
+  int64_t reported = 0;
+  for (const proto::SplitDelivery& split : positions) {
+    if (!core_.state_.IsSplitOutstanding(*iteration, split.seq())) continue;
+    *report->add_positions() = split;
+    reported += 1 + split.delivered_size();
+  }
+  if (hold == 0 && reported == 0) return absl::OkStatus();
+  int64_t kept = 0;
+  for (const auto& [seq, ranges] : iteration->taken_positions)
+    kept += 1 + 2 * static_cast<int64_t>(ranges.size());
+  if (kept + reported > kMaxIterationTakenNumbers) {
+    liveness_.FailIteration(
+        iteration_id, absl::StatusCode::kResourceExhausted,
+        absl::StrCat(what, "keeps ", kept, " numbers of positions its consumers took of splits still out; ",
+                     reported, " more from client ", client_id, " would pass the ", kMaxIterationTakenNumbers,
+                     " it may keep, so the read stops"));
+    return absl::OkStatus();
+  }
+  if (absl::Status quota =
+          CheckRestoreQuota(core_.state_, core_.config_,
+                            core_.state_.FindJob(iteration->job_id)->params.tenant(), reported, rpc);
+      !quota.ok()) {
+    liveness_.FailIteration(
+        iteration_id, absl::StatusCode::kResourceExhausted,
+        absl::StrCat(quota.message(), "; iteration ", iteration_id,
+                     " (a shared exactly_once read) stops rather than rerun its lost task's "
+                     "splits without what its consumers took of them"));
+    return absl::OkStatus();
+  }
+  report->set_iteration_id(iteration_id);
+  report->set_iteration_client_id(client_id);
+  report->set_hold(hold);
+  const int64_t held = CountSplits(iteration->held_splits);
+  if (absl::Status s = core_.Apply(update); !s.ok()) return s;
+  if (held > 0 && iteration->held_splits.empty()) {
+    int64_t taken = 0;
+    for (const auto& [seq, ranges] : iteration->taken_positions) {
+      for (const auto& [begin, end] : ranges) taken += end - begin;
+    }
+    spdlog::info(
+        "iteration {}: every client said what it took; {} held splits run again, passing over the {} "
+        "elements its consumers took of splits still out",
+        iteration_id, held, taken);
+  }
+  liveness_.AssignReturnedSplits(new_tasks);
+  return absl::OkStatus();
 }
 
 }  // namespace sluice::dispatcher

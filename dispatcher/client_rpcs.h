@@ -44,6 +44,16 @@ class ClientRpcs {
   // client_secrets_.ForTask(task_id), computed once: every client
   // heartbeat carries the read secret of each of its iteration's tasks.
   const std::string& ReadSecretOf(int64_t task_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu_);
+  // A shared exactly_once read's client says which positions it took of
+  // splits still out: in answer to hold `hold` (taken only from an awaited
+  // client, for the current hold), or on its release (hold 0). Held splits
+  // that every awaited client has answered for go back, and get a task. A
+  // report `cut` short, or past kMaxIterationTakenNumbers for the
+  // iteration, fails the iteration (ResourceExhausted) for every reader.
+  absl::Status TakePositions(absl::string_view rpc, int64_t iteration_id, int64_t client_id, int64_t hold,
+                             bool cut,
+                             const google::protobuf::RepeatedPtrField<proto::SplitDelivery>& positions,
+                             NewTasks* new_tasks) ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu_);
   // The iteration's live tasks and its lost ones, into the answer.
   void ListTasks(const DispatcherState::Iteration& iteration, proto::ClientHeartbeatResponse* response)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu_);

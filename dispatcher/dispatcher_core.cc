@@ -44,6 +44,7 @@ bool ChangesTaskLists(const proto::Update& update) {
     case proto::Update::kRegisterDataset:
     case proto::Update::kCreateJob:
     case proto::Update::kCreateIteration:
+    case proto::Update::kReportTakenPositions:
       return false;
     default:
       return true;

@@ -14,14 +14,14 @@ namespace sluice::dispatcher {
 namespace {
 
 constexpr char kMismatch[] =
-    "protocol version mismatch: the peer speaks version 5, this server speaks 4; run the same Sluice release "
+    "protocol version mismatch: the peer speaks version 6, this server speaks 5; run the same Sluice release "
     "on both";
 
 TEST_CASE("dispatcher_impl: GetVersion reports the protocol and server versions", "[dispatcher]") {
   DispatcherImpl d(TestConfig());
   proto::GetVersionResponse response;
   REQUIRE(d.GetVersion(proto::GetVersionRequest(), &response).ok());
-  CHECK(response.protocol_version() == 4);
+  CHECK(response.protocol_version() == 5);
   CHECK(response.server_version() == "sluice 0.1.0");
 }
 
@@ -428,7 +428,7 @@ TEST_CASE("dispatcher_impl: released clients are unknown, releasing again is fin
 TEST_CASE("dispatcher_impl: a version mismatch is FailedPrecondition", "[dispatcher]") {
   DispatcherImpl d(TestConfig());
   proto::VersionInfo wrong;
-  wrong.set_protocol_version(5);
+  wrong.set_protocol_version(6);
   auto check = [](const absl::Status& status) {
     CHECK(status.code() == absl::StatusCode::kFailedPrecondition);
     CHECK(status.message() == kMismatch);
@@ -518,7 +518,7 @@ TEST_CASE("dispatcher_impl: a version mismatch is FailedPrecondition", "[dispatc
   absl::Status status = d.GetStatus(missing, &out);
   CHECK(status.code() == absl::StatusCode::kFailedPrecondition);
   CHECK(status.message() ==
-        "protocol version mismatch: the peer speaks version 0, this server speaks 4; run the same Sluice "
+        "protocol version mismatch: the peer speaks version 0, this server speaks 5; run the same Sluice "
         "release on both");
 }
 

@@ -166,8 +166,12 @@ absl::Status DispatcherState::Apply(const proto::Update& update) {
         return absl::FailedPreconditionError(
             absl::StrCat("unknown iteration client ", u.iteration_client_id()));
       }
-      iterations_[client->second].clients.erase(u.iteration_client_id());
+      Iteration& iteration = iterations_[client->second];
+      iteration.clients.erase(u.iteration_client_id());
+      iteration.awaiting_reports.erase(u.iteration_client_id());
       iteration_of_client_.erase(client);
+      ReturnHeldIfAnswered(iteration);
+      UpdateFinished(iteration);
       return absl::OkStatus();
     }
     case proto::Update::kFinishTask: {
@@ -306,11 +310,14 @@ absl::Status DispatcherState::Apply(const proto::Update& update) {
       }
       for (int64_t seq : u.seqs()) {
         RemoveSplits(&iteration->second.returned_splits, seq, 1);
+        RemoveSplits(&iteration->second.held_splits, seq, 1);
         DeliverSplit(iteration->second, seq);
       }
       UpdateFinished(iteration->second);
       return absl::OkStatus();
     }
+    case proto::Update::kReportTakenPositions:
+      return ApplyTakenPositions(update.report_taken_positions());
     case proto::Update::kExtendRoundHorizon: {
       auto iteration = iterations_.find(update.extend_round_horizon().iteration_id());
       if (iteration == iterations_.end()) {
@@ -431,7 +438,7 @@ void DispatcherState::UpdateFinished(Iteration& iteration) {
 }
 
 bool DispatcherState::HasUnreadSplits(const Iteration& iteration) const {
-  if (!iteration.returned_splits.empty()) return true;
+  if (!iteration.returned_splits.empty() || !iteration.held_splits.empty()) return true;
   const proto::JobParams& params = jobs_.at(iteration.job_id).params;
   if (params.processing_mode() != proto::DISTRIBUTED_EPOCH || IsStaticSharding(params) ||
       iteration.splits_exhausted || iteration.collected || iteration.error_code != 0) {
@@ -463,13 +470,14 @@ void DispatcherState::DropSplits(Iteration& iteration) {
   // weight: a superseded restore's client may heartbeat on for long.
   iteration.skip_splits = IntRanges();
   iteration.skip_positions.clear();
+  iteration.held_splits.clear();
+  iteration.awaiting_reports.clear();
+  iteration.taken_positions.clear();
 }
 
 void DispatcherState::ReturnLeases(Task& task) {
   Iteration& iteration = iterations_[task.iteration_id];
-  if (!iteration.collected && iteration.error_code == 0) {
-    for (const auto& [seq, split] : task.leases) iteration.returned_splits[seq] = split;
-  }
+  if (!iteration.collected && iteration.error_code == 0) HoldOrReturn(iteration, task.leases);
   ClearLeases(task);
 }
 
@@ -479,7 +487,7 @@ void DispatcherState::AddLease(Iteration& iteration, Task& task, const Split& ru
 }
 
 bool DispatcherState::IsSplitOutstanding(const Iteration& iteration, int64_t seq) const {
-  if (HoldsSplit(iteration.returned_splits, seq)) return true;
+  if (HoldsSplit(iteration.returned_splits, seq) || HoldsSplit(iteration.held_splits, seq)) return true;
   auto holder = iteration.lease_holders.upper_bound(seq);
   if (holder == iteration.lease_holders.begin()) return false;
   --holder;

@@ -136,6 +136,16 @@ class DispatcherState {
     // distributed_epoch over a dataset without end (repeat without a
     // count): its splits are not leased.
     bool infinite = false;
+    // A shared exactly_once read (HoldsLostSplits): a lost task's
+    // unfinished splits wait here, not in returned_splits, until every
+    // client awaited has said which of their positions it took (hold
+    // `hold`, counted from 1); taken_positions gathers those, per split
+    // still out, and a rerun passes over them (docs/design.md, "Shared
+    // exactly_once reads after a lost worker").
+    SplitRuns held_splits;
+    int64_t hold = 0;
+    std::set<int64_t> awaiting_reports;
+    std::map<int64_t, IntRanges> taken_positions;
     // Derived from the tasks, never journaled: the task holding each lease
     // run (by its first seq), so that a delivered split finds its task
     // without a look through all of them, and the tasks not finished. At
@@ -189,13 +199,29 @@ class DispatcherState {
   std::string NextDatasetId() const;
 
   // distributed_epoch: splits that a task yet to be made must read, returned
-  // by lost tasks or never handed out before the last tasks were lost.
+  // by lost tasks (or held for their clients' reports) or never handed out
+  // before the last tasks were lost.
   bool HasUnreadSplits(const Iteration& iteration) const;
+  // A shared exactly_once read: consumers take a task's elements first come,
+  // first served, so a lost task's splits are held until each consumer
+  // reports what it took of them (issue 50, finding 10).
+  bool HoldsLostSplits(const Iteration& iteration) const;
+  // The lowest seq of `iteration` still out (leased, returned, held or not
+  // handed out yet): every split below it is delivered.
+  int64_t LowestOutstandingSplit(const Iteration& iteration) const;
 
  private:
   void UpdateFinished(Iteration& iteration);
-  // A lost task's undelivered splits go back to its iteration.
+  // A lost task's undelivered splits go back to its iteration, or are held
+  // for its clients' reports (HoldsLostSplits).
   void ReturnLeases(Task& task);
+  // A lost task's `leases` go back to the iteration, or are held for its
+  // clients' reports (HoldsLostSplits).
+  void HoldOrReturn(Iteration& iteration, const SplitRuns& leases);
+  // Held splits go back once no client is awaited.
+  void ReturnHeldIfAnswered(Iteration& iteration);
+  // ReportTakenPositions.
+  absl::Status ApplyTakenPositions(const proto::Update::ReportTakenPositions& u);
   // The only ways a task's leases and finished flag change, keeping the
   // iteration's derived fields in step.
   void AddLease(Iteration& iteration, Task& task, const Split& run);

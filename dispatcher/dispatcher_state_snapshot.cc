@@ -78,6 +78,14 @@ void DispatcherState::FillSnapshot(proto::StateSnapshot* out) const {
     i->set_infinite(iteration.infinite);
     AppendPairs(iteration.skip_splits, i->mutable_skip_splits());
     AppendWorkerRanges(iteration.skip_positions, i->mutable_skip_positions());
+    LeasesToProto(Values(iteration.held_splits), i->mutable_held_splits());
+    i->set_hold(iteration.hold);
+    for (int64_t client : iteration.awaiting_reports) i->add_awaiting_reports(client);
+    for (const auto& [seq, positions] : iteration.taken_positions) {
+      proto::SplitDelivery* taken = i->add_taken_positions();
+      taken->set_seq(seq);
+      AppendPairs(positions, taken->mutable_delivered());
+    }
   }
   for (const auto& [id, task] : tasks_) {
     auto* t = snapshot.add_tasks();
@@ -181,6 +189,21 @@ absl::StatusOr<DispatcherState> DispatcherState::FromSnapshot(const proto::State
       return absl::DataLossError(
           absl::StrCat("iteration ", iteration.id, ": ", positions.status().message()));
     iteration.skip_positions = *std::move(positions);
+    for (const Split& split : LeasesFromProto(i.held_splits())) iteration.held_splits[split.seq] = split;
+    iteration.hold = i.hold();
+    for (int64_t client : i.awaiting_reports()) {
+      if (!iteration.clients.contains(client)) {
+        return absl::DataLossError(absl::StrCat("snapshot: iteration ", iteration.id,
+                                                " awaits a report from client ", client, ", not its own"));
+      }
+      iteration.awaiting_reports.insert(client);
+    }
+    for (const proto::SplitDelivery& taken : i.taken_positions()) {
+      absl::StatusOr<IntRanges> ranges = RangesFromPairs(taken.delivered(), 0, "taken_positions");
+      if (!ranges.ok())
+        return absl::DataLossError(absl::StrCat("iteration ", iteration.id, ": ", ranges.status().message()));
+      iteration.taken_positions[taken.seq()] = *std::move(ranges);
+    }
     job->second.iterations[iteration.repetition] = iteration.id;
     state.iterations_[iteration.id] = std::move(iteration);
   }

@@ -42,6 +42,7 @@ int64_t SplitsAwaitingReissue(const DispatcherState& state) {
   int64_t splits = 0;
   for (const auto& [id, iteration] : state.iterations()) {
     for (const auto& [seq, run] : iteration.returned_splits) splits += run.count;
+    for (const auto& [seq, run] : iteration.held_splits) splits += run.count;
   }
   return splits;
 }
@@ -100,7 +101,8 @@ void Liveness::RunMonitor() {
         excused_workers_.erase(address);
         RemoveWorker(address, absl::StrCat("no heartbeat for ", silent_for.count(), " ms"), &new_tasks);
       }
-      ReleaseSilentClients(now);
+      // A released client is awaited no more: held splits may be back.
+      if (ReleaseSilentClients(now)) AssignReturnedSplits(&new_tasks);
       // Here, not per heartbeat: heartbeats only store their figures.
       core_.autoscaler_.Evaluate(ScalingInputs(core_.state_), ServingWorkers(core_.state_), now);
     }
@@ -178,6 +180,13 @@ void Liveness::NoteLostTask(const DispatcherState::Task& task, const std::string
   const Clock::duration lived = core_.crash_loop_.TaskEnded(task.id, now);
   const auto* iteration = core_.state_.FindIteration(task.iteration_id);
   if (iteration->error_code != 0 || iteration->collected) return;
+  if (!iteration->awaiting_reports.empty()) {
+    spdlog::info(
+        "iteration {}: {} splits of lost tasks (task {} the latest) are held until its {} clients say which "
+        "of their elements they took (shared exactly_once read, hold {})",
+        iteration->id, CountSplits(iteration->held_splits), task.id, iteration->awaiting_reports.size(),
+        iteration->hold);
+  }
   // A shutdown is not a crash, nor is a worker that lives but that clients
   // cannot reach.
   const bool may_be_crash = reason != "worker shut down" && !absl::StartsWith(reason, kUnreachableReason);
@@ -263,6 +272,9 @@ void Liveness::AssignReturnedSplits(NewTasks* new_tasks) {
   for (const auto& [id, iteration] : core_.state_.iterations()) {
     if (iteration.collected || iteration.error_code != 0 || !core_.state_.HasUnreadSplits(iteration))
       continue;
+    // Held splits wait for their clients' reports, not for a task.
+    if (iteration.returned_splits.empty() && !iteration.held_splits.empty() && iteration.splits_exhausted)
+      continue;
     const bool has_taker =
         std::any_of(iteration.tasks.begin(), iteration.tasks.end(), [this](int64_t task_id) {
           const auto* task = core_.state_.FindTask(task_id);
@@ -326,11 +338,18 @@ void Liveness::ForgetIteration(int64_t iteration_id) {
   }
 }
 
-void Liveness::ReleaseSilentClients(Clock::time_point now) {
+bool Liveness::ReleaseSilentClients(Clock::time_point now) {
   const auto client_timeout = std::chrono::milliseconds(core_.config_.client_timeout_ms);
+  bool released_any = false;
   for (int64_t client : core_.client_activity_.Silent(now, client_timeout)) {
     const std::optional<int64_t> iteration = core_.state_.IterationOfClient(client);
-    core_.client_activity_.Release(client, iteration);
+    // The last hold it answered: one it is awaited for goes on without it.
+    int64_t answered_hold = 0;
+    if (iteration.has_value()) {
+      const auto* released = core_.state_.FindIteration(*iteration);
+      answered_hold = released->hold - (released->awaiting_reports.contains(client) ? 1 : 0);
+    }
+    core_.client_activity_.Release(client, iteration, answered_hold);
     if (!iteration.has_value()) continue;
     spdlog::warn(
         "iteration client {} silent for {} ms (client_timeout_ms): released; taken back if it "
@@ -338,8 +357,9 @@ void Liveness::ReleaseSilentClients(Clock::time_point now) {
         client, core_.config_.client_timeout_ms);
     proto::Update update;
     update.mutable_release_iteration_client()->set_iteration_client_id(client);
-    core_.ApplyOrLog(update, absl::StrCat("releasing silent client ", client));
+    released_any |= core_.ApplyOrLog(update, absl::StrCat("releasing silent client ", client));
   }
+  return released_any;
 }
 
 absl::StatusOr<int64_t> Liveness::ResumeReleasedClient(int64_t iteration_client_id) {
@@ -357,6 +377,17 @@ absl::StatusOr<int64_t> Liveness::ResumeReleasedClient(int64_t iteration_client_
         " ms without clients (job_gc_timeout_ms): raise client_timeout_ms on the dispatcher for trainers "
         "that "
         "pause longer (evaluation, checkpoints)"));
+  }
+  // Kept released, so that its peers' reads end with DataLoss rather than
+  // whole (ClientRpcs::CheckPeersAtEnd).
+  if (released->took_tasks && iteration->hold != released->hold) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "iteration client ", iteration_client_id, " was released after ", core_.config_.client_timeout_ms,
+        " ms without a heartbeat (client_timeout_ms), and its shared exactly_once read (iteration ",
+        iteration->id,
+        ") has since lost a task whose splits ran again without knowing what this client took of them: "
+        "it may not come back, or elements would repeat; raise client_timeout_ms on the dispatcher for "
+        "trainers that pause longer"));
   }
   proto::Update acquire;
   acquire.mutable_acquire_iteration_client()->set_iteration_client_id(iteration_client_id);

@@ -60,6 +60,9 @@ class Liveness {
   // Fails an iteration (journaled) for `message`; its readers get it.
   void FailIteration(int64_t iteration_id, absl::StatusCode code, const std::string& message)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu_);
+  // Makes a task, on the least busy live worker, for every iteration whose
+  // returned splits no task can take.
+  void AssignReturnedSplits(NewTasks* new_tasks) ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu_);
   // Takes back a client released for silence, or says what happened.
   absl::StatusOr<int64_t> ResumeReleasedClient(int64_t iteration_client_id)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu_);
@@ -77,17 +80,15 @@ class Liveness {
   // iteration's crash loop, and fails the iteration at kCrashLoopLosses.
   void NoteLostTask(const DispatcherState::Task& task, const std::string& reason, Clock::time_point now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu_);
-  // Makes a task, on the least busy live worker, for every iteration whose
-  // returned splits no task can take.
-  void AssignReturnedSplits(NewTasks* new_tasks) ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu_);
   // Drops what this process keeps about an iteration that reads no more
   // (collected, failed or removed): its split provider and timers.
   void ForgetIteration(int64_t iteration_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu_);
   // Logs when most workers go silent at once, and when they are heard
   // again; true when they just were (excused_workers_ then holds the rest).
   bool NoteSilentMajority(const SilentWorkers& silent) ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu_);
-  // Clients silent for client_timeout_ms are released (and remembered).
-  void ReleaseSilentClients(Clock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu_);
+  // Clients silent for client_timeout_ms are released (and remembered);
+  // true when any was.
+  bool ReleaseSilentClients(Clock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu_);
   void CollectAbandonedIterations(Clock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu_);
   // Jobs whose iterations are all over and without clients, and datasets
   // that no job uses, after job_retention_ms: removed from the state (and

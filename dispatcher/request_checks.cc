@@ -51,6 +51,27 @@ absl::Status CheckName(const std::string& rpc, const std::string& field, const s
   return absl::OkStatus();
 }
 
+// A client's report of the positions it took: at most
+// kMaxTakenPositionNumbers numbers, each split's well-formed pairs.
+absl::Status CheckTakenPositions(const std::string& rpc,
+                                 const google::protobuf::RepeatedPtrField<proto::SplitDelivery>& splits) {
+  int64_t numbers = 0;
+  for (const proto::SplitDelivery& split : splits) numbers += 1 + split.delivered_size();
+  if (numbers > kMaxTakenPositionNumbers) {
+    return Refuse(rpc, "taken_positions", absl::StrCat("at most ", kMaxTakenPositionNumbers, " numbers"),
+                  absl::StrCat(numbers, " numbers"));
+  }
+  for (const proto::SplitDelivery& split : splits) {
+    if (absl::Status s = CheckId(rpc, "taken_positions.seq", split.seq()); !s.ok()) return s;
+    if (absl::Status s =
+            CheckPairs(split.delivered(), 0, absl::StrCat(rpc, ": taken_positions of split ", split.seq()));
+        !s.ok()) {
+      return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status CheckWorkerAddress(const std::string& what, const std::string& address) {
@@ -197,11 +218,16 @@ absl::Status CheckRequest(const proto::ClientHeartbeatRequest& request) {
   for (const std::string& address : request.unreachable_workers()) {
     if (absl::Status s = CheckWorkerAddress(rpc + ": unreachable_workers", address); !s.ok()) return s;
   }
-  return absl::OkStatus();
+  if (request.answered_hold() < 0) {
+    return Refuse(rpc, "answered_hold", ">= 0", absl::StrCat(request.answered_hold()));
+  }
+  return CheckTakenPositions(rpc, request.taken_positions());
 }
 
 absl::Status CheckRequest(const proto::ReleaseIterationClientRequest& request) {
-  return CheckId("ReleaseIterationClient", "iteration_client_id", request.iteration_client_id());
+  const std::string rpc = "ReleaseIterationClient";
+  if (absl::Status s = CheckId(rpc, "iteration_client_id", request.iteration_client_id()); !s.ok()) return s;
+  return CheckTakenPositions(rpc, request.taken_positions());
 }
 
 absl::Status CheckRequest(const proto::WorkerHeartbeatRequest& request) {

@@ -33,7 +33,7 @@ std::optional<std::string> SharedExactlyOnceBreak(const DispatcherState& state,
     return std::nullopt;
   }
   const DispatcherState::Job* job = state.FindJob(iteration->job_id);
-  if (job == nullptr || !SharesTasks(job->params)) return std::nullopt;
+  if (job == nullptr || !SharesTasks(job->params) || state.HoldsLostSplits(*iteration)) return std::nullopt;
   return absl::StrCat(
       JobName(*job), " (repetition ", iteration->repetition, ", iteration ", iteration->id,
       ") is read exactly_once by several consumers, and its task ", task.id, " on worker ",
@@ -46,8 +46,8 @@ std::optional<std::string> SharedExactlyOnceBreak(const DispatcherState& state,
 
 absl::Status CheckJoinAfterLoss(const DispatcherState& state, const DispatcherState::Iteration& iteration) {
   const DispatcherState::Job* job = state.FindJob(iteration.job_id);
-  if (job == nullptr || !SharesTasks(job->params) || iteration.finished || iteration.collected ||
-      iteration.error_code != 0) {
+  if (job == nullptr || !SharesTasks(job->params) || state.HoldsLostSplits(iteration) || iteration.finished ||
+      iteration.collected || iteration.error_code != 0) {
     return absl::OkStatus();
   }
   for (int64_t id : iteration.tasks) {

@@ -18,8 +18,11 @@
 //     drops exactly its own repeats), and a second client may not join it
 //     afterwards.
 //
-// Coordinated reads (num_consumers) deal rounds by consumer and are not
-// affected.
+// A named job read without `deterministic` holds a lost task's splits
+// instead, until each consumer has said which of their positions it took,
+// and recovers exactly (DispatcherState::HoldsLostSplits); what is left
+// here is a deterministic read shared by several consumers. Coordinated
+// reads (num_consumers) deal rounds by consumer and are not affected.
 //
 //   if (auto why = SharedExactlyOnceBreak(state, task, reason)) FailIteration(..., kAborted, *why);
 #ifndef SLUICE_DISPATCHER_SHARED_EXACTLY_ONCE_H_

@@ -1,6 +1,9 @@
-// An exactly_once read shared by several clients fails when one of its
-// tasks is lost unread (before any of its splits could run again); with one
-// client it reads on, and no second client may join it afterwards.
+// An anonymous job's exactly_once read shared by several clients (each a
+// sole reader, joined by job id) fails when one of its tasks is lost unread
+// (before any of its splits could run again); with one client it reads on,
+// and no second client may join it afterwards. A named job's read recovers
+// exactly instead (held_splits_test.cc); a deterministic one takes no
+// second consumer.
 #include "dispatcher/shared_exactly_once.h"
 
 #include <catch2/catch.hpp>
@@ -14,35 +17,12 @@
 namespace sluice::dispatcher {
 namespace {
 
-int64_t SharedJob(DispatcherImpl& d, bool exactly_once, const std::string& name = "shared") {
-  proto::JobParams params;
-  params.set_dataset_id(Register(d, internal::DefinitionOf(Dataset::Range(1000))));
-  params.set_processing_mode(proto::DISTRIBUTED_EPOCH);
-  params.set_exactly_once(exactly_once);
-  params.set_job_name(name);
-  int64_t job_id = 0;
-  absl::Status status = TryJob(d, params, &job_id);
-  INFO(status.ToString());
-  REQUIRE(status.ok());
-  return job_id;
-}
-
-// The task of `iteration_id` on `address`.
-int64_t TaskOn(DispatcherImpl& d, int64_t iteration_id, const std::string& address) {
-  const proto::StatusSnapshot snapshot = Snapshot(d);
-  for (const auto& task : snapshot.tasks()) {
-    if (task.iteration_id() == iteration_id && task.worker_address() == address) return task.task_id();
-  }
-  FAIL("no task of iteration " << iteration_id << " on " << address);
-  return 0;
-}
-
 TEST_CASE("shared_exactly_once: a task lost unread fails a read shared by two clients, naming why",
           "[dispatcher][exactly_once]") {
   DispatcherImpl d(TestConfig());
   Heartbeat(d, "a:1");
   Heartbeat(d, "b:2");
-  const int64_t job = SharedJob(d, /*exactly_once=*/true);
+  const int64_t job = RangeJobOverSplits(d, /*exactly_once=*/true);
   const auto first = Iteration(d, job);
   const auto second = Iteration(d, job);
   REQUIRE(first.iteration_client_id() != second.iteration_client_id());
@@ -52,7 +32,8 @@ TEST_CASE("shared_exactly_once: a task lost unread fails a read shared by two cl
   for (int64_t client : {first.iteration_client_id(), second.iteration_client_id()}) {
     const proto::ClientHeartbeatResponse beat = ClientBeat(d, client);
     CHECK(beat.error_code() == static_cast<int>(absl::StatusCode::kAborted));
-    CHECK(absl::StrContains(beat.error_message(), "job 'shared' (repetition 0, iteration "));
+    CHECK(absl::StrContains(beat.error_message(),
+                            "anonymous job " + std::to_string(job) + " (repetition 0, iteration "));
     CHECK(absl::StrContains(beat.error_message(), "is read exactly_once by several consumers, and its task " +
                                                       std::to_string(lost) +
                                                       " on worker a:1 was lost (worker shut down)"));
@@ -77,7 +58,7 @@ TEST_CASE("shared_exactly_once: what does not break the promise reads on", "[dis
   Heartbeat(d, "a:1");
   Heartbeat(d, "b:2");
   SECTION("without exactly_once, a lost task's splits run again (at least once)") {
-    const int64_t job = SharedJob(d, /*exactly_once=*/false);
+    const int64_t job = RangeJobOverSplits(d, /*exactly_once=*/false);
     const auto first = Iteration(d, job);
     Iteration(d, job);
     Splits(d, first.iteration_id(), TaskOn(d, first.iteration_id(), "a:1"), 4);
@@ -85,7 +66,7 @@ TEST_CASE("shared_exactly_once: what does not break the promise reads on", "[dis
     CHECK(ClientBeat(d, first.iteration_client_id()).error_code() == 0);
   }
   SECTION("a task read to its end is not lost") {
-    const int64_t job = SharedJob(d, /*exactly_once=*/true);
+    const int64_t job = RangeJobOverSplits(d, /*exactly_once=*/true);
     const auto first = Iteration(d, job);
     Iteration(d, job);
     const int64_t task = TaskOn(d, first.iteration_id(), "a:1");
@@ -94,7 +75,7 @@ TEST_CASE("shared_exactly_once: what does not break the promise reads on", "[dis
     CHECK(ClientBeat(d, first.iteration_client_id()).error_code() == 0);
   }
   SECTION("one client reads the rerun alone; a second may not join it then") {
-    const int64_t job = SharedJob(d, /*exactly_once=*/true);
+    const int64_t job = RangeJobOverSplits(d, /*exactly_once=*/true);
     const auto first = Iteration(d, job);
     const int64_t lost = TaskOn(d, first.iteration_id(), "a:1");
     Splits(d, first.iteration_id(), lost, 4);
@@ -105,7 +86,8 @@ TEST_CASE("shared_exactly_once: what does not break the promise reads on", "[dis
     proto::GetOrCreateIterationResponse response;
     const absl::Status join = Call(d, &DispatcherImpl::GetOrCreateIteration, request, &response);
     REQUIRE(absl::IsFailedPrecondition(join));
-    CHECK(absl::StartsWith(join.message(), "job 'shared' repetition 0 lost task " + std::to_string(lost) +
+    CHECK(absl::StartsWith(join.message(), "anonymous job " + std::to_string(job) +
+                                               " repetition 0 lost task " + std::to_string(lost) +
                                                " on worker a:1 (worker shut down) while one consumer read it "
                                                "exactly_once"));
   }
@@ -113,25 +95,10 @@ TEST_CASE("shared_exactly_once: what does not break the promise reads on", "[dis
 
 TEST_CASE("shared_exactly_once: a client released and taken back is still one client",
           "[dispatcher][exactly_once]") {
-  DispatcherState state;
-  auto apply = [&state](const proto::Update& update) {
-    absl::Status status = state.Apply(update);
-    INFO(status.ToString());
-    REQUIRE(status.ok());
-  };
-  proto::Update dataset;
-  dataset.mutable_register_dataset()->set_dataset_id("d");
-  *dataset.mutable_register_dataset()->mutable_dataset() = internal::DefinitionOf(Dataset::Range(10));
-  apply(dataset);
-  proto::Update job;
-  job.mutable_create_job()->set_job_id(1);
-  job.mutable_create_job()->mutable_params()->set_dataset_id("d");
-  job.mutable_create_job()->mutable_params()->set_processing_mode(proto::DISTRIBUTED_EPOCH);
-  apply(job);
-  proto::Update iteration;
-  iteration.mutable_create_iteration()->set_iteration_id(1);
-  iteration.mutable_create_iteration()->set_job_id(1);
-  apply(iteration);
+  proto::JobParams params;
+  params.set_processing_mode(proto::DISTRIBUTED_EPOCH);
+  DispatcherState state = StateWithIteration(params);
+  auto apply = [&state](const proto::Update& update) { ApplyOk(state, update); };
   auto acquire = [&](int64_t client) {
     proto::Update update;
     update.mutable_acquire_iteration_client()->set_iteration_client_id(client);

@@ -81,7 +81,7 @@ absl::Status CheckIterationQuota(const DispatcherState& state, const DispatcherC
 }
 
 absl::Status CheckRestoreQuota(const DispatcherState& state, const DispatcherConfig& config,
-                               const std::string& tenant, int64_t adding) {
+                               const std::string& tenant, int64_t adding, absl::string_view rpc) {
   if (adding == 0) return absl::OkStatus();
   Usage numbers;
   for (const auto& [id, iteration] : state.iterations()) {
@@ -89,14 +89,22 @@ absl::Status CheckRestoreQuota(const DispatcherState& state, const DispatcherCon
     numbers.total += held;
     if (state.FindJob(iteration.job_id)->params.tenant() == tenant) numbers.tenant += held;
   }
-  return CheckUsage("GetOrCreateIteration", "numbers of restored reads' skip lists", tenant, numbers, adding,
-                    "max_restore_numbers", config.max_restore_numbers, config.tenant_max_restore_numbers);
+  return CheckUsage(
+      rpc,
+      rpc == "GetOrCreateIteration"
+          ? "numbers of restored reads' skip lists"
+          : "numbers of skip lists (restored reads', and positions shared reads took of held splits)",
+      tenant, numbers, adding, "max_restore_numbers", config.max_restore_numbers,
+      config.tenant_max_restore_numbers);
 }
 
 int64_t RestoreNumbers(const DispatcherState::Iteration& iteration) {
   int64_t numbers = 2 * static_cast<int64_t>(iteration.skip_splits.size());
   for (const auto& [address, ranges] : iteration.skip_positions)
     numbers += 2 * static_cast<int64_t>(ranges.size());
+  // A shared read's held splits' taken positions are skip lists too.
+  for (const auto& [seq, ranges] : iteration.taken_positions)
+    numbers += 1 + 2 * static_cast<int64_t>(ranges.size());
   return numbers;
 }
 

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "dispatcher/dispatcher_config.h"
 #include "dispatcher/dispatcher_state.h"
 #include "sluice/proto/dataset.pb.h"
@@ -29,10 +30,12 @@ absl::Status CheckJobQuota(const DispatcherState& state, const DispatcherConfig&
 absl::Status CheckIterationQuota(const DispatcherState& state, const DispatcherConfig& config,
                                  const std::string& tenant);
 
-// A restored read's skip lists for `tenant` holding `adding` more numbers
-// (max_restore_numbers, tenant_max_restore_numbers).
+// A restored read's skip lists (or a shared read's taken positions, for
+// `rpc` ClientHeartbeat or ReleaseIterationClient) for `tenant` holding
+// `adding` more numbers (max_restore_numbers, tenant_max_restore_numbers).
 absl::Status CheckRestoreQuota(const DispatcherState& state, const DispatcherConfig& config,
-                               const std::string& tenant, int64_t adding);
+                               const std::string& tenant, int64_t adding,
+                               absl::string_view rpc = "GetOrCreateIteration");
 // The numbers an iteration's skip lists hold (each range two), and those a
 // request's would.
 int64_t RestoreNumbers(const DispatcherState::Iteration& iteration);

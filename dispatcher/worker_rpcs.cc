@@ -16,6 +16,7 @@
 #include "pipeline/sharding.h"
 #include "pipeline/split_provider.h"
 #include "service/grpc_util.h"
+#include "service/int_ranges.h"
 #include "service/metrics.h"
 
 namespace sluice::dispatcher {
@@ -237,8 +238,21 @@ absl::Status WorkerRpcs::GetSplits(const proto::GetSplitsRequest& request, proto
     return absl::NotFoundError(
         absl::StrCat("task ", request.task_id(), " of iteration ", request.iteration_id(), " is unknown"));
   }
-  auto answer = [response](const std::vector<Split>& splits, bool end) {
-    for (const Split& split : splits) SplitToMessage(split, response->add_splits());
+  // A split run again after a shared exactly_once read lost its task goes
+  // with the positions its consumers took (DispatcherState::HoldsLostSplits).
+  auto answer = [this, response, iteration_id = task->iteration_id](const std::vector<Split>& splits,
+                                                                    bool end) {
+    const auto* iteration = core_.state_.FindIteration(iteration_id);
+    for (const Split& split : splits) {
+      SplitToMessage(split, response->add_splits());
+      const auto& taken = iteration->taken_positions;
+      for (auto it = taken.lower_bound(split.seq);
+           it != taken.end() && it->first < split.seq + std::max<int64_t>(split.count, 1); ++it) {
+        proto::SplitDelivery* skip = response->add_skip_positions();
+        skip->set_seq(it->first);
+        AppendPairs(it->second, skip->mutable_delivered());
+      }
+    }
     response->set_end_of_splits(end);
     return absl::OkStatus();
   };

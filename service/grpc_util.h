@@ -26,7 +26,10 @@ namespace sluice {
 // 4: parallel_epochs readers read a task its dispatcher unlisted until its
 // worker answers task_not_here, which a version 3 worker never says (it
 // answers empty), and workers given up keep such tasks (issue 50).
-inline constexpr int kProtocolVersion = 4;
+// 5: a shared exactly_once read's lost splits are held until each client
+// answers report_hold, and rerun with skip_positions, which a version 4
+// client never answers and a version 4 worker would serve again (issue 50).
+inline constexpr int kProtocolVersion = 5;
 inline constexpr char kServerVersion[] = "sluice 0.1.0";
 
 absl::Status FromGrpcStatus(const grpc::Status& status);

@@ -112,29 +112,29 @@ TEST_CASE("grpc_util: OK converts to OK both ways", "[grpc]") {
 }
 
 TEST_CASE("grpc_util: CheckVersion", "[grpc]") {
-  CHECK(kProtocolVersion == 4);
+  CHECK(kProtocolVersion == 5);
   CHECK(std::string(kServerVersion) == "sluice 0.1.0");
   CHECK(CurrentVersion().protocol_version() == kProtocolVersion);
   CHECK(CheckVersion(CurrentVersion()).ok());
 
   proto::VersionInfo newer;
-  newer.set_protocol_version(5);
+  newer.set_protocol_version(6);
   absl::Status status = CheckVersion(newer);
   CHECK(status.code() == absl::StatusCode::kFailedPrecondition);
   CHECK(status.message() ==
-        "protocol version mismatch: the peer speaks version 5, this server speaks 4; run the same Sluice "
+        "protocol version mismatch: the peer speaks version 6, this server speaks 5; run the same Sluice "
         "release on both");
 
   absl::Status missing = CheckVersion(proto::VersionInfo());
   CHECK(missing.code() == absl::StatusCode::kFailedPrecondition);
   CHECK(missing.message() ==
-        "protocol version mismatch: the peer speaks version 0, this server speaks 4; run the same Sluice "
+        "protocol version mismatch: the peer speaks version 0, this server speaks 5; run the same Sluice "
         "release on both");
 
   proto::VersionInfo negative;
   negative.set_protocol_version(-3);
   CHECK(CheckVersion(negative).message() ==
-        "protocol version mismatch: the peer speaks version -3, this server speaks 4; run the same Sluice "
+        "protocol version mismatch: the peer speaks version -3, this server speaks 5; run the same Sluice "
         "release on both");
 }
 

@@ -7,13 +7,12 @@
 
 namespace sluice {
 
-absl::StatusOr<IntRanges> RangesFromPairs(const google::protobuf::RepeatedField<int64_t>& pairs,
-                                          int64_t lowest, const std::string& field) {
+absl::Status CheckPairs(const google::protobuf::RepeatedField<int64_t>& pairs, int64_t lowest,
+                        const std::string& field) {
   if (pairs.size() % 2 != 0) {
     return absl::InvalidArgumentError(
         absl::StrCat(field, " must hold [begin, end) pairs, not ", pairs.size(), " numbers"));
   }
-  IntRanges ranges;
   int64_t last_end = lowest;
   for (int i = 0; i < pairs.size(); i += 2) {
     if (pairs[i] < last_end || pairs[i + 1] <= pairs[i]) {
@@ -21,9 +20,16 @@ absl::StatusOr<IntRanges> RangesFromPairs(const google::protobuf::RepeatedField<
                                                      "): empty, below ", lowest,
                                                      ", or not after the range before"));
     }
-    ranges[pairs[i]] = pairs[i + 1];
     last_end = pairs[i + 1];
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<IntRanges> RangesFromPairs(const google::protobuf::RepeatedField<int64_t>& pairs,
+                                          int64_t lowest, const std::string& field) {
+  if (absl::Status s = CheckPairs(pairs, lowest, field); !s.ok()) return s;
+  IntRanges ranges;
+  for (int i = 0; i < pairs.size(); i += 2) ranges.emplace_hint(ranges.end(), pairs[i], pairs[i + 1]);
   return ranges;
 }
 

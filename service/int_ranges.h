@@ -8,6 +8,7 @@
 #include <map>
 #include <string>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "google/protobuf/repeated_field.h"
 
@@ -15,8 +16,11 @@ namespace sluice {
 
 using IntRanges = std::map<int64_t, int64_t>;
 
-// Reads [begin, end) pairs, ascending and apart, each begin >= `lowest`;
-// InvalidArgument naming `field` otherwise.
+// Checks [begin, end) pairs, ascending and apart, each begin >= `lowest`,
+// without building anything; InvalidArgument naming `field` otherwise.
+absl::Status CheckPairs(const google::protobuf::RepeatedField<int64_t>& pairs, int64_t lowest,
+                        const std::string& field);
+// Reads such pairs (CheckPairs) into ranges.
 absl::StatusOr<IntRanges> RangesFromPairs(const google::protobuf::RepeatedField<int64_t>& pairs,
                                           int64_t lowest, const std::string& field);
 void AppendPairs(const IntRanges& ranges, google::protobuf::RepeatedField<int64_t>* pairs);

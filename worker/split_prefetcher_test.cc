@@ -4,6 +4,8 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 
+#include "worker/dispatcher_splits.h"
+
 namespace sluice::worker {
 namespace {
 
@@ -230,6 +232,25 @@ TEST_CASE("split_prefetcher: runs of splits count as their splits", "[worker][sp
   // third. Counting runs instead (3 left, fewer than 8) would fetch on.
   absl::MutexLock lock(&mu);
   CHECK(requests == std::vector<int>{8, 8});
+}
+
+TEST_CASE("rerun_skips: each rerun split's taken positions are taken once, and malformed ones name the split",
+          "[worker]") {
+  RerunSkips skips;
+  proto::GetSplitsResponse response;
+  proto::SplitDelivery* split = response.add_skip_positions();
+  split->set_seq(4);
+  for (int64_t n : {0, 5, 8, 9}) split->add_delivered(n);
+  REQUIRE(skips.Add(response).ok());
+  CHECK(skips.Take(3).empty());
+  CHECK(skips.Take(4) == IntRanges{{0, 5}, {8, 9}});
+  CHECK(skips.Take(4).empty());
+  split->set_seq(6);
+  split->add_delivered(2);
+  const absl::Status malformed = skips.Add(response);
+  CHECK(absl::IsInvalidArgument(malformed));
+  CHECK(malformed.message() ==
+        "GetSplits: skip_positions of split 6 must hold [begin, end) pairs, not 5 numbers");
 }
 
 }  // namespace sluice::worker

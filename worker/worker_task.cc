@@ -18,32 +18,11 @@
 #include "service/metrics.h"
 #include "service/shared_memory.h"
 #include "service/worker_positions.h"
+#include "worker/dispatcher_splits.h"
 #include "worker/request_checks.h"
 
 namespace sluice::worker {
 namespace {
-
-// Fetches a distributed_epoch task's splits from the dispatcher.
-SplitPrefetcher::FetchFn FetchSplitsFrom(DispatcherClient* dispatcher, int64_t iteration_id,
-                                         int64_t task_id) {
-  // Numbers the requests, so that the dispatcher answers a retry with the
-  // splits it leased the first time. One fetch thread calls this.
-  auto last_request = std::make_shared<int64_t>(0);
-  return [=](int max_splits, const std::function<bool()>& cancelled, std::vector<Split>* splits, bool* end) {
-    proto::GetSplitsRequest request;
-    request.set_iteration_id(iteration_id);
-    request.set_task_id(task_id);
-    request.set_max_splits(max_splits);
-    request.set_request_id(++*last_request);
-    proto::GetSplitsResponse response;
-    absl::Status status =
-        dispatcher->GetSplits(request, &response, {.retry_for = kDispatcherRetryFor, .cancelled = cancelled});
-    if (!status.ok()) return status;
-    for (const auto& s : response.splits()) splits->push_back(SplitFromMessage(s));
-    *end = response.end_of_splits();
-    return absl::OkStatus();
-  };
-}
 
 // Hands out one split, then says end: an exactly_once task runs its
 // pipeline once per split, so it knows where each element came from.
@@ -97,7 +76,8 @@ absl::Status WorkerImpl::Task::Start() {
     if (def_.processing_mode() == proto::DISTRIBUTED_EPOCH) {
       // Started now, so the first splits arrive while the pipeline builds.
       splits_ = std::make_unique<SplitPrefetcher>(
-          FetchSplitsFrom(dispatcher_, def_.iteration_id(), def_.task_id()), SplitPrefetcher::Options{});
+          FetchSplitsFrom(dispatcher_, def_.iteration_id(), def_.task_id(), rerun_skips_),
+          SplitPrefetcher::Options{});
     }
     // Detached, so that its stack goes when its pipeline ends rather than
     // when the task is dropped (at job GC, minutes later: a worker serving
@@ -535,6 +515,9 @@ absl::Status WorkerImpl::Task::ProduceOneSplit(const DatasetPtr& dataset, const 
   context.split_order_epoch = def_.repetition();
   absl::StatusOr<std::unique_ptr<IteratorBase>> iterator = dataset->MakeIterator(context);
   if (!iterator.ok()) return iterator.status();
+  // A rerun of a shared read's lost split: what its consumers took is
+  // made again (positions follow the pipeline's order) but not served.
+  const IntRanges taken = rerun_skips_->Take(split.seq);
   int64_t position = 0;
   for (;; ++position) {
     if (absl::Status s = WaitForRoom(); !s.ok()) return s;
@@ -542,6 +525,7 @@ absl::Status WorkerImpl::Task::ProduceOneSplit(const DatasetPtr& dataset, const 
     bool end = false;
     if (absl::Status s = (*iterator)->GetNext(&element, &end); !s.ok()) return s;
     if (end) break;
+    if (!taken.empty() && InRanges(taken, position)) continue;
     Push(std::move(element), std::make_pair(split.seq, position));
   }
   absl::MutexLock lock(&mu_);

@@ -27,6 +27,7 @@
 #include "pipeline/dataset.h"
 #include "pipeline/split_provider.h"
 #include "worker/cross_trainer_cache.h"
+#include "worker/dispatcher_splits.h"
 #include "worker/pipeline_load.h"
 #include "worker/request_checks.h"
 #include "worker/round_assembler.h"
@@ -203,6 +204,8 @@ class WorkerImpl::Task {
   // thread when the pipeline ends, and cancelled (under mu_) by the
   // destructor.
   std::unique_ptr<SplitPrefetcher> splits_;
+  // Positions of rerun splits not to serve (dispatcher_splits.h).
+  const std::shared_ptr<RerunSkips> rerun_skips_ = std::make_shared<RerunSkips>();
   // Drain's, read by the pipeline's loop before each element.
   std::atomic<bool> stop_for_drain_{false};
 

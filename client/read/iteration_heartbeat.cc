@@ -44,6 +44,7 @@ void IterationHeartbeat::HeartbeatLoop() {
     request.set_client_secret(client_secret_);
     std::vector<int64_t> reported;
     std::vector<int64_t> reported_splits;
+    int64_t answered_hold = 0;
     {
       absl::MutexLock lock(&state_.mu);
       request.set_known_task_list(known_task_list_);
@@ -72,6 +73,20 @@ void IterationHeartbeat::HeartbeatLoop() {
         if (request.unreachable_workers_size() == kMaxUnreachablePerHeartbeat) break;
         request.add_unreachable_workers(address);
       }
+      // A shared read's lost task: what this reader took of its held
+      // splits, once nothing more can come from it.
+      if (state_.report_hold != 0 && state_.ReadyToReportTaken()) {
+        answered_hold = state_.report_hold;
+        request.set_answered_hold(answered_hold);
+        bool cut = false;
+        for (const auto& [seq, positions] :
+             state_.positions.Taken(state_.report_splits, kMaxTakenPositionNumbers, &cut)) {
+          proto::SplitDelivery* taken = request.add_taken_positions();
+          taken->set_seq(seq);
+          AppendPairs(positions, taken->mutable_delivered());
+        }
+        request.set_taken_positions_cut(cut);
+      }
       request.set_current_round(state_.current_round);
       const auto now = std::chrono::steady_clock::now();
       request.set_wait_seconds(state_.ReportedWait(now));
@@ -92,6 +107,10 @@ void IterationHeartbeat::HeartbeatLoop() {
                                    state_.completed_tasks.begin() + reported.size());
       state_.completed_splits.erase(state_.completed_splits.begin(),
                                     state_.completed_splits.begin() + reported_splits.size());
+      // Delivered for good now: never held, so their positions need no
+      // keeping.
+      for (int64_t seq : reported_splits) state_.positions.Forget(seq);
+      if (answered_hold != 0 && answered_hold == state_.report_hold) state_.report_hold = 0;
       // A backlog past one heartbeat's bound goes at once, not a beat later.
       if (state_.completed_tasks.size() + state_.completed_splits.size() > 0 &&
           (reported.size() == kMaxCompletedPerHeartbeat ||
@@ -178,6 +197,20 @@ void IterationHeartbeat::ApplyStatus(const proto::ClientHeartbeatResponse& respo
                                  absl::StrCat("the iteration failed: ", response.error_message()));
   }
   state_.iteration_finished = response.iteration_finished();
+  if (response.lowest_outstanding_split() > 0)
+    state_.positions.ForgetBelow(response.lowest_outstanding_split());
+  // After the task lists, which unlist the lost task whose splits are held.
+  if (response.report_hold() != 0 && response.report_hold() != state_.report_hold) {
+    absl::StatusOr<IntRanges> held = RangesFromPairs(response.report_splits(), 1, "report_splits");
+    if (held.ok()) {
+      state_.report_hold = response.report_hold();
+      state_.report_splits = *std::move(held);
+      state_.heartbeat_now = true;
+    } else if (state_.status.ok()) {
+      state_.status = absl::InternalError(absl::StrCat("the dispatcher at ", service_.address(),
+                                                       " sent malformed ", held.status().message()));
+    }
+  }
   state_.round_horizon = response.round_horizon();
   state_.furthest_round = std::max(state_.furthest_round, response.furthest_round());
   NoteServingWorkers(response);

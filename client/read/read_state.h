@@ -31,6 +31,7 @@
 #include "client/read/split_position_filter.h"
 #include "client/read/trainer_wait.h"
 #include "client/read/transit_losses.h"
+#include "service/int_ranges.h"
 #include "service/worker_positions.h"
 #include "sluice/element.h"
 
@@ -211,6 +212,17 @@ struct ReadState {
   // The furthest round any consumer of the iteration has reached, from
   // the dispatcher's last heartbeat reply.
   int64_t furthest_round ABSL_GUARDED_BY(mu) = 0;
+  // A shared exactly_once read that lost a task: the dispatcher's hold to
+  // answer (0: none) and the held splits' seqs, whose positions this
+  // reader took it reports once ReadyToReportTaken.
+  int64_t report_hold ABSL_GUARDED_BY(mu) = 0;
+  IntRanges report_splits ABSL_GUARDED_BY(mu);
+  // No request is in flight to a task the dispatcher stopped listing: what
+  // such a task delivered is all in, and it gets no request again.
+  bool ReadyToReportTaken() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    return std::none_of(tasks.begin(), tasks.end(),
+                        [](const auto& entry) { return entry.second.removed && !entry.second.order.idle(); });
+  }
   bool iteration_finished ABSL_GUARDED_BY(mu) = false;
   bool cancelled ABSL_GUARDED_BY(mu) = false;
   // Asks the heartbeat to go now rather than at its interval.

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "client/read/warnings.h"
+#include "service/heartbeat_bounds.h"
 #include "service/metrics.h"
 
 namespace sluice::reader {
@@ -42,13 +43,28 @@ ServiceRead::~ServiceRead() {
   for (auto& [id, task] : state_.tasks) {
     for (std::thread& thread : task.threads) thread.join();
   }
-  ReleaseIterationClient(*service_, client_id_, client_secret_);
+  // A shared exactly_once read says what it took of splits still out, so
+  // that a rerun after a later lost task passes over them.
+  std::vector<std::pair<int64_t, IntRanges>> taken;
+  bool cut = false;
+  {
+    absl::MutexLock lock(&state_.mu);
+    taken = state_.positions.Taken({{1, INT64_MAX}}, kMaxTakenPositionNumbers, &cut);
+  }
+  ReleaseIterationClient(*service_, client_id_, client_secret_, taken, cut);
 }
 
-void ReleaseIterationClient(DispatcherClient& service, int64_t client_id, const std::string& client_secret) {
+void ReleaseIterationClient(DispatcherClient& service, int64_t client_id, const std::string& client_secret,
+                            const std::vector<std::pair<int64_t, IntRanges>>& taken, bool taken_cut) {
   proto::ReleaseIterationClientRequest request;
   request.set_iteration_client_id(client_id);
   request.set_client_secret(client_secret);
+  for (const auto& [seq, positions] : taken) {
+    proto::SplitDelivery* split = request.add_taken_positions();
+    split->set_seq(seq);
+    AppendPairs(positions, split->mutable_delivered());
+  }
+  request.set_taken_positions_cut(taken_cut);
   proto::ReleaseIterationClientResponse response;
   (void)service.ReleaseIterationClient(request, &response, {.attempt_timeout = std::chrono::seconds(2)});
 }

@@ -14,6 +14,8 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -65,7 +67,11 @@ struct ServiceReadOptions {
 
 // Gives the dispatcher back an iteration client, best effort (one not
 // released is released after client_timeout_ms).
-void ReleaseIterationClient(DispatcherClient& service, int64_t client_id, const std::string& client_secret);
+// `taken`: a shared exactly_once read's positions taken of splits that may
+// still be out (SplitPositionFilter::Taken), and whether some did not fit.
+void ReleaseIterationClient(DispatcherClient& service, int64_t client_id, const std::string& client_secret,
+                            const std::vector<std::pair<int64_t, IntRanges>>& taken = {},
+                            bool taken_cut = false);
 
 class ServiceRead {
  public:

@@ -18,6 +18,7 @@
 #include <map>
 #include <set>
 #include <utility>
+#include <vector>
 
 #include "client/read/split_deliveries.h"
 #include "service/int_ranges.h"
@@ -27,11 +28,12 @@ namespace sluice::reader {
 // Consumers of a shared (named) job split each split's elements between
 // them, so one reader's positions jump by design; such a reader cannot
 // tell a gap from another consumer's share. It keeps the positions it took
-// and drops exactly those when they come again: a rerun of a lost task's
-// splits reaches a shared read only while it has had one consumer (with
-// more, the dispatcher fails the read rather than rerun them:
-// dispatcher/shared_exactly_once.h), so every other position of the rerun
-// is one nobody delivered, also one that was in flight when the worker died.
+// and drops exactly those when they come again. When a shared read loses a
+// task, the dispatcher holds its splits until every consumer has said
+// which of their positions it took (Taken), and their rerun passes over
+// those (dispatcher_state.h, HoldsLostSplits): every position of the rerun
+// is then one nobody delivered, also one that was in flight when the
+// worker died.
 //
 // A restored read (issue 20) starts with what was delivered before its
 // save: those positions are repeats too, and a sole reader's next position
@@ -64,6 +66,34 @@ class SplitPositionFilter {
   bool CompleteInOrder(int64_t seq) const { return !gapped_.contains(seq); }
   // Splits with a gap, which only a rerun can fill.
   const std::set<int64_t>& gapped() const { return gapped_; }
+
+  // A shared reader's positions taken of the splits in `seqs`, as many
+  // splits as fit in `max_numbers` numbers (1 + 2 per range each; `*cut`
+  // says whether some did not): what a shared read lost a task of reports,
+  // so that the rerun passes over them (dispatcher_state.h,
+  // HoldsLostSplits).
+  std::vector<std::pair<int64_t, IntRanges>> Taken(const IntRanges& seqs, int64_t max_numbers,
+                                                   bool* cut) const {
+    std::vector<std::pair<int64_t, IntRanges>> taken;
+    *cut = false;
+    for (const auto& [begin, end] : seqs) {
+      for (auto it = taken_.lower_bound(begin); it != taken_.end() && it->first < end; ++it) {
+        const int64_t numbers = 1 + 2 * static_cast<int64_t>(it->second.size());
+        if (numbers > max_numbers) {
+          *cut = true;
+          return taken;
+        }
+        max_numbers -= numbers;
+        taken.push_back(*it);
+      }
+    }
+    return taken;
+  }
+  // Split `seq` is complete and the dispatcher knows it, or every split
+  // below `seq` is (ForgetBelow): never run again, so their positions need
+  // no keeping.
+  void Forget(int64_t seq) { taken_.erase(seq); }
+  void ForgetBelow(int64_t seq) { taken_.erase(taken_.begin(), taken_.lower_bound(seq)); }
 
  private:
   bool AcceptShared(int64_t seq, int64_t position) {

@@ -78,5 +78,37 @@ TEST_CASE("split_position_filter: a sole consumer of a shared job reads a rerun 
   CHECK(filter.gapped().empty());
 }
 
+TEST_CASE("split_position_filter: a shared consumer reports what it took of held splits, within a bound",
+          "[client][exactly_once]") {
+  SplitPositionFilter filter(/*sole_reader=*/false);
+  CHECK(Delivered(filter, 2, 0, 4).size() == 5);
+  CHECK(Delivered(filter, 2, 8, 9).size() == 2);
+  CHECK(Delivered(filter, 5, 3, 3).size() == 1);
+  CHECK(Delivered(filter, 7, 0, 1).size() == 2);
+  using Taken = std::vector<std::pair<int64_t, IntRanges>>;
+  bool cut = true;
+  // Held splits 1-5: 2 and 5 were taken from.
+  CHECK(filter.Taken({{1, 6}}, 100, &cut) == Taken{{2, {{0, 5}, {8, 10}}}, {5, {{3, 4}}}});
+  CHECK_FALSE(cut);
+  CHECK(filter.Taken({{1, 3}, {7, 8}}, 100, &cut) == Taken{{2, {{0, 5}, {8, 10}}}, {7, {{0, 2}}}});
+  CHECK_FALSE(cut);
+  // Split 2 costs 5 numbers (its seq and two pairs): with 7, split 5 (3
+  // more) does not fit, and the answer says it was cut.
+  CHECK(filter.Taken({{1, 6}}, 7, &cut) == Taken{{2, {{0, 5}, {8, 10}}}});
+  CHECK(cut);
+  CHECK(filter.Taken({{1, 6}}, 4, &cut).empty());
+  CHECK(cut);
+  // A split whose completion was acknowledged is forgotten, and so is every
+  // split below the dispatcher's lowest one still out.
+  filter.Forget(2);
+  CHECK(filter.Taken({{1, 8}}, 100, &cut) == Taken{{5, {{3, 4}}}, {7, {{0, 2}}}});
+  filter.ForgetBelow(7);
+  CHECK(filter.Taken({{1, 8}}, 100, &cut) == Taken{{7, {{0, 2}}}});
+  // A sole reader keeps no taken positions: it reads a whole rerun.
+  SplitPositionFilter sole(/*sole_reader=*/true);
+  CHECK(sole.Accept(2, 0));
+  CHECK(sole.Taken({{1, 6}}, 100, &cut).empty());
+}
+
 }  // namespace
 }  // namespace sluice::reader

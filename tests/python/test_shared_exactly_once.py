@@ -1,13 +1,9 @@
-"""Two consumers of one named distributed_epoch job with exactly_once, and a
-worker killed (SIGKILL) a third of the way through: over both consumers
-every value arrives at most once, and where the read cannot stay exact
-(the lost task's splits would run again, and neither consumer knows what
-the other delivered of them) both reads fail saying so, naming the job and
-the lost worker, instead of repeating or skipping values in silence
-(dispatcher/shared_exactly_once.h). Values are counted exactly.
-
-A sole consumer of a named job survives the same kill: it reads the lost
-task's splits again alone and gets every value once."""
+"""Consumers of one named distributed_epoch job with exactly_once, and a
+worker killed (SIGKILL) a third of the way through: the dispatcher holds
+the lost task's splits until every consumer has said which of their
+elements it took, and their rerun passes over those (issue 50, finding
+10), so over all consumers every value arrives exactly once and every read
+ends normally. Values are counted exactly."""
 
 import collections
 import threading
@@ -55,26 +51,33 @@ def _read_shared(consumers, kill_after):
         for t in threads:
             t.join(timeout=90)
         assert not any(t.is_alive() for t in threads), "a reader did not end within 90 s"
+        if consumers > 1:
+            # The kill came mid-epoch, while the task held leases: its
+            # splits were held for the consumers' reports.
+            log = cluster.log("dispatcher")
+            assert "are held until its %d clients say which of their elements they took" % consumers in log, log
         return got, errors
 
 
-def test_two_consumers_never_repeat_and_fail_loudly():
+def _check_exactly_once(got, errors):
+    assert all(e is None for e in errors), errors
+    counts = collections.Counter(v for g in got for v in g)
+    repeated = sorted(v for v, c in counts.items() if c > 1)
+    assert not repeated, f"{len(repeated)} values delivered twice across the consumers: {repeated[:10]}"
+    missing = sorted(set(range(N)) - set(counts))
+    assert not missing, f"{len(missing)} values missing: {missing[:10]}"
+    assert all(got), "a consumer got nothing: the read was not shared"
+
+
+def test_two_consumers_recover_exactly_after_a_kill():
     for _ in range(3):
         got, errors = _read_shared(consumers=2, kill_after=N // 3)
-        counts = collections.Counter(v for g in got for v in g)
-        repeated = sorted(v for v, c in counts.items() if c > 1)
-        assert not repeated, f"{len(repeated)} values delivered twice across the consumers: {repeated[:10]}"
-        missing = N - len(counts)
-        if all(e is None for e in errors):
-            # The lost task had been read to its end: nothing ran again.
-            assert missing == 0, f"{missing} values missing though both reads ended normally"
-            continue
-        for e in errors:
-            assert e is not None, "one consumer failed and the other ended normally"
-            message = str(e)
-            assert "job 'shared'" in message and "exactly_once by several consumers" in message, message
-            assert "on worker 127.0.0.1:" in message and "was lost" in message, message
-            assert "num_consumers" in message, message
+        _check_exactly_once(got, errors)
+
+
+def test_three_consumers_recover_exactly_after_a_kill():
+    got, errors = _read_shared(consumers=3, kill_after=N // 2)
+    _check_exactly_once(got, errors)
 
 
 def test_sole_consumer_of_named_job_survives_a_kill():

@@ -158,6 +158,7 @@ inline proto::GetSplitsResponse Splits(DispatcherImpl& d, int64_t iteration_id, 
   const proto::GetSplitsResponse runs = RawSplits(d, iteration_id, task_id, max_splits, request_id);
   proto::GetSplitsResponse splits;
   splits.set_end_of_splits(runs.end_of_splits());
+  *splits.mutable_skip_positions() = runs.skip_positions();
   for (const proto::SplitProto& message : runs.splits()) {
     const Split run = SplitFromMessage(message);
     for (int64_t i = 0; i < run.count; ++i) SplitToMessage(SplitRunPart(run, i, 1), splits.add_splits());
@@ -167,6 +168,58 @@ inline proto::GetSplitsResponse Splits(DispatcherImpl& d, int64_t iteration_id, 
 
 inline proto::StatusSnapshot Snapshot(DispatcherImpl& d) {
   return CallOk(d, &DispatcherImpl::GetStatus, proto::GetStatusRequest());
+}
+
+// Applies `update` to `state`, which must take it.
+inline void ApplyOk(DispatcherState& state, const proto::Update& update) {
+  absl::Status status = state.Apply(update);
+  INFO(status.ToString());
+  REQUIRE(status.ok());
+}
+
+// A state with dataset "d" (range(100)), job 1 of `params` over it, and
+// the job's iteration 1 (repetition 0).
+inline DispatcherState StateWithIteration(proto::JobParams params) {
+  DispatcherState state;
+  proto::Update update;
+  update.mutable_register_dataset()->set_dataset_id("d");
+  *update.mutable_register_dataset()->mutable_dataset() = internal::DefinitionOf(Dataset::Range(100));
+  ApplyOk(state, update);
+  params.set_dataset_id("d");
+  update.Clear();
+  update.mutable_create_job()->set_job_id(1);
+  *update.mutable_create_job()->mutable_params() = std::move(params);
+  ApplyOk(state, update);
+  update.Clear();
+  update.mutable_create_iteration()->set_iteration_id(1);
+  update.mutable_create_iteration()->set_job_id(1);
+  ApplyOk(state, update);
+  return state;
+}
+
+// A distributed_epoch job over range(1000) (100 splits with TestConfig),
+// named `name` ("": anonymous).
+inline int64_t RangeJobOverSplits(DispatcherImpl& d, bool exactly_once, const std::string& name = "") {
+  proto::JobParams params;
+  params.set_dataset_id(Register(d, internal::DefinitionOf(Dataset::Range(1000))));
+  params.set_processing_mode(proto::DISTRIBUTED_EPOCH);
+  params.set_exactly_once(exactly_once);
+  params.set_job_name(name);
+  int64_t job_id = 0;
+  absl::Status status = TryJob(d, params, &job_id);
+  INFO(status.ToString());
+  REQUIRE(status.ok());
+  return job_id;
+}
+
+// The task of `iteration_id` on `address`.
+inline int64_t TaskOn(DispatcherImpl& d, int64_t iteration_id, const std::string& address) {
+  const proto::StatusSnapshot snapshot = Snapshot(d);
+  for (const auto& task : snapshot.tasks()) {
+    if (task.iteration_id() == iteration_id && task.worker_address() == address) return task.task_id();
+  }
+  FAIL("no task of iteration " << iteration_id << " on " << address);
+  return 0;
 }
 
 inline std::vector<std::string> WorkerAddresses(DispatcherImpl& d) {

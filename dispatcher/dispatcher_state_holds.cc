@@ -1,0 +1,74 @@
+// DispatcherState's holds: a shared exactly_once read's lost splits wait
+// for its clients' reports of the positions they took (issue 50, finding
+// 10; docs/design.md, "Shared exactly_once reads after a lost worker").
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "dispatcher/dispatcher_state.h"
+
+namespace sluice::dispatcher {
+
+bool DispatcherState::HoldsLostSplits(const Iteration& iteration) const {
+  const proto::JobParams& params = jobs_.at(iteration.job_id).params;
+  // A deterministic or anonymous read's clients are sole readers, whose
+  // filter drops exactly their own repeats of a whole rerun.
+  return params.processing_mode() == proto::DISTRIBUTED_EPOCH && params.exactly_once() &&
+         params.num_consumers() == 0 && !params.job_name().empty() && !params.deterministic();
+}
+
+int64_t DispatcherState::LowestOutstandingSplit(const Iteration& iteration) const {
+  int64_t lowest = iteration.next_split_seq;
+  for (const SplitRuns* runs : {&iteration.returned_splits, &iteration.held_splits}) {
+    if (!runs->empty()) lowest = std::min(lowest, runs->begin()->first);
+  }
+  if (!iteration.lease_holders.empty()) lowest = std::min(lowest, iteration.lease_holders.begin()->first);
+  return lowest;
+}
+
+void DispatcherState::HoldOrReturn(Iteration& iteration, const SplitRuns& leases) {
+  if (leases.empty()) return;
+  const bool hold = HoldsLostSplits(iteration);
+  for (const auto& [seq, split] : leases)
+    (hold ? iteration.held_splits : iteration.returned_splits)[seq] = split;
+  if (!hold) return;
+  // Every client answers the new hold, which covers the earlier one's
+  // splits too; with none, they go back at once.
+  ++iteration.hold;
+  iteration.awaiting_reports = iteration.clients;
+  ReturnHeldIfAnswered(iteration);
+}
+
+void DispatcherState::ReturnHeldIfAnswered(Iteration& iteration) {
+  if (!iteration.awaiting_reports.empty() || iteration.held_splits.empty()) return;
+  for (const auto& [seq, split] : iteration.held_splits) iteration.returned_splits[seq] = split;
+  iteration.held_splits.clear();
+}
+
+absl::Status DispatcherState::ApplyTakenPositions(const proto::Update::ReportTakenPositions& u) {
+  auto found = iterations_.find(u.iteration_id());
+  if (found == iterations_.end() || !found->second.clients.contains(u.iteration_client_id())) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "cannot take a report of client ", u.iteration_client_id(), " for iteration ", u.iteration_id()));
+  }
+  Iteration& iteration = found->second;
+  // Checked whole before anything changes.
+  std::vector<std::pair<int64_t, IntRanges>> reported;
+  for (const proto::SplitDelivery& split : u.positions()) {
+    absl::StatusOr<IntRanges> ranges = RangesFromPairs(split.delivered(), 0, "taken positions");
+    if (!ranges.ok()) return absl::FailedPreconditionError(ranges.status().message());
+    // Only splits still out matter: the others are delivered, or never
+    // handed out.
+    if (IsSplitOutstanding(iteration, split.seq())) reported.emplace_back(split.seq(), *std::move(ranges));
+  }
+  for (const auto& [seq, ranges] : reported) {
+    IntRanges& taken = iteration.taken_positions[seq];
+    for (const auto& [begin, end] : ranges) InsertRange(&taken, begin, end);
+  }
+  if (u.hold() != 0 && u.hold() == iteration.hold) {
+    iteration.awaiting_reports.erase(u.iteration_client_id());
+    ReturnHeldIfAnswered(iteration);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace sluice::dispatcher
