@@ -154,10 +154,12 @@ void Liveness::RemoveWorker(const std::string& address, const std::string& reaso
   for (const auto* task : core_.state_.TasksOfWorker(address)) losing.push_back(task->id);
   FailBrokenSharedReads(losing, reason);
   const int64_t returned_before = SplitsAwaitingReissue(core_.state_);
+  const std::map<int64_t, int64_t> holds_before = HoldsOf(losing);
   proto::Update update;
   update.mutable_remove_worker()->set_address(address);
   update.mutable_remove_worker()->set_reason(reason);
   if (!core_.ApplyOrLog(update, absl::StrCat("removing worker ", address))) return;
+  LogNewHolds(holds_before);
   ReturnedSplitsCounter().Increment(
       static_cast<double>(std::max<int64_t>(SplitsAwaitingReissue(core_.state_) - returned_before, 0)));
   const auto now = Clock::now();
@@ -180,13 +182,6 @@ void Liveness::NoteLostTask(const DispatcherState::Task& task, const std::string
   const Clock::duration lived = core_.crash_loop_.TaskEnded(task.id, now);
   const auto* iteration = core_.state_.FindIteration(task.iteration_id);
   if (iteration->error_code != 0 || iteration->collected) return;
-  if (!iteration->awaiting_reports.empty()) {
-    spdlog::info(
-        "iteration {}: {} splits of lost tasks (task {} the latest) are held until its {} clients say which "
-        "of their elements they took (shared exactly_once read, hold {})",
-        iteration->id, CountSplits(iteration->held_splits), task.id, iteration->awaiting_reports.size(),
-        iteration->hold);
-  }
   // A shutdown is not a crash, nor is a worker that lives but that clients
   // cannot reach.
   const bool may_be_crash = reason != "worker shut down" && !absl::StartsWith(reason, kUnreachableReason);
@@ -240,6 +235,7 @@ void Liveness::NoteUnreachable(int64_t iteration_id, const std::string& address,
       address, reason, iteration_id, absl::StrJoin(reported, ", "));
   FailBrokenSharedReads(reported, reason);
   const int64_t returned_before = SplitsAwaitingReissue(core_.state_);
+  const std::map<int64_t, int64_t> holds_before = HoldsOf(reported);
   std::vector<int64_t> running;
   for (int64_t id : reported) {
     const bool was_running = !core_.state_.FindTask(id)->finished;
@@ -249,11 +245,33 @@ void Liveness::NoteUnreachable(int64_t iteration_id, const std::string& address,
     if (!core_.ApplyOrLog(update, absl::StrCat("ending task ", id, " on ", address))) return;
     if (was_running) running.push_back(id);
   }
+  LogNewHolds(holds_before);
   ReturnedSplitsCounter().Increment(
       static_cast<double>(std::max<int64_t>(SplitsAwaitingReissue(core_.state_) - returned_before, 0)));
   for (int64_t id : running) NoteLostTask(*core_.state_.FindTask(id), reason, now);
   // MayRunIn keeps this iteration off the worker from now on.
   AssignReturnedSplits(new_tasks);
+}
+
+std::map<int64_t, int64_t> Liveness::HoldsOf(const std::vector<int64_t>& tasks) const {
+  std::map<int64_t, int64_t> holds;
+  for (int64_t id : tasks) {
+    const int64_t iteration = core_.state_.FindTask(id)->iteration_id;
+    holds.emplace(iteration, core_.state_.FindIteration(iteration)->hold);
+  }
+  return holds;
+}
+
+void Liveness::LogNewHolds(const std::map<int64_t, int64_t>& holds_before) const {
+  for (const auto& [id, before] : holds_before) {
+    const auto* iteration = core_.state_.FindIteration(id);
+    if (iteration->hold == before || iteration->awaiting_reports.empty()) continue;
+    spdlog::info(
+        "iteration {}: {} splits of lost tasks are held until its {} clients say which of their elements "
+        "they "
+        "took (shared exactly_once read, hold {})",
+        id, CountSplits(iteration->held_splits), iteration->awaiting_reports.size(), iteration->hold);
+  }
 }
 
 void Liveness::FailBrokenSharedReads(const std::vector<int64_t>& tasks, const std::string& reason) {

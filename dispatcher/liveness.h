@@ -73,6 +73,12 @@ class Liveness {
   // the failure is journaled before the loss and no split runs again.
   void FailBrokenSharedReads(const std::vector<int64_t>& tasks, const std::string& reason)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu_);
+  // The hold of each of `tasks`' iterations, and after they were lost, a
+  // line for each iteration that now holds splits for its clients' reports.
+  std::map<int64_t, int64_t> HoldsOf(const std::vector<int64_t>& tasks) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu_);
+  void LogNewHolds(const std::map<int64_t, int64_t>& holds_before) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu_);
   // The monitor thread: removes workers whose heartbeats stopped, releases
   // silent clients and collects what is over, until stopping_.
   void RunMonitor();
