@@ -217,9 +217,8 @@ absl::Status ClientRpcs::ReleaseIterationClient(const proto::ReleaseIterationCli
     // Releasing twice (a retry) is not an error for the caller.
     const std::optional<int64_t> iteration_id = core_.state_.IterationOfClient(request.iteration_client_id());
     if (!iteration_id.has_value()) return absl::OkStatus();
-    // The last client's report protects no one: no consumer reads on.
-    const bool others_read_on = core_.state_.FindIteration(*iteration_id)->clients.size() > 1;
-    if (others_read_on && (!request.taken_positions().empty() || request.taken_positions_cut())) {
+    // Also the last client's: a consumer may join the repetition later.
+    if (!request.taken_positions().empty() || request.taken_positions_cut()) {
       // The release goes ahead whatever becomes of its report.
       if (absl::Status s =
               TakePositions("ReleaseIterationClient", *iteration_id, request.iteration_client_id(),
@@ -231,9 +230,12 @@ absl::Status ClientRpcs::ReleaseIterationClient(const proto::ReleaseIterationCli
     }
     proto::Update update;
     update.mutable_release_iteration_client()->set_iteration_client_id(request.iteration_client_id());
+    const bool held = !core_.state_.FindIteration(*iteration_id)->held_splits.empty();
     if (absl::Status s = core_.Apply(update); !s.ok()) return s;
     // Its release may have been the answer held splits waited for.
-    liveness_.AssignReturnedSplits(&new_tasks);
+    if (held && core_.state_.FindIteration(*iteration_id)->held_splits.empty()) {
+      liveness_.AssignReturnedSplits(&new_tasks);
+    }
   }
   core_.PushTasks(new_tasks);
   return absl::OkStatus();
@@ -253,7 +255,14 @@ absl::Status ClientRpcs::TakePositions(
     return absl::OkStatus();
   }
   const std::string what = absl::StrCat(rpc, ": iteration ", iteration_id, " (a shared exactly_once read) ");
-  if (cut) {
+  // A release's report covers every split its client took of; a hold's,
+  // only the held ones, which must all be there.
+  if (cut && hold == 0) {
+    spdlog::warn(
+        "{}: client {} took positions of more splits than one report carries ({} numbers); a rerun of "
+        "those left out would repeat them",
+        std::string(rpc), client_id, kMaxTakenPositionNumbers);
+  } else if (cut) {
     liveness_.FailIteration(
         iteration_id, absl::StatusCode::kResourceExhausted,
         absl::StrCat(what, "lost a task, and its client ", client_id,
@@ -308,8 +317,8 @@ absl::Status ClientRpcs::TakePositions(
         "iteration {}: every client said what it took; {} held splits run again, passing over the {} "
         "elements its consumers took of splits still out",
         iteration_id, held, taken);
+    liveness_.AssignReturnedSplits(new_tasks);
   }
-  liveness_.AssignReturnedSplits(new_tasks);
   return absl::OkStatus();
 }
 

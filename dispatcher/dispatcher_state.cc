@@ -202,9 +202,13 @@ absl::Status DispatcherState::Apply(const proto::Update& update) {
           }
           continue;
         }
+        // A finished task whose leases are held is lost too: listed again if
+        // its worker came back, it would serve elements of held splits
+        // that no consumer reported.
+        const bool held = !task.leases.empty() && HoldsLostSplits(iterations_[task.iteration_id]);
         ReturnLeases(task);
-        if (!task.finished) {
-          MarkFinished(task);
+        if (!task.finished || held) {
+          if (!task.finished) MarkFinished(task);
           task.lost = true;
           task.lost_reason = update.remove_worker().reason();
         }
@@ -311,6 +315,8 @@ absl::Status DispatcherState::Apply(const proto::Update& update) {
       for (int64_t seq : u.seqs()) {
         RemoveSplits(&iteration->second.returned_splits, seq, 1);
         RemoveSplits(&iteration->second.held_splits, seq, 1);
+        // A GetSplits retry never follows: its worker had the answer.
+        iteration->second.taken_positions.erase(seq);
         DeliverSplit(iteration->second, seq);
       }
       UpdateFinished(iteration->second);
@@ -334,6 +340,7 @@ absl::Status DispatcherState::Apply(const proto::Update& update) {
         return absl::FailedPreconditionError(absl::StrCat("unknown task ", update.complete_task().task_id()));
       }
       task->second.completed = true;
+      ForgetTakenPositions(iterations_[task->second.iteration_id], task->second.leases);
       ClearLeases(task->second);
       return absl::OkStatus();
     }

@@ -218,6 +218,8 @@ class DispatcherState {
   // A lost task's `leases` go back to the iteration, or are held for its
   // clients' reports (HoldsLostSplits).
   void HoldOrReturn(Iteration& iteration, const SplitRuns& leases);
+  // `runs` were delivered: their taken positions go.
+  void ForgetTakenPositions(Iteration& iteration, const SplitRuns& runs);
   // Held splits go back once no client is awaited.
   void ReturnHeldIfAnswered(Iteration& iteration);
   // ReportTakenPositions.

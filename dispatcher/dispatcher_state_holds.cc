@@ -38,6 +38,13 @@ void DispatcherState::HoldOrReturn(Iteration& iteration, const SplitRuns& leases
   ReturnHeldIfAnswered(iteration);
 }
 
+void DispatcherState::ForgetTakenPositions(Iteration& iteration, const SplitRuns& runs) {
+  for (const auto& [seq, run] : runs) {
+    auto& taken = iteration.taken_positions;
+    taken.erase(taken.lower_bound(seq), taken.lower_bound(seq + std::max<int64_t>(run.count, 1)));
+  }
+}
+
 void DispatcherState::ReturnHeldIfAnswered(Iteration& iteration) {
   if (!iteration.awaiting_reports.empty() || iteration.held_splits.empty()) return;
   for (const auto& [seq, split] : iteration.held_splits) iteration.returned_splits[seq] = split;

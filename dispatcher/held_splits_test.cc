@@ -122,11 +122,29 @@ TEST_CASE(
         std::vector<std::pair<int64_t, std::vector<int64_t>>>{{1, {0, 5, 8, 9}}, {3, {0, 10}}, {4, {2, 4}}});
   // A retry of that request gets the same answer, skips included.
   CHECK(Skips(Splits(d, iteration, other, 4, 4)) == Skips(rerun));
-  // A retry gets the same skips after split 1 completed too: the worker
-  // may not have had the first answer.
+  // A completed split's taken positions go (no retry follows a
+  // completion: its worker had the answer).
   complete.set_completed_splits(0, 1);
   CallOk(d, &DispatcherImpl::ClientHeartbeat, complete);
-  CHECK(Skips(Splits(d, iteration, other, 4, 4)) == Skips(rerun));
+  CHECK(Skips(Splits(d, iteration, other, 4, 4)) ==
+        std::vector<std::pair<int64_t, std::vector<int64_t>>>{{3, {0, 10}}, {4, {2, 4}}});
+}
+
+TEST_CASE("held splits: a task whose worker had made all its elements is lost with it, and not listed again",
+          "[dispatcher][exactly_once]") {
+  SharedRead read(2);
+  auto& [d, first, second, iteration, lost, other] = read;
+  // Its worker made every element; its readers have not taken them all.
+  Finish(d, "a:1", {lost});
+  Shutdown(d, "a:1");
+  const proto::ClientHeartbeatResponse beat = ClientBeat(d, first);
+  CHECK(beat.report_hold() == 1);
+  REQUIRE(beat.lost_tasks_size() == 1);
+  CHECK(beat.lost_tasks(0).task_id() == lost);
+  // Back at its address, the worker's task is listed to no reader: what
+  // it still buffers of the held splits nobody reported.
+  Heartbeat(d, "a:1", {lost});
+  for (const auto& [id, address] : Listed(ClientBeat(d, second))) CHECK(id != lost);
 }
 
 TEST_CASE("held splits: a client that leaves says what it took with its release, and is not waited for",
@@ -187,8 +205,8 @@ TEST_CASE("held splits: a second loss during a hold asks every client again, for
     CHECK(std::vector<int64_t>(beat.report_splits().begin(), beat.report_splits().end()) ==
           std::vector<int64_t>{1, 5, 5, 9});
   }
-  // The first client's answer to hold 1 counts towards the positions, not
-  // towards hold 2.
+  // An answer to hold 1, now past, is not taken: neither its positions nor
+  // as an answer to hold 2 (split 6's [0, 1) is not skipped below).
   REQUIRE(Answer(d, first, 1, {{6, {0, 1}}}, &answered).ok());
   CHECK(answered.report_hold() == 2);
   REQUIRE(Answer(d, first, 2, {{1, {0, 2}}, {6, {3, 4}}}, &answered).ok());
