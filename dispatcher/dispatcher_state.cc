@@ -463,31 +463,6 @@ bool DispatcherState::HasUnreadSplits(const Iteration& iteration) const {
   return any_cut_off;
 }
 
-void DispatcherState::DropSplits(Iteration& iteration) {
-  iteration.returned_splits.clear();
-  iteration.split_cursor.clear();
-  for (int64_t id : iteration.tasks) {
-    Task& task = tasks_.at(id);
-    task.leases.clear();
-    task.last_split_response.clear();
-    task.last_end_of_splits = true;
-  }
-  iteration.lease_holders.clear();
-  // Nothing is handed out again, so a restore's skip lists are dead
-  // weight: a superseded restore's client may heartbeat on for long.
-  iteration.skip_splits = IntRanges();
-  iteration.skip_positions.clear();
-  iteration.held_splits.clear();
-  iteration.awaiting_reports.clear();
-  iteration.taken_positions.clear();
-}
-
-void DispatcherState::ReturnLeases(Task& task) {
-  Iteration& iteration = iterations_[task.iteration_id];
-  if (!iteration.collected && iteration.error_code == 0) HoldOrReturn(iteration, task.leases);
-  ClearLeases(task);
-}
-
 void DispatcherState::AddLease(Iteration& iteration, Task& task, const Split& run) {
   task.leases[run.seq] = run;
   iteration.lease_holders[run.seq] = task.id;

@@ -1,12 +1,39 @@
-// DispatcherState's holds: a shared exactly_once read's lost splits wait
-// for its clients' reports of the positions they took (issue 50, finding
-// 10; docs/design.md, "Shared exactly_once reads after a lost worker").
+// DispatcherState's lost and dropped leases: a lost task's splits go back
+// to its iteration, or, for a shared exactly_once read, wait for its
+// clients' reports of the positions they took (issue 50, finding 10;
+// docs/design.md, "Shared exactly_once reads after a lost worker"); a
+// collected or failed iteration drops them.
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
 #include "dispatcher/dispatcher_state.h"
 
 namespace sluice::dispatcher {
+
+void DispatcherState::DropSplits(Iteration& iteration) {
+  iteration.returned_splits.clear();
+  iteration.split_cursor.clear();
+  for (int64_t id : iteration.tasks) {
+    Task& task = tasks_.at(id);
+    task.leases.clear();
+    task.last_split_response.clear();
+    task.last_end_of_splits = true;
+  }
+  iteration.lease_holders.clear();
+  // Nothing is handed out again, so a restore's skip lists are dead
+  // weight: a superseded restore's client may heartbeat on for long.
+  iteration.skip_splits = IntRanges();
+  iteration.skip_positions.clear();
+  iteration.held_splits.clear();
+  iteration.awaiting_reports.clear();
+  iteration.taken_positions.clear();
+}
+
+void DispatcherState::ReturnLeases(Task& task) {
+  Iteration& iteration = iterations_[task.iteration_id];
+  if (!iteration.collected && iteration.error_code == 0) HoldOrReturn(iteration, task.leases);
+  ClearLeases(task);
+}
 
 bool DispatcherState::HoldsLostSplits(const Iteration& iteration) const {
   const proto::JobParams& params = jobs_.at(iteration.job_id).params;
