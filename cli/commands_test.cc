@@ -480,6 +480,29 @@ TEST_CASE("cli: status tables align their columns", "[cli]") {
                     "  1   1          10.0.0.1:5001\n"));
 }
 
+TEST_CASE("cli: status shows a shared read's held splits in its iteration's state", "[cli]") {
+  proto::StatusSnapshot snapshot;
+  proto::StatusSnapshot::Iteration* iteration = snapshot.add_iterations();
+  iteration->set_iteration_id(4);
+  iteration->set_job_id(2);
+  iteration->set_num_clients(3);
+  iteration->set_held_splits(5);
+  iteration->set_awaiting_reports(2);
+  iteration = snapshot.add_iterations();
+  iteration->set_iteration_id(5);
+  iteration->set_job_id(2);
+  iteration->set_num_clients(1);
+  iteration->set_held_splits(1);
+  iteration->set_awaiting_reports(1);
+  CHECK_THAT(cli::FormatStatusTables(snapshot, 0),
+             Equals("workers: 0\n\ndatasets: 0\n\njobs: 0\n\n"
+                    "iterations: 2\n"
+                    "  ID  JOB  REPETITION  CLIENTS  STATE\n"
+                    "  4   2    0           3        running, 5 splits held until 2 consumers report\n"
+                    "  5   2    0           1        running, 1 split held until 1 consumer reports\n"
+                    "\ntasks: 0\n"));
+}
+
 TEST_CASE("cli: status tables of a dispatcher with nothing registered", "[cli]") {
   CHECK_THAT(cli::FormatStatusTables(proto::StatusSnapshot(), 0),
              Equals("workers: 0\n\ndatasets: 0\n\njobs: 0\n\niterations: 0\n\ntasks: 0\n"));

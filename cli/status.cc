@@ -114,7 +114,12 @@ std::string FormatStatusTables(const proto::StatusSnapshot& snapshot, int64_t no
 
   rows.clear();
   for (const proto::StatusSnapshot::Iteration& iteration : snapshot.iterations()) {
-    const char* state = iteration.collected() ? "collected" : iteration.finished() ? "finished" : "running";
+    std::string state = iteration.collected() ? "collected" : iteration.finished() ? "finished" : "running";
+    if (iteration.held_splits() > 0) {
+      absl::StrAppend(&state, ", ", iteration.held_splits(), " split",
+                      iteration.held_splits() == 1 ? "" : "s", " held until ", iteration.awaiting_reports(),
+                      " consumer", iteration.awaiting_reports() == 1 ? " reports" : "s report");
+    }
     rows.push_back({absl::StrCat(iteration.iteration_id()), absl::StrCat(iteration.job_id()),
                     absl::StrCat(iteration.repetition()), absl::StrCat(iteration.num_clients()), state});
   }

@@ -6,20 +6,18 @@
 #include "service/rpc_metrics.h"
 
 namespace sluice::dispatcher {
-namespace {
 
-// A client's RPCs; every other one (a worker's heartbeat, updates and
-// shutdown, GetSplits, DrainWorker, and any added later) needs the cluster
-// token, so that a client cannot pose as a worker, drain splits or announce
-// or order a worker's shutdown.
-RpcRole RoleOf(absl::string_view method) {
+std::optional<RpcRole> DispatcherRpcRole(absl::string_view method) {
+#define SLUICE_RPC_NAME(Method, Request, Response) #Method,
+  static const auto* all_rpcs =
+      new absl::flat_hash_set<absl::string_view>{SLUICE_DISPATCHER_RPCS(SLUICE_RPC_NAME)};
+#undef SLUICE_RPC_NAME
   static const auto* client_rpcs = new absl::flat_hash_set<absl::string_view>{
       "GetVersion",      "GetOrRegisterDataset",   "GetDatasetInfo", "GetOrCreateJob", "GetOrCreateIteration",
       "ClientHeartbeat", "ReleaseIterationClient", "GetWorkers",     "GetStatus"};
+  if (!all_rpcs->contains(method)) return std::nullopt;
   return client_rpcs->contains(method) ? RpcRole::kClient : RpcRole::kCluster;
 }
-
-}  // namespace
 
 #define SLUICE_DEFINE_RPC(Method, Request, Response)                                                       \
   grpc::ServerUnaryReactor* GrpcDispatcherImpl::Method(                                                    \
@@ -27,7 +25,7 @@ RpcRole RoleOf(absl::string_view method) {
     grpc::ServerUnaryReactor* reactor = context->DefaultReactor();                                         \
     const auto start = std::chrono::steady_clock::now();                                                   \
     Caller caller;                                                                                         \
-    absl::Status authorized = auth_->Check(*context, #Method, RoleOf(#Method), &caller);                   \
+    absl::Status authorized = auth_->Check(*context, #Method, *DispatcherRpcRole(#Method), &caller);       \
     if (!authorized.ok()) {                                                                                \
       RecordRpc(#Method, authorized, start);                                                               \
       reactor->Finish(ToGrpcStatus(authorized));                                                           \

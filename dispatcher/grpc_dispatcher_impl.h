@@ -9,6 +9,9 @@
 #ifndef SLUICE_DISPATCHER_GRPC_DISPATCHER_IMPL_H_
 #define SLUICE_DISPATCHER_GRPC_DISPATCHER_IMPL_H_
 
+#include <optional>
+
+#include "absl/strings/string_view.h"
 #include "common/thread_pool.h"
 #include "dispatcher/dispatcher_impl.h"
 #include "service/dispatcher_rpcs.h"
@@ -25,6 +28,14 @@ using RawDispatcherService = SLUICE_DISPATCHER_RPCS(SLUICE_OPEN_RAW) proto::Disp
     SLUICE_DISPATCHER_RPCS(SLUICE_CLOSE_RAW);
 #undef SLUICE_OPEN_RAW
 #undef SLUICE_CLOSE_RAW
+
+// The token each DispatcherService method takes: a client's RPCs take the
+// client token (or the cluster token); every other one (a worker's
+// heartbeat, updates and shutdown, GetSplits, DrainWorker, and any added
+// later) only the cluster token, so that a client cannot pose as a worker,
+// drain splits or announce or order a worker's shutdown. nullopt: not a
+// DispatcherService method.
+std::optional<RpcRole> DispatcherRpcRole(absl::string_view method);
 
 class GrpcDispatcherImpl final : public RawDispatcherService {
  public:

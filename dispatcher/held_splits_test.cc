@@ -4,16 +4,21 @@
 // positions, which the rerun passes over.
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <filesystem>
 #include <string>
 #include <thread>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "client/dataset_internal.h"
 #include "dispatcher/dispatcher_impl.h"
+#include "dispatcher/journal.h"
 #include "service/heartbeat_bounds.h"
+#include "service/metrics.h"
 #include "tests/testing/dispatcher_test_util.h"
+#include "tests/testing/test_util.h"
 
 namespace sluice::dispatcher {
 namespace {
@@ -55,6 +60,8 @@ std::vector<std::pair<int64_t, std::vector<int64_t>>> Skips(const proto::GetSpli
 // has leased splits 1-4.
 struct SharedRead {
   explicit SharedRead(int clients, DispatcherConfig config = TestConfig()) : d(config) {
+    // With a journal, recovered and journaling from here.
+    if (!config.work_dir.empty()) REQUIRE(d.Start().ok());
     Heartbeat(d, "a:1");
     Heartbeat(d, "b:2");
     const int64_t job = RangeJobOverSplits(d, /*exactly_once=*/true, "shared");
@@ -77,6 +84,7 @@ struct SharedRead {
 TEST_CASE(
     "held splits: a lost task's splits wait for every client's report, then run again past what they took",
     "[dispatcher][exactly_once]") {
+  MetricsRegistry metrics;  // outlives the dispatcher, whose gauges it holds
   SharedRead read(2);
   auto& [d, first, second, iteration, lost, other] = read;
   // Splits 1-4 went to the task on a:1, 5-8 go to the one on b:2; 9 and on
@@ -88,7 +96,23 @@ TEST_CASE(
   complete.set_client_secret(d.ClientSecretOf(first));
   complete.add_completed_splits(2);
   CallOk(d, &DispatcherImpl::ClientHeartbeat, complete);
+  d.ExportMetrics(metrics);
+  const auto shown = [&d, &metrics](int64_t held, int64_t awaited) {
+    const proto::StatusSnapshot status = CallOk(d, &DispatcherImpl::GetStatus, proto::GetStatusRequest());
+    REQUIRE(status.iterations_size() == 1);
+    CHECK(status.iterations(0).held_splits() == held);
+    CHECK(status.iterations(0).awaiting_reports() == awaited);
+    CHECK_THAT(d.StatusJson(), Catch::Matchers::Contains(absl::StrCat(
+                                   "\"held_splits\":", held, ",\"awaiting_reports\":", awaited, "}")));
+    const std::string rendered = metrics.Render();
+    CHECK_THAT(rendered, Catch::Matchers::Contains(absl::StrCat("\nsluice_splits_held ", held, "\n")));
+    CHECK_THAT(rendered, Catch::Matchers::Contains(
+                             absl::StrCat("\nsluice_held_split_reports_awaited ", awaited, "\n")));
+  };
+  shown(0, 0);
   Shutdown(d, "a:1");
+  // Seen in `sluice status`, the status page and the metrics.
+  shown(3, 2);
 
   // Both clients are asked, the read goes on (no error), and nothing held
   // is handed out meanwhile.
@@ -106,6 +130,7 @@ TEST_CASE(
   proto::ClientHeartbeatResponse answered;
   REQUIRE(Answer(d, first, 1, {{1, {0, 3}}, {4, {2, 4}}, {7, {0, 1}}}, &answered).ok());
   CHECK(answered.report_hold() == 0);  // its answer is in
+  shown(3, 1);
   CHECK(ClientBeat(d, second).report_hold() == 1);
   // An answer to another hold than the current one is not taken.
   REQUIRE(Answer(d, second, 7, {}, &answered).ok());
@@ -114,6 +139,7 @@ TEST_CASE(
 
   REQUIRE(Answer(d, second, 1, {{1, {3, 5, 8, 9}}, {3, {0, 10}}}, &answered).ok());
   CHECK(answered.report_hold() == 0);
+  shown(0, 0);
   // Back, ahead of new splits, each with the union of what was taken of
   // it; split 3 was taken whole, split 7 is not held (its task lives).
   const proto::GetSplitsResponse rerun = Splits(d, iteration, other, 4, 4);
@@ -183,6 +209,57 @@ TEST_CASE("held splits: an iteration with no task left to take them waits for th
   proto::ClientHeartbeatResponse answered;
   REQUIRE(Answer(d, first, 1, {{1, {0, 10}}}, &answered).ok());
   const std::vector<int64_t> made = NewTaskIds(Heartbeat(d, "b:2", {other}));
+  REQUIRE(made.size() == 1);
+  const proto::GetSplitsResponse rerun = Splits(d, iteration, made[0], 4, 1);
+  CHECK(Seqs(rerun) == std::vector<int64_t>{1, 2, 3, 4});
+  CHECK(Skips(rerun) == std::vector<std::pair<int64_t, std::vector<int64_t>>>{{1, {0, 10}}});
+}
+
+TEST_CASE("held splits: a dispatcher that crashed before the rerun's task was made makes it once recovered",
+          "[dispatcher][exactly_once]") {
+  testing::TempDir dir;
+  DispatcherConfig config = TestConfig();
+  config.work_dir = dir.File("work");
+  // Nobody is timed out while the test runs.
+  config.worker_timeout_ms = 60000;
+  config.client_timeout_ms = 60000;
+  config.job_gc_timeout_ms = 60000;
+  int64_t iteration = 0;
+  int64_t other = 0;
+  {
+    SharedRead read(1, config);
+    iteration = read.iteration;
+    other = read.other;
+    int64_t request = 0;
+    while (!Splits(read.d, iteration, other, 4, ++request).end_of_splits()) REQUIRE(request < 100);
+    Shutdown(read.d, "a:1");
+    proto::ClientHeartbeatResponse answered;
+    REQUIRE(Answer(read.d, read.first, 1, {{1, {0, 10}}}, &answered).ok());
+  }
+  // The crash: the journal ends with the report that gave the held splits
+  // back, before the task made to take them.
+  {
+    Journal::Recovered recovered;
+    absl::StatusOr<Journal> journal = Journal::Open(config.work_dir, &recovered);
+    REQUIRE(journal.ok());
+    REQUIRE(recovered.updates.size() >= 2);
+    const Journal::Recovered::Record& last = recovered.updates.back();
+    REQUIRE(last.update.has_create_task());
+    REQUIRE(recovered.updates[recovered.updates.size() - 2].update.has_report_taken_positions());
+    const std::string file = last.file;
+    const int64_t offset = last.offset;
+    journal = absl::UnknownError("closed");  // unlocks the work dir
+    std::filesystem::resize_file(file, static_cast<uintmax_t>(offset));
+  }
+  DispatcherImpl d(config);
+  REQUIRE(d.Start().ok());
+  // Not at the next loss, release or drain: the monitor's first pass.
+  std::vector<int64_t> made;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (made.empty() && std::chrono::steady_clock::now() < deadline) {
+    made = NewTaskIds(Heartbeat(d, "b:2", {other}));
+    if (made.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
   REQUIRE(made.size() == 1);
   const proto::GetSplitsResponse rerun = Splits(d, iteration, made[0], 4, 1);
   CHECK(Seqs(rerun) == std::vector<int64_t>{1, 2, 3, 4});
@@ -266,17 +343,17 @@ TEST_CASE("held splits: a client released for silence during a hold may not come
   request.set_client_secret(d.ClientSecretOf(second));
   const absl::Status status = Call(d, &DispatcherImpl::ClientHeartbeat, request, &back);
   CHECK(absl::IsFailedPrecondition(status));
-  CHECK(
-      status.message() ==
-      "iteration client " + std::to_string(second) +
-          " was released after 200 ms without a heartbeat (client_timeout_ms), and its shared exactly_once "
-          "read "
-          "(iteration " +
-          std::to_string(iteration) +
-          ") has since lost a task whose splits ran again without knowing what this client took of them: it "
-          "may not come back, or elements would repeat; raise client_timeout_ms on the dispatcher for "
-          "trainers "
-          "that pause longer");
+  CHECK(status.message() ==
+        "iteration client " + std::to_string(second) +
+            " was released after 200 ms without a heartbeat (client_timeout_ms), and its shared exactly_once "
+            "read "
+            "(iteration " +
+            std::to_string(iteration) +
+            ") has since lost a task whose splits ran again without knowing what this client took of them: "
+            "it "
+            "may not come back, or elements would repeat; raise client_timeout_ms on the dispatcher for "
+            "trainers "
+            "that pause longer");
 }
 
 TEST_CASE("held splits: a report cut short, or past the iteration's bound, fails the read for every client",
@@ -329,16 +406,16 @@ TEST_CASE("held splits: taken positions count towards the tenant's quota of skip
   REQUIRE(Answer(d, second, 1, {{2, {0, 2, 4, 6, 8, 9}}}, &answered).ok());  // 7 more: past 10
   const proto::ClientHeartbeatResponse beat = ClientBeat(d, first);
   CHECK(beat.error_code() == static_cast<int>(absl::StatusCode::kResourceExhausted));
-  CHECK(
-      beat.error_message() ==
-      "ClientHeartbeat: the clients hold 5 numbers of skip lists (restored reads', and positions shared "
-      "reads "
-      "took of held splits) and this adds 7; that would pass the dispatcher's quota max_restore_numbers = 10 "
-      "for all tenants together (finished jobs and the datasets they used are forgotten after "
-      "job_retention_ms; an operator may raise the quota); iteration " +
-          std::to_string(iteration) +
-          " (a shared exactly_once read) stops rather than rerun its lost task's splits without what its "
-          "consumers took of them");
+  CHECK(beat.error_message() ==
+        "ClientHeartbeat: the clients hold 5 numbers of skip lists (restored reads', and positions shared "
+        "reads "
+        "took of held splits) and this adds 7; that would pass the dispatcher's quota max_restore_numbers "
+        "= 10 "
+        "for all tenants together (finished jobs and the datasets they used are forgotten after "
+        "job_retention_ms; an operator may raise the quota); iteration " +
+            std::to_string(iteration) +
+            " (a shared exactly_once read) stops rather than rerun its lost task's splits without what its "
+            "consumers took of them");
 }
 
 TEST_CASE("held splits: malformed or oversized reports are refused before the lock, naming the field",

@@ -74,6 +74,20 @@ void Liveness::StartMonitor() {
 
 void Liveness::RunMonitor() {
   const auto timeout = std::chrono::milliseconds(core_.config_.worker_timeout_ms);
+  {
+    // A crash after an update that gave splits back (a hold's last report,
+    // a worker's removal) and before the task made to take them leaves
+    // them with no taker: the recovered state gets one now, not at the
+    // next loss, release or drain.
+    NewTasks new_tasks;
+    {
+      absl::MutexLock lock(&core_.mu_);
+      if (stopping_) return;
+      AssignReturnedSplits(&new_tasks);
+    }
+    (void)core_.WaitForJournal();
+    core_.PushTasks(new_tasks);
+  }
   while (true) {
     NewTasks new_tasks;
     {

@@ -39,6 +39,21 @@ MetricSamples SplitsAwaitingReissue(const DispatcherState& state) {
   return MetricSamples{{{}, returned}};
 }
 
+MetricSamples SplitsHeld(const DispatcherState& state) {
+  double held = 0;
+  for (const auto& [id, iteration] : state.iterations())
+    held += static_cast<double>(CountSplits(iteration.held_splits));
+  return MetricSamples{{{}, held}};
+}
+
+MetricSamples ReportsAwaited(const DispatcherState& state) {
+  double awaited = 0;
+  for (const auto& [id, iteration] : state.iterations()) {
+    awaited += static_cast<double>(iteration.awaiting_reports.size());
+  }
+  return MetricSamples{{{}, awaited}};
+}
+
 MetricSamples TenantDatasets(const DispatcherState& state) {
   std::map<std::string, double> count;
   for (const auto& [id, dataset] : state.datasets()) ++count[dataset.tenant];
@@ -84,6 +99,16 @@ const std::vector<StateGauge>& StateGauges() {
        "splits of lost tasks waiting to be handed out again",
        {},
        SplitsAwaitingReissue},
+      {"sluice_splits_held",
+       "splits of lost tasks of shared exactly_once reads, held until their consumers say which of their "
+       "elements they took",
+       {},
+       SplitsHeld},
+      {"sluice_held_split_reports_awaited",
+       "consumers of shared exactly_once reads whose report of the elements they took of held splits is "
+       "awaited",
+       {},
+       ReportsAwaited},
       {"sluice_tenant_datasets", "datasets registered by a tenant", {"tenant"}, TenantDatasets},
       {"sluice_tenant_definition_bytes",
        "bytes of the definitions a tenant registered",

@@ -110,6 +110,8 @@ function progress(it) {
   } else {
     bar.max = Math.max(total, 1); bar.value = done; text = `${done} / ${total} splits`;
   }
+  // A shared exactly_once read after a lost worker.
+  if (it.held_splits) text += `, ${it.held_splits} held for ${it.awaiting_reports} report${it.awaiting_reports === 1 ? "" : "s"}`;
   return el("div", {class: "progress"}, bar, el("span", {}, text));
 }
 

@@ -81,6 +81,8 @@ void FillStatusSnapshot(const StatusSources& sources, const Caller& caller, prot
     i->set_finished(iteration.finished);
     i->set_num_clients(static_cast<int64_t>(iteration.clients.size()));
     i->set_collected(iteration.collected);
+    i->set_held_splits(CountSplits(iteration.held_splits));
+    i->set_awaiting_reports(static_cast<int64_t>(iteration.awaiting_reports.size()));
   }
   for (const auto& [id, task] : state.tasks()) {
     if (!MaySeeIteration(state, caller, task.iteration_id)) continue;
@@ -142,14 +144,18 @@ std::string StatusJson(const StatusSources& sources, const Caller& caller, int64
     const DispatcherState::Job* job = state.FindJob(iteration.job_id);
     int64_t returned = 0;
     for (const auto& [seq, run] : iteration.returned_splits) returned += run.count;
+    // Held splits are not done either: they run again once reported.
+    const int64_t held = CountSplits(iteration.held_splits);
     json.BeginObject()
         .Int("iteration_id", id)
         .Int("job_id", iteration.job_id)
         .Int("repetition", iteration.repetition)
         .Bool("finished", iteration.finished || iteration.collected)
         .Int("clients", static_cast<int64_t>(iteration.clients.size()))
-        .Int("splits_done", iteration.next_split_seq - 1 - returned)
+        .Int("splits_done", iteration.next_split_seq - 1 - returned - held)
         .Int("splits_total", job == nullptr ? -1 : sources.splits_total(iteration, job->params))
+        .Int("held_splits", held)
+        .Int("awaiting_reports", static_cast<int64_t>(iteration.awaiting_reports.size()))
         .End('}');
   }
   json.End(']');

@@ -151,7 +151,16 @@ absl::StatusOr<std::unique_ptr<grpc::Server>> StartServer(const ServerOptions& o
   // tools work on both daemons; neither needs a token.
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
-  builder.AddListeningPort(address, MakeServerCredentials(options.security), bound_port);
+  builder.AddListeningPort(
+      address,
+      options.rpc_roles ? GatedServerCredentials(
+                              options.security, std::make_shared<CallGate>(std::make_shared<RpcAuthenticator>(
+                                                                               options.security.cluster_token,
+                                                                               options.security.client_token,
+                                                                               options.security.tenants),
+                                                                           options.rpc_roles))
+                        : MakeServerCredentials(options.security),
+      bound_port);
   builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
   builder.SetMaxSendMessageSize(kMaxMessageBytes);
   // Past the quota gRPC shrinks its flow-control windows, so senders wait,

@@ -17,6 +17,7 @@
 #include "config/command_line.h"  // ParseDaemonConfig, kConfigErrorExitCode
 #include "config/config_schema.h"
 #include "pipeline/io/object_storage_settings.h"
+#include "service/call_gate.h"
 #include "service/http_server.h"
 #include "service/rpc_auth.h"
 #include "service/server_security.h"
@@ -107,6 +108,10 @@ struct ServerOptions {
   // Served beside /metrics and /healthz on the HTTP port, each request
   // with the caller its token names (HttpRoutesFor).
   std::map<std::string, CallerHttpHandler> http_routes;
+  // The token each method of the served service takes: with it, a call
+  // whose token would be refused is refused before its body is read
+  // (service/call_gate.h). Unset: only the handlers check.
+  RpcRoleOf rpc_roles;
 };
 
 // Loads `settings`, refuses an unsafe bind address (CheckBindAddress) and

@@ -43,12 +43,10 @@ RpcAuthenticator::RpcAuthenticator(std::string cluster_token, std::string client
   for (const TenantToken& tenant : tenants_) tenant_digests_.push_back(Digest(tenant.token));
 }
 
-RpcAuthenticator::Presented RpcAuthenticator::Classify(const grpc::ServerContextBase& context,
+RpcAuthenticator::Presented RpcAuthenticator::Classify(std::optional<absl::string_view> authorization,
                                                        size_t* tenant) const {
-  const auto& metadata = context.client_metadata();
-  auto it = metadata.find("authorization");
-  if (it == metadata.end()) return Presented::kNone;
-  absl::string_view header(it->second.data(), it->second.size());
+  if (!authorization.has_value()) return Presented::kNone;
+  absl::string_view header = *authorization;
   if (!absl::ConsumePrefix(&header, "Bearer ")) return Presented::kWrong;
   return ClassifyToken(header, tenant);
 }
@@ -73,13 +71,24 @@ RpcAuthenticator::Presented RpcAuthenticator::ClassifyToken(absl::string_view to
 
 absl::Status RpcAuthenticator::Check(const grpc::ServerContextBase& context, absl::string_view method,
                                      RpcRole role, Caller* caller) const {
+  const auto& metadata = context.client_metadata();
+  const auto it = metadata.find("authorization");
+  std::optional<absl::string_view> authorization;
+  if (it != metadata.end()) authorization = absl::string_view(it->second.data(), it->second.size());
+  return CheckHeader(
+      authorization, method, role, [&context] { return context.peer(); }, caller);
+}
+
+absl::Status RpcAuthenticator::CheckHeader(std::optional<absl::string_view> authorization,
+                                           absl::string_view method, RpcRole role,
+                                           absl::FunctionRef<std::string()> peer, Caller* caller) const {
   if (caller != nullptr) *caller = Caller{};
   const bool client_tokens = ClientTokensConfigured();
   if (role == RpcRole::kCluster ? cluster_token_.empty() : (!client_tokens && cluster_token_.empty())) {
     return absl::OkStatus();
   }
   size_t tenant = 0;
-  const Presented presented = Classify(context, &tenant);
+  const Presented presented = Classify(authorization, &tenant);
   if (presented == Presented::kCluster) return absl::OkStatus();
   if (role == RpcRole::kClient && (presented == Presented::kClient || presented == Presented::kTenant)) {
     if (caller != nullptr) {
@@ -105,7 +114,7 @@ absl::Status RpcAuthenticator::Check(const grpc::ServerContextBase& context, abs
     default:
       message = absl::StrCat(method, " needs ", token, " and the call carried a wrong one");
   }
-  LogRefusal(context, message);
+  LogRefusal(peer, message);
   return absl::UnauthenticatedError(message);
 }
 
@@ -147,7 +156,8 @@ absl::StatusOr<Caller> RpcAuthenticator::CheckHttp(absl::string_view authorizati
   }
 }
 
-void RpcAuthenticator::LogRefusal(const grpc::ServerContextBase& context, absl::string_view message) const {
+void RpcAuthenticator::LogRefusal(absl::FunctionRef<std::string()> peer_of_call,
+                                  absl::string_view message) const {
   // A client retrying without a token would otherwise fill the log.
   absl::MutexLock lock(&log_mu_);
   const auto now = std::chrono::steady_clock::now();
@@ -155,7 +165,7 @@ void RpcAuthenticator::LogRefusal(const grpc::ServerContextBase& context, absl::
     ++suppressed_;
     return;
   }
-  const std::string peer = context.peer();
+  const std::string peer = peer_of_call();
   if (suppressed_ > 0) {
     spdlog::warn("refused a call from {}: {} ({} more refused calls since the last message)", peer,
                  std::string(message), suppressed_);

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -60,6 +61,13 @@ class RpcAuthenticator {
   // the call carried. `caller`, when given, is set to who made the call.
   absl::Status Check(const grpc::ServerContextBase& context, absl::string_view method, RpcRole role,
                      Caller* caller = nullptr) const;
+  // Check's decision on a call whose "authorization" metadata is
+  // `authorization` (nullopt: none), for the transport's gate
+  // (service/call_gate.h), which has no ServerContext: `peer` names the
+  // caller in the log of a refusal.
+  absl::Status CheckHeader(std::optional<absl::string_view> authorization, absl::string_view method,
+                           RpcRole role, absl::FunctionRef<std::string()> peer,
+                           Caller* caller = nullptr) const;
 
   // Who sent an HTTP request with this Authorization header ("" when it
   // had none): "Bearer TOKEN", or basic auth with the token as the
@@ -73,10 +81,10 @@ class RpcAuthenticator {
  private:
   enum class Presented { kNone, kCluster, kClient, kTenant, kWrong };
   // `tenant`: the index of the tenant whose token was presented.
-  Presented Classify(const grpc::ServerContextBase& context, size_t* tenant) const;
+  Presented Classify(std::optional<absl::string_view> authorization, size_t* tenant) const;
   Presented ClassifyToken(absl::string_view token, size_t* tenant) const;
   bool ClientTokensConfigured() const { return !client_token_.empty() || !tenants_.empty(); }
-  void LogRefusal(const grpc::ServerContextBase& context, absl::string_view message) const;
+  void LogRefusal(absl::FunctionRef<std::string()> peer, absl::string_view message) const;
 
   const std::string cluster_token_;
   const std::string client_token_;

@@ -23,13 +23,13 @@ void Finish(grpc::ServerUnaryReactor* reactor, absl::StatusOr<grpc::ByteBuffer> 
 template <typename Request, typename Response, typename Call>
 grpc::ServerUnaryReactor* AnswerAtOnce(grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
                                        grpc::ByteBuffer* response, const char* rpc,
-                                       const RpcAuthenticator& auth, RpcRole role, Call call) {
+                                       const RpcAuthenticator& auth, Call call) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   const auto start = std::chrono::steady_clock::now();
   Request parsed;
   Response answer;
   Caller caller;
-  absl::Status status = auth.Check(*context, rpc, role, &caller);
+  absl::Status status = auth.Check(*context, rpc, *WorkerRpcRole(rpc), &caller);
   if (status.ok()) status = ParseRequest(*request, rpc, &parsed);
   if (status.ok()) status = call(parsed, &answer, caller);
   RecordRpc(rpc, status, start);
@@ -43,13 +43,19 @@ grpc::ServerUnaryReactor* AnswerAtOnce(grpc::CallbackServerContext* context, con
 
 }  // namespace
 
+std::optional<RpcRole> WorkerRpcRole(absl::string_view method) {
+  if (method == "GetElements" || method == "OpenSharedMemory") return RpcRole::kClient;
+  if (method == "ProcessTask" || method == "GetStatus") return RpcRole::kCluster;
+  return std::nullopt;
+}
+
 grpc::ServerUnaryReactor* GrpcWorkerImpl::GetElements(grpc::CallbackServerContext* context,
                                                       const grpc::ByteBuffer* request,
                                                       grpc::ByteBuffer* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   const auto start = std::chrono::steady_clock::now();
   proto::GetElementsRequest parsed;
-  absl::Status status = auth_->Check(*context, "GetElements", RpcRole::kClient);
+  absl::Status status = auth_->Check(*context, "GetElements", *WorkerRpcRole("GetElements"));
   if (status.ok()) status = ParseRequest(*request, "GetElements", &parsed);
   if (!status.ok()) {
     RecordRpc("GetElements", status, start);
@@ -68,7 +74,7 @@ grpc::ServerUnaryReactor* GrpcWorkerImpl::ProcessTask(grpc::CallbackServerContex
                                                       const grpc::ByteBuffer* request,
                                                       grpc::ByteBuffer* response) {
   return AnswerAtOnce<proto::ProcessTaskRequest, proto::ProcessTaskResponse>(
-      context, request, response, "ProcessTask", *auth_, RpcRole::kCluster,
+      context, request, response, "ProcessTask", *auth_,
       [this](const auto& parsed, proto::ProcessTaskResponse*, const Caller&) {
         return impl_->ProcessTask(parsed);
       });
@@ -79,7 +85,7 @@ grpc::ServerUnaryReactor* GrpcWorkerImpl::GetStatus(grpc::CallbackServerContext*
                                                     grpc::ByteBuffer* response) {
   // The cluster's only: it lists every tenant's tasks on this worker.
   return AnswerAtOnce<proto::WorkerStatusRequest, proto::WorkerStatusResponse>(
-      context, request, response, "GetStatus", *auth_, RpcRole::kCluster,
+      context, request, response, "GetStatus", *auth_,
       [this](const auto& parsed, auto* answer, const Caller&) { return impl_->GetStatus(parsed, answer); });
 }
 
@@ -87,7 +93,7 @@ grpc::ServerUnaryReactor* GrpcWorkerImpl::OpenSharedMemory(grpc::CallbackServerC
                                                            const grpc::ByteBuffer* request,
                                                            grpc::ByteBuffer* response) {
   return AnswerAtOnce<proto::OpenSharedMemoryRequest, proto::OpenSharedMemoryResponse>(
-      context, request, response, "OpenSharedMemory", *auth_, RpcRole::kClient,
+      context, request, response, "OpenSharedMemory", *auth_,
       [this](const auto& parsed, auto* answer, const Caller& caller) {
         return impl_->OpenSharedMemory(parsed, answer, caller.Owner());
       });

@@ -12,6 +12,9 @@
 #ifndef SLUICE_WORKER_GRPC_WORKER_IMPL_H_
 #define SLUICE_WORKER_GRPC_WORKER_IMPL_H_
 
+#include <optional>
+
+#include "absl/strings/string_view.h"
 #include "service/rpc_auth.h"
 #include "sluice/proto/service.grpc.pb.h"
 #include "worker/worker_impl.h"
@@ -24,10 +27,15 @@ using RawWorkerService = proto::WorkerService::WithRawCallbackMethod_OpenSharedM
         proto::WorkerService::WithRawCallbackMethod_ProcessTask<
             proto::WorkerService::WithRawCallbackMethod_GetElements<proto::WorkerService::Service>>>>;
 
+// The token each WorkerService method takes: a reader's GetElements and
+// OpenSharedMemory the client token (or the cluster token); ProcessTask
+// and GetStatus, which list and start every tenant's tasks, only the
+// cluster token. nullopt: not a WorkerService method.
+std::optional<RpcRole> WorkerRpcRole(absl::string_view method);
+
 class GrpcWorkerImpl final : public RawWorkerService {
  public:
-  // `auth` checks every call's token: ProcessTask and GetStatus take only
-  // the cluster token (service/rpc_auth.h).
+  // `auth` checks every call's token, as WorkerRpcRole says.
   GrpcWorkerImpl(WorkerImpl* impl, const RpcAuthenticator* auth) : impl_(impl), auth_(auth) {}
 
   grpc::ServerUnaryReactor* GetElements(grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,

@@ -101,7 +101,12 @@ int main(int argc, char** argv) {
       status_sample([](const sluice::proto::WorkerStatusResponse& s) { return s.buffered_bytes(); }));
   return sluice::ServeUntilShutdown(
       "workerd",
-      {config.bind_address, static_cast<int>(config.port), config.port_file, *security, common.http},
+      {.bind_address = config.bind_address,
+       .port = static_cast<int>(config.port),
+       .port_file = config.port_file,
+       .security = *security,
+       .http = common.http,
+       .rpc_roles = sluice::worker::WorkerRpcRole},
       {&service},
       [&](int port) {
         const std::string address = AdvertisedAddress(config, port);

@@ -72,9 +72,11 @@ TEST_CASE("security: with tokens, a read needs the client token, and a wrong or 
   CHECK(wrong.error_code() == grpc::StatusCode::UNAUTHENTICATED);
   CHECK(wrong.error_message() == "GetVersion needs the client token and the call carried a wrong one");
   CHECK(GetVersion(cluster.DispatcherAddress(), {.token = kClusterToken}).ok());
-  // Refusals are logged with the peer.
+  // Refused at the transport, before the request's body (service/call_gate.h),
+  // and logged; gRPC does not name the peer there.
   CHECK_THAT(testing::ReadFileOrEmpty(cluster.dir().File("dispatcher.log")),
-             Contains("refused a call from ipv4:127.0.0.1:"));
+             Contains("refused a call from a peer gRPC does not name at the transport: GetVersion needs the "
+                      "client token and the call carried none"));
 
   // The SDK without the token: the read fails saying why.
   SetDefaultChannelSecurity({});
@@ -251,6 +253,12 @@ TEST_CASE("security: TLS and tokens together", "[service][security]") {
   CHECK(values == std::vector<int64_t>{0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5});
   grpc::Status no_token = GetVersion(cluster.DispatcherAddress(), ClientTls(certs, false));
   CHECK(no_token.error_code() == grpc::StatusCode::UNAUTHENTICATED);
+  CHECK(
+      no_token.error_message() ==
+      "GetVersion needs the client token and the call carried none (set SLUICE_TOKEN_FILE, or --token-file)");
+  // Over TLS too the gate refuses it before its body is read.
+  CHECK_THAT(testing::ReadFileOrEmpty(cluster.dir().File("dispatcher.log")),
+             Contains("refused a call from a peer gRPC does not name at the transport: GetVersion needs"));
 }
 
 TEST_CASE("security: a token file that cannot be read stops the daemon with exit 2 naming it",
