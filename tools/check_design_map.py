@@ -208,7 +208,7 @@ def list_files(root):
 # --- Parsing the map --------------------------------------------------------------
 
 FILE_TOKEN_RE = re.compile(
-    r"^[\w.\-/*]*[\w*]\.(\{[\w,]+\}|h|cc|cu|proto|py|pyi|sh|txt|md|yaml|typed|cmake|in)$")
+    r"^[\w.\-/*]*[\w*]\.(\{[\w,]+\}|h|cc|cu|proto|py|pyi|sh|txt|md|yaml|typed|cmake|in|toml)$")
 
 
 def expand_braces(token):
