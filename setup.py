@@ -1,9 +1,11 @@
 """How `pip install .` builds the sluice package: with CMake, not setuptools.
 
 CMake builds the _sluice extension, the daemons and the CLI (in
-$SLUICE_BUILD_DIR when set, a tree already configured and built, as CI's
-build/ is; else in build/pip, configured here without tests), then installs
-them into a scratch prefix. The wheel takes the package from there, and its
+$SLUICE_BUILD_DIR when set, a tree already configured, as CI's build/ is;
+else in build/pip, configured here without tests or benchmarks), then
+installs them into a scratch prefix ($SLUICE_PIP_WORK_DIR, default the
+build tree). SLUICE_PIP_NO_BUILD=1 installs the tree as it is, building
+nothing (the ctest pip_install, beside tests that run its programs). The wheel takes the package from there, and its
 shared libraries and programs as data: pip puts them in the environment's
 lib/ and bin/ (or ~/.local's with --user), where the extension's RPATH
 ($ORIGIN/../../../../lib) and the programs' ($ORIGIN/../lib) find them, as
@@ -13,9 +15,11 @@ the same way.
 
 import glob
 import os
+import re
 import shutil
 import subprocess
 import sys
+import sysconfig
 
 from setuptools import setup
 from setuptools.command.build_ext import build_ext
@@ -38,17 +42,37 @@ def _run(command):
     subprocess.run(command, check=True)
 
 
+def _work_dir():
+    return os.path.abspath(os.environ.get("SLUICE_PIP_WORK_DIR") or _build_dir())
+
+
+def _cache_value(build, name):
+    with open(os.path.join(build, "CMakeCache.txt"), encoding="utf-8") as cache:
+        for line in cache:
+            match = re.match(rf"{name}:[A-Z]+=(.*)$", line.rstrip("\n"))
+            if match:
+                return match.group(1)
+    return None
+
+
 def _cmake_install():
     """Builds the targets and installs them; the scratch prefix."""
     build = _build_dir()
     if not os.path.exists(os.path.join(build, "CMakeCache.txt")):
         if os.environ.get("SLUICE_BUILD_DIR"):
             sys.exit(f"SLUICE_BUILD_DIR={build} is not a configured CMake build tree (no CMakeCache.txt)")
-        _run(["cmake", "-S", SOURCE_DIR, "-B", build, "-DCMAKE_BUILD_TYPE=Release",
-              "-DSLUICE_BUILD_TESTS=OFF", f"-DSLUICE_PYTHON={os.path.realpath(sys.executable)}"])
-    jobs = os.environ.get("CMAKE_BUILD_PARALLEL_LEVEL") or str(os.cpu_count() or 2)
-    _run(["cmake", "--build", build, "-j", jobs, "--target", *TARGETS])
-    prefix = os.path.join(build, "pip-prefix")
+        _run(["cmake", "-S", SOURCE_DIR, "-B", build, "-DCMAKE_BUILD_TYPE=Release", "-DSLUICE_BUILD_TESTS=OFF",
+              "-DSLUICE_BUILD_BENCH=OFF", "-DSLUICE_BUILD_PYTHON=ON", "-DCMAKE_INSTALL_LIBDIR=lib",
+              f"-DSLUICE_PYTHON={os.path.realpath(sys.executable)}"])
+    # pip puts the libraries in the environment's lib/: the RPATHs must say so.
+    libdir = _cache_value(build, "CMAKE_INSTALL_LIBDIR")
+    if libdir != "lib":
+        sys.exit(f"{build} installs its libraries in '{libdir}', not 'lib', where pip puts them: configure it "
+                 "with -DCMAKE_INSTALL_LIBDIR=lib, or unset SLUICE_BUILD_DIR")
+    if os.environ.get("SLUICE_PIP_NO_BUILD") != "1":
+        jobs = os.environ.get("CMAKE_BUILD_PARALLEL_LEVEL") or str(os.cpu_count() or 2)
+        _run(["cmake", "--build", build, "-j", jobs, "--target", *TARGETS])
+    prefix = os.path.join(_work_dir(), "pip-prefix")
     shutil.rmtree(prefix, ignore_errors=True)
     _run(["cmake", "--install", build, "--prefix", prefix])
     return prefix
@@ -58,10 +82,19 @@ class _BuildPackage(build_ext):
     """Lays the package out from the CMake install (the wheel's only build step)."""
 
     def run(self):
+        if self.inplace:
+            sys.exit("sluice cannot be installed in editable mode (pip install -e): the package is laid out by "
+                     "cmake --install; use PYTHONPATH=build/python for a development tree")
         prefix = _cmake_install()
         package = os.path.join(prefix, "lib", "python3", "dist-packages", "sluice")
         if not os.path.isdir(package):
             sys.exit(f"cmake --install put no sluice package in {package}: was the build made without Python?")
+        # The extension must be for the Python that runs pip.
+        extension = "_sluice" + sysconfig.get_config_var("EXT_SUFFIX")
+        if not os.path.exists(os.path.join(package, extension)):
+            built = [os.path.basename(f) for f in glob.glob(os.path.join(package, "_sluice*"))]
+            sys.exit(f"the build's extension is {built}, not {extension} for {sys.executable}: configure the "
+                     "build with -DSLUICE_PYTHON naming this Python")
         target = os.path.join(self.build_lib, "sluice")
         shutil.rmtree(target, ignore_errors=True)
         shutil.copytree(package, target)
@@ -75,8 +108,11 @@ class _BuildPackage(build_ext):
             for program in PROGRAMS:
                 paths.write(f'{program.upper()} = _os.path.join(_BIN, "{program}")\n')
         # The libraries and programs go to the environment's lib/ and bin/.
+        libraries = sorted(glob.glob(os.path.join(prefix, "lib", "*.so*")))
+        if not libraries:
+            sys.exit(f"cmake --install put no shared library in {prefix}/lib")
         self.distribution.data_files = [
-            ("lib", sorted(glob.glob(os.path.join(prefix, "lib", "*.so*")))),
+            ("lib", libraries),
             ("bin", [os.path.join(prefix, "bin", program) for program in PROGRAMS]),
         ]
 
@@ -88,7 +124,7 @@ class _BinaryDistribution(Distribution):
         return True
 
 
-scratch = os.path.join(_build_dir(), "setuptools")
+scratch = os.path.join(_work_dir(), "setuptools")
 os.makedirs(scratch, exist_ok=True)
 setup(
     cmdclass={"build_ext": _BuildPackage},

@@ -66,6 +66,7 @@ int main(int argc, char** argv) {
   impl.ExportMetrics(sluice::ProcessMetrics());
   sluice::ServerOptions options{config.bind_address, static_cast<int>(config.port), config.port_file,
                                 *security, common.http};
+  options.rpc_service = sluice::proto::DispatcherService::service_full_name();
   options.rpc_roles = sluice::dispatcher::DispatcherRpcRole;
   // The page and its data show no pipeline definitions: ids, names and
   // counts only. A tenant's token shows it its own (StatusJson).

@@ -6,6 +6,8 @@
 #include <utility>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "service/grpc_util.h"
 #include "service/rpc_metrics.h"
 
@@ -36,6 +38,8 @@ class InsecureGatedCredentials final : public grpc::ServerCredentials {
         credentials_, {&Process, &Destroy, new std::shared_ptr<CallGate>(std::move(gate))});
   }
   ~InsecureGatedCredentials() override { grpc_server_credentials_release(credentials_); }
+  InsecureGatedCredentials(const InsecureGatedCredentials&) = delete;
+  InsecureGatedCredentials& operator=(const InsecureGatedCredentials&) = delete;
 
   void SetAuthMetadataProcessor(const std::shared_ptr<grpc::AuthMetadataProcessor>&) override {
     // Never called: the gate is set at construction.
@@ -72,14 +76,14 @@ class InsecureGatedCredentials final : public grpc::ServerCredentials {
 
 }  // namespace
 
-CallGate::CallGate(std::shared_ptr<const RpcAuthenticator> auth, RpcRoleOf role_of)
-    : auth_(std::move(auth)), role_of_(std::move(role_of)) {}
+CallGate::CallGate(std::shared_ptr<const RpcAuthenticator> auth, std::string service, RpcRoleOf role_of)
+    : auth_(std::move(auth)), method_prefix_(absl::StrCat("/", service, "/")), role_of_(std::move(role_of)) {}
 
 absl::Status CallGate::Decide(absl::string_view path, std::optional<absl::string_view> authorization) const {
   if (IsOpenService(path)) return absl::OkStatus();
-  const size_t slash = path.rfind('/');
-  const absl::string_view method = slash == absl::string_view::npos ? path : path.substr(slash + 1);
-  const std::optional<RpcRole> role = role_of_(method);
+  absl::string_view method = path;
+  std::optional<RpcRole> role;
+  if (absl::ConsumePrefix(&method, method_prefix_)) role = role_of_(method);
   const auto start = std::chrono::steady_clock::now();
   absl::Status status =
       auth_->CheckHeader(authorization, role.has_value() ? method : "a method this daemon does not serve",

@@ -33,7 +33,9 @@ using RpcRoleOf = std::function<std::optional<RpcRole>(absl::string_view method)
 
 class CallGate final : public grpc::AuthMetadataProcessor {
  public:
-  CallGate(std::shared_ptr<const RpcAuthenticator> auth, RpcRoleOf role_of);
+  // `service`: the full name of the daemon's service
+  // ("sluice.proto.WorkerService"), whose methods `role_of` knows.
+  CallGate(std::shared_ptr<const RpcAuthenticator> auth, std::string service, RpcRoleOf role_of);
 
   // The check is a few hashes: it runs on gRPC's own thread.
   bool IsBlocking() const override { return false; }
@@ -43,12 +45,14 @@ class CallGate final : public grpc::AuthMetadataProcessor {
 
   // The decision on a call to `path` ("/package.Service/Method") with this
   // "authorization" header: OK, or the handler's Unauthenticated error. A
-  // method `role_of` does not know is named only as "a method this daemon
-  // does not serve" (the name is the caller's text) and takes a client token.
+  // path that is not one of the service's methods is named only as "a
+  // method this daemon does not serve" (the name is the caller's text),
+  // takes a client token, and is not counted in the metrics.
   absl::Status Decide(absl::string_view path, std::optional<absl::string_view> authorization) const;
 
  private:
   const std::shared_ptr<const RpcAuthenticator> auth_;
+  const std::string method_prefix_;  // "/" + service + "/"
   const RpcRoleOf role_of_;
 };
 

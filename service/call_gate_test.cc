@@ -26,7 +26,7 @@ std::optional<RpcRole> TestRoles(absl::string_view method) {
 CallGate GateWith(std::string cluster_token, std::string client_token) {
   return CallGate(std::make_shared<RpcAuthenticator>(std::move(cluster_token), std::move(client_token),
                                                      std::vector<TenantToken>{{"vision", "vision-token"}}),
-                  TestRoles);
+                  "sluice.proto.S", TestRoles);
 }
 
 std::string Refusal(const absl::Status& status) {
@@ -56,6 +56,11 @@ TEST_CASE("call gate: refuses what the handler would, with the handler's message
         "a method this daemon does not serve needs the client token and the call carried none (set "
         "SLUICE_TOKEN_FILE, or --token-file)");
   CHECK(gate.Decide("/sluice.proto.S/Unknown", "Bearer client-token").ok());  // gRPC says UNIMPLEMENTED
+  // Another service's method of the same name is none of this daemon's.
+  CHECK(gate.Decide("/other.Service/Order", "Bearer client-token").ok());
+  CHECK(Refusal(gate.Decide("/other.Service/Read", std::nullopt)) ==
+        "a method this daemon does not serve needs the client token and the call carried none (set "
+        "SLUICE_TOKEN_FILE, or --token-file)");
   // Probes and reflection need no token.
   CHECK(gate.Decide("/grpc.health.v1.Health/Check", std::nullopt).ok());
   CHECK(gate.Decide("/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", std::nullopt).ok());
@@ -66,11 +71,12 @@ TEST_CASE("call gate: refuses what the handler would, with the handler's message
 
 TEST_CASE("call gate: without client tokens a client's RPC needs none, a worker's still the cluster token",
           "[call_gate]") {
-  const CallGate cluster_only(std::make_shared<RpcAuthenticator>("cluster-token", ""), TestRoles);
+  const CallGate cluster_only(std::make_shared<RpcAuthenticator>("cluster-token", ""), "sluice.proto.S",
+                              TestRoles);
   CHECK(cluster_only.Decide("/sluice.proto.S/Read", std::nullopt).ok());
   CHECK(Refusal(cluster_only.Decide("/sluice.proto.S/Order", std::nullopt)) ==
         "Order needs the cluster token and the call carried none");
-  const CallGate open(std::make_shared<RpcAuthenticator>("", ""), TestRoles);
+  const CallGate open(std::make_shared<RpcAuthenticator>("", ""), "sluice.proto.S", TestRoles);
   CHECK(open.Decide("/sluice.proto.S/Order", std::nullopt).ok());
   CHECK(open.Decide("/sluice.proto.S/Read", "Bearer anything").ok());
 }
@@ -144,7 +150,7 @@ TEST_CASE("call gate: on a server, a refused call never reaches the handler, and
         GatedServerCredentials(
             security, std::make_shared<CallGate>(
                           std::make_shared<RpcAuthenticator>(security.cluster_token, security.client_token),
-                          TestRoles)),
+                          "sluice.proto.S", TestRoles)),
         &port);
     builder.SetMaxReceiveMessageSize(128 << 20);
     builder.RegisterCallbackGenericService(&service);

@@ -153,13 +153,14 @@ absl::StatusOr<std::unique_ptr<grpc::Server>> StartServer(const ServerOptions& o
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   builder.AddListeningPort(
       address,
-      options.rpc_roles ? GatedServerCredentials(
-                              options.security, std::make_shared<CallGate>(std::make_shared<RpcAuthenticator>(
-                                                                               options.security.cluster_token,
-                                                                               options.security.client_token,
-                                                                               options.security.tenants),
-                                                                           options.rpc_roles))
-                        : MakeServerCredentials(options.security),
+      options.rpc_roles
+          ? GatedServerCredentials(
+                options.security,
+                std::make_shared<CallGate>(std::make_shared<RpcAuthenticator>(options.security.cluster_token,
+                                                                              options.security.client_token,
+                                                                              options.security.tenants),
+                                           options.rpc_service, options.rpc_roles))
+          : MakeServerCredentials(options.security),
       bound_port);
   builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
   builder.SetMaxSendMessageSize(kMaxMessageBytes);

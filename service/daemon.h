@@ -108,9 +108,11 @@ struct ServerOptions {
   // Served beside /metrics and /healthz on the HTTP port, each request
   // with the caller its token names (HttpRoutesFor).
   std::map<std::string, CallerHttpHandler> http_routes;
-  // The token each method of the served service takes: with it, a call
-  // whose token would be refused is refused before its body is read
-  // (service/call_gate.h). Unset: only the handlers check.
+  // The served service's full name and the token each of its methods
+  // takes: with them, a call whose token would be refused is refused
+  // before its body is read (service/call_gate.h). Unset: only the
+  // handlers check.
+  std::string rpc_service;
   RpcRoleOf rpc_roles;
 };
 

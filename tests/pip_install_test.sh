@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # `pip install .` as a trainer runs it: into a virtual environment made
 # with --system-site-packages (Debian's NumPy and torch), with Debian's
-# build tools (--no-build-isolation, --no-index: no PyPI). Reuses BUILD_DIR
-# (SLUICE_BUILD_DIR), so it builds nothing new after the full build. Then
+# build tools (--no-build-isolation, --no-index: no PyPI). Installs BUILD_DIR
+# as it is (SLUICE_BUILD_DIR, SLUICE_PIP_NO_BUILD: it builds nothing, as
+# other tests run its programs), with its scratch files in its own folder. Then
 # the installed package, outside the source tree, starts the installed
 # daemons and reads through them; and `pip uninstall` removes it all.
 # Usage: pip_install_test.sh BUILD_DIR SOURCE_DIR
@@ -15,7 +16,7 @@ venv=$work/venv
 rm -rf "$work"
 mkdir -p "$work"
 /usr/bin/python3 -m venv --system-site-packages "$venv"
-if ! SLUICE_BUILD_DIR=$build "$venv/bin/python" -m pip install --no-build-isolation --no-index --no-deps \
+if ! SLUICE_BUILD_DIR=$build SLUICE_PIP_NO_BUILD=1 SLUICE_PIP_WORK_DIR=$work "$venv/bin/python" -m pip install --no-build-isolation --no-index --no-deps \
   "$src_dir" > "$work/pip.log" 2>&1; then
   cat "$work/pip.log" >&2
   echo "pip_install: pip install failed (log above)" >&2

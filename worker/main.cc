@@ -106,6 +106,7 @@ int main(int argc, char** argv) {
        .port_file = config.port_file,
        .security = *security,
        .http = common.http,
+       .rpc_service = sluice::proto::WorkerService::service_full_name(),
        .rpc_roles = sluice::worker::WorkerRpcRole},
       {&service},
       [&](int port) {

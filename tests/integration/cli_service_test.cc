@@ -154,7 +154,7 @@ TEST_CASE("cli service: status --json is one object with the dispatcher's values
           R"("processing_mode":"DISTRIBUTED_EPOCH","job_name":"shared",)"
           R"("sharding_policy":"SHARDING_DYNAMIC","static_workers":[],"exactly_once":false,"num_consumers":"0","deterministic":false,"tenant":"","cross_trainer_cache_bytes":"0"}}],)"
           R"("iterations":[{"iteration_id":"1","job_id":"1","repetition":"0",)"
-          R"("finished":true,"num_clients":"0","collected":false}],)"
+          R"("finished":true,"num_clients":"0","collected":false,"held_splits":"0","awaiting_reports":"0"}],)"
           R"("tasks":[{"task_id":"1","iteration_id":"1","worker_address":")",
           worker, "\",\"starting_round\":\"0\",\"read_secret\":\"\"}]}\n")));
 }
