@@ -14,6 +14,10 @@ data service, and read their elements as NumPy arrays.
 The data path is the C++ SDK's: arrays share the C++ tensors' buffers.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 from . import _grpc_env  # noqa: F401  (before the native module: gRPC's poller for forks)
 from ._sluice import (
     INFINITE,
@@ -31,6 +35,9 @@ from ._sluice import (
     metrics,
 )
 from .local_cluster import LocalCluster
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
 
 __all__ = [
     "Dataset",
@@ -61,21 +68,21 @@ class TensorSpec:
 
     __slots__ = ("shape", "dtype")
 
-    def __init__(self, shape, dtype):
+    def __init__(self, shape: Iterable[int | None] | None, dtype: str) -> None:
         self.shape = None if shape is None else tuple(shape)
         self.dtype = dtype
 
-    def __eq__(self, other):
+    def __eq__(self, other: object) -> bool:
         return isinstance(other, TensorSpec) and (self.shape, self.dtype) == (other.shape, other.dtype)
 
-    def __hash__(self):
+    def __hash__(self) -> int:
         return hash((self.shape, self.dtype))
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"TensorSpec(shape={self.shape}, dtype={self.dtype!r})"
 
 
-def _element_spec(self):
+def _element_spec(self: Dataset) -> Any:  # Dataset.element_spec's type in _sluice.pyi
     """The spec of the elements, shaped like them: a TensorSpec, a tuple of
     them, or a dict of them for named components. Builds the pipeline."""
     components = self._element_spec()
@@ -85,10 +92,12 @@ def _element_spec(self):
     return specs[0] if len(specs) == 1 else tuple(specs)
 
 
-Dataset.element_spec = property(_element_spec)
+# setattr: _sluice.pyi declares element_spec, as a read-only property, and
+# mypy refuses an assignment to it; the same assignment, on the class.
+setattr(Dataset, "element_spec", property(_element_spec))
 
 
-def _dataset_from_bytes(data, next_read_repetition=0):
+def _dataset_from_bytes(data: bytes, next_read_repetition: int = 0) -> Dataset:
     """Unpickles a Dataset (Dataset.__reduce__ names this function): its
     definition, and the repetition its next iterator reads."""
     dataset = Dataset.deserialize(data)

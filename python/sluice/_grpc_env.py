@@ -17,7 +17,7 @@ if SET_BY_SLUICE:
     os.environ["GRPC_POLL_STRATEGY"] = "poll"
 
 
-def daemon_environment():
+def daemon_environment() -> dict[str, str]:
     """The environment for a daemon this process starts: its own, without
     the poller Sluice chose for this process."""
     env = dict(os.environ)

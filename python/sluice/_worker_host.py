@@ -11,6 +11,8 @@ socket or, with "shm" in the header, in the memory shared with the worker
 pickled: arrays are made over the payload and written back as they lie.
 """
 
+from __future__ import annotations
+
 import importlib
 import inspect
 import json
@@ -22,10 +24,19 @@ import traceback
 
 import numpy as np
 
+# typing's constant without importing typing, which this process's start
+# would otherwise pay for: mypy takes any TYPE_CHECKING as true.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+    from typing import Any
+
+    from numpy.typing import NDArray
+
 _HEADER = struct.Struct("<Q")
 
 
-def _read_exact(sock, n):
+def _read_exact(sock: socket.socket, n: int) -> memoryview:
     view = memoryview(bytearray(n))
     got = 0
     while got < n:
@@ -40,53 +51,56 @@ class _Shared:
     """The memory this process shares with its worker: requests' tensor
     bytes in the first half, replies' in the second (when they fit)."""
 
-    def __init__(self, fd, size):
+    def __init__(self, fd: int | None, size: int) -> None:
         import mmap
 
-        self.view = memoryview(mmap.mmap(fd, size)) if fd is not None else None
+        self.view: memoryview | None = memoryview(mmap.mmap(fd, size)) if fd is not None else None
         self.half = size // 2
 
 
 _shared = _Shared(None, 0)
 
 
-def _read_frame(sock):
+def _read_frame(sock: socket.socket) -> tuple[dict[str, Any], memoryview]:
     (length,) = _HEADER.unpack(_read_exact(sock, _HEADER.size))
     header = json.loads(bytes(_read_exact(sock, length)))
     n = header.get("payload_bytes", 0)
     if header.get("shm"):
-        # Views of the shared request half: valid during this call.
-        return header, _shared.view[:n]
+        # Views of the shared request half: valid during this call. (The
+        # worker sends "shm" only with --shared, when the view is not None.)
+        return header, _shared.view[:n]  # type: ignore[index]
     return header, _read_exact(sock, n)
 
 
-def _write_frame(sock, header, chunks=()):
-    chunks = [memoryview(c).cast("B") for c in chunks]
-    total = sum(c.nbytes for c in chunks)
+def _write_frame(sock: socket.socket, header: dict[str, Any], chunks: Iterable[bytes | memoryview] = ()) -> None:
+    views = [memoryview(c).cast("B") for c in chunks]
+    total = sum(c.nbytes for c in views)
     header["payload_bytes"] = total
-    shared = _shared.view is not None and total <= _shared.half
-    if shared:
+    shared = _shared.view if total <= _shared.half else None  # the view when the payload goes through it
+    if shared is not None:
         offset = _shared.half
-        for chunk in chunks:
-            _shared.view[offset : offset + chunk.nbytes] = chunk
+        for chunk in views:
+            shared[offset : offset + chunk.nbytes] = chunk
             offset += chunk.nbytes
         header["shm"] = True
     data = json.dumps(header).encode()
     sock.sendall(_HEADER.pack(len(data)) + data)
-    if not shared:
-        for chunk in chunks:
+    if shared is None:
+        for chunk in views:
             sock.sendall(chunk)
 
 
-def _decode(header, payload):
+def _decode(header: dict[str, Any], payload: memoryview) -> Any:
     """The element as the function sees it: one unnamed component is its
     value, several a tuple, named ones a dict (as the sluice package gives
     them)."""
-    values, offset = [], 0
+    values: list[Any] = []
+    offset = 0
     for c in header["components"]:
         shape = tuple(c["shape"])
+        value: Any
         if c["dtype"] == "string":
-            items = []
+            items: list[bytes] = []
             for n in c["lengths"]:
                 items.append(bytes(payload[offset : offset + n]))
                 offset += n
@@ -104,7 +118,7 @@ def _decode(header, payload):
     return values[0] if len(values) == 1 else tuple(values)
 
 
-def _as_array(value):
+def _as_array(value: Any) -> NDArray[Any]:
     if type(value).__module__.startswith("torch"):
         value = value.detach().cpu().numpy()
     if isinstance(value, (bytes, str)):
@@ -116,14 +130,15 @@ def _as_array(value):
     return np.asarray(array, order="C")  # ascontiguousarray would make a scalar a 1-element vector
 
 
-def _encode(result):
+def _encode(result: Any) -> tuple[dict[str, Any], list[bytes | memoryview]]:
     if isinstance(result, dict):
         names, values = [str(k) for k in result], list(result.values())
     elif isinstance(result, tuple):
         names, values = [], list(result)
     else:
         names, values = [], [result]
-    components, chunks = [], []
+    components: list[dict[str, Any]] = []
+    chunks: list[bytes | memoryview] = []
     for value in values:
         array = _as_array(value)
         if array.dtype == object:
@@ -134,20 +149,20 @@ def _encode(result):
             if array.dtype.name not in _DTYPES:
                 raise TypeError(f"returned an array of dtype {array.dtype.name}, which Sluice has no dtype for")
             components.append({"dtype": array.dtype.name, "shape": list(array.shape), "nbytes": array.nbytes})
-            chunks.append(memoryview(array).cast("B"))
+            chunks.append(array.data.cast("B"))  # array.data is memoryview(array), which NumPy's stubs type
     return {"ok": True, "names": names, "components": components}, chunks
 
 
 _DTYPES = {"bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16", "float32", "float64"}
 
 
-def _error(error, frames):
+def _error(error: BaseException, frames: int) -> dict[str, Any]:
     # The frames below this file's own: the function's, and what it called.
     trace = [f for f in traceback.extract_tb(error.__traceback__) if f.filename != "<string>"][-frames:]
     return {"ok": False, "type": type(error).__name__, "message": str(error), "traceback": "".join(traceback.format_list(trace))}
 
 
-def _scan_call(fn, k, values, kwargs):
+def _scan_call(fn: Callable[..., Any], k: int, values: Any, kwargs: dict[str, Any]) -> tuple[Any, ...]:
     """scan's call: fn(state, element) -> (new state, output), the state
     being the first k components; the result flattened into components."""
     values = values if isinstance(values, tuple) else (values,)
@@ -159,14 +174,14 @@ def _scan_call(fn, k, values, kwargs):
     return tuple(parts)
 
 
-def _takes_seed(fn):
+def _takes_seed(fn: Callable[..., Any]) -> bool:
     try:
         return "seed" in inspect.signature(fn).parameters
     except (TypeError, ValueError):
         return False
 
 
-def main(argv):
+def main(argv: list[str]) -> int:
     global _shared
     sock = socket.socket(fileno=int(argv[0]))
     if "--shared" in argv:
@@ -184,7 +199,7 @@ def main(argv):
         _write_frame(sock, {**_error(error, 3), "module": name})
         return 1
     _write_frame(sock, {"ok": True, "pid": os.getpid()})
-    functions = {}
+    functions: dict[str, tuple[Callable[..., Any], bool]] = {}
     while True:
         try:
             header, payload = _read_frame(sock)
@@ -201,7 +216,7 @@ def main(argv):
                         raise PermissionError("this worker does not run client functions")
                     import base64
 
-                    import cloudpickle
+                    import cloudpickle  # type: ignore[import]  # cloudpickle has no type hints
 
                     fn = cloudpickle.loads(base64.b64decode(name))
                     functions[name] = (fn, _takes_seed(fn))
@@ -216,7 +231,7 @@ def main(argv):
             fn, takes_seed = functions[name]
             worker = sys.modules.get("sluice.worker")
             if worker is not None:
-                worker._seed = header["seed"]
+                setattr(worker, "_seed", header["seed"])  # sluice.worker._seed (mypy sees a bare ModuleType)
             if takes_seed:
                 kwargs["seed"] = header["seed"]
             k = header.get("state_components", 0)

@@ -27,10 +27,15 @@ if TYPE_CHECKING:
     # A request to the launcher: Popen's arguments, and where to answer.
     _Request = tuple[tuple[Any, ...], dict[str, Any], queue.SimpleQueue[tuple[bool, Any]]]
 
-try:
-    from . import _paths  # type: ignore[attr-defined]  # made by CMake in the build tree
-except ImportError:  # a package without a build's or an install's daemons
-    _paths = None  # type: ignore[assignment]  # the source tree, where CMake made no _paths
+if TYPE_CHECKING:
+    # CMake makes _paths in the build tree and the install, not in the source
+    # tree: mypy checks either without knowing which.
+    _paths: types.ModuleType | None
+else:
+    try:
+        from . import _paths  # made by CMake in the build tree
+    except ImportError:  # a package without a build's or an install's daemons
+        _paths = None  # the source tree, where CMake made no _paths
 
 _PR_SET_PDEATHSIG = 1
 
@@ -71,7 +76,7 @@ class _Launcher:
             raise
         if not ok:
             raise result
-        return result
+        return cast("subprocess.Popen[bytes]", result)
 
     @classmethod
     def forget(cls) -> None:

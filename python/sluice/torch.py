@@ -37,6 +37,8 @@ import sys
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, NoReturn
 
+# torch leaves torch.utils.data.get_worker_info and torch.distributed's
+# collectives unannotated: their calls carry type: ignore[no-untyped-call].
 import torch
 import torch.utils.data
 from torch.utils.dlpack import from_dlpack
@@ -44,8 +46,17 @@ from torch.utils.dlpack import from_dlpack
 from . import _sluice
 
 if TYPE_CHECKING:
+    # torch.distributed.ProcessGroup, which torch.distributed does not export
+    # explicitly (mypy --strict takes no implicit re-export).
+    from torch.distributed.distributed_c10d import ProcessGroup
+
     # What an epoch reads from: a local pipeline's iterator or distribute_dataset's.
     _EpochIterator = _sluice.Iterator | _sluice.DistributedIterator
+
+    # torch's IterableDataset, of what it yields.
+    _TorchIterableDataset = torch.utils.data.IterableDataset[Any]
+else:  # unsubscripted at run time: the class's bases stay torch's class alone
+    _TorchIterableDataset = torch.utils.data.IterableDataset
 
 __all__ = ["IterableDataset", "merge_state_dicts", "to_torch"]
 
@@ -98,7 +109,7 @@ def _loader_key(token: str, info: Any, epoch: int) -> str:
     return f"loader-{token}-{os.getppid()}-{first}-{(info.seed - info.id) & 0xFFFFFFFFFFFFFFFF:x}-{epoch}"
 
 
-class IterableDataset(torch.utils.data.IterableDataset):
+class IterableDataset(_TorchIterableDataset):
     """A sluice.Dataset as a torch IterableDataset. Use it with
     DataLoader(batch_size=None): the dataset batches already.
 
@@ -177,7 +188,7 @@ class IterableDataset(torch.utils.data.IterableDataset):
         self.dropped_batches = 0
         self.repeated_batches = 0
         self._epochs = 0
-        self._rank_group: torch.distributed.ProcessGroup | None = None
+        self._rank_group: ProcessGroup | None = None
         self._live: _EpochIterator | None = None  # the epoch's sluice iterator, for state_dict
         self._restore: dict[str, Any] | None = None  # a state from load_state_dict, for the next epoch
         self._pending: list[Any] = []  # pooled batches of the epoch's tail not yet yielded
@@ -208,7 +219,7 @@ class IterableDataset(torch.utils.data.IterableDataset):
     def _layout(self) -> tuple[int, int, Any]:
         """(ranks, rank, worker_info): this process's place among the
         trainer's readers; worker_info is None in the trainer process."""
-        info = torch.utils.data.get_worker_info()
+        info = torch.utils.data.get_worker_info()  # type: ignore[no-untyped-call]
         ranks, rank = _ranks()
         if info is not None and ranks == 1:
             ranks, rank = self._pickled_ranks
@@ -278,11 +289,11 @@ class IterableDataset(torch.utils.data.IterableDataset):
         index = self.device.index if self.device.index is not None else torch.cuda.current_device()
         return f"GPU:{index}"
 
-    def _group(self) -> torch.distributed.ProcessGroup:
+    def _group(self) -> ProcessGroup:
         # A gloo group of its own, so that these small CPU collectives never
         # interleave with the trainer's (NCCL or not) on the default group.
         if self._rank_group is None:
-            self._rank_group = torch.distributed.new_group(backend="gloo")
+            self._rank_group = torch.distributed.new_group(backend="gloo")  # type: ignore[no-untyped-call]
         return self._rank_group
 
     def _readers_dataset(self, ranks: int, rank: int, info: Any) -> _sluice.Dataset:
@@ -298,7 +309,7 @@ class IterableDataset(torch.utils.data.IterableDataset):
                 # of this run, from which every rank makes the same key.
                 if self._run_token is None:
                     agreed = [self.job_name, secrets.token_hex(8)]
-                    torch.distributed.broadcast_object_list(agreed, src=0, group=self._group())
+                    torch.distributed.broadcast_object_list(agreed, src=0, group=self._group())  # type: ignore[no-untyped-call]
                     self.job_name, self._run_token = agreed
                 return dataset.read_as_peer(self.job_name, f"ranks-{self._run_token}-{epoch}")
             return dataset
@@ -392,7 +403,7 @@ class IterableDataset(torch.utils.data.IterableDataset):
             except Exception as failed:  # every rank must hear of it, or the others wait for good
                 error = failed
             flag.fill_(-1 if error is not None else (0 if batch is None else 1))
-            torch.distributed.all_reduce(flag, op=torch.distributed.ReduceOp.MIN, group=group)
+            torch.distributed.all_reduce(flag, op=torch.distributed.ReduceOp.MIN, group=group)  # type: ignore[no-untyped-call]
             if flag.item() == -1:
                 _raise_with_ranks(error)
             if flag.item() == 1:
@@ -411,13 +422,13 @@ class IterableDataset(torch.utils.data.IterableDataset):
             except Exception as failed:
                 error = failed
             counts: list[Any] = [None] * ranks
-            torch.distributed.all_gather_object(counts, -1 if error is not None else len(left), group=group)
+            torch.distributed.all_gather_object(counts, -1 if error is not None else len(left), group=group)  # type: ignore[no-untyped-call]
             if min(counts) < 0:
                 _raise_with_ranks(error)
             if sum(counts) == 0:
                 return
             pooled: list[Any] = [None] * ranks
-            torch.distributed.all_gather_object(pooled, left, group=group)
+            torch.distributed.all_gather_object(pooled, left, group=group)  # type: ignore[no-untyped-call]
             self._pending = self._shares([b for held in pooled for b in held], ranks, rank)
             yield from self._yield_pending()
             return

@@ -189,13 +189,10 @@ def test_the_pure_python_modules_annotate_every_function():
     assert _unannotated(__file__)  # this file's own helpers are not all annotated
 
 
-def test_mypy_finds_no_error_in_the_pure_python_modules(tmp_path):
-    package = os.path.dirname(sluice.__file__)
-    done = _run_mypy_module(
-        "mypy",
-        ["--ignore-missing-imports", "--follow-imports=silent"] + [os.path.join(package, n) for n in TYPED_MODULES],
-        tmp_path,
-        300,
-    )
-    assert done.returncode == 0, f"mypy failed ({done.returncode}):\n{done.stdout}\n{done.stderr}"
-    assert done.stdout.startswith("Success: no issues found in 3 source files"), done.stdout
+def test_mypy_strict_finds_no_error_in_the_package(tmp_path):
+    # The whole package, as a user's `mypy --strict` sees it: every module
+    # (the worker pool's _worker_host.py too) and the native module's stubs;
+    # mypy analyses torch too, from a cold cache (about 80 s).
+    done = _run_mypy_module("mypy", ["--strict", "-p", "sluice"], tmp_path, 300)
+    assert done.returncode == 0, f"mypy --strict failed ({done.returncode}):\n{done.stdout}\n{done.stderr}"
+    assert done.stdout.startswith("Success: no issues found in "), done.stdout
