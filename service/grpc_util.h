@@ -67,8 +67,10 @@ inline constexpr int kMaxMessageBytes = 256 * 1024 * 1024;
 // The memory a daemon's gRPC server may hold for all its connections'
 // incoming bytes together (its ResourceQuota): room for one message of the
 // largest size and as much again. gRPC reads a request's whole body before
-// any handler, and so any token check, runs; without this bound thirty
-// unauthenticated peers sending 200 MiB each grew a worker to 3 GB.
+// its handler runs: a caller without a good token is refused on its
+// headers (call_gate.h), so this bounds what token holders send, which
+// before the gate let thirty strangers sending 200 MiB each grow a worker
+// to 3 GB.
 inline constexpr size_t kServerTransportMemoryBytes = size_t{2} * kMaxMessageBytes;
 
 // Calls `call` with a fresh context whose deadline is `timeout` away, and
