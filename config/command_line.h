@@ -15,8 +15,10 @@ inline constexpr int kConfigErrorExitCode = 2;
 
 // Parses `argv`: the YAML file named by --config (if any) first, then every
 // flag, which overrides it. Returns the exit code to stop with (0 after
-// --help), or -1 to go on. Errors are printed to stderr.
-int ParseDaemonConfig(int argc, char** argv, const std::string& description, ConfigSchema& schema);
+// --help, or after --version, which prints `version` when it is given), or
+// -1 to go on. Errors are printed to stderr.
+int ParseDaemonConfig(int argc, char** argv, const std::string& description, ConfigSchema& schema,
+                      const std::string& version = "");
 
 }  // namespace sluice
 

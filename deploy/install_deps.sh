@@ -40,6 +40,10 @@ packages=(
   # and the deploy manifests' validators.
   libcpp-httplib-dev openssl prometheus chromium python3-grpcio
   yamllint python3-yaml python3-kubernetes systemd
+  # CPack's .deb packages (cmake/SluicePackage.cmake): dpkg-shlibdeps
+  # (dpkg-dev) for their Depends, file to find their binaries; pip and
+  # venv install the Python package in the pip_install test.
+  dpkg-dev file python3-pip python3-venv python3-setuptools python3-wheel
   # Object storage (pipeline/io): libcurl for HTTP(S) and SigV4'd S3
   # requests, pugixml for S3's XML listings; nginx serves the HTTPS tests'
   # folder; npm (below) installs their S3 server.

@@ -251,7 +251,10 @@ int SetUpDaemon(int argc, char** argv, const std::string& program, const std::st
   DescribeSecuritySettings(&common->security, &schema);
   DescribeHttpSettings(&common->http, &schema);
   AddObjectStorageSettings(&schema, &common->object_storage);
-  if (int code = ParseDaemonConfig(argc, argv, program + ": " + description, schema); code >= 0) return code;
+  if (int code = ParseDaemonConfig(argc, argv, program + ": " + description, schema, kServerVersion);
+      code >= 0) {
+    return code;
+  }
   for (const absl::Status& status : {SetLogLevel(log_level), SetLogFormat(common->http.log_format),
                                      SetUpObjectStorage(common->object_storage)}) {
     if (!status.ok()) {
